@@ -1,0 +1,45 @@
+# hpcq: run `make help` for the targets.
+GO        ?= go
+BIN       := bin
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/hpcq/hpcq/internal/version.Version=$(VERSION)
+EXAMPLES  := examples/hello/task.json examples/openmp/task.json
+# Where services.sh keeps the servers of `make services-up`.
+SERVICES_DIR ?= $(CURDIR)/.services
+
+.PHONY: help build run test test-go lint bench-queue services-up services-down services-install clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+build: ## build scheduler, worker, slurm-bridge into bin/
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
+
+run: build ## run the bundled example tasks locally (embedded NATS, in-process workers)
+	$(BIN)/scheduler exec --local $(EXAMPLES)
+
+test: services-install lint test-go ## install what the tests need, then vet and run every test (race detector on)
+
+test-go:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+bench-queue: ## queue benchmark (embedded server, file storage); prints the bench-queue lines
+	$(GO) run ./bench/queue
+
+services-install: ## install the servers the tests need (Debian packages) if missing
+	scripts/services.sh install
+
+services-up: ## start the servers on private loopback ports; env in $(SERVICES_DIR)/services.env
+	scripts/services.sh up $(SERVICES_DIR)
+
+services-down: ## stop the servers started by services-up
+	scripts/services.sh down $(SERVICES_DIR)
+
+clean: ## remove bin/ and runs/
+	rm -rf $(BIN) runs

@@ -1,0 +1,353 @@
+// Command scheduler owns hpcq runs.
+//
+//	scheduler exec [--local] [--workers N] TASK.json...   run hand-written tasks
+//	scheduler status [--run-dir DIR]                      pools, backlog, workers
+//
+// run, query and export are not built yet in this version and say so.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/version"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/worker"
+)
+
+const usage = `usage: scheduler <command> [flags] [args]
+
+Commands:
+  exec [--local] [--workers N] [--slots N] TASK.json...   publish tasks, wait for their results, print a table
+  status [--run-dir DIR]                                   per pool pending / in flight / dead-lettered, workers
+  run | query | export                                     not built yet in this version
+
+Run "scheduler <command> -h" for the flags of a command.
+`
+
+// exitError carries an exit status without a message of its own.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func main() {
+	err := dispatch(os.Args[1:])
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		os.Exit(int(ee))
+	default:
+		fmt.Fprintln(os.Stderr, "scheduler:", err)
+		os.Exit(1)
+	}
+}
+
+func dispatch(args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return exitError(2)
+	}
+	switch args[0] {
+	case "exec":
+		return cmdExec(args[1:])
+	case "status":
+		return cmdStatus(args[1:])
+	case "run", "query", "export":
+		fmt.Fprintf(os.Stderr, "scheduler %s: not built yet in this version of hpcq; `scheduler exec` runs hand-written tasks\n", args[0])
+		return exitError(2)
+	case "version", "--version":
+		fmt.Println(version.Version)
+		return nil
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return nil
+	}
+	fmt.Fprintf(os.Stderr, "scheduler: unknown command %q\n\n%s", args[0], usage)
+	return exitError(2)
+}
+
+func newFlags(name string, cfg *config.Scheduler, args string) *flag.FlagSet {
+	fs := flag.NewFlagSet("scheduler "+name, flag.ContinueOnError)
+	config.AddCommonFlags(fs, &cfg.Common)
+	fs.StringVar(&cfg.RunsDir, "runs-dir", cfg.RunsDir, "directory of run directories (env HPCQ_RUNS_DIR)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: scheduler %s [flags] %s\n\nFlags:\n", name, args)
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nEnvironment:\n")
+		config.Usage(fs.Output(), cfg)
+	}
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitError(0)
+		}
+		return exitError(2)
+	}
+	return nil
+}
+
+func cmdExec(args []string) error {
+	var cfg config.Scheduler
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	fs := newFlags("exec", &cfg, "TASK.json...")
+	local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
+	var pools []string
+	fs.Var(config.ListFlag{P: &pools}, "pools", "pools of the in-process workers with --local (default: the pools of the tasks)")
+	timeout := fs.Duration("timeout", 0, "give up waiting after this long (0: wait for every result)")
+	jsonOut := fs.Bool("json", false, "print the results as JSON lines instead of a table")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitError(2)
+	}
+	log, err := cfg.Log.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	runID := scheduler.NewRunID()
+	tasks, err := scheduler.LoadTasks(fs.Args(), runID)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	if cfg.NATS.URL == "" && !*local {
+		log.Info("no NATS URL configured: running locally with an embedded server")
+		*local = true
+	}
+
+	var q *queue.Queue
+	runDir := filepath.Join(cfg.RunsDir, runID)
+	if *local {
+		if len(pools) == 0 {
+			seen := map[string]bool{}
+			for _, t := range tasks {
+				if !seen[t.Pool] {
+					seen[t.Pool] = true
+					pools = append(pools, t.Pool)
+				}
+			}
+			sort.Strings(pools)
+		}
+		l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{
+			RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log,
+			Worker: worker.Config{Pools: pools, Slots: cfg.Slots, Version: version.Version},
+		})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := l.Close(); err != nil {
+				log.Error("local workers", "err", err)
+			}
+		}()
+		q = l.Queue
+		log.Info("local run", "run_dir", runDir, "workers", max(1, cfg.Workers), "pools", pools)
+	} else {
+		nc, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-scheduler"), log)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		if q, err = queue.New(ctx, nc, cfg.Queue.Options(), log); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(runDir, 0o755); err != nil {
+			return err
+		}
+	}
+	outs, execErr := scheduler.Exec(ctx, q, scheduler.ExecParams{Tasks: tasks, RunID: runID, Logger: log})
+	if outs == nil {
+		return execErr
+	}
+	if err := writeResults(filepath.Join(runDir, "results.jsonl"), outs); err != nil {
+		log.Warn("results file not written", "err", err)
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		for _, o := range outs {
+			_ = enc.Encode(outcomeJSON(o))
+		}
+	} else if err := scheduler.WriteOutcomes(os.Stdout, outs); err != nil {
+		return err
+	}
+	failed := 0
+	for _, o := range outs {
+		if !o.OK() {
+			failed++
+		}
+	}
+	if execErr != nil {
+		return fmt.Errorf("%d of %d tasks without an answer: %w", countUnanswered(outs), len(outs), execErr)
+	}
+	if failed > 0 {
+		log.Info("run finished with failures", "run_id", runID, "failed", failed, "tasks", len(outs))
+		return exitError(1)
+	}
+	log.Info("run finished", "run_id", runID, "tasks", len(outs))
+	return nil
+}
+
+func countUnanswered(outs []scheduler.Outcome) int {
+	n := 0
+	for _, o := range outs {
+		if o.Result == nil && o.DeadLetter == nil {
+			n++
+		}
+	}
+	return n
+}
+
+type outcomeLine struct {
+	NodeID     string            `json:"node_id"`
+	Attempt    int               `json:"attempt"`
+	Status     string            `json:"status"`
+	Result     *queue.NodeResult `json:"result,omitempty"`
+	DeadLetter *deadLetterJSON   `json:"dead_letter,omitempty"`
+}
+
+type deadLetterJSON struct {
+	Pool       string    `json:"pool"`
+	Reason     string    `json:"reason"`
+	Deliveries uint64    `json:"deliveries"`
+	Worker     string    `json:"worker,omitempty"`
+	Time       time.Time `json:"time"`
+}
+
+func outcomeJSON(o scheduler.Outcome) outcomeLine {
+	l := outcomeLine{NodeID: o.Task.NodeID, Attempt: o.Task.Attempt, Status: "no_answer", Result: o.Result}
+	switch {
+	case o.Result != nil && o.Result.OK():
+		l.Status = "ok"
+	case o.Result != nil:
+		l.Status = "failed"
+	case o.DeadLetter != nil:
+		l.Status = "dead_lettered"
+		d := o.DeadLetter
+		l.DeadLetter = &deadLetterJSON{Pool: d.Pool, Reason: d.Reason, Deliveries: d.Deliveries, Worker: d.Worker, Time: d.Time}
+	}
+	return l
+}
+
+func writeResults(path string, outs []scheduler.Outcome) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, o := range outs {
+		if err := enc.Encode(outcomeJSON(o)); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+func cmdStatus(args []string) error {
+	var cfg config.Scheduler
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	fs := newFlags("status", &cfg, "")
+	runDir := fs.String("run-dir", "", "local run to inspect (default: the newest under --runs-dir when no NATS URL is set)")
+	jsonOut := fs.Bool("json", false, "print JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	log, err := cfg.Log.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	var q *queue.Queue
+	if cfg.NATS.URL != "" && *runDir == "" {
+		nc, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-status"), log)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		if q, err = queue.New(ctx, nc, cfg.Queue.Options(), log); err != nil {
+			return err
+		}
+	} else {
+		dir := *runDir
+		if dir == "" {
+			if dir, err = newestRun(cfg.RunsDir); err != nil {
+				return err
+			}
+		}
+		store := filepath.Join(dir, "nats")
+		if _, err := os.Stat(store); err != nil {
+			return fmt.Errorf("run dir %s has no local NATS store: %w", dir, err)
+		}
+		srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: store})
+		if err != nil {
+			return fmt.Errorf("open the run's NATS store (is the run still going?): %w", err)
+		}
+		defer srv.Shutdown()
+		nc, err := srv.Connect("hpcq-status")
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		if q, err = queue.New(ctx, nc, cfg.Queue.Options(), log); err != nil {
+			return err
+		}
+		fmt.Printf("run %s (local)\n\n", filepath.Base(dir))
+	}
+	stats, err := q.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	workers, err := q.Workers(ctx)
+	if err != nil {
+		return err
+	}
+	if *jsonOut {
+		return json.NewEncoder(os.Stdout).Encode(map[string]any{"pools": stats, "workers": workers})
+	}
+	return scheduler.WriteStats(os.Stdout, stats, workers)
+}
+
+func newestRun(runsDir string) (string, error) {
+	entries, err := os.ReadDir(runsDir)
+	if err != nil {
+		return "", fmt.Errorf("no NATS URL set and no runs in %s: %w", runsDir, err)
+	}
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].IsDir() {
+			return filepath.Join(runsDir, entries[i].Name()), nil
+		}
+	}
+	return "", fmt.Errorf("no NATS URL set and no runs in %s", runsDir)
+}
+

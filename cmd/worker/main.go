@@ -1,0 +1,91 @@
+// Command worker pulls hpcq tasks from NATS JetStream and runs them.
+//
+//	worker [--pools cpu,gpu] [--slots N] [--work-dir DIR]
+//
+// It needs HPCQ_NATS_URL (or --nats-url). SIGTERM or SIGINT drains it: it
+// stops pulling, hands its running tasks back for another worker, and exits 0.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/version"
+	"github.com/hpcq/hpcq/pkg/phases"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/worker"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var cfg config.Worker
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	config.AddCommonFlags(fs, &cfg.Common)
+	fs.Var(config.ListFlag{P: &cfg.Pools}, "pools", "comma-separated pools (env HPCQ_POOLS)")
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "tasks run at once, default: cores (env HPCQ_SLOTS)")
+	fs.StringVar(&cfg.WorkDir, "work-dir", cfg.WorkDir, "workspaces and logs go under DIR/<run_id>/ (env HPCQ_WORK_DIR)")
+	fs.StringVar(&cfg.ID, "id", cfg.ID, "registry id (env HPCQ_WORKER_ID)")
+	fs.DurationVar(&cfg.Grace, "kill-grace", cfg.Grace, "SIGTERM to SIGKILL grace for commands (env HPCQ_KILL_GRACE)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: worker [flags]\n\nFlags:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nEnvironment:\n")
+		config.Usage(fs.Output(), &cfg)
+	}
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	log, err := cfg.Log.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	id := cfg.ID
+	if id == "" {
+		id = worker.DefaultID()
+	}
+	nc, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-worker "+id), log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	q, err := queue.New(ctx, nc, cfg.Queue.Options(), log)
+	if err != nil {
+		return err
+	}
+	exec, err := phases.NewExecutor(phases.Config{RunsDir: cfg.WorkDir, KillGrace: cfg.Grace})
+	if err != nil {
+		return err
+	}
+	w, err := worker.New(q, exec, worker.Config{
+		ID: id, Pools: cfg.Pools, Slots: cfg.Slots, Cores: runtime.NumCPU(), FetchWait: cfg.FetchMax,
+		Version: version.Version, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	return w.Run(ctx)
+}

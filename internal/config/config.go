@@ -1,0 +1,151 @@
+// Package config reads hpcq's settings: defaults, then HPCQ_* environment
+// variables (through envconfig), then command-line flags.
+package config
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+// Prefix of every environment variable.
+const Prefix = "HPCQ"
+
+// NATS is how to reach an external server. Empty URL means local mode.
+type NATS struct {
+	URL       string `envconfig:"NATS_URL" desc:"NATS server URL(s); empty: local mode with an embedded server"`
+	User      string `envconfig:"NATS_USER" desc:"NATS user"`
+	Password  string `envconfig:"NATS_PASSWORD" desc:"NATS password"`
+	Token     string `envconfig:"NATS_TOKEN" desc:"NATS token"`
+	NKeyFile  string `envconfig:"NATS_NKEY_FILE" desc:"file with an nkey seed"`
+	CredsFile string `envconfig:"NATS_CREDS_FILE" desc:"JWT credentials file"`
+	TLSCA     string `envconfig:"NATS_TLS_CA" desc:"PEM file of CAs to trust"`
+	TLSCert   string `envconfig:"NATS_TLS_CERT" desc:"client certificate (PEM)"`
+	TLSKey    string `envconfig:"NATS_TLS_KEY" desc:"client key (PEM)"`
+}
+
+// Conn is the connection config for pkg/queue.
+func (n NATS) Conn(name string) queue.ConnConfig {
+	return queue.ConnConfig{URL: n.URL, Name: name, User: n.User, Password: n.Password, Token: n.Token,
+		NKeyFile: n.NKeyFile, CredsFile: n.CredsFile, TLSCA: n.TLSCA, TLSCert: n.TLSCert, TLSKey: n.TLSKey}
+}
+
+// Queue settings, shared by every process of a cluster.
+type Queue struct {
+	AckWait     time.Duration `envconfig:"ACK_WAIT" default:"60s" desc:"redeliver a task not acknowledged or heartbeated within this"`
+	MaxDeliver  int           `envconfig:"MAX_DELIVER" default:"5" desc:"dead-letter a task after this many deliveries"`
+	DedupWindow time.Duration `envconfig:"DEDUP_WINDOW" default:"10m" desc:"server-side duplicate detection window"`
+	Heartbeat   time.Duration `envconfig:"HEARTBEAT" default:"5s" desc:"worker registry heartbeat period"`
+}
+
+// Options for pkg/queue.
+func (q Queue) Options() queue.Options {
+	return queue.Options{AckWait: q.AckWait, MaxDeliver: q.MaxDeliver, DedupWindow: q.DedupWindow, HeartbeatPeriod: q.Heartbeat}
+}
+
+// Log settings.
+type Log struct {
+	Level  string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	Format string `envconfig:"LOG_FORMAT" default:"text" desc:"text or json"`
+}
+
+// Logger builds the logger the settings describe, writing to w.
+func (l Log) Logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
+		return nil, fmt.Errorf("log level %q: %w", l.Level, err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(l.Format) {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: must be text or json", l.Format)
+}
+
+// Common settings of every command.
+type Common struct {
+	NATS
+	Queue
+	Log
+}
+
+// Worker settings.
+type Worker struct {
+	Common
+	Pools    []string      `envconfig:"POOLS" default:"cpu" desc:"pools to pull tasks from"`
+	Slots    int           `envconfig:"SLOTS" desc:"tasks run at once (default: cores)"`
+	WorkDir  string        `envconfig:"WORK_DIR" default:"hpcq-work" desc:"directory of workspaces and phase logs"`
+	ID       string        `envconfig:"WORKER_ID" desc:"registry id (default: host-pid-n)"`
+	Grace    time.Duration `envconfig:"KILL_GRACE" default:"5s" desc:"SIGTERM to SIGKILL grace for commands"`
+	FetchMax time.Duration `envconfig:"FETCH_WAIT" default:"1s" desc:"how long one pull request waits"`
+}
+
+// Scheduler settings.
+type Scheduler struct {
+	Common
+	RunsDir string `envconfig:"RUNS_DIR" default:"runs" desc:"directory of run directories"`
+	Workers int    `envconfig:"LOCAL_WORKERS" default:"1" desc:"in-process workers in local mode"`
+	Slots   int    `envconfig:"SLOTS" desc:"slots per local worker (default: cores)"`
+}
+
+// Load fills cfg from defaults and the environment.
+func Load(cfg any) error {
+	if err := envconfig.Process(Prefix, cfg); err != nil {
+		return fmt.Errorf("environment: %w", err)
+	}
+	return nil
+}
+
+// Usage prints the environment variables cfg reads.
+func Usage(w io.Writer, cfg any) {
+	_ = envconfig.Usagef(Prefix, cfg, w, envconfig.DefaultTableFormat)
+}
+
+// AddCommonFlags binds flags to c, with the values read so far as defaults,
+// so that a flag overrides the environment.
+func AddCommonFlags(fs *flag.FlagSet, c *Common) {
+	fs.StringVar(&c.NATS.URL, "nats-url", c.NATS.URL, "NATS server URL (env HPCQ_NATS_URL); empty: local mode")
+	fs.StringVar(&c.NATS.CredsFile, "nats-creds", c.NATS.CredsFile, "NATS credentials file (env HPCQ_NATS_CREDS_FILE)")
+	fs.StringVar(&c.NATS.NKeyFile, "nats-nkey", c.NATS.NKeyFile, "NATS nkey seed file (env HPCQ_NATS_NKEY_FILE)")
+	fs.StringVar(&c.NATS.TLSCA, "nats-tls-ca", c.NATS.TLSCA, "PEM CA file (env HPCQ_NATS_TLS_CA)")
+	fs.DurationVar(&c.Queue.AckWait, "ack-wait", c.Queue.AckWait, "AckWait of task deliveries (env HPCQ_ACK_WAIT)")
+	fs.IntVar(&c.Queue.MaxDeliver, "max-deliver", c.Queue.MaxDeliver, "deliveries before dead-lettering (env HPCQ_MAX_DELIVER)")
+	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn, error (env HPCQ_LOG_LEVEL)")
+	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "text or json (env HPCQ_LOG_FORMAT)")
+}
+
+// ListFlag is a comma-separated list flag.
+type ListFlag struct{ P *[]string }
+
+func (l ListFlag) String() string {
+	if l.P == nil {
+		return ""
+	}
+	return strings.Join(*l.P, ",")
+}
+
+// Set splits v on commas, dropping empty items.
+func (l ListFlag) Set(v string) error {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	*l.P = out
+	return nil
+}
+
+// Stderr is where commands log.
+var Stderr io.Writer = os.Stderr

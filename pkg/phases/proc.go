@@ -1,0 +1,158 @@
+package phases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Command is one shell command line, run with bash -lc in its own process
+// group.
+type Command struct {
+	// Line is the command line passed to bash -lc.
+	Line string
+	// Dir is the working directory.
+	Dir string
+	// Env is the complete environment of the command.
+	Env []string
+	// Timeout bounds the command; 0 means no timeout (ctx still applies).
+	Timeout time.Duration
+	// KillGrace is how long the process group has between SIGTERM and
+	// SIGKILL once the timeout fires or ctx ends. Defaults to 5s.
+	KillGrace time.Duration
+	// Output receives the combined stdout and stderr, in order.
+	Output io.Writer
+}
+
+// Outcome is how a command ended.
+type Outcome struct {
+	// ExitCode is the exit status, or 128+signal when a signal ended it.
+	ExitCode int
+	// TimedOut is set when Timeout fired; Canceled when ctx ended first.
+	TimedOut, Canceled bool
+	// Duration from start to the exit of the command's process.
+	Duration time.Duration
+}
+
+// ErrStart wraps failures to start a command at all (no bash, bad dir):
+// those are the worker's problem, not the task's.
+var ErrStart = errors.New("cannot start command")
+
+// shell is the interpreter of every command line. bash -lc gives commands
+// the login environment users expect on clusters (environment modules,
+// profile.d), as on an interactive shell.
+var shell = []string{"/bin/bash", "-lc"}
+
+// ShellArgv is the argv a command line runs as.
+func ShellArgv(line string) []string { return append(append([]string(nil), shell...), line) }
+
+// Run runs c and waits for it. The command gets a new process group; when
+// its leader exits, whatever it left running in that group is killed too,
+// and on timeout or cancellation the whole group gets SIGTERM, then SIGKILL
+// after KillGrace. The group is signalled only while its leader is not yet
+// reaped, so its id cannot have been reused by an unrelated process: Run
+// never signals anything but what the command started.
+func Run(ctx context.Context, c Command) (Outcome, error) {
+	grace := c.KillGrace
+	if grace <= 0 {
+		grace = 5 * time.Second
+	}
+	out := c.Output
+	if out == nil {
+		out = io.Discard
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%w: pipe: %v", ErrStart, err)
+	}
+	argv := ShellArgv(c.Line)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = c.Dir
+	cmd.Env = c.Env
+	cmd.Stdout = pw
+	cmd.Stderr = pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return Outcome{}, fmt.Errorf("%w: %v", ErrStart, err)
+	}
+	pw.Close()
+	pgid := cmd.Process.Pid
+
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(out, pr)
+	}()
+
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		var info unix.Siginfo
+		for {
+			// WNOWAIT: learn of the exit but leave the leader a zombie, so
+			// that its pid (the group id) stays reserved until we reap it.
+			err := unix.Waitid(unix.P_PID, pgid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				return
+			}
+		}
+	}()
+
+	var timer <-chan time.Time
+	if c.Timeout > 0 {
+		t := time.NewTimer(c.Timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	var o Outcome
+	select {
+	case <-exited:
+	case <-timer:
+		o.TimedOut = true
+	case <-ctx.Done():
+		o.Canceled = true
+	}
+	if o.TimedOut || o.Canceled {
+		_ = unix.Kill(-pgid, unix.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(grace):
+		}
+	}
+	// The leader has exited (or is past its grace): nothing of the group
+	// may outlive the command.
+	_ = unix.Kill(-pgid, unix.SIGKILL)
+	<-exited
+	o.Duration = time.Since(start)
+	werr := cmd.Wait()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		switch {
+		case ws.Exited():
+			o.ExitCode = ws.ExitStatus()
+		case ws.Signaled():
+			o.ExitCode = 128 + int(ws.Signal())
+		}
+	} else if werr != nil {
+		o.ExitCode = -1
+	}
+	// A process that left the group (setsid) may hold the pipe open; do not
+	// wait on it for long.
+	select {
+	case <-copied:
+	case <-time.After(2 * time.Second):
+		pr.Close()
+		<-copied
+	}
+	pr.Close()
+	return o, nil
+}

@@ -1,0 +1,131 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// PoolConsumer pulls the tasks of one pool through the pool's durable
+// consumer, which all workers of the pool share.
+type PoolConsumer struct {
+	q      *Queue
+	pool   string
+	worker string
+	cons   jetstream.Consumer
+}
+
+// PoolConsumer creates or updates the durable consumer of pool and returns
+// a handle to pull from it. worker names the caller in dead letters.
+func (q *Queue) PoolConsumer(ctx context.Context, pool, worker string) (*PoolConsumer, error) {
+	if err := ValidatePool(pool); err != nil {
+		return nil, err
+	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	cons, err := q.js.CreateOrUpdateConsumer(ctx, TasksStream, consumerConfig(pool, q.opts))
+	if err != nil {
+		return nil, fmt.Errorf("queue: consumer of pool %s: %w", pool, err)
+	}
+	return &PoolConsumer{q: q, pool: pool, worker: worker, cons: cons}, nil
+}
+
+// Pool is the pool this consumer pulls from.
+func (c *PoolConsumer) Pool() string { return c.pool }
+
+// Delivery is one delivery of a valid task to this worker. Exactly one of
+// Ack, Nak, NakWithDelay and Term must end it.
+type Delivery struct {
+	Task *NodeTask
+	// NumDelivered counts deliveries of this message, this one included.
+	NumDelivered uint64
+	// Received is when the worker got the message.
+	Received time.Time
+	msg      jetstream.Msg
+	c        *PoolConsumer
+}
+
+// InProgress tells the server the task is still being worked on, which
+// restarts its AckWait clock.
+func (d *Delivery) InProgress() error { return d.msg.InProgress() }
+
+// Ack removes the task from the work queue. Call it only after the task's
+// result was published and confirmed.
+func (d *Delivery) Ack(ctx context.Context) error {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	return d.msg.DoubleAck(ctx)
+}
+
+// Nak hands the task back for immediate redelivery to any worker.
+func (d *Delivery) Nak() error { return d.msg.Nak() }
+
+// NakWithDelay hands the task back for redelivery after delay.
+func (d *Delivery) NakWithDelay(delay time.Duration) error { return d.msg.NakWithDelay(delay) }
+
+// LastDelivery reports whether this is the last delivery MaxDeliver allows:
+// a failure now should dead-letter the task rather than hand it back.
+func (d *Delivery) LastDelivery() bool { return d.NumDelivered >= uint64(d.c.q.opts.MaxDeliver) }
+
+// DeadLetter moves the task to the dead-letter subject with the reason and
+// removes it from the work queue.
+func (d *Delivery) DeadLetter(ctx context.Context, reason string) error {
+	return d.c.q.deadLetter(ctx, d.c.pool, d.msg, reason, d.c.worker)
+}
+
+// Fetch asks the server for up to n tasks and calls handle for each valid one
+// as it arrives, waiting at most maxWait for the batch to fill. Messages
+// that do not parse, carry an unknown version, or were delivered more than
+// MaxDeliver times never reach handle: they are dead-lettered with the
+// reason and removed from the work queue. It returns the number of
+// messages received (valid or not).
+func (c *PoolConsumer) Fetch(ctx context.Context, n int, maxWait time.Duration, handle func(*Delivery)) (int, error) {
+	batch, err := c.cons.Fetch(n, jetstream.FetchMaxWait(maxWait))
+	if err != nil {
+		return 0, fmt.Errorf("queue: fetch from pool %s: %w", c.pool, err)
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		if d := c.accept(ctx, msg); d != nil {
+			handle(d)
+		}
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
+		return got, fmt.Errorf("queue: fetch from pool %s: %w", c.pool, err)
+	}
+	return got, nil
+}
+
+// accept turns a message into a Delivery, or dead-letters it.
+func (c *PoolConsumer) accept(ctx context.Context, msg jetstream.Msg) *Delivery {
+	now := time.Now()
+	meta, err := msg.Metadata()
+	if err != nil {
+		c.q.log.Error("message without JetStream metadata, left for redelivery", "pool", c.pool, "err", err)
+		return nil
+	}
+	max := uint64(c.q.opts.MaxDeliver)
+	if meta.NumDelivered > max {
+		reason := fmt.Sprintf("max deliveries reached: delivered %d times, MaxDeliver is %d (the workers that took it died, were stopped, or could not run it)", meta.NumDelivered, max)
+		if err := c.q.deadLetter(ctx, c.pool, msg, reason, c.worker); err != nil {
+			c.q.log.Error("dead letter failed, message will be redelivered", "pool", c.pool, "err", err)
+		}
+		return nil
+	}
+	task, err := DecodeTask(msg.Data())
+	if err == nil && task.Pool != c.pool {
+		err = fmt.Errorf("%w: pool: %q, but the task arrived on %s", ErrInvalidMessage, task.Pool, msg.Subject())
+	}
+	if err != nil {
+		if derr := c.q.deadLetter(ctx, c.pool, msg, "rejected: "+err.Error(), c.worker); derr != nil {
+			c.q.log.Error("dead letter failed, message will be redelivered", "pool", c.pool, "err", derr)
+		}
+		return nil
+	}
+	return &Delivery{Task: task, NumDelivered: meta.NumDelivered, Received: now, msg: msg, c: c}
+}

@@ -1,0 +1,463 @@
+package queue
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Version is the only message version this build reads and writes.
+const Version = 1
+
+// ErrInvalidMessage is wrapped by every error that rejects a message's
+// content; the message text names the offending field.
+var ErrInvalidMessage = errors.New("invalid message")
+
+// ErrUnknownVersion is wrapped when a message carries a "v" this build does
+// not understand. It also wraps ErrInvalidMessage.
+var ErrUnknownVersion = fmt.Errorf("%w: unknown version", ErrInvalidMessage)
+
+// Node kinds of the tree search. An empty kind is a hand-written task.
+const (
+	KindDraft      = "draft"
+	KindDebug      = "debug"
+	KindImprove    = "improve"
+	KindHyperparam = "hyperparam"
+	KindAblation   = "ablation"
+)
+
+var validKinds = map[string]bool{"": true, KindDraft: true, KindDebug: true, KindImprove: true, KindHyperparam: true, KindAblation: true}
+
+// Limits on message sizes that Validate enforces. They keep a hostile or
+// buggy producer from making a worker allocate without bound.
+const (
+	MaxIDLen         = 128
+	MaxCommands      = 256
+	MaxCommandLen    = 64 << 10
+	MaxFiles         = 1024
+	MaxEnvVars       = 256
+	MaxTaskBytes     = 8 << 20 // whole encoded task; the embedded server allows this payload
+	MaxResultBytes   = 1 << 20 // whole encoded result; fits any server default
+	MaxMetricNameLen = 128
+)
+
+// idPattern is what run ids, node ids, branch ids and pools may contain: they
+// become NATS subject tokens, message ids and directory names.
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// NodeTask is one node of a run, ready to execute: the message published on
+// hpcq.tasks.<pool>.
+type NodeTask struct {
+	V         int               `json:"v"`
+	RunID     string            `json:"run_id"`
+	NodeID    string            `json:"node_id"`
+	Attempt   int               `json:"attempt"`
+	ParentID  string            `json:"parent_id,omitempty"`
+	BranchID  string            `json:"branch_id,omitempty"`
+	Stage     int               `json:"stage,omitempty"`
+	Kind      string            `json:"kind,omitempty"`
+	Pool      string            `json:"pool"`
+	Artifacts Artifacts         `json:"artifacts"`
+	Limits    Limits            `json:"limits,omitempty"`
+	Env       map[string]string `json:"env,omitempty"`
+}
+
+// Artifacts are the phase_artifacts of a node: what each phase runs.
+type Artifacts struct {
+	Download CommandsPhase `json:"download"`
+	Coding   CodingPhase   `json:"coding"`
+	Compile  CommandsPhase `json:"compile"`
+	Run      RunPhase      `json:"run"`
+}
+
+// CommandsPhase is a phase made of shell commands, run one after the other
+// with bash -lc in the workspace.
+type CommandsPhase struct {
+	Commands []string `json:"commands,omitempty"`
+}
+
+// CodingPhase holds the files written into the workspace.
+type CodingPhase struct {
+	Workspace Workspace `json:"workspace"`
+}
+
+// Workspace lists the files of a node.
+type Workspace struct {
+	Files []File `json:"files,omitempty"`
+}
+
+// File is one file written into the workspace. Mode is "0644" (the default)
+// or "0755".
+type File struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+	Mode    string `json:"mode,omitempty"`
+}
+
+// RunPhase are the run commands and the files they must leave behind.
+type RunPhase struct {
+	Commands        []string `json:"commands,omitempty"`
+	ExpectedOutputs []string `json:"expected_outputs,omitempty"`
+}
+
+// Limits bound a task's execution. Zero values mean "the worker's default".
+type Limits struct {
+	DownloadTimeoutS int   `json:"download_timeout_s,omitempty"`
+	CompileTimeoutS  int   `json:"compile_timeout_s,omitempty"`
+	RunTimeoutS      int   `json:"run_timeout_s,omitempty"`
+	CPUs             int   `json:"cpus,omitempty"`
+	GPUs             int   `json:"gpus,omitempty"`
+	MemoryMB         int   `json:"memory_mb,omitempty"`
+	MaxOutputBytes   int64 `json:"max_output_bytes,omitempty"`
+}
+
+// MsgID is the Nats-Msg-Id of the task: "<run_id>/<node_id>/<attempt>".
+// The run id is part of it because node ids of hand-written tasks repeat
+// from one run to the next; within a run it is "<node_id>/<attempt>".
+func (t *NodeTask) MsgID() string { return msgID(t.RunID, t.NodeID, t.Attempt) }
+
+func msgID(run, node string, attempt int) string {
+	return run + "/" + node + "/" + strconv.Itoa(attempt)
+}
+
+// Subject is the subject the task is published on.
+func (t *NodeTask) Subject() string { return TaskSubject(t.Pool) }
+
+func fieldErr(field, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrInvalidMessage, field, fmt.Sprintf(format, args...))
+}
+
+func checkID(field, v string, required bool) error {
+	if v == "" {
+		if required {
+			return fieldErr(field, "is required")
+		}
+		return nil
+	}
+	if len(v) > MaxIDLen {
+		return fieldErr(field, "longer than %d bytes", MaxIDLen)
+	}
+	if !idPattern.MatchString(v) || strings.Contains(v, "..") {
+		return fieldErr(field, "%q may contain only letters, digits, '_', '-', '.' (not '..'), starting with a letter or digit", v)
+	}
+	return nil
+}
+
+// ValidatePool reports whether name can be a pool (a subject token).
+func ValidatePool(name string) error { return checkID("pool", name, true) }
+
+func checkCommands(field string, cmds []string) error {
+	if len(cmds) > MaxCommands {
+		return fieldErr(field, "%d commands, at most %d", len(cmds), MaxCommands)
+	}
+	for i, c := range cmds {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if strings.TrimSpace(c) == "" {
+			return fieldErr(f, "is empty")
+		}
+		if len(c) > MaxCommandLen {
+			return fieldErr(f, "longer than %d bytes", MaxCommandLen)
+		}
+		if strings.IndexByte(c, 0) >= 0 {
+			return fieldErr(f, "contains a NUL byte")
+		}
+		if !utf8.ValidString(c) {
+			return fieldErr(f, "is not valid UTF-8")
+		}
+	}
+	return nil
+}
+
+// Validate checks the task's version and content. The error wraps
+// ErrInvalidMessage (and ErrUnknownVersion for a wrong "v") and names the
+// field. The paths of workspace files get their full check when the worker
+// writes them; Validate rejects only what is never acceptable.
+func (t *NodeTask) Validate() error {
+	if t.V != Version {
+		return fmt.Errorf("%w: v: %d (this build reads version %d)", ErrUnknownVersion, t.V, Version)
+	}
+	if err := checkID("run_id", t.RunID, true); err != nil {
+		return err
+	}
+	if err := checkID("node_id", t.NodeID, true); err != nil {
+		return err
+	}
+	if t.Attempt < 1 {
+		return fieldErr("attempt", "%d, must be >= 1", t.Attempt)
+	}
+	if err := checkID("parent_id", t.ParentID, false); err != nil {
+		return err
+	}
+	if err := checkID("branch_id", t.BranchID, false); err != nil {
+		return err
+	}
+	if t.Stage < 0 || t.Stage > 4 {
+		return fieldErr("stage", "%d, must be 0 (none) to 4", t.Stage)
+	}
+	if !validKinds[t.Kind] {
+		return fieldErr("kind", "%q, must be one of draft, debug, improve, hyperparam, ablation", t.Kind)
+	}
+	if err := ValidatePool(t.Pool); err != nil {
+		return err
+	}
+	a := &t.Artifacts
+	if err := checkCommands("artifacts.download.commands", a.Download.Commands); err != nil {
+		return err
+	}
+	if err := checkCommands("artifacts.compile.commands", a.Compile.Commands); err != nil {
+		return err
+	}
+	if err := checkCommands("artifacts.run.commands", a.Run.Commands); err != nil {
+		return err
+	}
+	if len(a.Download.Commands)+len(a.Compile.Commands)+len(a.Run.Commands) == 0 {
+		return fieldErr("artifacts", "no commands in download, compile or run")
+	}
+	files := a.Coding.Workspace.Files
+	if len(files) > MaxFiles {
+		return fieldErr("artifacts.coding.workspace.files", "%d files, at most %d", len(files), MaxFiles)
+	}
+	for i, f := range files {
+		field := fmt.Sprintf("artifacts.coding.workspace.files[%d]", i)
+		if f.Path == "" {
+			return fieldErr(field+".path", "is required")
+		}
+		switch f.Mode {
+		case "", "0644", "0755", "644", "755":
+		default:
+			return fieldErr(field+".mode", "%q, must be \"0644\" or \"0755\"", f.Mode)
+		}
+	}
+	for i, p := range a.Run.ExpectedOutputs {
+		if p == "" {
+			return fieldErr(fmt.Sprintf("artifacts.run.expected_outputs[%d]", i), "is empty")
+		}
+	}
+	l := &t.Limits
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"limits.download_timeout_s", int64(l.DownloadTimeoutS)},
+		{"limits.compile_timeout_s", int64(l.CompileTimeoutS)},
+		{"limits.run_timeout_s", int64(l.RunTimeoutS)},
+		{"limits.cpus", int64(l.CPUs)},
+		{"limits.gpus", int64(l.GPUs)},
+		{"limits.memory_mb", int64(l.MemoryMB)},
+		{"limits.max_output_bytes", l.MaxOutputBytes},
+	} {
+		if c.v < 0 {
+			return fieldErr(c.name, "%d, must not be negative", c.v)
+		}
+	}
+	if len(t.Env) > MaxEnvVars {
+		return fieldErr("env", "%d variables, at most %d", len(t.Env), MaxEnvVars)
+	}
+	for k, v := range t.Env {
+		if !envNamePattern.MatchString(k) {
+			return fieldErr("env", "variable name %q is not a valid name", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fieldErr("env."+k, "contains a NUL byte")
+		}
+	}
+	return nil
+}
+
+// DecodeTask parses and validates a task. Unknown fields are rejected, so a
+// typo in a hand-written task is an error rather than a silently ignored key.
+func DecodeTask(data []byte) (*NodeTask, error) {
+	if len(data) > MaxTaskBytes {
+		return nil, fmt.Errorf("%w: task is %d bytes, at most %d", ErrInvalidMessage, len(data), MaxTaskBytes)
+	}
+	t, err := DecodeTaskDraft(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// DecodeTaskDraft parses a task strictly (version first, no unknown fields)
+// without validating its content, for callers that fill in fields (run_id,
+// defaults) before calling Validate.
+func DecodeTaskDraft(data []byte) (*NodeTask, error) {
+	if err := checkVersion(data); err != nil {
+		return nil, err
+	}
+	var t NodeTask
+	if err := strictUnmarshal(data, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// checkVersion reads only "v" first, so that a message of a newer version is
+// reported as such and not as an unknown field of version 1.
+func checkVersion(data []byte) error {
+	var probe struct {
+		V *json.RawMessage `json:"v"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return fmt.Errorf("%w: not a JSON object: %v", ErrInvalidMessage, err)
+	}
+	if probe.V == nil {
+		return fieldErr("v", "is required")
+	}
+	var v int
+	if err := json.Unmarshal(*probe.V, &v); err != nil {
+		return fieldErr("v", "%s is not an integer", string(*probe.V))
+	}
+	if v != Version {
+		return fmt.Errorf("%w: v: %d (this build reads version %d)", ErrUnknownVersion, v, Version)
+	}
+	return nil
+}
+
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidMessage, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the JSON object", ErrInvalidMessage)
+	}
+	return nil
+}
+
+// Error kinds of a NodeResult.
+const (
+	ErrKindInvalidTask      = "invalid_task"
+	ErrKindInvalidWorkspace = "invalid_workspace"
+	ErrKindInstallFailed    = "install_failed"
+	ErrKindCompileFailed    = "compile_failed"
+	ErrKindRunFailed        = "run_failed"
+	ErrKindTimeout          = "timeout"
+	ErrKindMissingOutput    = "missing_output"
+	ErrKindCanceled         = "canceled"
+	ErrKindInternal         = "internal"
+)
+
+// Phase names as they appear in NodeResult.Phases.
+const (
+	PhaseCoding   = "coding"
+	PhaseDownload = "download"
+	PhaseCompile  = "compile"
+	PhaseRun      = "run"
+)
+
+// NodeResult is what a worker reports for one (node, attempt), published on
+// hpcq.results.<run>.
+type NodeResult struct {
+	V            int                `json:"v"`
+	RunID        string             `json:"run_id"`
+	NodeID       string             `json:"node_id"`
+	Attempt      int                `json:"attempt"`
+	Pool         string             `json:"pool,omitempty"`
+	Worker       string             `json:"worker"`
+	Started      time.Time          `json:"started"`
+	DurationMS   int64              `json:"duration_ms"`
+	Phases       []PhaseResult      `json:"phases"`
+	Metrics      map[string]float64 `json:"metrics,omitempty"`
+	OutputsFound []string           `json:"outputs_found,omitempty"`
+	Error        *ResultError       `json:"error,omitempty"`
+	Toolchain    map[string]string  `json:"toolchain,omitempty"`
+}
+
+// PhaseResult is one phase of a node as it ran.
+type PhaseResult struct {
+	Name       string    `json:"name"`
+	OK         bool      `json:"ok"`
+	ExitCode   int       `json:"exit_code"`
+	Started    time.Time `json:"started"`
+	DurationMS int64     `json:"duration_ms"`
+	LogTail    string    `json:"log_tail,omitempty"`
+	LogRef     string    `json:"log_ref,omitempty"`
+}
+
+// ResultError says which phase failed, how, and why.
+type ResultError struct {
+	Phase   string `json:"phase"`
+	Kind    string `json:"kind"`
+	Message string `json:"message"`
+}
+
+// OK reports whether every phase of the node succeeded.
+func (r *NodeResult) OK() bool { return r.Error == nil }
+
+// MsgID is the Nats-Msg-Id of the result; a second publish of the same
+// (run, node, attempt) is dropped by the server.
+func (r *NodeResult) MsgID() string { return msgID(r.RunID, r.NodeID, r.Attempt) }
+
+var validErrKinds = map[string]bool{
+	ErrKindInvalidTask: true, ErrKindInvalidWorkspace: true, ErrKindInstallFailed: true,
+	ErrKindCompileFailed: true, ErrKindRunFailed: true, ErrKindTimeout: true,
+	ErrKindMissingOutput: true, ErrKindCanceled: true, ErrKindInternal: true,
+}
+
+// Validate checks the result's version and content; the error names the field.
+func (r *NodeResult) Validate() error {
+	if r.V != Version {
+		return fmt.Errorf("%w: v: %d (this build reads version %d)", ErrUnknownVersion, r.V, Version)
+	}
+	if err := checkID("run_id", r.RunID, true); err != nil {
+		return err
+	}
+	if err := checkID("node_id", r.NodeID, true); err != nil {
+		return err
+	}
+	if r.Attempt < 1 {
+		return fieldErr("attempt", "%d, must be >= 1", r.Attempt)
+	}
+	if r.Worker == "" {
+		return fieldErr("worker", "is required")
+	}
+	for i, p := range r.Phases {
+		if p.Name == "" {
+			return fieldErr(fmt.Sprintf("phases[%d].name", i), "is required")
+		}
+	}
+	for name := range r.Metrics {
+		if name == "" || len(name) > MaxMetricNameLen {
+			return fieldErr("metrics", "metric name %q must be 1 to %d bytes", name, MaxMetricNameLen)
+		}
+	}
+	if r.Error != nil {
+		if !validErrKinds[r.Error.Kind] {
+			return fieldErr("error.kind", "%q is not a known error kind", r.Error.Kind)
+		}
+		if r.Error.Message == "" {
+			return fieldErr("error.message", "is required")
+		}
+	}
+	return nil
+}
+
+// DecodeResult parses and validates a result.
+func DecodeResult(data []byte) (*NodeResult, error) {
+	if len(data) > MaxResultBytes {
+		return nil, fmt.Errorf("%w: result is %d bytes, at most %d", ErrInvalidMessage, len(data), MaxResultBytes)
+	}
+	if err := checkVersion(data); err != nil {
+		return nil, err
+	}
+	var r NodeResult
+	if err := strictUnmarshal(data, &r); err != nil {
+		return nil, err
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

@@ -1,0 +1,324 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Header names set on dead letters.
+const (
+	HeaderReason     = "Hpcq-Reason"
+	HeaderDeliveries = "Hpcq-Deliveries"
+	HeaderSubject    = "Hpcq-Subject"
+	HeaderStreamSeq  = "Hpcq-Stream-Seq"
+	HeaderRun        = "Hpcq-Run"
+	HeaderNode       = "Hpcq-Node"
+	HeaderAttempt    = "Hpcq-Attempt"
+	HeaderWorker     = "Hpcq-Worker"
+)
+
+// defaultTimeout bounds calls whose context has no deadline.
+const defaultTimeout = 10 * time.Second
+
+func withDefaultTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, defaultTimeout)
+}
+
+// Queue is the JetStream side of hpcq: streams, publishing, pool consumers,
+// dead letters and the worker registry. It is safe for concurrent use.
+type Queue struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	opts Options
+	log  *slog.Logger
+	kv   jetstream.KeyValue
+}
+
+// New creates or updates the streams and the registry bucket on the server
+// behind nc and returns a Queue. The connection stays owned by the caller.
+func New(ctx context.Context, nc *nats.Conn, opts Options, log *slog.Logger) (*Queue, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxAsyncPending))
+	if err != nil {
+		return nil, fmt.Errorf("queue: jetstream: %w", err)
+	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	if err := ensureStreams(ctx, js, opts); err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, WorkersBucket)
+	if err != nil {
+		return nil, fmt.Errorf("queue: open bucket %s: %w", WorkersBucket, err)
+	}
+	return &Queue{nc: nc, js: js, opts: opts, log: log, kv: kv}, nil
+}
+
+// Options returns the options in effect, defaults filled in.
+func (q *Queue) Options() Options { return q.opts }
+
+// JetStream exposes the underlying JetStream context for tooling and tests.
+func (q *Queue) JetStream() jetstream.JetStream { return q.js }
+
+// PublishTask validates t and publishes it on its pool's subject with
+// Nats-Msg-Id set, waiting for the server's acknowledgement. duplicate is
+// true when the server already had the task within the dedup window; the
+// call is then a no-op.
+func (q *Queue) PublishTask(ctx context.Context, t *NodeTask) (duplicate bool, err error) {
+	data, err := encodeTask(t)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	ack, err := q.js.Publish(ctx, t.Subject(), data, jetstream.WithMsgID(t.MsgID()), jetstream.WithExpectStream(TasksStream))
+	if err != nil {
+		return false, fmt.Errorf("queue: publish task %s: %w", t.MsgID(), err)
+	}
+	return ack.Duplicate, nil
+}
+
+func encodeTask(t *NodeTask) ([]byte, error) {
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("queue: task %s/%d: %w", t.NodeID, t.Attempt, err)
+	}
+	data, err := json.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("queue: encode task: %w", err)
+	}
+	if len(data) > MaxTaskBytes {
+		return nil, fmt.Errorf("queue: task %s: %w: %d bytes encoded, at most %d", t.MsgID(), ErrInvalidMessage, len(data), MaxTaskBytes)
+	}
+	return data, nil
+}
+
+// PublishOutcome is the fate of one task of PublishTasks.
+type PublishOutcome struct {
+	Duplicate bool
+	Err       error
+}
+
+// maxAsyncPending bounds the publishes awaiting an acknowledgement.
+const maxAsyncPending = 4096
+
+// PublishTasks publishes many tasks with pipelined (asynchronous) publishes
+// and waits for every acknowledgement. The outcomes are in the order of
+// tasks; err is the first failure, if any.
+func (q *Queue) PublishTasks(ctx context.Context, tasks []*NodeTask) ([]PublishOutcome, error) {
+	out := make([]PublishOutcome, len(tasks))
+	futures := make([]jetstream.PubAckFuture, len(tasks))
+	var first error
+	fail := func(i int, err error) {
+		out[i].Err = err
+		if first == nil {
+			first = err
+		}
+	}
+	for i, t := range tasks {
+		data, err := encodeTask(t)
+		if err != nil {
+			fail(i, err)
+			continue
+		}
+		m := nats.NewMsg(t.Subject())
+		m.Data = data
+		m.Header.Set(jetstream.MsgIDHeader, t.MsgID())
+		m.Header.Set(jetstream.ExpectedStreamHeader, TasksStream)
+		f, err := q.js.PublishMsgAsync(m)
+		if err != nil {
+			fail(i, fmt.Errorf("queue: publish task %s: %w", t.MsgID(), err))
+			continue
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			out[i].Duplicate = ack.Duplicate
+		case err := <-f.Err():
+			fail(i, fmt.Errorf("queue: publish task %s: %w", tasks[i].MsgID(), err))
+		case <-ctx.Done():
+			fail(i, fmt.Errorf("queue: publish task %s: %w", tasks[i].MsgID(), ctx.Err()))
+		}
+	}
+	return out, first
+}
+
+// PublishResult validates r and publishes it on its run's subject with
+// Nats-Msg-Id set; a second result for the same (run, node, attempt) within
+// the dedup window is dropped by the server (duplicate is then true).
+func (q *Queue) PublishResult(ctx context.Context, r *NodeResult) (duplicate bool, err error) {
+	if err := r.Validate(); err != nil {
+		return false, fmt.Errorf("queue: result %s: %w", r.MsgID(), err)
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return false, fmt.Errorf("queue: encode result: %w", err)
+	}
+	if len(data) > MaxResultBytes {
+		return false, fmt.Errorf("queue: result %s: %w: %d bytes encoded, at most %d (log tails too long?)", r.MsgID(), ErrInvalidMessage, len(data), MaxResultBytes)
+	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	ack, err := q.js.Publish(ctx, ResultSubject(r.RunID), data, jetstream.WithMsgID(r.MsgID()), jetstream.WithExpectStream(ResultsStream))
+	if err != nil {
+		return false, fmt.Errorf("queue: publish result %s: %w", r.MsgID(), err)
+	}
+	return ack.Duplicate, nil
+}
+
+// DeadLetter describes a task that was moved to the dead-letter subject.
+type DeadLetter struct {
+	Pool       string
+	Reason     string
+	Deliveries uint64
+	Subject    string
+	StreamSeq  uint64
+	RunID      string
+	NodeID     string
+	Attempt    int
+	Worker     string
+	Data       []byte
+	Time       time.Time
+}
+
+// deadLetter copies msg to the pool's dead-letter subject with the reason
+// and the delivery count, then terminates it so that it leaves the work
+// queue. The copy is deduplicated by stream sequence, so a retry after a
+// failed Term does not produce a second dead letter.
+func (q *Queue) deadLetter(ctx context.Context, pool string, msg jetstream.Msg, reason, worker string) error {
+	meta, err := msg.Metadata()
+	if err != nil {
+		return fmt.Errorf("queue: dead letter: %w", err)
+	}
+	m := nats.NewMsg(DLQSubject(pool))
+	m.Data = msg.Data()
+	m.Header.Set(HeaderReason, reason)
+	m.Header.Set(HeaderDeliveries, strconv.FormatUint(meta.NumDelivered, 10))
+	m.Header.Set(HeaderSubject, msg.Subject())
+	m.Header.Set(HeaderStreamSeq, strconv.FormatUint(meta.Sequence.Stream, 10))
+	if worker != "" {
+		m.Header.Set(HeaderWorker, worker)
+	}
+	// Best effort: name the task when the body parses far enough.
+	var id struct {
+		RunID   string `json:"run_id"`
+		NodeID  string `json:"node_id"`
+		Attempt int    `json:"attempt"`
+	}
+	if json.Unmarshal(msg.Data(), &id) == nil {
+		if checkID("run_id", id.RunID, true) == nil {
+			m.Header.Set(HeaderRun, id.RunID)
+		}
+		if checkID("node_id", id.NodeID, true) == nil {
+			m.Header.Set(HeaderNode, id.NodeID)
+			m.Header.Set(HeaderAttempt, strconv.Itoa(id.Attempt))
+		}
+	}
+	m.Header.Set(jetstream.MsgIDHeader, "dlq/"+pool+"/"+strconv.FormatUint(meta.Sequence.Stream, 10))
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	if _, err := q.js.PublishMsg(ctx, m, jetstream.WithExpectStream(DLQStream)); err != nil {
+		return fmt.Errorf("queue: publish dead letter for %s seq %d: %w", msg.Subject(), meta.Sequence.Stream, err)
+	}
+	if err := msg.Term(); err != nil {
+		return fmt.Errorf("queue: terminate dead-lettered seq %d: %w", meta.Sequence.Stream, err)
+	}
+	q.log.Warn("task dead-lettered", "pool", pool, "seq", meta.Sequence.Stream, "deliveries", meta.NumDelivered,
+		"run_id", id.RunID, "node_id", id.NodeID, "reason", reason)
+	return nil
+}
+
+func decodeDeadLetter(m jetstream.Msg) DeadLetter {
+	h := m.Headers()
+	d := DeadLetter{
+		Reason:  h.Get(HeaderReason),
+		Subject: h.Get(HeaderSubject),
+		RunID:   h.Get(HeaderRun),
+		NodeID:  h.Get(HeaderNode),
+		Worker:  h.Get(HeaderWorker),
+		Data:    m.Data(),
+	}
+	if len(m.Subject()) > len(dlqPrefix) {
+		d.Pool = m.Subject()[len(dlqPrefix):]
+	}
+	d.Deliveries, _ = strconv.ParseUint(h.Get(HeaderDeliveries), 10, 64)
+	d.StreamSeq, _ = strconv.ParseUint(h.Get(HeaderStreamSeq), 10, 64)
+	d.Attempt, _ = strconv.Atoi(h.Get(HeaderAttempt))
+	if meta, err := m.Metadata(); err == nil {
+		d.Time = meta.Timestamp
+	}
+	return d
+}
+
+// DeadLetters returns the dead letters of a pool ("" for every pool), oldest
+// first, at most limit of them (0: all).
+func (q *Queue) DeadLetters(ctx context.Context, pool string, limit int) ([]DeadLetter, error) {
+	filter := dlqPrefix + "*"
+	if pool != "" {
+		filter = DLQSubject(pool)
+	}
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	info, err := q.js.Stream(ctx, DLQStream)
+	if err != nil {
+		return nil, fmt.Errorf("queue: dead letters: %w", err)
+	}
+	si, err := info.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("queue: dead letters: %w", err)
+	}
+	var total uint64
+	for _, n := range si.State.Subjects {
+		total += n
+	}
+	if total == 0 {
+		return nil, nil
+	}
+	if limit > 0 && uint64(limit) < total {
+		total = uint64(limit)
+	}
+	cons, err := q.js.OrderedConsumer(ctx, DLQStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	if err != nil {
+		return nil, fmt.Errorf("queue: dead letters: %w", err)
+	}
+	var out []DeadLetter
+	for uint64(len(out)) < total {
+		batch, err := cons.Fetch(int(min(total-uint64(len(out)), 1000)), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return out, fmt.Errorf("queue: dead letters: %w", err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			out = append(out, decodeDeadLetter(m))
+			n++
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return out, fmt.Errorf("queue: dead letters: %w", err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return out, nil
+}

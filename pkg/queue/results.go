@@ -1,0 +1,111 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ResultKey identifies one result: a node's attempt.
+type ResultKey struct {
+	NodeID  string
+	Attempt int
+}
+
+// Watch delivers a run's results and dead letters as they arrive, each
+// (node, attempt) result at most once even when the server's dedup window
+// has passed. Close it when done.
+type Watch struct {
+	Results     <-chan *NodeResult
+	DeadLetters <-chan DeadLetter
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	ctxs        []jetstream.ConsumeContext
+}
+
+// WatchRun starts reading the results of run from the beginning of its
+// subject, and the dead letters of every pool that name run and were
+// written after since. Results that do not validate are logged and skipped.
+func (q *Queue) WatchRun(ctx context.Context, run string, since time.Time) (*Watch, error) {
+	if err := checkID("run_id", run, true); err != nil {
+		return nil, err
+	}
+	results := make(chan *NodeResult, 1024)
+	dead := make(chan DeadLetter, 64)
+	wctx, cancel := context.WithCancel(context.Background())
+	w := &Watch{Results: results, DeadLetters: dead, cancel: cancel}
+	setupCtx, scancel := withDefaultTimeout(ctx)
+	defer scancel()
+
+	rc, err := q.js.OrderedConsumer(setupCtx, ResultsStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{ResultSubject(run)},
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("queue: watch results of %s: %w", run, err)
+	}
+	seen := map[ResultKey]bool{}
+	var mu sync.Mutex
+	rcc, err := rc.Consume(func(m jetstream.Msg) {
+		r, err := DecodeResult(m.Data())
+		if err != nil {
+			q.log.Error("invalid result skipped", "subject", m.Subject(), "err", err)
+			return
+		}
+		k := ResultKey{r.NodeID, r.Attempt}
+		mu.Lock()
+		dup := seen[k]
+		seen[k] = true
+		mu.Unlock()
+		if dup {
+			return
+		}
+		select {
+		case results <- r:
+		case <-wctx.Done():
+		}
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("queue: watch results of %s: %w", run, err)
+	}
+	w.ctxs = append(w.ctxs, rcc)
+
+	start := since.Add(-time.Second)
+	dc, err := q.js.OrderedConsumer(setupCtx, DLQStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{dlqPrefix + "*"},
+		DeliverPolicy:  jetstream.DeliverByStartTimePolicy,
+		OptStartTime:   &start,
+	})
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("queue: watch dead letters of %s: %w", run, err)
+	}
+	dcc, err := dc.Consume(func(m jetstream.Msg) {
+		d := decodeDeadLetter(m)
+		if d.RunID != run {
+			return
+		}
+		select {
+		case dead <- d:
+		case <-wctx.Done():
+		}
+	})
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("queue: watch dead letters of %s: %w", run, err)
+	}
+	w.ctxs = append(w.ctxs, dcc)
+	return w, nil
+}
+
+// Close stops the watch.
+func (w *Watch) Close() {
+	w.cancel()
+	for _, c := range w.ctxs {
+		c.Stop()
+	}
+}

@@ -1,0 +1,99 @@
+package queue
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// EmbeddedOptions configure an in-process nats-server with JetStream.
+type EmbeddedOptions struct {
+	// StoreDir holds the JetStream files. Required; local mode uses
+	// <run-dir>/nats.
+	StoreDir string
+	// Listen makes the server accept TCP clients on Host:Port as well as
+	// in-process ones. Off by default: local mode needs no socket.
+	Listen bool
+	// Host to listen on. Defaults to 127.0.0.1.
+	Host string
+	// Port to listen on; 0 picks a free port. Used only with Listen.
+	Port int
+}
+
+// Embedded is a running in-process nats-server.
+type Embedded struct {
+	srv *server.Server
+}
+
+// StartEmbedded starts a nats-server with JetStream on disk in o.StoreDir
+// and waits until it accepts clients.
+func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
+	if o.StoreDir == "" {
+		return nil, fmt.Errorf("%w: EmbeddedOptions.StoreDir is required", ErrInvalidOption)
+	}
+	if err := os.MkdirAll(o.StoreDir, 0o755); err != nil {
+		return nil, fmt.Errorf("queue: embedded server store: %w", err)
+	}
+	abs, err := filepath.Abs(o.StoreDir)
+	if err != nil {
+		return nil, fmt.Errorf("queue: embedded server store: %w", err)
+	}
+	sopts := &server.Options{
+		ServerName:         "hpcq-embedded",
+		JetStream:          true,
+		StoreDir:           abs,
+		NoSigs:             true,
+		NoLog:              true,
+		MaxPayload:         MaxTaskBytes + 64<<10,
+		JetStreamMaxMemory: 256 << 20,
+		DontListen:         !o.Listen,
+		Host:               o.Host,
+		Port:               o.Port,
+	}
+	if o.Listen {
+		if sopts.Host == "" {
+			sopts.Host = "127.0.0.1"
+		}
+		if sopts.Port == 0 {
+			sopts.Port = server.RANDOM_PORT
+		}
+	}
+	srv, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("queue: embedded server: %w", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("queue: embedded server did not become ready within 10s")
+	}
+	return &Embedded{srv: srv}, nil
+}
+
+// ClientURL is the TCP URL of the server, or "" when it does not listen.
+func (e *Embedded) ClientURL() string {
+	if e.srv.Addr() == nil {
+		return ""
+	}
+	return e.srv.ClientURL()
+}
+
+// Connect opens an in-process client connection to the server.
+func (e *Embedded) Connect(name string) (*nats.Conn, error) {
+	nc, err := nats.Connect("", nats.InProcessServer(e.srv), nats.Name(name), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("queue: connect to embedded server: %w", err)
+	}
+	return nc, nil
+}
+
+// Shutdown stops the server and waits for it to finish.
+func (e *Embedded) Shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}

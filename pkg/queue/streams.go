@@ -1,0 +1,172 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream and subject names, as DESIGN.md section 3 fixes them.
+const (
+	TasksStream   = "HPCQ_TASKS"
+	ResultsStream = "HPCQ_RESULTS"
+	DLQStream     = "HPCQ_DLQ"
+	WorkersBucket = "HPCQ_WORKERS"
+
+	taskPrefix   = "hpcq.tasks."
+	resultPrefix = "hpcq.results."
+	dlqPrefix    = "hpcq.dlq."
+)
+
+// TaskSubject is the subject of a pool's tasks.
+func TaskSubject(pool string) string { return taskPrefix + pool }
+
+// ResultSubject is the subject of a run's results.
+func ResultSubject(run string) string { return resultPrefix + run }
+
+// DLQSubject is the dead-letter subject of a pool.
+func DLQSubject(pool string) string { return dlqPrefix + pool }
+
+// ConsumerName is the durable pull consumer shared by all workers of a pool.
+func ConsumerName(pool string) string { return "pool_" + pool }
+
+// Options configure the streams, consumers and timings of the queue. The
+// zero value is valid: every field defaults as documented.
+type Options struct {
+	// AckWait is how long a delivered task may go without an ack or an
+	// InProgress heartbeat before the server redelivers it. Defaults to 60s.
+	AckWait time.Duration
+	// MaxDeliver is how many times a task is delivered before it is moved to
+	// the dead-letter subject. Defaults to 5.
+	MaxDeliver int
+	// DedupWindow is how long the server remembers Nats-Msg-Id values of
+	// tasks and results. Defaults to 10m.
+	DedupWindow time.Duration
+	// ResultsMaxAge is how long results and dead letters are kept. Defaults
+	// to 30 days.
+	ResultsMaxAge time.Duration
+	// Replicas of every stream and bucket (1 for a single server). Defaults to 1.
+	Replicas int
+	// HeartbeatPeriod is how often workers refresh their registry entry; a
+	// worker silent for 3 periods is reported lost. Defaults to 5s.
+	HeartbeatPeriod time.Duration
+}
+
+// ErrInvalidOption is wrapped by option validation errors.
+var ErrInvalidOption = errors.New("invalid option")
+
+func (o Options) withDefaults() Options {
+	if o.AckWait == 0 {
+		o.AckWait = 60 * time.Second
+	}
+	if o.MaxDeliver == 0 {
+		o.MaxDeliver = 5
+	}
+	if o.DedupWindow == 0 {
+		o.DedupWindow = 10 * time.Minute
+	}
+	if o.ResultsMaxAge == 0 {
+		o.ResultsMaxAge = 30 * 24 * time.Hour
+	}
+	if o.Replicas == 0 {
+		o.Replicas = 1
+	}
+	if o.HeartbeatPeriod == 0 {
+		o.HeartbeatPeriod = 5 * time.Second
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.AckWait < 100*time.Millisecond:
+		return fmt.Errorf("%w: AckWait %v, must be >= 100ms", ErrInvalidOption, o.AckWait)
+	case o.MaxDeliver < 1:
+		return fmt.Errorf("%w: MaxDeliver %d, must be >= 1", ErrInvalidOption, o.MaxDeliver)
+	case o.DedupWindow < time.Second:
+		return fmt.Errorf("%w: DedupWindow %v, must be >= 1s", ErrInvalidOption, o.DedupWindow)
+	case o.Replicas < 1 || o.Replicas > 5:
+		return fmt.Errorf("%w: Replicas %d, must be 1 to 5", ErrInvalidOption, o.Replicas)
+	case o.HeartbeatPeriod < 10*time.Millisecond:
+		return fmt.Errorf("%w: HeartbeatPeriod %v, must be >= 10ms", ErrInvalidOption, o.HeartbeatPeriod)
+	}
+	return nil
+}
+
+func streamConfigs(o Options) []jetstream.StreamConfig {
+	return []jetstream.StreamConfig{
+		{
+			Name:        TasksStream,
+			Description: "hpcq node tasks, one subject per pool",
+			Subjects:    []string{taskPrefix + "*"},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			Duplicates:  o.DedupWindow,
+			Replicas:    o.Replicas,
+		},
+		{
+			Name:        ResultsStream,
+			Description: "hpcq node results, one subject per run",
+			Subjects:    []string{resultPrefix + "*"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Duplicates:  o.DedupWindow,
+			MaxAge:      o.ResultsMaxAge,
+			Replicas:    o.Replicas,
+		},
+		{
+			Name:        DLQStream,
+			Description: "hpcq dead-lettered tasks, one subject per pool",
+			Subjects:    []string{dlqPrefix + "*"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			Duplicates:  o.DedupWindow,
+			MaxAge:      o.ResultsMaxAge,
+			Replicas:    o.Replicas,
+		},
+	}
+}
+
+// consumerConfig is the durable pull consumer of a pool. MaxDeliver is left
+// unlimited on the server on purpose: a message that reaches the server's
+// limit stays in a work-queue stream forever, invisible to every consumer.
+// Workers enforce Options.MaxDeliver themselves instead: the delivery past
+// the limit is moved to the dead-letter subject and terminated, so nothing
+// stays stuck whichever worker dies when.
+func consumerConfig(pool string, o Options) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerName(pool),
+		Description:   "hpcq workers of pool " + pool,
+		FilterSubject: TaskSubject(pool),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       o.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 100_000,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+		Replicas:      o.Replicas,
+	}
+}
+
+// ensureStreams creates or updates the three streams and the worker bucket.
+// It is idempotent and safe to call from every process at start.
+func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error {
+	for _, cfg := range streamConfigs(o) {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("queue: create or update stream %s: %w", cfg.Name, err)
+		}
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      WorkersBucket,
+		Description: "hpcq worker registry",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}); err != nil {
+		return fmt.Errorf("queue: create or update bucket %s: %w", WorkersBucket, err)
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/hpcq/hpcq/pkg/phases"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/worker"
+)
+
+// LocalParams configure a local cluster in one process.
+type LocalParams struct {
+	// RunDir is the run's directory; the embedded server keeps its
+	// JetStream files in RunDir/nats and the workers their workspaces and
+	// logs under RunDir. Its base name is the run id. Required.
+	RunDir string
+	// Workers is the number of in-process workers. Defaults to 1.
+	Workers int
+	// Worker configures each worker (Pools, Slots, Cores, ...). ID is set
+	// per worker.
+	Worker worker.Config
+	// Phases configures the executor; RunsDir is set from RunDir.
+	Phases phases.Config
+	// Executor replaces the phases executor (benchmarks, tests).
+	Executor worker.Executor
+	// Queue options.
+	Queue queue.Options
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Local is an embedded NATS server, a Queue on it, and in-process workers:
+// the cluster mode with every piece in one process.
+type Local struct {
+	Server *queue.Embedded
+	Conn   *nats.Conn
+	Queue  *queue.Queue
+	RunID  string
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	errs   []error
+}
+
+// StartLocal starts the server and the workers.
+func StartLocal(ctx context.Context, p LocalParams) (*Local, error) {
+	if p.RunDir == "" {
+		return nil, errors.New("scheduler: LocalParams.RunDir is required")
+	}
+	if p.Workers <= 0 {
+		p.Workers = 1
+	}
+	log := p.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	runDir, err := filepath.Abs(p.RunDir)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: filepath.Join(runDir, "nats")})
+	if err != nil {
+		return nil, err
+	}
+	nc, err := srv.Connect("hpcq-local")
+	if err != nil {
+		srv.Shutdown()
+		return nil, err
+	}
+	q, err := queue.New(ctx, nc, p.Queue, log)
+	if err != nil {
+		nc.Close()
+		srv.Shutdown()
+		return nil, err
+	}
+	l := &Local{Server: srv, Conn: nc, Queue: q, RunID: filepath.Base(runDir)}
+	exec := p.Executor
+	if exec == nil {
+		pc := p.Phases
+		pc.RunsDir = filepath.Dir(runDir)
+		e, err := phases.NewExecutor(pc)
+		if err != nil {
+			l.shutdown()
+			return nil, err
+		}
+		exec = e
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	l.cancel = cancel
+	for i := range p.Workers {
+		wc := p.Worker
+		wc.ID = fmt.Sprintf("local-%d", i+1)
+		wc.Logger = log
+		w, err := worker.New(q, exec, wc)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			if err := w.Run(wctx); err != nil {
+				l.mu.Lock()
+				l.errs = append(l.errs, fmt.Errorf("worker %s: %w", wc.ID, err))
+				l.mu.Unlock()
+				log.Error("local worker failed", "worker", wc.ID, "err", err)
+			}
+		}()
+	}
+	return l, nil
+}
+
+// Close drains the workers, then stops the server. It returns the workers'
+// errors, if any.
+func (l *Local) Close() error {
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.wg.Wait()
+	l.shutdown()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return errors.Join(l.errs...)
+}
+
+func (l *Local) shutdown() {
+	l.Conn.Close()
+	l.Server.Shutdown()
+}

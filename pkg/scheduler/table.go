@@ -1,0 +1,84 @@
+package scheduler
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+// WriteOutcomes prints one line per task: node, attempt, status, duration,
+// exit codes of its phases, worker, and the error if any.
+func WriteOutcomes(w io.Writer, outs []Outcome) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tATTEMPT\tSTATUS\tDURATION\tEXIT CODES\tWORKER\tERROR")
+	for _, o := range outs {
+		status, dur, codes, worker, msg := "no answer", "-", "-", "-", ""
+		switch {
+		case o.Result != nil:
+			r := o.Result
+			status = "ok"
+			if r.Error != nil {
+				status = "failed"
+				msg = fmt.Sprintf("%s in %s: %s", r.Error.Kind, r.Error.Phase, oneLine(r.Error.Message, 100))
+			}
+			dur = (time.Duration(r.DurationMS) * time.Millisecond).String()
+			var parts []string
+			for _, p := range r.Phases {
+				if p.Name == queue.PhaseCoding {
+					continue
+				}
+				parts = append(parts, fmt.Sprintf("%s=%d", p.Name, p.ExitCode))
+			}
+			if len(parts) > 0 {
+				codes = strings.Join(parts, " ")
+			}
+			worker = r.Worker
+		case o.DeadLetter != nil:
+			status = "dead-lettered"
+			msg = oneLine(o.DeadLetter.Reason, 100)
+			if o.DeadLetter.Worker != "" {
+				worker = o.DeadLetter.Worker
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", o.Task.NodeID, o.Task.Attempt, status, dur, codes, worker, msg)
+	}
+	return tw.Flush()
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}
+
+// WriteStats prints per-pool queue state and the worker registry.
+func WriteStats(w io.Writer, stats []queue.PoolStats, workers []queue.WorkerStatus) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tPENDING\tIN FLIGHT\tDEAD-LETTERED\tWORKERS\tLOST")
+	for _, s := range stats {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", s.Pool, s.Pending, s.InFlight, s.DeadLettered, s.Workers, s.LostWorkers)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tHOST\tPOOLS\tSLOTS\tRUNNING\tSTATE\tLAST SEEN")
+	for _, ws := range workers {
+		state := "live"
+		switch {
+		case ws.Lost:
+			state = "lost"
+		case ws.Draining:
+			state = "draining"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s ago\n", ws.ID, ws.Host, strings.Join(ws.Pools, ","), ws.Slots, ws.Running, state, ws.SilentFor.Round(time.Second))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,388 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+// Slot is the share of the machine one running task gets.
+type Slot struct {
+	// Index of the slot, 0 to Slots-1.
+	Index int
+	// Cores the task may use (OMP_NUM_THREADS).
+	Cores int
+}
+
+// Executor runs one task. It returns the task's result, whatever the task
+// did (a compile error is a result, not an error). It returns an error only
+// when the task could not be run for reasons of the worker or the machine
+// (the task is then handed back for another attempt), or ctx's error when ctx
+// ended first (the worker is draining).
+type Executor interface {
+	Execute(ctx context.Context, task *queue.NodeTask, slot Slot) (*queue.NodeResult, error)
+}
+
+// ExecutorFunc adapts a function to Executor.
+type ExecutorFunc func(ctx context.Context, task *queue.NodeTask, slot Slot) (*queue.NodeResult, error)
+
+// Execute calls f.
+func (f ExecutorFunc) Execute(ctx context.Context, task *queue.NodeTask, slot Slot) (*queue.NodeResult, error) {
+	return f(ctx, task, slot)
+}
+
+// Config configures a worker. Every field has a default.
+type Config struct {
+	// ID names the worker in the registry. Defaults to <host>-<pid>-<random>.
+	ID string
+	// Pools the worker pulls from. Defaults to ["cpu"].
+	Pools []string
+	// Slots is how many tasks run at once. Defaults to the number of cores.
+	Slots int
+	// Cores of the machine the slots share. Defaults to runtime.NumCPU().
+	Cores int
+	// GPUs of the machine. Defaults to 0.
+	GPUs int
+	// FetchWait is how long one pull request waits for tasks. It also bounds
+	// how long a drain waits for an open pull request. Defaults to 1s.
+	FetchWait time.Duration
+	// RetryDelay is how long a task the worker could not run waits before
+	// its next delivery. Defaults to 2s.
+	RetryDelay time.Duration
+	// Version is advertised in the registry.
+	Version string
+	// Toolchains found on the machine, advertised in the registry.
+	Toolchains map[string]string
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// ErrInvalidConfig is wrapped by configuration errors.
+var ErrInvalidConfig = errors.New("invalid worker config")
+
+func (c Config) withDefaults() Config {
+	if c.Cores <= 0 {
+		c.Cores = runtime.NumCPU()
+	}
+	if c.Slots <= 0 {
+		c.Slots = c.Cores
+	}
+	if len(c.Pools) == 0 {
+		c.Pools = []string{"cpu"}
+	}
+	if c.FetchWait <= 0 {
+		c.FetchWait = time.Second
+	}
+	if c.RetryDelay <= 0 {
+		c.RetryDelay = 2 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ID == "" {
+		c.ID = DefaultID()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Slots > 4096 {
+		return fmt.Errorf("%w: Slots %d, at most 4096", ErrInvalidConfig, c.Slots)
+	}
+	seen := map[string]bool{}
+	for _, p := range c.Pools {
+		if err := queue.ValidatePool(p); err != nil {
+			return fmt.Errorf("%w: Pools: %v", ErrInvalidConfig, err)
+		}
+		if seen[p] {
+			return fmt.Errorf("%w: Pools: %q listed twice", ErrInvalidConfig, p)
+		}
+		seen[p] = true
+	}
+	return nil
+}
+
+var idSeq atomic.Uint64
+
+// DefaultID is <host>-<pid>-<n>, with characters a registry key cannot hold
+// replaced.
+func DefaultID() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, host)
+	if host == "" {
+		host = "host"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(idSeq.Add(1), 10)
+}
+
+// Worker pulls tasks of its pools and runs them on its slots.
+type Worker struct {
+	q       *queue.Queue
+	exec    Executor
+	cfg     Config
+	log     *slog.Logger
+	slots   chan int
+	running atomic.Int64
+	reg     *queue.Registration
+}
+
+// New returns a worker; Run starts it.
+func New(q *queue.Queue, exec Executor, cfg Config) (*Worker, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if exec == nil {
+		return nil, fmt.Errorf("%w: no executor", ErrInvalidConfig)
+	}
+	w := &Worker{q: q, exec: exec, cfg: cfg, log: cfg.Logger.With("worker", cfg.ID), slots: make(chan int, cfg.Slots)}
+	for i := range cfg.Slots {
+		w.slots <- i
+	}
+	return w, nil
+}
+
+// ID is the worker's registry id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Run registers the worker and runs tasks until ctx ends. Then it drains:
+// it stops pulling, stops its running tasks and hands them back at once for
+// another worker, unregisters, and returns nil.
+func (w *Worker) Run(ctx context.Context) error {
+	host, _ := os.Hostname()
+	reg, err := w.q.RegisterWorker(ctx, queue.WorkerInfo{
+		ID: w.cfg.ID, Host: host, PID: os.Getpid(), Pools: w.cfg.Pools, Slots: w.cfg.Slots,
+		Cores: w.cfg.Cores, GPUs: w.cfg.GPUs, Toolchains: w.cfg.Toolchains, Version: w.cfg.Version,
+	})
+	if err != nil {
+		return err
+	}
+	w.reg = reg
+	consumers := make([]*queue.PoolConsumer, 0, len(w.cfg.Pools))
+	for _, p := range w.cfg.Pools {
+		c, err := w.q.PoolConsumer(ctx, p, w.cfg.ID)
+		if err != nil {
+			_ = reg.Close(context.Background())
+			return err
+		}
+		consumers = append(consumers, c)
+	}
+	w.log.Info("worker started", "pools", w.cfg.Pools, "slots", w.cfg.Slots, "cores", w.cfg.Cores)
+
+	// tasks ends when the drain starts: running commands are stopped.
+	var tasks sync.WaitGroup
+	var pullers sync.WaitGroup
+	for _, c := range consumers {
+		pullers.Add(1)
+		go func() {
+			defer pullers.Done()
+			w.pull(ctx, c, &tasks)
+		}()
+	}
+	<-ctx.Done()
+	w.log.Info("worker draining", "running", w.running.Load())
+	reg.Update(func(i *queue.WorkerInfo) { i.Draining = true })
+	pullers.Wait()
+	tasks.Wait()
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := reg.Close(cctx); err != nil {
+		w.log.Warn("unregister failed; the registry will report this worker lost", "err", err)
+	}
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// pull fetches as many tasks as there are free slots, as long as ctx lives.
+func (w *Worker) pull(ctx context.Context, c *queue.PoolConsumer, tasks *sync.WaitGroup) {
+	backoff := 100 * time.Millisecond
+	for {
+		var got []int
+		select {
+		case <-ctx.Done():
+			return
+		case s := <-w.slots:
+			got = append(got, s)
+		}
+	more:
+		for len(got) < 256 {
+			select {
+			case s := <-w.slots:
+				got = append(got, s)
+			default:
+				break more
+			}
+		}
+		used := 0
+		// The fetch runs to its end even when ctx ends meanwhile, so that no
+		// delivery is left unanswered: late arrivals are handed back.
+		_, err := c.Fetch(context.Background(), len(got), w.cfg.FetchWait, func(d *queue.Delivery) {
+			if ctx.Err() != nil || used == len(got) {
+				if err := d.Nak(); err != nil {
+					w.log.Warn("nak failed", "node_id", d.Task.NodeID, "err", err)
+				}
+				return
+			}
+			slot := got[used]
+			used++
+			tasks.Add(1)
+			w.running.Add(1)
+			go func() {
+				defer tasks.Done()
+				w.run(ctx, d, slot)
+			}()
+		})
+		for _, s := range got[used:] {
+			w.slots <- s
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			w.log.Warn("fetch failed", "pool", c.Pool(), "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+	}
+}
+
+// run executes one delivery on slot and answers it: result then ack, or a
+// hand-back, or a dead letter.
+func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
+	t := d.Task
+	log := w.log.With("run_id", t.RunID, "node_id", t.NodeID, "attempt", t.Attempt, "delivery", d.NumDelivered)
+	w.reg.Update(func(i *queue.WorkerInfo) { i.Running = int(w.running.Load()) })
+
+	// Keep the delivery alive until it is answered.
+	hbDone := make(chan struct{})
+	hbStopped := make(chan struct{})
+	go func() {
+		defer close(hbStopped)
+		tick := time.NewTicker(w.q.Options().AckWait / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-hbDone:
+				return
+			case <-tick.C:
+				if err := d.InProgress(); err != nil {
+					log.Warn("in-progress heartbeat failed", "err", err)
+				}
+			}
+		}
+	}()
+	defer func() {
+		close(hbDone)
+		<-hbStopped
+		w.running.Add(-1)
+		w.reg.Update(func(i *queue.WorkerInfo) { i.Running = int(w.running.Load()) })
+	}()
+
+	res, err := w.execute(drain, t, Slot{Index: slot, Cores: max(1, w.cfg.Cores/w.cfg.Slots)})
+	w.slots <- slot // the machine is free; answering needs no cores
+
+	switch {
+	case err != nil && drain.Err() != nil:
+		// Drain: hand it back at once, for another worker.
+		if err := d.Nak(); err != nil {
+			log.Warn("hand-back failed; the task returns after AckWait", "err", err)
+		} else {
+			log.Info("task handed back (drain)")
+		}
+		return
+	case err != nil:
+		if d.LastDelivery() {
+			reason := fmt.Sprintf("worker %s could not run it on delivery %d of %d: %v", w.cfg.ID, d.NumDelivered, w.q.Options().MaxDeliver, err)
+			if derr := d.DeadLetter(context.Background(), reason); derr != nil {
+				log.Error("dead letter failed", "err", derr)
+			}
+			return
+		}
+		log.Warn("task could not run, handed back", "err", err, "retry_in", w.cfg.RetryDelay)
+		if nerr := d.NakWithDelay(w.cfg.RetryDelay); nerr != nil {
+			log.Warn("hand-back failed; the task returns after AckWait", "err", nerr)
+		}
+		return
+	}
+	res.V = queue.Version
+	res.RunID, res.NodeID, res.Attempt, res.Pool = t.RunID, t.NodeID, t.Attempt, t.Pool
+	res.Worker = w.cfg.ID
+	if res.Toolchain == nil && len(w.cfg.Toolchains) > 0 {
+		res.Toolchain = w.cfg.Toolchains
+	}
+	if err := w.publish(drain, res, log); err != nil {
+		if nerr := d.Nak(); nerr != nil {
+			log.Warn("hand-back failed; the task returns after AckWait", "err", nerr)
+		}
+		return
+	}
+	if err := d.Ack(context.Background()); err != nil {
+		// The result is stored; a redelivery reruns the task and its second
+		// result is dropped as a duplicate.
+		log.Warn("ack failed after the result was stored", "err", err)
+	}
+}
+
+// execute calls the executor, turning a panic into an error.
+func (w *Worker) execute(ctx context.Context, t *queue.NodeTask, s Slot) (res *queue.NodeResult, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			res, err = nil, fmt.Errorf("executor panic: %v", p)
+		}
+	}()
+	res, err = w.exec.Execute(ctx, t, s)
+	if err == nil && res == nil {
+		err = errors.New("executor returned no result")
+	}
+	return res, err
+}
+
+// publish stores the result, retrying while the server is unreachable. A
+// result the queue rejects as invalid is replaced by an internal-error
+// result saying why, so the scheduler still learns the node's fate.
+func (w *Worker) publish(drain context.Context, res *queue.NodeResult, log *slog.Logger) error {
+	backoff := 200 * time.Millisecond
+	for {
+		_, err := w.q.PublishResult(context.Background(), res)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, queue.ErrInvalidMessage) {
+			log.Error("result rejected, reporting an internal error instead", "err", err)
+			res = &queue.NodeResult{
+				V: queue.Version, RunID: res.RunID, NodeID: res.NodeID, Attempt: res.Attempt, Pool: res.Pool,
+				Worker: res.Worker, Started: res.Started, DurationMS: res.DurationMS,
+				Error: &queue.ResultError{Phase: "report", Kind: queue.ErrKindInternal, Message: "result could not be published: " + err.Error()},
+			}
+			continue
+		}
+		log.Warn("publish result failed, retrying", "err", err, "retry_in", backoff)
+		select {
+		case <-drain.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
