@@ -1,0 +1,208 @@
+// Package testutil starts the real servers tests run against: an embedded
+// nats-server and the nats-server binary through scripts/services.sh, each
+// on a private loopback port under the test's temp dir, stopped by its own
+// pid when the test ends.
+package testutil
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+// RepoRoot is the directory holding go.mod.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test's directory")
+		}
+		dir = parent
+	}
+}
+
+// Logger sends slog output to t.Log.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tlogWriter struct{ t testing.TB }
+
+func (w tlogWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// NATS is a running server of one kind.
+type NATS struct {
+	// Kind is "embedded" or "nats-server".
+	Kind string
+	// URL clients connect to.
+	URL string
+	// PID of the nats-server process (0 for embedded).
+	PID int
+	// Dir holds the server's files.
+	Dir  string
+	stop func()
+}
+
+// Stop stops the server (the test's cleanup does it too).
+func (n *NATS) Stop() { n.stop() }
+
+// Connect opens a client connection, closed when the test ends.
+func (n *NATS) Connect(t testing.TB) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(n.URL, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatalf("connect to %s server: %v", n.Kind, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// Queue connects and returns a Queue with opts.
+func (n *NATS) Queue(t testing.TB, opts queue.Options) *queue.Queue {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	q, err := queue.New(ctx, n.Connect(t), opts, Logger(t))
+	if err != nil {
+		t.Fatalf("queue on %s: %v", n.Kind, err)
+	}
+	return q
+}
+
+// ServerKinds are the two kinds every queue behaviour is tested on.
+var ServerKinds = []string{"embedded", "nats-server"}
+
+// StartNATS starts a server of the given kind.
+func StartNATS(t testing.TB, kind string) *NATS {
+	t.Helper()
+	switch kind {
+	case "embedded":
+		return startEmbedded(t)
+	case "nats-server":
+		return startBinary(t)
+	}
+	t.Fatalf("unknown server kind %q", kind)
+	return nil
+}
+
+func startEmbedded(t testing.TB) *NATS {
+	dir := t.TempDir()
+	e, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir, Listen: true})
+	if err != nil {
+		t.Fatalf("embedded server: %v", err)
+	}
+	n := &NATS{Kind: "embedded", URL: e.ClientURL(), Dir: dir}
+	stopped := false
+	n.stop = func() {
+		if !stopped {
+			stopped = true
+			e.Shutdown()
+		}
+	}
+	t.Cleanup(n.stop)
+	return n
+}
+
+// RequireBinary skips the test when bin is missing outside CI, and fails
+// it in CI, where `make test` must have installed it.
+func RequireBinary(t testing.TB, bin, install string) {
+	t.Helper()
+	if _, err := exec.LookPath(bin); err == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatalf("%s is not installed; `make test` installs it with %s", bin, install)
+	}
+	t.Skipf("%s is not installed (run %s, or make test)", bin, install)
+}
+
+// Services runs scripts/services.sh with args and returns its stdout.
+func Services(t testing.TB, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(RepoRoot(t), "scripts", "services.sh"), args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("services.sh %s: %v\n%s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String()
+}
+
+// ParseEnv reads KEY=VALUE lines.
+func ParseEnv(s string) map[string]string {
+	m := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func startBinary(t testing.TB) *NATS {
+	RequireBinary(t, "nats-server", "scripts/services.sh install nats")
+	dir := t.TempDir()
+	env := ParseEnv(Services(t, "start", "nats", dir))
+	pid, _ := strconv.Atoi(env["HPCQ_NATS_PID"])
+	if env["HPCQ_NATS_URL"] == "" || pid == 0 {
+		t.Fatalf("services.sh start nats printed no URL or pid: %v", env)
+	}
+	n := &NATS{Kind: "nats-server", URL: env["HPCQ_NATS_URL"], PID: pid, Dir: dir}
+	n.stop = func() { Services(t, "stop", "nats", dir) }
+	t.Cleanup(n.stop)
+	return n
+}
+
+// ProcessGone reports whether pid no longer runs (or is a zombie).
+func ProcessGone(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return true
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// Field 3 is the state; Z is a zombie, X dead.
+	if i := bytes.LastIndexByte(data, ')'); i >= 0 && i+2 < len(data) {
+		return data[i+2] == 'Z' || data[i+2] == 'X'
+	}
+	return false
+}
+
+// Eventually polls cond every 20ms until it holds or timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

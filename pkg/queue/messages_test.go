@@ -1,0 +1,154 @@
+package queue
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func validTask() *NodeTask {
+	return &NodeTask{
+		V: 1, RunID: "run-1", NodeID: "n1", Attempt: 1, Pool: "cpu",
+		Artifacts: Artifacts{Run: RunPhase{Commands: []string{"true"}}},
+	}
+}
+
+func TestDecodeTaskRoundTrip(t *testing.T) {
+	in := validTask()
+	in.Kind = KindDraft
+	in.Stage = 2
+	in.Env = map[string]string{"FOO": "bar"}
+	in.Artifacts.Coding.Workspace.Files = []File{{Path: "a.c", Content: "int main(){}", Mode: "0644"}}
+	data, err := json.Marshal(in)
+	require.NoError(t, err)
+	out, err := DecodeTask(data)
+	require.NoError(t, err)
+	require.Equal(t, in, out)
+	require.Equal(t, "run-1/n1/1", out.MsgID())
+	require.Equal(t, "hpcq.tasks.cpu", out.Subject())
+}
+
+func TestDecodeTaskRejects(t *testing.T) {
+	cases := []struct {
+		name, json, want string
+		version          bool
+	}{
+		{"not json", `{"v":1,`, "not a JSON object", false},
+		{"array", `[1,2]`, "not a JSON object", false},
+		{"no version", `{"run_id":"r"}`, "v: is required", false},
+		{"string version", `{"v":"1"}`, `v: "1" is not an integer`, false},
+		{"unknown version", `{"v":2,"whatever":true}`, "unknown version: v: 2", true},
+		{"unknown field", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}},"bogus":1}`, `unknown field "bogus"`, false},
+		{"missing run", `{"v":1,"node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`, "run_id: is required", false},
+		{"missing node", `{"v":1,"run_id":"r","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`, "node_id: is required", false},
+		{"attempt 0", `{"v":1,"run_id":"r","node_id":"n","pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`, "attempt: 0", false},
+		{"missing pool", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"artifacts":{"run":{"commands":["x"]}}}`, "pool: is required", false},
+		{"bad pool", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"a.>","artifacts":{"run":{"commands":["x"]}}}`, "pool: \"a.>\"", false},
+		{"dotdot node", `{"v":1,"run_id":"r","node_id":"a..b","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`, "node_id", false},
+		{"slash node", `{"v":1,"run_id":"r","node_id":"a/b","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`, "node_id", false},
+		{"no commands", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{}}`, "artifacts: no commands", false},
+		{"empty command", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"compile":{"commands":[" "]}}}`, "artifacts.compile.commands[0]: is empty", false},
+		{"bad kind", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","kind":"x","artifacts":{"run":{"commands":["x"]}}}`, "kind:", false},
+		{"bad mode", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]},"coding":{"workspace":{"files":[{"path":"a","content":"","mode":"4755"}]}}}}`, "files[0].mode", false},
+		{"empty path", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]},"coding":{"workspace":{"files":[{"path":"","content":""}]}}}}`, "files[0].path: is required", false},
+		{"negative limit", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}},"limits":{"run_timeout_s":-1}}`, "limits.run_timeout_s", false},
+		{"bad env", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}},"env":{"A=B":"c"}}`, "env: variable name", false},
+		{"trailing", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}} {}`, "after top-level value", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := DecodeTask([]byte(c.json))
+			require.Error(t, err)
+			require.ErrorIs(t, err, ErrInvalidMessage)
+			require.Equal(t, c.version, errors.Is(err, ErrUnknownVersion))
+			require.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+func TestDecodeTaskTooBig(t *testing.T) {
+	big := `{"v":1,"pad":"` + strings.Repeat("x", MaxTaskBytes) + `"}`
+	_, err := DecodeTask([]byte(big))
+	require.ErrorIs(t, err, ErrInvalidMessage)
+	require.Contains(t, err.Error(), "at most")
+}
+
+func TestDecodeResult(t *testing.T) {
+	r := &NodeResult{V: 1, RunID: "r", NodeID: "n", Attempt: 2, Worker: "w1",
+		Phases:  []PhaseResult{{Name: PhaseRun, OK: false, ExitCode: 3}},
+		Metrics: map[string]float64{"mlups": 12.5},
+		Error:   &ResultError{Phase: PhaseRun, Kind: ErrKindRunFailed, Message: "exit 3"}}
+	data, err := json.Marshal(r)
+	require.NoError(t, err)
+	got, err := DecodeResult(data)
+	require.NoError(t, err)
+	require.Equal(t, "r/n/2", got.MsgID())
+	require.False(t, got.OK())
+	require.Equal(t, 12.5, got.Metrics["mlups"])
+
+	for name, c := range map[string]struct{ json, want string }{
+		"version":   {`{"v":7}`, "unknown version"},
+		"no worker": {`{"v":1,"run_id":"r","node_id":"n","attempt":1,"phases":[]}`, "worker: is required"},
+		"bad kind":  {`{"v":1,"run_id":"r","node_id":"n","attempt":1,"worker":"w","phases":[],"error":{"phase":"run","kind":"oops","message":"m"}}`, "error.kind"},
+		"no msg":    {`{"v":1,"run_id":"r","node_id":"n","attempt":1,"worker":"w","phases":[],"error":{"phase":"run","kind":"timeout"}}`, "error.message"},
+		"phase":     {`{"v":1,"run_id":"r","node_id":"n","attempt":1,"worker":"w","phases":[{"ok":true}]}`, "phases[0].name"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := DecodeResult([]byte(c.json))
+			require.ErrorIs(t, err, ErrInvalidMessage)
+			require.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+// FuzzDecodeTask: no input panics, and whatever decodes is valid and
+// survives a round trip.
+func FuzzDecodeTask(f *testing.F) {
+	good, _ := json.Marshal(validTask())
+	f.Add(good)
+	f.Add([]byte(`{"v":2}`))
+	f.Add([]byte(`{"v":1,"run_id":"../..","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`))
+	f.Add([]byte(`{"v":1e400}`))
+	f.Add([]byte(`{"v":1,"env":{"":""}}`))
+	f.Add([]byte("\x00\xff{"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		task, err := DecodeTask(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidMessage) {
+				t.Fatalf("error does not wrap ErrInvalidMessage: %v", err)
+			}
+			return
+		}
+		if err := task.Validate(); err != nil {
+			t.Fatalf("decoded task does not validate: %v", err)
+		}
+		again, err := json.Marshal(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := DecodeTask(again); err != nil {
+			t.Fatalf("round trip: %v", err)
+		}
+	})
+}
+
+func FuzzDecodeResult(f *testing.F) {
+	f.Add([]byte(`{"v":1,"run_id":"r","node_id":"n","attempt":1,"worker":"w","phases":[]}`))
+	f.Add([]byte(`{"v":1,"metrics":{"":1}}`))
+	f.Add([]byte(`{"v":1,"run_id":"r","node_id":"n","attempt":1,"worker":"w","phases":[],"metrics":{"x":1e309}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeResult(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidMessage) {
+				t.Fatalf("error does not wrap ErrInvalidMessage: %v", err)
+			}
+			return
+		}
+		if err := r.Validate(); err != nil {
+			t.Fatalf("decoded result does not validate: %v", err)
+		}
+	})
+}

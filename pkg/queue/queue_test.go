@@ -1,0 +1,382 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+func task(run, node string) *queue.NodeTask {
+	return &queue.NodeTask{V: 1, RunID: run, NodeID: node, Attempt: 1, Pool: "cpu",
+		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"true"}}}}
+}
+
+// forEachServer runs fn against the embedded server and the nats-server
+// binary.
+func forEachServer(t *testing.T, fn func(t *testing.T, srv *testutil.NATS)) {
+	for _, kind := range testutil.ServerKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			fn(t, testutil.StartNATS(t, kind))
+		})
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func streamMsgs(t *testing.T, q *queue.Queue, name string) uint64 {
+	t.Helper()
+	s, err := q.JetStream().Stream(context.Background(), name)
+	require.NoError(t, err)
+	info, err := s.Info(context.Background())
+	require.NoError(t, err)
+	return info.State.Msgs
+}
+
+func TestStreamsCreatedIdempotently(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		q := srv.Queue(t, queue.Options{})
+		q2 := srv.Queue(t, queue.Options{AckWait: 30 * time.Second}) // a second process starting
+		_, err := q2.PublishTask(ctx, task("r1", "a"))
+		require.NoError(t, err)
+		srv.Queue(t, queue.Options{}) // and a third: nothing lost
+		require.EqualValues(t, 1, streamMsgs(t, q, queue.TasksStream))
+
+		s, err := q.JetStream().Stream(ctx, queue.TasksStream)
+		require.NoError(t, err)
+		info, err := s.Info(ctx)
+		require.NoError(t, err)
+		require.Equal(t, jetstream.WorkQueuePolicy, info.Config.Retention)
+		require.Equal(t, jetstream.FileStorage, info.Config.Storage)
+		require.Equal(t, []string{"hpcq.tasks.*"}, info.Config.Subjects)
+		for name, subj := range map[string]string{queue.ResultsStream: "hpcq.results.*", queue.DLQStream: "hpcq.dlq.*"} {
+			s, err := q.JetStream().Stream(ctx, name)
+			require.NoError(t, err)
+			require.Equal(t, []string{subj}, s.CachedInfo().Config.Subjects)
+			require.Equal(t, jetstream.LimitsPolicy, s.CachedInfo().Config.Retention)
+		}
+		// The pool consumer is durable, shared, explicit-ack, with AckWait.
+		_, err = q.PoolConsumer(ctx, "cpu", "w1")
+		require.NoError(t, err)
+		_, err = q2.PoolConsumer(ctx, "cpu", "w2") // second worker, same consumer
+		require.NoError(t, err)
+		c, err := q.JetStream().Consumer(ctx, queue.TasksStream, queue.ConsumerName("cpu"))
+		require.NoError(t, err)
+		ci := c.CachedInfo()
+		require.Equal(t, "hpcq.tasks.cpu", ci.Config.FilterSubject)
+		require.Equal(t, jetstream.AckExplicitPolicy, ci.Config.AckPolicy)
+		// The consumer follows the config of the process that set it up last:
+		// every process of a cluster must share HPCQ_ACK_WAIT.
+		require.Equal(t, 30*time.Second, ci.Config.AckWait)
+		_, err = q.PoolConsumer(ctx, "cpu", "w1")
+		require.NoError(t, err)
+		ci2, err := c.Info(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 60*time.Second, ci2.Config.AckWait)
+	})
+}
+
+func TestPublishDeduplicates(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		q := srv.Queue(t, queue.Options{})
+		dup, err := q.PublishTask(ctx, task("r1", "a"))
+		require.NoError(t, err)
+		require.False(t, dup)
+		dup, err = q.PublishTask(ctx, task("r1", "a"))
+		require.NoError(t, err)
+		require.True(t, dup, "a republish within the dedup window is a no-op")
+		outs, err := q.PublishTasks(ctx, []*queue.NodeTask{task("r1", "a"), task("r1", "b"), task("r1", "b")})
+		require.NoError(t, err)
+		require.True(t, outs[0].Duplicate)
+		require.False(t, outs[1].Duplicate)
+		require.True(t, outs[2].Duplicate)
+		require.EqualValues(t, 2, streamMsgs(t, q, queue.TasksStream))
+
+		// A new attempt of the same node is a new task.
+		t2 := task("r1", "a")
+		t2.Attempt = 2
+		dup, err = q.PublishTask(ctx, t2)
+		require.NoError(t, err)
+		require.False(t, dup)
+
+		// Results are deduplicated the same way.
+		r := &queue.NodeResult{V: 1, RunID: "r1", NodeID: "a", Attempt: 1, Worker: "w"}
+		dup, err = q.PublishResult(ctx, r)
+		require.NoError(t, err)
+		require.False(t, dup)
+		dup, err = q.PublishResult(ctx, r)
+		require.NoError(t, err)
+		require.True(t, dup)
+
+		// Invalid tasks never reach the server.
+		bad := task("r1", "c")
+		bad.V = 2
+		_, err = q.PublishTask(ctx, bad)
+		require.ErrorIs(t, err, queue.ErrUnknownVersion)
+	})
+}
+
+func fetchAll(t *testing.T, c *queue.PoolConsumer, n int) []*queue.Delivery {
+	t.Helper()
+	var out []*queue.Delivery
+	_, err := c.Fetch(context.Background(), n, 500*time.Millisecond, func(d *queue.Delivery) { out = append(out, d) })
+	require.NoError(t, err)
+	return out
+}
+
+func TestPoisonMessagesAreDeadLettered(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		q := srv.Queue(t, queue.Options{})
+		c, err := q.PoolConsumer(ctx, "cpu", "w1")
+		require.NoError(t, err)
+		js := q.JetStream()
+		poison := map[string]string{
+			"garbage":         "this is not json",
+			"unknown version": `{"v":9,"run_id":"r","node_id":"v9","attempt":1,"pool":"cpu"}`,
+			"missing field":   `{"v":1,"run_id":"r","node_id":"nopool","attempt":1,"artifacts":{"run":{"commands":["x"]}}}`,
+			"wrong pool":      `{"v":1,"run_id":"r","node_id":"gpu","attempt":1,"pool":"gpu","artifacts":{"run":{"commands":["x"]}}}`,
+		}
+		for _, body := range poison {
+			_, err := js.Publish(ctx, "hpcq.tasks.cpu", []byte(body))
+			require.NoError(t, err)
+		}
+		good, err := json.Marshal(task("r", "good"))
+		require.NoError(t, err)
+		_, err = js.Publish(ctx, "hpcq.tasks.cpu", good)
+		require.NoError(t, err)
+
+		got := fetchAll(t, c, 10)
+		require.Len(t, got, 1, "only the valid task reaches the worker")
+		require.Equal(t, "good", got[0].Task.NodeID)
+		require.NoError(t, got[0].Ack(ctx))
+
+		require.EqualValues(t, 0, streamMsgs(t, q, queue.TasksStream), "nothing stays in the work queue")
+		dls, err := q.DeadLetters(ctx, "cpu", 0)
+		require.NoError(t, err)
+		require.Len(t, dls, len(poison))
+		reasons := map[string]queue.DeadLetter{}
+		for _, d := range dls {
+			require.EqualValues(t, 1, d.Deliveries)
+			require.Equal(t, "cpu", d.Pool)
+			require.Equal(t, "w1", d.Worker)
+			reasons[string(d.Data)] = d
+		}
+		require.Contains(t, reasons[poison["garbage"]].Reason, "not a JSON object")
+		require.Contains(t, reasons[poison["unknown version"]].Reason, "unknown version: v: 9")
+		require.Equal(t, "v9", reasons[poison["unknown version"]].NodeID)
+		require.Contains(t, reasons[poison["missing field"]].Reason, "pool: is required")
+		require.Contains(t, reasons[poison["wrong pool"]].Reason, `pool: "gpu", but the task arrived on hpcq.tasks.cpu`)
+
+		stats, err := q.Stats(ctx)
+		require.NoError(t, err)
+		require.Len(t, stats, 1)
+		require.EqualValues(t, 4, stats[0].DeadLettered)
+		require.EqualValues(t, 0, stats[0].Pending)
+	})
+}
+
+func TestMaxDeliverDeadLetters(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		q := srv.Queue(t, queue.Options{MaxDeliver: 3, AckWait: time.Second})
+		c, err := q.PoolConsumer(ctx, "cpu", "w1")
+		require.NoError(t, err)
+		_, err = q.PublishTask(ctx, task("r", "flaky"))
+		require.NoError(t, err)
+		for i := 1; i <= 3; i++ {
+			got := fetchAll(t, c, 1)
+			require.Len(t, got, 1, "delivery %d", i)
+			require.EqualValues(t, i, got[0].NumDelivered)
+			require.Equal(t, i == 3, got[0].LastDelivery())
+			require.NoError(t, got[0].Nak()) // a worker gave it back (or died)
+		}
+		require.Empty(t, fetchAll(t, c, 1), "the delivery past MaxDeliver is dead-lettered, not handed out")
+		require.EqualValues(t, 0, streamMsgs(t, q, queue.TasksStream))
+		dls, err := q.DeadLetters(ctx, "", 0)
+		require.NoError(t, err)
+		require.Len(t, dls, 1)
+		require.EqualValues(t, 4, dls[0].Deliveries)
+		require.Contains(t, dls[0].Reason, "max deliveries reached: delivered 4 times, MaxDeliver is 3")
+		require.Equal(t, "flaky", dls[0].NodeID)
+		require.Equal(t, 1, dls[0].Attempt)
+		require.Equal(t, "r", dls[0].RunID)
+	})
+}
+
+func TestAckWaitRedeliveryAndInProgress(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		ackWait := 600 * time.Millisecond
+		q := srv.Queue(t, queue.Options{AckWait: ackWait})
+		c, err := q.PoolConsumer(ctx, "cpu", "w1")
+		require.NoError(t, err)
+		_, err = q.PublishTask(ctx, task("r", "slow"))
+		require.NoError(t, err)
+
+		// Heartbeats at a third of AckWait keep the delivery alive well past
+		// AckWait.
+		got := fetchAll(t, c, 1)
+		require.Len(t, got, 1)
+		stop := time.Now().Add(3 * ackWait)
+		for time.Now().Before(stop) {
+			require.NoError(t, got[0].InProgress())
+			time.Sleep(ackWait / 3)
+		}
+		var none []*queue.Delivery
+		_, err = c.Fetch(ctx, 1, 100*time.Millisecond, func(d *queue.Delivery) { none = append(none, d) })
+		require.NoError(t, err)
+		require.Empty(t, none, "a heartbeated task is not redelivered")
+
+		// Silence: the task comes back after AckWait.
+		var again []*queue.Delivery
+		testutil.Eventually(t, 10*ackWait, "redelivery after AckWait", func() bool {
+			again = fetchAll(t, c, 1)
+			return len(again) == 1
+		})
+		require.EqualValues(t, 2, again[0].NumDelivered)
+		require.NoError(t, again[0].Ack(ctx))
+		require.EqualValues(t, 0, streamMsgs(t, q, queue.TasksStream))
+	})
+}
+
+func TestWatchRunDeliversEachResultOnce(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		q := srv.Queue(t, queue.Options{DedupWindow: time.Second})
+		w, err := q.WatchRun(ctx, "r", time.Now())
+		require.NoError(t, err)
+		defer w.Close()
+		r := &queue.NodeResult{V: 1, RunID: "r", NodeID: "a", Attempt: 1, Worker: "w"}
+		_, err = q.PublishResult(ctx, r)
+		require.NoError(t, err)
+		time.Sleep(1200 * time.Millisecond) // past the dedup window: the server stores it again
+		dup, err := q.PublishResult(ctx, r)
+		require.NoError(t, err)
+		require.False(t, dup)
+		other := &queue.NodeResult{V: 1, RunID: "other", NodeID: "a", Attempt: 1, Worker: "w"}
+		_, err = q.PublishResult(ctx, other)
+		require.NoError(t, err)
+		r2 := *r
+		r2.NodeID = "b"
+		_, err = q.PublishResult(ctx, &r2)
+		require.NoError(t, err)
+
+		var got []string
+		for len(got) < 2 {
+			select {
+			case res := <-w.Results:
+				got = append(got, res.NodeID)
+			case <-ctx.Done():
+				t.Fatal("results did not arrive")
+			}
+		}
+		require.Equal(t, []string{"a", "b"}, got)
+		select {
+		case res := <-w.Results:
+			t.Fatalf("unexpected extra result %+v", res)
+		case <-time.After(300 * time.Millisecond):
+		}
+	})
+}
+
+func TestRegistryReportsLostWorkers(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		period := 100 * time.Millisecond
+		q := srv.Queue(t, queue.Options{HeartbeatPeriod: period})
+		reg, err := q.RegisterWorker(ctx, queue.WorkerInfo{ID: "alive", Host: "h", Pools: []string{"cpu"}, Slots: 2, Cores: 2,
+			Toolchains: map[string]string{"gcc": "12.2.0"}, Version: "test"})
+		require.NoError(t, err)
+		// A worker that wrote its entry once and died: no more heartbeats.
+		kv, err := q.JetStream().KeyValue(ctx, queue.WorkersBucket)
+		require.NoError(t, err)
+		dead, _ := json.Marshal(queue.WorkerInfo{ID: "dead", Pools: []string{"cpu", "gpu"}, HeartbeatMS: period.Milliseconds()})
+		_, err = kv.Put(ctx, "dead", dead)
+		require.NoError(t, err)
+
+		testutil.Eventually(t, 20*period, "the silent worker to be reported lost", func() bool {
+			ws, err := q.Workers(ctx)
+			require.NoError(t, err)
+			return len(ws) == 2 && ws[1].ID == "dead" && ws[1].Lost
+		})
+		ws, err := q.Workers(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "alive", ws[0].ID)
+		require.False(t, ws[0].Lost, "a heartbeating worker is live (silent for %v)", ws[0].SilentFor)
+		require.Equal(t, "12.2.0", ws[0].Toolchains["gcc"])
+		require.Equal(t, []string{"cpu"}, ws[0].Pools)
+		require.False(t, ws[0].Started.IsZero())
+
+		stats, err := q.Stats(ctx)
+		require.NoError(t, err)
+		byPool := map[string]queue.PoolStats{}
+		for _, s := range stats {
+			byPool[s.Pool] = s
+		}
+		require.Equal(t, 1, byPool["cpu"].Workers)
+		require.Equal(t, 1, byPool["cpu"].LostWorkers)
+		require.Equal(t, 1, byPool["gpu"].LostWorkers)
+
+		require.NoError(t, reg.Close(ctx))
+		ws, err = q.Workers(ctx)
+		require.NoError(t, err)
+		require.Len(t, ws, 1, "a stopped worker leaves the registry")
+
+		_, err = q.RegisterWorker(ctx, queue.WorkerInfo{ID: "bad id!", Pools: []string{"cpu"}})
+		require.ErrorIs(t, err, queue.ErrInvalidWorker)
+	})
+}
+
+func TestStatsCountsPendingAndInFlight(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		q := srv.Queue(t, queue.Options{})
+		for i := range 5 {
+			_, err := q.PublishTask(ctx, task("r", fmt.Sprintf("n%d", i)))
+			require.NoError(t, err)
+		}
+		gpu := task("r", "g")
+		gpu.Pool = "gpu"
+		_, err := q.PublishTask(ctx, gpu) // a pool nobody consumes yet
+		require.NoError(t, err)
+		c, err := q.PoolConsumer(ctx, "cpu", "w")
+		require.NoError(t, err)
+		got := fetchAll(t, c, 2)
+		require.Len(t, got, 2)
+		stats, err := q.Stats(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []queue.PoolStats{
+			{Pool: "cpu", Pending: 3, InFlight: 2},
+			{Pool: "gpu", Pending: 1},
+		}, stats)
+	})
+}
+
+func TestOptionsValidated(t *testing.T) {
+	srv := testutil.StartNATS(t, "embedded")
+	nc := srv.Connect(t)
+	_, err := queue.New(context.Background(), nc, queue.Options{AckWait: time.Millisecond}, nil)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+	require.Contains(t, err.Error(), "AckWait")
+	_, err = queue.New(context.Background(), nc, queue.Options{MaxDeliver: -1}, nil)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+	_, err = queue.Connect(context.Background(), queue.ConnConfig{}, nil)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+	_, err = queue.Connect(context.Background(), queue.ConnConfig{URL: srv.URL, Token: "t", User: "u"}, nil)
+	require.ErrorContains(t, err, "more than one")
+}

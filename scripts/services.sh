@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# services.sh: install and run the servers hpcq's tests and cluster mode use,
+# each on a private loopback port under a directory of its own.
+#
+#   services.sh install [SERVICE...]   install missing Debian packages (default: all)
+#   services.sh up DIR [SERVICE...]    start services under DIR; writes DIR/services.env
+#   services.sh down DIR [SERVICE...]  stop the services started under DIR, by their pids
+#   services.sh start SERVICE DIR      start one service in DIR; prints its env lines
+#   services.sh stop SERVICE DIR       stop the service started in DIR
+#   services.sh env DIR                print DIR/services.env
+#
+# SERVICE: nats. Every command is idempotent: starting a running service
+# prints its env again; stopping a stopped one does nothing. Processes are
+# stopped only through the pid files this script wrote, and only when the pid
+# still belongs to the program this script started there.
+set -euo pipefail
+
+ALL_SERVICES=(nats)
+
+die() { echo "services.sh: $*" >&2; exit 1; }
+
+package_of() {
+  case "$1" in
+    nats) echo nats-server ;;
+    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]})" ;;
+  esac
+}
+
+binary_of() {
+  case "$1" in
+    nats) echo nats-server ;;
+    *) die "unknown service '$1'" ;;
+  esac
+}
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"
+  elif command -v sudo >/dev/null 2>&1; then sudo -n "$@"
+  else die "need root (or sudo) to run: $*"
+  fi
+}
+
+cmd_install() {
+  local svcs=("$@") missing=() s
+  [ ${#svcs[@]} -gt 0 ] || svcs=("${ALL_SERVICES[@]}")
+  for s in "${svcs[@]}"; do
+    command -v "$(binary_of "$s")" >/dev/null 2>&1 || missing+=("$(package_of "$s")")
+  done
+  [ ${#missing[@]} -gt 0 ] || return 0
+  echo "services.sh: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  if ! as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+    as_root apt-get update -qq
+    as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  for s in "${svcs[@]}"; do
+    command -v "$(binary_of "$s")" >/dev/null 2>&1 || die "$(binary_of "$s") still missing after install"
+  done
+}
+
+# pid_alive DIR NAME: the pid in DIR/NAME.pid runs the binary we started there.
+pid_alive() {
+  local dir=$1 name=$2 pid
+  [ -f "$dir/$name.pid" ] || return 1
+  pid=$(cat "$dir/$name.pid" 2>/dev/null) || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  [ -r "/proc/$pid/cmdline" ] || return 1
+  # The command line must name this directory: a reused pid never does.
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$dir" || return 1
+  echo "$pid"
+}
+
+start_nats() {
+  local dir=$1 pid url i
+  mkdir -p "$dir/js"
+  if pid=$(pid_alive "$dir" nats) && [ -s "$dir/nats.env" ]; then
+    cat "$dir/nats.env"; return 0
+  fi
+  rm -f "$dir"/nats-server_*.ports "$dir/nats.env"
+  command -v nats-server >/dev/null 2>&1 || die "nats-server not installed (run: scripts/services.sh install nats)"
+  nats-server -a 127.0.0.1 -p -1 -js -sd "$dir/js" --ports_file_dir "$dir" \
+    -P "$dir/nats.pid" -l "$dir/nats.log" </dev/null >/dev/null 2>&1 &
+  local launched=$!
+  for i in $(seq 1 100); do
+    if [ -f "$dir/nats-server_${launched}.ports" ]; then
+      url=$(grep -o 'nats://[0-9.]*:[0-9]*' "$dir/nats-server_${launched}.ports" | head -n1)
+      [ -n "$url" ] && break
+    fi
+    kill -0 "$launched" 2>/dev/null || die "nats-server exited at start; see $dir/nats.log"
+    sleep 0.05
+  done
+  [ -n "${url:-}" ] || die "nats-server did not report its port within 5s; see $dir/nats.log"
+  echo "$launched" >"$dir/nats.pid"
+  printf 'HPCQ_NATS_URL=%s\nHPCQ_NATS_PID=%s\n' "$url" "$launched" | tee "$dir/nats.env"
+}
+
+stop_pidfile() {
+  local dir=$1 name=$2 pid i
+  if pid=$(pid_alive "$dir" "$name"); then
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+  fi
+  rm -f "$dir/$name.pid" "$dir/$name.env"
+}
+
+cmd_start() {
+  [ $# -eq 2 ] || die "usage: services.sh start SERVICE DIR"
+  local svc=$1 dir
+  mkdir -p "$2"; dir=$(cd "$2" && pwd)
+  case "$svc" in
+    nats) start_nats "$dir" ;;
+    *) die "unknown service '$svc'" ;;
+  esac
+}
+
+cmd_stop() {
+  [ $# -eq 2 ] || die "usage: services.sh stop SERVICE DIR"
+  local svc=$1 dir
+  [ -d "$2" ] || return 0
+  dir=$(cd "$2" && pwd)
+  case "$svc" in
+    nats) stop_pidfile "$dir" nats ;;
+    *) die "unknown service '$svc'" ;;
+  esac
+}
+
+cmd_up() {
+  [ $# -ge 1 ] || die "usage: services.sh up DIR [SERVICE...]"
+  local dir=$1; shift
+  local svcs=("$@") s
+  [ ${#svcs[@]} -gt 0 ] || svcs=("${ALL_SERVICES[@]}")
+  cmd_install "${svcs[@]}"
+  mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
+  : >"$dir/services.env.tmp"
+  for s in "${svcs[@]}"; do
+    cmd_start "$s" "$dir/$s" >>"$dir/services.env.tmp"
+  done
+  mv "$dir/services.env.tmp" "$dir/services.env"
+  cat "$dir/services.env"
+}
+
+cmd_down() {
+  [ $# -ge 1 ] || die "usage: services.sh down DIR [SERVICE...]"
+  local dir=$1; shift
+  local svcs=("$@") s
+  [ ${#svcs[@]} -gt 0 ] || svcs=("${ALL_SERVICES[@]}")
+  [ -d "$dir" ] || return 0
+  dir=$(cd "$dir" && pwd)
+  for s in "${svcs[@]}"; do cmd_stop "$s" "$dir/$s"; done
+  rm -f "$dir/services.env"
+}
+
+main() {
+  [ $# -ge 1 ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+  local cmd=$1; shift
+  case "$cmd" in
+    install) cmd_install "$@" ;;
+    up) cmd_up "$@" ;;
+    down) cmd_down "$@" ;;
+    start) cmd_start "$@" ;;
+    stop) cmd_stop "$@" ;;
+    env) [ $# -eq 1 ] || die "usage: services.sh env DIR"; cat "$1/services.env" ;;
+    -h|--help|help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' ;;
+    *) die "unknown command '$cmd'" ;;
+  esac
+}
+
+main "$@"
