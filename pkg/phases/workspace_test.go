@@ -1,0 +1,125 @@
+package phases
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+func TestCheckPathRejects(t *testing.T) {
+	cases := map[string]string{
+		"":                        "empty path",
+		"/etc/passwd":             "absolute",
+		"../x":                    "escapes",
+		"a/../../x":               "escapes",
+		"a/..":                    "escapes",
+		"./a":                     "not a clean path",
+		"a//b":                    "not a clean path",
+		"a/":                      "not a clean path",
+		".":                       "not a clean path",
+		"a\x00b":                  "control character",
+		"a\nb":                    "control character",
+		"a\x7fb":                  "control character",
+		"\xff\xfe":                "UTF-8",
+		`a\..\b`:                  "backslash",
+		strings.Repeat("a", 1025): "longer than",
+	}
+	for p, want := range cases {
+		err := CheckPath(p)
+		require.ErrorIs(t, err, ErrInvalidWorkspace, "%q", p)
+		require.Contains(t, err.Error(), want, "%q", p)
+	}
+	for _, ok := range []string{"a", "src/main.c", "a.b/c-d_e", "deep/er/still/ok.txt", "ünïcode.c", "..a", "a.."} {
+		require.NoError(t, CheckPath(ok), ok)
+	}
+}
+
+func TestWriteFilesAllOrNothing(t *testing.T) {
+	dir := t.TempDir()
+	files := []queue.File{
+		{Path: "ok.c", Content: "int x;"},
+		{Path: "../escape.txt", Content: "boom"},
+	}
+	err := WriteFiles(dir, files, WorkspaceLimits{})
+	require.ErrorIs(t, err, ErrInvalidWorkspace)
+	require.Contains(t, err.Error(), `"../escape.txt"`)
+	entries, _ := os.ReadDir(dir)
+	require.Empty(t, entries, "nothing is written when one file is rejected")
+	_, err = os.Stat(filepath.Join(filepath.Dir(dir), "escape.txt"))
+	require.True(t, os.IsNotExist(err))
+}
+
+func TestWriteFilesRules(t *testing.T) {
+	for name, c := range map[string]struct {
+		files []queue.File
+		lim   WorkspaceLimits
+		want  string
+	}{
+		"duplicate":   {[]queue.File{{Path: "a"}, {Path: "a"}}, WorkspaceLimits{}, "duplicate"},
+		"file as dir": {[]queue.File{{Path: "a"}, {Path: "a/b"}}, WorkspaceLimits{}, "also a file"},
+		"mode":        {[]queue.File{{Path: "a", Mode: "4755"}}, WorkspaceLimits{}, "only regular files"},
+		"count":       {[]queue.File{{Path: "a"}, {Path: "b"}}, WorkspaceLimits{MaxFiles: 1}, "2 files, at most 1"},
+		"size":        {[]queue.File{{Path: "a", Content: "12345"}}, WorkspaceLimits{MaxFileBytes: 4}, "at most 4 per file"},
+		"total":       {[]queue.File{{Path: "a", Content: "123"}, {Path: "b", Content: "123"}}, WorkspaceLimits{MaxTotalBytes: 5}, "total more than 5"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			err := WriteFiles(dir, c.files, c.lim)
+			require.ErrorIs(t, err, ErrInvalidWorkspace)
+			require.Contains(t, err.Error(), c.want)
+			entries, _ := os.ReadDir(dir)
+			require.Empty(t, entries)
+		})
+	}
+}
+
+func TestWriteFilesModesAndDirs(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, WriteFiles(dir, []queue.File{
+		{Path: "run.sh", Content: "#!/bin/sh\n", Mode: "0755"},
+		{Path: "src/deep/a.c", Content: "int a;"},
+	}, WorkspaceLimits{}))
+	fi, err := os.Stat(filepath.Join(dir, "run.sh"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o755), fi.Mode().Perm())
+	data, err := os.ReadFile(filepath.Join(dir, "src/deep/a.c"))
+	require.NoError(t, err)
+	require.Equal(t, "int a;", string(data))
+}
+
+func TestWriteFilesThroughSymlinkStaysInside(t *testing.T) {
+	outside := t.TempDir()
+	dir := t.TempDir()
+	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link")))
+	err := WriteFiles(dir, []queue.File{{Path: "link/pwned.txt", Content: "x"}}, WorkspaceLimits{})
+	require.Error(t, err)
+	require.True(t, errors.Is(err, ErrInvalidWorkspace), "%v", err)
+	_, err = os.Stat(filepath.Join(outside, "pwned.txt"))
+	require.True(t, os.IsNotExist(err), "a write went through the symlink")
+}
+
+// FuzzCheckPath: whatever CheckPath accepts stays inside the workspace.
+func FuzzCheckPath(f *testing.F) {
+	for _, s := range []string{"a", "../a", "/abs", "a/../../b", "a\x00", "....//", "a/./b", "\u202e", "~/x", "a//", "C:\\x", "%2e%2e/x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if CheckPath(p) != nil {
+			return
+		}
+		root := "/ws/root"
+		joined := filepath.Join(root, p)
+		if !strings.HasPrefix(joined, root+"/") {
+			t.Fatalf("accepted %q resolves to %q, outside %s", p, joined, root)
+		}
+		if filepath.Clean(p) != p || filepath.IsAbs(p) {
+			t.Fatalf("accepted unclean or absolute %q", p)
+		}
+	})
+}
