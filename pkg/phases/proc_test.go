@@ -27,6 +27,19 @@ func testEnv(t *testing.T) []string {
 	return env
 }
 
+// requireGone waits for pid to disappear: SIGKILL is delivered
+// asynchronously, so a process may show for a moment after kill returns.
+func requireGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !gone(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d is left behind", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func gone(pid int) bool {
 	if syscall.Kill(pid, 0) != nil {
 		return true
@@ -79,7 +92,7 @@ func TestRunTimeoutKillsTheWholeGroup(t *testing.T) {
 	require.True(t, o.TimedOut)
 	require.Less(t, time.Since(start), 30*time.Second)
 	for _, pid := range readPids(t, dir) {
-		require.True(t, gone(pid), "process %d is left behind", pid)
+		requireGone(t, pid)
 	}
 }
 
@@ -91,7 +104,7 @@ func TestRunTermIgnoredGetsKill(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, o.TimedOut)
 	for _, pid := range readPids(t, dir) {
-		require.True(t, gone(pid), "process %d is left behind", pid)
+		requireGone(t, pid)
 	}
 }
 
@@ -107,7 +120,7 @@ func TestRunLeavesNothingBehindAfterExit(t *testing.T) {
 	require.Equal(t, 0, o.ExitCode)
 	require.Less(t, time.Since(start), 10*time.Second)
 	for _, pid := range readPids(t, dir) {
-		require.True(t, gone(pid), "process %d is left behind", pid)
+		requireGone(t, pid)
 	}
 }
 
