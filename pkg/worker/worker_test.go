@@ -1,0 +1,231 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/worker"
+)
+
+func forEachServer(t *testing.T, fn func(t *testing.T, srv *testutil.NATS)) {
+	for _, kind := range testutil.ServerKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			fn(t, testutil.StartNATS(t, kind))
+		})
+	}
+}
+
+func tasks(n int) []*queue.NodeTask {
+	out := make([]*queue.NodeTask, n)
+	for i := range out {
+		out[i] = &queue.NodeTask{V: 1, NodeID: fmt.Sprintf("n%03d", i), Attempt: 1, Pool: "cpu",
+			Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"true"}}}}
+	}
+	return out
+}
+
+// okResult is what a no-op executor reports.
+func okResult() *queue.NodeResult {
+	return &queue.NodeResult{Started: time.Now(), Phases: []queue.PhaseResult{{Name: "run", OK: true}}}
+}
+
+type bundle struct {
+	q      *queue.Queue
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startWorker runs a worker until the test ends (or stop is called).
+func startWorker(t *testing.T, q *queue.Queue, exec worker.Executor, cfg worker.Config) *bundle {
+	t.Helper()
+	cfg.Logger = testutil.Logger(t)
+	w, err := worker.New(q, exec, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &bundle{q: q, cancel: cancel, done: make(chan error, 1)}
+	go func() { b.done <- w.Run(ctx) }()
+	t.Cleanup(func() { b.stop(t) })
+	return b
+}
+
+func (b *bundle) stop(t *testing.T) {
+	b.cancel()
+	select {
+	case err, ok := <-b.done:
+		if ok {
+			require.NoError(t, err)
+			close(b.done)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("worker did not stop within 30s")
+	}
+}
+
+func execAll(t *testing.T, q *queue.Queue, ts []*queue.NodeTask) []scheduler.Outcome {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	outs, err := scheduler.Exec(ctx, q, scheduler.ExecParams{Tasks: ts, Logger: testutil.Logger(t)})
+	require.NoError(t, err)
+	return outs
+}
+
+func TestWorkerRunsEveryTaskOnce(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		q := srv.Queue(t, queue.Options{})
+		var mu sync.Mutex
+		runs := map[string]int{}
+		var concurrent, peak atomic.Int64
+		exec := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+			n := concurrent.Add(1)
+			defer concurrent.Add(-1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			mu.Lock()
+			runs[task.NodeID]++
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+			return okResult(), nil
+		})
+		startWorker(t, q, exec, worker.Config{Slots: 3, Cores: 6})
+		startWorker(t, q, exec, worker.Config{Slots: 2, Cores: 2})
+		outs := execAll(t, q, tasks(60))
+		for _, o := range outs {
+			require.True(t, o.OK(), o.Task.NodeID)
+			require.Equal(t, 1, runs[o.Task.NodeID], o.Task.NodeID)
+		}
+		require.LessOrEqual(t, peak.Load(), int64(5), "never more tasks at once than slots")
+		stats, err := q.Stats(context.Background())
+		require.NoError(t, err)
+		for _, s := range stats {
+			require.Zero(t, s.Pending+s.InFlight, "work queue empty after every result: %+v", s)
+		}
+	})
+}
+
+func TestWorkerHeartbeatsLongTasks(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		q := srv.Queue(t, queue.Options{AckWait: 300 * time.Millisecond})
+		var calls atomic.Int64
+		exec := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+			calls.Add(1)
+			time.Sleep(1500 * time.Millisecond) // 5 x AckWait
+			return okResult(), nil
+		})
+		startWorker(t, q, exec, worker.Config{Slots: 1})
+		startWorker(t, q, exec, worker.Config{Slots: 1}) // would get a redelivery
+		outs := execAll(t, q, tasks(1))
+		require.True(t, outs[0].OK())
+		require.EqualValues(t, 1, calls.Load(), "InProgress heartbeats kept the task from redelivery")
+	})
+}
+
+func TestWorkerDrainHandsTasksBack(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		q := srv.Queue(t, queue.Options{AckWait: time.Minute})
+		started := make(chan string, 4)
+		blocking := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+			started <- "a"
+			<-ctx.Done() // runs until the drain stops it
+			return nil, ctx.Err()
+		})
+		a := startWorker(t, q, blocking, worker.Config{ID: "a", Slots: 1})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := q.PublishTask(ctx, &queue.NodeTask{V: 1, RunID: "r", NodeID: "long", Attempt: 1, Pool: "cpu",
+			Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"sleep 1000"}}}})
+		require.NoError(t, err)
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatal("worker a never started the task")
+		}
+		picked := make(chan time.Time, 1)
+		b := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+			picked <- time.Now()
+			return okResult(), nil
+		})
+		startWorker(t, q, b, worker.Config{ID: "b", Slots: 1})
+		t0 := time.Now()
+		a.stop(t)
+		select {
+		case at := <-picked:
+			// Far below AckWait: the task was handed back, not timed out.
+			require.Less(t, at.Sub(t0), 20*time.Second)
+			t.Logf("handed-back task picked up by b %v after the drain began", at.Sub(t0))
+		case <-ctx.Done():
+			t.Fatal("the drained task was not picked up by worker b")
+		}
+		ws, err := q.Workers(ctx)
+		require.NoError(t, err)
+		for _, w := range ws {
+			require.NotEqual(t, "a", w.ID, "a drained worker leaves the registry")
+		}
+	})
+}
+
+func TestWorkerInfraErrorsEndInDeadLetters(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		q := srv.Queue(t, queue.Options{MaxDeliver: 3})
+		var calls atomic.Int64
+		broken := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+			if calls.Add(1) == 2 {
+				panic("executor bug")
+			}
+			return nil, errors.New("disk full")
+		})
+		startWorker(t, q, broken, worker.Config{Slots: 1, RetryDelay: 50 * time.Millisecond})
+		outs := execAll(t, q, tasks(1))
+		require.Nil(t, outs[0].Result)
+		require.NotNil(t, outs[0].DeadLetter)
+		require.Contains(t, outs[0].DeadLetter.Reason, "delivery 3 of 3: disk full")
+		require.EqualValues(t, 3, outs[0].DeadLetter.Deliveries)
+		require.EqualValues(t, 3, calls.Load())
+		stats, err := q.Stats(context.Background())
+		require.NoError(t, err)
+		require.EqualValues(t, 1, stats[0].DeadLettered)
+		require.Zero(t, stats[0].Pending+stats[0].InFlight)
+	})
+}
+
+func TestWorkerReplacesAnUnpublishableResult(t *testing.T) {
+	srv := testutil.StartNATS(t, "embedded")
+	q := srv.Queue(t, queue.Options{})
+	bad := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+		r := okResult()
+		r.Metrics = map[string]float64{"": 1} // invalid metric name
+		return r, nil
+	})
+	startWorker(t, q, bad, worker.Config{Slots: 1})
+	outs := execAll(t, q, tasks(1))
+	require.NotNil(t, outs[0].Result)
+	require.Equal(t, queue.ErrKindInternal, outs[0].Result.Error.Kind)
+	require.Contains(t, outs[0].Result.Error.Message, "metric name")
+}
+
+func TestWorkerConfigValidated(t *testing.T) {
+	srv := testutil.StartNATS(t, "embedded")
+	q := srv.Queue(t, queue.Options{})
+	noop := worker.ExecutorFunc(func(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) { return okResult(), nil })
+	_, err := worker.New(q, noop, worker.Config{Pools: []string{"cpu", "cpu"}})
+	require.ErrorIs(t, err, worker.ErrInvalidConfig)
+	_, err = worker.New(q, noop, worker.Config{Pools: []string{"a b"}})
+	require.ErrorIs(t, err, worker.ErrInvalidConfig)
+	_, err = worker.New(q, nil, worker.Config{})
+	require.ErrorIs(t, err, worker.ErrInvalidConfig)
+}
