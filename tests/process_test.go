@@ -1,0 +1,384 @@
+// Package tests holds the process-level tests: the real scheduler and
+// worker binaries against real NATS servers, killed and signalled as on a
+// cluster.
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hpcq-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/...")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build binaries:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is a binary started by a test; it is killed (by its own pid) when
+// the test ends, if it still runs.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+	done chan struct{}
+	err  error
+}
+
+// baseEnv is the environment of started binaries: HOME in a temp dir, so
+// bash -l does not read the machine's login profile, and no HPCQ_ variable
+// of the caller.
+func baseEnv(t *testing.T, extra ...string) []string {
+	env := []string{"HOME=" + t.TempDir()}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "HPCQ_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+func start(t *testing.T, env []string, name string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd.Env = env
+	p := &proc{cmd: cmd, out: &bytes.Buffer{}, done: make(chan struct{})}
+	cmd.Stdout = &syncWriter{b: p.out}
+	cmd.Stderr = cmd.Stdout
+	require.NoError(t, cmd.Start())
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, p.output())
+		}
+	})
+	return p
+}
+
+func (p *proc) output() string {
+	w := p.cmd.Stdout.(*syncWriter)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode()
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %v\n%s", p.cmd.Path, timeout, p.output())
+		return -1
+	}
+}
+
+func run(t *testing.T, env []string, name string, args ...string) (string, int) {
+	t.Helper()
+	p := start(t, env, name, args...)
+	code := p.wait(t, 2*time.Minute)
+	return p.output(), code
+}
+
+func writeTask(t *testing.T, dir string, task map[string]any) string {
+	t.Helper()
+	data, err := json.Marshal(task)
+	require.NoError(t, err)
+	path := filepath.Join(dir, task["node_id"].(string)+".json")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	return path
+}
+
+func runTask(node string, cmds ...string) *queue.NodeTask {
+	return &queue.NodeTask{V: 1, RunID: "proc", NodeID: node, Attempt: 1, Pool: "cpu",
+		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: cmds}}}
+}
+
+func waitFile(t *testing.T, path string, timeout time.Duration) {
+	t.Helper()
+	testutil.Eventually(t, timeout, "file "+path, func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	})
+}
+
+func readPids(t *testing.T, path string) []int {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var pids []int
+	for _, f := range strings.Fields(string(data)) {
+		pid, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		pids = append(pids, pid)
+	}
+	require.NotEmpty(t, pids)
+	return pids
+}
+
+func requireGone(t *testing.T, pids []int) {
+	t.Helper()
+	for _, pid := range pids {
+		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("process %d to be gone", pid), func() bool { return testutil.ProcessGone(pid) })
+	}
+}
+
+func forEachServer(t *testing.T, fn func(t *testing.T, srv *testutil.NATS)) {
+	for _, kind := range testutil.ServerKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			fn(t, testutil.StartNATS(t, kind))
+		})
+	}
+}
+
+// TestWorkerKilledMidTask: SIGKILL a worker while it runs a task; the task
+// comes back after AckWait, another worker completes it, and exactly one
+// result reaches the scheduler side.
+func TestWorkerKilledMidTask(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ackWait := 2 * time.Second
+		q := srv.Queue(t, queue.Options{AckWait: ackWait})
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		w, err := q.WatchRun(ctx, "proc", time.Now())
+		require.NoError(t, err)
+		defer w.Close()
+
+		dirA, dirB := t.TempDir(), t.TempDir()
+		env := func(id, dir string) []string {
+			return baseEnv(t, "HPCQ_NATS_URL="+srv.URL, "HPCQ_ACK_WAIT="+ackWait.String(), "HPCQ_WORKER_ID="+id,
+				"HPCQ_WORK_DIR="+dir, "HPCQ_SLOTS=1", "HPCQ_LOG_LEVEL=debug")
+		}
+		a := start(t, env("a", dirA), "worker")
+		_, err = q.PublishTask(ctx, runTask("victim", "touch started; sleep 2; echo finished by $HPCQ_NODE_ID"))
+		require.NoError(t, err)
+		waitFile(t, filepath.Join(dirA, "proc/workspaces/victim/1/started"), 30*time.Second)
+		require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
+		a.wait(t, 10*time.Second)
+		killed := time.Now()
+
+		start(t, env("b", dirB), "worker")
+		var got []*queue.NodeResult
+		select {
+		case r := <-w.Results:
+			got = append(got, r)
+		case <-ctx.Done():
+			t.Fatal("no result after the worker was killed")
+		}
+		t.Logf("result %v after the kill (AckWait %v)", time.Since(killed).Round(time.Millisecond), ackWait)
+		require.Equal(t, "b", got[0].Worker)
+		require.True(t, got[0].OK(), "%+v", got[0].Error)
+		require.Contains(t, got[0].Phases[len(got[0].Phases)-1].LogTail, "finished by victim")
+		select {
+		case r := <-w.Results:
+			t.Fatalf("a second result for the same attempt: %+v", r)
+		case <-time.After(2 * ackWait):
+		}
+		stats, err := q.Stats(ctx)
+		require.NoError(t, err)
+		require.Len(t, stats, 1)
+		require.Zero(t, stats[0].Pending+stats[0].InFlight+stats[0].DeadLettered)
+	})
+}
+
+// TestWorkerSIGTERMDrain: a worker told to stop hands its running task back
+// at once; another worker picks it up well before AckWait, and the drained
+// worker's processes are gone.
+func TestWorkerSIGTERMDrain(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		q := srv.Queue(t, queue.Options{AckWait: time.Minute})
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		dirA, dirB := t.TempDir(), t.TempDir()
+		env := func(id, dir string) []string {
+			return baseEnv(t, "HPCQ_NATS_URL="+srv.URL, "HPCQ_WORKER_ID="+id, "HPCQ_WORK_DIR="+dir, "HPCQ_SLOTS=1", "HPCQ_KILL_GRACE=1s")
+		}
+		a := start(t, env("a", dirA), "worker")
+		_, err := q.PublishTask(ctx, runTask("long", "echo $$ > pids; (echo $BASHPID >> pids; exec sleep 1000) & sleep 1000"))
+		require.NoError(t, err)
+		pidFile := filepath.Join(dirA, "proc/workspaces/long/1/pids")
+		testutil.Eventually(t, 30*time.Second, "task started on a", func() bool {
+			data, _ := os.ReadFile(pidFile)
+			return len(strings.Fields(string(data))) == 2
+		})
+		start(t, env("b", dirB), "worker")
+		testutil.Eventually(t, 30*time.Second, "worker b registered", func() bool {
+			ws, err := q.Workers(ctx)
+			require.NoError(t, err)
+			return len(ws) == 2
+		})
+
+		t0 := time.Now()
+		require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
+		bStarted := filepath.Join(dirB, "proc/workspaces/long/1/pids")
+		waitFile(t, bStarted, 30*time.Second)
+		pickup := time.Since(t0)
+		t.Logf("task picked up by b %v after SIGTERM to a (AckWait 1m)", pickup.Round(time.Millisecond))
+		require.Less(t, pickup, 30*time.Second, "handed back, not redelivered after AckWait")
+		require.Equal(t, 0, a.wait(t, 30*time.Second), "a drained worker exits 0")
+		require.Contains(t, a.output(), "task handed back (drain)")
+		requireGone(t, readPids(t, pidFile))
+	})
+}
+
+// TestTimeoutKillsTaskAndChildren: through the scheduler CLI in local mode,
+// a task that runs `sleep 1000` with a forked child is killed at its
+// timeout and leaves no process behind.
+func TestTimeoutKillsTaskAndChildren(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	task := writeTask(t, dir, map[string]any{
+		"v": 1, "node_id": "sleeper",
+		"artifacts": map[string]any{"run": map[string]any{"commands": []string{
+			"echo $$ > pids; (echo $BASHPID >> pids; exec sleep 1000) & sleep 1000"}}},
+		"limits": map[string]any{"run_timeout_s": 1},
+	})
+	runs := filepath.Join(dir, "runs")
+	out, code := run(t, baseEnv(t, "HPCQ_KILL_GRACE=1s"), "scheduler", "exec", "--local", "--runs-dir", runs, task)
+	require.Equal(t, 1, code, out)
+	require.Regexp(t, `sleeper\s+1\s+failed\s+.*timeout in run`, out)
+	matches, err := filepath.Glob(filepath.Join(runs, "*", "workspaces", "sleeper", "1", "pids"))
+	require.NoError(t, err)
+	require.Len(t, matches, 1)
+	requireGone(t, readPids(t, matches[0]))
+}
+
+// TestExecLocalExamples runs the bundled examples as `make run` does.
+func TestExecLocalExamples(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed: the OpenMP example compiles C code")
+	}
+	t.Parallel()
+	runs := t.TempDir()
+	out, code := run(t, baseEnv(t), "scheduler", "exec", "--local", "--workers", "2", "--slots", "1", "--runs-dir", runs,
+		"../examples/hello/task.json", "../examples/openmp/task.json")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `hello\s+1\s+ok\s+\S+\s+run=0`, out)
+	require.Regexp(t, `stencil-omp\s+1\s+ok\s+\S+\s+compile=0 run=0`, out)
+
+	entries, err := os.ReadDir(runs)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	runDir := filepath.Join(runs, entries[0].Name())
+	log, err := os.ReadFile(filepath.Join(runDir, "phase_logs", "node_stencil-omp", "run.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(log), "METRIC mlups=")
+	res, err := os.ReadFile(filepath.Join(runDir, "results.jsonl"))
+	require.NoError(t, err)
+	require.Equal(t, 2, strings.Count(string(res), `"status":"ok"`))
+
+	out, code = run(t, baseEnv(t), "scheduler", "status", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `cpu\s+0\s+0\s+0\s+0\s+0`, out)
+}
+
+// TestExecAgainstExternalServer: scheduler and workers as separate
+// processes on a server of each kind; a poison message on the side ends on
+// the dead-letter subject and shows in `scheduler status`.
+func TestExecAgainstExternalServer(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		env := baseEnv(t, "HPCQ_NATS_URL="+srv.URL)
+		start(t, append(env, "HPCQ_WORK_DIR="+t.TempDir(), "HPCQ_WORKER_ID=w1"), "worker", "--slots", "2")
+		dir := t.TempDir()
+		ok := writeTask(t, dir, map[string]any{"v": 1, "node_id": "ok",
+			"artifacts": map[string]any{"run": map[string]any{"commands": []string{"echo fine"}}}})
+		bad := writeTask(t, dir, map[string]any{"v": 1, "node_id": "bad",
+			"artifacts": map[string]any{"run": map[string]any{"commands": []string{"exit 3"}}}})
+		out, code := run(t, env, "scheduler", "exec", "--runs-dir", filepath.Join(dir, "runs"), "--timeout", "60s", ok, bad)
+		require.Equal(t, 1, code, out)
+		require.Regexp(t, `ok\s+1\s+ok\s+\S+\s+run=0\s+w1`, out)
+		require.Regexp(t, `bad\s+1\s+failed\s+\S+\s+run=3\s+w1\s+run_failed in run: run command 1 \(exit 3\) exited with status 3`, out)
+
+		nc := srv.Connect(t)
+		_, err := nc.Request("hpcq.tasks.cpu", []byte("{not json"), 5*time.Second)
+		require.NoError(t, err)
+		testutil.Eventually(t, 30*time.Second, "the poison message to be dead-lettered", func() bool {
+			out, code := run(t, env, "scheduler", "status")
+			require.Equal(t, 0, code, out)
+			return regexpMatch(`cpu\s+0\s+0\s+1\s+1\s+0`, out)
+		})
+		out, code = run(t, env, "scheduler", "status", "--json")
+		require.Equal(t, 0, code, out)
+		require.Contains(t, out, `"id":"w1"`)
+	})
+}
+
+// TestCommandErrors: bad input gives a clear message and a non-zero exit.
+func TestCommandErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := baseEnv(t)
+	bad := filepath.Join(dir, "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"v":1,"node_id":"x/y","artifacts":{"run":{"commands":["true"]}}}`), 0o644))
+	out, code := run(t, env, "scheduler", "exec", "--local", "--runs-dir", dir, bad)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "bad.json: invalid message: node_id:")
+
+	v2 := filepath.Join(dir, "v2.json")
+	require.NoError(t, os.WriteFile(v2, []byte(`{"v":2,"node_id":"x"}`), 0o644))
+	out, code = run(t, env, "scheduler", "exec", "--local", "--runs-dir", dir, v2)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "unknown version: v: 2 (this build reads version 1)")
+
+	out, code = run(t, env, "scheduler", "exec", "--local", "--runs-dir", dir, filepath.Join(dir, "missing.json"))
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "no such file")
+
+	out, code = run(t, env, "scheduler", "run", "examples/stencil-omp")
+	require.Equal(t, 2, code)
+	require.Contains(t, out, "not built yet")
+
+	out, code = run(t, env, "scheduler", "frobnicate")
+	require.Equal(t, 2, code)
+	require.Contains(t, out, `unknown command "frobnicate"`)
+
+	out, code = run(t, env, "worker")
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "NATS URL is empty")
+
+	out, code = run(t, env, "slurm-bridge")
+	require.Equal(t, 2, code)
+	require.Contains(t, out, "not built yet")
+
+	out, code = run(t, env, "worker", "-h")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "HPCQ_NATS_URL")
+}
