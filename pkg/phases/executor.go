@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/queue"
@@ -116,17 +117,34 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 	defer func() { res.DurationMS = time.Since(res.Started).Milliseconds() }()
 
 	ws := e.WorkspaceDir(t)
-	logDir := e.LogDir(t)
+	phases := []struct {
+		name    string
+		cmds    []string
+		timeout time.Duration
+		kind    string
+	}{
+		{queue.PhaseDownload, t.Artifacts.Download.Commands, seconds(t.Limits.DownloadTimeoutS, e.cfg.DownloadTimeout), queue.ErrKindInstallFailed},
+		{queue.PhaseCompile, t.Artifacts.Compile.Commands, seconds(t.Limits.CompileTimeoutS, e.cfg.CompileTimeout), queue.ErrKindCompileFailed},
+		{queue.PhaseRun, t.Artifacts.Run.Commands, seconds(t.Limits.RunTimeoutS, e.cfg.RunTimeout), queue.ErrKindRunFailed},
+	}
+	var names []string
+	for _, ph := range phases {
+		if len(ph.cmds) > 0 {
+			names = append(names, ph.name)
+		}
+	}
+	// The log files are made while the workspace is: on disks where a
+	// mkdir costs a fraction of a millisecond, this takes them off the
+	// task's critical path.
+	logsReady := make(chan phaseLogs, 1)
+	go func() { logsReady <- openLogs(e.LogDir(t), names) }()
+	logs := sync.OnceValue(func() phaseLogs { return <-logsReady })
+	defer func() { logs().close() }()
+
 	// A fresh directory per (node, attempt): nothing of an earlier delivery
 	// of the same attempt survives.
-	if err := os.RemoveAll(ws); err != nil {
-		return nil, fmt.Errorf("clear workspace: %w", err)
-	}
-	if err := os.MkdirAll(ws, 0o755); err != nil {
+	if err := freshDir(ws); err != nil {
 		return nil, fmt.Errorf("create workspace: %w", err)
-	}
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create log dir: %w", err)
 	}
 
 	start := time.Now()
@@ -155,21 +173,14 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 	if t.Limits.MaxOutputBytes > 0 {
 		maxOut = t.Limits.MaxOutputBytes
 	}
-	phases := []struct {
-		name    string
-		cmds    []string
-		timeout time.Duration
-		kind    string
-	}{
-		{queue.PhaseDownload, t.Artifacts.Download.Commands, seconds(t.Limits.DownloadTimeoutS, e.cfg.DownloadTimeout), queue.ErrKindInstallFailed},
-		{queue.PhaseCompile, t.Artifacts.Compile.Commands, seconds(t.Limits.CompileTimeoutS, e.cfg.CompileTimeout), queue.ErrKindCompileFailed},
-		{queue.PhaseRun, t.Artifacts.Run.Commands, seconds(t.Limits.RunTimeoutS, e.cfg.RunTimeout), queue.ErrKindRunFailed},
+	if err := logs().err; err != nil {
+		return nil, err
 	}
 	for _, ph := range phases {
 		if len(ph.cmds) == 0 {
 			continue
 		}
-		pr, rerr, err := e.runPhase(ctx, ph.name, ph.cmds, ph.timeout, ws, logDir, env, maxOut)
+		pr, rerr, err := e.runPhase(ctx, ph.name, ph.cmds, ph.timeout, ws, logs().files[ph.name], env, maxOut)
 		if err != nil {
 			return nil, err
 		}
@@ -184,6 +195,9 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if len(t.Artifacts.Run.ExpectedOutputs) == 0 {
+		return res, nil
 	}
 	root, err := os.OpenRoot(ws)
 	if err != nil {
@@ -213,14 +227,8 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 // phase's log file and to a bounded capture. It returns the phase's record,
 // the task error if the phase failed, or an error if the worker failed (or
 // ctx ended: then ctx's error).
-func (e *Executor) runPhase(ctx context.Context, name string, cmds []string, timeout time.Duration, ws, logDir string, env []string, maxOut int64) (queue.PhaseResult, *queue.ResultError, error) {
-	logPath := filepath.Join(logDir, name+".log")
-	pr := queue.PhaseResult{Name: name, Started: time.Now().UTC(), LogRef: logPath}
-	f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return pr, nil, fmt.Errorf("open phase log: %w", err)
-	}
-	defer f.Close()
+func (e *Executor) runPhase(ctx context.Context, name string, cmds []string, timeout time.Duration, ws string, f *os.File, env []string, maxOut int64) (queue.PhaseResult, *queue.ResultError, error) {
+	pr := queue.PhaseResult{Name: name, Started: time.Now().UTC(), LogRef: f.Name()}
 	capture := NewCapture(int(min(maxOut, 1<<30)))
 	out := io.MultiWriter(capture, &cappedWriter{w: f, left: e.cfg.MaxLogBytes})
 	deadline := time.Now().Add(timeout)
@@ -254,6 +262,53 @@ func (e *Executor) runPhase(ctx context.Context, name string, cmds []string, tim
 	pr.DurationMS = time.Since(pr.Started).Milliseconds()
 	pr.LogTail = capture.Tail(e.cfg.LogTailBytes)
 	return pr, rerr, nil
+}
+
+// phaseLogs are the open log files of a task's phases, by phase name.
+type phaseLogs struct {
+	files map[string]*os.File
+	err   error
+}
+
+// openLogs creates dir and one <phase>.log per name in it, truncated.
+func openLogs(dir string, names []string) phaseLogs {
+	l := phaseLogs{files: make(map[string]*os.File, len(names))}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		l.err = fmt.Errorf("create log dir: %w", err)
+		return l
+	}
+	for _, n := range names {
+		f, err := os.OpenFile(filepath.Join(dir, n+".log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			l.err = fmt.Errorf("open phase log: %w", err)
+			return l
+		}
+		l.files[n] = f
+	}
+	return l
+}
+
+func (l phaseLogs) close() {
+	for _, f := range l.files {
+		f.Close()
+	}
+}
+
+// freshDir makes dir an empty directory, creating its parents as needed.
+// The common case (a first delivery) costs one mkdir.
+func freshDir(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, os.ErrExist):
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return err
+	}
+	return os.MkdirAll(dir, 0o755)
 }
 
 func firstLine(s string) string {

@@ -137,6 +137,9 @@ func WriteFiles(dir string, files []queue.File, l WorkspaceLimits) error {
 	if err := CheckFiles(files, l); err != nil {
 		return err
 	}
+	if len(files) == 0 {
+		return nil
+	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return fmt.Errorf("open workspace: %w", err)

@@ -47,9 +47,26 @@ const (
 	MaxMetricNameLen = 128
 )
 
-// idPattern is what run ids, node ids, branch ids and pools may contain: they
-// become NATS subject tokens, message ids and directory names.
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+// validID reports whether v may be a run id, node id, branch id or pool:
+// they become NATS subject tokens, message ids and directory names, so
+// only [A-Za-z0-9_.-], starting with a letter or digit, without "..".
+// (A hand-written loop: this runs for every message.)
+func validID(v string) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i > 0 && (c == '_' || c == '-'):
+		case i > 0 && c == '.':
+			if v[i-1] == '.' {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return v != ""
+}
 
 var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -145,7 +162,7 @@ func checkID(field, v string, required bool) error {
 	if len(v) > MaxIDLen {
 		return fieldErr(field, "longer than %d bytes", MaxIDLen)
 	}
-	if !idPattern.MatchString(v) || strings.Contains(v, "..") {
+	if !validID(v) {
 		return fieldErr(field, "%q may contain only letters, digits, '_', '-', '.' (not '..'), starting with a letter or digit", v)
 	}
 	return nil
@@ -288,22 +305,38 @@ func DecodeTask(data []byte) (*NodeTask, error) {
 	return t, nil
 }
 
-// DecodeTaskDraft parses a task strictly (version first, no unknown fields)
-// without validating its content, for callers that fill in fields (run_id,
-// defaults) before calling Validate.
+// DecodeTaskDraft parses a task strictly (no unknown fields) and checks
+// its version, without validating its content, for callers that fill in
+// fields (run_id, defaults) before calling Validate.
 func DecodeTaskDraft(data []byte) (*NodeTask, error) {
-	if err := checkVersion(data); err != nil {
-		return nil, err
-	}
 	var t NodeTask
-	if err := strictUnmarshal(data, &t); err != nil {
+	if err := decodeVersioned(data, &t, &t.V); err != nil {
 		return nil, err
 	}
 	return &t, nil
 }
 
-// checkVersion reads only "v" first, so that a message of a newer version is
-// reported as such and not as an unknown field of version 1.
+// decodeVersioned decodes data strictly into v, whose version field is
+// *version. The common case is one pass over the data; only a message that
+// fails to decode is probed again for its version, so that a message of a
+// newer version is reported as such and not as an unknown field of this one.
+func decodeVersioned(data []byte, v any, version *int) error {
+	if err := strictUnmarshal(data, v); err != nil {
+		if verr := checkVersion(data); verr != nil {
+			return verr
+		}
+		return err
+	}
+	if *version == 0 {
+		return checkVersion(data) // names a missing or malformed "v"
+	}
+	if *version != Version {
+		return fmt.Errorf("%w: v: %d (this build reads version %d)", ErrUnknownVersion, *version, Version)
+	}
+	return nil
+}
+
+// checkVersion reads only "v".
 func checkVersion(data []byte) error {
 	var probe struct {
 		V *json.RawMessage `json:"v"`
@@ -449,11 +482,8 @@ func DecodeResult(data []byte) (*NodeResult, error) {
 	if len(data) > MaxResultBytes {
 		return nil, fmt.Errorf("%w: result is %d bytes, at most %d", ErrInvalidMessage, len(data), MaxResultBytes)
 	}
-	if err := checkVersion(data); err != nil {
-		return nil, err
-	}
 	var r NodeResult
-	if err := strictUnmarshal(data, &r); err != nil {
+	if err := decodeVersioned(data, &r, &r.V); err != nil {
 		return nil, err
 	}
 	if err := r.Validate(); err != nil {

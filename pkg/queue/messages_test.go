@@ -3,6 +3,7 @@ package queue
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -149,6 +150,20 @@ func FuzzDecodeResult(f *testing.F) {
 		}
 		if err := r.Validate(); err != nil {
 			t.Fatalf("decoded result does not validate: %v", err)
+		}
+	})
+}
+
+// FuzzValidID: the hand-written id check agrees with its definition.
+func FuzzValidID(f *testing.F) {
+	re := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	for _, s := range []string{"a", "a..b", ".a", "a.", "a_b-c.d", "", "-", "é", "a b", "a/b", "A9"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := re.MatchString(s) && !strings.Contains(s, "..")
+		if got := validID(s); got != want {
+			t.Fatalf("validID(%q) = %v, want %v", s, got, want)
 		}
 	})
 }

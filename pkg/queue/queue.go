@@ -55,7 +55,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options, log *slog.Logger) (*Q
 	if log == nil {
 		log = slog.Default()
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxAsyncPending))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*maxAsyncPending))
 	if err != nil {
 		return nil, fmt.Errorf("queue: jetstream: %w", err)
 	}
@@ -118,9 +118,10 @@ type PublishOutcome struct {
 // maxAsyncPending bounds the publishes awaiting an acknowledgement.
 const maxAsyncPending = 4096
 
-// PublishTasks publishes many tasks with pipelined (asynchronous) publishes
-// and waits for every acknowledgement. The outcomes are in the order of
-// tasks; err is the first failure, if any.
+// PublishTasks publishes many tasks with pipelined (asynchronous) publishes,
+// at most maxAsyncPending awaiting their acknowledgement at once, and waits
+// for every acknowledgement. The outcomes are in the order of tasks; err is
+// the first failure, if any.
 func (q *Queue) PublishTasks(ctx context.Context, tasks []*NodeTask) ([]PublishOutcome, error) {
 	out := make([]PublishOutcome, len(tasks))
 	futures := make([]jetstream.PubAckFuture, len(tasks))
@@ -131,7 +132,24 @@ func (q *Queue) PublishTasks(ctx context.Context, tasks []*NodeTask) ([]PublishO
 			first = err
 		}
 	}
+	settle := func(i int) {
+		f := futures[i]
+		if f == nil {
+			return
+		}
+		select {
+		case ack := <-f.Ok():
+			out[i].Duplicate = ack.Duplicate
+		case err := <-f.Err():
+			fail(i, fmt.Errorf("queue: publish task %s: %w", tasks[i].MsgID(), err))
+		case <-ctx.Done():
+			fail(i, fmt.Errorf("queue: publish task %s: %w", tasks[i].MsgID(), ctx.Err()))
+		}
+	}
 	for i, t := range tasks {
+		if i >= maxAsyncPending {
+			settle(i - maxAsyncPending)
+		}
 		data, err := encodeTask(t)
 		if err != nil {
 			fail(i, err)
@@ -148,18 +166,8 @@ func (q *Queue) PublishTasks(ctx context.Context, tasks []*NodeTask) ([]PublishO
 		}
 		futures[i] = f
 	}
-	for i, f := range futures {
-		if f == nil {
-			continue
-		}
-		select {
-		case ack := <-f.Ok():
-			out[i].Duplicate = ack.Duplicate
-		case err := <-f.Err():
-			fail(i, fmt.Errorf("queue: publish task %s: %w", tasks[i].MsgID(), err))
-		case <-ctx.Done():
-			fail(i, fmt.Errorf("queue: publish task %s: %w", tasks[i].MsgID(), ctx.Err()))
-		}
+	for i := max(0, len(tasks)-maxAsyncPending); i < len(tasks); i++ {
+		settle(i)
 	}
 	return out, first
 }

@@ -274,27 +274,29 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	log := w.log.With("run_id", t.RunID, "node_id", t.NodeID, "attempt", t.Attempt, "delivery", d.NumDelivered)
 	w.reg.Update(func(i *queue.WorkerInfo) { i.Running = int(w.running.Load()) })
 
-	// Keep the delivery alive until it is answered.
-	hbDone := make(chan struct{})
-	hbStopped := make(chan struct{})
-	go func() {
-		defer close(hbStopped)
-		tick := time.NewTicker(w.q.Options().AckWait / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-hbDone:
-				return
-			case <-tick.C:
-				if err := d.InProgress(); err != nil {
-					log.Warn("in-progress heartbeat failed", "err", err)
-				}
-			}
+	// Keep the delivery alive until it is answered: an InProgress every
+	// third of AckWait.
+	period := w.q.Options().AckWait / 3
+	var hbMu sync.Mutex
+	hbStopped := false
+	var hb *time.Timer
+	hbMu.Lock() // the first beat may fire before hb is assigned
+	hb = time.AfterFunc(period, func() {
+		if err := d.InProgress(); err != nil {
+			log.Warn("in-progress heartbeat failed", "err", err)
 		}
-	}()
+		hbMu.Lock()
+		if !hbStopped {
+			hb.Reset(period)
+		}
+		hbMu.Unlock()
+	})
+	hbMu.Unlock()
 	defer func() {
-		close(hbDone)
-		<-hbStopped
+		hbMu.Lock()
+		hbStopped = true
+		hb.Stop()
+		hbMu.Unlock()
 		w.running.Add(-1)
 		w.reg.Update(func(i *queue.WorkerInfo) { i.Running = int(w.running.Load()) })
 	}()

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// TestBenchSmall runs every part of the benchmark at a small size and
+// checks that it prints exactly the fixed lines.
+func TestBenchSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the benchmark smoke test starts servers and spawns shells")
+	}
+	var out, log bytes.Buffer
+	err := run(params{N: 500, SpawnN: 20, Rate: 200, LatencyFor: 500 * time.Millisecond, Reps: 1}, &out, &log)
+	if err != nil {
+		t.Fatal(err, log.String())
+	}
+	want := []string{
+		`^bench-queue enqueue n=500 tasks_per_s=[0-9.]+$`,
+		`^bench-queue drain n=500 c=2 tasks_per_s=[0-9.]+$`,
+		`^bench-queue drain n=500 c=64 tasks_per_s=[0-9.]+$`,
+		`^bench-queue latency rate=200 p50_ms=[0-9.]+ p95_ms=[0-9.]+ p99_ms=[0-9.]+ max_ms=[0-9.]+$`,
+		`^bench-queue spawn n=20 hpcq_s=[0-9.]+ plain_s=[0-9.]+ ratio=[0-9.]+$`,
+	}
+	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
+	if len(lines) != len(want) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out.String())
+	}
+	for i, re := range want {
+		if !regexp.MustCompile(re).Match(lines[i]) {
+			t.Errorf("line %d %q does not match %s", i+1, lines[i], re)
+		}
+	}
+	t.Log("\n" + out.String() + log.String())
+}

@@ -1,0 +1,36 @@
+// Command queue is the queue benchmark behind `make bench-queue`: an
+// embedded server with file storage, a no-op handler (no process) for
+// enqueue, drain and latency, and the real executor for spawn. It prints
+// exactly these lines on stdout (details and baselines go to stderr):
+//
+//	bench-queue enqueue n=100000 tasks_per_s=<float>
+//	bench-queue drain n=100000 c=2 tasks_per_s=<float>
+//	bench-queue drain n=100000 c=64 tasks_per_s=<float>
+//	bench-queue latency rate=500 p50_ms=<f> p95_ms=<f> p99_ms=<f> max_ms=<f>
+//	bench-queue spawn n=2000 hpcq_s=<f> plain_s=<f> ratio=<f>
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+)
+
+func main() {
+	var p params
+	flag.IntVar(&p.N, "n", 100_000, "tasks for enqueue and drain")
+	flag.IntVar(&p.SpawnN, "spawn-n", 2000, "tasks for spawn")
+	flag.IntVar(&p.Rate, "rate", 500, "tasks per second for latency")
+	flag.DurationVar(&p.LatencyFor, "latency-for", 10_000_000_000, "duration of the latency run")
+	flag.IntVar(&p.Reps, "reps", 3, "repetitions of each throughput measurement (the median is printed)")
+	flag.StringVar(&p.Only, "only", "", "run one part: enqueue, drain, latency or spawn")
+	flag.Parse()
+	if p.Reps < 1 || p.N < 1 || p.SpawnN < 1 || p.Rate < 1 {
+		fmt.Fprintln(os.Stderr, "bench-queue: -reps, -n, -spawn-n and -rate must be >= 1")
+		os.Exit(2)
+	}
+	if err := run(p, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-queue:", err)
+		os.Exit(1)
+	}
+}
