@@ -1,0 +1,54 @@
+package config
+
+import (
+	"bytes"
+	"flag"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestEnvThenFlags(t *testing.T) {
+	t.Setenv("HPCQ_NATS_URL", "nats://env:4222")
+	t.Setenv("HPCQ_ACK_WAIT", "30s")
+	t.Setenv("HPCQ_POOLS", "cpu,gpu")
+	t.Setenv("HPCQ_NATS_PASSWORD", "pw")
+	var cfg Worker
+	require.NoError(t, Load(&cfg))
+	require.Equal(t, "nats://env:4222", cfg.NATS.URL)
+	require.Equal(t, 30*time.Second, cfg.Queue.AckWait)
+	require.Equal(t, 5, cfg.Queue.MaxDeliver, "default")
+	require.Equal(t, []string{"cpu", "gpu"}, cfg.Pools)
+	require.Equal(t, "pw", cfg.Conn("w").Password)
+
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	AddCommonFlags(fs, &cfg.Common)
+	fs.Var(ListFlag{P: &cfg.Pools}, "pools", "")
+	require.NoError(t, fs.Parse([]string{"--nats-url", "nats://flag:4222", "--pools", "gpu, ,big"}))
+	require.Equal(t, "nats://flag:4222", cfg.NATS.URL, "a flag overrides the environment")
+	require.Equal(t, 30*time.Second, cfg.Queue.AckWait, "an unset flag keeps the environment's value")
+	require.Equal(t, []string{"gpu", "big"}, cfg.Pools)
+	require.Equal(t, 30*time.Second, cfg.Queue.Options().AckWait)
+}
+
+func TestBadEnvIsAnError(t *testing.T) {
+	t.Setenv("HPCQ_ACK_WAIT", "soon")
+	var cfg Worker
+	err := Load(&cfg)
+	require.ErrorContains(t, err, "ACK_WAIT")
+}
+
+func TestLogger(t *testing.T) {
+	var b bytes.Buffer
+	l, err := Log{Level: "warn", Format: "json"}.Logger(&b)
+	require.NoError(t, err)
+	l.Info("hidden")
+	l.Warn("shown", "k", 1)
+	require.Contains(t, b.String(), `"msg":"shown"`)
+	require.NotContains(t, b.String(), "hidden")
+	_, err = Log{Level: "loud"}.Logger(&b)
+	require.Error(t, err)
+	_, err = Log{Level: "info", Format: "xml"}.Logger(&b)
+	require.ErrorContains(t, err, "text or json")
+}

@@ -1,0 +1,45 @@
+// Package queue is hpcq's task queue on NATS JetStream: the versioned
+// messages, the streams, publishing with deduplication, the pull consumer
+// each pool's workers share, dead letters, the worker registry, and an
+// embedded server for local mode.
+//
+// # Streams and subjects
+//
+//	HPCQ_TASKS    hpcq.tasks.<pool>    work queue, file storage
+//	HPCQ_RESULTS  hpcq.results.<run>   limits retention, file storage
+//	HPCQ_DLQ      hpcq.dlq.<pool>      limits retention, file storage
+//	HPCQ_WORKERS  key-value bucket     one entry per worker, heartbeated
+//
+// [New] creates or updates all of them; every process may call it at start.
+//
+// # Messages
+//
+// [NodeTask] and [NodeResult] carry "v": 1. [DecodeTask] and
+// [DecodeResult] reject unknown versions ([ErrUnknownVersion]), unknown
+// fields, and invalid content ([ErrInvalidMessage]) with a message that
+// names the field. Both are published with Nats-Msg-Id
+// "<run_id>/<node_id>/<attempt>", so a republish within the dedup window
+// is dropped by the server.
+//
+// # Delivery
+//
+// [Queue.PoolConsumer] returns the durable consumer of a pool.
+// [PoolConsumer.Fetch] hands out valid tasks as [Delivery] values; a
+// delivery ends with Ack (after the result is stored), Nak, NakWithDelay,
+// or DeadLetter, and is kept alive with InProgress. Messages that do not
+// decode, and deliveries past Options.MaxDeliver, never reach the caller:
+// they are copied to hpcq.dlq.<pool> with the reason and the delivery
+// count, and terminated.
+//
+// The consumer's server-side MaxDeliver is unlimited on purpose: a message
+// that reaches the server's limit stays in a work-queue stream forever,
+// invisible to every consumer. The limit is enforced by the receiving side
+// instead, so whichever worker dies when, nothing stays stuck.
+//
+// # Registry
+//
+// [Queue.RegisterWorker] writes a [WorkerInfo] and refreshes it every
+// Options.HeartbeatPeriod; [Queue.Workers] reports an entry older than
+// three of its heartbeat periods as lost. [Queue.Stats] gives per pool the
+// pending, in-flight and dead-lettered counts and the workers.
+package queue
