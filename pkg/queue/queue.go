@@ -71,6 +71,14 @@ func New(ctx context.Context, nc *nats.Conn, opts Options, log *slog.Logger) (*Q
 	return &Queue{nc: nc, js: js, opts: opts, log: log, kv: kv}, nil
 }
 
+// Flush waits until the server has processed everything sent so far
+// (acks included).
+func (q *Queue) Flush(ctx context.Context) error {
+	ctx, cancel := withDefaultTimeout(ctx)
+	defer cancel()
+	return q.nc.FlushWithContext(ctx)
+}
+
 // Options returns the options in effect, defaults filled in.
 func (q *Queue) Options() Options { return q.opts }
 

@@ -163,7 +163,8 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 		got := fetchAll(t, c, 10)
 		require.Len(t, got, 1, "only the valid task reaches the worker")
 		require.Equal(t, "good", got[0].Task.NodeID)
-		require.NoError(t, got[0].Ack(ctx))
+		require.NoError(t, got[0].Ack())
+		require.NoError(t, q.Flush(ctx))
 
 		require.EqualValues(t, 0, streamMsgs(t, q, queue.TasksStream), "nothing stays in the work queue")
 		dls, err := q.DeadLetters(ctx, "cpu", 0)
@@ -249,7 +250,8 @@ func TestAckWaitRedeliveryAndInProgress(t *testing.T) {
 			return len(again) == 1
 		})
 		require.EqualValues(t, 2, again[0].NumDelivered)
-		require.NoError(t, again[0].Ack(ctx))
+		require.NoError(t, again[0].Ack())
+		require.NoError(t, q.Flush(ctx))
 		require.EqualValues(t, 0, streamMsgs(t, q, queue.TasksStream))
 	})
 }

@@ -132,13 +132,17 @@ func DefaultID() string {
 
 // Worker pulls tasks of its pools and runs them on its slots.
 type Worker struct {
-	q       *queue.Queue
-	exec    Executor
-	cfg     Config
-	log     *slog.Logger
-	slots   chan int
-	running atomic.Int64
-	reg     *queue.Registration
+	q     *queue.Queue
+	exec  Executor
+	cfg   Config
+	log   *slog.Logger
+	slots chan int
+	// answering bounds the tasks that finished running and wait for their
+	// result to be stored: a worker whose results cannot be published stops
+	// taking new tasks instead of piling them up.
+	answering chan struct{}
+	running   atomic.Int64
+	reg       *queue.Registration
 }
 
 // New returns a worker; Run starts it.
@@ -150,7 +154,8 @@ func New(q *queue.Queue, exec Executor, cfg Config) (*Worker, error) {
 	if exec == nil {
 		return nil, fmt.Errorf("%w: no executor", ErrInvalidConfig)
 	}
-	w := &Worker{q: q, exec: exec, cfg: cfg, log: cfg.Logger.With("worker", cfg.ID), slots: make(chan int, cfg.Slots)}
+	w := &Worker{q: q, exec: exec, cfg: cfg, log: cfg.Logger.With("worker", cfg.ID), slots: make(chan int, cfg.Slots),
+		answering: make(chan struct{}, cfg.Slots)}
 	for i := range cfg.Slots {
 		w.slots <- i
 	}
@@ -199,6 +204,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	reg.Update(func(i *queue.WorkerInfo) { i.Draining = true })
 	pullers.Wait()
 	tasks.Wait()
+	fctx, fcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := w.q.Flush(fctx); err != nil {
+		w.log.Warn("flush before exit failed", "err", err)
+	}
+	fcancel()
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := reg.Close(cctx); err != nil {
@@ -302,7 +312,11 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	}()
 
 	res, err := w.execute(drain, t, Slot{Index: slot, Cores: max(1, w.cfg.Cores/w.cfg.Slots)})
-	w.slots <- slot // the machine is free; answering needs no cores
+	// The machine is free: answering needs no cores, so the slot goes back
+	// before the result is stored, within the bound on pending answers.
+	w.answering <- struct{}{}
+	w.slots <- slot
+	defer func() { <-w.answering }()
 
 	switch {
 	case err != nil && drain.Err() != nil:
@@ -339,7 +353,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		}
 		return
 	}
-	if err := d.Ack(context.Background()); err != nil {
+	if err := d.Ack(); err != nil {
 		// The result is stored; a redelivery reruns the task and its second
 		// result is dropped as a duplicate.
 		log.Warn("ack failed after the result was stored", "err", err)
