@@ -350,4 +350,3 @@ func newestRun(runsDir string) (string, error) {
 	}
 	return "", fmt.Errorf("no NATS URL set and no runs in %s", runsDir)
 }
-
