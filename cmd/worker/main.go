@@ -4,6 +4,7 @@
 //
 // It needs HPCQ_NATS_URL (or --nats-url). SIGTERM or SIGINT drains it: it
 // stops pulling, hands its running tasks back for another worker, and exits 0.
+// A second signal during the drain ends it at once.
 package main
 
 import (
@@ -62,6 +63,11 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// The first signal drains; a second one ends the process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 
 	id := cfg.ID
 	if id == "" {

@@ -1,0 +1,120 @@
+package queue_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+// startAuthServer runs a real nats-server (the library) with the given
+// authentication options on a random loopback port.
+func startAuthServer(t *testing.T, set func(o *server.Options)) string {
+	t.Helper()
+	o := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, NoLog: true, NoSigs: true,
+		JetStream: true, StoreDir: t.TempDir()}
+	set(o)
+	s, err := server.NewServer(o)
+	require.NoError(t, err)
+	go s.Start()
+	require.True(t, s.ReadyForConnections(10*time.Second))
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s.ClientURL()
+}
+
+func connectAndUse(t *testing.T, c queue.ConnConfig) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.ConnectTimeout = 2 * time.Second
+	nc, err := queue.Connect(ctx, c, nil)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	_, err = queue.New(ctx, nc, queue.Options{}, nil)
+	return err
+}
+
+func TestConnectUserPassword(t *testing.T) {
+	url := startAuthServer(t, func(o *server.Options) { o.Username, o.Password = "hpcq", "s3cret" })
+	require.NoError(t, connectAndUse(t, queue.ConnConfig{URL: url, User: "hpcq", Password: "s3cret"}))
+	err := connectAndUse(t, queue.ConnConfig{URL: url, User: "hpcq", Password: "wrong"})
+	require.ErrorContains(t, err, "Authorization")
+	require.NotContains(t, err.Error(), "wrong", "the password never appears in errors")
+}
+
+func TestConnectToken(t *testing.T) {
+	url := startAuthServer(t, func(o *server.Options) { o.Authorization = "tok-123" })
+	require.NoError(t, connectAndUse(t, queue.ConnConfig{URL: url, Token: "tok-123"}))
+	require.Error(t, connectAndUse(t, queue.ConnConfig{URL: url}))
+}
+
+func TestConnectNKey(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	require.NoError(t, err)
+	pub, err := kp.PublicKey()
+	require.NoError(t, err)
+	seed, err := kp.Seed()
+	require.NoError(t, err)
+	seedFile := filepath.Join(t.TempDir(), "user.nk")
+	require.NoError(t, os.WriteFile(seedFile, seed, 0o600))
+	url := startAuthServer(t, func(o *server.Options) { o.Nkeys = []*server.NkeyUser{{Nkey: pub}} })
+	require.NoError(t, connectAndUse(t, queue.ConnConfig{URL: url, NKeyFile: seedFile}))
+	_, err = queue.Connect(context.Background(), queue.ConnConfig{URL: url, NKeyFile: filepath.Join(t.TempDir(), "missing")}, nil)
+	require.ErrorContains(t, err, "nkey file")
+}
+
+func TestConnectTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := selfSigned(t, dir)
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	require.NoError(t, err)
+	url := startAuthServer(t, func(o *server.Options) {
+		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		o.TLS = true
+	})
+	require.NoError(t, connectAndUse(t, queue.ConnConfig{URL: url, TLSCA: certFile}))
+	err = connectAndUse(t, queue.ConnConfig{URL: url}) // no CA: the certificate is not trusted
+	require.Error(t, err)
+	_, err = queue.Connect(context.Background(), queue.ConnConfig{URL: url, TLSCert: certFile}, nil)
+	require.ErrorIs(t, err, queue.ErrInvalidOption)
+}
+
+// selfSigned writes a certificate for 127.0.0.1 and its key.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hpcq-test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	kder, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
+	return certFile, keyFile
+}
