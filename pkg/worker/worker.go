@@ -281,7 +281,11 @@ func (w *Worker) pull(ctx context.Context, c *queue.PoolConsumer, tasks *sync.Wa
 // hand-back, or a dead letter.
 func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	t := d.Task
-	log := w.log.With("run_id", t.RunID, "node_id", t.NodeID, "attempt", t.Attempt, "delivery", d.NumDelivered)
+	// The task's logger is built only when something is logged: With
+	// formats its attributes at once, a cost on every task otherwise.
+	log := func() *slog.Logger {
+		return w.log.With("run_id", t.RunID, "node_id", t.NodeID, "attempt", t.Attempt, "delivery", d.NumDelivered)
+	}
 	w.reg.Update(func(i *queue.WorkerInfo) { i.Running = int(w.running.Load()) })
 
 	// Keep the delivery alive until it is answered: an InProgress every
@@ -293,7 +297,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	hbMu.Lock() // the first beat may fire before hb is assigned
 	hb = time.AfterFunc(period, func() {
 		if err := d.InProgress(); err != nil {
-			log.Warn("in-progress heartbeat failed", "err", err)
+			log().Warn("in-progress heartbeat failed", "err", err)
 		}
 		hbMu.Lock()
 		if !hbStopped {
@@ -322,22 +326,22 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	case err != nil && drain.Err() != nil:
 		// Drain: hand it back at once, for another worker.
 		if err := d.Nak(); err != nil {
-			log.Warn("hand-back failed; the task returns after AckWait", "err", err)
+			log().Warn("hand-back failed; the task returns after AckWait", "err", err)
 		} else {
-			log.Info("task handed back (drain)")
+			log().Info("task handed back (drain)")
 		}
 		return
 	case err != nil:
 		if d.LastDelivery() {
 			reason := fmt.Sprintf("worker %s could not run it on delivery %d of %d: %v", w.cfg.ID, d.NumDelivered, w.q.Options().MaxDeliver, err)
 			if derr := d.DeadLetter(context.Background(), reason); derr != nil {
-				log.Error("dead letter failed", "err", derr)
+				log().Error("dead letter failed", "err", derr)
 			}
 			return
 		}
-		log.Warn("task could not run, handed back", "err", err, "retry_in", w.cfg.RetryDelay)
+		log().Warn("task could not run, handed back", "err", err, "retry_in", w.cfg.RetryDelay)
 		if nerr := d.NakWithDelay(w.cfg.RetryDelay); nerr != nil {
-			log.Warn("hand-back failed; the task returns after AckWait", "err", nerr)
+			log().Warn("hand-back failed; the task returns after AckWait", "err", nerr)
 		}
 		return
 	}
@@ -349,14 +353,14 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	}
 	if err := w.publish(drain, res, log); err != nil {
 		if nerr := d.Nak(); nerr != nil {
-			log.Warn("hand-back failed; the task returns after AckWait", "err", nerr)
+			log().Warn("hand-back failed; the task returns after AckWait", "err", nerr)
 		}
 		return
 	}
 	if err := d.Ack(); err != nil {
 		// The result is stored; a redelivery reruns the task and its second
 		// result is dropped as a duplicate.
-		log.Warn("ack failed after the result was stored", "err", err)
+		log().Warn("ack failed after the result was stored", "err", err)
 	}
 }
 
@@ -377,7 +381,7 @@ func (w *Worker) execute(ctx context.Context, t *queue.NodeTask, s Slot) (res *q
 // publish stores the result, retrying while the server is unreachable. A
 // result the queue rejects as invalid is replaced by an internal-error
 // result saying why, so the scheduler still learns the node's fate.
-func (w *Worker) publish(drain context.Context, res *queue.NodeResult, log *slog.Logger) error {
+func (w *Worker) publish(drain context.Context, res *queue.NodeResult, log func() *slog.Logger) error {
 	backoff := 200 * time.Millisecond
 	for {
 		_, err := w.q.PublishResult(context.Background(), res)
@@ -385,7 +389,7 @@ func (w *Worker) publish(drain context.Context, res *queue.NodeResult, log *slog
 			return nil
 		}
 		if errors.Is(err, queue.ErrInvalidMessage) {
-			log.Error("result rejected, reporting an internal error instead", "err", err)
+			log().Error("result rejected, reporting an internal error instead", "err", err)
 			res = &queue.NodeResult{
 				V: queue.Version, RunID: res.RunID, NodeID: res.NodeID, Attempt: res.Attempt, Pool: res.Pool,
 				Worker: res.Worker, Started: res.Started, DurationMS: res.DurationMS,
@@ -393,7 +397,7 @@ func (w *Worker) publish(drain context.Context, res *queue.NodeResult, log *slog
 			}
 			continue
 		}
-		log.Warn("publish result failed, retrying", "err", err, "retry_in", backoff)
+		log().Warn("publish result failed, retrying", "err", err, "retry_in", backoff)
 		select {
 		case <-drain.Done():
 			return err
