@@ -165,9 +165,9 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error
 		History:     1,
 		// Live workers rewrite their entry every heartbeat; the entry of a
 		// worker that died is reported lost, then dropped after a day.
-		TTL: 24 * time.Hour,
-		Storage:     jetstream.FileStorage,
-		Replicas:    o.Replicas,
+		TTL:      24 * time.Hour,
+		Storage:  jetstream.FileStorage,
+		Replicas: o.Replicas,
 	}); err != nil {
 		return fmt.Errorf("queue: create or update bucket %s: %w", WorkersBucket, err)
 	}
