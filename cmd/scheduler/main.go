@@ -182,6 +182,9 @@ func cmdExec(args []string) error {
 			return err
 		}
 	}
+	if err := writeRunJSON(filepath.Join(runDir, "run.json"), runID, *local, &cfg, len(tasks)); err != nil {
+		log.Warn("run.json not written", "err", err)
+	}
 	outs, execErr := scheduler.Exec(ctx, q, scheduler.ExecParams{Tasks: tasks, RunID: runID, Logger: log})
 	if outs == nil {
 		return execErr
@@ -268,6 +271,25 @@ func writeResults(path string, outs []scheduler.Outcome) error {
 		}
 	}
 	return f.Close()
+}
+
+// writeRunJSON records the run's resolved configuration, without secrets.
+func writeRunJSON(path, runID string, local bool, cfg *config.Scheduler, tasks int) error {
+	mode, natsURL := "cluster", config.RedactURL(cfg.NATS.URL)
+	if local {
+		mode, natsURL = "local", "embedded"
+	}
+	data, err := json.MarshalIndent(map[string]any{
+		"run_id": runID, "command": "exec", "mode": mode, "nats_url": natsURL, "tasks": tasks,
+		"version": version.Version, "started": time.Now().UTC(),
+		"local_workers": cfg.Workers, "slots": cfg.Slots,
+		"queue": map[string]any{"ack_wait": cfg.Queue.AckWait.String(), "max_deliver": cfg.Queue.MaxDeliver,
+			"dedup_window": cfg.Queue.DedupWindow.String(), "heartbeat": cfg.Queue.Heartbeat.String()},
+	}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
 }
 
 func cmdStatus(args []string) error {

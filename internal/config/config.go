@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -145,6 +146,19 @@ func (l ListFlag) Set(v string) error {
 	}
 	*l.P = out
 	return nil
+}
+
+// RedactURL drops credentials (user:password@) from each URL of a
+// comma-separated list, for logs and run records.
+func RedactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			u.User = nil
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // Stderr is where commands log.

@@ -52,3 +52,9 @@ func TestLogger(t *testing.T) {
 	_, err = Log{Level: "info", Format: "xml"}.Logger(&b)
 	require.ErrorContains(t, err, "text or json")
 }
+
+func TestRedactURL(t *testing.T) {
+	require.Equal(t, "nats://h1:4222,nats://h2:4222", RedactURL("nats://u:pw@h1:4222, nats://tok@h2:4222"))
+	require.Equal(t, "nats://h:4222", RedactURL("nats://h:4222"))
+	require.Equal(t, "", RedactURL(""))
+}

@@ -168,7 +168,12 @@ func ParseEnv(s string) map[string]string {
 func startBinary(t testing.TB) *NATS {
 	RequireBinary(t, "nats-server", "scripts/services.sh install nats")
 	dir := t.TempDir()
-	env := ParseEnv(Services(t, "start", "nats", dir))
+	Services(t, "start", "nats", dir)
+	data, err := os.ReadFile(filepath.Join(dir, "nats.env"))
+	if err != nil {
+		t.Fatalf("services.sh start nats wrote no env file: %v", err)
+	}
+	env := ParseEnv(string(data))
 	pid, _ := strconv.Atoi(env["HPCQ_NATS_PID"])
 	if env["HPCQ_NATS_URL"] == "" || pid == 0 {
 		t.Fatalf("services.sh start nats printed no URL or pid: %v", env)

@@ -1,0 +1,56 @@
+package phases
+
+import (
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/worker"
+)
+
+// BenchmarkSpawn splits the cost of a task that runs /bin/true: a plain
+// spawn of the same command line (the baseline), the same through Run
+// (process group, pipe, reaping), and a whole Execute (fresh workspace, log
+// files, Run). HOME is a temp dir so the machine's login profile does not
+// dominate.
+//
+//	go test -run XXX -bench Spawn -benchtime 500x ./pkg/phases
+func BenchmarkSpawn(b *testing.B) {
+	b.Setenv("HOME", b.TempDir())
+	argv := ShellArgv("/bin/true")
+	b.Run("plain", func(b *testing.B) {
+		for b.Loop() {
+			if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("run", func(b *testing.B) {
+		env := os.Environ()
+		for b.Loop() {
+			if _, err := Run(context.Background(), Command{Line: "/bin/true", Env: env, Output: io.Discard}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("execute", func(b *testing.B) {
+		e, err := NewExecutor(Config{RunsDir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		i := 0
+		for b.Loop() {
+			i++
+			t := &queue.NodeTask{V: 1, RunID: "bench", NodeID: "n" + strconv.Itoa(i), Attempt: 1, Pool: "cpu",
+				Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"/bin/true"}}}}
+			res, err := e.Execute(context.Background(), t, worker.Slot{Cores: 1})
+			if err != nil || res.Error != nil {
+				b.Fatal(err, res.Error)
+			}
+		}
+	})
+}
