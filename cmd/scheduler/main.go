@@ -168,6 +168,17 @@ func cmdExec(args []string) error {
 			}
 		}()
 		q = l.Queue
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-l.Failed():
+				log.Error("a local worker failed; giving up on the tasks without an answer")
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		log.Info("local run", "run_dir", runDir, "workers", max(1, cfg.Workers), "pools", pools)
 	} else {
 		nc, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-scheduler"), log)

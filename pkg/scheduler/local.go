@@ -44,11 +44,18 @@ type Local struct {
 	Queue  *queue.Queue
 	RunID  string
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	errs   []error
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	mu         sync.Mutex
+	errs       []error
+	failed     chan struct{}
+	failedOnce sync.Once
 }
+
+// Failed is closed when a local worker stopped with an error: nothing
+// would run the tasks any more, so a caller waiting for results should
+// give up. Close returns the errors.
+func (l *Local) Failed() <-chan struct{} { return l.failed }
 
 // StartLocal starts the server and the workers.
 func StartLocal(ctx context.Context, p LocalParams) (*Local, error) {
@@ -81,7 +88,7 @@ func StartLocal(ctx context.Context, p LocalParams) (*Local, error) {
 		srv.Shutdown()
 		return nil, err
 	}
-	l := &Local{Server: srv, Conn: nc, Queue: q, RunID: filepath.Base(runDir)}
+	l := &Local{Server: srv, Conn: nc, Queue: q, RunID: filepath.Base(runDir), failed: make(chan struct{})}
 	exec := p.Executor
 	if exec == nil {
 		pc := p.Phases
@@ -112,6 +119,7 @@ func StartLocal(ctx context.Context, p LocalParams) (*Local, error) {
 				l.errs = append(l.errs, fmt.Errorf("worker %s: %w", wc.ID, err))
 				l.mu.Unlock()
 				log.Error("local worker failed", "worker", wc.ID, "err", err)
+				l.failedOnce.Do(func() { close(l.failed) })
 			}
 		}()
 	}
