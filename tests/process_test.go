@@ -52,19 +52,7 @@ type proc struct {
 	err  error
 }
 
-// baseEnv is the environment of started binaries: HOME in a temp dir, so
-// bash -l does not read the machine's login profile, and no HPCQ_ variable
-// of the caller.
-func baseEnv(t *testing.T, extra ...string) []string {
-	env := []string{"HOME=" + t.TempDir()}
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "HPCQ_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, extra...)
-}
+func baseEnv(t *testing.T, extra ...string) []string { return testutil.ShellEnv(t, extra...) }
 
 func start(t *testing.T, env []string, name string, args ...string) *proc {
 	t.Helper()
@@ -151,13 +139,6 @@ func readPids(t *testing.T, path string) []int {
 	}
 	require.NotEmpty(t, pids)
 	return pids
-}
-
-func requireGone(t *testing.T, pids []int) {
-	t.Helper()
-	for _, pid := range pids {
-		testutil.Eventually(t, 10*time.Second, fmt.Sprintf("process %d to be gone", pid), func() bool { return testutil.ProcessGone(pid) })
-	}
 }
 
 func forEachServer(t *testing.T, fn func(t *testing.T, srv *testutil.NATS)) {
@@ -255,7 +236,7 @@ func TestWorkerSIGTERMDrain(t *testing.T) {
 		require.Less(t, pickup, 30*time.Second, "handed back, not redelivered after AckWait")
 		require.Equal(t, 0, a.wait(t, 30*time.Second), "a drained worker exits 0")
 		require.Contains(t, a.output(), "task handed back (drain)")
-		requireGone(t, readPids(t, pidFile))
+		testutil.RequireGone(t, readPids(t, pidFile)...)
 	})
 }
 
@@ -278,7 +259,7 @@ func TestTimeoutKillsTaskAndChildren(t *testing.T) {
 	matches, err := filepath.Glob(filepath.Join(runs, "*", "workspaces", "sleeper", "1", "pids"))
 	require.NoError(t, err)
 	require.Len(t, matches, 1)
-	requireGone(t, readPids(t, matches[0]))
+	testutil.RequireGone(t, readPids(t, matches[0])...)
 }
 
 // TestExecLocalExamples runs the bundled examples as `make run` does.

@@ -181,14 +181,10 @@ func cmdExec(args []string) error {
 		}()
 		log.Info("local run", "run_dir", runDir, "workers", max(1, cfg.Workers), "pools", pools)
 	} else {
-		nc, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-scheduler"), log)
-		if err != nil {
+		if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-scheduler"), cfg.Queue.Options(), log); err != nil {
 			return err
 		}
-		defer nc.Close()
-		if q, err = queue.New(ctx, nc, cfg.Queue.Options(), log); err != nil {
-			return err
-		}
+		defer q.Close()
 		if err := os.MkdirAll(runDir, 0o755); err != nil {
 			return err
 		}
@@ -323,14 +319,10 @@ func cmdStatus(args []string) error {
 
 	var q *queue.Queue
 	if cfg.NATS.URL != "" && *runDir == "" {
-		nc, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-status"), log)
-		if err != nil {
+		if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-status"), cfg.Queue.Options(), log); err != nil {
 			return err
 		}
-		defer nc.Close()
-		if q, err = queue.New(ctx, nc, cfg.Queue.Options(), log); err != nil {
-			return err
-		}
+		defer q.Close()
 	} else {
 		dir := *runDir
 		if dir == "" {

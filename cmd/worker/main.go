@@ -73,15 +73,11 @@ func run() error {
 	if id == "" {
 		id = worker.DefaultID()
 	}
-	nc, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-worker "+id), log)
+	q, err := queue.Dial(ctx, cfg.NATS.Conn("hpcq-worker "+id), cfg.Queue.Options(), log)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	q, err := queue.New(ctx, nc, cfg.Queue.Options(), log)
-	if err != nil {
-		return err
-	}
+	defer q.Close()
 	exec, err := phases.NewExecutor(phases.Config{RunsDir: cfg.WorkDir, KillGrace: cfg.Grace})
 	if err != nil {
 		return err

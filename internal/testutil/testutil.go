@@ -200,6 +200,31 @@ func ProcessGone(pid int) bool {
 	return false
 }
 
+// ShellEnv is an environment for commands a test starts: HOME is a fresh
+// temp dir, so that bash -l does not read the machine's login profile (a
+// profile that takes locks, killed midway by a timeout test, can stall every
+// later login shell), and no HPCQ_ variable of the caller leaks in.
+func ShellEnv(t testing.TB, extra ...string) []string {
+	env := []string{"HOME=" + t.TempDir()}
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "HPCQ_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+// RequireGone waits up to 10s for each pid to disappear: SIGKILL is
+// delivered asynchronously, so a process may show for a moment after kill
+// returns.
+func RequireGone(t testing.TB, pids ...int) {
+	t.Helper()
+	for _, pid := range pids {
+		Eventually(t, 10*time.Second, "process "+strconv.Itoa(pid)+" to be gone", func() bool { return ProcessGone(pid) })
+	}
+}
+
 // Eventually polls cond every 20ms until it holds or timeout passes.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()

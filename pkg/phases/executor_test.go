@@ -16,7 +16,7 @@ import (
 
 func newExec(t *testing.T) *Executor {
 	t.Helper()
-	t.Setenv("HOME", t.TempDir()) // see testEnv
+	t.Setenv("HOME", t.TempDir()) // see testutil.ShellEnv
 	t.Setenv("HPCQ_NATS_PASSWORD", "s3cret")
 	e, err := NewExecutor(Config{RunsDir: t.TempDir(), KillGrace: 200 * time.Millisecond})
 	require.NoError(t, err)

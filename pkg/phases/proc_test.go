@@ -12,45 +12,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/testutil"
 )
 
-// testEnv is the environment of test commands: HOME is a temp dir, so that
-// bash -l does not read the machine's login profile (a profile that takes
-// locks, killed midway by a timeout test, can stall every later login shell).
-func testEnv(t *testing.T) []string {
-	env := []string{"HOME=" + t.TempDir()}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "HOME=") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-// requireGone waits for pid to disappear: SIGKILL is delivered
-// asynchronously, so a process may show for a moment after kill returns.
-func requireGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !gone(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d is left behind", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func gone(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return true
-	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return true
-	}
-	i := bytes.LastIndexByte(data, ')')
-	return i >= 0 && i+2 < len(data) && (data[i+2] == 'Z' || data[i+2] == 'X')
-}
+func testEnv(t *testing.T) []string { return testutil.ShellEnv(t) }
 
 func readPids(t *testing.T, dir string) []int {
 	t.Helper()
@@ -91,9 +57,7 @@ func TestRunTimeoutKillsTheWholeGroup(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, o.TimedOut)
 	require.Less(t, time.Since(start), 30*time.Second)
-	for _, pid := range readPids(t, dir) {
-		requireGone(t, pid)
-	}
+	testutil.RequireGone(t, readPids(t, dir)...)
 }
 
 func TestRunTermIgnoredGetsKill(t *testing.T) {
@@ -103,9 +67,7 @@ func TestRunTermIgnoredGetsKill(t *testing.T) {
 	o, err := Run(context.Background(), Command{Env: testEnv(t), Line: line, Dir: dir, Timeout: 300 * time.Millisecond, KillGrace: 200 * time.Millisecond})
 	require.NoError(t, err)
 	require.True(t, o.TimedOut)
-	for _, pid := range readPids(t, dir) {
-		requireGone(t, pid)
-	}
+	testutil.RequireGone(t, readPids(t, dir)...)
 }
 
 func TestRunLeavesNothingBehindAfterExit(t *testing.T) {
@@ -119,9 +81,7 @@ func TestRunLeavesNothingBehindAfterExit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, o.ExitCode)
 	require.Less(t, time.Since(start), 10*time.Second)
-	for _, pid := range readPids(t, dir) {
-		requireGone(t, pid)
-	}
+	testutil.RequireGone(t, readPids(t, dir)...)
 }
 
 func TestRunCanceled(t *testing.T) {

@@ -43,6 +43,38 @@ type Queue struct {
 	opts Options
 	log  *slog.Logger
 	kv   jetstream.KeyValue
+	// owned is set when the Queue opened the connection (Dial).
+	owned bool
+}
+
+// Dial connects to the external server c describes and returns a Queue
+// that owns the connection: Close closes it.
+func Dial(ctx context.Context, c ConnConfig, opts Options, log *slog.Logger) (*Queue, error) {
+	nc, err := Connect(ctx, c, log)
+	if err != nil {
+		return nil, err
+	}
+	q, err := New(ctx, nc, opts, log)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	q.owned = true
+	return q, nil
+}
+
+// Close flushes what was sent (acks included) and closes the connection
+// if the Queue opened it. A Queue made with New leaves the connection to
+// its owner.
+func (q *Queue) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := q.nc.FlushWithContext(ctx); err != nil && q.nc.IsConnected() {
+		q.log.Warn("flush before close failed", "err", err)
+	}
+	if q.owned {
+		q.nc.Close()
+	}
 }
 
 // New creates or updates the streams and the registry bucket on the server
