@@ -32,7 +32,7 @@ func BenchmarkSpawn(b *testing.B) {
 	b.Run("run", func(b *testing.B) {
 		env := os.Environ()
 		for b.Loop() {
-			if _, err := Run(context.Background(), Command{Line: "/bin/true", Env: env, Output: io.Discard}); err != nil {
+			if _, err := Run(context.Background(), Command{Line: "/bin/true", Env: env, Stdout: io.Discard}); err != nil {
 				b.Fatal(err)
 			}
 		}

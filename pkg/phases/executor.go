@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/worker"
@@ -111,18 +115,14 @@ func seconds(s int, def time.Duration) time.Duration {
 }
 
 // Execute writes the workspace, then runs the download, compile and run
-// commands, stopping at the first failure.
+// commands, stopping at the first failure, then checks the expected outputs
+// and extracts the metrics.
 func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.Slot) (*queue.NodeResult, error) {
 	res := &queue.NodeResult{Started: time.Now().UTC()}
 	defer func() { res.DurationMS = time.Since(res.Started).Milliseconds() }()
 
 	ws := e.WorkspaceDir(t)
-	phases := []struct {
-		name    string
-		cmds    []string
-		timeout time.Duration
-		kind    string
-	}{
+	phases := []phaseSpec{
 		{queue.PhaseDownload, t.Artifacts.Download.Commands, seconds(t.Limits.DownloadTimeoutS, e.cfg.DownloadTimeout), queue.ErrKindInstallFailed},
 		{queue.PhaseCompile, t.Artifacts.Compile.Commands, seconds(t.Limits.CompileTimeoutS, e.cfg.CompileTimeout), queue.ErrKindCompileFailed},
 		{queue.PhaseRun, t.Artifacts.Run.Commands, seconds(t.Limits.RunTimeoutS, e.cfg.RunTimeout), queue.ErrKindRunFailed},
@@ -133,11 +133,11 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 			names = append(names, ph.name)
 		}
 	}
-	// The log files are made while the workspace is: on disks where a
-	// mkdir costs a fraction of a millisecond, this takes them off the
-	// task's critical path.
+	// The log files (and artifacts.json) are made while the workspace is:
+	// on disks where a mkdir costs a fraction of a millisecond, this takes
+	// them off the task's critical path.
 	logsReady := make(chan phaseLogs, 1)
-	go func() { logsReady <- openLogs(e.LogDir(t), names) }()
+	go func() { logsReady <- openLogs(e.LogDir(t), names, &t.Artifacts) }()
 	logs := sync.OnceValue(func() phaseLogs { return <-logsReady })
 	defer func() { logs().close() }()
 
@@ -166,12 +166,22 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 	env := append(append([]string(nil), e.baseEnv...),
 		"HPCQ_RUN_ID="+t.RunID, "HPCQ_NODE_ID="+t.NodeID, "HPCQ_ATTEMPT="+strconv.Itoa(t.Attempt),
 		"HPCQ_WORKSPACE="+ws, "OMP_NUM_THREADS="+strconv.Itoa(max(1, slot.Cores)))
+	if len(slot.GPUs) > 0 {
+		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(slot.GPUs, ","))
+	}
 	for k, v := range t.Env {
 		env = append(env, k+"="+v)
 	}
 	maxOut := e.cfg.MaxOutputBytes
 	if t.Limits.MaxOutputBytes > 0 {
 		maxOut = t.Limits.MaxOutputBytes
+	}
+	run := phaseRun{ws: ws, env: env, maxOut: maxOut, rlimits: Rlimits{
+		AddressSpaceMB: t.Limits.AddressSpaceMB, FileSizeMB: t.Limits.FileSizeMB, OpenFiles: t.Limits.OpenFiles}}
+	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
+	if err != nil { // Validate compiled them already
+		res.Error = &queue.ResultError{Phase: queue.PhaseRun, Kind: queue.ErrKindInvalidTask, Message: err.Error()}
+		return res, nil
 	}
 	if err := logs().err; err != nil {
 		return nil, err
@@ -180,15 +190,27 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 		if len(ph.cmds) == 0 {
 			continue
 		}
-		pr, rerr, err := e.runPhase(ctx, ph.name, ph.cmds, ph.timeout, ws, logs().files[ph.name], env, maxOut)
+		var diags *diagnostics
+		var stdoutLine func(string)
+		switch ph.name {
+		case queue.PhaseCompile:
+			diags = &diagnostics{}
+		case queue.PhaseRun:
+			stdoutLine = met.stdoutLine
+		}
+		pr, rerr, err := e.runPhase(ctx, ph, run, logs().files[ph.name], diags, stdoutLine)
 		if err != nil {
 			return nil, err
 		}
 		res.Phases = append(res.Phases, pr)
-		if rerr != nil {
-			if rerr.Kind == "" {
-				rerr.Kind = ph.kind
+		if diags != nil && rerr != nil {
+			res.Diagnostics = diags.errorsFirst()
+			if len(res.Diagnostics) > 0 {
+				d := res.Diagnostics[0]
+				rerr.Message += fmt.Sprintf("; first diagnostic: %s:%d:%d: %s: %s", d.File, d.Line, d.Column, d.Severity, d.Message)
 			}
+		}
+		if rerr != nil {
 			res.Error = rerr
 			return res, nil
 		}
@@ -196,7 +218,7 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if len(t.Artifacts.Run.ExpectedOutputs) == 0 {
+	if len(t.Artifacts.Run.Commands) == 0 && len(t.Artifacts.Run.ExpectedOutputs) == 0 {
 		return res, nil
 	}
 	root, err := os.OpenRoot(ws)
@@ -216,30 +238,110 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 		}
 		res.OutputsFound = append(res.OutputsFound, p)
 	}
-	if len(missing) > 0 {
+	if len(t.Artifacts.Run.Commands) > 0 {
+		if data, err := readSmall(root, "metrics.json", 1<<20); err == nil {
+			met.file(data)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			met.badf("%s: %v", sourceFile, err)
+		}
+	}
+	var bad []string
+	res.Metrics, res.MetricUnits, bad = met.finish()
+	switch {
+	case len(missing) > 0:
 		res.Error = &queue.ResultError{Phase: queue.PhaseRun, Kind: queue.ErrKindMissingOutput,
 			Message: "expected outputs not found in the workspace: " + strings.Join(missing, ", ")}
+	case len(bad) > 0:
+		res.Error = &queue.ResultError{Phase: queue.PhaseRun, Kind: queue.ErrKindBadMetric,
+			Message: "bad metrics: " + strings.Join(bad, "; ")}
 	}
 	return res, nil
 }
 
-// runPhase runs the commands of one phase in order, its output going to the
-// phase's log file and to a bounded capture. It returns the phase's record,
-// the task error if the phase failed, or an error if the worker failed (or
-// ctx ended: then ctx's error).
-func (e *Executor) runPhase(ctx context.Context, name string, cmds []string, timeout time.Duration, ws string, f *os.File, env []string, maxOut int64) (queue.PhaseResult, *queue.ResultError, error) {
-	pr := queue.PhaseResult{Name: name, Started: time.Now().UTC(), LogRef: f.Name()}
-	capture := NewCapture(int(min(maxOut, 1<<30)))
-	out := io.MultiWriter(capture, &cappedWriter{w: f, left: e.cfg.MaxLogBytes})
-	deadline := time.Now().Add(timeout)
+// readSmall reads name from root, refusing more than limit bytes and
+// anything but a regular file.
+func readSmall(root *os.Root, name string, limit int64) ([]byte, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	if fi.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, at most %d", name, fi.Size(), limit)
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+type phaseSpec struct {
+	name    string
+	cmds    []string
+	timeout time.Duration
+	kind    string
+}
+
+// phaseRun is what every command of a task shares.
+type phaseRun struct {
+	ws      string
+	env     []string
+	maxOut  int64
+	rlimits Rlimits
+}
+
+// lockedWriter serializes writes from the two output streams.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// runPhase runs the commands of one phase in order. Each stream is kept in
+// its own bounded capture; both go to the phase's log file; stdout lines go
+// to stdoutLine and, with diags, both streams' lines to the diagnostics
+// parser. It returns the phase's record, the task error if the phase failed,
+// or an error if the worker failed (or ctx ended: then ctx's error).
+func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *os.File, diags *diagnostics, stdoutLine func(string)) (queue.PhaseResult, *queue.ResultError, error) {
+	pr := queue.PhaseResult{Name: ph.name, Started: time.Now().UTC(), LogRef: f.Name()}
+	limit := int(min(run.maxOut, 1<<30))
+	stdoutCap, stderrCap := NewCapture(limit), NewCapture(limit)
+	both := NewCapture(2 * e.cfg.LogTailBytes) // the interleaved tail for the result
+	log := &lockedWriter{w: io.MultiWriter(both, &cappedWriter{w: f, left: e.cfg.MaxLogBytes})}
+	outs := []io.Writer{stdoutCap, log}
+	errs := []io.Writer{stderrCap, log}
+	var closers []*lineWriter
+	if stdoutLine != nil {
+		lw := &lineWriter{fn: stdoutLine}
+		outs, closers = append(outs, lw), append(closers, lw)
+	}
+	if diags != nil {
+		lo, le := &lineWriter{fn: diags.line}, &lineWriter{fn: diags.line}
+		outs, errs, closers = append(outs, lo), append(errs, le), append(closers, lo, le)
+	}
+	stdout, stderr := io.MultiWriter(outs...), io.MultiWriter(errs...)
+	deadline := time.Now().Add(ph.timeout)
 	var rerr *queue.ResultError
-	for i, line := range cmds {
-		fmt.Fprintf(out, "$ %s\n", line)
+	for i, line := range ph.cmds {
+		fmt.Fprintf(log, "$ %s\n", line)
 		left := time.Until(deadline)
 		if left <= 0 {
 			left = time.Millisecond
 		}
-		o, err := Run(ctx, Command{Line: line, Dir: ws, Env: env, Timeout: left, KillGrace: e.cfg.KillGrace, Output: out})
+		o, err := Run(ctx, Command{Line: line, Dir: run.ws, Env: run.env, Timeout: left, KillGrace: e.cfg.KillGrace,
+			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits})
+		for _, c := range closers {
+			c.Close()
+		}
 		if err != nil {
 			return pr, nil, err
 		}
@@ -247,21 +349,54 @@ func (e *Executor) runPhase(ctx context.Context, name string, cmds []string, tim
 		if o.Canceled {
 			return pr, nil, ctx.Err()
 		}
-		if o.TimedOut {
-			rerr = &queue.ResultError{Phase: name, Kind: queue.ErrKindTimeout,
-				Message: fmt.Sprintf("%s command %d (%s) killed after the phase timeout of %v", name, i+1, firstLine(line), timeout)}
-			break
+		what := fmt.Sprintf("%s command %d (%s)", ph.name, i+1, firstLine(line))
+		switch {
+		case o.TimedOut:
+			rerr = &queue.ResultError{Phase: ph.name, Kind: queue.ErrKindTimeout,
+				Message: fmt.Sprintf("%s killed after the phase timeout of %v", what, ph.timeout)}
+		case o.ExitCode == 127 && ph.name != queue.PhaseRun:
+			rerr = &queue.ResultError{Phase: ph.name, Kind: queue.ErrKindToolchainMissing,
+				Message: fmt.Sprintf("%s: command not found (exit status 127): %s", what, lastLine(stderrCap.Tail(512)))}
+		case o.ExitCode == 128+int(syscall.SIGXFSZ):
+			rerr = &queue.ResultError{Phase: ph.name, Kind: ph.kind,
+				Message: fmt.Sprintf("%s killed by SIGXFSZ: a file exceeded limits.file_size_mb (%d MB)", what, run.rlimits.FileSizeMB)}
+		case o.ExitCode > 128 && o.ExitCode < 128+65:
+			rerr = &queue.ResultError{Phase: ph.name, Kind: ph.kind,
+				Message: fmt.Sprintf("%s killed by signal %s", what, unix.SignalName(syscall.Signal(o.ExitCode-128)))}
+		case o.ExitCode != 0:
+			rerr = &queue.ResultError{Phase: ph.name, Kind: ph.kind,
+				Message: fmt.Sprintf("%s exited with status %d", what, o.ExitCode)}
 		}
-		if o.ExitCode != 0 {
-			rerr = &queue.ResultError{Phase: name,
-				Message: fmt.Sprintf("%s command %d (%s) exited with status %d", name, i+1, firstLine(line), o.ExitCode)}
+		if rerr != nil {
 			break
 		}
 	}
+	if d := stdoutCap.Dropped() + stderrCap.Dropped(); d > 0 {
+		fmt.Fprintf(log, "[hpcq: %d bytes of output not kept in memory (max_output_bytes %d per stream)]\n", d, run.maxOut)
+	}
 	pr.OK = rerr == nil
 	pr.DurationMS = time.Since(pr.Started).Milliseconds()
-	pr.LogTail = capture.Tail(e.cfg.LogTailBytes)
+	pr.LogTail = both.Tail(e.cfg.LogTailBytes)
 	return pr, rerr, nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " ..."
+	}
+	if len(s) > 120 {
+		s = s[:120] + "..."
+	}
+	return s
 }
 
 // phaseLogs are the open log files of a task's phases, by phase name.
@@ -270,11 +405,20 @@ type phaseLogs struct {
 	err   error
 }
 
-// openLogs creates dir and one <phase>.log per name in it, truncated.
-func openLogs(dir string, names []string) phaseLogs {
+// openLogs creates dir, writes artifacts.json (the task's artifacts as
+// received) in it, and opens one <phase>.log per name, truncated.
+func openLogs(dir string, names []string, artifacts *queue.Artifacts) phaseLogs {
 	l := phaseLogs{files: make(map[string]*os.File, len(names))}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		l.err = fmt.Errorf("create log dir: %w", err)
+		return l
+	}
+	data, err := json.MarshalIndent(artifacts, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "artifacts.json"), append(data, '\n'), 0o644)
+	}
+	if err != nil {
+		l.err = fmt.Errorf("write artifacts.json: %w", err)
 		return l
 	}
 	for _, n := range names {
@@ -309,17 +453,6 @@ func freshDir(dir string) error {
 		return err
 	}
 	return os.MkdirAll(dir, 0o755)
-}
-
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i] + " ..."
-	}
-	if len(s) > 120 {
-		s = s[:120] + "..."
-	}
-	return s
 }
 
 // cappedWriter writes up to left bytes, then a marker once, then discards.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,8 +28,40 @@ type Command struct {
 	// KillGrace is how long the process group has between SIGTERM and
 	// SIGKILL once the timeout fires or ctx ends. Defaults to 5s.
 	KillGrace time.Duration
-	// Output receives the combined stdout and stderr, in order.
-	Output io.Writer
+	// Stdout and Stderr receive the command's output streams (nil:
+	// discarded). They are written from two goroutines: one writer given for
+	// both must be safe for concurrent use.
+	Stdout, Stderr io.Writer
+	// Rlimits applied to the command and everything it starts.
+	Rlimits Rlimits
+}
+
+// Rlimits are resource limits of a command; zero means unlimited.
+type Rlimits struct {
+	// AddressSpaceMB limits virtual memory (ulimit -v).
+	AddressSpaceMB int
+	// FileSizeMB limits the size of a file written (ulimit -f); a process
+	// that exceeds it gets SIGXFSZ.
+	FileSizeMB int
+	// OpenFiles limits open file descriptors (ulimit -n).
+	OpenFiles int
+}
+
+// script is the command line with the resource limits set first, in the
+// same shell, so they hold for everything the line starts. A limit that
+// cannot be set fails the command with status 126 before it runs.
+func (r Rlimits) script(line string) string {
+	var pre string
+	if r.AddressSpaceMB > 0 {
+		pre += fmt.Sprintf("ulimit -v %d || exit 126\n", r.AddressSpaceMB*1024)
+	}
+	if r.FileSizeMB > 0 {
+		pre += fmt.Sprintf("ulimit -f %d || exit 126\n", r.FileSizeMB*1024) // KiB outside POSIX mode
+	}
+	if r.OpenFiles > 0 {
+		pre += fmt.Sprintf("ulimit -n %d || exit 126\n", r.OpenFiles)
+	}
+	return pre + line
 }
 
 // Outcome is how a command ended.
@@ -64,34 +97,53 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	if grace <= 0 {
 		grace = 5 * time.Second
 	}
-	out := c.Output
-	if out == nil {
-		out = io.Discard
-	}
-	pr, pw, err := os.Pipe()
+	outR, outW, err := os.Pipe()
 	if err != nil {
 		return Outcome{}, fmt.Errorf("%w: pipe: %v", ErrStart, err)
 	}
-	argv := ShellArgv(c.Line)
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return Outcome{}, fmt.Errorf("%w: pipe: %v", ErrStart, err)
+	}
+	argv := ShellArgv(c.Rlimits.script(c.Line))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = c.Dir
 	cmd.Env = c.Env
-	cmd.Stdout = pw
-	cmd.Stderr = pw
+	cmd.Stdout = outW
+	cmd.Stderr = errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		pr.Close()
-		pw.Close()
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
 		return Outcome{}, fmt.Errorf("%w: %v", ErrStart, err)
 	}
-	pw.Close()
 	pgid := cmd.Process.Pid
 
+	var copying sync.WaitGroup
+	for _, p := range []struct {
+		r *os.File
+		w io.Writer
+	}{{outR, c.Stdout}, {errR, c.Stderr}} {
+		w := p.w
+		if w == nil {
+			w = io.Discard
+		}
+		copying.Add(1)
+		go func() {
+			defer copying.Done()
+			_, _ = io.Copy(w, p.r)
+		}()
+	}
 	copied := make(chan struct{})
 	go func() {
-		defer close(copied)
-		_, _ = io.Copy(out, pr)
+		copying.Wait()
+		close(copied)
 	}()
 
 	exited := make(chan struct{})
@@ -150,9 +202,11 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	select {
 	case <-copied:
 	case <-time.After(2 * time.Second):
-		pr.Close()
+		outR.Close()
+		errR.Close()
 		<-copied
 	}
-	pr.Close()
+	outR.Close()
+	errR.Close()
 	return o, nil
 }

@@ -32,12 +32,13 @@ func readPids(t *testing.T, dir string) []int {
 }
 
 func TestRunExitCodesAndOutput(t *testing.T) {
-	var out bytes.Buffer
-	o, err := Run(context.Background(), Command{Env: testEnv(t), Line: "echo out; echo err >&2; exit 3", Output: &out})
+	var out, errb bytes.Buffer
+	o, err := Run(context.Background(), Command{Env: testEnv(t), Line: "echo out; echo err >&2; exit 3", Stdout: &out, Stderr: &errb})
 	require.NoError(t, err)
 	require.Equal(t, 3, o.ExitCode)
 	require.False(t, o.TimedOut)
-	require.Equal(t, "out\nerr\n", out.String())
+	require.Equal(t, "out\n", out.String())
+	require.Equal(t, "err\n", errb.String())
 
 	o, err = Run(context.Background(), Command{Env: testEnv(t), Line: "kill -SEGV $$"})
 	require.NoError(t, err)
@@ -98,7 +99,7 @@ func TestRunHugeOutputStaysBounded(t *testing.T) {
 	t.Parallel()
 	c := NewCapture(64 << 10)
 	// 200 MiB through a 64 KiB capture.
-	o, err := Run(context.Background(), Command{Env: testEnv(t), Line: "head -c 209715200 /dev/zero | tr '\\0' 'x'; echo; echo THE-END", Output: c})
+	o, err := Run(context.Background(), Command{Env: testEnv(t), Line: "head -c 209715200 /dev/zero | tr '\\0' 'x'; echo; echo THE-END", Stdout: c})
 	require.NoError(t, err)
 	require.Equal(t, 0, o.ExitCode)
 	require.EqualValues(t, 200<<20+len("\nTHE-END\n"), c.Total())
@@ -124,4 +125,21 @@ func TestCapture(t *testing.T) {
 	require.Equal(t, "xyz", c.Tail(3))
 	_, _ = c.Write(bytes.Repeat([]byte("Z"), 100))
 	require.Equal(t, "abcd\n[... 110 bytes dropped ...]\n"+strings.Repeat("Z", 12), c.String())
+}
+
+func TestRunRlimits(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	o, err := Run(context.Background(), Command{Env: testEnv(t), Stdout: &out,
+		Line:    "ulimit -v; ulimit -f; ulimit -n",
+		Rlimits: Rlimits{AddressSpaceMB: 512, FileSizeMB: 2, OpenFiles: 64}})
+	require.NoError(t, err)
+	require.Equal(t, 0, o.ExitCode)
+	require.Equal(t, "524288\n2048\n64\n", out.String())
+
+	dir := t.TempDir()
+	o, err = Run(context.Background(), Command{Env: testEnv(t), Dir: dir, Line: "head -c 3000000 /dev/zero > big",
+		Rlimits: Rlimits{FileSizeMB: 1}})
+	require.NoError(t, err)
+	require.Equal(t, 128+int(syscall.SIGXFSZ), o.ExitCode, "writing past the file size limit gets SIGXFSZ")
 }

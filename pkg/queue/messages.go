@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -85,6 +86,9 @@ type NodeTask struct {
 	Artifacts Artifacts         `json:"artifacts"`
 	Limits    Limits            `json:"limits,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
+	// Requires names toolchains the worker must have: "gcc", "clang",
+	// "openmp", "mpicc", "mpirun", "nvcc", "gpu", "make", "cmake", "gfortran", ...
+	Requires []string `json:"requires,omitempty"`
 }
 
 // Artifacts are the phase_artifacts of a node: what each phase runs.
@@ -119,21 +123,39 @@ type File struct {
 	Mode    string `json:"mode,omitempty"`
 }
 
-// RunPhase are the run commands and the files they must leave behind.
+// RunPhase are the run commands, the files they must leave behind, and
+// regular expressions that extract metrics from their standard output.
 type RunPhase struct {
-	Commands        []string `json:"commands,omitempty"`
-	ExpectedOutputs []string `json:"expected_outputs,omitempty"`
+	Commands        []string        `json:"commands,omitempty"`
+	ExpectedOutputs []string        `json:"expected_outputs,omitempty"`
+	MetricPatterns  []MetricPattern `json:"metric_patterns,omitempty"`
 }
 
-// Limits bound a task's execution. Zero values mean "the worker's default".
+// MetricPattern extracts metric Name from the first capture group of Regex,
+// matched against each line of the run's standard output; the last match
+// wins.
+type MetricPattern struct {
+	Name  string `json:"name"`
+	Regex string `json:"regex"`
+	Unit  string `json:"unit,omitempty"`
+}
+
+// Limits bound a task's execution. Zero values mean "the worker's default"
+// (for the resource limits: no limit).
 type Limits struct {
-	DownloadTimeoutS int   `json:"download_timeout_s,omitempty"`
-	CompileTimeoutS  int   `json:"compile_timeout_s,omitempty"`
-	RunTimeoutS      int   `json:"run_timeout_s,omitempty"`
-	CPUs             int   `json:"cpus,omitempty"`
-	GPUs             int   `json:"gpus,omitempty"`
-	MemoryMB         int   `json:"memory_mb,omitempty"`
-	MaxOutputBytes   int64 `json:"max_output_bytes,omitempty"`
+	DownloadTimeoutS int `json:"download_timeout_s,omitempty"`
+	CompileTimeoutS  int `json:"compile_timeout_s,omitempty"`
+	RunTimeoutS      int `json:"run_timeout_s,omitempty"`
+	CPUs             int `json:"cpus,omitempty"`
+	GPUs             int `json:"gpus,omitempty"`
+	MemoryMB         int `json:"memory_mb,omitempty"`
+	// MaxOutputBytes kept in memory per stream (stdout, stderr) of a phase.
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+	// AddressSpaceMB, FileSizeMB and OpenFiles are resource limits (ulimit
+	// -v, -f, -n) on every command of the task.
+	AddressSpaceMB int `json:"address_space_mb,omitempty"`
+	FileSizeMB     int `json:"file_size_mb,omitempty"`
+	OpenFiles      int `json:"open_files,omitempty"`
 }
 
 // MsgID is the Nats-Msg-Id of the task: "<run_id>/<node_id>/<attempt>".
@@ -270,9 +292,36 @@ func (t *NodeTask) Validate() error {
 		{"limits.gpus", int64(l.GPUs)},
 		{"limits.memory_mb", int64(l.MemoryMB)},
 		{"limits.max_output_bytes", l.MaxOutputBytes},
+		{"limits.address_space_mb", int64(l.AddressSpaceMB)},
+		{"limits.file_size_mb", int64(l.FileSizeMB)},
+		{"limits.open_files", int64(l.OpenFiles)},
 	} {
 		if c.v < 0 {
 			return fieldErr(c.name, "%d, must not be negative", c.v)
+		}
+	}
+	for i, p := range a.Run.MetricPatterns {
+		f := fmt.Sprintf("artifacts.run.metric_patterns[%d]", i)
+		if err := CheckMetricName(p.Name); err != nil {
+			return fieldErr(f+".name", "%v", err)
+		}
+		if len(p.Regex) > 4096 {
+			return fieldErr(f+".regex", "longer than 4096 bytes")
+		}
+		re, err := regexp.Compile(p.Regex)
+		if err != nil {
+			return fieldErr(f+".regex", "%v", err)
+		}
+		if re.NumSubexp() < 1 {
+			return fieldErr(f+".regex", "%q has no capture group for the value", p.Regex)
+		}
+	}
+	if len(t.Requires) > 32 {
+		return fieldErr("requires", "%d entries, at most 32", len(t.Requires))
+	}
+	for i, r := range t.Requires {
+		if !validID(r) || len(r) > 64 {
+			return fieldErr(fmt.Sprintf("requires[%d]", i), "%q is not a toolchain name", r)
 		}
 	}
 	if len(t.Env) > MaxEnvVars {
@@ -369,7 +418,8 @@ func strictUnmarshal(data []byte, v any) error {
 	return nil
 }
 
-// Error kinds of a NodeResult.
+// Error kinds of a NodeResult. All but ErrKindInfra are failures of the
+// task itself: the node's result, acked and not retried.
 const (
 	ErrKindInvalidTask      = "invalid_task"
 	ErrKindInvalidWorkspace = "invalid_workspace"
@@ -378,9 +428,27 @@ const (
 	ErrKindRunFailed        = "run_failed"
 	ErrKindTimeout          = "timeout"
 	ErrKindMissingOutput    = "missing_output"
+	ErrKindBadMetric        = "bad_metric"
+	ErrKindToolchainMissing = "toolchain_missing"
 	ErrKindCanceled         = "canceled"
-	ErrKindInternal         = "internal"
+	// ErrKindInfra: the worker or the machine failed, not the task.
+	ErrKindInfra = "infra"
 )
+
+// CheckMetricName reports whether name can name a metric: 1 to
+// MaxMetricNameLen bytes of letters, digits and _ . - / :.
+func CheckMetricName(name string) error {
+	if name == "" || len(name) > MaxMetricNameLen {
+		return fmt.Errorf("metric name %q must be 1 to %d bytes", name, MaxMetricNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_.-/:", c) >= 0) {
+			return fmt.Errorf("metric name %q may contain only letters, digits and _ . - / :", name)
+		}
+	}
+	return nil
+}
 
 // Phase names as they appear in NodeResult.Phases.
 const (
@@ -393,19 +461,23 @@ const (
 // NodeResult is what a worker reports for one (node, attempt), published on
 // hpcq.results.<run>.
 type NodeResult struct {
-	V            int                `json:"v"`
-	RunID        string             `json:"run_id"`
-	NodeID       string             `json:"node_id"`
-	Attempt      int                `json:"attempt"`
-	Pool         string             `json:"pool,omitempty"`
-	Worker       string             `json:"worker"`
-	Started      time.Time          `json:"started"`
-	DurationMS   int64              `json:"duration_ms"`
-	Phases       []PhaseResult      `json:"phases"`
-	Metrics      map[string]float64 `json:"metrics,omitempty"`
-	OutputsFound []string           `json:"outputs_found,omitempty"`
-	Error        *ResultError       `json:"error,omitempty"`
-	Toolchain    map[string]string  `json:"toolchain,omitempty"`
+	V          int                `json:"v"`
+	RunID      string             `json:"run_id"`
+	NodeID     string             `json:"node_id"`
+	Attempt    int                `json:"attempt"`
+	Pool       string             `json:"pool,omitempty"`
+	Worker     string             `json:"worker"`
+	Started    time.Time          `json:"started"`
+	DurationMS int64              `json:"duration_ms"`
+	Phases     []PhaseResult      `json:"phases"`
+	Metrics    map[string]float64 `json:"metrics,omitempty"`
+	// MetricUnits gives the unit of a metric when its source named one.
+	MetricUnits  map[string]string `json:"metric_units,omitempty"`
+	OutputsFound []string          `json:"outputs_found,omitempty"`
+	// Diagnostics are the first compiler diagnostics of a failed compile.
+	Diagnostics []Diagnostic      `json:"diagnostics,omitempty"`
+	Error       *ResultError      `json:"error,omitempty"`
+	Toolchain   map[string]string `json:"toolchain,omitempty"`
 }
 
 // PhaseResult is one phase of a node as it ran.
@@ -417,6 +489,15 @@ type PhaseResult struct {
 	DurationMS int64     `json:"duration_ms"`
 	LogTail    string    `json:"log_tail,omitempty"`
 	LogRef     string    `json:"log_ref,omitempty"`
+}
+
+// Diagnostic is one compiler message: file:line:col: severity: message.
+type Diagnostic struct {
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Column   int    `json:"column,omitempty"`
+	Severity string `json:"severity"`
+	Message  string `json:"message"`
 }
 
 // ResultError says which phase failed, how, and why.
@@ -436,7 +517,8 @@ func (r *NodeResult) MsgID() string { return msgID(r.RunID, r.NodeID, r.Attempt)
 var validErrKinds = map[string]bool{
 	ErrKindInvalidTask: true, ErrKindInvalidWorkspace: true, ErrKindInstallFailed: true,
 	ErrKindCompileFailed: true, ErrKindRunFailed: true, ErrKindTimeout: true,
-	ErrKindMissingOutput: true, ErrKindCanceled: true, ErrKindInternal: true,
+	ErrKindMissingOutput: true, ErrKindBadMetric: true, ErrKindToolchainMissing: true,
+	ErrKindCanceled: true, ErrKindInfra: true,
 }
 
 // Validate checks the result's version and content; the error names the field.
@@ -461,9 +543,12 @@ func (r *NodeResult) Validate() error {
 			return fieldErr(fmt.Sprintf("phases[%d].name", i), "is required")
 		}
 	}
-	for name := range r.Metrics {
-		if name == "" || len(name) > MaxMetricNameLen {
-			return fieldErr("metrics", "metric name %q must be 1 to %d bytes", name, MaxMetricNameLen)
+	for name, v := range r.Metrics {
+		if err := CheckMetricName(name); err != nil {
+			return fieldErr("metrics", "%v", err)
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fieldErr("metrics."+name, "%v is not a finite number", v)
 		}
 	}
 	if r.Error != nil {

@@ -22,6 +22,8 @@ type Slot struct {
 	Index int
 	// Cores the task may use (OMP_NUM_THREADS).
 	Cores int
+	// GPUs are the device ids the task may use (CUDA_VISIBLE_DEVICES).
+	GPUs []string
 }
 
 // Executor runs one task. It returns the task's result, whatever the task
@@ -393,7 +395,7 @@ func (w *Worker) publish(drain context.Context, res *queue.NodeResult, log func(
 			res = &queue.NodeResult{
 				V: queue.Version, RunID: res.RunID, NodeID: res.NodeID, Attempt: res.Attempt, Pool: res.Pool,
 				Worker: res.Worker, Started: res.Started, DurationMS: res.DurationMS,
-				Error: &queue.ResultError{Phase: "report", Kind: queue.ErrKindInternal, Message: "result could not be published: " + err.Error()},
+				Error: &queue.ResultError{Phase: "report", Kind: queue.ErrKindInfra, Message: "result could not be published: " + err.Error()},
 			}
 			continue
 		}

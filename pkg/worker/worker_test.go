@@ -218,7 +218,7 @@ func TestWorkerReplacesAnUnpublishableResult(t *testing.T) {
 	startWorker(t, q, bad, worker.Config{Slots: 1})
 	outs := execAll(t, q, tasks(1))
 	require.NotNil(t, outs[0].Result)
-	require.Equal(t, queue.ErrKindInternal, outs[0].Result.Error.Kind)
+	require.Equal(t, queue.ErrKindInfra, outs[0].Result.Error.Kind)
 	require.Contains(t, outs[0].Result.Error.Message, "metric name")
 }
 
