@@ -78,12 +78,14 @@ func run() error {
 		return err
 	}
 	defer q.Close()
+	tc := phases.DetectToolchains(ctx, log)
 	exec, err := phases.NewExecutor(phases.Config{RunsDir: cfg.WorkDir, KillGrace: cfg.Grace})
 	if err != nil {
 		return err
 	}
 	w, err := worker.New(q, exec, worker.Config{
 		ID: id, Pools: cfg.Pools, Slots: cfg.Slots, Cores: runtime.NumCPU(), FetchWait: cfg.FetchMax,
+		Toolchains: tc.Versions, GPUIDs: phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES")), GPUDevices: tc.GPUs,
 		Version: version.Version, Logger: log,
 	})
 	if err != nil {

@@ -22,9 +22,11 @@ type WorkerInfo struct {
 	Cores      int               `json:"cores"`
 	GPUs       int               `json:"gpus"`
 	Toolchains map[string]string `json:"toolchains,omitempty"`
-	Version    string            `json:"version"`
-	Started    time.Time         `json:"started"`
-	LastSeen   time.Time         `json:"last_seen"`
+	// GPUDevices are the GPUs found (nvidia-smi).
+	GPUDevices []GPUDevice `json:"gpu_devices,omitempty"`
+	Version    string      `json:"version"`
+	Started    time.Time   `json:"started"`
+	LastSeen   time.Time   `json:"last_seen"`
 	// HeartbeatMS is the worker's heartbeat period, so that readers know
 	// when to call it lost.
 	HeartbeatMS int64 `json:"heartbeat_ms"`
@@ -32,6 +34,14 @@ type WorkerInfo struct {
 	Running int `json:"running"`
 	// Draining is set once the worker stopped pulling.
 	Draining bool `json:"draining,omitempty"`
+}
+
+// GPUDevice is one GPU of a worker.
+type GPUDevice struct {
+	Index             string `json:"index"`
+	Name              string `json:"name"`
+	MemoryMB          int    `json:"memory_mb"`
+	ComputeCapability string `json:"compute_capability"`
 }
 
 // WorkerStatus is a registry entry as a reader sees it.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -90,6 +91,11 @@ func StartLocal(ctx context.Context, p LocalParams) (*Local, error) {
 	}
 	l := &Local{Server: srv, Conn: nc, Queue: q, RunID: filepath.Base(runDir), failed: make(chan struct{})}
 	exec := p.Executor
+	if exec == nil && p.Worker.Toolchains == nil {
+		tc := phases.DetectToolchains(ctx, log)
+		p.Worker.Toolchains, p.Worker.GPUDevices = tc.Versions, tc.GPUs
+		p.Worker.GPUIDs = phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
+	}
 	if exec == nil {
 		pc := p.Phases
 		pc.RunsDir = filepath.Dir(runDir)

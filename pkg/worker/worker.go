@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,8 +54,18 @@ type Config struct {
 	Slots int
 	// Cores of the machine the slots share. Defaults to runtime.NumCPU().
 	Cores int
-	// GPUs of the machine. Defaults to 0.
+	// GPUs of the machine. Defaults to len(GPUIDs).
 	GPUs int
+	// GPUIDs are the device ids handed out to slots as CUDA_VISIBLE_DEVICES:
+	// with at least as many GPUs as slots each slot gets its own share,
+	// otherwise slots share them round-robin.
+	GPUIDs []string
+	// GPUDevices are advertised in the registry.
+	GPUDevices []queue.GPUDevice
+	// RequeueDelay is how long a task the worker lacks a required
+	// toolchain for waits before its next delivery, when another live
+	// worker of the pool has it. Defaults to 5s.
+	RequeueDelay time.Duration
 	// FetchWait is how long one pull request waits for tasks. It also bounds
 	// how long a drain waits for an open pull request. Defaults to 1s.
 	FetchWait time.Duration
@@ -87,6 +98,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RetryDelay <= 0 {
 		c.RetryDelay = 2 * time.Second
+	}
+	if c.RequeueDelay <= 0 {
+		c.RequeueDelay = 5 * time.Second
+	}
+	if c.GPUs == 0 {
+		c.GPUs = len(c.GPUIDs)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -174,7 +191,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	host, _ := os.Hostname()
 	reg, err := w.q.RegisterWorker(ctx, queue.WorkerInfo{
 		ID: w.cfg.ID, Host: host, PID: os.Getpid(), Pools: w.cfg.Pools, Slots: w.cfg.Slots,
-		Cores: w.cfg.Cores, GPUs: w.cfg.GPUs, Toolchains: w.cfg.Toolchains, Version: w.cfg.Version,
+		Cores: w.cfg.Cores, GPUs: w.cfg.GPUs, GPUDevices: w.cfg.GPUDevices, Toolchains: w.cfg.Toolchains, Version: w.cfg.Version,
 	})
 	if err != nil {
 		return err
@@ -317,7 +334,12 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		w.reg.Update(func(i *queue.WorkerInfo) { i.Running = int(w.running.Load()) })
 	}()
 
-	res, err := w.execute(drain, t, Slot{Index: slot, Cores: max(1, w.cfg.Cores/w.cfg.Slots)})
+	if missing := MissingToolchains(w.cfg.Toolchains, t.Requires); len(missing) > 0 {
+		w.slots <- slot
+		w.handBackUnfit(d, missing, log)
+		return
+	}
+	res, err := w.execute(drain, t, Slot{Index: slot, Cores: max(1, w.cfg.Cores/w.cfg.Slots), GPUs: slotGPUs(slot, w.cfg.Slots, w.cfg.GPUIDs)})
 	// The machine is free: answering needs no cores, so the slot goes back
 	// before the result is stored, within the bound on pending answers.
 	w.answering <- struct{}{}
@@ -364,6 +386,65 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		// result is dropped as a duplicate.
 		log().Warn("ack failed after the result was stored", "err", err)
 	}
+}
+
+// missingToolchains returns the requirements versions does not satisfy;
+// "mpi" needs both mpicc and mpirun.
+func MissingToolchains(versions map[string]string, requires []string) []string {
+	var out []string
+	for _, r := range requires {
+		_, ok := versions[r]
+		if r == "mpi" {
+			ok = versions["mpicc"] != "" && versions["mpirun"] != ""
+		}
+		if !ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// handBackUnfit answers a task the worker lacks toolchains for: if another
+// live worker of the pool has them all, the task goes back with a delay for
+// it; if none has, it is dead-lettered with the reason.
+func (w *Worker) handBackUnfit(d *queue.Delivery, missing []string, log func() *slog.Logger) {
+	t := d.Task
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	workers, err := w.q.Workers(ctx)
+	if err != nil {
+		log().Warn("registry unreadable; task handed back", "err", err)
+		_ = d.NakWithDelay(w.cfg.RequeueDelay)
+		return
+	}
+	for _, o := range workers {
+		if o.Lost || o.Draining || o.ID == w.cfg.ID || !slices.Contains(o.Pools, t.Pool) {
+			continue
+		}
+		if len(MissingToolchains(o.Toolchains, t.Requires)) == 0 {
+			log().Info("task handed back: this worker lacks a required toolchain", "missing", missing, "capable_worker", o.ID)
+			if err := d.NakWithDelay(w.cfg.RequeueDelay); err != nil {
+				log().Warn("hand-back failed; the task returns after AckWait", "err", err)
+			}
+			return
+		}
+	}
+	reason := fmt.Sprintf("no worker in pool %s has %s", t.Pool, strings.Join(missing, ", "))
+	if err := d.DeadLetter(ctx, reason); err != nil {
+		log().Error("dead letter failed", "err", err)
+	}
+}
+
+// slotGPUs is the share of ids of slot i of n.
+func slotGPUs(i, n int, ids []string) []string {
+	switch {
+	case len(ids) == 0 || n <= 0:
+		return nil
+	case len(ids) >= n:
+		per := len(ids) / n
+		return ids[i*per : (i+1)*per]
+	}
+	return []string{ids[i%len(ids)]}
 }
 
 // execute calls the executor, turning a panic into an error.

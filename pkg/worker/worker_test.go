@@ -233,3 +233,69 @@ func TestWorkerConfigValidated(t *testing.T) {
 	_, err = worker.New(q, nil, worker.Config{})
 	require.ErrorIs(t, err, worker.ErrInvalidConfig)
 }
+
+func TestWorkerRequirements(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		q := srv.Queue(t, queue.Options{})
+		ran := make(chan string, 4)
+		exec := func(id string) worker.Executor {
+			return worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+				ran <- id
+				return okResult(), nil
+			})
+		}
+		startWorker(t, q, exec("plain"), worker.Config{ID: "plain", Slots: 1, RequeueDelay: 100 * time.Millisecond,
+			Toolchains: map[string]string{"gcc": "12.2.0", "openmp": "gcc"}})
+
+		cuda := tasks(1)[0]
+		cuda.NodeID, cuda.Requires = "needs-nvcc", []string{"nvcc"}
+		omp := tasks(1)[0]
+		omp.NodeID, omp.Requires = "needs-openmp", []string{"openmp"}
+		outs := execAll(t, q, []*queue.NodeTask{cuda, omp})
+		require.True(t, outs[1].OK())
+		require.NotNil(t, outs[0].DeadLetter, "nobody in the pool has nvcc")
+		require.Equal(t, "no worker in pool cpu has nvcc", outs[0].DeadLetter.Reason)
+		require.Equal(t, "plain", <-ran)
+
+		// With a worker that has nvcc in the pool, the task goes to it.
+		startWorker(t, q, exec("gpu"), worker.Config{ID: "gpu", Slots: 1,
+			Toolchains: map[string]string{"nvcc": "12.4", "gpu": "1"}, GPUIDs: []string{"0"}})
+		testutil.Eventually(t, 10*time.Second, "both workers registered", func() bool {
+			ws, err := q.Workers(context.Background())
+			require.NoError(t, err)
+			return len(ws) == 2
+		})
+		cuda2 := *cuda
+		cuda2.NodeID = "needs-nvcc-2"
+		outs = execAll(t, q, []*queue.NodeTask{&cuda2})
+		require.True(t, outs[0].OK())
+		require.Equal(t, "gpu", outs[0].Result.Worker)
+	})
+}
+
+func TestMissingToolchains(t *testing.T) {
+	have := map[string]string{"gcc": "12", "mpicc": "12", "openmp": "gcc"}
+	require.Empty(t, worker.MissingToolchains(have, nil))
+	require.Equal(t, []string{"mpi", "nvcc"}, worker.MissingToolchains(have, []string{"gcc", "mpi", "nvcc"}))
+	have["mpirun"] = "4.1.4"
+	require.Empty(t, worker.MissingToolchains(have, []string{"mpi", "openmp"}))
+}
+
+func TestSlotGPUs(t *testing.T) {
+	var got [][]string
+	srv := testutil.StartNATS(t, "embedded")
+	q := srv.Queue(t, queue.Options{})
+	var mu sync.Mutex
+	exec := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+		mu.Lock()
+		got = append(got, s.GPUs)
+		mu.Unlock()
+		time.Sleep(200 * time.Millisecond) // keep every slot busy at once
+		return okResult(), nil
+	})
+	startWorker(t, q, exec, worker.Config{Slots: 4, Cores: 8, GPUIDs: []string{"0", "1", "2", "3"}})
+	execAll(t, q, tasks(4))
+	mu.Lock()
+	defer mu.Unlock()
+	require.ElementsMatch(t, [][]string{{"0"}, {"1"}, {"2"}, {"3"}}, got, "4 GPUs, 4 slots: one GPU each")
+}
