@@ -9,19 +9,22 @@
 #   services.sh stop SERVICE DIR       stop the service started in DIR
 #   services.sh env DIR                print DIR/services.env
 #
-# SERVICE: nats. Every command is idempotent: starting a running service
-# prints its env again; stopping a stopped one does nothing. Processes are
-# stopped only through the pid files this script wrote, and only when the pid
-# still belongs to the program this script started there.
+# SERVICE: nats. install also knows "mpi" (Open MPI: mpicc, mpirun), a
+# toolchain the tests need that runs no server. Every command is idempotent:
+# starting a running service prints its env again; stopping a stopped one
+# does nothing. Processes are stopped only through the pid files this script
+# wrote, and only when the pid still belongs to the program started there.
 set -euo pipefail
 
 ALL_SERVICES=(nats)
+INSTALL_ALL=(nats mpi)
 
 die() { echo "services.sh: $*" >&2; exit 1; }
 
 package_of() {
   case "$1" in
     nats) echo nats-server ;;
+    mpi) echo openmpi-bin libopenmpi-dev ;;
     *) die "unknown service '$1' (known: ${ALL_SERVICES[*]})" ;;
   esac
 }
@@ -29,6 +32,7 @@ package_of() {
 binary_of() {
   case "$1" in
     nats) echo nats-server ;;
+    mpi) echo mpicc ;;
     *) die "unknown service '$1'" ;;
   esac
 }
@@ -42,9 +46,10 @@ as_root() {
 
 cmd_install() {
   local svcs=("$@") missing=() s
-  [ ${#svcs[@]} -gt 0 ] || svcs=("${ALL_SERVICES[@]}")
+  [ ${#svcs[@]} -gt 0 ] || svcs=("${INSTALL_ALL[@]}")
   for s in "${svcs[@]}"; do
-    command -v "$(binary_of "$s")" >/dev/null 2>&1 || missing+=("$(package_of "$s")")
+    # shellcheck disable=SC2207
+    command -v "$(binary_of "$s")" >/dev/null 2>&1 || missing+=($(package_of "$s"))
   done
   [ ${#missing[@]} -gt 0 ] || return 0
   echo "services.sh: installing ${missing[*]}" >&2

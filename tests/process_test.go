@@ -270,10 +270,10 @@ func TestExecLocalExamples(t *testing.T) {
 	t.Parallel()
 	runs := t.TempDir()
 	out, code := run(t, baseEnv(t), "scheduler", "exec", "--local", "--workers", "2", "--slots", "1", "--runs-dir", runs,
-		"../examples/hello/task.json", "../examples/openmp/task.json")
+		"../examples/hello/task.json", "../examples/stencil-omp/task.json")
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `hello\s+1\s+ok\s+\S+\s+run=0`, out)
-	require.Regexp(t, `stencil-omp\s+1\s+ok\s+\S+\s+compile=0 run=0`, out)
+	require.Regexp(t, `stencil-omp\s+1\s+ok\s+\S+\s+compile=0 run=0\s+local-\d\s+gflops=\S+ threads=\d time_s=\S+`, out)
 
 	entries, err := os.ReadDir(runs)
 	require.NoError(t, err)
@@ -281,7 +281,7 @@ func TestExecLocalExamples(t *testing.T) {
 	runDir := filepath.Join(runs, entries[0].Name())
 	log, err := os.ReadFile(filepath.Join(runDir, "phase_logs", "node_stencil-omp", "run.log"))
 	require.NoError(t, err)
-	require.Contains(t, string(log), "METRIC mlups=")
+	require.Contains(t, string(log), "METRIC gflops=")
 	runJSON, err := os.ReadFile(filepath.Join(runDir, "run.json"))
 	require.NoError(t, err)
 	require.Contains(t, string(runJSON), `"mode": "local"`)
@@ -312,7 +312,7 @@ func TestExecAgainstExternalServer(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, runJSON, 1)
 		require.Regexp(t, `ok\s+1\s+ok\s+\S+\s+run=0\s+w1`, out)
-		require.Regexp(t, `bad\s+1\s+failed\s+\S+\s+run=3\s+w1\s+run_failed in run: run command 1 \(exit 3\) exited with status 3`, out)
+		require.Regexp(t, `bad\s+1\s+failed\s+\S+\s+run=3\s+w1\s+-\s+run_failed in run: run command 1 \(exit 3\) exited with status 3`, out)
 
 		nc := srv.Connect(t)
 		_, err = nc.Request("hpcq.tasks.cpu", []byte("{not json"), 5*time.Second)

@@ -50,7 +50,7 @@ func TestWriteOutcomes(t *testing.T) {
 	dead := &queue.NodeTask{NodeID: "dead", Attempt: 1}
 	none := &queue.NodeTask{NodeID: "none", Attempt: 1}
 	outs := []Outcome{
-		{Task: ok, Result: &queue.NodeResult{Worker: "w1", DurationMS: 1500, Phases: []queue.PhaseResult{
+		{Task: ok, Result: &queue.NodeResult{Worker: "w1", DurationMS: 1500, Metrics: map[string]float64{"time_s": 0.25, "gflops": 5.548}, Phases: []queue.PhaseResult{
 			{Name: "coding", OK: true}, {Name: "compile", OK: true}, {Name: "run", OK: true}}}},
 		{Task: bad, Result: &queue.NodeResult{Worker: "w2", DurationMS: 20, Phases: []queue.PhaseResult{{Name: "run", ExitCode: 3}},
 			Error: &queue.ResultError{Phase: "run", Kind: queue.ErrKindRunFailed, Message: "exit\n3"}}},
@@ -59,11 +59,11 @@ func TestWriteOutcomes(t *testing.T) {
 	}
 	var b bytes.Buffer
 	require.NoError(t, WriteOutcomes(&b, outs))
-	require.Equal(t, `NODE  ATTEMPT  STATUS         DURATION  EXIT CODES       WORKER  ERROR
-good  1        ok             1.5s      compile=0 run=0  w1      
-bad   2        failed         20ms      run=3            w2      run_failed in run: exit 3
-dead  1        dead-lettered  -         -                w3      max deliveries reached
-none  1        no answer      -         -                -       
+	require.Equal(t, `NODE  ATTEMPT  STATUS         DURATION  EXIT CODES       WORKER  METRICS                   ERROR
+good  1        ok             1.5s      compile=0 run=0  w1      gflops=5.548 time_s=0.25  
+bad   2        failed         20ms      run=3            w2      -                         run_failed in run: exit 3
+dead  1        dead-lettered  -         -                w3      -                         max deliveries reached
+none  1        no answer      -         -                -       -                         
 `, b.String())
 	require.True(t, outs[0].OK())
 	require.False(t, outs[1].OK())

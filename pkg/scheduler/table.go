@@ -3,6 +3,8 @@ package scheduler
 import (
 	"fmt"
 	"io"
+	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,12 +13,12 @@ import (
 )
 
 // WriteOutcomes prints one line per task: node, attempt, status, duration,
-// exit codes of its phases, worker, and the error if any.
+// exit codes of its phases, worker, metrics, and the error if any.
 func WriteOutcomes(w io.Writer, outs []Outcome) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tATTEMPT\tSTATUS\tDURATION\tEXIT CODES\tWORKER\tERROR")
+	fmt.Fprintln(tw, "NODE\tATTEMPT\tSTATUS\tDURATION\tEXIT CODES\tWORKER\tMETRICS\tERROR")
 	for _, o := range outs {
-		status, dur, codes, worker, msg := "no answer", "-", "-", "-", ""
+		status, dur, codes, worker, metrics, msg := "no answer", "-", "-", "-", "-", ""
 		switch {
 		case o.Result != nil:
 			r := o.Result
@@ -37,6 +39,9 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 				codes = strings.Join(parts, " ")
 			}
 			worker = r.Worker
+			if m := formatMetrics(r.Metrics); m != "" {
+				metrics = m
+			}
 		case o.DeadLetter != nil:
 			status = "dead-lettered"
 			msg = oneLine(o.DeadLetter.Reason, 100)
@@ -44,9 +49,26 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 				worker = o.DeadLetter.Worker
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", o.Task.NodeID, o.Task.Attempt, status, dur, codes, worker, msg)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Task.NodeID, o.Task.Attempt, status, dur, codes, worker, metrics, msg)
 	}
 	return tw.Flush()
+}
+
+// formatMetrics is "a=1 b=2.5", sorted by name, cut after 80 characters.
+func formatMetrics(m map[string]float64) string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, k := range names {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k + "=" + strconv.FormatFloat(m[k], 'g', 6, 64))
+	}
+	return oneLine(b.String(), 80)
 }
 
 func oneLine(s string, n int) string {
