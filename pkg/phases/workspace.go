@@ -56,8 +56,10 @@ func CheckPath(p string) error {
 		return wsErr(p, "not valid UTF-8")
 	}
 	for _, r := range p {
-		if unicode.IsControl(r) {
-			return wsErr(p, "contains a control character")
+		// Format characters (Cf) include the bidirectional overrides that
+		// make a name display as another.
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return wsErr(p, fmt.Sprintf("contains a control or format character (%U)", r))
 		}
 	}
 	if strings.HasPrefix(p, "/") || filepath.IsAbs(p) {
