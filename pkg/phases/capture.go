@@ -86,11 +86,36 @@ func (c *Capture) String() string {
 	return fmt.Sprintf("%s\n[... %d bytes dropped ...]\n%s", c.head, dropped, tail)
 }
 
-// Tail returns at most n bytes from the end of what was kept.
+// Tail returns at most n bytes from the end of what was kept (with the
+// dropped-bytes marker if the cut falls before it), copying only those.
 func (c *Capture) Tail(n int) string {
-	s := c.String()
-	if len(s) <= n {
-		return s
+	c.mu.Lock()
+	kept := len(c.head) + len(c.tail)
+	c.mu.Unlock()
+	if kept <= n {
+		s := c.String()
+		return s[max(0, len(s)-n):]
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.tail) >= n {
+		// The last n bytes of the ring, in order.
+		out := make([]byte, 0, n)
+		end := c.start // one past the newest byte, cyclically
+		if len(c.tail) < c.limT {
+			end = len(c.tail)
+		}
+		from := end - n
+		if from >= 0 {
+			out = append(out, c.tail[from:end]...)
+		} else {
+			out = append(out, c.tail[len(c.tail)+from:]...)
+			out = append(out, c.tail[:end]...)
+		}
+		return string(out)
+	}
+	c.mu.Unlock()
+	s := c.String()
+	c.mu.Lock()
 	return s[len(s)-n:]
 }

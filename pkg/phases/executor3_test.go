@@ -139,7 +139,8 @@ func vmHWM(t *testing.T) int {
 
 // TestOutputFloodStaysBounded: 1 GiB on stdout and 256 MiB on stderr go
 // through a run with 8 MiB kept per stream; the worker's peak RSS grows by
-// less than 64 MiB.
+// less than 64 MiB (256 MiB under the race detector, whose shadow memory
+// multiplies the heap).
 func TestOutputFloodStaysBounded(t *testing.T) {
 	e := newExec(t)
 	task := cTask("flood")
@@ -155,7 +156,11 @@ func TestOutputFloodStaysBounded(t *testing.T) {
 	t.Logf("peak RSS grew by %d KiB during a 1.25 GiB flood", growth)
 	require.Nil(t, res.Error, "%+v", res.Error)
 	require.Equal(t, 1.0, res.Metrics["done"], "a METRIC line after the flood is still read")
-	require.Less(t, growth, 64<<10, "peak RSS growth (KiB)")
+	bound := 64 << 10
+	if raceEnabled {
+		bound = 256 << 10
+	}
+	require.Less(t, growth, bound, "peak RSS growth (KiB)")
 	fi, err := os.Stat(filepath.Join(e.LogDir(task), "run.log"))
 	require.NoError(t, err)
 	require.LessOrEqual(t, fi.Size(), int64(64<<20+4096), "the log file is capped too")

@@ -143,3 +143,22 @@ func TestRunRlimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 128+int(syscall.SIGXFSZ), o.ExitCode, "writing past the file size limit gets SIGXFSZ")
 }
+
+func TestCaptureTail(t *testing.T) {
+	for _, limit := range []int{16, 64, 1000} {
+		for _, total := range []int{0, 5, 15, 16, 17, 63, 64, 65, 999, 1000, 1001, 5000} {
+			c := NewCapture(limit)
+			var all strings.Builder
+			for i := range total {
+				b := byte('a' + i%26)
+				_, _ = c.Write([]byte{b})
+				all.WriteByte(b)
+			}
+			full := c.String()
+			for _, n := range []int{1, 3, 12, 16, 40, 2000} {
+				want := full[max(0, len(full)-n):]
+				require.Equal(t, want, c.Tail(n), "limit %d total %d n %d", limit, total, n)
+			}
+		}
+	}
+}

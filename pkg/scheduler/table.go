@@ -91,7 +91,7 @@ func WriteStats(w io.Writer, stats []queue.PoolStats, workers []queue.WorkerStat
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKER\tHOST\tPOOLS\tSLOTS\tRUNNING\tSTATE\tLAST SEEN")
+	fmt.Fprintln(tw, "WORKER\tHOST\tPOOLS\tSLOTS\tRUNNING\tSTATE\tLAST SEEN\tTOOLCHAINS")
 	for _, ws := range workers {
 		state := "live"
 		switch {
@@ -100,7 +100,13 @@ func WriteStats(w io.Writer, stats []queue.PoolStats, workers []queue.WorkerStat
 		case ws.Draining:
 			state = "draining"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s ago\n", ws.ID, ws.Host, strings.Join(ws.Pools, ","), ws.Slots, ws.Running, state, ws.SilentFor.Round(time.Second))
+		tools := make([]string, 0, len(ws.Toolchains))
+		for name := range ws.Toolchains {
+			tools = append(tools, name)
+		}
+		sort.Strings(tools)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s ago\t%s\n", ws.ID, ws.Host, strings.Join(ws.Pools, ","), ws.Slots, ws.Running, state,
+			ws.SilentFor.Round(time.Second), strings.Join(tools, ","))
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package phases
+
+const raceEnabled = false
