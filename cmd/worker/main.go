@@ -79,7 +79,7 @@ func run() error {
 	}
 	defer q.Close()
 	tc := phases.DetectToolchains(ctx, log)
-	exec, err := phases.NewExecutor(phases.Config{RunsDir: cfg.WorkDir, KillGrace: cfg.Grace})
+	exec, err := phases.NewExecutor(phases.Config{RunsDir: cfg.WorkDir, KillGrace: cfg.Grace, MaxOutputBytes: cfg.MaxOutput})
 	if err != nil {
 		return err
 	}

@@ -106,7 +106,9 @@ func TestWriteFilesThroughSymlinkStaysInside(t *testing.T) {
 
 // FuzzCheckPath: whatever CheckPath accepts stays inside the workspace.
 func FuzzCheckPath(f *testing.F) {
-	for _, s := range []string{"a", "../a", "/abs", "a/../../b", "a\x00", "....//", "a/./b", "\u202e", "~/x", "a//", "C:\\x", "%2e%2e/x"} {
+	for _, s := range []string{"a", "../a", "/abs", "a/../../b", "a\x00", "....//", "a/./b", "\u202e", "~/x", "a//", "C:\\x", "%2e%2e/x",
+		"../../../../../../tmp/x", "/etc/passwd", "evil\nname", "bell\a", "\xc3\x28", "./a", "a/.", `..\..\windows`,
+		"\u202egnp.exe", "\ufeffbom", "a/\u200b/b", "dir/../../../etc/shadow", "..", ".", "a/..", strings.Repeat("d/", 600)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
