@@ -1,0 +1,634 @@
+// Package sqlite is the embedded backend of pkg/memory: one SQLite file in
+// WAL mode (modernc.org/sqlite, pure Go), FTS5 for recall and archival
+// search.
+//
+// Visibility is computed, never copied: a branch's scope is the list of
+// (branch, max seq) pairs of its path to the root, fixed at fork time and
+// cached, and every query joins its rows against that list.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	_ "modernc.org/sqlite" // the driver
+
+	"github.com/hpcq/hpcq/pkg/memory"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Now is the clock (TTL expiry, timestamps, recency). Defaults to
+	// time.Now; tests inject their own.
+	Now func() time.Time
+}
+
+// Store is a memory.Store in one SQLite file.
+type Store struct {
+	db  *sql.DB
+	now func() time.Time
+	// scopes caches each branch's scope: branches never change.
+	scopes sync.Map // id -> []scopeEntry
+}
+
+var _ memory.Store = (*Store)(nil)
+
+type scopeEntry struct {
+	branch string
+	maxSeq int64
+	depth  int
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS seq (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+INSERT OR IGNORE INTO seq (id, n) VALUES (1, 0);
+CREATE TABLE IF NOT EXISTS branches (
+  id TEXT PRIMARY KEY, parent TEXT NOT NULL, fork_seq INTEGER NOT NULL, depth INTEGER NOT NULL, created_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS core (
+  seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+  importance INTEGER NOT NULL, expires_ms INTEGER NOT NULL, deleted INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS core_branch_key ON core (branch, key, seq);
+CREATE TABLE IF NOT EXISTS recall (
+  seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, ts_ms INTEGER NOT NULL, kind TEXT NOT NULL,
+  node_id TEXT NOT NULL, phase TEXT NOT NULL, payload TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS recall_branch ON recall (branch, seq);
+CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5 (kind, payload, branch, content = 'recall', content_rowid = 'seq');
+CREATE TRIGGER IF NOT EXISTS recall_ai AFTER INSERT ON recall BEGIN
+  INSERT INTO recall_fts (rowid, kind, payload, branch) VALUES (new.seq, new.kind, new.payload, new.branch);
+END;
+CREATE TABLE IF NOT EXISTS recall_summary (
+  seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, text TEXT NOT NULL, folded_seq INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS recall_summary_branch ON recall_summary (branch, seq);
+CREATE TABLE IF NOT EXISTS archival (
+  seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, text TEXT NOT NULL, tags TEXT NOT NULL, context TEXT NOT NULL,
+  fact_hash TEXT NOT NULL, episode_hash TEXT NOT NULL, ts_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS archival_fact ON archival (fact_hash, branch, seq);
+CREATE INDEX IF NOT EXISTS archival_branch ON archival (branch, seq);
+CREATE VIRTUAL TABLE IF NOT EXISTS archival_fts USING fts5 (text, tags, branch, content = 'archival', content_rowid = 'seq');
+CREATE TRIGGER IF NOT EXISTS archival_ai AFTER INSERT ON archival BEGIN
+  INSERT INTO archival_fts (rowid, text, tags, branch) VALUES (new.seq, new.text, new.tags, new.branch);
+END;
+CREATE TABLE IF NOT EXISTS archival_hits (
+  seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, target INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS archival_hits_target ON archival_hits (target, branch, seq);
+`
+
+// Open opens (creating if needed) the store in the file at path.
+func Open(path string, o Options) (*Store, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)", "foreign_keys(OFF)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("memory/sqlite: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(4)
+	if _, err := db.Exec(schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("memory/sqlite: schema: %w", err)
+	}
+	return &Store{db: db, now: o.Now}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", memory.ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// tx runs fn in an immediate (writing) transaction with the next seq.
+func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, seq int64) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("memory/sqlite: begin: %w", err)
+	}
+	defer tx.Rollback()
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `UPDATE seq SET n = n + 1 WHERE id = 1 RETURNING n`).Scan(&seq); err != nil {
+		return fmt.Errorf("memory/sqlite: next seq: %w", err)
+	}
+	if err := fn(tx, seq); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("memory/sqlite: commit: %w", err)
+	}
+	return nil
+}
+
+// Fork creates a branch; with no parent, a root.
+func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, error) {
+	if p.Branch == "" {
+		return memory.Branch{}, invalid("Fork: empty branch id")
+	}
+	var b memory.Branch
+	err := s.tx(ctx, func(tx *sql.Tx, seq int64) error {
+		depth := 0
+		if p.Parent != "" {
+			if err := tx.QueryRowContext(ctx, `SELECT depth FROM branches WHERE id = ?`, p.Parent).Scan(&depth); err != nil {
+				if errors.Is(err, sql.ErrNoRows) {
+					return fmt.Errorf("%w: parent %q of %q", memory.ErrNoBranch, p.Parent, p.Branch)
+				}
+				return err
+			}
+			depth++
+		}
+		now := s.now()
+		// The fork sees every write up to the seq taken now: seq-1 and
+		// before were committed by earlier transactions.
+		b = memory.Branch{ID: p.Branch, Parent: p.Parent, ForkSeq: seq, Depth: depth, Created: fromMS(ms(now))}
+		_, err := tx.ExecContext(ctx, `INSERT INTO branches (id, parent, fork_seq, depth, created_ms) VALUES (?, ?, ?, ?, ?)`,
+			b.ID, b.Parent, b.ForkSeq, b.Depth, ms(now))
+		if err != nil && strings.Contains(err.Error(), "UNIQUE") {
+			return fmt.Errorf("%w: %q", memory.ErrBranchExists, p.Branch)
+		}
+		return err
+	})
+	return b, err
+}
+
+// BranchGet reads a branch.
+func (s *Store) BranchGet(ctx context.Context, id string) (memory.Branch, error) {
+	var b memory.Branch
+	var created int64
+	err := s.db.QueryRowContext(ctx, `SELECT id, parent, fork_seq, depth, created_ms FROM branches WHERE id = ?`, id).
+		Scan(&b.ID, &b.Parent, &b.ForkSeq, &b.Depth, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return b, fmt.Errorf("%w: %q", memory.ErrNoBranch, id)
+	}
+	b.Created = fromMS(created)
+	return b, err
+}
+
+// scope is the visible set of a branch: itself with no seq bound, then each
+// ancestor up to the seq at which the path forked from it.
+func (s *Store) scope(ctx context.Context, id string) ([]scopeEntry, error) {
+	if v, ok := s.scopes.Load(id); ok {
+		return v.([]scopeEntry), nil
+	}
+	var out []scopeEntry
+	maxSeq := int64(math.MaxInt64)
+	for cur, depth := id, 0; cur != ""; depth++ {
+		b, err := s.BranchGet(ctx, cur)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, scopeEntry{branch: cur, maxSeq: maxSeq, depth: depth})
+		maxSeq = b.ForkSeq
+		cur = b.Parent
+	}
+	s.scopes.Store(id, out)
+	return out, nil
+}
+
+// with returns "WITH scope(b, mx, d) AS (VALUES ...)" and its arguments.
+func with(sc []scopeEntry) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 3*len(sc))
+	b.WriteString("WITH scope(b, mx, d) AS (VALUES ")
+	for i, e := range sc {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?, ?, ?)")
+		args = append(args, e.branch, e.maxSeq, e.depth)
+	}
+	b.WriteString(") ")
+	return b.String(), args
+}
+
+// Core.
+
+func (s *Store) CoreSet(ctx context.Context, p memory.CoreSetParams) (memory.CoreEntry, error) {
+	if p.Key == "" {
+		return memory.CoreEntry{}, invalid("CoreSet: empty key")
+	}
+	if p.Importance == 0 {
+		p.Importance = 3
+	}
+	if p.Importance < 1 || p.Importance > 5 {
+		return memory.CoreEntry{}, invalid("CoreSet: importance %d, must be 1 to 5", p.Importance)
+	}
+	if p.TTL < 0 {
+		return memory.CoreEntry{}, invalid("CoreSet: negative TTL")
+	}
+	if _, err := s.scope(ctx, p.Branch); err != nil {
+		return memory.CoreEntry{}, err
+	}
+	now := s.now()
+	e := memory.CoreEntry{Key: p.Key, Value: p.Value, Importance: p.Importance, Branch: p.Branch, Updated: fromMS(ms(now))}
+	var expires int64
+	if p.TTL > 0 {
+		e.Expires = fromMS(ms(now.Add(p.TTL)))
+		expires = ms(e.Expires)
+	}
+	err := s.tx(ctx, func(tx *sql.Tx, seq int64) error {
+		e.Seq = seq
+		_, err := tx.ExecContext(ctx, `INSERT INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, ?, ?, ?, 0, ?)`,
+			seq, p.Branch, p.Key, p.Value, p.Importance, expires, ms(now))
+		return err
+	})
+	return e, err
+}
+
+func (s *Store) CoreDelete(ctx context.Context, p memory.CoreKeyParams) error {
+	if p.Key == "" {
+		return invalid("CoreDelete: empty key")
+	}
+	if _, err := s.scope(ctx, p.Branch); err != nil {
+		return err
+	}
+	return s.tx(ctx, func(tx *sql.Tx, seq int64) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, '', 0, 0, 1, ?)`,
+			seq, p.Branch, p.Key, ms(s.now()))
+		return err
+	})
+}
+
+// coreVisible returns the nearest visible write of each key (or of one).
+func (s *Store) coreVisible(ctx context.Context, branch, key string) ([]memory.CoreEntry, error) {
+	sc, err := s.scope(ctx, branch)
+	if err != nil {
+		return nil, err
+	}
+	w, args := with(sc)
+	filter := ""
+	if key != "" {
+		filter = "WHERE core.key = ?"
+		args = append(args, key)
+	}
+	q := w + `, ranked AS (
+  SELECT core.key, core.value, core.importance, core.expires_ms, core.deleted, core.branch, core.seq, core.ts_ms,
+         ROW_NUMBER() OVER (PARTITION BY core.key ORDER BY scope.d ASC, core.seq DESC) AS rn
+  FROM core JOIN scope ON core.branch = scope.b AND core.seq <= scope.mx ` + filter + `)
+SELECT key, value, importance, expires_ms, deleted, branch, seq, ts_ms FROM ranked WHERE rn = 1 ORDER BY key`
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("memory/sqlite: core: %w", err)
+	}
+	defer rows.Close()
+	now := ms(s.now())
+	var out []memory.CoreEntry
+	for rows.Next() {
+		var e memory.CoreEntry
+		var expires, ts int64
+		var deleted bool
+		if err := rows.Scan(&e.Key, &e.Value, &e.Importance, &expires, &deleted, &e.Branch, &e.Seq, &ts); err != nil {
+			return nil, err
+		}
+		if deleted || (expires != 0 && expires <= now) {
+			continue // a tombstone or an expired write hides older values
+		}
+		e.Expires, e.Updated = fromMS(expires), fromMS(ts)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) CoreGet(ctx context.Context, p memory.CoreKeyParams) (memory.CoreEntry, bool, error) {
+	if p.Key == "" {
+		return memory.CoreEntry{}, false, invalid("CoreGet: empty key")
+	}
+	es, err := s.coreVisible(ctx, p.Branch, p.Key)
+	if err != nil || len(es) == 0 {
+		return memory.CoreEntry{}, false, err
+	}
+	return es[0], true, nil
+}
+
+func (s *Store) CoreList(ctx context.Context, p memory.CoreListParams) ([]memory.CoreEntry, error) {
+	return s.coreVisible(ctx, p.Branch, "")
+}
+
+// Recall.
+
+func (s *Store) RecallAppend(ctx context.Context, p memory.RecallAppendParams) (memory.RecallEvent, error) {
+	ev := p.Event
+	if ev.Kind == "" {
+		return ev, invalid("RecallAppend: empty kind")
+	}
+	if _, err := s.scope(ctx, p.Branch); err != nil {
+		return ev, err
+	}
+	ev.Branch = p.Branch
+	if ev.TS.IsZero() {
+		ev.TS = s.now()
+	}
+	ev.TS = fromMS(ms(ev.TS))
+	err := s.tx(ctx, func(tx *sql.Tx, seq int64) error {
+		ev.Seq = seq
+		_, err := tx.ExecContext(ctx, `INSERT INTO recall (seq, branch, ts_ms, kind, node_id, phase, payload) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			seq, ev.Branch, ms(ev.TS), ev.Kind, ev.NodeID, ev.Phase, ev.Payload)
+		return err
+	})
+	return ev, err
+}
+
+func scanEvents(rows *sql.Rows) ([]memory.RecallEvent, error) {
+	defer rows.Close()
+	var out []memory.RecallEvent
+	for rows.Next() {
+		var e memory.RecallEvent
+		var ts int64
+		if err := rows.Scan(&e.Seq, &e.Branch, &ts, &e.Kind, &e.NodeID, &e.Phase, &e.Payload); err != nil {
+			return nil, err
+		}
+		e.TS = fromMS(ts)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) RecallList(ctx context.Context, p memory.RecallListParams) ([]memory.RecallEvent, int, error) {
+	sc, err := s.scope(ctx, p.Branch)
+	if err != nil {
+		return nil, 0, err
+	}
+	w, args := with(sc)
+	var total int
+	if err := s.db.QueryRowContext(ctx, w+`SELECT COUNT(*) FROM recall JOIN scope ON recall.branch = scope.b AND recall.seq <= scope.mx WHERE recall.seq > ?`,
+		append(args, p.AfterSeq)...).Scan(&total); err != nil {
+		return nil, 0, fmt.Errorf("memory/sqlite: recall count: %w", err)
+	}
+	order := "ASC"
+	if p.Newest {
+		order = "DESC"
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.db.QueryContext(ctx, w+`SELECT recall.seq, recall.branch, recall.ts_ms, recall.kind, recall.node_id, recall.phase, recall.payload
+FROM recall JOIN scope ON recall.branch = scope.b AND recall.seq <= scope.mx WHERE recall.seq > ? ORDER BY recall.seq `+order+` LIMIT ?`,
+		append(args, p.AfterSeq, limit)...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("memory/sqlite: recall list: %w", err)
+	}
+	evs, err := scanEvents(rows)
+	if p.Newest {
+		sort.Slice(evs, func(i, j int) bool { return evs[i].Seq < evs[j].Seq })
+	}
+	return evs, total, err
+}
+
+// ftsQuery turns free text into an FTS5 query: each word quoted (no
+// operator or syntax of the user's reaches FTS5), any word may match.
+func ftsQuery(text string) string {
+	words := strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' })
+	quoted := make([]string, 0, len(words))
+	for _, w := range words {
+		quoted = append(quoted, `"`+w+`"`)
+	}
+	return strings.Join(quoted, " OR ")
+}
+
+// branchFilter restricts an FTS5 match to the scope's branches, so that the
+// index intersects posting lists instead of ranking the whole database.
+func branchFilter(sc []scopeEntry) string {
+	parts := make([]string, len(sc))
+	for i, e := range sc {
+		parts[i] = `"` + strings.ReplaceAll(e.branch, `"`, `""`) + `"`
+	}
+	return "branch : (" + strings.Join(parts, " OR ") + ")"
+}
+
+func (s *Store) RecallSearch(ctx context.Context, p memory.RecallSearchParams) ([]memory.RecallEvent, error) {
+	sc, err := s.scope(ctx, p.Branch)
+	if err != nil {
+		return nil, err
+	}
+	fq := ftsQuery(p.Query)
+	if fq == "" {
+		return nil, nil
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 20
+	}
+	w, args := with(sc)
+	rows, err := s.db.QueryContext(ctx, w+`SELECT r.seq, r.branch, r.ts_ms, r.kind, r.node_id, r.phase, r.payload
+FROM recall_fts JOIN recall r ON r.seq = recall_fts.rowid JOIN scope ON r.branch = scope.b AND r.seq <= scope.mx
+WHERE recall_fts MATCH ? ORDER BY recall_fts.rank LIMIT ?`, append(args, "("+fq+") AND "+branchFilter(sc), limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("memory/sqlite: recall search: %w", err)
+	}
+	return scanEvents(rows)
+}
+
+func (s *Store) RecallSummaryGet(ctx context.Context, branch string) (memory.RecallSummary, error) {
+	sc, err := s.scope(ctx, branch)
+	if err != nil {
+		return memory.RecallSummary{}, err
+	}
+	w, args := with(sc)
+	var r memory.RecallSummary
+	err = s.db.QueryRowContext(ctx, w+`SELECT text, folded_seq FROM recall_summary JOIN scope ON recall_summary.branch = scope.b AND recall_summary.seq <= scope.mx
+ORDER BY scope.d ASC, recall_summary.seq DESC LIMIT 1`, args...).Scan(&r.Text, &r.FoldedSeq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return memory.RecallSummary{}, nil
+	}
+	return r, err
+}
+
+func (s *Store) RecallSummarySet(ctx context.Context, p memory.RecallSummarySetParams) error {
+	if _, err := s.scope(ctx, p.Branch); err != nil {
+		return err
+	}
+	return s.tx(ctx, func(tx *sql.Tx, seq int64) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO recall_summary (seq, branch, text, folded_seq, ts_ms) VALUES (?, ?, ?, ?, ?)`,
+			seq, p.Branch, p.Summary.Text, p.Summary.FoldedSeq, ms(s.now()))
+		return err
+	})
+}
+
+// Archival.
+
+func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams) (memory.ArchivalItem, bool, error) {
+	if strings.TrimSpace(p.Text) == "" {
+		return memory.ArchivalItem{}, false, invalid("ArchivalWrite: empty text")
+	}
+	sc, err := s.scope(ctx, p.Branch)
+	if err != nil {
+		return memory.ArchivalItem{}, false, err
+	}
+	tags := p.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	tagsJSON, _ := json.Marshal(tags)
+	fact := memory.FactHash(p.Text)
+	now := s.now()
+	var item memory.ArchivalItem
+	dup := false
+	err = s.tx(ctx, func(tx *sql.Tx, seq int64) error {
+		w, args := with(sc)
+		var first int64
+		var tagText string
+		err := tx.QueryRowContext(ctx, w+`SELECT a.seq, a.branch, a.text, a.tags, a.context, a.episode_hash, a.ts_ms
+FROM archival a JOIN scope ON a.branch = scope.b AND a.seq <= scope.mx WHERE a.fact_hash = ? ORDER BY scope.d ASC, a.seq DESC LIMIT 1`,
+			append(args, fact)...).Scan(&item.Seq, &item.Branch, &item.Text, &tagText, &item.Context, &item.EpisodeHash, &first)
+		switch {
+		case err == nil:
+			dup = true
+			_ = json.Unmarshal([]byte(tagText), &item.Tags)
+			item.FactHash, item.FirstSeen = fact, fromMS(first)
+			_, err = tx.ExecContext(ctx, `INSERT INTO archival_hits (seq, branch, target, ts_ms) VALUES (?, ?, ?, ?)`, seq, p.Branch, item.Seq, ms(now))
+			return err
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		item = memory.ArchivalItem{Seq: seq, Branch: p.Branch, Text: p.Text, Tags: tags, Context: p.Context, FactHash: fact,
+			EpisodeHash: memory.EpisodeHash(fact, p.Branch, p.Context), Count: 1, FirstSeen: fromMS(ms(now)), LastSeen: fromMS(ms(now))}
+		_, err = tx.ExecContext(ctx, `INSERT INTO archival (seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, ms(now))
+		return err
+	})
+	if err != nil || !dup {
+		return item, dup, err
+	}
+	counts, err := s.hitCounts(ctx, sc, []int64{item.Seq})
+	if err != nil {
+		return item, dup, err
+	}
+	c := counts[item.Seq]
+	item.Count, item.LastSeen = 1+c.n, maxTime(item.FirstSeen, c.last)
+	return item, true, nil
+}
+
+type hitCount struct {
+	n    int
+	last time.Time
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// hitCounts counts the visible repeats of the given items.
+func (s *Store) hitCounts(ctx context.Context, sc []scopeEntry, seqs []int64) (map[int64]hitCount, error) {
+	out := map[int64]hitCount{}
+	if len(seqs) == 0 {
+		return out, nil
+	}
+	w, args := with(sc)
+	ph := strings.TrimSuffix(strings.Repeat("?,", len(seqs)), ",")
+	for _, q := range seqs {
+		args = append(args, q)
+	}
+	rows, err := s.db.QueryContext(ctx, w+`SELECT h.target, COUNT(*), MAX(h.ts_ms) FROM archival_hits h JOIN scope ON h.branch = scope.b AND h.seq <= scope.mx
+WHERE h.target IN (`+ph+`) GROUP BY h.target`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("memory/sqlite: archival hits: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t, last int64
+		var n int
+		if err := rows.Scan(&t, &n, &last); err != nil {
+			return nil, err
+		}
+		out[t] = hitCount{n: n, last: fromMS(last)}
+	}
+	return out, rows.Err()
+}
+
+// candidateFactor: how many BM25 candidates per result are re-ranked with
+// recency and frequency.
+const candidateFactor = 4
+
+func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParams) ([]memory.ArchivalItem, error) {
+	sc, err := s.scope(ctx, p.Branch)
+	if err != nil {
+		return nil, err
+	}
+	k := p.K
+	if k <= 0 {
+		k = 8
+	}
+	fq := ftsQuery(p.Query)
+	if fq == "" {
+		return nil, nil
+	}
+	w, args := with(sc)
+	var tagFilter strings.Builder
+	for _, t := range p.Tags {
+		tagFilter.WriteString(` AND EXISTS (SELECT 1 FROM json_each(a.tags) WHERE json_each.value = ?)`)
+		_ = t
+	}
+	args = append(args, "("+fq+") AND "+branchFilter(sc))
+	for _, t := range p.Tags {
+		args = append(args, t)
+	}
+	args = append(args, k*candidateFactor)
+	rows, err := s.db.QueryContext(ctx, w+`SELECT a.seq, a.branch, a.text, a.tags, a.context, a.fact_hash, a.episode_hash, a.ts_ms, -bm25(archival_fts)
+FROM archival_fts JOIN archival a ON a.seq = archival_fts.rowid JOIN scope ON a.branch = scope.b AND a.seq <= scope.mx
+WHERE archival_fts MATCH ?`+tagFilter.String()+` ORDER BY archival_fts.rank LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("memory/sqlite: archival search: %w", err)
+	}
+	var items []memory.ArchivalItem
+	for rows.Next() {
+		var it memory.ArchivalItem
+		var tags string
+		var ts int64
+		if err := rows.Scan(&it.Seq, &it.Branch, &it.Text, &tags, &it.Context, &it.FactHash, &it.EpisodeHash, &ts, &it.BM25); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		_ = json.Unmarshal([]byte(tags), &it.Tags)
+		it.FirstSeen, it.LastSeen, it.Count = fromMS(ts), fromMS(ts), 1
+		items = append(items, it)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	seqs := make([]int64, len(items))
+	for i, it := range items {
+		seqs[i] = it.Seq
+	}
+	counts, err := s.hitCounts(ctx, sc, seqs)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	for i := range items {
+		c := counts[items[i].Seq]
+		items[i].Count += c.n
+		items[i].LastSeen = maxTime(items[i].LastSeen, c.last)
+		items[i].Score = memory.Rank(items[i].BM25, items[i].LastSeen, items[i].Count, now)
+	}
+	sort.SliceStable(items, func(i, j int) bool { return items[i].Score > items[j].Score })
+	if len(items) > k {
+		items = items[:k]
+	}
+	return items, nil
+}

@@ -1,0 +1,169 @@
+package memory
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors a Store returns; backends wrap them with detail.
+var (
+	// ErrNoBranch: the branch (or the parent of a fork) does not exist.
+	ErrNoBranch = errors.New("memory: no such branch")
+	// ErrBranchExists: Fork of an id that is already a branch.
+	ErrBranchExists = errors.New("memory: branch exists")
+	// ErrInvalid: a parameter is out of its range; the message names it.
+	ErrInvalid = errors.New("memory: invalid parameter")
+)
+
+// Branch is one node's view of the memory. It is immutable once forked.
+type Branch struct {
+	ID string
+	// Parent is "" for a root.
+	Parent string
+	// ForkSeq is the run-wide sequence number at the fork: the child sees
+	// its parent's writes with seq <= ForkSeq.
+	ForkSeq int64
+	// Depth is 0 for a root.
+	Depth   int
+	Created time.Time
+}
+
+// CoreEntry is the visible value of a core key.
+type CoreEntry struct {
+	Key        string
+	Value      string
+	Importance int
+	// Expires is zero when the entry has no TTL.
+	Expires time.Time
+	// Branch that wrote the entry (the branch itself or an ancestor).
+	Branch  string
+	Seq     int64
+	Updated time.Time
+}
+
+// RecallEvent is one event of a branch's timeline.
+type RecallEvent struct {
+	Seq     int64
+	TS      time.Time
+	Kind    string
+	NodeID  string
+	Branch  string
+	Phase   string
+	Payload string
+}
+
+// RecallSummary is the running summary of the events folded out of a
+// branch's window, up to FoldedSeq.
+type RecallSummary struct {
+	Text      string
+	FoldedSeq int64
+}
+
+// ArchivalItem is a stored text and, from a search, its ranking.
+type ArchivalItem struct {
+	Seq         int64
+	Branch      string
+	Text        string
+	Tags        []string
+	Context     string
+	FactHash    string
+	EpisodeHash string
+	// Count is how many times the fact was written in the reader's visible
+	// scope; LastSeen when it was last written there.
+	Count     int
+	FirstSeen time.Time
+	LastSeen  time.Time
+	// BM25 is the text relevance (higher is better) and Score the final
+	// rank of a search (see Rank).
+	BM25  float64
+	Score float64
+}
+
+// Params of the Store methods. Every call names its branch.
+type (
+	ForkParams struct {
+		Branch string
+		// Parent "" creates a root.
+		Parent string
+	}
+	CoreSetParams struct {
+		Branch     string
+		Key        string
+		Value      string
+		Importance int // 1-5; 0 means the default, 3
+		TTL        time.Duration
+	}
+	CoreKeyParams struct {
+		Branch string
+		Key    string
+	}
+	CoreListParams struct {
+		Branch string
+	}
+	RecallAppendParams struct {
+		Branch string
+		Event  RecallEvent
+	}
+	RecallListParams struct {
+		Branch string
+		// AfterSeq lists only events with a larger seq.
+		AfterSeq int64
+		// Limit of events; Newest takes them from the end.
+		Limit  int
+		Newest bool
+	}
+	RecallSearchParams struct {
+		Branch string
+		Query  string
+		Limit  int
+	}
+	RecallSummarySetParams struct {
+		Branch  string
+		Summary RecallSummary
+	}
+	ArchivalWriteParams struct {
+		Branch  string
+		Text    string
+		Tags    []string
+		Context string
+	}
+	ArchivalSearchParams struct {
+		Branch string
+		Query  string
+		// Tags, when set, keeps items carrying every one of them.
+		Tags []string
+		K    int
+	}
+)
+
+// Store persists the memory of a run. Every read sees exactly the branch's
+// visible set: its own writes and, for each ancestor, the writes before the
+// path forked from it. Implementations are safe for concurrent use.
+type Store interface {
+	Fork(ctx context.Context, p ForkParams) (Branch, error)
+	BranchGet(ctx context.Context, id string) (Branch, error)
+
+	CoreSet(ctx context.Context, p CoreSetParams) (CoreEntry, error)
+	// CoreDelete writes a tombstone.
+	CoreDelete(ctx context.Context, p CoreKeyParams) error
+	// CoreGet returns the nearest visible live write of the key.
+	CoreGet(ctx context.Context, p CoreKeyParams) (CoreEntry, bool, error)
+	// CoreList returns every visible live key, by key.
+	CoreList(ctx context.Context, p CoreListParams) ([]CoreEntry, error)
+
+	RecallAppend(ctx context.Context, p RecallAppendParams) (RecallEvent, error)
+	// RecallList returns visible events in seq order, and how many visible
+	// events there are after AfterSeq in all.
+	RecallList(ctx context.Context, p RecallListParams) ([]RecallEvent, int, error)
+	RecallSearch(ctx context.Context, p RecallSearchParams) ([]RecallEvent, error)
+	RecallSummaryGet(ctx context.Context, branch string) (RecallSummary, error)
+	RecallSummarySet(ctx context.Context, p RecallSummarySetParams) error
+
+	// ArchivalWrite stores a text, or when the same fact is already visible,
+	// records the repeat (dup is then true) and returns the stored item.
+	ArchivalWrite(ctx context.Context, p ArchivalWriteParams) (item ArchivalItem, dup bool, err error)
+	ArchivalSearch(ctx context.Context, p ArchivalSearchParams) ([]ArchivalItem, error)
+
+	Close() error
+}
