@@ -128,6 +128,14 @@ type (
 		Tags    []string
 		Context string
 	}
+	// ApplyParams are the writes of one <memory_update> block, applied in
+	// one transaction: all or none. Branch fields inside are ignored.
+	ApplyParams struct {
+		Branch      string
+		CoreSets    []CoreSetParams
+		CoreDeletes []string
+		Archival    []ArchivalWriteParams
+	}
 	ArchivalSearchParams struct {
 		Branch string
 		Query  string
@@ -164,6 +172,9 @@ type Store interface {
 	// records the repeat (dup is then true) and returns the stored item.
 	ArchivalWrite(ctx context.Context, p ArchivalWriteParams) (item ArchivalItem, dup bool, err error)
 	ArchivalSearch(ctx context.Context, p ArchivalSearchParams) ([]ArchivalItem, error)
+
+	// Apply writes core sets, core deletes and archival texts atomically.
+	Apply(ctx context.Context, p ApplyParams) error
 
 	Close() error
 }

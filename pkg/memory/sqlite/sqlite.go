@@ -123,16 +123,31 @@ func invalid(format string, args ...any) error {
 
 // tx runs fn in an immediate (writing) transaction with the next seq.
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, seq int64) error) error {
+	return s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
+		seq, err := next()
+		if err != nil {
+			return err
+		}
+		return fn(tx, seq)
+	})
+}
+
+// txMulti runs fn in one immediate transaction; next hands out seqs.
+// Either everything fn wrote is committed or nothing is.
+func (s *Store) txMulti(ctx context.Context, fn func(tx *sql.Tx, next func() (int64, error)) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("memory/sqlite: begin: %w", err)
 	}
 	defer tx.Rollback()
-	var seq int64
-	if err := tx.QueryRowContext(ctx, `UPDATE seq SET n = n + 1 WHERE id = 1 RETURNING n`).Scan(&seq); err != nil {
-		return fmt.Errorf("memory/sqlite: next seq: %w", err)
+	next := func() (int64, error) {
+		var seq int64
+		if err := tx.QueryRowContext(ctx, `UPDATE seq SET n = n + 1 WHERE id = 1 RETURNING n`).Scan(&seq); err != nil {
+			return 0, fmt.Errorf("memory/sqlite: next seq: %w", err)
+		}
+		return seq, nil
 	}
-	if err := fn(tx, seq); err != nil {
+	if err := fn(tx, next); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
@@ -224,36 +239,107 @@ func with(sc []scopeEntry) (string, []any) {
 
 // Core.
 
-func (s *Store) CoreSet(ctx context.Context, p memory.CoreSetParams) (memory.CoreEntry, error) {
+func checkCoreSet(p *memory.CoreSetParams) error {
 	if p.Key == "" {
-		return memory.CoreEntry{}, invalid("CoreSet: empty key")
+		return invalid("CoreSet: empty key")
 	}
 	if p.Importance == 0 {
 		p.Importance = 3
 	}
 	if p.Importance < 1 || p.Importance > 5 {
-		return memory.CoreEntry{}, invalid("CoreSet: importance %d, must be 1 to 5", p.Importance)
+		return invalid("CoreSet %s: importance %d, must be 1 to 5", p.Key, p.Importance)
 	}
 	if p.TTL < 0 {
-		return memory.CoreEntry{}, invalid("CoreSet: negative TTL")
+		return invalid("CoreSet %s: negative TTL", p.Key)
+	}
+	return nil
+}
+
+func (s *Store) CoreSet(ctx context.Context, p memory.CoreSetParams) (memory.CoreEntry, error) {
+	if err := checkCoreSet(&p); err != nil {
+		return memory.CoreEntry{}, err
 	}
 	if _, err := s.scope(ctx, p.Branch); err != nil {
 		return memory.CoreEntry{}, err
 	}
+	var e memory.CoreEntry
+	err := s.tx(ctx, func(tx *sql.Tx, seq int64) (err error) {
+		e, err = s.coreInsert(ctx, tx, seq, p)
+		return err
+	})
+	return e, err
+}
+
+func (s *Store) coreInsert(ctx context.Context, tx *sql.Tx, seq int64, p memory.CoreSetParams) (memory.CoreEntry, error) {
 	now := s.now()
-	e := memory.CoreEntry{Key: p.Key, Value: p.Value, Importance: p.Importance, Branch: p.Branch, Updated: fromMS(ms(now))}
+	e := memory.CoreEntry{Key: p.Key, Value: p.Value, Importance: p.Importance, Branch: p.Branch, Updated: fromMS(ms(now)), Seq: seq}
 	var expires int64
 	if p.TTL > 0 {
 		e.Expires = fromMS(ms(now.Add(p.TTL)))
 		expires = ms(e.Expires)
 	}
-	err := s.tx(ctx, func(tx *sql.Tx, seq int64) error {
-		e.Seq = seq
-		_, err := tx.ExecContext(ctx, `INSERT INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, ?, ?, ?, 0, ?)`,
-			seq, p.Branch, p.Key, p.Value, p.Importance, expires, ms(now))
-		return err
-	})
+	_, err := tx.ExecContext(ctx, `INSERT INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, ?, ?, ?, 0, ?)`,
+		seq, p.Branch, p.Key, p.Value, p.Importance, expires, ms(now))
 	return e, err
+}
+
+// Apply writes a batch in one transaction: all of it or none.
+func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
+	if _, err := s.scope(ctx, p.Branch); err != nil {
+		return err
+	}
+	for i := range p.CoreSets {
+		p.CoreSets[i].Branch = p.Branch
+		if err := checkCoreSet(&p.CoreSets[i]); err != nil {
+			return err
+		}
+	}
+	for _, k := range p.CoreDeletes {
+		if k == "" {
+			return invalid("CoreDelete: empty key")
+		}
+	}
+	for _, a := range p.Archival {
+		if strings.TrimSpace(a.Text) == "" {
+			return invalid("ArchivalWrite: empty text")
+		}
+	}
+	sc, err := s.scope(ctx, p.Branch)
+	if err != nil {
+		return err
+	}
+	return s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
+		for _, c := range p.CoreSets {
+			seq, err := next()
+			if err != nil {
+				return err
+			}
+			if _, err := s.coreInsert(ctx, tx, seq, c); err != nil {
+				return err
+			}
+		}
+		for _, k := range p.CoreDeletes {
+			seq, err := next()
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, '', 0, 0, 1, ?)`,
+				seq, p.Branch, k, ms(s.now())); err != nil {
+				return err
+			}
+		}
+		for _, a := range p.Archival {
+			a.Branch = p.Branch
+			seq, err := next()
+			if err != nil {
+				return err
+			}
+			if _, _, err := s.archivalInsert(ctx, tx, seq, sc, a); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func (s *Store) CoreDelete(ctx context.Context, p memory.CoreKeyParams) error {
@@ -476,36 +562,10 @@ func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams)
 	if err != nil {
 		return memory.ArchivalItem{}, false, err
 	}
-	tags := p.Tags
-	if tags == nil {
-		tags = []string{}
-	}
-	tagsJSON, _ := json.Marshal(tags)
-	fact := memory.FactHash(p.Text)
-	now := s.now()
 	var item memory.ArchivalItem
 	dup := false
-	err = s.tx(ctx, func(tx *sql.Tx, seq int64) error {
-		w, args := with(sc)
-		var first int64
-		var tagText string
-		err := tx.QueryRowContext(ctx, w+`SELECT a.seq, a.branch, a.text, a.tags, a.context, a.episode_hash, a.ts_ms
-FROM archival a JOIN scope ON a.branch = scope.b AND a.seq <= scope.mx WHERE a.fact_hash = ? ORDER BY scope.d ASC, a.seq DESC LIMIT 1`,
-			append(args, fact)...).Scan(&item.Seq, &item.Branch, &item.Text, &tagText, &item.Context, &item.EpisodeHash, &first)
-		switch {
-		case err == nil:
-			dup = true
-			_ = json.Unmarshal([]byte(tagText), &item.Tags)
-			item.FactHash, item.FirstSeen = fact, fromMS(first)
-			_, err = tx.ExecContext(ctx, `INSERT INTO archival_hits (seq, branch, target, ts_ms) VALUES (?, ?, ?, ?)`, seq, p.Branch, item.Seq, ms(now))
-			return err
-		case !errors.Is(err, sql.ErrNoRows):
-			return err
-		}
-		item = memory.ArchivalItem{Seq: seq, Branch: p.Branch, Text: p.Text, Tags: tags, Context: p.Context, FactHash: fact,
-			EpisodeHash: memory.EpisodeHash(fact, p.Branch, p.Context), Count: 1, FirstSeen: fromMS(ms(now)), LastSeen: fromMS(ms(now))}
-		_, err = tx.ExecContext(ctx, `INSERT INTO archival (seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, ms(now))
+	err = s.tx(ctx, func(tx *sql.Tx, seq int64) (err error) {
+		item, dup, err = s.archivalInsert(ctx, tx, seq, sc, p)
 		return err
 	})
 	if err != nil || !dup {
@@ -518,6 +578,38 @@ FROM archival a JOIN scope ON a.branch = scope.b AND a.seq <= scope.mx WHERE a.f
 	c := counts[item.Seq]
 	item.Count, item.LastSeen = 1+c.n, maxTime(item.FirstSeen, c.last)
 	return item, true, nil
+}
+
+// archivalInsert stores the text, or a repeat of the visible fact.
+func (s *Store) archivalInsert(ctx context.Context, tx *sql.Tx, seq int64, sc []scopeEntry, p memory.ArchivalWriteParams) (memory.ArchivalItem, bool, error) {
+	tags := p.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	tagsJSON, _ := json.Marshal(tags)
+	fact := memory.FactHash(p.Text)
+	now := s.now()
+	var item memory.ArchivalItem
+	w, args := with(sc)
+	var first int64
+	var tagText string
+	err := tx.QueryRowContext(ctx, w+`SELECT a.seq, a.branch, a.text, a.tags, a.context, a.episode_hash, a.ts_ms
+FROM archival a JOIN scope ON a.branch = scope.b AND a.seq <= scope.mx WHERE a.fact_hash = ? ORDER BY scope.d ASC, a.seq DESC LIMIT 1`,
+		append(args, fact)...).Scan(&item.Seq, &item.Branch, &item.Text, &tagText, &item.Context, &item.EpisodeHash, &first)
+	switch {
+	case err == nil:
+		_ = json.Unmarshal([]byte(tagText), &item.Tags)
+		item.FactHash, item.FirstSeen = fact, fromMS(first)
+		_, err = tx.ExecContext(ctx, `INSERT INTO archival_hits (seq, branch, target, ts_ms) VALUES (?, ?, ?, ?)`, seq, p.Branch, item.Seq, ms(now))
+		return item, true, err
+	case !errors.Is(err, sql.ErrNoRows):
+		return item, false, err
+	}
+	item = memory.ArchivalItem{Seq: seq, Branch: p.Branch, Text: p.Text, Tags: tags, Context: p.Context, FactHash: fact,
+		EpisodeHash: memory.EpisodeHash(fact, p.Branch, p.Context), Count: 1, FirstSeen: fromMS(ms(now)), LastSeen: fromMS(ms(now))}
+	_, err = tx.ExecContext(ctx, `INSERT INTO archival (seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, ms(now))
+	return item, false, err
 }
 
 type hitCount struct {

@@ -1,0 +1,396 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Config holds the memory settings; the json names are the keys of the
+// seed's `memory:` section. Every field has a default (Defaults).
+type Config struct {
+	CoreMaxChars             int  `json:"core_max_chars"`
+	RecallMaxEvents          int  `json:"recall_max_events"`
+	RetrievalK               int  `json:"retrieval_k"`
+	RedactSecrets            bool `json:"redact_secrets"`
+	MemoryBudgetChars        int  `json:"memory_budget_chars"`
+	MaxCompressionIterations int  `json:"max_compression_iterations"`
+	MaxMemoryReadRounds      int  `json:"max_memory_read_rounds"`
+	// SectionBudgets by section name (the seed's section_budgets).
+	SectionBudgets map[string]int `json:"section_budgets"`
+}
+
+// Defaults are the seed's defaults.
+func Defaults() Config {
+	return Config{
+		CoreMaxChars: 16000, RecallMaxEvents: 20, RetrievalK: 8, RedactSecrets: true,
+		MemoryBudgetChars: 24000, MaxCompressionIterations: 3, MaxMemoryReadRounds: 2,
+		SectionBudgets: map[string]int{"idea_summary": 9600, "idea_section_limit": 4800, "phase0_summary": 5000,
+			"archival_snippet": 3000, "results": 4000},
+	}
+}
+
+// Summarizer folds an event that left the recall window into a branch's
+// running summary (the LLM does it; tests use a double).
+type Summarizer interface {
+	Summarize(ctx context.Context, summary string, ev RecallEvent) (string, error)
+}
+
+// Options of a Memory.
+type Options struct {
+	// Summarizer folds events out of the window; without one, events leave
+	// the window unsummarized.
+	Summarizer Summarizer
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Calls receives one JSON line per memory operation
+	// (memory_calls.jsonl); nil: not recorded.
+	Calls io.Writer
+	// Now is the clock of the call log. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Memory is the model on top of a Store: redaction, recall folding, the
+// <memory_update> protocol and the call log.
+type Memory struct {
+	store Store
+	cfg   Config
+	opts  Options
+	mu    sync.Mutex // serializes Calls writes
+}
+
+// New returns a Memory on store.
+func New(store Store, cfg Config, opts Options) *Memory {
+	d := Defaults()
+	if cfg.CoreMaxChars <= 0 {
+		cfg.CoreMaxChars = d.CoreMaxChars
+	}
+	if cfg.RecallMaxEvents <= 0 {
+		cfg.RecallMaxEvents = d.RecallMaxEvents
+	}
+	if cfg.RetrievalK <= 0 {
+		cfg.RetrievalK = d.RetrievalK
+	}
+	if cfg.MemoryBudgetChars <= 0 {
+		cfg.MemoryBudgetChars = d.MemoryBudgetChars
+	}
+	if cfg.MaxCompressionIterations <= 0 {
+		cfg.MaxCompressionIterations = d.MaxCompressionIterations
+	}
+	if cfg.MaxMemoryReadRounds <= 0 {
+		cfg.MaxMemoryReadRounds = d.MaxMemoryReadRounds
+	}
+	if cfg.SectionBudgets == nil {
+		cfg.SectionBudgets = d.SectionBudgets
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Memory{store: store, cfg: cfg, opts: opts}
+}
+
+// Store is the underlying store.
+func (m *Memory) Store() Store { return m.store }
+
+// Config is the configuration in effect.
+func (m *Memory) Config() Config { return m.cfg }
+
+func (m *Memory) redact(s string) string {
+	if m.cfg.RedactSecrets {
+		return Redact(s)
+	}
+	return s
+}
+
+// call is one line of memory_calls.jsonl.
+type call struct {
+	TS         time.Time `json:"ts"`
+	Branch     string    `json:"branch"`
+	Op         string    `json:"op"`
+	InBytes    int       `json:"in_bytes"`
+	OutBytes   int       `json:"out_bytes"`
+	Items      int       `json:"items,omitempty"`
+	DurationMS float64   `json:"duration_ms"`
+	Error      string    `json:"error,omitempty"`
+}
+
+func (m *Memory) record(branch, op string, start time.Time, in, out, items int, err error) {
+	if m.opts.Calls == nil {
+		return
+	}
+	c := call{TS: m.opts.Now().UTC(), Branch: branch, Op: op, InBytes: in, OutBytes: out, Items: items,
+		DurationMS: float64(time.Since(start).Microseconds()) / 1000}
+	if err != nil {
+		c.Error = m.redact(err.Error())
+	}
+	data, _ := json.Marshal(c)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, werr := m.opts.Calls.Write(append(data, '\n')); werr != nil {
+		m.opts.Logger.Warn("memory call log write failed", "err", werr)
+	}
+}
+
+// Fork creates the branch of a node.
+func (m *Memory) Fork(ctx context.Context, branch, parent string) (Branch, error) {
+	start := time.Now()
+	b, err := m.store.Fork(ctx, ForkParams{Branch: branch, Parent: parent})
+	m.record(branch, "fork", start, len(parent), 0, 0, err)
+	return b, err
+}
+
+// CoreSet writes a core key (redacted).
+func (m *Memory) CoreSet(ctx context.Context, p CoreSetParams) (CoreEntry, error) {
+	start := time.Now()
+	p.Value = m.redact(p.Value)
+	e, err := m.store.CoreSet(ctx, p)
+	m.record(p.Branch, "core_set", start, len(p.Key)+len(p.Value), 0, 1, err)
+	return e, err
+}
+
+// CoreGet reads a core key.
+func (m *Memory) CoreGet(ctx context.Context, branch, key string) (CoreEntry, bool, error) {
+	start := time.Now()
+	e, ok, err := m.store.CoreGet(ctx, CoreKeyParams{Branch: branch, Key: key})
+	m.record(branch, "core_get", start, len(key), len(e.Value), 0, err)
+	return e, ok, err
+}
+
+// CoreDelete deletes a core key (a tombstone).
+func (m *Memory) CoreDelete(ctx context.Context, branch, key string) error {
+	start := time.Now()
+	err := m.store.CoreDelete(ctx, CoreKeyParams{Branch: branch, Key: key})
+	m.record(branch, "core_delete", start, len(key), 0, 1, err)
+	return err
+}
+
+// ArchivalWrite stores a text (redacted), or counts a repeat of it.
+func (m *Memory) ArchivalWrite(ctx context.Context, p ArchivalWriteParams) (ArchivalItem, bool, error) {
+	start := time.Now()
+	p.Text = m.redact(p.Text)
+	it, dup, err := m.store.ArchivalWrite(ctx, p)
+	m.record(p.Branch, "archival_write", start, len(p.Text), 0, 1, err)
+	return it, dup, err
+}
+
+// ArchivalSearch ranks the branch's visible texts for query; k 0 means
+// retrieval_k.
+func (m *Memory) ArchivalSearch(ctx context.Context, p ArchivalSearchParams) ([]ArchivalItem, error) {
+	start := time.Now()
+	if p.K <= 0 {
+		p.K = m.cfg.RetrievalK
+	}
+	hits, err := m.store.ArchivalSearch(ctx, p)
+	out := 0
+	for _, h := range hits {
+		out += len(h.Text)
+	}
+	m.record(p.Branch, "archival_search", start, len(p.Query), out, len(hits), err)
+	return hits, err
+}
+
+// RecallSearch searches every visible event of the branch.
+func (m *Memory) RecallSearch(ctx context.Context, p RecallSearchParams) ([]RecallEvent, error) {
+	start := time.Now()
+	hits, err := m.store.RecallSearch(ctx, p)
+	m.record(p.Branch, "recall_search", start, len(p.Query), 0, len(hits), err)
+	return hits, err
+}
+
+// RecallAppend records an event (redacted), then folds the events that
+// left the window into the branch's summary. A failing summarizer leaves
+// the summary as it was (the event stays unfolded) and is logged.
+func (m *Memory) RecallAppend(ctx context.Context, branch string, ev RecallEvent) (RecallEvent, error) {
+	start := time.Now()
+	ev.Payload = m.redact(ev.Payload)
+	ev, err := m.store.RecallAppend(ctx, RecallAppendParams{Branch: branch, Event: ev})
+	m.record(branch, "recall_append", start, len(ev.Payload), 0, 1, err)
+	if err != nil {
+		return ev, err
+	}
+	return ev, m.fold(ctx, branch)
+}
+
+// fold moves events beyond the window into the summary, oldest first.
+func (m *Memory) fold(ctx context.Context, branch string) error {
+	if m.opts.Summarizer == nil {
+		return nil
+	}
+	sum, err := m.store.RecallSummaryGet(ctx, branch)
+	if err != nil {
+		return err
+	}
+	for {
+		oldest, total, err := m.store.RecallList(ctx, RecallListParams{Branch: branch, AfterSeq: sum.FoldedSeq, Limit: 1})
+		if err != nil {
+			return err
+		}
+		if total <= m.cfg.RecallMaxEvents || len(oldest) == 0 {
+			return nil
+		}
+		start := time.Now()
+		text, err := m.opts.Summarizer.Summarize(ctx, sum.Text, oldest[0])
+		m.record(branch, "recall_summarize", start, len(sum.Text)+len(oldest[0].Payload), len(text), 1, err)
+		if err != nil {
+			// The seed's fallback: on failure nothing changes.
+			m.opts.Logger.Warn("recall summary not updated: the summarizer failed; the event stays out of the summary",
+				"branch", branch, "seq", oldest[0].Seq, "err", err)
+			return nil
+		}
+		sum = RecallSummary{Text: m.redact(text), FoldedSeq: oldest[0].Seq}
+		if err := m.store.RecallSummarySet(ctx, RecallSummarySetParams{Branch: branch, Summary: sum}); err != nil {
+			return err
+		}
+	}
+}
+
+// RecallWindow returns the branch's running summary and its last
+// recall_max_events visible events.
+func (m *Memory) RecallWindow(ctx context.Context, branch string) (RecallSummary, []RecallEvent, error) {
+	sum, err := m.store.RecallSummaryGet(ctx, branch)
+	if err != nil {
+		return sum, nil, err
+	}
+	evs, _, err := m.store.RecallList(ctx, RecallListParams{Branch: branch, Limit: m.cfg.RecallMaxEvents, Newest: true})
+	return sum, evs, err
+}
+
+// Results of the reads of an update, the JSON inside <memory_results>.
+type Results struct {
+	Core           map[string]*string `json:"core_get,omitempty"`
+	ArchivalSearch []ResultItem        `json:"archival_search,omitempty"`
+	RecallSearch   []ResultEvent       `json:"recall_search,omitempty"`
+}
+
+// ResultItem is an archival hit in <memory_results>.
+type ResultItem struct {
+	Text  string   `json:"text"`
+	Tags  []string `json:"tags,omitempty"`
+	Count int      `json:"count"`
+	Score float64  `json:"score"`
+}
+
+// ResultEvent is a recall hit in <memory_results>.
+type ResultEvent struct {
+	TS      time.Time `json:"ts"`
+	Kind    string    `json:"kind"`
+	NodeID  string    `json:"node_id,omitempty"`
+	Payload string    `json:"payload"`
+}
+
+// Apply carries out an update on branch: every write in one transaction
+// (all or none), then the reads. It returns the <memory_results> block of
+// the reads, or "" when there were none.
+func (m *Memory) Apply(ctx context.Context, branch string, u *Update) (string, error) {
+	start := time.Now()
+	p := ApplyParams{Branch: branch, CoreDeletes: u.CoreDeletes}
+	in := 0
+	for _, c := range u.CoreSets {
+		v := m.redact(c.Value)
+		in += len(c.Key) + len(v)
+		p.CoreSets = append(p.CoreSets, CoreSetParams{Branch: branch, Key: c.Key, Value: v, Importance: c.Importance, TTL: c.TTL})
+	}
+	for _, a := range u.Archival {
+		t := m.redact(a.Text)
+		in += len(t)
+		p.Archival = append(p.Archival, ArchivalWriteParams{Branch: branch, Text: t, Tags: a.Tags, Context: "memory_update"})
+	}
+	writes := len(p.CoreSets) + len(p.CoreDeletes) + len(p.Archival)
+	if writes > 0 {
+		err := m.store.Apply(ctx, p)
+		m.record(branch, "memory_update_writes", start, in, 0, writes, err)
+		if err != nil {
+			return "", fmt.Errorf("memory: apply <memory_update> writes (none applied): %w", err)
+		}
+	}
+	if !u.HasReads() {
+		return "", nil
+	}
+	var r Results
+	if len(u.CoreGets) > 0 {
+		r.Core = map[string]*string{}
+		for _, k := range u.CoreGets {
+			e, ok, err := m.CoreGet(ctx, branch, k)
+			if err != nil {
+				return "", err
+			}
+			if ok {
+				v := e.Value
+				r.Core[k] = &v
+			} else {
+				r.Core[k] = nil
+			}
+		}
+	}
+	if s := u.ArchivalSearch; s != nil {
+		hits, err := m.ArchivalSearch(ctx, ArchivalSearchParams{Branch: branch, Query: s.Query, Tags: s.Tags, K: s.K})
+		if err != nil {
+			return "", err
+		}
+		r.ArchivalSearch = []ResultItem{}
+		for _, h := range hits {
+			r.ArchivalSearch = append(r.ArchivalSearch, ResultItem{Text: h.Text, Tags: h.Tags, Count: h.Count, Score: h.Score})
+		}
+	}
+	if s := u.RecallSearch; s != nil {
+		hits, err := m.RecallSearch(ctx, RecallSearchParams{Branch: branch, Query: s.Query, Limit: s.K})
+		if err != nil {
+			return "", err
+		}
+		r.RecallSearch = []ResultEvent{}
+		for _, h := range hits {
+			r.RecallSearch = append(r.RecallSearch, ResultEvent{TS: h.TS, Kind: h.Kind, NodeID: h.NodeID, Payload: h.Payload})
+		}
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	return resultsOpenTag + "\n" + string(data) + "\n" + resultsCloseTag, nil
+}
+
+// ErrReadRounds: the replies kept asking for reads past
+// max_memory_read_rounds.
+var ErrReadRounds = errors.New("memory: too many <memory_update> read rounds")
+
+// FollowUp sends the <memory_results> of a round back to the model and
+// returns its next reply.
+type FollowUp func(ctx context.Context, results string) (string, error)
+
+// Converse handles a reply's <memory_update> block: it applies the writes
+// and, while the block asks for reads, answers them through followUp, up
+// to max_memory_read_rounds; it returns the payload of the last reply. A
+// missing block when required is ErrMissingUpdate, for the caller to retry
+// with feedback.
+func (m *Memory) Converse(ctx context.Context, branch, reply string, required bool, followUp FollowUp) (string, error) {
+	for round := 0; ; round++ {
+		u, payload, err := ParseReply(reply, required)
+		if err != nil || u == nil {
+			return payload, err
+		}
+		results, err := m.Apply(ctx, branch, u)
+		if err != nil {
+			return payload, err
+		}
+		if results == "" {
+			return payload, nil
+		}
+		if round >= m.cfg.MaxMemoryReadRounds {
+			return payload, fmt.Errorf("%w: %d allowed", ErrReadRounds, m.cfg.MaxMemoryReadRounds)
+		}
+		if followUp == nil {
+			return payload, nil
+		}
+		if reply, err = followUp(ctx, results); err != nil {
+			return payload, err
+		}
+	}
+}
