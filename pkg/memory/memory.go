@@ -53,6 +53,9 @@ type Options struct {
 	Calls io.Writer
 	// Now is the clock of the call log. Defaults to time.Now.
 	Now func() time.Time
+	// Compressor shortens sections over budget; without one they are
+	// truncated with a marker.
+	Compressor Compressor
 }
 
 // Memory is the model on top of a Store: redaction, recall folding, the
@@ -62,6 +65,7 @@ type Memory struct {
 	cfg   Config
 	opts  Options
 	mu    sync.Mutex // serializes Calls writes
+	cache compressCache
 }
 
 // New returns a Memory on store.

@@ -1,0 +1,319 @@
+package memory
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Compressor shortens text to about targetChars, keeping what matters for
+// hint (the LLM does it, with the seed's compression prompt).
+type Compressor interface {
+	Compress(ctx context.Context, text string, targetChars int, hint string) (string, error)
+}
+
+// Pinned core keys: rendered first and left out for budget only last.
+var Pinned = []string{"IDEA_SUMMARY", "PHASE0_SUMMARY", "RESOURCE_INDEX", "CURRENT_STAGE"}
+
+// Section names of a rendered memory.
+const (
+	SectionCore      = "core"
+	SectionRecall    = "recall"
+	SectionArchival  = "archival"
+	SectionResources = "resources"
+)
+
+// sectionShares split a render budget; a section that needs less than its
+// share passes the rest to the sections after it.
+var sectionShares = []struct {
+	name  string
+	share float64
+}{{SectionResources, 0.10}, {SectionCore, 0.40}, {SectionRecall, 0.30}, {SectionArchival, 0.20}}
+
+// MinSectionChars is the least a section gets, enough for its title and a
+// marker saying it was cut; a render budget below 4 of these is an error.
+const MinSectionChars = 100
+
+// SectionInfo says what happened to one section.
+type SectionInfo struct {
+	Name       string
+	Budget     int
+	Chars      int
+	Compressed bool
+	Truncated  bool
+	// LeftOut names core keys left out for budget.
+	LeftOut []string
+}
+
+// Rendered is the memory of a branch as put into a prompt.
+type Rendered struct {
+	Text     string
+	Sections []SectionInfo
+}
+
+// compressCache keeps compressions by (text hash, target, hint).
+type compressCache struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+const compressCacheMax = 4096
+
+func (c *compressCache) key(text string, target int, hint string) string {
+	h := sha256.Sum256([]byte(text))
+	return hex.EncodeToString(h[:]) + fmt.Sprintf("/%d/", target) + hint
+}
+
+func (c *compressCache) get(k string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[k]
+	return v, ok
+}
+
+func (c *compressCache) put(k, v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= compressCacheMax {
+		c.m = map[string]string{} // a full cache starts over: simple and bounded
+	}
+	c.m[k] = v
+}
+
+// RenderForPrompt renders the branch's memory within budgetChars (0: the
+// memory_budget_chars setting): resources, core, recall (summary and the
+// window) and archival hits for taskHint, each within its share. A section
+// over its share is compressed (cached, up to max_compression_iterations
+// rounds) and, if that fails or still overflows, truncated with a visible
+// marker. A section cut to nothing says so.
+func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, budgetChars int) (Rendered, error) {
+	start := time.Now()
+	if budgetChars <= 0 {
+		budgetChars = m.cfg.MemoryBudgetChars
+	}
+	if budgetChars < MinSectionChars*len(sectionShares) {
+		return Rendered{}, fmt.Errorf("%w: RenderForPrompt: budget of %d chars, at least %d", ErrInvalid, budgetChars, MinSectionChars*len(sectionShares))
+	}
+	core, err := m.store.CoreList(ctx, CoreListParams{Branch: branch})
+	if err != nil {
+		return Rendered{}, err
+	}
+	var resources string
+	var rest []CoreEntry
+	for _, e := range core {
+		if e.Key == "RESOURCE_INDEX" {
+			resources = e.Value
+			continue
+		}
+		rest = append(rest, e)
+	}
+	sum, window, err := m.RecallWindow(ctx, branch)
+	if err != nil {
+		return Rendered{}, err
+	}
+	var hits []ArchivalItem
+	if strings.TrimSpace(taskHint) != "" {
+		if hits, err = m.store.ArchivalSearch(ctx, ArchivalSearchParams{Branch: branch, Query: taskHint, K: m.cfg.RetrievalK}); err != nil {
+			return Rendered{}, err
+		}
+	}
+
+	var out Rendered
+	var b strings.Builder
+	carry := 0
+	for i, s := range sectionShares {
+		budget := max(MinSectionChars, int(float64(budgetChars)*s.share)) + carry
+		// Never eat into the minimum of the sections still to come.
+		budget = min(budget, budgetChars-b.Len()-MinSectionChars*(len(sectionShares)-1-i))
+		if i == len(sectionShares)-1 {
+			budget = budgetChars - b.Len() // whatever is left
+		}
+		var title, body string
+		info := SectionInfo{Name: s.name}
+		switch s.name {
+		case SectionResources:
+			title, body = "## Resources", resources
+			if body == "" {
+				body = "(no resource index)"
+			}
+		case SectionCore:
+			title = "## Core memory"
+			limit := min(budget-len(title)-1, m.cfg.CoreMaxChars)
+			body, info.LeftOut = renderCore(rest, limit)
+		case SectionRecall:
+			title, body = "## Recall: summary and recent events", renderRecall(sum, window)
+		case SectionArchival:
+			title = "## Archival memory relevant to: " + oneLine(taskHint, 40)
+			body = renderArchival(hits)
+			if strings.TrimSpace(taskHint) == "" {
+				body = "(no task hint: nothing searched)"
+			}
+		}
+		room := budget - len(title) - 2
+		body, info = m.fit(ctx, body, room, taskHint, info)
+		section := title + "\n" + body + "\n"
+		if len(section) > budget { // only a title longer than its budget
+			section = section[:cutUTF8(section, budget)]
+		}
+		info.Budget, info.Chars = budget, len(section)
+		b.WriteString(section)
+		carry = max(0, budget-len(section))
+		out.Sections = append(out.Sections, info)
+	}
+	out.Text = b.String()
+	m.record(branch, "render", start, len(taskHint), len(out.Text), len(out.Sections), nil)
+	return out, nil
+}
+
+// fit brings body within room: as it is, compressed, or truncated.
+func (m *Memory) fit(ctx context.Context, body string, room int, hint string, info SectionInfo) (string, SectionInfo) {
+	if len(body) <= room {
+		return body, info
+	}
+	if room < 80 {
+		info.Truncated = true
+		return fmt.Sprintf("[section cut to nothing: %d chars, budget %d]", len(body), max(room, 0)), info
+	}
+	if c := m.opts.Compressor; c != nil {
+		text := body
+		for range m.cfg.MaxCompressionIterations {
+			k := m.cache.key(text, room, hint)
+			out, ok := m.cache.get(k)
+			if !ok {
+				var err error
+				out, err = c.Compress(ctx, text, room, hint)
+				if err != nil {
+					m.opts.Logger.Warn("memory compression failed; truncating", "err", err)
+					break
+				}
+				m.cache.put(k, out)
+			}
+			info.Compressed = true
+			if len(out) <= room {
+				return out, info
+			}
+			if len(out) >= len(text) {
+				break // no progress
+			}
+			text = out
+		}
+	}
+	info.Truncated = true
+	suffix := func(keep int) string { return fmt.Sprintf("\n[... truncated: %d of %d chars shown ...]", keep, len(body)) }
+	keep := cutUTF8(body, max(0, room-len(suffix(len(body)))))
+	return body[:keep] + suffix(keep), info
+}
+
+// cutUTF8 moves n back to a rune boundary of s.
+func cutUTF8(s string, n int) int {
+	if n >= len(s) {
+		return len(s)
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return n
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:cutUTF8(s, n)] + "..."
+	}
+	return s
+}
+
+func isPinned(k string) bool {
+	for _, p := range Pinned {
+		if p == k {
+			return true
+		}
+	}
+	return false
+}
+
+// renderCore lists entries within limit: pinned keys first, then by
+// importance, then the newest; over the limit the lowest importance, then
+// the oldest, is left out, and the render says which keys.
+func renderCore(entries []CoreEntry, limit int) (string, []string) {
+	if len(entries) == 0 {
+		return "(empty)", nil
+	}
+	sorted := append([]CoreEntry(nil), entries...)
+	sort.SliceStable(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if pa, pb := isPinned(a.Key), isPinned(b.Key); pa != pb {
+			return pa
+		}
+		if a.Importance != b.Importance {
+			return a.Importance > b.Importance
+		}
+		return a.Seq > b.Seq
+	})
+	lines := make([]string, len(sorted))
+	total := 0
+	for i, e := range sorted {
+		lines[i] = fmt.Sprintf("- %s (importance %d): %s", e.Key, e.Importance, e.Value)
+		total += len(lines[i]) + 1
+	}
+	var left []string
+	for total > limit && len(lines) > 0 {
+		last := len(lines) - 1
+		total -= len(lines[last]) + 1
+		left = append(left, sorted[last].Key)
+		lines = lines[:last]
+		if len(left) == 1 {
+			total += 80 // room for the note
+		}
+	}
+	if len(left) > 0 {
+		sort.Strings(left)
+		lines = append(lines, fmt.Sprintf("[%d core entries left out for budget: %s]", len(left), oneLine(strings.Join(left, ", "), 60)))
+	}
+	return strings.Join(lines, "\n"), left
+}
+
+func renderRecall(sum RecallSummary, window []RecallEvent) string {
+	var b strings.Builder
+	if sum.Text != "" {
+		b.WriteString("Summary of earlier events: " + sum.Text + "\n")
+	}
+	if len(window) == 0 {
+		b.WriteString("(no events)")
+		return b.String()
+	}
+	for _, e := range window {
+		fmt.Fprintf(&b, "- %s %s", e.TS.UTC().Format("2006-01-02T15:04:05Z"), e.Kind)
+		if e.NodeID != "" {
+			fmt.Fprintf(&b, " node=%s", e.NodeID)
+		}
+		if e.Phase != "" {
+			fmt.Fprintf(&b, " phase=%s", e.Phase)
+		}
+		b.WriteString(": " + oneLine(e.Payload, 600) + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func renderArchival(hits []ArchivalItem) string {
+	if len(hits) == 0 {
+		return "(no matching archival memory)"
+	}
+	var b strings.Builder
+	for _, h := range hits {
+		fmt.Fprintf(&b, "- %s", oneLine(h.Text, 2000))
+		if len(h.Tags) > 0 {
+			fmt.Fprintf(&b, " [%s]", strings.Join(h.Tags, ", "))
+		}
+		if h.Count > 1 {
+			fmt.Fprintf(&b, " (seen %d times)", h.Count)
+		}
+		b.WriteByte('\n')
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
