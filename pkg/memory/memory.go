@@ -270,8 +270,8 @@ func (m *Memory) RecallWindow(ctx context.Context, branch string) (RecallSummary
 // Results of the reads of an update, the JSON inside <memory_results>.
 type Results struct {
 	Core           map[string]*string `json:"core_get,omitempty"`
-	ArchivalSearch []ResultItem        `json:"archival_search,omitempty"`
-	RecallSearch   []ResultEvent       `json:"recall_search,omitempty"`
+	ArchivalSearch []ResultItem       `json:"archival_search,omitempty"`
+	RecallSearch   []ResultEvent      `json:"recall_search,omitempty"`
 }
 
 // ResultItem is an archival hit in <memory_results>.

@@ -24,19 +24,19 @@ var (
 
 // Protocol limits.
 const (
-	MaxUpdateBytes   = 256 << 10
-	MaxKeyLen        = 128
-	MaxCoreValueLen  = 16000
-	MaxArchivalLen   = 32 << 10
-	MaxOpsPerUpdate  = 200
-	MaxSearchK       = 50
-	maxTagsPerItem   = 16
-	maxTagLen        = 128
-	openTag          = "<memory_update>"
-	closeTag         = "</memory_update>"
-	resultsOpenTag   = "<memory_results>"
-	resultsCloseTag  = "</memory_results>"
-	defaultSearchK   = 5
+	MaxUpdateBytes  = 256 << 10
+	MaxKeyLen       = 128
+	MaxCoreValueLen = 16000
+	MaxArchivalLen  = 32 << 10
+	MaxOpsPerUpdate = 200
+	MaxSearchK      = 50
+	maxTagsPerItem  = 16
+	maxTagLen       = 128
+	openTag         = "<memory_update>"
+	closeTag        = "</memory_update>"
+	resultsOpenTag  = "<memory_results>"
+	resultsCloseTag = "</memory_results>"
+	defaultSearchK  = 5
 )
 
 // CoreWrite is one core set of an update.

@@ -204,7 +204,9 @@ func (m *Memory) fit(ctx context.Context, body string, room int, hint string, in
 		}
 	}
 	info.Truncated = true
-	suffix := func(keep int) string { return fmt.Sprintf("\n[... truncated: %d of %d chars shown ...]", keep, len(body)) }
+	suffix := func(keep int) string {
+		return fmt.Sprintf("\n[... truncated: %d of %d chars shown ...]", keep, len(body))
+	}
 	keep := cutUTF8(body, max(0, room-len(suffix(len(body)))))
 	return body[:keep] + suffix(keep), info
 }
