@@ -7,7 +7,7 @@ EXAMPLES  := examples/hello/task.json examples/stencil-omp/task.json
 # Where services.sh keeps the servers of `make services-up`.
 SERVICES_DIR ?= $(CURDIR)/.services
 
-.PHONY: help build run test test-go lint bench-queue services-up services-down services-install clean
+.PHONY: help build run test test-go lint bench-queue bench-memory services-up services-down services-install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -31,6 +31,14 @@ lint: ## gofmt and go vet
 
 bench-queue: ## queue benchmark (embedded server, file storage); prints the bench-queue lines
 	$(GO) run ./bench/queue
+
+# The memory traces live beside the repository (../shared/bench); each trace
+# runs in a fresh process against a fresh store.
+BENCH_DIR ?= ../shared/bench
+bench-memory: ## memory benchmark on the base and 10x traces; prints the bench-memory lines
+	$(GO) build -o $(BIN)/bench-memory ./bench/memory
+	$(BIN)/bench-memory -trace base -dir $(BENCH_DIR)
+	$(BIN)/bench-memory -trace 10x -dir $(BENCH_DIR)
 
 services-install: ## install the servers the tests need (Debian packages) if missing
 	scripts/services.sh install

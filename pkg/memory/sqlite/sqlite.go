@@ -105,6 +105,13 @@ func Open(path string, o Options) (*Store, error) {
 	return &Store{db: db, now: o.Now}, nil
 }
 
+// Checkpoint moves the WAL into the database file and truncates the WAL,
+// so that the file's size is the store's size.
+func (s *Store) Checkpoint(ctx context.Context) error {
+	_, err := s.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	return err
+}
+
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 

@@ -1,0 +1,223 @@
+// Command memory is the memory benchmark behind `make bench-memory`: it
+// replays one trace (../shared/bench/memory-trace-<base|10x>.jsonl.gz)
+// against a fresh SQLite store and prints, exactly:
+//
+//	bench-memory trace=<t> store=sqlite op=<op> n=<int> ops_per_s=<f> p50_ms=<f> p95_ms=<f> p99_ms=<f>
+//	bench-memory trace=<t> store=sqlite export=<ok|failed> db_bytes=<int> peak_rss_mb=<f> renders_at_budget=<int> renders_with_archival=<int> search_zero_hits=<int>
+//
+// ops_per_s = n / the sum of the per-op wall times, each op timed alone
+// around the API call. Details (phase times, row counts) go to stderr.
+package main
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/memory/sqlite"
+)
+
+type op struct {
+	Op     string   `json:"op"`
+	Branch string   `json:"branch"`
+	Parent *string  `json:"parent"`
+	Key    string   `json:"key"`
+	Value  string   `json:"value"`
+	Kind   string   `json:"kind"`
+	Text   string   `json:"text"`
+	Tags   []string `json:"tags"`
+	Dup    bool     `json:"dup"`
+	Budget int      `json:"budget_chars"`
+	Hint   string   `json:"task_hint"`
+	K      int      `json:"k"`
+	Query  string   `json:"query"`
+}
+
+var order = []string{"fork", "core_set", "recall_append", "archival_write", "render", "archival_search"}
+
+func main() {
+	trace := flag.String("trace", "base", "base or 10x")
+	dir := flag.String("dir", "../shared/bench", "directory of the trace files")
+	flag.Parse()
+	if err := run(*trace, *dir, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-memory:", err)
+		os.Exit(1)
+	}
+}
+
+func run(trace, dir string, out, log io.Writer) error {
+	f, err := os.Open(filepath.Join(dir, "memory-trace-"+trace+".jsonl.gz"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return err
+	}
+	var ops []op
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var o op
+		if err := json.Unmarshal(sc.Bytes(), &o); err != nil {
+			return fmt.Errorf("trace line %d: %w", len(ops)+1, err)
+		}
+		ops = append(ops, o)
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+
+	tmp, err := os.MkdirTemp("", "hpcq-bench-memory-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	dbPath := filepath.Join(tmp, "memory.sqlite")
+	store, err := sqlite.Open(dbPath, sqlite.Options{})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	m := memory.New(store, memory.Config{}, memory.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	ctx := context.Background()
+
+	lat := map[string][]time.Duration{}
+	phase := map[string]time.Duration{}
+	var atBudget, withArchival, zeroHits, renderChars, renderMax, hitsTotal int
+	for i, o := range ops {
+		ph := "writes"
+		switch o.Op {
+		case "fork":
+			ph = "forks"
+		case "render", "archival_search":
+			ph = "queries"
+		}
+		t0 := time.Now()
+		switch o.Op {
+		case "fork":
+			parent := ""
+			if o.Parent != nil {
+				parent = *o.Parent
+			}
+			_, err = m.Fork(ctx, o.Branch, parent)
+		case "core_set":
+			_, err = m.CoreSet(ctx, memory.CoreSetParams{Branch: o.Branch, Key: o.Key, Value: o.Value})
+		case "recall_append":
+			_, err = m.RecallAppend(ctx, o.Branch, memory.RecallEvent{Kind: o.Kind, Payload: o.Text})
+		case "archival_write":
+			_, _, err = m.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: o.Branch, Text: o.Text, Tags: o.Tags})
+		case "render":
+			var r memory.Rendered
+			r, err = m.RenderForPrompt(ctx, o.Branch, o.Hint, o.Budget)
+			if err == nil {
+				renderChars += len(r.Text)
+				renderMax = max(renderMax, len(r.Text))
+				for _, s := range r.Sections {
+					if s.Truncated || s.Compressed || len(s.LeftOut) > 0 {
+						atBudget++
+						break
+					}
+				}
+				if !strings.Contains(r.Text, "(no matching archival memory)") && !strings.Contains(r.Text, "(no task hint") {
+					withArchival++
+				}
+			}
+		case "archival_search":
+			var hits []memory.ArchivalItem
+			hits, err = m.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: o.Branch, Query: o.Query, K: o.K})
+			hitsTotal += len(hits)
+			if len(hits) == 0 {
+				zeroHits++
+			}
+		default:
+			err = fmt.Errorf("unknown op %q", o.Op)
+		}
+		d := time.Since(t0)
+		if err != nil {
+			return fmt.Errorf("trace op %d (%s on %s): %w", i+1, o.Op, o.Branch, err)
+		}
+		lat[o.Op] = append(lat[o.Op], d)
+		phase[ph] += d
+	}
+	t0 := time.Now()
+	if err := store.Checkpoint(ctx); err != nil {
+		return err
+	}
+	phase["writes"] += time.Since(t0)
+
+	export := "failed"
+	exportErr := fmt.Errorf("export is not built yet")
+	if exportErr == nil {
+		export = "ok"
+	}
+	fi, err := os.Stat(dbPath)
+	if err != nil {
+		return err
+	}
+	for _, name := range order {
+		ds := lat[name]
+		if len(ds) == 0 {
+			continue
+		}
+		var sum time.Duration
+		for _, d := range ds {
+			sum += d
+		}
+		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+		q := func(p float64) float64 {
+			return float64(ds[min(len(ds)-1, int(p*float64(len(ds))))].Microseconds()) / 1000
+		}
+		fmt.Fprintf(out, "bench-memory trace=%s store=sqlite op=%s n=%d ops_per_s=%.1f p50_ms=%.3f p95_ms=%.3f p99_ms=%.3f\n",
+			trace, name, len(ds), float64(len(ds))/sum.Seconds(), q(0.50), q(0.95), q(0.99))
+	}
+	fmt.Fprintf(out, "bench-memory trace=%s store=sqlite export=%s db_bytes=%d peak_rss_mb=%.1f renders_at_budget=%d renders_with_archival=%d search_zero_hits=%d\n",
+		trace, export, fi.Size(), peakRSSMB(), atBudget, withArchival, zeroHits)
+
+	var writes int
+	var writeTime time.Duration
+	for _, name := range []string{"core_set", "recall_append", "archival_write"} {
+		writes += len(lat[name])
+		for _, d := range lat[name] {
+			writeTime += d
+		}
+	}
+	fmt.Fprintf(log, "  phases: forks %v, writes %v (incl. checkpoint), queries %v\n", phase["forks"].Round(time.Millisecond),
+		phase["writes"].Round(time.Millisecond), phase["queries"].Round(time.Millisecond))
+	fmt.Fprintf(log, "  all writes: %d ops, %.1f ops/s\n", writes, float64(writes)/writeTime.Seconds())
+	if n := len(lat["render"]); n > 0 {
+		fmt.Fprintf(log, "  render: mean %d chars, max %d chars\n", renderChars/n, renderMax)
+	}
+	if n := len(lat["archival_search"]); n > 0 {
+		fmt.Fprintf(log, "  search: mean %.2f hits\n", float64(hitsTotal)/float64(n))
+	}
+	fmt.Fprintf(log, "  export: %v\n", exportErr)
+	return nil
+}
+
+func peakRSSMB() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			kb, _ := strconv.Atoi(strings.Fields(l)[1])
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
