@@ -39,6 +39,8 @@ type Store struct {
 	now func() time.Time
 	// scopes caches each branch's scope: branches never change.
 	scopes sync.Map // id -> []scopeEntry
+	// arch indexes the archival texts for scoped BM25 search.
+	arch *archIndex
 }
 
 var _ memory.Store = (*Store)(nil)
@@ -74,10 +76,6 @@ CREATE TABLE IF NOT EXISTS archival (
   fact_hash TEXT NOT NULL, episode_hash TEXT NOT NULL, ts_ms INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS archival_fact ON archival (fact_hash, branch, seq);
 CREATE INDEX IF NOT EXISTS archival_branch ON archival (branch, seq);
-CREATE VIRTUAL TABLE IF NOT EXISTS archival_fts USING fts5 (text, tags, branch, content = 'archival', content_rowid = 'seq');
-CREATE TRIGGER IF NOT EXISTS archival_ai AFTER INSERT ON archival BEGIN
-  INSERT INTO archival_fts (rowid, text, tags, branch) VALUES (new.seq, new.text, new.tags, new.branch);
-END;
 CREATE TABLE IF NOT EXISTS archival_hits (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, target INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS archival_hits_target ON archival_hits (target, branch, seq);
@@ -102,7 +100,50 @@ func Open(path string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("memory/sqlite: schema: %w", err)
 	}
-	return &Store{db: db, now: o.Now}, nil
+	s := &Store{db: db, now: o.Now, arch: newArchIndex()}
+	if err := s.loadIndex(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// loadIndex rebuilds the archival index from the table.
+func (s *Store) loadIndex() error {
+	rows, err := s.db.Query(`SELECT seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms FROM archival ORDER BY seq`)
+	if err != nil {
+		return fmt.Errorf("memory/sqlite: load archival index: %w", err)
+	}
+	for rows.Next() {
+		var it memory.ArchivalItem
+		var tags string
+		var ts int64
+		if err := rows.Scan(&it.Seq, &it.Branch, &it.Text, &tags, &it.Context, &it.FactHash, &it.EpisodeHash, &ts); err != nil {
+			rows.Close()
+			return err
+		}
+		_ = json.Unmarshal([]byte(tags), &it.Tags)
+		it.FirstSeen = fromMS(ts)
+		s.arch.add(it)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	hits, err := s.db.Query(`SELECT target, seq, branch, ts_ms FROM archival_hits ORDER BY seq`)
+	if err != nil {
+		return fmt.Errorf("memory/sqlite: load archival hits: %w", err)
+	}
+	defer hits.Close()
+	for hits.Next() {
+		var target, seq, ts int64
+		var branch string
+		if err := hits.Scan(&target, &seq, &branch, &ts); err != nil {
+			return err
+		}
+		s.arch.addHit(target, seq, branch, fromMS(ts))
+	}
+	return hits.Err()
 }
 
 // Checkpoint moves the WAL into the database file and truncates the WAL,
@@ -315,7 +356,13 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 	if err != nil {
 		return err
 	}
-	return s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
+	type written struct {
+		item memory.ArchivalItem
+		dup  bool
+		seq  int64
+	}
+	var added []written
+	err = s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
 		for _, c := range p.CoreSets {
 			seq, err := next()
 			if err != nil {
@@ -341,12 +388,20 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 			if err != nil {
 				return err
 			}
-			if _, _, err := s.archivalInsert(ctx, tx, seq, sc, a); err != nil {
+			it, dup, err := s.archivalInsert(ctx, tx, seq, sc, a)
+			if err != nil {
 				return err
 			}
+			added = append(added, written{it, dup, seq})
 		}
 		return nil
 	})
+	if err == nil {
+		for _, w := range added {
+			s.indexWrite(w.item, w.dup, w.seq, p.Branch)
+		}
+	}
+	return err
 }
 
 func (s *Store) CoreDelete(ctx context.Context, p memory.CoreKeyParams) error {
@@ -571,20 +626,30 @@ func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams)
 	}
 	var item memory.ArchivalItem
 	dup := false
+	var hitSeq int64
 	err = s.tx(ctx, func(tx *sql.Tx, seq int64) (err error) {
+		hitSeq = seq
 		item, dup, err = s.archivalInsert(ctx, tx, seq, sc, p)
 		return err
 	})
-	if err != nil || !dup {
-		return item, dup, err
-	}
-	counts, err := s.hitCounts(ctx, sc, []int64{item.Seq})
 	if err != nil {
 		return item, dup, err
 	}
-	c := counts[item.Seq]
-	item.Count, item.LastSeen = 1+c.n, maxTime(item.FirstSeen, c.last)
-	return item, true, nil
+	s.indexWrite(item, dup, hitSeq, p.Branch)
+	if dup {
+		item.Count, item.LastSeen = s.arch.counts(sc, item.Seq, item.FirstSeen)
+	}
+	return item, dup, nil
+}
+
+// indexWrite brings the archival index up to a committed write: a new
+// document, or a repeat (hit seq on branch) of item.
+func (s *Store) indexWrite(item memory.ArchivalItem, dup bool, seq int64, branch string) {
+	if dup {
+		s.arch.addHit(item.Seq, seq, branch, fromMS(ms(s.now())))
+		return
+	}
+	s.arch.add(item)
 }
 
 // archivalInsert stores the text, or a repeat of the visible fact.
@@ -619,46 +684,6 @@ FROM archival a JOIN scope ON a.branch = scope.b AND a.seq <= scope.mx WHERE a.f
 	return item, false, err
 }
 
-type hitCount struct {
-	n    int
-	last time.Time
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
-// hitCounts counts the visible repeats of the given items.
-func (s *Store) hitCounts(ctx context.Context, sc []scopeEntry, seqs []int64) (map[int64]hitCount, error) {
-	out := map[int64]hitCount{}
-	if len(seqs) == 0 {
-		return out, nil
-	}
-	w, args := with(sc)
-	ph := strings.TrimSuffix(strings.Repeat("?,", len(seqs)), ",")
-	for _, q := range seqs {
-		args = append(args, q)
-	}
-	rows, err := s.db.QueryContext(ctx, w+`SELECT h.target, COUNT(*), MAX(h.ts_ms) FROM archival_hits h JOIN scope ON h.branch = scope.b AND h.seq <= scope.mx
-WHERE h.target IN (`+ph+`) GROUP BY h.target`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("memory/sqlite: archival hits: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var t, last int64
-		var n int
-		if err := rows.Scan(&t, &n, &last); err != nil {
-			return nil, err
-		}
-		out[t] = hitCount{n: n, last: fromMS(last)}
-	}
-	return out, rows.Err()
-}
-
 // candidateFactor: how many BM25 candidates per result are re-ranked with
 // recency and frequency.
 const candidateFactor = 4
@@ -672,58 +697,14 @@ func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParam
 	if k <= 0 {
 		k = 8
 	}
-	fq := ftsQuery(p.Query)
-	if fq == "" {
-		return nil, nil
-	}
-	w, args := with(sc)
-	var tagFilter strings.Builder
-	for _, t := range p.Tags {
-		tagFilter.WriteString(` AND EXISTS (SELECT 1 FROM json_each(a.tags) WHERE json_each.value = ?)`)
-		_ = t
-	}
-	args = append(args, "("+fq+") AND "+branchFilter(sc))
-	for _, t := range p.Tags {
-		args = append(args, t)
-	}
-	args = append(args, k*candidateFactor)
-	rows, err := s.db.QueryContext(ctx, w+`SELECT a.seq, a.branch, a.text, a.tags, a.context, a.fact_hash, a.episode_hash, a.ts_ms, -bm25(archival_fts)
-FROM archival_fts JOIN archival a ON a.seq = archival_fts.rowid JOIN scope ON a.branch = scope.b AND a.seq <= scope.mx
-WHERE archival_fts MATCH ?`+tagFilter.String()+` ORDER BY archival_fts.rank LIMIT ?`, args...)
-	if err != nil {
-		return nil, fmt.Errorf("memory/sqlite: archival search: %w", err)
-	}
-	var items []memory.ArchivalItem
-	for rows.Next() {
-		var it memory.ArchivalItem
-		var tags string
-		var ts int64
-		if err := rows.Scan(&it.Seq, &it.Branch, &it.Text, &tags, &it.Context, &it.FactHash, &it.EpisodeHash, &ts, &it.BM25); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		_ = json.Unmarshal([]byte(tags), &it.Tags)
-		it.FirstSeen, it.LastSeen, it.Count = fromMS(ts), fromMS(ts), 1
-		items = append(items, it)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	seqs := make([]int64, len(items))
-	for i, it := range items {
-		seqs[i] = it.Seq
-	}
-	counts, err := s.hitCounts(ctx, sc, seqs)
-	if err != nil {
-		return nil, err
-	}
+	cands := s.arch.search(sc, p.Query, p.Tags, k*candidateFactor)
 	now := s.now()
-	for i := range items {
-		c := counts[items[i].Seq]
-		items[i].Count += c.n
-		items[i].LastSeen = maxTime(items[i].LastSeen, c.last)
-		items[i].Score = memory.Rank(items[i].BM25, items[i].LastSeen, items[i].Count, now)
+	items := make([]memory.ArchivalItem, len(cands))
+	for i, c := range cands {
+		it := c.item
+		it.BM25 = c.bm25
+		it.Score = memory.Rank(it.BM25, it.LastSeen, it.Count, now)
+		items[i] = it
 	}
 	sort.SliceStable(items, func(i, j int) bool { return items[i].Score > items[j].Score })
 	if len(items) > k {

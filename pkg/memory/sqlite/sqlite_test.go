@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
@@ -17,4 +18,40 @@ func TestConformance(t *testing.T) {
 		require.NoError(t, err)
 		return s
 	})
+}
+
+// TestReopen: everything survives a reopen, the archival index included.
+func TestReopen(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "memory.sqlite")
+	s, err := sqlite.Open(path, sqlite.Options{})
+	require.NoError(t, err)
+	_, err = s.Fork(ctx, memory.ForkParams{Branch: "root"})
+	require.NoError(t, err)
+	_, err = s.Fork(ctx, memory.ForkParams{Branch: "child", Parent: "root"})
+	require.NoError(t, err)
+	_, _, err = s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "child", Text: "vectorize the inner loop", Tags: []string{"insight"}})
+	require.NoError(t, err)
+	_, err = s.CoreSet(ctx, memory.CoreSetParams{Branch: "root", Key: "k", Value: "v"})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s, err = sqlite.Open(path, sqlite.Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	hits, err := s.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "child", Query: "vectorize", Tags: []string{"insight"}})
+	require.NoError(t, err)
+	require.Len(t, hits, 1)
+	hits, err = s.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "root", Query: "vectorize"})
+	require.NoError(t, err)
+	require.Empty(t, hits)
+	e, ok, err := s.CoreGet(ctx, memory.CoreKeyParams{Branch: "child", Key: "k"})
+	require.NoError(t, err)
+	require.False(t, ok, "written in the root after the child's fork")
+	_ = e
+	_, _, err = s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "child", Text: "Vectorize  the inner loop"})
+	require.NoError(t, err)
+	hits, err = s.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "child", Query: "vectorize"})
+	require.NoError(t, err)
+	require.Equal(t, 2, hits[0].Count, "dedup across a reopen")
 }
