@@ -23,6 +23,8 @@ type archIndex struct {
 	docs     map[int64]*indexedDoc
 	// hits are the repeats of each document, by target seq.
 	hits map[int64][]hitRec
+	// facts lists the documents of each fact hash.
+	facts map[string][]int64
 }
 
 type hitRec struct {
@@ -48,7 +50,7 @@ type indexedDoc struct {
 }
 
 func newArchIndex() *archIndex {
-	return &archIndex{branches: map[string]*branchDocs{}, docs: map[int64]*indexedDoc{}, hits: map[int64][]hitRec{}}
+	return &archIndex{branches: map[string]*branchDocs{}, docs: map[int64]*indexedDoc{}, hits: map[int64][]hitRec{}, facts: map[string][]int64{}}
 }
 
 // tokenize splits text the way unicode61 does: lower-cased runs of
@@ -98,6 +100,7 @@ func (x *archIndex) add(it memory.ArchivalItem) {
 		return
 	}
 	x.docs[seq] = &indexedDoc{length: len(toks), item: it}
+	x.facts[it.FactHash] = append(x.facts[it.FactHash], seq)
 	bd := x.branches[branch]
 	if bd == nil {
 		bd = &branchDocs{lenPrefix: []int{0}, postings: map[string][]posting{}}
@@ -118,6 +121,70 @@ func (x *archIndex) add(it memory.ArchivalItem) {
 		copy(ps[k+1:], ps[k:])
 		ps[k] = posting{seq: seq, tf: n}
 		bd.postings[t] = ps
+	}
+}
+
+// findFact returns the nearest visible document of a fact: in the nearest
+// branch of the scope, the latest.
+func (x *archIndex) findFact(sc []scopeEntry, fact string) (memory.ArchivalItem, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	seqs := x.facts[fact]
+	if len(seqs) == 0 {
+		return memory.ArchivalItem{}, false
+	}
+	for _, e := range sc { // nearest first
+		var best *indexedDoc
+		for _, q := range seqs {
+			d := x.docs[q]
+			if d.item.Branch == e.branch && q <= e.maxSeq && (best == nil || q > best.item.Seq) {
+				best = d
+			}
+		}
+		if best != nil {
+			return best.item, true
+		}
+	}
+	return memory.ArchivalItem{}, false
+}
+
+// remove drops documents added for a transaction that rolled back.
+func (x *archIndex) remove(seqs []int64) {
+	if len(seqs) == 0 {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, seq := range seqs {
+		d, ok := x.docs[seq]
+		if !ok {
+			continue
+		}
+		delete(x.docs, seq)
+		fs := x.facts[d.item.FactHash]
+		for i, q := range fs {
+			if q == seq {
+				x.facts[d.item.FactHash] = append(fs[:i], fs[i+1:]...)
+				break
+			}
+		}
+		bd := x.branches[d.item.Branch]
+		i := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] >= seq })
+		if i < len(bd.seqs) && bd.seqs[i] == seq {
+			bd.seqs = append(bd.seqs[:i], bd.seqs[i+1:]...)
+			bd.lenPrefix = append(bd.lenPrefix[:i+1], bd.lenPrefix[i+2:]...)
+			for j := i + 1; j < len(bd.lenPrefix); j++ {
+				bd.lenPrefix[j] = bd.lenPrefix[j-1] + x.docs[bd.seqs[j-1]].length
+			}
+		}
+		for t, ps := range bd.postings {
+			for k, po := range ps {
+				if po.seq == seq {
+					bd.postings[t] = append(ps[:k], ps[k+1:]...)
+					break
+				}
+			}
+		}
 	}
 }
 

@@ -15,12 +15,14 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
 
+	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite" // the driver
 
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -39,9 +41,34 @@ type Store struct {
 	now func() time.Time
 	// scopes caches each branch's scope: branches never change.
 	scopes sync.Map // id -> []scopeEntry
-	// arch indexes the archival texts for scoped BM25 search.
+	// arch indexes the archival texts for scoped BM25 search and dedup.
 	arch *archIndex
+	// wmu serializes this process's writes; seq is the last seq handed
+	// out. One process writes a file (enforced by a lock file), so the
+	// counter lives in memory and is recovered from the tables at Open.
+	wmu   sync.Mutex
+	seq   int64
+	lock  *os.File
+	stmts map[string]*sql.Stmt
 }
+
+// Statements prepared once: parsing SQL costs more than running it.
+var statements = map[string]string{
+	"branch":   `INSERT INTO branches (id, parent, fork_seq, depth, created_ms) VALUES (?, ?, ?, ?, ?)`,
+	"core":     `INSERT INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	"recall":   `INSERT INTO recall (seq, branch, ts_ms, kind, node_id, phase, payload) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	"summary":  `INSERT INTO recall_summary (seq, branch, text, folded_seq, ts_ms) VALUES (?, ?, ?, ?, ?)`,
+	"archival": `INSERT INTO archival (seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	"hit":      `INSERT INTO archival_hits (seq, branch, target, ts_ms) VALUES (?, ?, ?, ?)`,
+}
+
+// ErrLocked: another process has the store open for writing.
+var ErrLocked = errors.New("memory/sqlite: the store is open for writing by another process")
+
+// lastSeq is the largest seq any table holds.
+const lastSeq = `SELECT MAX(m) FROM (
+  SELECT MAX(fork_seq) AS m FROM branches UNION ALL SELECT MAX(seq) FROM core UNION ALL SELECT MAX(seq) FROM recall
+  UNION ALL SELECT MAX(seq) FROM recall_summary UNION ALL SELECT MAX(seq) FROM archival UNION ALL SELECT MAX(seq) FROM archival_hits)`
 
 var _ memory.Store = (*Store)(nil)
 
@@ -52,8 +79,6 @@ type scopeEntry struct {
 }
 
 const schema = `
-CREATE TABLE IF NOT EXISTS seq (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
-INSERT OR IGNORE INTO seq (id, n) VALUES (1, 0);
 CREATE TABLE IF NOT EXISTS branches (
   id TEXT PRIMARY KEY, parent TEXT NOT NULL, fork_seq INTEGER NOT NULL, depth INTEGER NOT NULL, created_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS core (
@@ -96,16 +121,46 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("memory/sqlite: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(4)
-	if _, err := db.Exec(schema); err != nil {
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("memory/sqlite: schema: %w", err)
+		return nil, fmt.Errorf("memory/sqlite: lock file: %w", err)
 	}
-	s := &Store{db: db, now: o.Now, arch: newArchIndex()}
-	if err := s.loadIndex(); err != nil {
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
 		db.Close()
+		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
+	}
+	s := &Store{db: db, now: o.Now, arch: newArchIndex(), lock: lock, stmts: map[string]*sql.Stmt{}}
+	fail := func(err error) (*Store, error) {
+		s.Close()
 		return nil, err
 	}
+	if _, err := db.Exec(schema); err != nil {
+		return fail(fmt.Errorf("memory/sqlite: schema: %w", err))
+	}
+	var last sql.NullInt64
+	if err := db.QueryRow(lastSeq).Scan(&last); err != nil {
+		return fail(fmt.Errorf("memory/sqlite: last seq: %w", err))
+	}
+	s.seq = last.Int64
+	for name, q := range statements {
+		st, err := db.Prepare(q)
+		if err != nil {
+			return fail(fmt.Errorf("memory/sqlite: prepare %s: %w", name, err))
+		}
+		s.stmts[name] = st
+	}
+	if err := s.loadIndex(); err != nil {
+		return fail(err)
+	}
 	return s, nil
+}
+
+// exec runs a prepared statement in tx.
+func (s *Store) exec(ctx context.Context, tx *sql.Tx, name string, args ...any) error {
+	_, err := tx.StmtContext(ctx, s.stmts[name]).ExecContext(ctx, args...)
+	return err
 }
 
 // loadIndex rebuilds the archival index from the table.
@@ -153,8 +208,17 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 	return err
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the database and releases the write lock.
+func (s *Store) Close() error {
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	err := s.db.Close()
+	if s.lock != nil {
+		s.lock.Close() // releases the flock
+	}
+	return err
+}
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
@@ -181,18 +245,21 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, seq int64) error) er
 }
 
 // txMulti runs fn in one immediate transaction; next hands out seqs.
-// Either everything fn wrote is committed or nothing is.
-func (s *Store) txMulti(ctx context.Context, fn func(tx *sql.Tx, next func() (int64, error)) error) error {
+// Either everything fn wrote is committed or nothing is. onCommit, if
+// set, runs after the commit while writes are still serialized (the
+// archival index is updated there, so a concurrent writer's dedup never
+// misses a committed fact).
+func (s *Store) txMulti(ctx context.Context, fn func(tx *sql.Tx, next func() (int64, error)) error, onCommit ...func()) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("memory/sqlite: begin: %w", err)
 	}
 	defer tx.Rollback()
+	seq := s.seq
 	next := func() (int64, error) {
-		var seq int64
-		if err := tx.QueryRowContext(ctx, `UPDATE seq SET n = n + 1 WHERE id = 1 RETURNING n`).Scan(&seq); err != nil {
-			return 0, fmt.Errorf("memory/sqlite: next seq: %w", err)
-		}
+		seq++
 		return seq, nil
 	}
 	if err := fn(tx, next); err != nil {
@@ -200,6 +267,10 @@ func (s *Store) txMulti(ctx context.Context, fn func(tx *sql.Tx, next func() (in
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("memory/sqlite: commit: %w", err)
+	}
+	s.seq = seq
+	for _, f := range onCommit {
+		f()
 	}
 	return nil
 }
@@ -225,8 +296,7 @@ func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, e
 		// The fork sees every write up to the seq taken now: seq-1 and
 		// before were committed by earlier transactions.
 		b = memory.Branch{ID: p.Branch, Parent: p.Parent, ForkSeq: seq, Depth: depth, Created: fromMS(ms(now))}
-		_, err := tx.ExecContext(ctx, `INSERT INTO branches (id, parent, fork_seq, depth, created_ms) VALUES (?, ?, ?, ?, ?)`,
-			b.ID, b.Parent, b.ForkSeq, b.Depth, ms(now))
+		err := s.exec(ctx, tx, "branch", b.ID, b.Parent, b.ForkSeq, b.Depth, ms(now))
 		if err != nil && strings.Contains(err.Error(), "UNIQUE") {
 			return fmt.Errorf("%w: %q", memory.ErrBranchExists, p.Branch)
 		}
@@ -326,8 +396,7 @@ func (s *Store) coreInsert(ctx context.Context, tx *sql.Tx, seq int64, p memory.
 		e.Expires = fromMS(ms(now.Add(p.TTL)))
 		expires = ms(e.Expires)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, ?, ?, ?, 0, ?)`,
-		seq, p.Branch, p.Key, p.Value, p.Importance, expires, ms(now))
+	err := s.exec(ctx, tx, "core", seq, p.Branch, p.Key, p.Value, p.Importance, expires, 0, ms(now))
 	return e, err
 }
 
@@ -362,6 +431,7 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 		seq  int64
 	}
 	var added []written
+	var pending []int64
 	err = s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
 		for _, c := range p.CoreSets {
 			seq, err := next()
@@ -377,8 +447,7 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, '', 0, 0, 1, ?)`,
-				seq, p.Branch, k, ms(s.now())); err != nil {
+			if err := s.exec(ctx, tx, "core", seq, p.Branch, k, "", 0, 0, 1, ms(s.now())); err != nil {
 				return err
 			}
 		}
@@ -392,14 +461,23 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 			if err != nil {
 				return err
 			}
+			if !dup {
+				// A later item of the same batch must see this one.
+				s.arch.add(it)
+				pending = append(pending, it.Seq)
+			}
 			added = append(added, written{it, dup, seq})
 		}
 		return nil
-	})
-	if err == nil {
+	}, func() {
 		for _, w := range added {
-			s.indexWrite(w.item, w.dup, w.seq, p.Branch)
+			if w.dup {
+				s.indexWrite(w.item, w.dup, w.seq, p.Branch)
+			}
 		}
+	})
+	if err != nil {
+		s.arch.remove(pending) // the batch was rolled back
 	}
 	return err
 }
@@ -412,9 +490,7 @@ func (s *Store) CoreDelete(ctx context.Context, p memory.CoreKeyParams) error {
 		return err
 	}
 	return s.tx(ctx, func(tx *sql.Tx, seq int64) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, '', 0, 0, 1, ?)`,
-			seq, p.Branch, p.Key, ms(s.now()))
-		return err
+		return s.exec(ctx, tx, "core", seq, p.Branch, p.Key, "", 0, 0, 1, ms(s.now()))
 	})
 }
 
@@ -490,9 +566,7 @@ func (s *Store) RecallAppend(ctx context.Context, p memory.RecallAppendParams) (
 	ev.TS = fromMS(ms(ev.TS))
 	err := s.tx(ctx, func(tx *sql.Tx, seq int64) error {
 		ev.Seq = seq
-		_, err := tx.ExecContext(ctx, `INSERT INTO recall (seq, branch, ts_ms, kind, node_id, phase, payload) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			seq, ev.Branch, ms(ev.TS), ev.Kind, ev.NodeID, ev.Phase, ev.Payload)
-		return err
+		return s.exec(ctx, tx, "recall", seq, ev.Branch, ms(ev.TS), ev.Kind, ev.NodeID, ev.Phase, ev.Payload)
 	})
 	return ev, err
 }
@@ -608,9 +682,7 @@ func (s *Store) RecallSummarySet(ctx context.Context, p memory.RecallSummarySetP
 		return err
 	}
 	return s.tx(ctx, func(tx *sql.Tx, seq int64) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO recall_summary (seq, branch, text, folded_seq, ts_ms) VALUES (?, ?, ?, ?, ?)`,
-			seq, p.Branch, p.Summary.Text, p.Summary.FoldedSeq, ms(s.now()))
-		return err
+		return s.exec(ctx, tx, "summary", seq, p.Branch, p.Summary.Text, p.Summary.FoldedSeq, ms(s.now()))
 	})
 }
 
@@ -627,15 +699,14 @@ func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams)
 	var item memory.ArchivalItem
 	dup := false
 	var hitSeq int64
-	err = s.tx(ctx, func(tx *sql.Tx, seq int64) (err error) {
-		hitSeq = seq
-		item, dup, err = s.archivalInsert(ctx, tx, seq, sc, p)
+	err = s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) (err error) {
+		hitSeq, _ = next()
+		item, dup, err = s.archivalInsert(ctx, tx, hitSeq, sc, p)
 		return err
-	})
+	}, func() { s.indexWrite(item, dup, hitSeq, p.Branch) })
 	if err != nil {
 		return item, dup, err
 	}
-	s.indexWrite(item, dup, hitSeq, p.Branch)
 	if dup {
 		item.Count, item.LastSeen = s.arch.counts(sc, item.Seq, item.FirstSeen)
 	}
@@ -654,33 +725,21 @@ func (s *Store) indexWrite(item memory.ArchivalItem, dup bool, seq int64, branch
 
 // archivalInsert stores the text, or a repeat of the visible fact.
 func (s *Store) archivalInsert(ctx context.Context, tx *sql.Tx, seq int64, sc []scopeEntry, p memory.ArchivalWriteParams) (memory.ArchivalItem, bool, error) {
+	fact := memory.FactHash(p.Text)
+	now := s.now()
+	// Writes are serialized and the index is current with every commit,
+	// so the visible copy of the fact, if any, is in the index.
+	if prev, ok := s.arch.findFact(sc, fact); ok {
+		return prev, true, s.exec(ctx, tx, "hit", seq, p.Branch, prev.Seq, ms(now))
+	}
 	tags := p.Tags
 	if tags == nil {
 		tags = []string{}
 	}
 	tagsJSON, _ := json.Marshal(tags)
-	fact := memory.FactHash(p.Text)
-	now := s.now()
-	var item memory.ArchivalItem
-	w, args := with(sc)
-	var first int64
-	var tagText string
-	err := tx.QueryRowContext(ctx, w+`SELECT a.seq, a.branch, a.text, a.tags, a.context, a.episode_hash, a.ts_ms
-FROM archival a JOIN scope ON a.branch = scope.b AND a.seq <= scope.mx WHERE a.fact_hash = ? ORDER BY scope.d ASC, a.seq DESC LIMIT 1`,
-		append(args, fact)...).Scan(&item.Seq, &item.Branch, &item.Text, &tagText, &item.Context, &item.EpisodeHash, &first)
-	switch {
-	case err == nil:
-		_ = json.Unmarshal([]byte(tagText), &item.Tags)
-		item.FactHash, item.FirstSeen = fact, fromMS(first)
-		_, err = tx.ExecContext(ctx, `INSERT INTO archival_hits (seq, branch, target, ts_ms) VALUES (?, ?, ?, ?)`, seq, p.Branch, item.Seq, ms(now))
-		return item, true, err
-	case !errors.Is(err, sql.ErrNoRows):
-		return item, false, err
-	}
-	item = memory.ArchivalItem{Seq: seq, Branch: p.Branch, Text: p.Text, Tags: tags, Context: p.Context, FactHash: fact,
+	item := memory.ArchivalItem{Seq: seq, Branch: p.Branch, Text: p.Text, Tags: tags, Context: p.Context, FactHash: fact,
 		EpisodeHash: memory.EpisodeHash(fact, p.Branch, p.Context), Count: 1, FirstSeen: fromMS(ms(now)), LastSeen: fromMS(ms(now))}
-	_, err = tx.ExecContext(ctx, `INSERT INTO archival (seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, ms(now))
+	err := s.exec(ctx, tx, "archival", seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, ms(now))
 	return item, false, err
 }
 

@@ -55,3 +55,17 @@ func TestReopen(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, hits[0].Count, "dedup across a reopen")
 }
+
+// TestOneWriterProcess: a second Open of the same file is refused while
+// the first is open, and allowed after it closes.
+func TestOneWriterProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "memory.sqlite")
+	s, err := sqlite.Open(path, sqlite.Options{})
+	require.NoError(t, err)
+	_, err = sqlite.Open(path, sqlite.Options{})
+	require.ErrorIs(t, err, sqlite.ErrLocked)
+	require.NoError(t, s.Close())
+	s, err = sqlite.Open(path, sqlite.Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+}
