@@ -14,13 +14,15 @@ import (
 // Config holds the memory settings; the json names are the keys of the
 // seed's `memory:` section. Every field has a default (Defaults).
 type Config struct {
-	CoreMaxChars             int  `json:"core_max_chars"`
-	RecallMaxEvents          int  `json:"recall_max_events"`
-	RetrievalK               int  `json:"retrieval_k"`
-	RedactSecrets            bool `json:"redact_secrets"`
-	MemoryBudgetChars        int  `json:"memory_budget_chars"`
-	MaxCompressionIterations int  `json:"max_compression_iterations"`
-	MaxMemoryReadRounds      int  `json:"max_memory_read_rounds"`
+	CoreMaxChars    int `json:"core_max_chars"`
+	RecallMaxEvents int `json:"recall_max_events"`
+	RetrievalK      int `json:"retrieval_k"`
+	// RedactSecrets defaults to on: nil means true, so a zero Config never
+	// stores secrets.
+	RedactSecrets            *bool `json:"redact_secrets"`
+	MemoryBudgetChars        int   `json:"memory_budget_chars"`
+	MaxCompressionIterations int   `json:"max_compression_iterations"`
+	MaxMemoryReadRounds      int   `json:"max_memory_read_rounds"`
 	// SectionBudgets by section name (the seed's section_budgets).
 	SectionBudgets map[string]int `json:"section_budgets"`
 }
@@ -28,12 +30,15 @@ type Config struct {
 // Defaults are the seed's defaults.
 func Defaults() Config {
 	return Config{
-		CoreMaxChars: 16000, RecallMaxEvents: 20, RetrievalK: 8, RedactSecrets: true,
+		CoreMaxChars: 16000, RecallMaxEvents: 20, RetrievalK: 8, RedactSecrets: Bool(true),
 		MemoryBudgetChars: 24000, MaxCompressionIterations: 3, MaxMemoryReadRounds: 2,
 		SectionBudgets: map[string]int{"idea_summary": 9600, "idea_section_limit": 4800, "phase0_summary": 5000,
 			"archival_snippet": 3000, "results": 4000},
 	}
 }
+
+// Bool returns a pointer to v, for Config.RedactSecrets.
+func Bool(v bool) *bool { return &v }
 
 // Summarizer folds an event that left the recall window into a branch's
 // running summary (the LLM does it; tests use a double).
@@ -92,6 +97,9 @@ func New(store Store, cfg Config, opts Options) *Memory {
 	if cfg.SectionBudgets == nil {
 		cfg.SectionBudgets = d.SectionBudgets
 	}
+	if cfg.RedactSecrets == nil {
+		cfg.RedactSecrets = d.RedactSecrets
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -108,7 +116,7 @@ func (m *Memory) Store() Store { return m.store }
 func (m *Memory) Config() Config { return m.cfg }
 
 func (m *Memory) redact(s string) string {
-	if m.cfg.RedactSecrets {
+	if *m.cfg.RedactSecrets {
 		return Redact(s)
 	}
 	return s

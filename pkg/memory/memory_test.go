@@ -206,7 +206,7 @@ func TestRecallFoldAndFallback(t *testing.T) {
 
 func TestSecretsRedactedBeforeStorage(t *testing.T) {
 	ctx := context.Background()
-	m := newMemory(t, memory.Config{RedactSecrets: true}, memory.Options{})
+	m := newMemory(t, memory.Config{}, memory.Options{}) // redaction is on by default
 	_, err := m.CoreSet(ctx, memory.CoreSetParams{Branch: "root", Key: "env", Value: "OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwx"})
 	require.NoError(t, err)
 	e, _, err := m.CoreGet(ctx, "root", "env")
@@ -253,4 +253,14 @@ func FuzzParseReply(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestRedactionCanBeTurnedOff(t *testing.T) {
+	ctx := context.Background()
+	m := newMemory(t, memory.Config{RedactSecrets: memory.Bool(false)}, memory.Options{})
+	_, err := m.CoreSet(ctx, memory.CoreSetParams{Branch: "root", Key: "k", Value: "password=hunter2"})
+	require.NoError(t, err)
+	e, _, err := m.CoreGet(ctx, "root", "k")
+	require.NoError(t, err)
+	require.Equal(t, "password=hunter2", e.Value)
 }

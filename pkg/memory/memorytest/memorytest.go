@@ -59,6 +59,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 		{"ArchivalDedup", testArchivalDedup},
 		{"ArchivalTags", testArchivalTags},
 		{"ConcurrentWriters", testConcurrent},
+		{"ApplyAtomic", testApply},
 		{"Invalid", testInvalid},
 	}
 	for _, c := range cases {
@@ -451,4 +452,37 @@ func testInvalid(t *testing.T, s memory.Store, _ *Clock) {
 	require.ErrorIs(t, err, memory.ErrInvalid)
 	_, err = s.Fork(ctx, memory.ForkParams{})
 	require.ErrorIs(t, err, memory.ErrInvalid)
+}
+
+// testApply: a batch lands whole (a fact repeated inside it is stored
+// once), and a batch with an invalid write lands not at all.
+func testApply(t *testing.T, s memory.Store, _ *Clock) {
+	ctx := context.Background()
+	fork(t, s, "root", "")
+	set(t, s, "root", "old", "x")
+	require.NoError(t, s.Apply(ctx, memory.ApplyParams{Branch: "root",
+		CoreSets:    []memory.CoreSetParams{{Key: "a", Value: "1"}, {Key: "b", Value: "2", Importance: 5}},
+		CoreDeletes: []string{"old"},
+		Archival:    []memory.ArchivalWriteParams{{Text: "batch fact one"}, {Text: "Batch  fact ONE"}, {Text: "batch fact two"}}}))
+	v, _ := get(t, s, "root", "a")
+	require.Equal(t, "1", v)
+	_, ok := get(t, s, "root", "old")
+	require.False(t, ok)
+	hits := search(t, s, "root", "batch")
+	require.Len(t, hits, 2)
+	for _, h := range hits {
+		if h.Text == "batch fact one" {
+			require.Equal(t, 2, h.Count)
+		}
+	}
+
+	err := s.Apply(ctx, memory.ApplyParams{Branch: "root",
+		CoreSets: []memory.CoreSetParams{{Key: "c", Value: "3"}, {Key: "", Value: "bad"}},
+		Archival: []memory.ArchivalWriteParams{{Text: "must not land"}}})
+	require.ErrorIs(t, err, memory.ErrInvalid)
+	_, ok = get(t, s, "root", "c")
+	require.False(t, ok)
+	require.Empty(t, search(t, s, "root", "land"))
+	err = s.Apply(ctx, memory.ApplyParams{Branch: "nope", CoreSets: []memory.CoreSetParams{{Key: "c", Value: "3"}}})
+	require.ErrorIs(t, err, memory.ErrNoBranch)
 }
