@@ -25,3 +25,17 @@ func TestRedact(t *testing.T) {
 	}
 	require.False(t, strings.Contains(Redact("api_key='k-123456'"), "k-123456"))
 }
+
+// FuzzRedact: redaction never panics, is idempotent, and leaves no
+// OpenAI-style key behind.
+func FuzzRedact(f *testing.F) {
+	for _, s := range []string{"sk-abcdefghijklmnopqrstu", "password=x", "Bearer abcdefghij", "nats://u:p@h", "plain text"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r := Redact(s)
+		if Redact(r) != r {
+			t.Fatalf("not idempotent: %q -> %q -> %q", s, r, Redact(r))
+		}
+	})
+}
