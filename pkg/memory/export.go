@@ -1,0 +1,235 @@
+package memory
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Export file names, as the seed names them.
+const (
+	ExportMarkdown  = "final_memory_for_paper.md"
+	ExportJSON      = "final_memory_for_paper.json"
+	ResourceSnapshot = "resource_snapshot.json"
+)
+
+// ExportParams name the run's root branch, the best branch, and where the
+// files go.
+type ExportParams struct {
+	Root string
+	Best string
+	Dir  string
+}
+
+// ExportEvent is a recall event in the export.
+type ExportEvent struct {
+	Seq     int64     `json:"seq"`
+	TS      time.Time `json:"ts"`
+	Branch  string    `json:"branch"`
+	Kind    string    `json:"kind"`
+	NodeID  string    `json:"node_id,omitempty"`
+	Phase   string    `json:"phase,omitempty"`
+	Payload string    `json:"payload"`
+}
+
+// ExportError is an error met on the best branch's path and the event
+// that came after it in the same phase without failing, if any.
+type ExportError struct {
+	Error   ExportEvent  `json:"error"`
+	FixedBy *ExportEvent `json:"fixed_by"`
+}
+
+// Exported is the content of final_memory_for_paper.json.
+type Exported struct {
+	Root          string            `json:"root"`
+	Best          string            `json:"best"`
+	Generated     time.Time         `json:"generated"`
+	IdeaSummary   string            `json:"idea_summary"`
+	Phase0Summary string            `json:"phase0_summary"`
+	Path          []string          `json:"path"`
+	Core          map[string]string `json:"core"`
+	RecallSummary string            `json:"recall_summary,omitempty"`
+	Decisions     []ExportEvent     `json:"decisions"`
+	Results       []ExportEvent     `json:"results"`
+	Errors        []ExportError     `json:"errors"`
+}
+
+func isFailure(kind string) bool {
+	return kind == "error_encountered" || strings.HasSuffix(kind, "_failed")
+}
+
+func isResult(kind string) bool {
+	switch kind {
+	case "node_result", "metric_extracted", "execution_result", "run_complete", "phase_complete":
+		return true
+	}
+	return false
+}
+
+// Export writes final_memory_for_paper.md and .json for the best branch
+// (its path from the root, the decisions and results along it, the errors
+// met and what followed them) and resource_snapshot.json (the
+// RESOURCE_INDEX core entry, or an empty object).
+func (m *Memory) Export(ctx context.Context, p ExportParams) (Exported, error) {
+	start := time.Now()
+	e, err := m.export(ctx, p)
+	m.record(p.Best, "export", start, 0, 0, len(e.Decisions), err)
+	return e, err
+}
+
+func (m *Memory) export(ctx context.Context, p ExportParams) (Exported, error) {
+	out := Exported{Root: p.Root, Best: p.Best, Generated: m.opts.Now().UTC(), Core: map[string]string{},
+		Decisions: []ExportEvent{}, Results: []ExportEvent{}, Errors: []ExportError{}}
+	// The path from the root to the best branch.
+	for cur := p.Best; cur != ""; {
+		b, err := m.store.BranchGet(ctx, cur)
+		if err != nil {
+			return out, err
+		}
+		out.Path = append([]string{cur}, out.Path...)
+		if cur == p.Root {
+			break
+		}
+		cur = b.Parent
+	}
+	if len(out.Path) == 0 || out.Path[0] != p.Root {
+		return out, fmt.Errorf("%w: export: %q does not descend from %q", ErrInvalid, p.Best, p.Root)
+	}
+	core, err := m.store.CoreList(ctx, CoreListParams{Branch: p.Best})
+	if err != nil {
+		return out, err
+	}
+	var resources string
+	for _, c := range core {
+		out.Core[c.Key] = c.Value
+		switch c.Key {
+		case "IDEA_SUMMARY":
+			out.IdeaSummary = c.Value
+		case "PHASE0_SUMMARY":
+			out.Phase0Summary = c.Value
+		case "RESOURCE_INDEX":
+			resources = c.Value
+		}
+	}
+	sum, err := m.store.RecallSummaryGet(ctx, p.Best)
+	if err != nil {
+		return out, err
+	}
+	out.RecallSummary = sum.Text
+	evs, _, err := m.store.RecallList(ctx, RecallListParams{Branch: p.Best})
+	if err != nil {
+		return out, err
+	}
+	for i, ev := range evs {
+		x := ExportEvent{Seq: ev.Seq, TS: ev.TS, Branch: ev.Branch, Kind: ev.Kind, NodeID: ev.NodeID, Phase: ev.Phase, Payload: ev.Payload}
+		out.Decisions = append(out.Decisions, x)
+		if isResult(ev.Kind) {
+			out.Results = append(out.Results, x)
+		}
+		if isFailure(ev.Kind) {
+			fe := ExportError{Error: x}
+			for _, next := range evs[i+1:] {
+				if !isFailure(next.Kind) && (ev.Phase == "" || next.Phase == ev.Phase) {
+					y := ExportEvent{Seq: next.Seq, TS: next.TS, Branch: next.Branch, Kind: next.Kind, NodeID: next.NodeID, Phase: next.Phase, Payload: next.Payload}
+					fe.FixedBy = &y
+					break
+				}
+			}
+			out.Errors = append(out.Errors, fe)
+		}
+	}
+	if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		return out, err
+	}
+	data, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return out, err
+	}
+	if err := writeFile(filepath.Join(p.Dir, ExportJSON), append(data, '\n')); err != nil {
+		return out, err
+	}
+	if err := writeFile(filepath.Join(p.Dir, ExportMarkdown), []byte(exportMarkdown(out))); err != nil {
+		return out, err
+	}
+	snap := []byte("{}\n")
+	if resources != "" {
+		if json.Valid([]byte(resources)) {
+			snap = []byte(resources + "\n")
+		} else {
+			snap, _ = json.Marshal(map[string]string{"resource_index": resources})
+		}
+	}
+	return out, writeFile(filepath.Join(p.Dir, ResourceSnapshot), snap)
+}
+
+// writeFile writes atomically: a reader never sees half a file.
+func writeFile(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func exportMarkdown(e Exported) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Final memory: branch %s\n\n", e.Best)
+	fmt.Fprintf(&b, "Path from the root: %s\n\n", strings.Join(e.Path, " -> "))
+	section := func(title, body string) {
+		if strings.TrimSpace(body) == "" {
+			body = "(none)"
+		}
+		fmt.Fprintf(&b, "## %s\n\n%s\n\n", title, body)
+	}
+	section("Idea", e.IdeaSummary)
+	section("Plan (Phase 0)", e.Phase0Summary)
+	section("Summary of earlier events", e.RecallSummary)
+	line := func(x ExportEvent) string {
+		s := fmt.Sprintf("- %s `%s`", x.TS.Format("2006-01-02 15:04:05"), x.Kind)
+		if x.NodeID != "" {
+			s += " node " + x.NodeID
+		}
+		return s + ": " + oneLine(x.Payload, 400)
+	}
+	var res []string
+	for _, x := range e.Results {
+		res = append(res, line(x))
+	}
+	section("Results", strings.Join(res, "\n"))
+	var errs []string
+	for _, x := range e.Errors {
+		s := line(x.Error)
+		if x.FixedBy != nil {
+			s += "\n  - then: " + strings.TrimPrefix(line(*x.FixedBy), "- ")
+		} else {
+			s += "\n  - not resolved on this path"
+		}
+		errs = append(errs, s)
+	}
+	section("Errors met and what followed", strings.Join(errs, "\n"))
+	var dec []string
+	for _, x := range e.Decisions {
+		dec = append(dec, line(x))
+	}
+	section("Decisions along the path", strings.Join(dec, "\n"))
+	var core []string
+	for _, k := range sortedKeys(e.Core) {
+		core = append(core, fmt.Sprintf("- %s: %s", k, oneLine(e.Core[k], 400)))
+	}
+	section("Core memory", strings.Join(core, "\n"))
+	return b.String()
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
