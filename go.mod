@@ -9,6 +9,7 @@ require (
 	github.com/nats-io/nkeys v0.4.16
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/sys v0.49.0
+	gopkg.in/yaml.v3 v3.0.1
 	modernc.org/sqlite v1.60.1
 )
 
