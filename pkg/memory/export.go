@@ -13,8 +13,8 @@ import (
 
 // Export file names, as the seed names them.
 const (
-	ExportMarkdown  = "final_memory_for_paper.md"
-	ExportJSON      = "final_memory_for_paper.json"
+	ExportMarkdown   = "final_memory_for_paper.md"
+	ExportJSON       = "final_memory_for_paper.json"
 	ResourceSnapshot = "resource_snapshot.json"
 )
 
