@@ -241,7 +241,7 @@ func (m *Memory) fold(ctx context.Context, branch string) error {
 		return err
 	}
 	for {
-		oldest, total, err := m.store.RecallList(ctx, RecallListParams{Branch: branch, AfterSeq: sum.FoldedSeq, Limit: 1})
+		oldest, total, err := m.store.RecallList(ctx, RecallListParams{Branch: branch, AfterSeq: sum.FoldedSeq, Limit: 1, Total: true})
 		if err != nil {
 			return err
 		}

@@ -112,6 +112,9 @@ type (
 		// Limit of events; Newest takes them from the end.
 		Limit  int
 		Newest bool
+		// Total asks for the number of visible events after AfterSeq in
+		// all (otherwise RecallList returns 0 for it).
+		Total bool
 	}
 	RecallSearchParams struct {
 		Branch string
@@ -161,8 +164,8 @@ type Store interface {
 	CoreList(ctx context.Context, p CoreListParams) ([]CoreEntry, error)
 
 	RecallAppend(ctx context.Context, p RecallAppendParams) (RecallEvent, error)
-	// RecallList returns visible events in seq order, and how many visible
-	// events there are after AfterSeq in all.
+	// RecallList returns visible events in seq order and, with Total, how
+	// many visible events there are after AfterSeq in all.
 	RecallList(ctx context.Context, p RecallListParams) ([]RecallEvent, int, error)
 	RecallSearch(ctx context.Context, p RecallSearchParams) ([]RecallEvent, error)
 	RecallSummaryGet(ctx context.Context, branch string) (RecallSummary, error)

@@ -591,11 +591,13 @@ func (s *Store) RecallList(ctx context.Context, p memory.RecallListParams) ([]me
 	if err != nil {
 		return nil, 0, err
 	}
-	w, args := with(sc)
-	var total int
-	if err := s.db.QueryRowContext(ctx, w+`SELECT COUNT(*) FROM recall JOIN scope ON recall.branch = scope.b AND recall.seq <= scope.mx WHERE recall.seq > ?`,
-		append(args, p.AfterSeq)...).Scan(&total); err != nil {
-		return nil, 0, fmt.Errorf("memory/sqlite: recall count: %w", err)
+	total := 0
+	if p.Total {
+		w, args := with(sc)
+		if err := s.db.QueryRowContext(ctx, w+`SELECT COUNT(*) FROM recall JOIN scope ON recall.branch = scope.b AND recall.seq <= scope.mx WHERE recall.seq > ?`,
+			append(args, p.AfterSeq)...).Scan(&total); err != nil {
+			return nil, 0, fmt.Errorf("memory/sqlite: recall count: %w", err)
+		}
 	}
 	order := "ASC"
 	if p.Newest {
@@ -605,6 +607,7 @@ func (s *Store) RecallList(ctx context.Context, p memory.RecallListParams) ([]me
 	if limit <= 0 {
 		limit = -1
 	}
+	w, args := with(sc)
 	rows, err := s.db.QueryContext(ctx, w+`SELECT recall.seq, recall.branch, recall.ts_ms, recall.kind, recall.node_id, recall.phase, recall.payload
 FROM recall JOIN scope ON recall.branch = scope.b AND recall.seq <= scope.mx WHERE recall.seq > ? ORDER BY recall.seq `+order+` LIMIT ?`,
 		append(args, p.AfterSeq, limit)...)
