@@ -71,6 +71,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 			c.fn(t, s, clock)
 		})
 	}
+	t.Run("Model", func(t *testing.T) { ExerciseModel(t, newStore) })
 }
 
 func fork(t *testing.T, s memory.Store, id, parent string) memory.Branch {
