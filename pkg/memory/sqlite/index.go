@@ -2,35 +2,26 @@ package sqlite
 
 import (
 	"math"
-	"time"
-
-	"github.com/hpcq/hpcq/pkg/memory"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
+
+	"github.com/hpcq/hpcq/pkg/memory"
 )
 
-// archIndex is an in-memory inverted index of the archival texts, kept per
-// branch and ordered by seq, so that a search reads only what the reader's
-// scope can see: for each (branch, max seq) of the scope, a binary search
-// bounds the postings. BM25 statistics (document count, average length,
-// document frequencies) are those of the visible set. The index is a cache
-// of the archival table: rebuilt at Open, updated after each commit.
-type archIndex struct {
+// textIndex is an in-memory inverted index of texts, kept per branch and
+// ordered by seq, so that a search reads only what the reader's scope can
+// see: for each (branch, max seq) of the scope, a binary search bounds the
+// postings. BM25 statistics (document count, average length, document
+// frequencies) are those of the visible set. It is a cache of a table:
+// rebuilt at Open, updated under the write lock with each commit. T is the
+// stored row returned by searches.
+type textIndex[T any] struct {
 	mu       sync.RWMutex
 	branches map[string]*branchDocs
-	docs     map[int64]*indexedDoc
-	// hits are the repeats of each document, by target seq.
-	hits map[int64][]hitRec
-	// facts lists the documents of each fact hash.
-	facts map[string][]int64
-}
-
-type hitRec struct {
-	seq    int64
-	branch string
-	ts     time.Time
+	docs     map[int64]*indexedDoc[T]
 }
 
 type branchDocs struct {
@@ -44,13 +35,15 @@ type posting struct {
 	tf  int32
 }
 
-type indexedDoc struct {
+type indexedDoc[T any] struct {
+	branch string
 	length int
-	item   memory.ArchivalItem // as stored; Count, LastSeen, BM25, Score unset
+	tags   []string
+	item   T
 }
 
-func newArchIndex() *archIndex {
-	return &archIndex{branches: map[string]*branchDocs{}, docs: map[int64]*indexedDoc{}, hits: map[int64][]hitRec{}, facts: map[string][]int64{}}
+func newTextIndex[T any]() *textIndex[T] {
+	return &textIndex[T]{branches: map[string]*branchDocs{}, docs: map[int64]*indexedDoc[T]{}}
 }
 
 // tokenize splits text the way unicode61 does: lower-cased runs of
@@ -59,48 +52,18 @@ func tokenize(text string) []string {
 	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 }
 
-// addHit records a committed repeat of target.
-func (x *archIndex) addHit(target, seq int64, branch string, ts time.Time) {
-	x.mu.Lock()
-	x.hits[target] = append(x.hits[target], hitRec{seq: seq, branch: branch, ts: ts})
-	x.mu.Unlock()
-}
-
-// counts returns, for a document, its repeats visible in the scope: count
-// (the first write included) and last seen.
-func (x *archIndex) counts(sc []scopeEntry, seq int64, first time.Time) (int, time.Time) {
-	n, last := 1, first
-	for _, h := range x.hits[seq] {
-		for _, e := range sc {
-			if h.branch == e.branch && h.seq <= e.maxSeq {
-				n++
-				if h.ts.After(last) {
-					last = h.ts
-				}
-				break
-			}
-		}
+// add indexes a document; the caller holds x.mu. Concurrent writers may
+// commit out of seq order, so it inserts in place.
+func (x *textIndex[T]) add(seq int64, branch, text string, tags []string, item T) {
+	if _, ok := x.docs[seq]; ok {
+		return
 	}
-	return n, last
-}
-
-// add indexes a committed document. Concurrent writers may commit out of
-// seq order, so it inserts in place.
-func (x *archIndex) add(it memory.ArchivalItem) {
-	seq, branch := it.Seq, it.Branch
-	it.Count, it.LastSeen, it.BM25, it.Score = 0, time.Time{}, 0, 0
-	toks := tokenize(it.Text)
+	toks := tokenize(text)
 	tf := map[string]int32{}
 	for _, t := range toks {
 		tf[t]++
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if _, ok := x.docs[seq]; ok {
-		return
-	}
-	x.docs[seq] = &indexedDoc{length: len(toks), item: it}
-	x.facts[it.FactHash] = append(x.facts[it.FactHash], seq)
+	x.docs[seq] = &indexedDoc[T]{branch: branch, length: len(toks), tags: tags, item: item}
 	bd := x.branches[branch]
 	if bd == nil {
 		bd = &branchDocs{lenPrefix: []int{0}, postings: map[string][]posting{}}
@@ -124,65 +87,27 @@ func (x *archIndex) add(it memory.ArchivalItem) {
 	}
 }
 
-// findFact returns the nearest visible document of a fact: in the nearest
-// branch of the scope, the latest.
-func (x *archIndex) findFact(sc []scopeEntry, fact string) (memory.ArchivalItem, bool) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	seqs := x.facts[fact]
-	if len(seqs) == 0 {
-		return memory.ArchivalItem{}, false
-	}
-	for _, e := range sc { // nearest first
-		var best *indexedDoc
-		for _, q := range seqs {
-			d := x.docs[q]
-			if d.item.Branch == e.branch && q <= e.maxSeq && (best == nil || q > best.item.Seq) {
-				best = d
-			}
-		}
-		if best != nil {
-			return best.item, true
-		}
-	}
-	return memory.ArchivalItem{}, false
-}
-
-// remove drops documents added for a transaction that rolled back.
-func (x *archIndex) remove(seqs []int64) {
-	if len(seqs) == 0 {
+// remove drops documents; the caller holds x.mu.
+func (x *textIndex[T]) remove(seq int64) {
+	d, ok := x.docs[seq]
+	if !ok {
 		return
 	}
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, seq := range seqs {
-		d, ok := x.docs[seq]
-		if !ok {
-			continue
+	delete(x.docs, seq)
+	bd := x.branches[d.branch]
+	i := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] >= seq })
+	if i < len(bd.seqs) && bd.seqs[i] == seq {
+		bd.seqs = append(bd.seqs[:i], bd.seqs[i+1:]...)
+		bd.lenPrefix = bd.lenPrefix[:len(bd.seqs)+1]
+		for j := i + 1; j < len(bd.lenPrefix); j++ {
+			bd.lenPrefix[j] = bd.lenPrefix[j-1] + x.docs[bd.seqs[j-1]].length
 		}
-		delete(x.docs, seq)
-		fs := x.facts[d.item.FactHash]
-		for i, q := range fs {
-			if q == seq {
-				x.facts[d.item.FactHash] = append(fs[:i], fs[i+1:]...)
+	}
+	for t, ps := range bd.postings {
+		for k, po := range ps {
+			if po.seq == seq {
+				bd.postings[t] = append(ps[:k], ps[k+1:]...)
 				break
-			}
-		}
-		bd := x.branches[d.item.Branch]
-		i := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] >= seq })
-		if i < len(bd.seqs) && bd.seqs[i] == seq {
-			bd.seqs = append(bd.seqs[:i], bd.seqs[i+1:]...)
-			bd.lenPrefix = append(bd.lenPrefix[:i+1], bd.lenPrefix[i+2:]...)
-			for j := i + 1; j < len(bd.lenPrefix); j++ {
-				bd.lenPrefix[j] = bd.lenPrefix[j-1] + x.docs[bd.seqs[j-1]].length
-			}
-		}
-		for t, ps := range bd.postings {
-			for k, po := range ps {
-				if po.seq == seq {
-					bd.postings[t] = append(ps[:k], ps[k+1:]...)
-					break
-				}
 			}
 		}
 	}
@@ -194,21 +119,20 @@ const (
 	bm25B  = 0.75
 )
 
-type scored struct {
+type scored[T any] struct {
 	seq  int64
 	bm25 float64
-	item memory.ArchivalItem
+	item T
 }
 
 // search scores the scope's visible documents that contain any query
-// term, keeping those that carry every tag, and returns the best n.
-func (x *archIndex) search(sc []scopeEntry, query string, tags []string, n int) []scored {
+// term, keeping those that carry every tag, and returns the best n, best
+// first (ties: newest first). The caller holds x.mu for reading.
+func (x *textIndex[T]) search(sc []scopeEntry, query string, tags []string, n int) []scored[T] {
 	terms := uniq(tokenize(query))
 	if len(terms) == 0 {
 		return nil
 	}
-	x.mu.RLock()
-	defer x.mu.RUnlock()
 	type part struct {
 		bd  *branchDocs
 		max int64
@@ -251,12 +175,13 @@ func (x *archIndex) search(sc []scopeEntry, query string, tags []string, n int) 
 			}
 		}
 	}
-	out := make([]scored, 0, len(scores))
+	out := make([]scored[T], 0, len(scores))
 	for seq, s := range scores {
-		if len(tags) > 0 && !hasAll(x.docs[seq].item.Tags, tags) {
+		d := x.docs[seq]
+		if len(tags) > 0 && !hasAll(d.tags, tags) {
 			continue
 		}
-		out = append(out, scored{seq: seq, bm25: s, item: x.docs[seq].item})
+		out = append(out, scored[T]{seq: seq, bm25: s, item: d.item})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].bm25 != out[j].bm25 {
@@ -267,8 +192,141 @@ func (x *archIndex) search(sc []scopeEntry, query string, tags []string, n int) 
 	if len(out) > n {
 		out = out[:n]
 	}
+	return out
+}
+
+// archIndex is the archival text index plus what dedup and ranking need:
+// the documents of each fact hash and the repeats of each document.
+type archIndex struct {
+	*textIndex[memory.ArchivalItem]
+	facts map[string][]int64
+	hits  map[int64][]hitRec
+}
+
+type hitRec struct {
+	seq    int64
+	branch string
+	ts     time.Time
+}
+
+func newArchIndex() *archIndex {
+	return &archIndex{textIndex: newTextIndex[memory.ArchivalItem](), facts: map[string][]int64{}, hits: map[int64][]hitRec{}}
+}
+
+// addItem indexes a committed archival text.
+func (x *archIndex) addItem(it memory.ArchivalItem) {
+	it.Count, it.LastSeen, it.BM25, it.Score = 0, time.Time{}, 0, 0
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, ok := x.docs[it.Seq]; ok {
+		return
+	}
+	x.add(it.Seq, it.Branch, it.Text, it.Tags, it)
+	x.facts[it.FactHash] = append(x.facts[it.FactHash], it.Seq)
+}
+
+// addHit records a committed repeat of target.
+func (x *archIndex) addHit(target, seq int64, branch string, ts time.Time) {
+	x.mu.Lock()
+	x.hits[target] = append(x.hits[target], hitRec{seq: seq, branch: branch, ts: ts})
+	x.mu.Unlock()
+}
+
+// removeItems drops texts added for a transaction that rolled back.
+func (x *archIndex) removeItems(seqs []int64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, seq := range seqs {
+		d, ok := x.docs[seq]
+		if !ok {
+			continue
+		}
+		fs := x.facts[d.item.FactHash]
+		for i, q := range fs {
+			if q == seq {
+				x.facts[d.item.FactHash] = append(fs[:i], fs[i+1:]...)
+				break
+			}
+		}
+		x.remove(seq)
+	}
+}
+
+// counts returns a document's repeats visible in the scope: the count
+// (the first write included) and last seen. The caller holds x.mu.
+func (x *archIndex) counts(sc []scopeEntry, seq int64, first time.Time) (int, time.Time) {
+	n, last := 1, first
+	for _, h := range x.hits[seq] {
+		for _, e := range sc {
+			if h.branch == e.branch && h.seq <= e.maxSeq {
+				n++
+				if h.ts.After(last) {
+					last = h.ts
+				}
+				break
+			}
+		}
+	}
+	return n, last
+}
+
+// countsOf is counts taking the lock.
+func (x *archIndex) countsOf(sc []scopeEntry, seq int64, first time.Time) (int, time.Time) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.counts(sc, seq, first)
+}
+
+// findFact returns the nearest visible document of a fact: in the nearest
+// branch of the scope, the latest.
+func (x *archIndex) findFact(sc []scopeEntry, fact string) (memory.ArchivalItem, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	seqs := x.facts[fact]
+	for _, e := range sc { // nearest first
+		var best *indexedDoc[memory.ArchivalItem]
+		for _, q := range seqs {
+			d := x.docs[q]
+			if d.branch == e.branch && q <= e.maxSeq && (best == nil || q > best.item.Seq) {
+				best = d
+			}
+		}
+		if best != nil {
+			return best.item, true
+		}
+	}
+	return memory.ArchivalItem{}, false
+}
+
+// searchItems ranks the scope's texts, counts filled in.
+func (x *archIndex) searchItems(sc []scopeEntry, query string, tags []string, n int) []scored[memory.ArchivalItem] {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := x.search(sc, query, tags, n)
 	for i := range out {
 		out[i].item.Count, out[i].item.LastSeen = x.counts(sc, out[i].seq, out[i].item.FirstSeen)
+	}
+	return out
+}
+
+// recallIndex is the recall event index.
+type recallIndex struct {
+	*textIndex[memory.RecallEvent]
+}
+
+func (x recallIndex) addEvent(ev memory.RecallEvent) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.add(ev.Seq, ev.Branch, ev.Kind+" "+ev.Payload, nil, ev)
+}
+
+func (x recallIndex) searchEvents(sc []scopeEntry, query string, n int) []memory.RecallEvent {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	hits := x.search(sc, query, nil, n)
+	out := make([]memory.RecallEvent, len(hits))
+	for i, h := range hits {
+		out[i] = h.item
 	}
 	return out
 }

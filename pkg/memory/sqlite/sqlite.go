@@ -1,6 +1,8 @@
 // Package sqlite is the embedded backend of pkg/memory: one SQLite file in
-// WAL mode (modernc.org/sqlite, pure Go), FTS5 for recall and archival
-// search.
+// WAL mode (modernc.org/sqlite, pure Go) holds everything; recall and
+// archival search run on in-memory inverted indexes of those tables, built
+// at Open and kept current with every commit, whose cost follows the
+// reader's visible set (SQLite's FTS5 ranks over the whole table).
 //
 // Visibility is computed, never copied: a branch's scope is the list of
 // (branch, max seq) pairs of its path to the root, fixed at fork time and
@@ -19,8 +21,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
-	"unicode"
 
 	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite" // the driver
@@ -41,8 +43,10 @@ type Store struct {
 	now func() time.Time
 	// scopes caches each branch's scope: branches never change.
 	scopes sync.Map // id -> []scopeEntry
-	// arch indexes the archival texts for scoped BM25 search and dedup.
-	arch *archIndex
+	// arch indexes the archival texts for scoped BM25 search and dedup;
+	// recall the recall events for recall_search.
+	arch   *archIndex
+	recall recallIndex
 	// wmu serializes this process's writes; seq is the last seq handed
 	// out. One process writes a file (enforced by a lock file), so the
 	// counter lives in memory and is recovered from the tables at Open.
@@ -50,6 +54,24 @@ type Store struct {
 	seq   int64
 	lock  *os.File
 	stmts map[string]*sql.Stmt
+	// writes counts commits since the last checkpoint; the checkpointer
+	// wakes on kick.
+	writes  atomic.Int64
+	kick    chan struct{}
+	stopped chan struct{}
+}
+
+// checkpointEvery commits, the WAL is checkpointed in the background.
+const checkpointEvery = 1000
+
+// checkpointer runs passive checkpoints off the write path until Close.
+func (s *Store) checkpointer() {
+	defer close(s.stopped)
+	for range s.kick {
+		if _, err := s.db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+			continue // retried at the next kick; the WAL only grows meanwhile
+		}
+	}
 }
 
 // Statements prepared once: parsing SQL costs more than running it.
@@ -89,18 +111,12 @@ CREATE TABLE IF NOT EXISTS recall (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, ts_ms INTEGER NOT NULL, kind TEXT NOT NULL,
   node_id TEXT NOT NULL, phase TEXT NOT NULL, payload TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS recall_branch ON recall (branch, seq);
-CREATE VIRTUAL TABLE IF NOT EXISTS recall_fts USING fts5 (kind, payload, branch, content = 'recall', content_rowid = 'seq');
-CREATE TRIGGER IF NOT EXISTS recall_ai AFTER INSERT ON recall BEGIN
-  INSERT INTO recall_fts (rowid, kind, payload, branch) VALUES (new.seq, new.kind, new.payload, new.branch);
-END;
 CREATE TABLE IF NOT EXISTS recall_summary (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, text TEXT NOT NULL, folded_seq INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS recall_summary_branch ON recall_summary (branch, seq);
 CREATE TABLE IF NOT EXISTS archival (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, text TEXT NOT NULL, tags TEXT NOT NULL, context TEXT NOT NULL,
   fact_hash TEXT NOT NULL, episode_hash TEXT NOT NULL, ts_ms INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS archival_fact ON archival (fact_hash, branch, seq);
-CREATE INDEX IF NOT EXISTS archival_branch ON archival (branch, seq);
 CREATE TABLE IF NOT EXISTS archival_hits (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, target INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS archival_hits_target ON archival_hits (target, branch, seq);
@@ -112,7 +128,9 @@ func Open(path string, o Options) (*Store, error) {
 		o.Now = time.Now
 	}
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)", "foreign_keys(OFF)"} {
+	// wal_autocheckpoint(0): a checkpoint inside a write would add
+	// milliseconds to that write; a background goroutine checkpoints.
+	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)", "foreign_keys(OFF)", "wal_autocheckpoint(0)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -131,7 +149,9 @@ func Open(path string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
-	s := &Store{db: db, now: o.Now, arch: newArchIndex(), lock: lock, stmts: map[string]*sql.Stmt{}}
+	s := &Store{db: db, now: o.Now, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()}, lock: lock, stmts: map[string]*sql.Stmt{},
+		kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+	go s.checkpointer()
 	fail := func(err error) (*Store, error) {
 		s.Close()
 		return nil, err
@@ -179,11 +199,22 @@ func (s *Store) loadIndex() error {
 		}
 		_ = json.Unmarshal([]byte(tags), &it.Tags)
 		it.FirstSeen = fromMS(ts)
-		s.arch.add(it)
+		s.arch.addItem(it)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return err
+	}
+	evs, err := s.db.Query(`SELECT seq, branch, ts_ms, kind, node_id, phase, payload FROM recall ORDER BY seq`)
+	if err != nil {
+		return fmt.Errorf("memory/sqlite: load recall index: %w", err)
+	}
+	events, err := scanEvents(evs)
+	if err != nil {
+		return err
+	}
+	for _, ev := range events {
+		s.recall.addEvent(ev)
 	}
 	hits, err := s.db.Query(`SELECT target, seq, branch, ts_ms FROM archival_hits ORDER BY seq`)
 	if err != nil {
@@ -210,6 +241,11 @@ func (s *Store) Checkpoint(ctx context.Context) error {
 
 // Close closes the database and releases the write lock.
 func (s *Store) Close() error {
+	if s.kick != nil {
+		close(s.kick)
+		<-s.stopped
+		s.kick = nil
+	}
 	for _, st := range s.stmts {
 		st.Close()
 	}
@@ -269,6 +305,13 @@ func (s *Store) txMulti(ctx context.Context, fn func(tx *sql.Tx, next func() (in
 		return fmt.Errorf("memory/sqlite: commit: %w", err)
 	}
 	s.seq = seq
+	if s.writes.Add(1) >= checkpointEvery {
+		s.writes.Store(0)
+		select {
+		case s.kick <- struct{}{}:
+		default: // one is pending already
+		}
+	}
 	for _, f := range onCommit {
 		f()
 	}
@@ -302,6 +345,9 @@ func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, e
 		}
 		return err
 	})
+	if err == nil {
+		_, err = s.scopeOf(ctx, b)
+	}
 	return b, err
 }
 
@@ -319,23 +365,36 @@ func (s *Store) BranchGet(ctx context.Context, id string) (memory.Branch, error)
 }
 
 // scope is the visible set of a branch: itself with no seq bound, then each
-// ancestor up to the seq at which the path forked from it.
+// ancestor up to the seq at which the path forked from it. A branch's
+// scope is its parent's with the parent bounded by the fork seq, so each
+// costs one lookup once; Fork fills it in at once.
 func (s *Store) scope(ctx context.Context, id string) ([]scopeEntry, error) {
 	if v, ok := s.scopes.Load(id); ok {
 		return v.([]scopeEntry), nil
 	}
-	var out []scopeEntry
-	maxSeq := int64(math.MaxInt64)
-	for cur, depth := id, 0; cur != ""; depth++ {
-		b, err := s.BranchGet(ctx, cur)
+	b, err := s.BranchGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.scopeOf(ctx, b)
+}
+
+func (s *Store) scopeOf(ctx context.Context, b memory.Branch) ([]scopeEntry, error) {
+	out := []scopeEntry{{branch: b.ID, maxSeq: math.MaxInt64, depth: 0}}
+	if b.Parent != "" {
+		parent, err := s.scope(ctx, b.Parent)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, scopeEntry{branch: cur, maxSeq: maxSeq, depth: depth})
-		maxSeq = b.ForkSeq
-		cur = b.Parent
+		for i, e := range parent {
+			if i == 0 {
+				e.maxSeq = b.ForkSeq
+			}
+			e.depth++
+			out = append(out, e)
+		}
 	}
-	s.scopes.Store(id, out)
+	s.scopes.Store(b.ID, out)
 	return out, nil
 }
 
@@ -463,7 +522,7 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 			}
 			if !dup {
 				// A later item of the same batch must see this one.
-				s.arch.add(it)
+				s.arch.addItem(it)
 				pending = append(pending, it.Seq)
 			}
 			added = append(added, written{it, dup, seq})
@@ -477,7 +536,7 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 		}
 	})
 	if err != nil {
-		s.arch.remove(pending) // the batch was rolled back
+		s.arch.removeItems(pending) // the batch was rolled back
 	}
 	return err
 }
@@ -564,10 +623,10 @@ func (s *Store) RecallAppend(ctx context.Context, p memory.RecallAppendParams) (
 		ev.TS = s.now()
 	}
 	ev.TS = fromMS(ms(ev.TS))
-	err := s.tx(ctx, func(tx *sql.Tx, seq int64) error {
-		ev.Seq = seq
-		return s.exec(ctx, tx, "recall", seq, ev.Branch, ms(ev.TS), ev.Kind, ev.NodeID, ev.Phase, ev.Payload)
-	})
+	err := s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
+		ev.Seq, _ = next()
+		return s.exec(ctx, tx, "recall", ev.Seq, ev.Branch, ms(ev.TS), ev.Kind, ev.NodeID, ev.Phase, ev.Payload)
+	}, func() { s.recall.addEvent(ev) })
 	return ev, err
 }
 
@@ -621,48 +680,16 @@ FROM recall JOIN scope ON recall.branch = scope.b AND recall.seq <= scope.mx WHE
 	return evs, total, err
 }
 
-// ftsQuery turns free text into an FTS5 query: each word quoted (no
-// operator or syntax of the user's reaches FTS5), any word may match.
-func ftsQuery(text string) string {
-	words := strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '_' })
-	quoted := make([]string, 0, len(words))
-	for _, w := range words {
-		quoted = append(quoted, `"`+w+`"`)
-	}
-	return strings.Join(quoted, " OR ")
-}
-
-// branchFilter restricts an FTS5 match to the scope's branches, so that the
-// index intersects posting lists instead of ranking the whole database.
-func branchFilter(sc []scopeEntry) string {
-	parts := make([]string, len(sc))
-	for i, e := range sc {
-		parts[i] = `"` + strings.ReplaceAll(e.branch, `"`, `""`) + `"`
-	}
-	return "branch : (" + strings.Join(parts, " OR ") + ")"
-}
-
 func (s *Store) RecallSearch(ctx context.Context, p memory.RecallSearchParams) ([]memory.RecallEvent, error) {
 	sc, err := s.scope(ctx, p.Branch)
 	if err != nil {
 		return nil, err
 	}
-	fq := ftsQuery(p.Query)
-	if fq == "" {
-		return nil, nil
-	}
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 20
 	}
-	w, args := with(sc)
-	rows, err := s.db.QueryContext(ctx, w+`SELECT r.seq, r.branch, r.ts_ms, r.kind, r.node_id, r.phase, r.payload
-FROM recall_fts JOIN recall r ON r.seq = recall_fts.rowid JOIN scope ON r.branch = scope.b AND r.seq <= scope.mx
-WHERE recall_fts MATCH ? ORDER BY recall_fts.rank LIMIT ?`, append(args, "("+fq+") AND "+branchFilter(sc), limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("memory/sqlite: recall search: %w", err)
-	}
-	return scanEvents(rows)
+	return s.recall.searchEvents(sc, p.Query, limit), nil
 }
 
 func (s *Store) RecallSummaryGet(ctx context.Context, branch string) (memory.RecallSummary, error) {
@@ -711,7 +738,7 @@ func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams)
 		return item, dup, err
 	}
 	if dup {
-		item.Count, item.LastSeen = s.arch.counts(sc, item.Seq, item.FirstSeen)
+		item.Count, item.LastSeen = s.arch.countsOf(sc, item.Seq, item.FirstSeen)
 	}
 	return item, dup, nil
 }
@@ -723,7 +750,7 @@ func (s *Store) indexWrite(item memory.ArchivalItem, dup bool, seq int64, branch
 		s.arch.addHit(item.Seq, seq, branch, fromMS(ms(s.now())))
 		return
 	}
-	s.arch.add(item)
+	s.arch.addItem(item)
 }
 
 // archivalInsert stores the text, or a repeat of the visible fact.
@@ -759,7 +786,7 @@ func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParam
 	if k <= 0 {
 		k = 8
 	}
-	cands := s.arch.search(sc, p.Query, p.Tags, k*candidateFactor)
+	cands := s.arch.searchItems(sc, p.Query, p.Tags, k*candidateFactor)
 	now := s.now()
 	items := make([]memory.ArchivalItem, len(cands))
 	for i, c := range cands {

@@ -34,6 +34,8 @@ func TestReopen(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.CoreSet(ctx, memory.CoreSetParams{Branch: "root", Key: "k", Value: "v"})
 	require.NoError(t, err)
+	_, err = s.RecallAppend(ctx, memory.RecallAppendParams{Branch: "child", Event: memory.RecallEvent{Kind: "compile_failed", Payload: "undefined reference"}})
+	require.NoError(t, err)
 	require.NoError(t, s.Close())
 
 	s, err = sqlite.Open(path, sqlite.Options{})
@@ -45,6 +47,9 @@ func TestReopen(t *testing.T) {
 	hits, err = s.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "root", Query: "vectorize"})
 	require.NoError(t, err)
 	require.Empty(t, hits)
+	evs, err := s.RecallSearch(ctx, memory.RecallSearchParams{Branch: "child", Query: "undefined"})
+	require.NoError(t, err)
+	require.Len(t, evs, 1, "the recall index is rebuilt at open")
 	e, ok, err := s.CoreGet(ctx, memory.CoreKeyParams{Branch: "child", Key: "k"})
 	require.NoError(t, err)
 	require.False(t, ok, "written in the root after the child's fork")
