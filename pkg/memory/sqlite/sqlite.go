@@ -45,8 +45,10 @@ type Store struct {
 	scopes sync.Map // id -> []scopeEntry
 	// arch indexes the archival texts for scoped BM25 search and dedup;
 	// recall the recall events for recall_search.
-	arch   *archIndex
-	recall recallIndex
+	arch      *archIndex
+	recall    recallIndex
+	core      *coreMirror
+	summaries *summaryMirror
 	// wmu serializes this process's writes; seq is the last seq handed
 	// out. One process writes a file (enforced by a lock file), so the
 	// counter lives in memory and is recovered from the tables at Open.
@@ -149,7 +151,7 @@ func Open(path string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
-	s := &Store{db: db, now: o.Now, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()}, lock: lock, stmts: map[string]*sql.Stmt{},
+	s := &Store{db: db, now: o.Now, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()}, core: newCoreMirror(), summaries: newSummaryMirror(), lock: lock, stmts: map[string]*sql.Stmt{},
 		kick: make(chan struct{}, 1), stopped: make(chan struct{})}
 	go s.checkpointer()
 	fail := func(err error) (*Store, error) {
@@ -215,6 +217,41 @@ func (s *Store) loadIndex() error {
 	}
 	for _, ev := range events {
 		s.recall.addEvent(ev)
+	}
+	crows, err := s.db.Query(`SELECT seq, branch, key, value, importance, expires_ms, deleted, ts_ms FROM core ORDER BY seq`)
+	if err != nil {
+		return fmt.Errorf("memory/sqlite: load core: %w", err)
+	}
+	for crows.Next() {
+		var v coreVersion
+		var expires, ts int64
+		if err := crows.Scan(&v.entry.Seq, &v.entry.Branch, &v.entry.Key, &v.entry.Value, &v.entry.Importance, &expires, &v.deleted, &ts); err != nil {
+			crows.Close()
+			return err
+		}
+		v.entry.Expires, v.entry.Updated = fromMS(expires), fromMS(ts)
+		s.core.add(v)
+	}
+	crows.Close()
+	if err := crows.Err(); err != nil {
+		return err
+	}
+	srows, err := s.db.Query(`SELECT seq, branch, text, folded_seq FROM recall_summary ORDER BY seq`)
+	if err != nil {
+		return fmt.Errorf("memory/sqlite: load summaries: %w", err)
+	}
+	for srows.Next() {
+		var v summaryVersion
+		var branch string
+		if err := srows.Scan(&v.seq, &branch, &v.sum.Text, &v.sum.FoldedSeq); err != nil {
+			srows.Close()
+			return err
+		}
+		s.summaries.add(branch, v)
+	}
+	srows.Close()
+	if err := srows.Err(); err != nil {
+		return err
 	}
 	hits, err := s.db.Query(`SELECT target, seq, branch, ts_ms FROM archival_hits ORDER BY seq`)
 	if err != nil {
@@ -398,21 +435,6 @@ func (s *Store) scopeOf(ctx context.Context, b memory.Branch) ([]scopeEntry, err
 	return out, nil
 }
 
-// with returns "WITH scope(b, mx, d) AS (VALUES ...)" and its arguments.
-func with(sc []scopeEntry) (string, []any) {
-	var b strings.Builder
-	args := make([]any, 0, 3*len(sc))
-	b.WriteString("WITH scope(b, mx, d) AS (VALUES ")
-	for i, e := range sc {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?, ?, ?)")
-		args = append(args, e.branch, e.maxSeq, e.depth)
-	}
-	b.WriteString(") ")
-	return b.String(), args
-}
 
 // Core.
 
@@ -440,10 +462,11 @@ func (s *Store) CoreSet(ctx context.Context, p memory.CoreSetParams) (memory.Cor
 		return memory.CoreEntry{}, err
 	}
 	var e memory.CoreEntry
-	err := s.tx(ctx, func(tx *sql.Tx, seq int64) (err error) {
+	err := s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) (err error) {
+		seq, _ := next()
 		e, err = s.coreInsert(ctx, tx, seq, p)
 		return err
-	})
+	}, func() { s.core.add(coreVersion{entry: e}) })
 	return e, err
 }
 
@@ -491,15 +514,18 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 	}
 	var added []written
 	var pending []int64
+	var cores []coreVersion
 	err = s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
 		for _, c := range p.CoreSets {
 			seq, err := next()
 			if err != nil {
 				return err
 			}
-			if _, err := s.coreInsert(ctx, tx, seq, c); err != nil {
+			e, err := s.coreInsert(ctx, tx, seq, c)
+			if err != nil {
 				return err
 			}
+			cores = append(cores, coreVersion{entry: e})
 		}
 		for _, k := range p.CoreDeletes {
 			seq, err := next()
@@ -509,6 +535,7 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 			if err := s.exec(ctx, tx, "core", seq, p.Branch, k, "", 0, 0, 1, ms(s.now())); err != nil {
 				return err
 			}
+			cores = append(cores, coreVersion{entry: memory.CoreEntry{Key: k, Branch: p.Branch, Seq: seq, Updated: fromMS(ms(s.now()))}, deleted: true})
 		}
 		for _, a := range p.Archival {
 			a.Branch = p.Branch
@@ -529,6 +556,9 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 		}
 		return nil
 	}, func() {
+		for _, c := range cores {
+			s.core.add(c)
+		}
 		for _, w := range added {
 			if w.dup {
 				s.indexWrite(w.item, w.dup, w.seq, p.Branch)
@@ -548,64 +578,35 @@ func (s *Store) CoreDelete(ctx context.Context, p memory.CoreKeyParams) error {
 	if _, err := s.scope(ctx, p.Branch); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx *sql.Tx, seq int64) error {
+	var v coreVersion
+	return s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
+		seq, _ := next()
+		v = coreVersion{entry: memory.CoreEntry{Key: p.Key, Branch: p.Branch, Seq: seq, Updated: fromMS(ms(s.now()))}, deleted: true}
 		return s.exec(ctx, tx, "core", seq, p.Branch, p.Key, "", 0, 0, 1, ms(s.now()))
-	})
-}
-
-// coreVisible returns the nearest visible write of each key (or of one).
-func (s *Store) coreVisible(ctx context.Context, branch, key string) ([]memory.CoreEntry, error) {
-	sc, err := s.scope(ctx, branch)
-	if err != nil {
-		return nil, err
-	}
-	w, args := with(sc)
-	filter := ""
-	if key != "" {
-		filter = "WHERE core.key = ?"
-		args = append(args, key)
-	}
-	q := w + `, ranked AS (
-  SELECT core.key, core.value, core.importance, core.expires_ms, core.deleted, core.branch, core.seq, core.ts_ms,
-         ROW_NUMBER() OVER (PARTITION BY core.key ORDER BY scope.d ASC, core.seq DESC) AS rn
-  FROM core JOIN scope ON core.branch = scope.b AND core.seq <= scope.mx ` + filter + `)
-SELECT key, value, importance, expires_ms, deleted, branch, seq, ts_ms FROM ranked WHERE rn = 1 ORDER BY key`
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("memory/sqlite: core: %w", err)
-	}
-	defer rows.Close()
-	now := ms(s.now())
-	var out []memory.CoreEntry
-	for rows.Next() {
-		var e memory.CoreEntry
-		var expires, ts int64
-		var deleted bool
-		if err := rows.Scan(&e.Key, &e.Value, &e.Importance, &expires, &deleted, &e.Branch, &e.Seq, &ts); err != nil {
-			return nil, err
-		}
-		if deleted || (expires != 0 && expires <= now) {
-			continue // a tombstone or an expired write hides older values
-		}
-		e.Expires, e.Updated = fromMS(expires), fromMS(ts)
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	}, func() { s.core.add(v) })
 }
 
 func (s *Store) CoreGet(ctx context.Context, p memory.CoreKeyParams) (memory.CoreEntry, bool, error) {
 	if p.Key == "" {
 		return memory.CoreEntry{}, false, invalid("CoreGet: empty key")
 	}
-	es, err := s.coreVisible(ctx, p.Branch, p.Key)
-	if err != nil || len(es) == 0 {
+	sc, err := s.scope(ctx, p.Branch)
+	if err != nil {
 		return memory.CoreEntry{}, false, err
 	}
-	return es[0], true, nil
+	e, ok := s.core.get(sc, p.Key, s.now())
+	if !ok {
+		return memory.CoreEntry{}, false, nil
+	}
+	return e, true, nil
 }
 
 func (s *Store) CoreList(ctx context.Context, p memory.CoreListParams) ([]memory.CoreEntry, error) {
-	return s.coreVisible(ctx, p.Branch, "")
+	sc, err := s.scope(ctx, p.Branch)
+	if err != nil {
+		return nil, err
+	}
+	return s.core.list(sc, s.now()), nil
 }
 
 // Recall.
@@ -650,34 +651,8 @@ func (s *Store) RecallList(ctx context.Context, p memory.RecallListParams) ([]me
 	if err != nil {
 		return nil, 0, err
 	}
-	total := 0
-	if p.Total {
-		w, args := with(sc)
-		if err := s.db.QueryRowContext(ctx, w+`SELECT COUNT(*) FROM recall JOIN scope ON recall.branch = scope.b AND recall.seq <= scope.mx WHERE recall.seq > ?`,
-			append(args, p.AfterSeq)...).Scan(&total); err != nil {
-			return nil, 0, fmt.Errorf("memory/sqlite: recall count: %w", err)
-		}
-	}
-	order := "ASC"
-	if p.Newest {
-		order = "DESC"
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = -1
-	}
-	w, args := with(sc)
-	rows, err := s.db.QueryContext(ctx, w+`SELECT recall.seq, recall.branch, recall.ts_ms, recall.kind, recall.node_id, recall.phase, recall.payload
-FROM recall JOIN scope ON recall.branch = scope.b AND recall.seq <= scope.mx WHERE recall.seq > ? ORDER BY recall.seq `+order+` LIMIT ?`,
-		append(args, p.AfterSeq, limit)...)
-	if err != nil {
-		return nil, 0, fmt.Errorf("memory/sqlite: recall list: %w", err)
-	}
-	evs, err := scanEvents(rows)
-	if p.Newest {
-		sort.Slice(evs, func(i, j int) bool { return evs[i].Seq < evs[j].Seq })
-	}
-	return evs, total, err
+	evs, total := s.recall.list(sc, p.AfterSeq, p.Limit, p.Newest, p.Total)
+	return evs, total, nil
 }
 
 func (s *Store) RecallSearch(ctx context.Context, p memory.RecallSearchParams) ([]memory.RecallEvent, error) {
@@ -697,23 +672,19 @@ func (s *Store) RecallSummaryGet(ctx context.Context, branch string) (memory.Rec
 	if err != nil {
 		return memory.RecallSummary{}, err
 	}
-	w, args := with(sc)
-	var r memory.RecallSummary
-	err = s.db.QueryRowContext(ctx, w+`SELECT text, folded_seq FROM recall_summary JOIN scope ON recall_summary.branch = scope.b AND recall_summary.seq <= scope.mx
-ORDER BY scope.d ASC, recall_summary.seq DESC LIMIT 1`, args...).Scan(&r.Text, &r.FoldedSeq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return memory.RecallSummary{}, nil
-	}
-	return r, err
+	return s.summaries.get(sc), nil
 }
 
 func (s *Store) RecallSummarySet(ctx context.Context, p memory.RecallSummarySetParams) error {
 	if _, err := s.scope(ctx, p.Branch); err != nil {
 		return err
 	}
-	return s.tx(ctx, func(tx *sql.Tx, seq int64) error {
-		return s.exec(ctx, tx, "summary", seq, p.Branch, p.Summary.Text, p.Summary.FoldedSeq, ms(s.now()))
-	})
+	var v summaryVersion
+	return s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
+		v.seq, _ = next()
+		v.sum = p.Summary
+		return s.exec(ctx, tx, "summary", v.seq, p.Branch, p.Summary.Text, p.Summary.FoldedSeq, ms(s.now()))
+	}, func() { s.summaries.add(p.Branch, v) })
 }
 
 // Archival.
