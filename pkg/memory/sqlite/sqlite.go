@@ -435,7 +435,6 @@ func (s *Store) scopeOf(ctx context.Context, b memory.Branch) ([]scopeEntry, err
 	return out, nil
 }
 
-
 // Core.
 
 func checkCoreSet(p *memory.CoreSetParams) error {
