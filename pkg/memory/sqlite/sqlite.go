@@ -102,26 +102,25 @@ type scopeEntry struct {
 	depth  int
 }
 
+// schema: every table is appended to in seq order and read back whole at
+// Open (reads run on the in-memory mirrors), so no secondary index is kept:
+// each commit then writes a single page per table it touches.
 const schema = `
 CREATE TABLE IF NOT EXISTS branches (
   id TEXT PRIMARY KEY, parent TEXT NOT NULL, fork_seq INTEGER NOT NULL, depth INTEGER NOT NULL, created_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS core (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
   importance INTEGER NOT NULL, expires_ms INTEGER NOT NULL, deleted INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS core_branch_key ON core (branch, key, seq);
 CREATE TABLE IF NOT EXISTS recall (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, ts_ms INTEGER NOT NULL, kind TEXT NOT NULL,
   node_id TEXT NOT NULL, phase TEXT NOT NULL, payload TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS recall_branch ON recall (branch, seq);
 CREATE TABLE IF NOT EXISTS recall_summary (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, text TEXT NOT NULL, folded_seq INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS recall_summary_branch ON recall_summary (branch, seq);
 CREATE TABLE IF NOT EXISTS archival (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, text TEXT NOT NULL, tags TEXT NOT NULL, context TEXT NOT NULL,
   fact_hash TEXT NOT NULL, episode_hash TEXT NOT NULL, ts_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS archival_hits (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, target INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS archival_hits_target ON archival_hits (target, branch, seq);
 `
 
 // Open opens (creating if needed) the store in the file at path.
