@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
@@ -117,4 +118,54 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string) {
 	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
 	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o600))
 	return certFile, keyFile
+}
+
+// TestConnectCreds: a JWT credentials file against a server in operator
+// mode, with JetStream enabled for the account.
+func TestConnectCreds(t *testing.T) {
+	okp, err := nkeys.CreateOperator()
+	require.NoError(t, err)
+	opub, _ := okp.PublicKey()
+	skp, err := nkeys.CreateAccount() // the system account
+	require.NoError(t, err)
+	spub, _ := skp.PublicKey()
+	sjwt, err := jwt.NewAccountClaims(spub).Encode(okp)
+	require.NoError(t, err)
+	oc := jwt.NewOperatorClaims(opub)
+	oc.SystemAccount = spub
+	ojwt, err := oc.Encode(okp)
+	require.NoError(t, err)
+	opClaims, err := jwt.DecodeOperatorClaims(ojwt)
+	require.NoError(t, err)
+
+	akp, err := nkeys.CreateAccount()
+	require.NoError(t, err)
+	apub, _ := akp.PublicKey()
+	ac := jwt.NewAccountClaims(apub)
+	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+	ajwt, err := ac.Encode(okp)
+	require.NoError(t, err)
+
+	ukp, err := nkeys.CreateUser()
+	require.NoError(t, err)
+	upub, _ := ukp.PublicKey()
+	uc := jwt.NewUserClaims(upub)
+	ujwt, err := uc.Encode(akp)
+	require.NoError(t, err)
+	seed, _ := ukp.Seed()
+	creds, err := jwt.FormatUserConfig(ujwt, seed)
+	require.NoError(t, err)
+	credsFile := filepath.Join(t.TempDir(), "user.creds")
+	require.NoError(t, os.WriteFile(credsFile, creds, 0o600))
+
+	resolver := &server.MemAccResolver{}
+	require.NoError(t, resolver.Store(apub, ajwt))
+	require.NoError(t, resolver.Store(spub, sjwt))
+	url := startAuthServer(t, func(o *server.Options) {
+		o.TrustedOperators = []*jwt.OperatorClaims{opClaims}
+		o.AccountResolver = resolver
+		o.SystemAccount = spub
+	})
+	require.NoError(t, connectAndUse(t, queue.ConnConfig{URL: url, CredsFile: credsFile}))
+	require.Error(t, connectAndUse(t, queue.ConnConfig{URL: url}), "no credentials, no entry")
 }
