@@ -52,9 +52,12 @@ type Store struct {
 	// wmu serializes this process's writes; seq is the last seq handed
 	// out. One process writes a file (enforced by a lock file), so the
 	// counter lives in memory and is recovered from the tables at Open.
-	wmu   sync.Mutex
-	seq   int64
-	lock  *os.File
+	wmu  sync.Mutex
+	seq  int64
+	lock *os.File
+	// wconn is the connection every write goes through, with the
+	// statements prepared on it: no pool, no per-transaction re-binding.
+	wconn *sql.Conn
 	stmts map[string]*sql.Stmt
 	// writes counts commits since the last checkpoint; the checkpointer
 	// wakes on kick.
@@ -134,7 +137,6 @@ func Open(path string, o Options) (*Store, error) {
 	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)", "foreign_keys(OFF)", "wal_autocheckpoint(0)"} {
 		q.Add("_pragma", p)
 	}
-	q.Set("_txlock", "immediate")
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("memory/sqlite: open %s: %w", path, err)
@@ -165,8 +167,11 @@ func Open(path string, o Options) (*Store, error) {
 		return fail(fmt.Errorf("memory/sqlite: last seq: %w", err))
 	}
 	s.seq = last.Int64
+	if s.wconn, err = db.Conn(context.Background()); err != nil {
+		return fail(fmt.Errorf("memory/sqlite: writer connection: %w", err))
+	}
 	for name, q := range statements {
-		st, err := db.Prepare(q)
+		st, err := s.wconn.PrepareContext(context.Background(), q)
 		if err != nil {
 			return fail(fmt.Errorf("memory/sqlite: prepare %s: %w", name, err))
 		}
@@ -178,9 +183,10 @@ func Open(path string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// exec runs a prepared statement in tx.
-func (s *Store) exec(ctx context.Context, tx *sql.Tx, name string, args ...any) error {
-	_, err := tx.StmtContext(ctx, s.stmts[name]).ExecContext(ctx, args...)
+// exec runs a prepared statement on the writer connection, inside the
+// transaction txMulti opened there.
+func (s *Store) exec(ctx context.Context, _ *sql.Conn, name string, args ...any) error {
+	_, err := s.stmts[name].ExecContext(ctx, args...)
 	return err
 }
 
@@ -285,6 +291,9 @@ func (s *Store) Close() error {
 	for _, st := range s.stmts {
 		st.Close()
 	}
+	if s.wconn != nil {
+		s.wconn.Close()
+	}
 	err := s.db.Close()
 	if s.lock != nil {
 		s.lock.Close() // releases the flock
@@ -306,8 +315,8 @@ func invalid(format string, args ...any) error {
 }
 
 // tx runs fn in an immediate (writing) transaction with the next seq.
-func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, seq int64) error) error {
-	return s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
+func (s *Store) tx(ctx context.Context, fn func(tx *sql.Conn, seq int64) error) error {
+	return s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) error {
 		seq, err := next()
 		if err != nil {
 			return err
@@ -321,14 +330,20 @@ func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx, seq int64) error) er
 // set, runs after the commit while writes are still serialized (the
 // archival index is updated there, so a concurrent writer's dedup never
 // misses a committed fact).
-func (s *Store) txMulti(ctx context.Context, fn func(tx *sql.Tx, next func() (int64, error)) error, onCommit ...func()) error {
+func (s *Store) txMulti(ctx context.Context, fn func(tx *sql.Conn, next func() (int64, error)) error, onCommit ...func()) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+	tx := s.wconn
+	if _, err := tx.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("memory/sqlite: begin: %w", err)
 	}
-	defer tx.Rollback()
+	done := false
+	defer func() {
+		if !done {
+			// Not the caller's context: a canceled one must still roll back.
+			_, _ = tx.ExecContext(context.Background(), "ROLLBACK")
+		}
+	}()
 	seq := s.seq
 	next := func() (int64, error) {
 		seq++
@@ -337,9 +352,10 @@ func (s *Store) txMulti(ctx context.Context, fn func(tx *sql.Tx, next func() (in
 	if err := fn(tx, next); err != nil {
 		return err
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := tx.ExecContext(ctx, "COMMIT"); err != nil {
 		return fmt.Errorf("memory/sqlite: commit: %w", err)
 	}
+	done = true
 	s.seq = seq
 	if s.writes.Add(1) >= checkpointEvery {
 		s.writes.Store(0)
@@ -360,7 +376,7 @@ func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, e
 		return memory.Branch{}, invalid("Fork: empty branch id")
 	}
 	var b memory.Branch
-	err := s.tx(ctx, func(tx *sql.Tx, seq int64) error {
+	err := s.tx(ctx, func(tx *sql.Conn, seq int64) error {
 		depth := 0
 		if p.Parent != "" {
 			if err := tx.QueryRowContext(ctx, `SELECT depth FROM branches WHERE id = ?`, p.Parent).Scan(&depth); err != nil {
@@ -460,7 +476,7 @@ func (s *Store) CoreSet(ctx context.Context, p memory.CoreSetParams) (memory.Cor
 		return memory.CoreEntry{}, err
 	}
 	var e memory.CoreEntry
-	err := s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) (err error) {
+	err := s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) (err error) {
 		seq, _ := next()
 		e, err = s.coreInsert(ctx, tx, seq, p)
 		return err
@@ -468,7 +484,7 @@ func (s *Store) CoreSet(ctx context.Context, p memory.CoreSetParams) (memory.Cor
 	return e, err
 }
 
-func (s *Store) coreInsert(ctx context.Context, tx *sql.Tx, seq int64, p memory.CoreSetParams) (memory.CoreEntry, error) {
+func (s *Store) coreInsert(ctx context.Context, tx *sql.Conn, seq int64, p memory.CoreSetParams) (memory.CoreEntry, error) {
 	now := s.now()
 	e := memory.CoreEntry{Key: p.Key, Value: p.Value, Importance: p.Importance, Branch: p.Branch, Updated: fromMS(ms(now)), Seq: seq}
 	var expires int64
@@ -513,7 +529,7 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 	var added []written
 	var pending []int64
 	var cores []coreVersion
-	err = s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
+	err = s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) error {
 		for _, c := range p.CoreSets {
 			seq, err := next()
 			if err != nil {
@@ -577,7 +593,7 @@ func (s *Store) CoreDelete(ctx context.Context, p memory.CoreKeyParams) error {
 		return err
 	}
 	var v coreVersion
-	return s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
+	return s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) error {
 		seq, _ := next()
 		v = coreVersion{entry: memory.CoreEntry{Key: p.Key, Branch: p.Branch, Seq: seq, Updated: fromMS(ms(s.now()))}, deleted: true}
 		return s.exec(ctx, tx, "core", seq, p.Branch, p.Key, "", 0, 0, 1, ms(s.now()))
@@ -622,7 +638,7 @@ func (s *Store) RecallAppend(ctx context.Context, p memory.RecallAppendParams) (
 		ev.TS = s.now()
 	}
 	ev.TS = fromMS(ms(ev.TS))
-	err := s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
+	err := s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) error {
 		ev.Seq, _ = next()
 		return s.exec(ctx, tx, "recall", ev.Seq, ev.Branch, ms(ev.TS), ev.Kind, ev.NodeID, ev.Phase, ev.Payload)
 	}, func() { s.recall.addEvent(ev) })
@@ -678,7 +694,7 @@ func (s *Store) RecallSummarySet(ctx context.Context, p memory.RecallSummarySetP
 		return err
 	}
 	var v summaryVersion
-	return s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) error {
+	return s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) error {
 		v.seq, _ = next()
 		v.sum = p.Summary
 		return s.exec(ctx, tx, "summary", v.seq, p.Branch, p.Summary.Text, p.Summary.FoldedSeq, ms(s.now()))
@@ -698,7 +714,7 @@ func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams)
 	var item memory.ArchivalItem
 	dup := false
 	var hitSeq int64
-	err = s.txMulti(ctx, func(tx *sql.Tx, next func() (int64, error)) (err error) {
+	err = s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) (err error) {
 		hitSeq, _ = next()
 		item, dup, err = s.archivalInsert(ctx, tx, hitSeq, sc, p)
 		return err
@@ -723,7 +739,7 @@ func (s *Store) indexWrite(item memory.ArchivalItem, dup bool, seq int64, branch
 }
 
 // archivalInsert stores the text, or a repeat of the visible fact.
-func (s *Store) archivalInsert(ctx context.Context, tx *sql.Tx, seq int64, sc []scopeEntry, p memory.ArchivalWriteParams) (memory.ArchivalItem, bool, error) {
+func (s *Store) archivalInsert(ctx context.Context, tx *sql.Conn, seq int64, sc []scopeEntry, p memory.ArchivalWriteParams) (memory.ArchivalItem, bool, error) {
 	fact := memory.FactHash(p.Text)
 	now := s.now()
 	// Writes are serialized and the index is current with every commit,
