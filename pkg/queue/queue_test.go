@@ -233,7 +233,7 @@ func TestMaxDeliverDeadLetters(t *testing.T) {
 func TestAckWaitRedeliveryAndInProgress(t *testing.T) {
 	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
 		ctx := ctxT(t)
-		ackWait := 600 * time.Millisecond
+		ackWait := time.Second
 		q := srv.Queue(t, queue.Options{AckWait: ackWait})
 		c, err := q.PoolConsumer(ctx, "cpu", "w1")
 		require.NoError(t, err)
@@ -310,7 +310,7 @@ func TestWatchRunDeliversEachResultOnce(t *testing.T) {
 func TestRegistryReportsLostWorkers(t *testing.T) {
 	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
 		ctx := ctxT(t)
-		period := 100 * time.Millisecond
+		period := 250 * time.Millisecond
 		q := srv.Queue(t, queue.Options{HeartbeatPeriod: period})
 		reg, err := q.RegisterWorker(ctx, queue.WorkerInfo{ID: "alive", Host: "h", Pools: []string{"cpu"}, Slots: 2, Cores: 2,
 			Toolchains: map[string]string{"gcc": "12.2.0"}, Version: "test"})

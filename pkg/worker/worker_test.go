@@ -122,11 +122,11 @@ func TestWorkerRunsEveryTaskOnce(t *testing.T) {
 
 func TestWorkerHeartbeatsLongTasks(t *testing.T) {
 	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
-		q := srv.Queue(t, queue.Options{AckWait: 300 * time.Millisecond})
+		q := srv.Queue(t, queue.Options{AckWait: time.Second})
 		var calls atomic.Int64
 		exec := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
 			calls.Add(1)
-			time.Sleep(1500 * time.Millisecond) // 5 x AckWait
+			time.Sleep(3 * time.Second) // 3 x AckWait
 			return okResult(), nil
 		})
 		startWorker(t, q, exec, worker.Config{Slots: 1})
