@@ -1,6 +1,6 @@
 // Command worker pulls hpcq tasks from NATS JetStream and runs them.
 //
-//	worker [--pools cpu,gpu] [--slots N] [--work-dir DIR]
+//	worker [--pools cpu,gpu] [--slots N] [--work-dir DIR] [--idle-exit DURATION]
 //
 // It needs HPCQ_NATS_URL (or --nats-url). SIGTERM or SIGINT drains it: it
 // stops pulling, hands its running tasks back for another worker, and exits 0.
@@ -42,6 +42,7 @@ func run() error {
 	fs.StringVar(&cfg.WorkDir, "work-dir", cfg.WorkDir, "workspaces and logs go under DIR/<run_id>/ (env HPCQ_WORK_DIR)")
 	fs.StringVar(&cfg.ID, "id", cfg.ID, "registry id (env HPCQ_WORKER_ID)")
 	fs.DurationVar(&cfg.Grace, "kill-grace", cfg.Grace, "SIGTERM to SIGKILL grace for commands (env HPCQ_KILL_GRACE)")
+	fs.DurationVar(&cfg.IdleExit, "idle-exit", cfg.IdleExit, "exit after this long with nothing to do, 0: never (env HPCQ_IDLE_EXIT)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: worker [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -85,7 +86,7 @@ func run() error {
 	}
 	w, err := worker.New(q, exec, worker.Config{
 		ID: id, Pools: cfg.Pools, Slots: cfg.Slots, Cores: runtime.NumCPU(), FetchWait: cfg.FetchMax,
-		Toolchains: tc.Versions, GPUIDs: phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES")), GPUDevices: tc.GPUs,
+		IdleExit: cfg.IdleExit, Toolchains: tc.Versions, GPUIDs: phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES")), GPUDevices: tc.GPUs,
 		Version: version.Version, Logger: log,
 	})
 	if err != nil {

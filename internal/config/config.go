@@ -90,6 +90,7 @@ type Worker struct {
 	ID       string        `envconfig:"WORKER_ID" desc:"registry id (default: host-pid-n)"`
 	Grace    time.Duration `envconfig:"KILL_GRACE" default:"5s" desc:"SIGTERM to SIGKILL grace for commands"`
 	FetchMax time.Duration `envconfig:"FETCH_WAIT" default:"1s" desc:"how long one pull request waits"`
+	IdleExit time.Duration `envconfig:"IDLE_EXIT" desc:"exit after this long with nothing to do (0: never)"`
 	// MaxOutput is kept in memory per output stream of a phase, unless the
 	// task sets limits.max_output_bytes.
 	MaxOutput int64 `envconfig:"MAX_OUTPUT_BYTES" default:"8388608" desc:"output kept in memory per stream of a phase"`

@@ -62,6 +62,9 @@ type Config struct {
 	GPUIDs []string
 	// GPUDevices are advertised in the registry.
 	GPUDevices []queue.GPUDevice
+	// IdleExit ends the worker after this long with no task running and
+	// none received (0: never), releasing its allocation (Slurm jobs).
+	IdleExit time.Duration
 	// RequeueDelay is how long a task the worker lacks a required
 	// toolchain for waits before its next delivery, when another live
 	// worker of the pool has it. Defaults to 5s.
@@ -162,6 +165,8 @@ type Worker struct {
 	answering chan struct{}
 	running   atomic.Int64
 	reg       *queue.Registration
+	// lastActive is when a task last started or ended (unix nanoseconds).
+	lastActive atomic.Int64
 }
 
 // New returns a worker; Run starts it.
@@ -184,9 +189,10 @@ func New(q *queue.Queue, exec Executor, cfg Config) (*Worker, error) {
 // ID is the worker's registry id.
 func (w *Worker) ID() string { return w.cfg.ID }
 
-// Run registers the worker and runs tasks until ctx ends. Then it drains:
-// it stops pulling, stops its running tasks and hands them back at once for
-// another worker, unregisters, and returns nil.
+// Run registers the worker and runs tasks until ctx ends, or until it has
+// been idle for Config.IdleExit. Then it drains: it stops pulling, stops
+// its running tasks and hands them back at once for another worker,
+// unregisters, and returns nil.
 func (w *Worker) Run(ctx context.Context) error {
 	host, _ := os.Hostname()
 	reg, err := w.q.RegisterWorker(ctx, queue.WorkerInfo{
@@ -207,6 +213,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		consumers = append(consumers, c)
 	}
 	w.log.Info("worker started", "pools", w.cfg.Pools, "slots", w.cfg.Slots, "cores", w.cfg.Cores)
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	w.lastActive.Store(time.Now().UnixNano())
+	if w.cfg.IdleExit > 0 {
+		go w.idleWatch(ctx, stop)
+	}
 
 	// tasks ends when the drain starts: running commands are stopped.
 	var tasks sync.WaitGroup
@@ -235,6 +247,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info("worker stopped")
 	return nil
+}
+
+// idleWatch ends the worker once it has been idle for IdleExit.
+func (w *Worker) idleWatch(ctx context.Context, stop context.CancelFunc) {
+	tick := time.NewTicker(min(w.cfg.IdleExit/4, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			idle := time.Since(time.Unix(0, w.lastActive.Load()))
+			if w.running.Load() == 0 && idle >= w.cfg.IdleExit {
+				w.log.Info("worker idle, exiting", "idle", idle.Round(time.Millisecond), "idle_exit", w.cfg.IdleExit)
+				stop()
+				return
+			}
+		}
+	}
 }
 
 // pull fetches as many tasks as there are free slots, as long as ctx lives.
@@ -306,6 +337,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		return w.log.With("run_id", t.RunID, "node_id", t.NodeID, "attempt", t.Attempt, "delivery", d.NumDelivered)
 	}
 	w.reg.Update(func(i *queue.WorkerInfo) { i.Running = int(w.running.Load()) })
+	w.lastActive.Store(time.Now().UnixNano())
 
 	// Keep the delivery alive until it is answered: an InProgress every
 	// third of AckWait.
@@ -330,6 +362,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		hbStopped = true
 		hb.Stop()
 		hbMu.Unlock()
+		w.lastActive.Store(time.Now().UnixNano())
 		w.running.Add(-1)
 		w.reg.Update(func(i *queue.WorkerInfo) { i.Running = int(w.running.Load()) })
 	}()

@@ -299,3 +299,29 @@ func TestSlotGPUs(t *testing.T) {
 	defer mu.Unlock()
 	require.ElementsMatch(t, [][]string{{"0"}, {"1"}, {"2"}, {"3"}}, got, "4 GPUs, 4 slots: one GPU each")
 }
+
+func TestWorkerIdleExit(t *testing.T) {
+	srv := testutil.StartNATS(t, "embedded")
+	q := srv.Queue(t, queue.Options{})
+	exec := worker.ExecutorFunc(func(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) {
+		time.Sleep(700 * time.Millisecond) // longer than IdleExit: a running task is not idleness
+		return okResult(), nil
+	})
+	w, err := worker.New(q, exec, worker.Config{Slots: 1, IdleExit: 400 * time.Millisecond, Logger: testutil.Logger(t)})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { done <- w.Run(context.Background()) }()
+	outs := execAll(t, q, tasks(1))
+	require.True(t, outs[0].OK())
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, time.Since(start), 1100*time.Millisecond, "idle only after the task ended")
+	case <-time.After(30 * time.Second):
+		t.Fatal("an idle worker did not exit")
+	}
+	ws, err := q.Workers(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, ws, "an idle worker leaves the registry")
+}
