@@ -185,7 +185,7 @@ func Open(path string, o Options) (*Store, error) {
 
 // exec runs a prepared statement on the writer connection, inside the
 // transaction txMulti opened there.
-func (s *Store) exec(ctx context.Context, _ *sql.Conn, name string, args ...any) error {
+func (s *Store) exec(ctx context.Context, name string, args ...any) error {
 	_, err := s.stmts[name].ExecContext(ctx, args...)
 	return err
 }
@@ -391,7 +391,7 @@ func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, e
 		// The fork sees every write up to the seq taken now: seq-1 and
 		// before were committed by earlier transactions.
 		b = memory.Branch{ID: p.Branch, Parent: p.Parent, ForkSeq: seq, Depth: depth, Created: fromMS(ms(now))}
-		err := s.exec(ctx, tx, "branch", b.ID, b.Parent, b.ForkSeq, b.Depth, ms(now))
+		err := s.exec(ctx, "branch", b.ID, b.Parent, b.ForkSeq, b.Depth, ms(now))
 		if err != nil && strings.Contains(err.Error(), "UNIQUE") {
 			return fmt.Errorf("%w: %q", memory.ErrBranchExists, p.Branch)
 		}
@@ -476,15 +476,15 @@ func (s *Store) CoreSet(ctx context.Context, p memory.CoreSetParams) (memory.Cor
 		return memory.CoreEntry{}, err
 	}
 	var e memory.CoreEntry
-	err := s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) (err error) {
+	err := s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) (err error) {
 		seq, _ := next()
-		e, err = s.coreInsert(ctx, tx, seq, p)
+		e, err = s.coreInsert(ctx, seq, p)
 		return err
 	}, func() { s.core.add(coreVersion{entry: e}) })
 	return e, err
 }
 
-func (s *Store) coreInsert(ctx context.Context, tx *sql.Conn, seq int64, p memory.CoreSetParams) (memory.CoreEntry, error) {
+func (s *Store) coreInsert(ctx context.Context, seq int64, p memory.CoreSetParams) (memory.CoreEntry, error) {
 	now := s.now()
 	e := memory.CoreEntry{Key: p.Key, Value: p.Value, Importance: p.Importance, Branch: p.Branch, Updated: fromMS(ms(now)), Seq: seq}
 	var expires int64
@@ -492,7 +492,7 @@ func (s *Store) coreInsert(ctx context.Context, tx *sql.Conn, seq int64, p memor
 		e.Expires = fromMS(ms(now.Add(p.TTL)))
 		expires = ms(e.Expires)
 	}
-	err := s.exec(ctx, tx, "core", seq, p.Branch, p.Key, p.Value, p.Importance, expires, 0, ms(now))
+	err := s.exec(ctx, "core", seq, p.Branch, p.Key, p.Value, p.Importance, expires, 0, ms(now))
 	return e, err
 }
 
@@ -529,13 +529,13 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 	var added []written
 	var pending []int64
 	var cores []coreVersion
-	err = s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) error {
+	err = s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) error {
 		for _, c := range p.CoreSets {
 			seq, err := next()
 			if err != nil {
 				return err
 			}
-			e, err := s.coreInsert(ctx, tx, seq, c)
+			e, err := s.coreInsert(ctx, seq, c)
 			if err != nil {
 				return err
 			}
@@ -546,7 +546,7 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 			if err != nil {
 				return err
 			}
-			if err := s.exec(ctx, tx, "core", seq, p.Branch, k, "", 0, 0, 1, ms(s.now())); err != nil {
+			if err := s.exec(ctx, "core", seq, p.Branch, k, "", 0, 0, 1, ms(s.now())); err != nil {
 				return err
 			}
 			cores = append(cores, coreVersion{entry: memory.CoreEntry{Key: k, Branch: p.Branch, Seq: seq, Updated: fromMS(ms(s.now()))}, deleted: true})
@@ -557,7 +557,7 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 			if err != nil {
 				return err
 			}
-			it, dup, err := s.archivalInsert(ctx, tx, seq, sc, a)
+			it, dup, err := s.archivalInsert(ctx, seq, sc, a)
 			if err != nil {
 				return err
 			}
@@ -593,10 +593,10 @@ func (s *Store) CoreDelete(ctx context.Context, p memory.CoreKeyParams) error {
 		return err
 	}
 	var v coreVersion
-	return s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) error {
+	return s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) error {
 		seq, _ := next()
 		v = coreVersion{entry: memory.CoreEntry{Key: p.Key, Branch: p.Branch, Seq: seq, Updated: fromMS(ms(s.now()))}, deleted: true}
-		return s.exec(ctx, tx, "core", seq, p.Branch, p.Key, "", 0, 0, 1, ms(s.now()))
+		return s.exec(ctx, "core", seq, p.Branch, p.Key, "", 0, 0, 1, ms(s.now()))
 	}, func() { s.core.add(v) })
 }
 
@@ -638,9 +638,9 @@ func (s *Store) RecallAppend(ctx context.Context, p memory.RecallAppendParams) (
 		ev.TS = s.now()
 	}
 	ev.TS = fromMS(ms(ev.TS))
-	err := s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) error {
+	err := s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) error {
 		ev.Seq, _ = next()
-		return s.exec(ctx, tx, "recall", ev.Seq, ev.Branch, ms(ev.TS), ev.Kind, ev.NodeID, ev.Phase, ev.Payload)
+		return s.exec(ctx, "recall", ev.Seq, ev.Branch, ms(ev.TS), ev.Kind, ev.NodeID, ev.Phase, ev.Payload)
 	}, func() { s.recall.addEvent(ev) })
 	return ev, err
 }
@@ -694,10 +694,10 @@ func (s *Store) RecallSummarySet(ctx context.Context, p memory.RecallSummarySetP
 		return err
 	}
 	var v summaryVersion
-	return s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) error {
+	return s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) error {
 		v.seq, _ = next()
 		v.sum = p.Summary
-		return s.exec(ctx, tx, "summary", v.seq, p.Branch, p.Summary.Text, p.Summary.FoldedSeq, ms(s.now()))
+		return s.exec(ctx, "summary", v.seq, p.Branch, p.Summary.Text, p.Summary.FoldedSeq, ms(s.now()))
 	}, func() { s.summaries.add(p.Branch, v) })
 }
 
@@ -714,9 +714,9 @@ func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams)
 	var item memory.ArchivalItem
 	dup := false
 	var hitSeq int64
-	err = s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) (err error) {
+	err = s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) (err error) {
 		hitSeq, _ = next()
-		item, dup, err = s.archivalInsert(ctx, tx, hitSeq, sc, p)
+		item, dup, err = s.archivalInsert(ctx, hitSeq, sc, p)
 		return err
 	}, func() { s.indexWrite(item, dup, hitSeq, p.Branch) })
 	if err != nil {
@@ -739,13 +739,13 @@ func (s *Store) indexWrite(item memory.ArchivalItem, dup bool, seq int64, branch
 }
 
 // archivalInsert stores the text, or a repeat of the visible fact.
-func (s *Store) archivalInsert(ctx context.Context, tx *sql.Conn, seq int64, sc []scopeEntry, p memory.ArchivalWriteParams) (memory.ArchivalItem, bool, error) {
+func (s *Store) archivalInsert(ctx context.Context, seq int64, sc []scopeEntry, p memory.ArchivalWriteParams) (memory.ArchivalItem, bool, error) {
 	fact := memory.FactHash(p.Text)
 	now := s.now()
 	// Writes are serialized and the index is current with every commit,
 	// so the visible copy of the fact, if any, is in the index.
 	if prev, ok := s.arch.findFact(sc, fact); ok {
-		return prev, true, s.exec(ctx, tx, "hit", seq, p.Branch, prev.Seq, ms(now))
+		return prev, true, s.exec(ctx, "hit", seq, p.Branch, prev.Seq, ms(now))
 	}
 	tags := p.Tags
 	if tags == nil {
@@ -754,7 +754,7 @@ func (s *Store) archivalInsert(ctx context.Context, tx *sql.Conn, seq int64, sc 
 	tagsJSON, _ := json.Marshal(tags)
 	item := memory.ArchivalItem{Seq: seq, Branch: p.Branch, Text: p.Text, Tags: tags, Context: p.Context, FactHash: fact,
 		EpisodeHash: memory.EpisodeHash(fact, p.Branch, p.Context), Count: 1, FirstSeen: fromMS(ms(now)), LastSeen: fromMS(ms(now))}
-	err := s.exec(ctx, tx, "archival", seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, ms(now))
+	err := s.exec(ctx, "archival", seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, ms(now))
 	return item, false, err
 }
 
