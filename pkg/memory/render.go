@@ -144,7 +144,7 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 		case SectionCore:
 			title = "## Core memory"
 			limit := min(budget-len(title)-1, m.cfg.CoreMaxChars)
-			body, info.LeftOut = renderCore(rest, limit)
+			body, info.LeftOut = renderCore(m.capValues(rest), limit)
 		case SectionRecall:
 			title, body = "## Recall: summary and recent events", renderRecall(sum, window)
 		case SectionArchival:
@@ -155,6 +155,11 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 			}
 		}
 		room := budget - len(title) - 2
+		if s.name == SectionArchival {
+			if cap := m.cfg.SectionBudgets["archival_snippet"]; cap > 0 {
+				room = min(room, cap)
+			}
+		}
 		body, info = m.fit(ctx, body, room, taskHint, info)
 		section := title + "\n" + body + "\n"
 		if len(section) > budget { // only a title longer than its budget
@@ -168,6 +173,25 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 	out.Text = b.String()
 	m.record(branch, "render", start, len(taskHint), len(out.Text), len(out.Sections), nil)
 	return out, nil
+}
+
+// valueBudgets maps pinned core keys to their section_budgets key.
+var valueBudgets = map[string]string{"IDEA_SUMMARY": "idea_summary", "PHASE0_SUMMARY": "phase0_summary"}
+
+// capValues cuts the values of IDEA_SUMMARY and PHASE0_SUMMARY to their
+// section_budgets (idea_summary, phase0_summary), with a visible marker.
+func (m *Memory) capValues(entries []CoreEntry) []CoreEntry {
+	out := make([]CoreEntry, len(entries))
+	for i, e := range entries {
+		if key, ok := valueBudgets[e.Key]; ok {
+			if limit := m.cfg.SectionBudgets[key]; limit > 0 && len(e.Value) > limit {
+				keep := cutUTF8(e.Value, limit)
+				e.Value = e.Value[:keep] + fmt.Sprintf(" [... %s cut to its budget of %d chars ...]", key, limit)
+			}
+		}
+		out[i] = e
+	}
+	return out
 }
 
 // fit brings body within room: as it is, compressed, or truncated.

@@ -40,6 +40,7 @@ func ExerciseModel(t *testing.T, newStore NewStore) {
 		name string
 		fn   func(t *testing.T, newMemory NewMemory)
 	}{
+		{"RenderSectionBudgets", modelRenderSectionBudgets},
 		{"ApplyIsAtomic", modelApplyIsAtomic},
 		{"ConverseReadRounds", modelConverseReadRounds},
 		{"RecallFoldAndFallback", modelRecallFoldAndFallback},
@@ -456,4 +457,31 @@ func modelResources(t *testing.T, newMemory NewMemory) {
 	require.NoError(t, os.WriteFile(bad, []byte("- name: x\n  class: c\n"), 0o644))
 	_, err = memory.LoadResources(bad, dir)
 	require.ErrorIs(t, err, memory.ErrInvalid)
+}
+
+// modelRenderSectionBudgets: section_budgets cap the idea and Phase 0
+// summaries and the archival section.
+func modelRenderSectionBudgets(t *testing.T, newMemory NewMemory) {
+	ctx := context.Background()
+	cfg := memory.Config{SectionBudgets: map[string]int{"idea_summary": 100, "phase0_summary": 80, "archival_snippet": 150}}
+	m := newMemory(t, cfg, memory.Options{})
+	for k, v := range map[string]string{"IDEA_SUMMARY": strings.Repeat("idea ", 100), "PHASE0_SUMMARY": strings.Repeat("plan ", 100)} {
+		_, err := m.CoreSet(ctx, memory.CoreSetParams{Branch: "root", Key: k, Value: v})
+		require.NoError(t, err)
+	}
+	for i := range 10 {
+		_, _, err := m.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: fmt.Sprintf("stencil note %d: %s", i, strings.Repeat("detail ", 10))})
+		require.NoError(t, err)
+	}
+	r, err := m.RenderForPrompt(ctx, "root", "stencil", 24000)
+	require.NoError(t, err)
+	require.Contains(t, r.Text, "[... idea_summary cut to its budget of 100 chars ...]")
+	require.Contains(t, r.Text, "[... phase0_summary cut to its budget of 80 chars ...]")
+	require.NotContains(t, r.Text, strings.Repeat("idea ", 30))
+	for _, s := range r.Sections {
+		if s.Name == memory.SectionArchival {
+			require.True(t, s.Truncated, "archival_snippet caps the archival section")
+			require.LessOrEqual(t, s.Chars, 150+80)
+		}
+	}
 }
