@@ -9,15 +9,15 @@
 #   services.sh stop SERVICE DIR       stop the service started in DIR
 #   services.sh env DIR                print DIR/services.env
 #
-# SERVICE: nats. install also knows "mpi" (Open MPI: mpicc, mpirun), a
-# toolchain the tests need that runs no server. Every command is idempotent:
+# SERVICE: nats, redis, clickhouse. install also knows "mpi" (Open MPI:
+# mpicc, mpirun), a toolchain the tests need that runs no server. Every command is idempotent:
 # starting a running service prints its env again; stopping a stopped one
 # does nothing. Processes are stopped only through the pid files this script
 # wrote, and only when the pid still belongs to the program started there.
 set -euo pipefail
 
-ALL_SERVICES=(nats)
-INSTALL_ALL=(nats mpi)
+ALL_SERVICES=(nats redis clickhouse)
+INSTALL_ALL=(nats mpi redis clickhouse)
 
 die() { echo "services.sh: $*" >&2; exit 1; }
 
@@ -25,6 +25,8 @@ package_of() {
   case "$1" in
     nats) echo nats-server ;;
     mpi) echo openmpi-bin libopenmpi-dev ;;
+    redis) echo redis-server ;;
+    clickhouse) echo clickhouse-server clickhouse-client ;;
     *) die "unknown service '$1' (known: ${ALL_SERVICES[*]})" ;;
   esac
 }
@@ -33,6 +35,8 @@ binary_of() {
   case "$1" in
     nats) echo nats-server ;;
     mpi) echo mpicc ;;
+    redis) echo redis-server ;;
+    clickhouse) echo clickhouse-server ;;
     *) die "unknown service '$1'" ;;
   esac
 }
@@ -70,8 +74,15 @@ pid_alive() {
   pid=$(cat "$dir/$name.pid" 2>/dev/null) || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   [ -r "/proc/$pid/cmdline" ] || return 1
-  # The command line must name this directory: a reused pid never does.
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$dir" || return 1
+  # The process must belong to this directory: its command line names it
+  # (nats, clickhouse) or it runs inside it (redis, which rewrites its
+  # command line and works in its --dir). A reused pid does neither.
+  if ! tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$dir"; then
+    case "$(readlink "/proc/$pid/cwd" 2>/dev/null)" in
+      "$dir"|"$dir"/*) ;;
+      *) return 1 ;;
+    esac
+  fi
   echo "$pid"
 }
 
@@ -99,6 +110,87 @@ start_nats() {
   printf 'HPCQ_NATS_URL=%s\nHPCQ_NATS_PID=%s\n' "$url" "$launched" | tee "$dir/nats.env"
 }
 
+# free_port: a loopback TCP port nothing listens on now.
+free_port() {
+  local p i
+  for i in $(seq 1 50); do
+    p=$(( (RANDOM << 1 | RANDOM & 1) % 30000 + 20000 ))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"; return 0
+    fi
+  done
+  die "no free port found"
+}
+
+start_redis() {
+  local dir=$1 pid port i
+  mkdir -p "$dir/data"
+  if pid=$(pid_alive "$dir" redis) && [ -s "$dir/redis.env" ]; then
+    cat "$dir/redis.env"; return 0
+  fi
+  command -v redis-server >/dev/null 2>&1 || die "redis-server not installed (run: scripts/services.sh install redis)"
+  port=$(free_port)
+  # appendonly with fsync every second: what survives a kill -9 is what a
+  # real deployment would keep.
+  redis-server --bind 127.0.0.1 --port "$port" --dir "$dir/data" --appendonly yes --appendfsync everysec \
+    --save "" --daemonize no --logfile "$dir/redis.log" --protected-mode yes </dev/null >/dev/null 2>&1 &
+  local launched=$!
+  echo "$launched" >"$dir/redis.pid"
+  for i in $(seq 1 100); do
+    [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ] && break
+    kill -0 "$launched" 2>/dev/null || die "redis-server exited at start; see $dir/redis.log"
+    sleep 0.05
+  done
+  [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ] || die "redis-server did not answer within 5s; see $dir/redis.log"
+  printf 'HPCQ_REDIS_URL=redis://127.0.0.1:%s/0\nHPCQ_REDIS_PID=%s\n' "$port" "$launched" | tee "$dir/redis.env"
+}
+
+start_clickhouse() {
+  local dir=$1 pid tcp http inter i
+  mkdir -p "$dir"/{data,tmp,log,user_files,format_schemas}
+  if pid=$(pid_alive "$dir" clickhouse) && [ -s "$dir/clickhouse.env" ]; then
+    cat "$dir/clickhouse.env"; return 0
+  fi
+  command -v clickhouse-server >/dev/null 2>&1 || die "clickhouse-server not installed (run: scripts/services.sh install clickhouse)"
+  tcp=$(free_port); http=$(free_port); inter=$(free_port)
+  cat >"$dir/config.xml" <<XML
+<yandex>
+  <logger><level>warning</level><log>$dir/log/server.log</log><errorlog>$dir/log/error.log</errorlog><console>0</console></logger>
+  <listen_host>127.0.0.1</listen_host>
+  <tcp_port>$tcp</tcp_port>
+  <http_port>$http</http_port>
+  <interserver_http_port>$inter</interserver_http_port>
+  <path>$dir/data/</path>
+  <tmp_path>$dir/tmp/</tmp_path>
+  <user_files_path>$dir/user_files/</user_files_path>
+  <format_schema_path>$dir/format_schemas/</format_schema_path>
+  <users_config>$dir/users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <mark_cache_size>536870912</mark_cache_size>
+  <max_concurrent_queries>100</max_concurrent_queries>
+</yandex>
+XML
+  cat >"$dir/users.xml" <<'XML'
+<yandex>
+  <profiles><default></default></profiles>
+  <users><default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks><profile>default</profile><quota>default</quota></default></users>
+  <quotas><default></default></quotas>
+</yandex>
+XML
+  clickhouse-server --config-file="$dir/config.xml" </dev/null >"$dir/log/stdout.log" 2>&1 &
+  local launched=$!
+  echo "$launched" >"$dir/clickhouse.pid"
+  for i in $(seq 1 300); do
+    clickhouse-client --host 127.0.0.1 --port "$tcp" --query "SELECT 1" >/dev/null 2>&1 && break
+    kill -0 "$launched" 2>/dev/null || die "clickhouse-server exited at start; see $dir/log/error.log"
+    sleep 0.1
+  done
+  clickhouse-client --host 127.0.0.1 --port "$tcp" --query "SELECT 1" >/dev/null 2>&1 || die "clickhouse-server did not answer within 30s; see $dir/log"
+  printf 'HPCQ_CLICKHOUSE_DSN=clickhouse://default@127.0.0.1:%s/default\nHPCQ_CLICKHOUSE_TCP_PORT=%s\nHPCQ_CLICKHOUSE_HTTP_PORT=%s\nHPCQ_CLICKHOUSE_PID=%s\n' \
+    "$tcp" "$tcp" "$http" "$launched" | tee "$dir/clickhouse.env"
+}
+
 stop_pidfile() {
   local dir=$1 name=$2 pid i
   if pid=$(pid_alive "$dir" "$name"); then
@@ -118,6 +210,8 @@ cmd_start() {
   mkdir -p "$2"; dir=$(cd "$2" && pwd)
   case "$svc" in
     nats) start_nats "$dir" ;;
+    redis) start_redis "$dir" ;;
+    clickhouse) start_clickhouse "$dir" ;;
     *) die "unknown service '$svc'" ;;
   esac
 }
@@ -128,7 +222,7 @@ cmd_stop() {
   [ -d "$2" ] || return 0
   dir=$(cd "$2" && pwd)
   case "$svc" in
-    nats) stop_pidfile "$dir" nats ;;
+    nats|redis|clickhouse) stop_pidfile "$dir" "$svc" ;;
     *) die "unknown service '$svc'" ;;
   esac
 }

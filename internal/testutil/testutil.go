@@ -236,3 +236,49 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Server is a server process started through scripts/services.sh.
+type Server struct {
+	// Env holds what services.sh wrote to <service>.env.
+	Env map[string]string
+	// PID of the server process.
+	PID  int
+	Dir  string
+	stop func()
+}
+
+// Stop stops the server (the test's cleanup does it too).
+func (s *Server) Stop() { s.stop() }
+
+// StartService starts redis or clickhouse (or nats) under a temp dir
+// through scripts/services.sh, stopped by its pid when the test ends.
+func StartService(t testing.TB, service string) *Server {
+	t.Helper()
+	bins := map[string]string{"nats": "nats-server", "redis": "redis-server", "clickhouse": "clickhouse-server"}
+	bin, ok := bins[service]
+	if !ok {
+		t.Fatalf("unknown service %q", service)
+	}
+	RequireBinary(t, bin, "scripts/services.sh install "+service)
+	dir := t.TempDir()
+	Services(t, "start", service, dir)
+	data, err := os.ReadFile(filepath.Join(dir, service+".env"))
+	if err != nil {
+		t.Fatalf("services.sh start %s wrote no env file: %v", service, err)
+	}
+	s := &Server{Env: ParseEnv(string(data)), Dir: dir}
+	for k, v := range s.Env {
+		if strings.HasSuffix(k, "_PID") {
+			s.PID, _ = strconv.Atoi(v)
+		}
+	}
+	stopped := false
+	s.stop = func() {
+		if !stopped {
+			stopped = true
+			Services(t, "stop", service, dir)
+		}
+	}
+	t.Cleanup(s.stop)
+	return s
+}
