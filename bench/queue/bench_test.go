@@ -10,9 +10,6 @@ import (
 // TestBenchSmall runs every part of the benchmark at a small size and
 // checks that it prints exactly the fixed lines.
 func TestBenchSmall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the benchmark smoke test starts servers and spawns shells")
-	}
 	var out, log bytes.Buffer
 	err := run(params{N: 500, SpawnN: 20, Rate: 200, LatencyFor: 500 * time.Millisecond, Reps: 1}, &out, &log)
 	if err != nil {
