@@ -86,28 +86,44 @@ pid_alive() {
   echo "$pid"
 }
 
-start_nats() {
-  local dir=$1 pid url i
-  mkdir -p "$dir/js"
-  if pid=$(pid_alive "$dir" nats) && [ -s "$dir/nats.env" ]; then
-    cat "$dir/nats.env"; return 0
-  fi
-  rm -f "$dir"/nats-server_*.ports "$dir/nats.env"
-  command -v nats-server >/dev/null 2>&1 || die "nats-server not installed (run: scripts/services.sh install nats)"
-  nats-server -a 127.0.0.1 -p -1 -js -sd "$dir/js" --ports_file_dir "$dir" \
-    -P "$dir/nats.pid" -l "$dir/nats.log" </dev/null >/dev/null 2>&1 &
-  local launched=$!
-  for i in $(seq 1 100); do
-    if [ -f "$dir/nats-server_${launched}.ports" ]; then
-      url=$(grep -o 'nats://[0-9.]*:[0-9]*' "$dir/nats-server_${launched}.ports" | head -n1)
-      [ -n "$url" ] && break
-    fi
-    kill -0 "$launched" 2>/dev/null || die "nats-server exited at start; see $dir/nats.log"
+# already_running DIR NAME: prints the env of NAME if it runs in DIR.
+already_running() {
+  pid_alive "$1" "$2" >/dev/null && [ -s "$1/$2.env" ] && cat "$1/$2.env"
+}
+
+# need BINARY SERVICE: dies with the install hint when BINARY is missing.
+need() {
+  command -v "$1" >/dev/null 2>&1 || die "$1 not installed (run: scripts/services.sh install $2)"
+}
+
+# wait_ready PID SECONDS WHAT LOG CMD...: polls CMD every 0.05 s until it
+# succeeds; dies when process PID exits first or time runs out.
+wait_ready() {
+  local pid=$1 secs=$2 what=$3 log=$4 i
+  shift 4
+  for i in $(seq 1 $((secs * 20))); do
+    "$@" >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || die "$what exited at start; see $log"
     sleep 0.05
   done
-  [ -n "${url:-}" ] || die "nats-server did not report its port within 5s; see $dir/nats.log"
-  echo "$launched" >"$dir/nats.pid"
-  printf 'HPCQ_NATS_URL=%s\nHPCQ_NATS_PID=%s\n' "$url" "$launched" | tee "$dir/nats.env"
+  die "$what not ready within ${secs}s; see $log"
+}
+
+nats_url() { grep -o 'nats://[0-9.]*:[0-9]*' "$1" 2>/dev/null | head -n1; }
+nats_ready() { [ -n "$(nats_url "$1")" ]; }
+
+start_nats() {
+  local dir=$1
+  mkdir -p "$dir/js"
+  already_running "$dir" nats && return 0
+  rm -f "$dir"/nats-server_*.ports "$dir/nats.env"
+  need nats-server nats
+  nats-server -a 127.0.0.1 -p -1 -js -sd "$dir/js" --ports_file_dir "$dir" \
+    -P "$dir/nats.pid" -l "$dir/nats.log" </dev/null >/dev/null 2>&1 &
+  local launched=$! ports
+  ports="$dir/nats-server_${launched}.ports"
+  wait_ready "$launched" 5 nats-server "$dir/nats.log" nats_ready "$ports"
+  printf 'HPCQ_NATS_URL=%s\nHPCQ_NATS_PID=%s\n' "$(nats_url "$ports")" "$launched" | tee "$dir/nats.env"
 }
 
 # free_port: a loopback TCP port nothing listens on now.
@@ -122,13 +138,13 @@ free_port() {
   die "no free port found"
 }
 
+redis_ready() { [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; }
+
 start_redis() {
-  local dir=$1 pid port i
+  local dir=$1 port
   mkdir -p "$dir/data"
-  if pid=$(pid_alive "$dir" redis) && [ -s "$dir/redis.env" ]; then
-    cat "$dir/redis.env"; return 0
-  fi
-  command -v redis-server >/dev/null 2>&1 || die "redis-server not installed (run: scripts/services.sh install redis)"
+  already_running "$dir" redis && return 0
+  need redis-server redis
   port=$(free_port)
   # appendonly with fsync every second: what survives a kill -9 is what a
   # real deployment would keep.
@@ -136,22 +152,15 @@ start_redis() {
     --save "" --daemonize no --logfile "$dir/redis.log" --protected-mode yes </dev/null >/dev/null 2>&1 &
   local launched=$!
   echo "$launched" >"$dir/redis.pid"
-  for i in $(seq 1 100); do
-    [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ] && break
-    kill -0 "$launched" 2>/dev/null || die "redis-server exited at start; see $dir/redis.log"
-    sleep 0.05
-  done
-  [ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ] || die "redis-server did not answer within 5s; see $dir/redis.log"
+  wait_ready "$launched" 5 redis-server "$dir/redis.log" redis_ready "$port"
   printf 'HPCQ_REDIS_URL=redis://127.0.0.1:%s/0\nHPCQ_REDIS_PID=%s\n' "$port" "$launched" | tee "$dir/redis.env"
 }
 
 start_clickhouse() {
-  local dir=$1 pid tcp http inter i
+  local dir=$1 tcp http inter
   mkdir -p "$dir"/{data,tmp,log,user_files,format_schemas}
-  if pid=$(pid_alive "$dir" clickhouse) && [ -s "$dir/clickhouse.env" ]; then
-    cat "$dir/clickhouse.env"; return 0
-  fi
-  command -v clickhouse-server >/dev/null 2>&1 || die "clickhouse-server not installed (run: scripts/services.sh install clickhouse)"
+  already_running "$dir" clickhouse && return 0
+  need clickhouse-server clickhouse
   tcp=$(free_port); http=$(free_port); inter=$(free_port)
   cat >"$dir/config.xml" <<XML
 <yandex>
@@ -181,12 +190,8 @@ XML
   clickhouse-server --config-file="$dir/config.xml" </dev/null >"$dir/log/stdout.log" 2>&1 &
   local launched=$!
   echo "$launched" >"$dir/clickhouse.pid"
-  for i in $(seq 1 300); do
-    clickhouse-client --host 127.0.0.1 --port "$tcp" --query "SELECT 1" >/dev/null 2>&1 && break
-    kill -0 "$launched" 2>/dev/null || die "clickhouse-server exited at start; see $dir/log/error.log"
-    sleep 0.1
-  done
-  clickhouse-client --host 127.0.0.1 --port "$tcp" --query "SELECT 1" >/dev/null 2>&1 || die "clickhouse-server did not answer within 30s; see $dir/log"
+  wait_ready "$launched" 30 clickhouse-server "$dir/log/error.log" \
+    clickhouse-client --host 127.0.0.1 --port "$tcp" --query "SELECT 1"
   printf 'HPCQ_CLICKHOUSE_DSN=clickhouse://default@127.0.0.1:%s/default\nHPCQ_CLICKHOUSE_TCP_PORT=%s\nHPCQ_CLICKHOUSE_HTTP_PORT=%s\nHPCQ_CLICKHOUSE_PID=%s\n' \
     "$tcp" "$tcp" "$http" "$launched" | tee "$dir/clickhouse.env"
 }

@@ -265,7 +265,7 @@ func TestTimeoutKillsTaskAndChildren(t *testing.T) {
 // TestExecLocalExamples runs the bundled examples as `make run` does.
 func TestExecLocalExamples(t *testing.T) {
 	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not installed: the OpenMP example compiles C code")
+		t.Skip("gcc not found: the OpenMP example compiles C code")
 	}
 	t.Parallel()
 	runs := t.TempDir()

@@ -35,9 +35,7 @@ func cTask(node string) *queue.NodeTask {
 }
 
 func TestExecuteCompilesAndRuns(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/gcc"); err != nil {
-		t.Skip("gcc not installed: this test compiles C code")
-	}
+	requireGCC(t)
 	e := newExec(t)
 	task := cTask("n1")
 	task.Artifacts.Download.Commands = []string{"echo fetching", "env > env.txt"}
