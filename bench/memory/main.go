@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,8 +51,21 @@ var order = []string{"fork", "core_set", "recall_append", "archival_write", "ren
 func main() {
 	trace := flag.String("trace", "base", "base or 10x")
 	dir := flag.String("dir", "../shared/bench", "directory of the trace files")
+	prof := flag.String("cpuprofile", "", "write a CPU profile of the replay to this file")
 	flag.Parse()
+	if *prof != "" {
+		pf, err := os.Create(*prof)
+		if err == nil {
+			err = pprof.StartCPUProfile(pf)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-memory:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(*trace, *dir, os.Stdout, os.Stderr); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench-memory:", err)
 		os.Exit(1)
 	}

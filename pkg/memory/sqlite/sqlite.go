@@ -1,8 +1,10 @@
 // Package sqlite is the embedded backend of pkg/memory: one SQLite file in
 // WAL mode (modernc.org/sqlite, pure Go) holds everything; recall and
 // archival search run on in-memory inverted indexes of those tables, built
-// at Open and kept current with every commit, whose cost follows the
-// reader's visible set (SQLite's FTS5 ranks over the whole table).
+// at Open and kept current with every write, whose cost follows the
+// reader's visible set (SQLite's FTS5 ranks over the whole table). Writes
+// are acknowledged once journaled and reach SQLite in group commits (see
+// commit.go).
 //
 // Visibility is computed, never copied: a branch's scope is the list of
 // (branch, max seq) pairs of its path to the root, fixed at fork time and
@@ -21,12 +23,12 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 	_ "modernc.org/sqlite" // the driver
 
+	"github.com/hpcq/hpcq/internal/journal"
 	"github.com/hpcq/hpcq/pkg/memory"
 )
 
@@ -35,6 +37,9 @@ type Options struct {
 	// Now is the clock (TTL expiry, timestamps, recency). Defaults to
 	// time.Now; tests inject their own.
 	Now func() time.Time
+	// Sync fsyncs the journal on every write, so that an acknowledged
+	// write survives a crash of the machine, not only of the process.
+	Sync bool
 }
 
 // Store is a memory.Store in one SQLite file.
@@ -49,44 +54,45 @@ type Store struct {
 	recall    recallIndex
 	core      *coreMirror
 	summaries *summaryMirror
+	branches  sync.Map // id -> memory.Branch
 	// wmu serializes this process's writes; seq is the last seq handed
-	// out. One process writes a file (enforced by a lock file), so the
-	// counter lives in memory and is recovered from the tables at Open.
+	// out and cur the batch being built. One process writes a file
+	// (enforced by a lock file), so the counter lives in memory and is
+	// recovered from the tables and the journal at Open.
 	wmu  sync.Mutex
 	seq  int64
+	cur  batch
+	jr   *journal.Journal
 	lock *os.File
-	// wconn is the connection every write goes through, with the
-	// statements prepared on it: no pool, no per-transaction re-binding.
+	// wconn is the committer's connection, with the statements prepared
+	// on it: no pool, no per-transaction re-binding.
 	wconn *sql.Conn
 	stmts map[string]*sql.Stmt
-	// writes counts commits since the last checkpoint; the checkpointer
-	// wakes on kick.
-	writes  atomic.Int64
-	kick    chan struct{}
-	stopped chan struct{}
-}
-
-// checkpointEvery commits, the WAL is checkpointed in the background.
-const checkpointEvery = 1000
-
-// checkpointer runs passive checkpoints off the write path until Close.
-func (s *Store) checkpointer() {
-	defer close(s.stopped)
-	for range s.kick {
-		if _, err := s.db.Exec(`PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
-			continue // retried at the next kick; the WAL only grows meanwhile
-		}
-	}
+	// pmu guards the committer's queue: pending batches, their row count,
+	// the last seq in SQLite, the committer's last error, and committed,
+	// closed (and replaced) after every commit.
+	pmu         sync.Mutex
+	pending     []batch
+	pendingRows int
+	applied     int64
+	commitErr   error
+	committed   chan struct{}
+	wake        chan struct{}
+	stop        chan struct{}
+	stopped     chan struct{}
+	started     bool
 }
 
 // Statements prepared once: parsing SQL costs more than running it.
+// OR IGNORE: replaying a journaled batch that is in the file already
+// changes nothing (the API itself never writes a key twice).
 var statements = map[string]string{
-	"branch":   `INSERT INTO branches (id, parent, fork_seq, depth, created_ms) VALUES (?, ?, ?, ?, ?)`,
-	"core":     `INSERT INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-	"recall":   `INSERT INTO recall (seq, branch, ts_ms, kind, node_id, phase, payload) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-	"summary":  `INSERT INTO recall_summary (seq, branch, text, folded_seq, ts_ms) VALUES (?, ?, ?, ?, ?)`,
-	"archival": `INSERT INTO archival (seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-	"hit":      `INSERT INTO archival_hits (seq, branch, target, ts_ms) VALUES (?, ?, ?, ?)`,
+	"branch":   `INSERT OR IGNORE INTO branches (id, parent, fork_seq, depth, created_ms) VALUES (?, ?, ?, ?, ?)`,
+	"core":     `INSERT OR IGNORE INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	"recall":   `INSERT OR IGNORE INTO recall (seq, branch, ts_ms, kind, node_id, phase, payload) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	"summary":  `INSERT OR IGNORE INTO recall_summary (seq, branch, text, folded_seq, ts_ms) VALUES (?, ?, ?, ?, ?)`,
+	"archival": `INSERT OR IGNORE INTO archival (seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	"hit":      `INSERT OR IGNORE INTO archival_hits (seq, branch, target, ts_ms) VALUES (?, ?, ?, ?)`,
 }
 
 // ErrLocked: another process has the store open for writing.
@@ -153,8 +159,7 @@ func Open(path string, o Options) (*Store, error) {
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
 	s := &Store{db: db, now: o.Now, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()}, core: newCoreMirror(), summaries: newSummaryMirror(), lock: lock, stmts: map[string]*sql.Stmt{},
-		kick: make(chan struct{}, 1), stopped: make(chan struct{})}
-	go s.checkpointer()
+		committed: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	fail := func(err error) (*Store, error) {
 		s.Close()
 		return nil, err
@@ -162,11 +167,6 @@ func Open(path string, o Options) (*Store, error) {
 	if _, err := db.Exec(schema); err != nil {
 		return fail(fmt.Errorf("memory/sqlite: schema: %w", err))
 	}
-	var last sql.NullInt64
-	if err := db.QueryRow(lastSeq).Scan(&last); err != nil {
-		return fail(fmt.Errorf("memory/sqlite: last seq: %w", err))
-	}
-	s.seq = last.Int64
 	if s.wconn, err = db.Conn(context.Background()); err != nil {
 		return fail(fmt.Errorf("memory/sqlite: writer connection: %w", err))
 	}
@@ -177,21 +177,63 @@ func Open(path string, o Options) (*Store, error) {
 		}
 		s.stmts[name] = st
 	}
+	var last sql.NullInt64
+	if err := db.QueryRow(lastSeq).Scan(&last); err != nil {
+		return fail(fmt.Errorf("memory/sqlite: last seq: %w", err))
+	}
+	// Replay what was acknowledged but had not reached the file.
+	var replay []batch
+	s.jr, err = journal.Open(path+".journal", journal.Options{Sync: o.Sync}, func(p []byte) error {
+		b, err := decodeBatch(p)
+		if err != nil {
+			return fmt.Errorf("batch %d: %w", len(replay)+1, err)
+		}
+		if b.seq > last.Int64 {
+			replay = append(replay, b)
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(fmt.Errorf("memory/sqlite: %w", err))
+	}
+	if len(replay) > 0 {
+		if err := s.commitBatches(replay); err != nil {
+			return fail(fmt.Errorf("memory/sqlite: replay the journal: %w", err))
+		}
+		last.Int64 = replay[len(replay)-1].seq
+	}
+	if err := s.jr.Reset(); err != nil {
+		return fail(err)
+	}
+	s.seq, s.applied = last.Int64, last.Int64
 	if err := s.loadIndex(); err != nil {
 		return fail(err)
 	}
+	s.started = true
+	go s.committer()
 	return s, nil
 }
 
-// exec runs a prepared statement on the writer connection, inside the
-// transaction txMulti opened there.
-func (s *Store) exec(ctx context.Context, name string, args ...any) error {
-	_, err := s.stmts[name].ExecContext(ctx, args...)
-	return err
-}
-
-// loadIndex rebuilds the archival index from the table.
+// loadIndex rebuilds the in-memory mirrors and indexes from the tables.
 func (s *Store) loadIndex() error {
+	brows, err := s.db.Query(`SELECT id, parent, fork_seq, depth, created_ms FROM branches`)
+	if err != nil {
+		return fmt.Errorf("memory/sqlite: load branches: %w", err)
+	}
+	for brows.Next() {
+		var b memory.Branch
+		var created int64
+		if err := brows.Scan(&b.ID, &b.Parent, &b.ForkSeq, &b.Depth, &created); err != nil {
+			brows.Close()
+			return err
+		}
+		b.Created = fromMS(created)
+		s.branches.Store(b.ID, b)
+	}
+	brows.Close()
+	if err := brows.Err(); err != nil {
+		return err
+	}
 	rows, err := s.db.Query(`SELECT seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms FROM archival ORDER BY seq`)
 	if err != nil {
 		return fmt.Errorf("memory/sqlite: load archival index: %w", err)
@@ -274,31 +316,54 @@ func (s *Store) loadIndex() error {
 	return hits.Err()
 }
 
-// Checkpoint moves the WAL into the database file and truncates the WAL,
-// so that the file's size is the store's size.
+// Checkpoint flushes every acknowledged write into the database file and
+// truncates the WAL, so that the file's size is the store's size.
 func (s *Store) Checkpoint(ctx context.Context) error {
+	if err := s.Flush(ctx); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 	return err
 }
 
-// Close closes the database and releases the write lock.
+// Close commits what is pending, empties the journal, closes the database
+// and releases the write lock. If the pending writes cannot be committed,
+// they stay in the journal for the next Open and the error is returned.
 func (s *Store) Close() error {
-	if s.kick != nil {
-		close(s.kick)
+	var errs []error
+	if s.started {
+		if err := s.Flush(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+		close(s.stop) // the committer makes one more attempt at what is left
 		<-s.stopped
-		s.kick = nil
+		s.started = false
+	}
+	if s.jr != nil {
+		s.pmu.Lock()
+		clean := len(s.pending) == 0
+		s.pmu.Unlock()
+		if clean {
+			if err := s.jr.Reset(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		errs = append(errs, s.jr.Close())
+		s.jr = nil
 	}
 	for _, st := range s.stmts {
 		st.Close()
 	}
+	s.stmts = nil
 	if s.wconn != nil {
 		s.wconn.Close()
+		s.wconn = nil
 	}
-	err := s.db.Close()
+	errs = append(errs, s.db.Close())
 	if s.lock != nil {
 		s.lock.Close() // releases the flock
 	}
-	return err
+	return errors.Join(errs...)
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -314,56 +379,45 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", memory.ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-// tx runs fn in an immediate (writing) transaction with the next seq.
-func (s *Store) tx(ctx context.Context, fn func(tx *sql.Conn, seq int64) error) error {
-	return s.txMulti(ctx, func(tx *sql.Conn, next func() (int64, error)) error {
-		seq, err := next()
-		if err != nil {
-			return err
-		}
-		return fn(tx, seq)
-	})
+// tx runs fn, which adds rows, as one write with the next seq.
+func (s *Store) tx(ctx context.Context, fn func(seq int64) error, onCommit ...func()) error {
+	return s.txMulti(ctx, func(next func() int64) error { return fn(next()) }, onCommit...)
 }
 
-// txMulti runs fn in one immediate transaction; next hands out seqs.
-// Either everything fn wrote is committed or nothing is. onCommit, if
-// set, runs after the commit while writes are still serialized (the
-// archival index is updated there, so a concurrent writer's dedup never
-// misses a committed fact).
-func (s *Store) txMulti(ctx context.Context, fn func(tx *sql.Conn, next func() (int64, error)) error, onCommit ...func()) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	tx := s.wconn
-	if _, err := tx.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("memory/sqlite: begin: %w", err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			// Not the caller's context: a canceled one must still roll back.
-			_, _ = tx.ExecContext(context.Background(), "ROLLBACK")
-		}
-	}()
-	seq := s.seq
-	next := func() (int64, error) {
-		seq++
-		return seq, nil
-	}
-	if err := fn(tx, next); err != nil {
+// txMulti runs fn, which adds rows (s.row) and takes seqs from next, as
+// one write: its rows are journaled as one batch, so either all of them
+// are durable or none is. onCommit, if set, runs once the batch is
+// durable, while writes are still serialized (the mirrors and the
+// archival index are updated there, so a concurrent writer's dedup never
+// misses an acknowledged fact).
+func (s *Store) txMulti(ctx context.Context, fn func(next func() int64) error, onCommit ...func()) error {
+	if err := s.backpressure(ctx); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "COMMIT"); err != nil {
-		return fmt.Errorf("memory/sqlite: commit: %w", err)
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	done = true
+	seq := s.seq
+	s.cur = batch{}
+	defer func() { s.cur = batch{} }()
+	if err := fn(func() int64 { seq++; return seq }); err != nil {
+		return err
+	}
+	if len(s.cur.rows) == 0 {
+		return nil
+	}
+	s.cur.seq = seq
+	rec, err := s.cur.encode()
+	if err != nil {
+		return fmt.Errorf("memory/sqlite: encode write: %w", err)
+	}
+	if err := s.jr.Append(rec); err != nil {
+		return fmt.Errorf("memory/sqlite: %w", err)
+	}
 	s.seq = seq
-	if s.writes.Add(1) >= checkpointEvery {
-		s.writes.Store(0)
-		select {
-		case s.kick <- struct{}{}:
-		default: // one is pending already
-		}
-	}
+	s.enqueue(s.cur)
 	for _, f := range onCommit {
 		f()
 	}
@@ -376,27 +430,25 @@ func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, e
 		return memory.Branch{}, invalid("Fork: empty branch id")
 	}
 	var b memory.Branch
-	err := s.tx(ctx, func(tx *sql.Conn, seq int64) error {
+	err := s.tx(ctx, func(seq int64) error {
 		depth := 0
 		if p.Parent != "" {
-			if err := tx.QueryRowContext(ctx, `SELECT depth FROM branches WHERE id = ?`, p.Parent).Scan(&depth); err != nil {
-				if errors.Is(err, sql.ErrNoRows) {
-					return fmt.Errorf("%w: parent %q of %q", memory.ErrNoBranch, p.Parent, p.Branch)
-				}
-				return err
+			v, ok := s.branches.Load(p.Parent)
+			if !ok {
+				return fmt.Errorf("%w: parent %q of %q", memory.ErrNoBranch, p.Parent, p.Branch)
 			}
-			depth++
+			depth = v.(memory.Branch).Depth + 1
+		}
+		if _, ok := s.branches.Load(p.Branch); ok {
+			return fmt.Errorf("%w: %q", memory.ErrBranchExists, p.Branch)
 		}
 		now := s.now()
 		// The fork sees every write up to the seq taken now: seq-1 and
-		// before were committed by earlier transactions.
+		// before were acknowledged by earlier writes.
 		b = memory.Branch{ID: p.Branch, Parent: p.Parent, ForkSeq: seq, Depth: depth, Created: fromMS(ms(now))}
-		err := s.exec(ctx, "branch", b.ID, b.Parent, b.ForkSeq, b.Depth, ms(now))
-		if err != nil && strings.Contains(err.Error(), "UNIQUE") {
-			return fmt.Errorf("%w: %q", memory.ErrBranchExists, p.Branch)
-		}
-		return err
-	})
+		s.row("branch", b.ID, b.Parent, b.ForkSeq, b.Depth, ms(now))
+		return nil
+	}, func() { s.branches.Store(b.ID, b) })
 	if err == nil {
 		_, err = s.scopeOf(ctx, b)
 	}
@@ -405,15 +457,11 @@ func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, e
 
 // BranchGet reads a branch.
 func (s *Store) BranchGet(ctx context.Context, id string) (memory.Branch, error) {
-	var b memory.Branch
-	var created int64
-	err := s.db.QueryRowContext(ctx, `SELECT id, parent, fork_seq, depth, created_ms FROM branches WHERE id = ?`, id).
-		Scan(&b.ID, &b.Parent, &b.ForkSeq, &b.Depth, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return b, fmt.Errorf("%w: %q", memory.ErrNoBranch, id)
+	v, ok := s.branches.Load(id)
+	if !ok {
+		return memory.Branch{}, fmt.Errorf("%w: %q", memory.ErrNoBranch, id)
 	}
-	b.Created = fromMS(created)
-	return b, err
+	return v.(memory.Branch), nil
 }
 
 // scope is the visible set of a branch: itself with no seq bound, then each
@@ -476,15 +524,14 @@ func (s *Store) CoreSet(ctx context.Context, p memory.CoreSetParams) (memory.Cor
 		return memory.CoreEntry{}, err
 	}
 	var e memory.CoreEntry
-	err := s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) (err error) {
-		seq, _ := next()
-		e, err = s.coreInsert(ctx, seq, p)
-		return err
+	err := s.tx(ctx, func(seq int64) error {
+		e = s.coreInsert(seq, p)
+		return nil
 	}, func() { s.core.add(coreVersion{entry: e}) })
 	return e, err
 }
 
-func (s *Store) coreInsert(ctx context.Context, seq int64, p memory.CoreSetParams) (memory.CoreEntry, error) {
+func (s *Store) coreInsert(seq int64, p memory.CoreSetParams) memory.CoreEntry {
 	now := s.now()
 	e := memory.CoreEntry{Key: p.Key, Value: p.Value, Importance: p.Importance, Branch: p.Branch, Updated: fromMS(ms(now)), Seq: seq}
 	var expires int64
@@ -492,8 +539,8 @@ func (s *Store) coreInsert(ctx context.Context, seq int64, p memory.CoreSetParam
 		e.Expires = fromMS(ms(now.Add(p.TTL)))
 		expires = ms(e.Expires)
 	}
-	err := s.exec(ctx, "core", seq, p.Branch, p.Key, p.Value, p.Importance, expires, 0, ms(now))
-	return e, err
+	s.row("core", seq, p.Branch, p.Key, p.Value, p.Importance, expires, 0, ms(now))
+	return e
 }
 
 // Apply writes a batch in one transaction: all of it or none.
@@ -529,38 +576,17 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 	var added []written
 	var pending []int64
 	var cores []coreVersion
-	err = s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) error {
+	err = s.txMulti(ctx, func(next func() int64) error {
 		for _, c := range p.CoreSets {
-			seq, err := next()
-			if err != nil {
-				return err
-			}
-			e, err := s.coreInsert(ctx, seq, c)
-			if err != nil {
-				return err
-			}
-			cores = append(cores, coreVersion{entry: e})
+			cores = append(cores, coreVersion{entry: s.coreInsert(next(), c)})
 		}
 		for _, k := range p.CoreDeletes {
-			seq, err := next()
-			if err != nil {
-				return err
-			}
-			if err := s.exec(ctx, "core", seq, p.Branch, k, "", 0, 0, 1, ms(s.now())); err != nil {
-				return err
-			}
-			cores = append(cores, coreVersion{entry: memory.CoreEntry{Key: k, Branch: p.Branch, Seq: seq, Updated: fromMS(ms(s.now()))}, deleted: true})
+			cores = append(cores, s.coreDelete(next(), p.Branch, k))
 		}
 		for _, a := range p.Archival {
 			a.Branch = p.Branch
-			seq, err := next()
-			if err != nil {
-				return err
-			}
-			it, dup, err := s.archivalInsert(ctx, seq, sc, a)
-			if err != nil {
-				return err
-			}
+			seq := next()
+			it, dup := s.archivalInsert(seq, sc, a)
 			if !dup {
 				// A later item of the same batch must see this one.
 				s.arch.addItem(it)
@@ -593,11 +619,17 @@ func (s *Store) CoreDelete(ctx context.Context, p memory.CoreKeyParams) error {
 		return err
 	}
 	var v coreVersion
-	return s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) error {
-		seq, _ := next()
-		v = coreVersion{entry: memory.CoreEntry{Key: p.Key, Branch: p.Branch, Seq: seq, Updated: fromMS(ms(s.now()))}, deleted: true}
-		return s.exec(ctx, "core", seq, p.Branch, p.Key, "", 0, 0, 1, ms(s.now()))
+	return s.tx(ctx, func(seq int64) error {
+		v = s.coreDelete(seq, p.Branch, p.Key)
+		return nil
 	}, func() { s.core.add(v) })
+}
+
+// coreDelete writes a tombstone.
+func (s *Store) coreDelete(seq int64, branch, key string) coreVersion {
+	now := ms(s.now())
+	s.row("core", seq, branch, key, "", 0, 0, 1, now)
+	return coreVersion{entry: memory.CoreEntry{Key: key, Branch: branch, Seq: seq, Updated: fromMS(now)}, deleted: true}
 }
 
 func (s *Store) CoreGet(ctx context.Context, p memory.CoreKeyParams) (memory.CoreEntry, bool, error) {
@@ -638,9 +670,10 @@ func (s *Store) RecallAppend(ctx context.Context, p memory.RecallAppendParams) (
 		ev.TS = s.now()
 	}
 	ev.TS = fromMS(ms(ev.TS))
-	err := s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) error {
-		ev.Seq, _ = next()
-		return s.exec(ctx, "recall", ev.Seq, ev.Branch, ms(ev.TS), ev.Kind, ev.NodeID, ev.Phase, ev.Payload)
+	err := s.tx(ctx, func(seq int64) error {
+		ev.Seq = seq
+		s.row("recall", ev.Seq, ev.Branch, ms(ev.TS), ev.Kind, ev.NodeID, ev.Phase, ev.Payload)
+		return nil
 	}, func() { s.recall.addEvent(ev) })
 	return ev, err
 }
@@ -694,10 +727,10 @@ func (s *Store) RecallSummarySet(ctx context.Context, p memory.RecallSummarySetP
 		return err
 	}
 	var v summaryVersion
-	return s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) error {
-		v.seq, _ = next()
-		v.sum = p.Summary
-		return s.exec(ctx, "summary", v.seq, p.Branch, p.Summary.Text, p.Summary.FoldedSeq, ms(s.now()))
+	return s.tx(ctx, func(seq int64) error {
+		v.seq, v.sum = seq, p.Summary
+		s.row("summary", v.seq, p.Branch, p.Summary.Text, p.Summary.FoldedSeq, ms(s.now()))
+		return nil
 	}, func() { s.summaries.add(p.Branch, v) })
 }
 
@@ -714,10 +747,10 @@ func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams)
 	var item memory.ArchivalItem
 	dup := false
 	var hitSeq int64
-	err = s.txMulti(ctx, func(_ *sql.Conn, next func() (int64, error)) (err error) {
-		hitSeq, _ = next()
-		item, dup, err = s.archivalInsert(ctx, hitSeq, sc, p)
-		return err
+	err = s.tx(ctx, func(seq int64) error {
+		hitSeq = seq
+		item, dup = s.archivalInsert(seq, sc, p)
+		return nil
 	}, func() { s.indexWrite(item, dup, hitSeq, p.Branch) })
 	if err != nil {
 		return item, dup, err
@@ -739,13 +772,14 @@ func (s *Store) indexWrite(item memory.ArchivalItem, dup bool, seq int64, branch
 }
 
 // archivalInsert stores the text, or a repeat of the visible fact.
-func (s *Store) archivalInsert(ctx context.Context, seq int64, sc []scopeEntry, p memory.ArchivalWriteParams) (memory.ArchivalItem, bool, error) {
+func (s *Store) archivalInsert(seq int64, sc []scopeEntry, p memory.ArchivalWriteParams) (memory.ArchivalItem, bool) {
 	fact := memory.FactHash(p.Text)
 	now := s.now()
 	// Writes are serialized and the index is current with every commit,
 	// so the visible copy of the fact, if any, is in the index.
 	if prev, ok := s.arch.findFact(sc, fact); ok {
-		return prev, true, s.exec(ctx, "hit", seq, p.Branch, prev.Seq, ms(now))
+		s.row("hit", seq, p.Branch, prev.Seq, ms(now))
+		return prev, true
 	}
 	tags := p.Tags
 	if tags == nil {
@@ -754,8 +788,8 @@ func (s *Store) archivalInsert(ctx context.Context, seq int64, sc []scopeEntry, 
 	tagsJSON, _ := json.Marshal(tags)
 	item := memory.ArchivalItem{Seq: seq, Branch: p.Branch, Text: p.Text, Tags: tags, Context: p.Context, FactHash: fact,
 		EpisodeHash: memory.EpisodeHash(fact, p.Branch, p.Context), Count: 1, FirstSeen: fromMS(ms(now)), LastSeen: fromMS(ms(now))}
-	err := s.exec(ctx, "archival", seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, ms(now))
-	return item, false, err
+	s.row("archival", seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, ms(now))
+	return item, false
 }
 
 // candidateFactor: how many BM25 candidates per result are re-ranked with

@@ -1,8 +1,15 @@
 package sqlite_test
 
 import (
+	"bufio"
 	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -73,4 +80,122 @@ func TestOneWriterProcess(t *testing.T) {
 	s, err = sqlite.Open(path, sqlite.Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
+}
+
+// crashChild is set in the environment of the child process of
+// TestCrashLosesNothing.
+const crashChild = "HPCQ_TEST_SQLITE_CRASH_CHILD"
+
+// TestCrashLosesNothing: a process that is SIGKILLed in the middle of a
+// stream of writes loses none that it acknowledged; the next Open replays
+// them from the journal into the file.
+func TestCrashLosesNothing(t *testing.T) {
+	if path := os.Getenv(crashChild); path != "" {
+		crashChildMain(path)
+		return
+	}
+	path := filepath.Join(t.TempDir(), "memory.sqlite")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashLosesNothing$")
+	cmd.Env = append(os.Environ(), crashChild+"="+path)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	sc := bufio.NewScanner(out)
+	acked := -1
+	for sc.Scan() {
+		n, err := strconv.Atoi(strings.TrimPrefix(sc.Text(), "ack "))
+		require.NoError(t, err, sc.Text())
+		acked = n
+		if acked >= 3000 {
+			break
+		}
+	}
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	// A line may have been written after the last one read.
+	for sc.Scan() {
+		if n, err := strconv.Atoi(strings.TrimPrefix(sc.Text(), "ack ")); err == nil {
+			acked = n
+		}
+	}
+	require.GreaterOrEqual(t, acked, 3000)
+
+	ctx := context.Background()
+	s, err := sqlite.Open(path, sqlite.Options{})
+	require.NoError(t, err)
+	for i := 0; i <= acked; i++ {
+		e, ok, err := s.CoreGet(ctx, memory.CoreKeyParams{Branch: "root", Key: fmt.Sprintf("k%d", i)})
+		require.NoError(t, err)
+		require.True(t, ok, "acknowledged write %d lost", i)
+		require.Equal(t, fmt.Sprint(i), e.Value)
+	}
+	evs, total, err := s.RecallList(ctx, memory.RecallListParams{Branch: "root", Total: true})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, total, acked+1)
+	require.Equal(t, "e0", evs[0].Payload)
+	// The replay is in the file, and the journal is empty.
+	require.NoError(t, s.Flush(ctx))
+	require.GreaterOrEqual(t, countRows(t, path, `SELECT COUNT(*) FROM core`), acked+1, "core rows in the file")
+	fi, err := os.Stat(path + ".journal")
+	require.NoError(t, err)
+	require.Zero(t, fi.Size())
+	require.NoError(t, s.Close())
+}
+
+// crashChildMain writes until killed, printing "ack N" after write N is
+// acknowledged.
+func crashChildMain(path string) {
+	ctx := context.Background()
+	s, err := sqlite.Open(path, sqlite.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if _, err := s.Fork(ctx, memory.ForkParams{Branch: "root"}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for i := 0; ; i++ {
+		if _, err := s.CoreSet(ctx, memory.CoreSetParams{Branch: "root", Key: fmt.Sprintf("k%d", i), Value: fmt.Sprint(i)}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		if _, err := s.RecallAppend(ctx, memory.RecallAppendParams{Branch: "root", Event: memory.RecallEvent{Kind: "run_done", Payload: fmt.Sprintf("e%d", i)}}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("ack %d\n", i)
+	}
+}
+
+// countRows runs a query on the file through a connection of its own, as
+// an outside reader would.
+func countRows(t *testing.T, path, query string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	require.NoError(t, err)
+	defer db.Close()
+	var n int
+	require.NoError(t, db.QueryRow(query).Scan(&n))
+	return n
+}
+
+// TestFlushReachesTheFile: after Flush an outside reader of the file sees
+// every acknowledged write.
+func TestFlushReachesTheFile(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "memory.sqlite")
+	s, err := sqlite.Open(path, sqlite.Options{Sync: true})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.Fork(ctx, memory.ForkParams{Branch: "root"})
+	require.NoError(t, err)
+	for i := range 500 {
+		_, _, err := s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: fmt.Sprintf("fact number %d", i)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Flush(ctx))
+	require.Equal(t, 500, countRows(t, path, `SELECT COUNT(*) FROM archival`))
+	require.Equal(t, 1, countRows(t, path, `SELECT COUNT(*) FROM branches`))
 }
