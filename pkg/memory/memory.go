@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 )
@@ -25,6 +26,54 @@ type Config struct {
 	MaxMemoryReadRounds      int   `json:"max_memory_read_rounds"`
 	// SectionBudgets by section name (the seed's section_budgets).
 	SectionBudgets map[string]int `json:"section_budgets"`
+	// UseFTS is the seed's use_fts: auto (the default) or true. Archival
+	// and recall search always run on hpcq's built-in full-text index
+	// (BM25 over the branch's visible set), which needs no SQLite module,
+	// so the seed's keyword fallback for a missing FTS5 has no case to
+	// serve; false is refused by Validate rather than silently ignored.
+	UseFTS string `json:"use_fts"`
+}
+
+// sectionBudgetKeys are the section_budgets keys hpcq knows.
+var sectionBudgetKeys = map[string]bool{"idea_summary": true, "idea_section_limit": true, "phase0_summary": true, "archival_snippet": true, "results": true}
+
+// Validate reports the first invalid setting, naming its key. Zero values
+// are valid: they take the defaults.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"core_max_chars", c.CoreMaxChars}, {"recall_max_events", c.RecallMaxEvents}, {"retrieval_k", c.RetrievalK},
+		{"memory_budget_chars", c.MemoryBudgetChars}, {"max_compression_iterations", c.MaxCompressionIterations},
+		{"max_memory_read_rounds", c.MaxMemoryReadRounds}} {
+		if f.v < 0 {
+			return fmt.Errorf("memory config: %s is %d, must not be negative", f.key, f.v)
+		}
+	}
+	if least := MinSectionChars * len(sectionShares); c.MemoryBudgetChars > 0 && c.MemoryBudgetChars < least {
+		return fmt.Errorf("memory config: memory_budget_chars is %d, must be at least %d (%d sections of %d)", c.MemoryBudgetChars, least, len(sectionShares), MinSectionChars)
+	}
+	keys := make([]string, 0, len(c.SectionBudgets))
+	for k := range c.SectionBudgets {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !sectionBudgetKeys[k] {
+			return fmt.Errorf("memory config: unknown section_budgets key %q (known: archival_snippet, idea_section_limit, idea_summary, phase0_summary, results)", k)
+		}
+		if c.SectionBudgets[k] < 0 {
+			return fmt.Errorf("memory config: section_budgets.%s is %d, must not be negative", k, c.SectionBudgets[k])
+		}
+	}
+	switch c.UseFTS {
+	case "", "auto", "true":
+	case "false":
+		return errors.New("memory config: use_fts: false (the keyword fallback for a SQLite without FTS5) is not built: hpcq's full-text index is built in and always available; use auto or true")
+	default:
+		return fmt.Errorf("memory config: use_fts is %q, must be auto, true or false", c.UseFTS)
+	}
+	return nil
 }
 
 // Defaults are the seed's defaults.
@@ -34,6 +83,7 @@ func Defaults() Config {
 		MemoryBudgetChars: 24000, MaxCompressionIterations: 3, MaxMemoryReadRounds: 2,
 		SectionBudgets: map[string]int{"idea_summary": 9600, "idea_section_limit": 4800, "phase0_summary": 5000,
 			"archival_snippet": 3000, "results": 4000},
+		UseFTS: "auto",
 	}
 }
 
@@ -99,6 +149,9 @@ func New(store Store, cfg Config, opts Options) *Memory {
 	}
 	if cfg.RedactSecrets == nil {
 		cfg.RedactSecrets = d.RedactSecrets
+	}
+	if cfg.UseFTS == "" {
+		cfg.UseFTS = d.UseFTS
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

@@ -98,3 +98,27 @@ func FuzzParseReply(f *testing.F) {
 		}
 	})
 }
+
+func TestConfigValidate(t *testing.T) {
+	require.NoError(t, memory.Config{}.Validate(), "zero values take the defaults")
+	require.NoError(t, memory.Defaults().Validate())
+	for _, tc := range []struct {
+		cfg  memory.Config
+		want string
+	}{
+		{memory.Config{CoreMaxChars: -1}, "core_max_chars is -1"},
+		{memory.Config{RetrievalK: -8}, "retrieval_k is -8"},
+		{memory.Config{MemoryBudgetChars: 300}, "memory_budget_chars is 300, must be at least 400"},
+		{memory.Config{SectionBudgets: map[string]int{"idea_sumary": 10}}, `unknown section_budgets key "idea_sumary"`},
+		{memory.Config{SectionBudgets: map[string]int{"results": -1}}, "section_budgets.results is -1"},
+		{memory.Config{UseFTS: "false"}, "use_fts: false"},
+		{memory.Config{UseFTS: "yes"}, `use_fts is "yes"`},
+	} {
+		err := tc.cfg.Validate()
+		require.Error(t, err)
+		require.Contains(t, err.Error(), tc.want)
+	}
+	for _, v := range []string{"", "auto", "true"} {
+		require.NoError(t, memory.Config{UseFTS: v}.Validate())
+	}
+}
