@@ -1,12 +1,9 @@
 package sqlite
 
 import (
-	"math"
 	"sort"
-	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/hpcq/hpcq/pkg/memory"
 )
@@ -46,11 +43,7 @@ func newTextIndex[T any]() *textIndex[T] {
 	return &textIndex[T]{branches: map[string]*branchDocs{}, docs: map[int64]*indexedDoc[T]{}}
 }
 
-// tokenize splits text the way unicode61 does: lower-cased runs of
-// letters and digits.
-func tokenize(text string) []string {
-	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-}
+func tokenize(text string) []string { return memory.Tokenize(text) }
 
 // add indexes a document; the caller holds x.mu. Concurrent writers may
 // commit out of seq order, so it inserts in place.
@@ -113,12 +106,6 @@ func (x *textIndex[T]) remove(seq int64) {
 	}
 }
 
-// BM25 parameters (the values SQLite's bm25() uses).
-const (
-	bm25K1 = 1.2
-	bm25B  = 0.75
-)
-
 type scored[T any] struct {
 	seq  int64
 	bm25 float64
@@ -163,15 +150,14 @@ func (x *textIndex[T]) search(sc []scopeEntry, query string, tags []string, n in
 		if df == 0 {
 			continue
 		}
-		idf := math.Log(1 + (float64(total)-float64(df)+0.5)/(float64(df)+0.5))
+		idf := memory.BM25IDF(total, df)
 		for _, p := range parts {
 			for _, po := range p.bd.postings[t] {
 				if po.seq > p.max {
 					break
 				}
 				d := x.docs[po.seq]
-				tf := float64(po.tf)
-				scores[po.seq] += idf * tf * (bm25K1 + 1) / (tf + bm25K1*(1-bm25B+bm25B*float64(d.length)/avgdl))
+				scores[po.seq] += memory.BM25Term(idf, int(po.tf), d.length, avgdl)
 			}
 		}
 	}
