@@ -152,6 +152,20 @@ func (j *Journal) Append(payload []byte) error {
 	return nil
 }
 
+// Sync fsyncs the journal: every record appended before it returns
+// survives a crash of the machine.
+func (j *Journal) Sync() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.f == nil {
+		return errors.New("journal: closed")
+	}
+	if err := j.f.Sync(); err != nil {
+		return fmt.Errorf("journal %s: sync: %w", j.path, err)
+	}
+	return nil
+}
+
 // Size is the journal's length in bytes.
 func (j *Journal) Size() int64 {
 	j.mu.Lock()

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"math"
+	"sort"
 	"strings"
 	"unicode"
 )
@@ -43,4 +44,81 @@ func BM25IDF(n, df int) float64 {
 func BM25Term(idf float64, tf, docLen int, avgLen float64) float64 {
 	f := float64(tf)
 	return idf * f * (BM25K1 + 1) / (f + BM25K1*(1-BM25B+BM25B*float64(docLen)/avgLen))
+}
+
+// BM25Rank ranks a whole visible set of texts against a query: the
+// indexes of the best n texts that contain a query term, best first (ties:
+// the larger seq first), with their scores. Backends that fetch the
+// visible set (rather than keep an index of it) rank with it.
+func BM25Rank(texts []string, seqs []int64, query string, n int) ([]int, []float64) {
+	terms := QueryTerms(query)
+	if len(terms) == 0 || len(texts) == 0 {
+		return nil, nil
+	}
+	want := map[string]int{}
+	for i, t := range terms {
+		want[t] = i
+	}
+	tfs := make([][]int, len(texts))
+	lens := make([]int, len(texts))
+	df := make([]int, len(terms))
+	total := 0
+	for i, text := range texts {
+		toks := Tokenize(text)
+		lens[i] = len(toks)
+		total += len(toks)
+		var tf []int
+		for _, tok := range toks {
+			if j, ok := want[tok]; ok {
+				if tf == nil {
+					tf = make([]int, len(terms))
+				}
+				if tf[j] == 0 {
+					df[j]++
+				}
+				tf[j]++
+			}
+		}
+		tfs[i] = tf
+	}
+	avg := float64(total) / float64(len(texts))
+	idf := make([]float64, len(terms))
+	for j := range terms {
+		idf[j] = BM25IDF(len(texts), df[j])
+	}
+	var idx []int
+	var scores []float64
+	for i, tf := range tfs {
+		if tf == nil {
+			continue
+		}
+		s := 0.0
+		for j, f := range tf {
+			if f > 0 {
+				s += BM25Term(idf[j], f, lens[i], avg)
+			}
+		}
+		idx = append(idx, i)
+		scores = append(scores, s)
+	}
+	order := make([]int, len(idx))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool {
+		x, y := order[a], order[b]
+		if scores[x] != scores[y] {
+			return scores[x] > scores[y]
+		}
+		return seqs[idx[x]] > seqs[idx[y]]
+	})
+	if len(order) > n {
+		order = order[:n]
+	}
+	outIdx := make([]int, len(order))
+	outScores := make([]float64, len(order))
+	for k, o := range order {
+		outIdx[k], outScores[k] = idx[o], scores[o]
+	}
+	return outIdx, outScores
 }

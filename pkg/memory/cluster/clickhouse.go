@@ -1,0 +1,475 @@
+package cluster
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hpcq/hpcq/pkg/memory"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// OpenClickHouse connects to the DSN (clickhouse://user:password@host:port/database,
+// ?secure=true for TLS) over the native protocol and checks the server answers.
+func OpenClickHouse(ctx context.Context, dsn string) (driver.Conn, error) {
+	opts, err := clickhouse.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("memory/cluster: HPCQ_CLICKHOUSE_DSN: %w", err)
+	}
+	if opts.DialTimeout == 0 || opts.DialTimeout > 5*time.Second {
+		opts.DialTimeout = 5 * time.Second
+	}
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("memory/cluster: clickhouse: %w", err)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("memory/cluster: clickhouse at %s: %w", strings.Join(opts.Addr, ","), err)
+	}
+	return conn, nil
+}
+
+// Migrate applies the embedded schema migrations that the database does not
+// record yet, in order. Every statement is idempotent (CREATE ... IF NOT
+// EXISTS), so processes that start together may both run it.
+func Migrate(ctx context.Context, conn driver.Conn) error {
+	if err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS hpcq_migrations (version UInt32, name String, applied DateTime)
+ENGINE = ReplacingMergeTree() ORDER BY version`); err != nil {
+		return fmt.Errorf("memory/cluster: migrations table: %w", err)
+	}
+	done := map[uint32]bool{}
+	rows, err := conn.Query(ctx, `SELECT version FROM hpcq_migrations`)
+	if err != nil {
+		return fmt.Errorf("memory/cluster: read migrations: %w", err)
+	}
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return err
+		}
+		done[v] = true
+	}
+	rows.Close()
+	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		v, err := strconv.ParseUint(strings.SplitN(base, "_", 2)[0], 10, 32)
+		if err != nil {
+			return fmt.Errorf("memory/cluster: migration %s: no version prefix", base)
+		}
+		if done[uint32(v)] {
+			continue
+		}
+		data, err := migrationFiles.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		// Comments go first: they may hold semicolons.
+		for _, stmt := range strings.Split(stripComments(string(data)), ";") {
+			if strings.TrimSpace(stmt) == "" {
+				continue
+			}
+			if err := conn.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("memory/cluster: migration %s: %w\n%s", base, err, strings.TrimSpace(stmt))
+			}
+		}
+		b, err := conn.PrepareBatch(ctx, `INSERT INTO hpcq_migrations (version, name, applied)`)
+		if err != nil {
+			return fmt.Errorf("memory/cluster: record migration %s: %w", base, err)
+		}
+		if err := b.Append(uint32(v), base, time.Now()); err != nil {
+			return err
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("memory/cluster: record migration %s: %w", base, err)
+		}
+	}
+	return nil
+}
+
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// Rows of the ClickHouse tables, as the shipper queues them.
+type (
+	archivalRow struct {
+		seq                                int64
+		branch, text                       string
+		tags                               []string
+		context, factHash, episodeHash     string
+		docLen                             uint32
+		tsMS                               int64
+		terms                              map[string]uint32
+	}
+	hitRow struct {
+		seq    int64
+		branch string
+		target int64
+		tsMS   int64
+	}
+	recallRow struct {
+		ev memory.RecallEvent
+	}
+)
+
+// chRows are the rows of some writes.
+type chRows struct {
+	archival []archivalRow
+	hits     []hitRow
+	recall   []recallRow
+	// records is how many spool records these rows complete.
+	records int
+}
+
+func (r *chRows) add(o chRows) {
+	r.archival = append(r.archival, o.archival...)
+	r.hits = append(r.hits, o.hits...)
+	r.recall = append(r.recall, o.recall...)
+	r.records += o.records
+}
+
+func (r *chRows) empty() bool { return len(r.archival)+len(r.hits)+len(r.recall) == 0 }
+
+// shipper batches rows into ClickHouse. A failed insert is retried with the
+// same rows; ClickHouse may then hold a batch twice, which the tables'
+// ReplacingMergeTree engine folds, and OPTIMIZE ... FINAL (run after a
+// retried or replayed batch) folds at once.
+type shipper struct {
+	conn driver.Conn
+	run  string
+	// done reports records whose rows are in ClickHouse.
+	done func(records int)
+
+	mu      sync.Mutex
+	queued  chRows
+	sending bool
+	lastErr error
+	// dirty: a batch was sent more than once since the last OPTIMIZE.
+	dirty bool
+	// sent is closed and replaced after every attempt to send.
+	sent chan struct{}
+	wake chan struct{}
+}
+
+// shipEvery is how long rows may wait in the queue; shipRows sends at once.
+const (
+	shipEvery = 100 * time.Millisecond
+	shipRows  = 20_000
+)
+
+func newShipper(conn driver.Conn, run string, done func(int)) *shipper {
+	return &shipper{conn: conn, run: run, done: done, sent: make(chan struct{}), wake: make(chan struct{}, 1)}
+}
+
+func (s *shipper) enqueue(rows chRows) {
+	s.mu.Lock()
+	s.queued.add(rows)
+	n := len(s.queued.archival) + len(s.queued.hits) + len(s.queued.recall)
+	s.mu.Unlock()
+	if n >= shipRows {
+		s.kick()
+	}
+}
+
+func (s *shipper) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// loop sends queued rows until stop is closed, then once more.
+func (s *shipper) loop(stop <-chan struct{}, stopped chan<- struct{}) {
+	defer close(stopped)
+	t := time.NewTicker(shipEvery)
+	defer t.Stop()
+	backoff := 50 * time.Millisecond
+	for {
+		select {
+		case <-stop:
+			s.sendOnce(context.Background())
+			return
+		case <-t.C:
+		case <-s.wake:
+		}
+		if err := s.sendOnce(context.Background()); err != nil {
+			select {
+			case <-stop:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			s.kick()
+			continue
+		}
+		backoff = 50 * time.Millisecond
+	}
+}
+
+// sendOnce sends what is queued; on failure the rows go back in front.
+func (s *shipper) sendOnce(ctx context.Context) error {
+	s.mu.Lock()
+	if s.sending || s.queued.empty() && s.queued.records == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	rows := s.queued
+	s.queued = chRows{}
+	s.sending = true
+	s.mu.Unlock()
+
+	err := s.insert(ctx, rows)
+
+	s.mu.Lock()
+	s.sending = false
+	s.lastErr = err
+	if err != nil {
+		rows.add(s.queued)
+		s.queued = rows
+		s.dirty = true
+	}
+	dirty := s.dirty && err == nil && s.queued.empty()
+	if dirty {
+		s.dirty = false
+	}
+	close(s.sent)
+	s.sent = make(chan struct{})
+	s.mu.Unlock()
+	if err == nil {
+		s.done(rows.records)
+		if dirty {
+			s.optimize(ctx)
+		}
+	}
+	return err
+}
+
+// insert sends one batch per table.
+func (s *shipper) insert(ctx context.Context, r chRows) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if len(r.archival) > 0 {
+		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO archival (run, seq, branch, text, tags, context, fact_hash, episode_hash, doc_len, ts_ms, ts)`)
+		if err != nil {
+			return fmt.Errorf("clickhouse archival: %w", err)
+		}
+		for _, a := range r.archival {
+			if err := b.Append(s.run, a.seq, a.branch, a.text, a.tags, a.context, a.factHash, a.episodeHash, a.docLen, a.tsMS, time.UnixMilli(a.tsMS)); err != nil {
+				b.Abort()
+				return fmt.Errorf("clickhouse archival: %w", err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("clickhouse archival: %w", err)
+		}
+		t, err := s.conn.PrepareBatch(ctx, `INSERT INTO archival_terms (run, term, branch, seq, tf, doc_len)`)
+		if err != nil {
+			return fmt.Errorf("clickhouse archival_terms: %w", err)
+		}
+		for _, a := range r.archival {
+			for term, tf := range a.terms {
+				if err := t.Append(s.run, term, a.branch, a.seq, tf, a.docLen); err != nil {
+					t.Abort()
+					return fmt.Errorf("clickhouse archival_terms: %w", err)
+				}
+			}
+		}
+		if err := t.Send(); err != nil {
+			return fmt.Errorf("clickhouse archival_terms: %w", err)
+		}
+	}
+	if len(r.hits) > 0 {
+		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO archival_hits (run, seq, branch, target, ts_ms, ts)`)
+		if err != nil {
+			return fmt.Errorf("clickhouse archival_hits: %w", err)
+		}
+		for _, h := range r.hits {
+			if err := b.Append(s.run, h.seq, h.branch, h.target, h.tsMS, time.UnixMilli(h.tsMS)); err != nil {
+				b.Abort()
+				return fmt.Errorf("clickhouse archival_hits: %w", err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("clickhouse archival_hits: %w", err)
+		}
+	}
+	if len(r.recall) > 0 {
+		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO recall_events (run, seq, branch, node_id, phase, kind, payload, ts_ms, ts)`)
+		if err != nil {
+			return fmt.Errorf("clickhouse recall_events: %w", err)
+		}
+		for _, rr := range r.recall {
+			e := rr.ev
+			if err := b.Append(s.run, e.Seq, e.Branch, e.NodeID, e.Phase, e.Kind, e.Payload, e.TS.UnixMilli(), e.TS); err != nil {
+				b.Abort()
+				return fmt.Errorf("clickhouse recall_events: %w", err)
+			}
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("clickhouse recall_events: %w", err)
+		}
+	}
+	return nil
+}
+
+// optimize folds duplicate rows left by retried batches.
+func (s *shipper) optimize(ctx context.Context) {
+	for _, t := range []string{"archival", "archival_terms", "archival_hits", "recall_events"} {
+		_ = s.conn.Exec(ctx, "OPTIMIZE TABLE "+t+" FINAL") // best effort: the engine folds them later anyway
+	}
+}
+
+// flush sends everything queued before the call and waits for it.
+func (s *shipper) flush(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		busy := s.sending
+		empty := s.queued.empty() && s.queued.records == 0
+		ch := s.sent
+		s.mu.Unlock()
+		if empty && !busy {
+			return nil
+		}
+		if !busy {
+			if err := s.sendOnce(ctx); err != nil {
+				return fmt.Errorf("memory/cluster: %w", err)
+			}
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// scopeSQL is the WHERE condition of a scope, with its arguments.
+func scopeSQL(sc []scopeEntry) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 2*len(sc))
+	b.WriteByte('(')
+	for i, e := range sc {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		if e.maxSeq >= unbounded {
+			b.WriteString("branch = ?")
+			args = append(args, e.branch)
+		} else {
+			b.WriteString("(branch = ? AND seq <= ?)")
+			args = append(args, e.branch, e.maxSeq)
+		}
+	}
+	b.WriteByte(')')
+	return b.String(), args
+}
+
+type candidate struct {
+	seq    int64
+	branch string
+	bm25   float64
+}
+
+// searchArchival ranks the scope's archival texts by BM25 against the
+// query terms in ClickHouse and returns the best n (ties: newest first).
+// The statistics (document count, average length, document frequencies)
+// are those of the visible set, as in the SQLite store.
+func (s *shipper) searchArchival(ctx context.Context, sc []scopeEntry, terms, tags []string, n int) ([]candidate, error) {
+	cond, cargs := scopeSQL(sc)
+	var docs, sumLen uint64
+	q := `SELECT count(), sum(doc_len) FROM archival WHERE run = ? AND ` + cond
+	if err := s.conn.QueryRow(ctx, q, append([]any{s.run}, cargs...)...).Scan(&docs, &sumLen); err != nil {
+		return nil, fmt.Errorf("memory/cluster: archival statistics: %w", err)
+	}
+	if docs == 0 {
+		return nil, nil
+	}
+	avg := float64(sumLen) / float64(docs)
+	tagCond := ""
+	var tagArgs []any
+	if len(tags) > 0 {
+		tagCond = ` AND (branch, seq) IN (SELECT branch, seq FROM archival WHERE run = ? AND hasAll(tags, ?) AND ` + cond + `)`
+		tagArgs = append([]any{s.run, tags}, cargs...)
+	}
+	// idf and the term weight are memory.BM25IDF and memory.BM25Term.
+	q = fmt.Sprintf(`SELECT branch, seq, sum(idf * tf * %[1]g / (tf + %[2]g * (1 - %[3]g + %[3]g * doc_len / %[4]g))) AS score
+FROM (SELECT term, branch, seq, tf, doc_len FROM archival_terms WHERE run = ? AND has(?, term) AND %[5]s%[6]s)
+ANY INNER JOIN (
+  SELECT term, log(1 + (%[7]d - count() + 0.5) / (count() + 0.5)) AS idf
+  FROM archival_terms WHERE run = ? AND has(?, term) AND %[5]s GROUP BY term
+) USING term
+GROUP BY branch, seq ORDER BY score DESC, seq DESC LIMIT %[8]d`,
+		memory.BM25K1+1, memory.BM25K1, memory.BM25B, avg, cond, tagCond, docs, n)
+	args := append([]any{s.run, terms}, cargs...)
+	args = append(args, tagArgs...)
+	args = append(args, s.run, terms)
+	args = append(args, cargs...)
+	rows, err := s.conn.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("memory/cluster: archival search: %w", err)
+	}
+	defer rows.Close()
+	var out []candidate
+	for rows.Next() {
+		var c candidate
+		if err := rows.Scan(&c.branch, &c.seq, &c.bm25); err != nil {
+			return nil, fmt.Errorf("memory/cluster: archival search: %w", err)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// archivalItems reads stored texts by seq.
+func (s *shipper) archivalItems(ctx context.Context, seqs []int64) (map[int64]memory.ArchivalItem, error) {
+	out := map[int64]memory.ArchivalItem{}
+	if len(seqs) == 0 {
+		return out, nil
+	}
+	list := make([]string, len(seqs))
+	for i, q := range seqs {
+		list[i] = strconv.FormatInt(q, 10)
+	}
+	rows, err := s.conn.Query(ctx, `SELECT seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms FROM archival
+WHERE run = ? AND seq IN (`+strings.Join(list, ",")+`)`, s.run)
+	if err != nil {
+		return nil, fmt.Errorf("memory/cluster: archival texts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var it memory.ArchivalItem
+		var ts int64
+		if err := rows.Scan(&it.Seq, &it.Branch, &it.Text, &it.Tags, &it.Context, &it.FactHash, &it.EpisodeHash, &ts); err != nil {
+			return nil, fmt.Errorf("memory/cluster: archival texts: %w", err)
+		}
+		it.FirstSeen = time.UnixMilli(ts).UTC()
+		out[it.Seq] = it
+	}
+	return out, rows.Err()
+}

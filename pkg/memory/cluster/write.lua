@@ -1,0 +1,102 @@
+-- One write of pkg/memory/cluster, applied atomically: every op of the
+-- request gets the next run-wide seq, or (on a validation error) none does.
+--
+-- ARGV[1]  key prefix, "hpcq:{<run>}:" (one hash tag: one cluster slot)
+-- ARGV[2]  write id: a replay of an applied write returns its first result
+-- ARGV[3]  request JSON: {ts = ms, scope = {{branch, max_seq}, ...}, ops = {...}}
+--
+-- Keys under the prefix:
+--   seq                 the run's last seq
+--   branch:<id>         hash parent, fork_seq, depth, created_ms
+--   core:<branch>       zset seq -> {s, k, v, i, e, d, ts}
+--   recall:<branch>     zset seq -> {s, ts, k, n, ph, pl}
+--   sum:<branch>        zset seq -> {s, tx, f}
+--   facts:<branch>      hash fact hash -> first archival item of that fact in the branch
+--   hits:<target seq>   zset seq -> "seq|branch|ts" (repeats of an archival item)
+--   applied:<write id>  the result of an applied write, kept 7 days
+local p = ARGV[1]
+local done = redis.call('GET', p .. 'applied:' .. ARGV[2])
+if done then
+  return done
+end
+local req = cjson.decode(ARGV[3])
+
+-- Validate everything before writing anything.
+for i, op in ipairs(req.ops) do
+  if op.t == 'fork' then
+    if redis.call('EXISTS', p .. 'branch:' .. op.b) == 1 then
+      return cjson.encode({err = 'exists', op = i})
+    end
+    if op.parent ~= '' and redis.call('EXISTS', p .. 'branch:' .. op.parent) == 0 then
+      return cjson.encode({err = 'noparent', op = i})
+    end
+  elseif redis.call('EXISTS', p .. 'branch:' .. op.b) == 0 then
+    return cjson.encode({err = 'nobranch', op = i})
+  end
+end
+
+local function visible(branch, seq)
+  for _, e in ipairs(req.scope) do
+    if e[1] == branch then
+      return seq <= e[2]
+    end
+  end
+  return false
+end
+
+local out = {}
+for i, op in ipairs(req.ops) do
+  local seq = redis.call('INCR', p .. 'seq')
+  local r = {s = seq}
+  if op.t == 'fork' then
+    local depth = 0
+    if op.parent ~= '' then
+      depth = tonumber(redis.call('HGET', p .. 'branch:' .. op.parent, 'depth')) + 1
+    end
+    redis.call('HSET', p .. 'branch:' .. op.b, 'parent', op.parent, 'fork_seq', seq, 'depth', depth, 'created_ms', req.ts)
+    r.depth = depth
+  elseif op.t == 'core' then
+    redis.call('ZADD', p .. 'core:' .. op.b, seq,
+      cjson.encode({s = seq, k = op.k, v = op.v, i = op.i, e = op.e, d = op.d, ts = req.ts}))
+  elseif op.t == 'recall' then
+    redis.call('ZADD', p .. 'recall:' .. op.b, seq,
+      cjson.encode({s = seq, ts = op.ts, k = op.kind, n = op.node, ph = op.phase, pl = op.payload}))
+  elseif op.t == 'sum' then
+    redis.call('ZADD', p .. 'sum:' .. op.b, seq, cjson.encode({s = seq, tx = op.text, f = op.folded}))
+  elseif op.t == 'arch' then
+    local found = nil
+    for _, e in ipairs(req.scope) do
+      local v = redis.call('HGET', p .. 'facts:' .. e[1], op.fact)
+      if v then
+        local it = cjson.decode(v)
+        if it.s <= e[2] then
+          found = it
+          break
+        end
+      end
+    end
+    if found then
+      redis.call('ZADD', p .. 'hits:' .. found.s, seq, seq .. '|' .. op.b .. '|' .. req.ts)
+      local count, last = 1, found.ts
+      for _, m in ipairs(redis.call('ZRANGE', p .. 'hits:' .. found.s, 0, -1)) do
+        local hs, hb, ht = string.match(m, '^(%d+)|(.*)|(%d+)$')
+        if visible(hb, tonumber(hs)) then
+          count = count + 1
+          if tonumber(ht) > last then
+            last = tonumber(ht)
+          end
+        end
+      end
+      r.dup = found
+      r.count = count
+      r.last = last
+    else
+      redis.call('HSET', p .. 'facts:' .. op.b, op.fact,
+        cjson.encode({s = seq, b = op.b, tx = op.text, tg = op.tags, c = op.ctx, f = op.fact, ep = op.ep, ts = req.ts}))
+    end
+  end
+  out[i] = r
+end
+local res = cjson.encode({r = out})
+redis.call('SET', p .. 'applied:' .. ARGV[2], res, 'EX', 604800)
+return res
