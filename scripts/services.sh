@@ -138,6 +138,21 @@ free_port() {
   die "no free port found"
 }
 
+# port_for DIR NAME: the port NAME used in DIR before (a restart keeps its
+# address, so clients reconnect), or a free one, remembered in DIR/NAME.port.
+port_for() {
+  local f="$1/$2.port" p
+  if [ -s "$f" ]; then
+    p=$(cat "$f")
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"; return 0
+    fi
+  fi
+  p=$(free_port)
+  echo "$p" >"$f"
+  echo "$p"
+}
+
 redis_ready() { [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; }
 
 start_redis() {
@@ -145,7 +160,7 @@ start_redis() {
   mkdir -p "$dir/data"
   already_running "$dir" redis && return 0
   need redis-server redis
-  port=$(free_port)
+  port=$(port_for "$dir" redis)
   # appendonly with fsync every second: what survives a kill -9 is what a
   # real deployment would keep.
   redis-server --bind 127.0.0.1 --port "$port" --dir "$dir/data" --appendonly yes --appendfsync everysec \
@@ -161,7 +176,7 @@ start_clickhouse() {
   mkdir -p "$dir"/{data,tmp,log,user_files,format_schemas}
   already_running "$dir" clickhouse && return 0
   need clickhouse-server clickhouse
-  tcp=$(free_port); http=$(free_port); inter=$(free_port)
+  tcp=$(port_for "$dir" clickhouse-tcp); http=$(port_for "$dir" clickhouse-http); inter=$(port_for "$dir" clickhouse-inter)
   cat >"$dir/config.xml" <<XML
 <yandex>
   <logger><level>warning</level><log>$dir/log/server.log</log><errorlog>$dir/log/error.log</errorlog><console>0</console></logger>

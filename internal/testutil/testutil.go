@@ -242,13 +242,18 @@ type Server struct {
 	// Env holds what services.sh wrote to <service>.env.
 	Env map[string]string
 	// PID of the server process.
-	PID  int
-	Dir  string
-	stop func()
+	PID   int
+	Dir   string
+	stop  func()
+	start func()
 }
 
 // Stop stops the server (the test's cleanup does it too).
 func (s *Server) Stop() { s.stop() }
+
+// Start starts a stopped server again, in the same directory (its data
+// survives) and on the same ports.
+func (s *Server) Start() { s.start() }
 
 // StartService starts redis or clickhouse (or nats) under a temp dir
 // through scripts/services.sh, stopped by its pid when the test ends.
@@ -261,24 +266,30 @@ func StartService(t testing.TB, service string) *Server {
 	}
 	RequireBinary(t, bin, "scripts/services.sh install "+service)
 	dir := t.TempDir()
-	Services(t, "start", service, dir)
-	data, err := os.ReadFile(filepath.Join(dir, service+".env"))
-	if err != nil {
-		t.Fatalf("services.sh start %s wrote no env file: %v", service, err)
-	}
-	s := &Server{Env: ParseEnv(string(data)), Dir: dir}
-	for k, v := range s.Env {
-		if strings.HasSuffix(k, "_PID") {
-			s.PID, _ = strconv.Atoi(v)
+	s := &Server{Dir: dir}
+	stopped := true
+	s.start = func() {
+		t.Helper()
+		Services(t, "start", service, dir)
+		data, err := os.ReadFile(filepath.Join(dir, service+".env"))
+		if err != nil {
+			t.Fatalf("services.sh start %s wrote no env file: %v", service, err)
 		}
+		s.Env = ParseEnv(string(data))
+		for k, v := range s.Env {
+			if strings.HasSuffix(k, "_PID") {
+				s.PID, _ = strconv.Atoi(v)
+			}
+		}
+		stopped = false
 	}
-	stopped := false
 	s.stop = func() {
 		if !stopped {
 			stopped = true
 			Services(t, "stop", service, dir)
 		}
 	}
+	s.start()
 	t.Cleanup(s.stop)
 	return s
 }

@@ -118,13 +118,13 @@ func stripComments(s string) string {
 // Rows of the ClickHouse tables, as the shipper queues them.
 type (
 	archivalRow struct {
-		seq                                int64
-		branch, text                       string
-		tags                               []string
-		context, factHash, episodeHash     string
-		docLen                             uint32
-		tsMS                               int64
-		terms                              map[string]uint32
+		seq                            int64
+		branch, text                   string
+		tags                           []string
+		context, factHash, episodeHash string
+		docLen                         uint32
+		tsMS                           int64
+		terms                          map[string]uint32
 	}
 	hitRow struct {
 		seq    int64

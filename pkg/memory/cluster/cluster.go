@@ -52,6 +52,9 @@ type Options struct {
 	// SpoolDir holds the spool (spool-<run>.journal). One process opens a
 	// spool at a time.
 	SpoolDir string
+	// CloseTimeout bounds how long Close waits for the servers to take
+	// what is spooled (default 10s); what is left stays in the spool.
+	CloseTimeout time.Duration
 	// Now is the clock; tests inject their own.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -66,14 +69,15 @@ type scopeEntry struct {
 // summaries, fact dedup) and ClickHouse (archival texts, their term index,
 // repeats, and a mirror of recall events).
 type Store struct {
-	rdb    *redis.Client
-	ch     driver.Conn
-	ship   *shipper
-	run    string
-	prefix string
-	now    func() time.Time
-	log    *slog.Logger
-	scopes sync.Map // branch -> []scopeEntry (branches never change)
+	rdb          *redis.Client
+	ch           driver.Conn
+	ship         *shipper
+	run          string
+	prefix       string
+	now          func() time.Time
+	log          *slog.Logger
+	scopes       sync.Map // branch -> []scopeEntry (branches never change)
+	closeTimeout time.Duration
 
 	jr *journal.Journal
 	// mu guards the spool state: the writes waiting for Redis (in order;
@@ -165,6 +169,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = 10 * time.Second
+	}
 	ropts, err := redis.ParseURL(o.RedisURL)
 	if err != nil {
 		return nil, fmt.Errorf("memory/cluster: HPCQ_REDIS_URL: %w", err)
@@ -194,7 +201,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("memory/cluster: spool: %w", err)
 	}
 	s := &Store{rdb: rdb, ch: ch, run: o.Run, prefix: "hpcq:{" + o.Run + "}:", now: o.Now, log: o.Logger,
-		redisUp: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+		closeTimeout: o.CloseTimeout, redisUp: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.ship = newShipper(ch, o.Run, s.complete)
 	var replay []*record
 	s.jr, err = journal.Open(filepath.Join(o.SpoolDir, "spool-"+o.Run+".journal"), journal.Options{}, func(p []byte) error {
@@ -231,6 +238,9 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	return s, nil
 }
 
+// Run is the run id the store is namespaced by.
+func (s *Store) Run() string { return s.run }
+
 // Close ships what it can and closes the connections. Writes that could not
 // reach a server stay in the spool for the next Open of the same run.
 func (s *Store) Close() error {
@@ -241,7 +251,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), s.closeTimeout)
 	defer cancel()
 	var errs []error
 	if err := s.waitRedis(ctx); err == nil {
@@ -372,6 +382,7 @@ func (s *Store) replayer(done chan struct{}) {
 			s.mu.Lock()
 			s.waiting = s.waiting[1:]
 			if len(s.waiting) == 0 {
+				s.log.Info("memory/cluster: Redis is back; the spooled writes are applied")
 				close(s.redisUp)
 				s.redisUp = make(chan struct{})
 			}
@@ -460,9 +471,11 @@ func (s *Store) write(ctx context.Context, r *record) (rep reply, queued bool, e
 	rep, err = s.eval(ctx, r)
 	if err != nil {
 		// Applied or not, the replay decides: a write id is applied once.
-		s.log.Warn("memory/cluster: redis unreachable, spooling writes", "err", err)
 		s.mu.Lock()
 		serr := s.jr.Sync()
+		if len(s.waiting) == 0 {
+			s.log.Warn("memory/cluster: Redis unreachable; spooling writes until it is back", "err", err)
+		}
 		s.waiting = append(s.waiting, r)
 		s.mu.Unlock()
 		s.kick()
@@ -588,6 +601,11 @@ func (s *Store) BranchGet(ctx context.Context, id string) (memory.Branch, error)
 	if err := s.readable(); err != nil {
 		return memory.Branch{}, err
 	}
+	return s.branchGet(ctx, id)
+}
+
+// branchGet reads a branch record; the replayer uses it while reads wait.
+func (s *Store) branchGet(ctx context.Context, id string) (memory.Branch, error) {
 	m, err := s.rdb.HGetAll(ctx, s.prefix+"branch:"+id).Result()
 	if err != nil {
 		return memory.Branch{}, unavailable("read branch", err)
@@ -609,7 +627,7 @@ func (s *Store) scope(ctx context.Context, id string) ([]scopeEntry, error) {
 	if v, ok := s.scopes.Load(id); ok {
 		return v.([]scopeEntry), nil
 	}
-	b, err := s.BranchGet(ctx, id)
+	b, err := s.branchGet(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,10 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -46,4 +48,228 @@ func TestConformance(t *testing.T) {
 	memorytest.Exercise(t, func(t *testing.T, clock *memorytest.Clock) memory.Store {
 		return open(t, redisURL, chDSN, cluster.Options{Now: clock.Now})
 	})
+}
+
+// writer writes to its branch until stop is closed, recording each write
+// acknowledged (returned without error): core key, recall event and
+// archival text carry the same number.
+type writer struct {
+	branch string
+	acked  []int
+	errs   []error
+	n      atomic.Int64 // len(acked), for the test to watch
+}
+
+func (w *writer) run(ctx context.Context, s memory.Store, stop <-chan struct{}, archival bool) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		_, err := s.CoreSet(ctx, memory.CoreSetParams{Branch: w.branch, Key: fmt.Sprintf("k%d", i), Value: fmt.Sprint(i)})
+		if err == nil {
+			_, err = s.RecallAppend(ctx, memory.RecallAppendParams{Branch: w.branch, Event: memory.RecallEvent{Kind: "run_done", Payload: fmt.Sprintf("event %d", i)}})
+		}
+		if err == nil && archival {
+			_, _, err = s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: w.branch, Text: fmt.Sprintf("note %s w%dx about tiling", w.branch, i)})
+		}
+		if err != nil {
+			w.errs = append(w.errs, err)
+			return
+		}
+		w.acked = append(w.acked, i)
+		w.n.Add(1)
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// outage runs writers on four branches, calls down once they have written
+// a little, keeps them writing a while, calls up, and returns them.
+func outage(t *testing.T, s *cluster.Store, archival bool, down, up func()) []*writer {
+	t.Helper()
+	ctx := context.Background()
+	_, err := s.Fork(ctx, memory.ForkParams{Branch: "root"})
+	require.NoError(t, err)
+	var ws []*writer
+	for i := range 4 {
+		b := fmt.Sprintf("b%d", i)
+		_, err := s.Fork(ctx, memory.ForkParams{Branch: b, Parent: "root"})
+		require.NoError(t, err)
+		ws = append(ws, &writer{branch: b})
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.run(ctx, s, stop, archival) }()
+	}
+	testutil.Eventually(t, 10*time.Second, "30 writes", func() bool { return ws[0].n.Load() >= 30 })
+	t.Logf("%d writes acknowledged; stopping the server", ws[0].n.Load())
+	down()
+	n := ws[0].n.Load()
+	testutil.Eventually(t, 10*time.Second, "30 writes more while the server is away", func() bool { return ws[0].n.Load() >= n+30 })
+	t.Logf("%d writes acknowledged; starting the server", ws[0].n.Load())
+	up()
+	t.Logf("server back")
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	for _, w := range ws {
+		require.Empty(t, w.errs, "writes keep being acknowledged while a server is away")
+	}
+	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, s.Flush(fctx))
+	t.Logf("flushed")
+	return ws
+}
+
+// checkExactlyOnce: every acknowledged write of ws is in s exactly once.
+func checkExactlyOnce(t *testing.T, s *cluster.Store, chDSN string, ws []*writer, archival bool) {
+	t.Helper()
+	ctx := context.Background()
+	ch, err := cluster.OpenClickHouse(ctx, chDSN)
+	require.NoError(t, err)
+	defer ch.Close()
+	for _, w := range ws {
+		core, err := s.CoreList(ctx, memory.CoreListParams{Branch: w.branch})
+		require.NoError(t, err)
+		have := map[string]string{}
+		for _, e := range core {
+			have[e.Key] = e.Value
+		}
+		evs, total, err := s.RecallList(ctx, memory.RecallListParams{Branch: w.branch, Total: true})
+		require.NoError(t, err)
+		seen := map[string]int{}
+		for _, e := range evs {
+			seen[e.Payload]++
+		}
+		for _, i := range w.acked {
+			require.Equal(t, fmt.Sprint(i), have[fmt.Sprintf("k%d", i)], "core k%d of %s", i, w.branch)
+			require.Equal(t, 1, seen[fmt.Sprintf("event %d", i)], "event %d of %s", i, w.branch)
+		}
+		// Writes after the last acknowledged one may have landed too, once.
+		require.LessOrEqual(t, total, len(w.acked)+1)
+		for p, n := range seen {
+			require.Equal(t, 1, n, "event %q of %s stored %d times", p, w.branch, n)
+		}
+		if !archival {
+			continue
+		}
+		// Through the API for a sample, through SQL for all of them.
+		for k, i := range w.acked {
+			if k%20 != 0 && k != len(w.acked)-1 {
+				continue
+			}
+			hits, err := s.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: w.branch, Query: fmt.Sprintf("w%dx", i), K: 8})
+			require.NoError(t, err)
+			require.Len(t, hits, 1, "archival text %d of %s", i, w.branch)
+			require.Equal(t, 1, hits[0].Count)
+		}
+		rows, err := ch.Query(ctx, `SELECT text, count() FROM archival FINAL WHERE run = ? AND branch = ? GROUP BY text`, s.Run(), w.branch)
+		require.NoError(t, err)
+		stored := map[string]uint64{}
+		for rows.Next() {
+			var text string
+			var n uint64
+			require.NoError(t, rows.Scan(&text, &n))
+			stored[text] = n
+		}
+		require.NoError(t, rows.Err())
+		rows.Close()
+		for _, i := range w.acked {
+			require.Equal(t, uint64(1), stored[fmt.Sprintf("note %s w%dx about tiling", w.branch, i)], "archival text %d of %s", i, w.branch)
+		}
+	}
+}
+
+// TestRedisRestart: Redis (appendonly) stops in the middle of writes from
+// four goroutines and comes back: the writes go on meanwhile (spooled), and
+// every acknowledged write is there exactly once.
+func TestRedisRestart(t *testing.T) {
+	r := testutil.StartService(t, "redis")
+	c := testutil.StartService(t, "clickhouse")
+	s := open(t, r.Env["HPCQ_REDIS_URL"], c.Env["HPCQ_CLICKHOUSE_DSN"], cluster.Options{})
+	var readErr error
+	ws := outage(t, s, true, func() {
+		r.Stop()
+		time.Sleep(300 * time.Millisecond)
+		_, readErr = s.CoreList(context.Background(), memory.CoreListParams{Branch: "b0"})
+	}, r.Start)
+	require.ErrorIs(t, readErr, cluster.ErrUnavailable, "reads fail clearly while Redis is away")
+	checkExactlyOnce(t, s, c.Env["HPCQ_CLICKHOUSE_DSN"], ws, true)
+}
+
+// TestClickHouseRestart: ClickHouse stops while batches are being inserted
+// and comes back: nothing acknowledged is lost or stored twice.
+func TestClickHouseRestart(t *testing.T) {
+	r := testutil.StartService(t, "redis")
+	c := testutil.StartService(t, "clickhouse")
+	s := open(t, r.Env["HPCQ_REDIS_URL"], c.Env["HPCQ_CLICKHOUSE_DSN"], cluster.Options{})
+	var searchErr error
+	ws := outage(t, s, true, func() {
+		c.Stop()
+		_, searchErr = s.ArchivalSearch(context.Background(), memory.ArchivalSearchParams{Branch: "b0", Query: "tiling"})
+	}, c.Start)
+	require.ErrorIs(t, searchErr, cluster.ErrUnavailable, "archival search fails clearly while ClickHouse is away")
+	checkExactlyOnce(t, s, c.Env["HPCQ_CLICKHOUSE_DSN"], ws, true)
+	// Each text is one row (FINAL folds what a retried batch stored twice).
+	conn, err := cluster.OpenClickHouse(context.Background(), c.Env["HPCQ_CLICKHOUSE_DSN"])
+	require.NoError(t, err)
+	defer conn.Close()
+	var rows, texts uint64
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT count(), uniqExact(text) FROM archival FINAL WHERE run = ?`, s.Run()).Scan(&rows, &texts))
+	require.Equal(t, texts, rows)
+	acked := 0
+	for _, w := range ws {
+		acked += len(w.acked)
+	}
+	require.GreaterOrEqual(t, int(rows), acked)
+}
+
+// TestSpoolSurvivesClose: writes spooled while Redis is away and still
+// there when the process closes the store are applied by the next Open of
+// the run, once.
+func TestSpoolSurvivesClose(t *testing.T) {
+	ctx := context.Background()
+	r := testutil.StartService(t, "redis")
+	c := testutil.StartService(t, "clickhouse")
+	redisURL, chDSN := r.Env["HPCQ_REDIS_URL"], c.Env["HPCQ_CLICKHOUSE_DSN"]
+	spool := t.TempDir()
+	o := cluster.Options{Run: "spool-test", SpoolDir: spool, CloseTimeout: 200 * time.Millisecond}
+	s := open(t, redisURL, chDSN, o)
+	_, err := s.Fork(ctx, memory.ForkParams{Branch: "root"})
+	require.NoError(t, err)
+	_, _, err = s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: "written before the outage"})
+	require.NoError(t, err)
+	r.Stop()
+	for i := range 10 {
+		_, err := s.RecallAppend(ctx, memory.RecallAppendParams{Branch: "root", Event: memory.RecallEvent{Kind: "run_done", Payload: fmt.Sprintf("spooled %d", i)}})
+		require.NoError(t, err)
+	}
+	_, _, err = s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: "spooled archival fact"})
+	require.NoError(t, err)
+	_, err = s.Fork(ctx, memory.ForkParams{Branch: "child", Parent: "root"})
+	require.ErrorIs(t, err, cluster.ErrUnavailable, "a fork is not spooled")
+	require.Error(t, s.Close(), "Close says writes were left in the spool")
+
+	r.Start()
+	s = open(t, redisURL, chDSN, o)
+	require.NoError(t, s.Flush(ctx))
+	evs, total, err := s.RecallList(ctx, memory.RecallListParams{Branch: "root", Total: true})
+	require.NoError(t, err)
+	require.Equal(t, 10, total)
+	for i, e := range evs {
+		require.Equal(t, fmt.Sprintf("spooled %d", i), e.Payload, "replayed in order")
+	}
+	hits, err := s.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "root", Query: "spooled fact outage"})
+	require.NoError(t, err)
+	require.Len(t, hits, 2)
+	require.NoError(t, s.Close())
+	// A third open finds an empty spool: nothing is applied twice.
+	s = open(t, redisURL, chDSN, o)
+	_, total, err = s.RecallList(ctx, memory.RecallListParams{Branch: "root", Total: true})
+	require.NoError(t, err)
+	require.Equal(t, 10, total)
 }
