@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/memory/cluster"
 	"github.com/hpcq/hpcq/pkg/memory/sqlite"
 )
 
@@ -50,6 +51,7 @@ var order = []string{"fork", "core_set", "recall_append", "archival_write", "ren
 
 func main() {
 	trace := flag.String("trace", "base", "base or 10x")
+	storeName := flag.String("store", "sqlite", "sqlite, or redis+clickhouse (HPCQ_REDIS_URL, HPCQ_CLICKHOUSE_DSN)")
 	dir := flag.String("dir", "../shared/bench", "directory of the trace files")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the replay to this file")
 	flag.Parse()
@@ -64,14 +66,52 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*trace, *dir, os.Stdout, os.Stderr); err != nil {
+	if err := run(*trace, *storeName, *dir, os.Stdout, os.Stderr); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench-memory:", err)
 		os.Exit(1)
 	}
 }
 
-func run(trace, dir string, out, log io.Writer) error {
+// benchStore is the store under test, with what the report needs of it.
+type benchStore struct {
+	memory.Store
+	// flush makes every acknowledged write durable where it belongs (the
+	// final commit and checkpoint, or the last shipped batch).
+	flush func(context.Context) error
+	// size is the store's size in bytes once flushed.
+	size func(context.Context) (int64, error)
+}
+
+func openStore(ctx context.Context, name, tmp string) (*benchStore, error) {
+	switch name {
+	case "sqlite":
+		dbPath := filepath.Join(tmp, "memory.sqlite")
+		s, err := sqlite.Open(dbPath, sqlite.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return &benchStore{Store: s, flush: s.Checkpoint, size: func(context.Context) (int64, error) {
+			fi, err := os.Stat(dbPath)
+			if err != nil {
+				return 0, err
+			}
+			return fi.Size(), nil
+		}}, nil
+	case "redis+clickhouse":
+		run := fmt.Sprintf("bench-%d", time.Now().UnixNano())
+		s, err := cluster.Open(ctx, cluster.Options{Run: run, RedisURL: os.Getenv("HPCQ_REDIS_URL"),
+			ClickHouseDSN: os.Getenv("HPCQ_CLICKHOUSE_DSN"), SpoolDir: tmp,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return nil, err
+		}
+		return &benchStore{Store: s, flush: s.Flush, size: s.Size}, nil
+	}
+	return nil, fmt.Errorf("unknown store %q (sqlite, redis+clickhouse)", name)
+}
+
+func run(trace, storeName, dir string, out, log io.Writer) error {
 	f, err := os.Open(filepath.Join(dir, "memory-trace-"+trace+".jsonl.gz"))
 	if err != nil {
 		return err
@@ -100,14 +140,13 @@ func run(trace, dir string, out, log io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	dbPath := filepath.Join(tmp, "memory.sqlite")
-	store, err := sqlite.Open(dbPath, sqlite.Options{})
+	ctx := context.Background()
+	store, err := openStore(ctx, storeName, tmp)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	m := memory.New(store, memory.Config{}, memory.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	ctx := context.Background()
 
 	lat := map[string][]time.Duration{}
 	phase := map[string]time.Duration{}
@@ -168,7 +207,7 @@ func run(trace, dir string, out, log io.Writer) error {
 		phase[ph] += d
 	}
 	t0 := time.Now()
-	if err := store.Checkpoint(ctx); err != nil {
+	if err := store.flush(ctx); err != nil {
 		return err
 	}
 	phase["writes"] += time.Since(t0)
@@ -182,7 +221,7 @@ func run(trace, dir string, out, log io.Writer) error {
 	if exportErr == nil {
 		export = "ok"
 	}
-	fi, err := os.Stat(dbPath)
+	size, err := store.size(ctx)
 	if err != nil {
 		return err
 	}
@@ -199,11 +238,11 @@ func run(trace, dir string, out, log io.Writer) error {
 		q := func(p float64) float64 {
 			return float64(ds[min(len(ds)-1, int(p*float64(len(ds))))].Microseconds()) / 1000
 		}
-		fmt.Fprintf(out, "bench-memory trace=%s store=sqlite op=%s n=%d ops_per_s=%.1f p50_ms=%.3f p95_ms=%.3f p99_ms=%.3f\n",
-			trace, name, len(ds), float64(len(ds))/sum.Seconds(), q(0.50), q(0.95), q(0.99))
+		fmt.Fprintf(out, "bench-memory trace=%s store=%s op=%s n=%d ops_per_s=%.1f p50_ms=%.3f p95_ms=%.3f p99_ms=%.3f\n",
+			trace, storeName, name, len(ds), float64(len(ds))/sum.Seconds(), q(0.50), q(0.95), q(0.99))
 	}
-	fmt.Fprintf(out, "bench-memory trace=%s store=sqlite export=%s db_bytes=%d peak_rss_mb=%.1f renders_at_budget=%d renders_with_archival=%d search_zero_hits=%d\n",
-		trace, export, fi.Size(), peakRSSMB(), atBudget, withArchival, zeroHits)
+	fmt.Fprintf(out, "bench-memory trace=%s store=%s export=%s db_bytes=%d peak_rss_mb=%.1f renders_at_budget=%d renders_with_archival=%d search_zero_hits=%d\n",
+		trace, storeName, export, size, peakRSSMB(), atBudget, withArchival, zeroHits)
 
 	var writes int
 	var writeTime time.Duration

@@ -390,86 +390,49 @@ func scopeSQL(sc []scopeEntry) (string, []any) {
 	return b.String(), args
 }
 
-type candidate struct {
-	seq    int64
+// posting is one (term, document) row of archival_terms.
+type posting struct {
+	term   string
 	branch string
-	bm25   float64
+	seq    int64
+	tf     uint32
+	docLen uint32
 }
 
-// searchArchival ranks the scope's archival texts by BM25 against the
-// query terms in ClickHouse and returns the best n (ties: newest first).
-// The statistics (document count, average length, document frequencies)
-// are those of the visible set, as in the SQLite store.
-func (s *shipper) searchArchival(ctx context.Context, sc []scopeEntry, terms, tags []string, n int) ([]candidate, error) {
+// stats are the visible set's document count and total length, for BM25.
+func (s *shipper) stats(ctx context.Context, sc []scopeEntry) (docs, sumLen uint64, err error) {
 	cond, cargs := scopeSQL(sc)
-	var docs, sumLen uint64
 	q := `SELECT count(), sum(doc_len) FROM archival WHERE run = ? AND ` + cond
 	if err := s.conn.QueryRow(ctx, q, append([]any{s.run}, cargs...)...).Scan(&docs, &sumLen); err != nil {
-		return nil, fmt.Errorf("memory/cluster: archival statistics: %w", err)
+		return 0, 0, fmt.Errorf("archival statistics: %w", err)
 	}
-	if docs == 0 {
-		return nil, nil
-	}
-	avg := float64(sumLen) / float64(docs)
-	tagCond := ""
-	var tagArgs []any
-	if len(tags) > 0 {
-		tagCond = ` AND (branch, seq) IN (SELECT branch, seq FROM archival WHERE run = ? AND hasAll(tags, ?) AND ` + cond + `)`
-		tagArgs = append([]any{s.run, tags}, cargs...)
-	}
-	// idf and the term weight are memory.BM25IDF and memory.BM25Term.
-	q = fmt.Sprintf(`SELECT branch, seq, sum(idf * tf * %[1]g / (tf + %[2]g * (1 - %[3]g + %[3]g * doc_len / %[4]g))) AS score
-FROM (SELECT term, branch, seq, tf, doc_len FROM archival_terms WHERE run = ? AND has(?, term) AND %[5]s%[6]s)
-ANY INNER JOIN (
-  SELECT term, log(1 + (%[7]d - count() + 0.5) / (count() + 0.5)) AS idf
-  FROM archival_terms WHERE run = ? AND has(?, term) AND %[5]s GROUP BY term
-) USING term
-GROUP BY branch, seq ORDER BY score DESC, seq DESC LIMIT %[8]d`,
-		memory.BM25K1+1, memory.BM25K1, memory.BM25B, avg, cond, tagCond, docs, n)
-	args := append([]any{s.run, terms}, cargs...)
-	args = append(args, tagArgs...)
-	args = append(args, s.run, terms)
-	args = append(args, cargs...)
-	rows, err := s.conn.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("memory/cluster: archival search: %w", err)
-	}
-	defer rows.Close()
-	var out []candidate
-	for rows.Next() {
-		var c candidate
-		if err := rows.Scan(&c.branch, &c.seq, &c.bm25); err != nil {
-			return nil, fmt.Errorf("memory/cluster: archival search: %w", err)
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return docs, sumLen, nil
 }
 
-// archivalItems reads stored texts by seq.
-func (s *shipper) archivalItems(ctx context.Context, seqs []int64) (map[int64]memory.ArchivalItem, error) {
-	out := map[int64]memory.ArchivalItem{}
-	if len(seqs) == 0 {
-		return out, nil
+// postings reads the visible postings of the query terms. The sorting key
+// (run, term, branch, seq) makes it read only those terms' rows; the
+// ranking itself runs in Go (memory.BM25Term), as in the SQLite store.
+func (s *shipper) postings(ctx context.Context, sc []scopeEntry, terms []string) ([]posting, error) {
+	cond, cargs := scopeSQL(sc)
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(terms)), ", ")
+	args := []any{s.run}
+	for _, t := range terms {
+		args = append(args, t)
 	}
-	list := make([]string, len(seqs))
-	for i, q := range seqs {
-		list[i] = strconv.FormatInt(q, 10)
-	}
-	rows, err := s.conn.Query(ctx, `SELECT seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms FROM archival
-WHERE run = ? AND seq IN (`+strings.Join(list, ",")+`)`, s.run)
+	args = append(args, cargs...)
+	rows, err := s.conn.Query(ctx, `SELECT term, branch, seq, tf, doc_len FROM archival_terms
+WHERE run = ? AND term IN (`+marks+`) AND `+cond, args...)
 	if err != nil {
-		return nil, fmt.Errorf("memory/cluster: archival texts: %w", err)
+		return nil, fmt.Errorf("archival postings: %w", err)
 	}
 	defer rows.Close()
+	var out []posting
 	for rows.Next() {
-		var it memory.ArchivalItem
-		var ts int64
-		if err := rows.Scan(&it.Seq, &it.Branch, &it.Text, &it.Tags, &it.Context, &it.FactHash, &it.EpisodeHash, &ts); err != nil {
-			return nil, fmt.Errorf("memory/cluster: archival texts: %w", err)
+		var p posting
+		if err := rows.Scan(&p.term, &p.branch, &p.seq, &p.tf, &p.docLen); err != nil {
+			return nil, fmt.Errorf("archival postings: %w", err)
 		}
-		it.FirstSeen = time.UnixMilli(ts).UTC()
-		out[it.Seq] = it
+		out = append(out, p)
 	}
 	return out, rows.Err()
 }

@@ -80,13 +80,15 @@ type Store struct {
 	closeTimeout time.Duration
 
 	jr *journal.Journal
-	// mu guards the spool state: the writes waiting for Redis (in order;
-	// while any wait, new writes queue behind them), and open, the number of
-	// journaled writes not yet complete in both servers.
-	mu      sync.Mutex
-	waiting []*record
-	open    int
-	redisUp chan struct{} // closed and replaced when waiting empties
+	// mu guards the spool state: the writes waiting for Redis, in order;
+	// open, the number of journaled writes not yet complete in both
+	// servers; redisErr, the error of the applier's last attempt (nil once
+	// one succeeds); progress, closed and replaced after every attempt.
+	mu       sync.Mutex
+	waiting  []*record
+	open     int
+	redisErr error
+	progress chan struct{}
 
 	wake    chan struct{}
 	stop    chan struct{}
@@ -100,6 +102,10 @@ type record struct {
 	TS  int64  `json:"ts"`
 	B   string `json:"b"`
 	Ops []op   `json:"ops"`
+
+	// Set by the applier under mu.
+	applied bool
+	rep     reply
 }
 
 // op is one write of a record, in the form write.lua reads.
@@ -201,7 +207,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("memory/cluster: spool: %w", err)
 	}
 	s := &Store{rdb: rdb, ch: ch, run: o.Run, prefix: "hpcq:{" + o.Run + "}:", now: o.Now, log: o.Logger,
-		closeTimeout: o.CloseTimeout, redisUp: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+		closeTimeout: o.CloseTimeout, progress: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.ship = newShipper(ch, o.Run, s.complete)
 	var replay []*record
 	s.jr, err = journal.Open(filepath.Join(o.SpoolDir, "spool-"+o.Run+".journal"), journal.Options{}, func(p []byte) error {
@@ -225,7 +231,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	for _, loop := range []func(chan struct{}){
 		func(done chan struct{}) { s.ship.loop(s.stop, done) },
-		s.replayer,
+		s.applier,
 		s.syncer,
 	} {
 		done := make(chan struct{})
@@ -285,11 +291,12 @@ func (s *Store) Flush(ctx context.Context) error {
 	return s.ship.flush(ctx)
 }
 
-// waitRedis waits for the spooled writes to reach Redis.
+// waitRedis waits for the spooled writes to reach Redis, through an
+// outage if it must (bounded by ctx).
 func (s *Store) waitRedis(ctx context.Context) error {
 	for {
 		s.mu.Lock()
-		n, ch := len(s.waiting), s.redisUp
+		n, ch := len(s.waiting), s.progress
 		s.mu.Unlock()
 		if n == 0 {
 			return nil
@@ -299,6 +306,28 @@ func (s *Store) waitRedis(ctx context.Context) error {
 		case <-ch:
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %d writes still waiting for Redis: %w", ErrUnavailable, n, ctx.Err())
+		}
+	}
+}
+
+// readable waits until this process's earlier writes are in Redis, so that
+// a read sees them; while Redis is away it fails at once.
+func (s *Store) readable(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		n, err, ch := len(s.waiting), s.redisErr, s.progress
+		s.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: Redis is unreachable (%v); %d writes are spooled and replayed when it is back, and reads wait for them", ErrUnavailable, err, n)
+		}
+		s.kick()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -344,96 +373,194 @@ func (s *Store) syncer(done chan struct{}) {
 	}
 }
 
-// replayer applies the waiting writes to Redis, in order, retrying with
-// backoff while Redis is away.
-func (s *Store) replayer(done chan struct{}) {
+// applyBatch is the most writes one pipeline carries to Redis.
+const applyBatch = 512
+
+// applier applies the waiting writes to Redis in order, many per pipeline,
+// and retries with backoff while Redis is away.
+func (s *Store) applier(done chan struct{}) {
 	defer close(done)
+	var retry <-chan time.Time
 	backoff := 50 * time.Millisecond
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-s.wake:
-		case <-time.After(backoff):
+		case <-retry:
 		}
+		retry = nil
 		for {
 			s.mu.Lock()
-			if len(s.waiting) == 0 {
-				s.mu.Unlock()
+			batch := append([]*record(nil), s.waiting[:min(len(s.waiting), applyBatch)]...)
+			s.mu.Unlock()
+			if len(batch) == 0 {
 				break
 			}
-			r := s.waiting[0]
-			s.mu.Unlock()
-			rep, err := s.eval(context.Background(), r)
+			reps, err := s.evalBatch(context.Background(), batch)
+			if err == nil {
+				// Rows go to the shipper before the writes count as applied: a
+				// reader that waited for them then flushes their rows too.
+				for i, r := range batch {
+					if reps[i].Err != "" {
+						// Only a spooled write whose branch vanished gets here
+						// (writes are checked before they are spooled): it is
+						// logged and dropped rather than block every later one.
+						s.log.Error("memory/cluster: spooled write rejected by Redis", "write", r.W, "branch", r.B, "err", reps[i].Err)
+						s.ship.enqueue(chRows{records: 1})
+						continue
+					}
+					s.ship.enqueue(s.rowsOf(r, reps[i]))
+				}
+			}
+			s.mu.Lock()
 			if err != nil {
-				s.log.Debug("memory/cluster: redis still away", "err", err)
+				if s.redisErr == nil {
+					s.log.Warn("memory/cluster: Redis unreachable; writes are spooled until it is back", "err", err)
+				}
+				s.redisErr = err
+				s.signal()
+				s.mu.Unlock()
+				retry = time.After(backoff)
 				backoff = min(2*backoff, 2*time.Second)
 				break
 			}
+			if s.redisErr != nil {
+				s.log.Info("memory/cluster: Redis is back; applying the spooled writes")
+			}
+			s.redisErr = nil
 			backoff = 50 * time.Millisecond
-			if rep.Err != "" {
-				// A write that cannot apply (its branch is gone: the run was
-				// deleted) would block every later one: it is logged and dropped.
-				s.log.Error("memory/cluster: spooled write rejected by Redis", "write", r.W, "branch", r.B, "err", rep.Err)
-				s.ship.enqueue(chRows{records: 1})
-			} else {
-				s.ship.enqueue(s.rowsOf(r, rep))
+			for i, r := range batch {
+				r.rep, r.applied = reps[i], true
 			}
-			s.mu.Lock()
-			s.waiting = s.waiting[1:]
-			if len(s.waiting) == 0 {
-				s.log.Info("memory/cluster: Redis is back; the spooled writes are applied")
-				close(s.redisUp)
-				s.redisUp = make(chan struct{})
-			}
+			s.waiting = s.waiting[len(batch):]
+			s.signal()
 			s.mu.Unlock()
 		}
 	}
 }
 
-// eval runs write.lua for a record.
-func (s *Store) eval(ctx context.Context, r *record) (reply, error) {
+// signal wakes everyone waiting on progress; the caller holds mu.
+func (s *Store) signal() {
+	close(s.progress)
+	s.progress = make(chan struct{})
+}
+
+// evalBatch runs write.lua for each record in one pipeline. If the
+// connection fails part way, the caller retries them all: write ids make
+// the ones already applied answer with their first result.
+func (s *Store) evalBatch(ctx context.Context, rs []*record) ([]reply, error) {
+	args := make([]string, len(rs))
+	reps := make([]reply, len(rs))
+	for i, r := range rs {
+		req, known, err := s.request(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if !known {
+			reps[i] = reply{Err: "nobranch"}
+			continue
+		}
+		args[i] = req
+	}
+	for attempt := 0; ; attempt++ {
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(rs))
+		for i, r := range rs {
+			if args[i] != "" {
+				cmds[i] = writeScript.EvalSha(ctx, pipe, nil, s.prefix, r.W, args[i])
+			}
+		}
+		_, err := pipe.Exec(ctx)
+		if err != nil && attempt == 0 && strings.Contains(err.Error(), "NOSCRIPT") {
+			// A restarted Redis has forgotten the script.
+			if err := writeScript.Load(ctx, s.rdb).Err(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i, c := range cmds {
+			if c == nil {
+				continue
+			}
+			out, err := c.Text()
+			if err != nil {
+				return nil, err
+			}
+			if reps[i], err = parseReply(out, len(rs[i].Ops)); err != nil {
+				return nil, err
+			}
+		}
+		return reps, nil
+	}
+}
+
+// request is the JSON write.lua reads for a record; known is false when
+// the record's branch does not exist.
+func (s *Store) request(ctx context.Context, r *record) (req string, known bool, err error) {
 	var sc []scopeEntry
 	if r.B != "" {
-		var err error
 		if sc, err = s.scope(ctx, r.B); err != nil {
 			if errors.Is(err, memory.ErrNoBranch) {
-				return reply{Err: "nobranch"}, nil
+				return "", false, nil
 			}
-			return reply{}, err
+			return "", false, err
 		}
 	}
-	scope := make([][2]any, len(sc))
-	for i, e := range sc {
-		scope[i] = [2]any{e.branch, e.maxSeq}
+	var scope [][2]any
+	for _, o := range r.Ops {
+		if o.T == "arch" { // only archival dedup reads the scope
+			scope = make([][2]any, len(sc))
+			for i, e := range sc {
+				scope[i] = [2]any{e.branch, e.maxSeq}
+			}
+			break
+		}
 	}
-	req, err := json.Marshal(struct {
+	data, err := json.Marshal(struct {
 		TS    int64    `json:"ts"`
-		Scope [][2]any `json:"scope"`
+		Scope [][2]any `json:"scope,omitempty"`
 		Ops   []op     `json:"ops"`
 	}{r.TS, scope, r.Ops})
-	if err != nil {
-		return reply{}, err
-	}
-	out, err := writeScript.Run(ctx, s.rdb, nil, s.prefix, r.W, string(req)).Text()
-	if err != nil {
-		return reply{}, err
-	}
+	return string(data), true, err
+}
+
+func parseReply(out string, ops int) (reply, error) {
 	var rep reply
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		return reply{}, fmt.Errorf("memory/cluster: reply of write.lua: %w", err)
 	}
-	if rep.Err == "" && len(rep.R) != len(r.Ops) {
-		return reply{}, fmt.Errorf("memory/cluster: write.lua answered %d results for %d ops", len(rep.R), len(r.Ops))
+	if rep.Err == "" && len(rep.R) != ops {
+		return reply{}, fmt.Errorf("memory/cluster: write.lua answered %d results for %d ops", len(rep.R), ops)
 	}
 	return rep, nil
 }
 
-// write journals a record and applies it to Redis. When Redis cannot be
-// reached, or earlier writes still wait for it, the record waits in the
-// spool (fsync'd) and write returns a zero reply with queued true: the
-// write is acknowledged, its seqs are assigned when it is replayed.
-func (s *Store) write(ctx context.Context, r *record) (rep reply, queued bool, err error) {
+// eval runs write.lua for one record, outside the spool (forks).
+func (s *Store) eval(ctx context.Context, r *record) (reply, error) {
+	req, known, err := s.request(ctx, r)
+	if err != nil {
+		return reply{}, err
+	}
+	if !known {
+		return reply{Err: "nobranch"}, nil
+	}
+	out, err := writeScript.Run(ctx, s.rdb, nil, s.prefix, r.W, req).Text()
+	if err != nil {
+		return reply{}, err
+	}
+	return parseReply(out, len(r.Ops))
+}
+
+// write spools a record for the applier. Most writes return once it is
+// in the spool (their seqs are assigned when applied, and reads by this
+// store wait for that); with wait, write returns the applied reply, unless
+// Redis is away: then queued is true and the write is acknowledged all the
+// same (it is in the spool, fsync'd).
+func (s *Store) write(ctx context.Context, r *record, wait bool) (rep reply, queued bool, err error) {
 	if r.B != "" {
 		// A write to a branch that does not exist is refused at once; one
 		// whose branch cannot be looked up (Redis away) is spooled.
@@ -459,34 +586,37 @@ func (s *Store) write(ctx context.Context, r *record) (rep reply, queued bool, e
 		return reply{}, false, fmt.Errorf("memory/cluster: spool: %w", err)
 	}
 	s.open++
-	if len(s.waiting) > 0 {
-		err := s.jr.Sync()
-		s.waiting = append(s.waiting, r)
-		s.mu.Unlock()
-		s.kick()
-		return reply{}, true, err
-	}
-	s.mu.Unlock()
-
-	rep, err = s.eval(ctx, r)
-	if err != nil {
-		// Applied or not, the replay decides: a write id is applied once.
-		s.mu.Lock()
-		serr := s.jr.Sync()
-		if len(s.waiting) == 0 {
-			s.log.Warn("memory/cluster: Redis unreachable; spooling writes until it is back", "err", err)
+	if s.redisErr != nil {
+		// No server holds it: the spool is its only copy.
+		if err := s.jr.Sync(); err != nil {
+			s.mu.Unlock()
+			return reply{}, false, fmt.Errorf("memory/cluster: spool: %w", err)
 		}
-		s.waiting = append(s.waiting, r)
+	}
+	s.waiting = append(s.waiting, r)
+	s.mu.Unlock()
+	s.kick()
+	if !wait {
+		return reply{}, true, nil
+	}
+	for {
+		s.mu.Lock()
+		applied, rep, rerr, ch := r.applied, r.rep, s.redisErr, s.progress
 		s.mu.Unlock()
-		s.kick()
-		return reply{}, true, serr
+		switch {
+		case applied && rep.Err != "":
+			return rep, false, replyErr(rep, r)
+		case applied:
+			return rep, false, nil
+		case rerr != nil:
+			return reply{}, true, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return reply{}, true, nil // spooled: acknowledged
+		}
 	}
-	if rep.Err != "" {
-		s.ship.enqueue(chRows{records: 1})
-		return rep, false, replyErr(rep, r)
-	}
-	s.ship.enqueue(s.rowsOf(r, rep))
-	return rep, false, nil
 }
 
 func replyErr(rep reply, r *record) error {
@@ -532,17 +662,6 @@ func (s *Store) rowsOf(r *record, rep reply) chRows {
 	return rows
 }
 
-// readable fails reads while writes wait for Redis: they would not see them.
-func (s *Store) readable() error {
-	s.mu.Lock()
-	n := len(s.waiting)
-	s.mu.Unlock()
-	if n > 0 {
-		return fmt.Errorf("%w: Redis is unreachable; %d writes are spooled and replayed when it is back, and reads wait for them", ErrUnavailable, n)
-	}
-	return nil
-}
-
 // unavailable wraps err with ErrUnavailable when it says a server could
 // not be reached, and names what failed either way.
 func unavailable(what string, err error) error {
@@ -577,7 +696,7 @@ func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, e
 	if p.Branch == "" {
 		return memory.Branch{}, fmt.Errorf("%w: Fork: empty branch id", memory.ErrInvalid)
 	}
-	if err := s.readable(); err != nil {
+	if err := s.readable(ctx); err != nil {
 		return memory.Branch{}, err
 	}
 	// A fork is not spooled: its caller needs its seq now. It carries a
@@ -598,7 +717,7 @@ func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, e
 }
 
 func (s *Store) BranchGet(ctx context.Context, id string) (memory.Branch, error) {
-	if err := s.readable(); err != nil {
+	if err := s.readable(ctx); err != nil {
 		return memory.Branch{}, err
 	}
 	return s.branchGet(ctx, id)
@@ -650,7 +769,7 @@ func (s *Store) scope(ctx context.Context, id string) ([]scopeEntry, error) {
 
 // readScope checks the store can serve a read of branch and returns its scope.
 func (s *Store) readScope(ctx context.Context, branch string) ([]scopeEntry, error) {
-	if err := s.readable(); err != nil {
+	if err := s.readable(ctx); err != nil {
 		return nil, err
 	}
 	return s.scope(ctx, branch)
@@ -698,7 +817,7 @@ func (s *Store) CoreSet(ctx context.Context, p memory.CoreSetParams) (memory.Cor
 	}
 	now := s.now()
 	r := &record{B: p.Branch, Ops: []op{s.coreOp(p.Branch, p, now)}}
-	rep, queued, err := s.write(ctx, r)
+	rep, queued, err := s.write(ctx, r, false)
 	if err != nil {
 		return memory.CoreEntry{}, err
 	}
@@ -716,7 +835,7 @@ func (s *Store) CoreDelete(ctx context.Context, p memory.CoreKeyParams) error {
 	if p.Key == "" {
 		return fmt.Errorf("%w: CoreDelete: empty key", memory.ErrInvalid)
 	}
-	_, _, err := s.write(ctx, &record{B: p.Branch, Ops: []op{{T: "core", B: p.Branch, K: p.Key, D: 1}}})
+	_, _, err := s.write(ctx, &record{B: p.Branch, Ops: []op{{T: "core", B: p.Branch, K: p.Key, D: 1}}}, false)
 	return err
 }
 
@@ -823,7 +942,7 @@ func (s *Store) RecallAppend(ctx context.Context, p memory.RecallAppendParams) (
 	}
 	ev.TS = time.UnixMilli(ev.TS.UnixMilli()).UTC()
 	r := &record{B: p.Branch, Ops: []op{{T: "recall", B: p.Branch, TS: ev.TS.UnixMilli(), Kind: ev.Kind, Node: ev.NodeID, Phase: ev.Phase, Payload: ev.Payload}}}
-	rep, queued, err := s.write(ctx, r)
+	rep, queued, err := s.write(ctx, r, false)
 	if err != nil {
 		return ev, err
 	}
@@ -943,7 +1062,7 @@ func (s *Store) RecallSummaryGet(ctx context.Context, branch string) (memory.Rec
 }
 
 func (s *Store) RecallSummarySet(ctx context.Context, p memory.RecallSummarySetParams) error {
-	_, _, err := s.write(ctx, &record{B: p.Branch, Ops: []op{{T: "sum", B: p.Branch, Text: p.Summary.Text, Folded: p.Summary.FoldedSeq}}})
+	_, _, err := s.write(ctx, &record{B: p.Branch, Ops: []op{{T: "sum", B: p.Branch, Text: p.Summary.Text, Folded: p.Summary.FoldedSeq}}}, false)
 	return err
 }
 
@@ -965,7 +1084,8 @@ func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams)
 	}
 	o := s.archOp(p.Branch, p)
 	r := &record{B: p.Branch, Ops: []op{o}}
-	rep, queued, err := s.write(ctx, r)
+	// Its caller learns whether the fact was known: it waits for Redis.
+	rep, queued, err := s.write(ctx, r, true)
 	if err != nil {
 		return memory.ArchivalItem{}, false, err
 	}
@@ -1001,9 +1121,10 @@ func (f *factItem) item() memory.ArchivalItem {
 // recency and frequency (as in the SQLite store).
 const candidateFactor = 4
 
-// ArchivalSearch ranks in ClickHouse (BM25 over the visible set), then
-// re-ranks the candidates with the counts and last-seen times of their
-// visible repeats (from Redis) by memory.Rank.
+// ArchivalSearch reads the visible postings of the query terms and the
+// visible set's statistics from ClickHouse (two queries at once), ranks by
+// BM25 over the visible set, then reads the best candidates' texts and
+// repeats from Redis and re-ranks them with memory.Rank.
 func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParams) ([]memory.ArchivalItem, error) {
 	sc, err := s.readScope(ctx, p.Branch)
 	if err != nil {
@@ -1020,36 +1141,43 @@ func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParam
 	if err := s.ship.flush(ctx); err != nil {
 		return nil, fmt.Errorf("%w: archival search needs ClickHouse: %w", ErrUnavailable, err)
 	}
-	cands, err := s.ship.searchArchival(ctx, sc, terms, p.Tags, k*candidateFactor)
+	var docs, sumLen uint64
+	var statsErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		docs, sumLen, statsErr = s.ship.stats(ctx, sc)
+	}()
+	ps, err := s.ship.postings(ctx, sc, terms)
+	<-done
+	if err == nil {
+		err = statsErr
+	}
 	if err != nil {
 		return nil, unavailable("archival search", err)
 	}
-	seqs := make([]int64, len(cands))
-	for i, c := range cands {
-		seqs[i] = c.seq
+	if docs == 0 || len(ps) == 0 {
+		return nil, nil
 	}
-	items, err := s.ship.archivalItems(ctx, seqs)
-	if err != nil {
-		return nil, unavailable("archival search", err)
-	}
-	counts, err := s.repeats(ctx, sc, seqs)
-	if err != nil {
-		return nil, err
-	}
+	ranked := bm25(ps, docs, sumLen)
 	now := s.now()
-	out := make([]memory.ArchivalItem, 0, len(cands))
-	for i, c := range cands {
-		it, ok := items[c.seq]
-		if !ok {
-			continue
+	want := k * candidateFactor
+	var out []memory.ArchivalItem
+	// Tags filter after ranking: read candidates in chunks until enough pass.
+	for start := 0; start < len(ranked) && len(out) < want; start += want {
+		chunk := ranked[start:min(len(ranked), start+want)]
+		items, err := s.items(ctx, sc, chunk)
+		if err != nil {
+			return nil, err
 		}
-		it.BM25 = c.bm25
-		it.Count, it.LastSeen = counts[i].count, it.FirstSeen
-		if counts[i].last > 0 {
-			it.LastSeen = time.UnixMilli(max(counts[i].last, it.FirstSeen.UnixMilli())).UTC()
+		for i, it := range items {
+			if it.Seq == 0 || (len(p.Tags) > 0 && !hasAll(it.Tags, p.Tags)) {
+				continue
+			}
+			it.BM25 = chunk[i].bm25
+			it.Score = memory.Rank(it.BM25, it.LastSeen, it.Count, now)
+			out = append(out, it)
 		}
-		it.Score = memory.Rank(it.BM25, it.LastSeen, it.Count, now)
-		out = append(out, it)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
 	if len(out) > k {
@@ -1058,54 +1186,107 @@ func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParam
 	return out, nil
 }
 
-type repeat struct {
-	count int
-	last  int64
+type candidate struct {
+	seq  int64
+	bm25 float64
 }
 
-// repeats counts each target's writes visible in the scope (1 + visible
-// repeats) and the last time one was written.
-func (s *Store) repeats(ctx context.Context, sc []scopeEntry, targets []int64) ([]repeat, error) {
-	out := make([]repeat, len(targets))
-	if len(targets) == 0 {
-		return out, nil
+// bm25 scores the documents of the postings, best first (ties: newest).
+func bm25(ps []posting, docs, sumLen uint64) []candidate {
+	avg := float64(sumLen) / float64(docs)
+	df := map[string]int{}
+	for _, p := range ps {
+		df[p.term]++
 	}
-	max := map[string]int64{}
-	for _, e := range sc {
-		max[e.branch] = e.maxSeq
+	scores := map[int64]float64{}
+	for _, p := range ps {
+		scores[p.seq] += memory.BM25Term(memory.BM25IDF(int(docs), df[p.term]), int(p.tf), int(p.docLen), avg)
 	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringSliceCmd, len(targets))
-	for i, t := range targets {
-		cmds[i] = pipe.ZRange(ctx, s.prefix+"hits:"+strconv.FormatInt(t, 10), 0, -1)
+	out := make([]candidate, 0, len(scores))
+	for seq, sc := range scores {
+		out = append(out, candidate{seq, sc})
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, unavailable("read archival repeats", err)
-	}
-	for i, c := range cmds {
-		out[i].count = 1
-		for _, m := range c.Val() {
-			parts := strings.Split(m, "|")
-			if len(parts) < 3 {
-				continue
-			}
-			seq, _ := strconv.ParseInt(parts[0], 10, 64)
-			ts, _ := strconv.ParseInt(parts[len(parts)-1], 10, 64)
-			branch := strings.Join(parts[1:len(parts)-1], "|")
-			if m, ok := max[branch]; ok && seq <= m {
-				out[i].count++
-				out[i].last = maxInt64(out[i].last, ts)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].bm25 != out[j].bm25 {
+			return out[i].bm25 > out[j].bm25
+		}
+		return out[i].seq > out[j].seq
+	})
+	return out
+}
+
+func hasAll(have, want []string) bool {
+	for _, w := range want {
+		found := false
+		for _, h := range have {
+			if h == w {
+				found = true
+				break
 			}
 		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// items reads candidates' texts and their visible repeats from Redis in one
+// pipeline; a candidate Redis does not know comes back with seq 0.
+func (s *Store) items(ctx context.Context, sc []scopeEntry, cands []candidate) ([]memory.ArchivalItem, error) {
+	seqs := make([]string, len(cands))
+	targets := make([]int64, len(cands))
+	for i, c := range cands {
+		seqs[i] = strconv.FormatInt(c.seq, 10)
+		targets[i] = c.seq
+	}
+	pipe := s.rdb.Pipeline()
+	get := pipe.HMGet(ctx, s.prefix+"items", seqs...)
+	hits := make([]*redis.StringSliceCmd, len(cands))
+	for i, q := range seqs {
+		hits[i] = pipe.ZRange(ctx, s.prefix+"hits:"+q, 0, -1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable("read archival items", err)
+	}
+	maxSeq := map[string]int64{}
+	for _, e := range sc {
+		maxSeq[e.branch] = e.maxSeq
+	}
+	out := make([]memory.ArchivalItem, len(cands))
+	for i, v := range get.Val() {
+		str, ok := v.(string)
+		if !ok {
+			continue
+		}
+		var f factItem
+		if err := json.Unmarshal([]byte(str), &f); err != nil {
+			return nil, fmt.Errorf("memory/cluster: archival item %s: %w", seqs[i], err)
+		}
+		it := f.item()
+		last := it.FirstSeen.UnixMilli()
+		for _, m := range hits[i].Val() {
+			seq, branch, ts, ok := parseHit(m)
+			if mx, vis := maxSeq[branch]; ok && vis && seq <= mx {
+				it.Count++
+				last = max(last, ts)
+			}
+		}
+		it.LastSeen = time.UnixMilli(last).UTC()
+		out[i] = it
 	}
 	return out, nil
 }
 
-func maxInt64(a, b int64) int64 {
-	if a > b {
-		return a
+// parseHit splits a hits member "seq|branch|ts".
+func parseHit(m string) (seq int64, branch string, ts int64, ok bool) {
+	i, j := strings.IndexByte(m, '|'), strings.LastIndexByte(m, '|')
+	if i < 0 || j <= i {
+		return 0, "", 0, false
 	}
-	return b
+	seq, err1 := strconv.ParseInt(m[:i], 10, 64)
+	ts, err2 := strconv.ParseInt(m[j+1:], 10, 64)
+	return seq, m[i+1 : j], ts, err1 == nil && err2 == nil
 }
 
 // Apply writes a batch atomically: write.lua validates every op before it
@@ -1137,8 +1318,55 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 		}
 		return nil
 	}
-	_, _, err := s.write(ctx, r)
+	_, _, err := s.write(ctx, r, false)
 	return err
 }
 
 var _ memory.Store = (*Store)(nil)
+
+// Size is what the run occupies: the compressed bytes of its rows in the
+// ClickHouse memory tables (estimated from each table's share of rows)
+// plus the memory of its Redis keys.
+func (s *Store) Size(ctx context.Context) (int64, error) {
+	var total int64
+	for _, t := range []string{"archival", "archival_terms", "archival_hits", "recall_events"} {
+		var bytes, rows uint64
+		if err := s.ch.QueryRow(ctx, `SELECT sum(bytes_on_disk), sum(rows) FROM system.parts WHERE active AND database = currentDatabase() AND table = ?`, t).Scan(&bytes, &rows); err != nil {
+			// 18.16 names it bytes; later versions have both.
+			if err2 := s.ch.QueryRow(ctx, `SELECT sum(bytes), sum(rows) FROM system.parts WHERE active AND database = currentDatabase() AND table = ?`, t).Scan(&bytes, &rows); err2 != nil {
+				return 0, unavailable("table sizes", err)
+			}
+		}
+		if rows == 0 {
+			continue
+		}
+		var mine uint64
+		if err := s.ch.QueryRow(ctx, `SELECT count() FROM `+t+` WHERE run = ?`, s.run).Scan(&mine); err != nil {
+			return 0, unavailable("table sizes", err)
+		}
+		total += int64(float64(bytes) * float64(mine) / float64(rows))
+	}
+	var cursor uint64
+	for {
+		keys, next, err := s.rdb.Scan(ctx, cursor, s.prefix+"*", 1000).Result()
+		if err != nil {
+			return 0, unavailable("key sizes", err)
+		}
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.IntCmd, len(keys))
+		for i, k := range keys {
+			cmds[i] = pipe.MemoryUsage(ctx, k)
+		}
+		if len(keys) > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return 0, unavailable("key sizes", err)
+			}
+		}
+		for _, c := range cmds {
+			total += c.Val()
+		}
+		if cursor = next; cursor == 0 {
+			return total, nil
+		}
+	}
+}

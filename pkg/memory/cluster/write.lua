@@ -4,6 +4,7 @@
 -- ARGV[1]  key prefix, "hpcq:{<run>}:" (one hash tag: one cluster slot)
 -- ARGV[2]  write id: a replay of an applied write returns its first result
 -- ARGV[3]  request JSON: {ts = ms, scope = {{branch, max_seq}, ...}, ops = {...}}
+--          (the writer's scope, sent only when an op needs it: archival dedup)
 --
 -- Keys under the prefix:
 --   seq                 the run's last seq
@@ -11,7 +12,8 @@
 --   core:<branch>       zset seq -> {s, k, v, i, e, d, ts}
 --   recall:<branch>     zset seq -> {s, ts, k, n, ph, pl}
 --   sum:<branch>        zset seq -> {s, tx, f}
---   facts:<branch>      hash fact hash -> first archival item of that fact in the branch
+--   facts:<branch>      hash fact hash -> seq of the first item of that fact in the branch
+--   items               hash seq -> archival item {s, b, tx, tg, c, f, ep, ts}
 --   hits:<target seq>   zset seq -> "seq|branch|ts" (repeats of an archival item)
 --   applied:<write id>  the result of an applied write, kept 7 days
 local p = ARGV[1]
@@ -36,7 +38,7 @@ for i, op in ipairs(req.ops) do
 end
 
 local function visible(branch, seq)
-  for _, e in ipairs(req.scope) do
+  for _, e in ipairs(req.scope or {}) do
     if e[1] == branch then
       return seq <= e[2]
     end
@@ -65,14 +67,11 @@ for i, op in ipairs(req.ops) do
     redis.call('ZADD', p .. 'sum:' .. op.b, seq, cjson.encode({s = seq, tx = op.text, f = op.folded}))
   elseif op.t == 'arch' then
     local found = nil
-    for _, e in ipairs(req.scope) do
+    for _, e in ipairs(req.scope or {}) do
       local v = redis.call('HGET', p .. 'facts:' .. e[1], op.fact)
-      if v then
-        local it = cjson.decode(v)
-        if it.s <= e[2] then
-          found = it
-          break
-        end
+      if v and tonumber(v) <= e[2] then
+        found = cjson.decode(redis.call('HGET', p .. 'items', v))
+        break
       end
     end
     if found then
@@ -91,7 +90,8 @@ for i, op in ipairs(req.ops) do
       r.count = count
       r.last = last
     else
-      redis.call('HSET', p .. 'facts:' .. op.b, op.fact,
+      redis.call('HSET', p .. 'facts:' .. op.b, op.fact, seq)
+      redis.call('HSET', p .. 'items', seq,
         cjson.encode({s = seq, b = op.b, tx = op.text, tg = op.tags, c = op.ctx, f = op.fact, ep = op.ep, ts = req.ts}))
     end
   end
