@@ -150,7 +150,14 @@ type (
 
 // Store persists the memory of a run. Every read sees exactly the branch's
 // visible set: its own writes and, for each ancestor, the writes before the
-// path forked from it. Implementations are safe for concurrent use.
+// path forked from it, and every write the same Store acknowledged before
+// the read (read-your-writes). Implementations are safe for concurrent use.
+//
+// A store may acknowledge a write before it has assigned its seq (the
+// cluster store acknowledges once the write is in its local spool): the
+// returned entry, event or item then has Seq 0, and ArchivalWrite reports
+// dup false; the repeat is counted all the same when the write is applied.
+// A Seq other than 0 is always the write's own.
 type Store interface {
 	Fork(ctx context.Context, p ForkParams) (Branch, error)
 	BranchGet(ctx context.Context, id string) (Branch, error)

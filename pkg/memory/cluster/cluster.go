@@ -102,10 +102,6 @@ type record struct {
 	TS  int64  `json:"ts"`
 	B   string `json:"b"`
 	Ops []op   `json:"ops"`
-
-	// Set by the applier under mu.
-	applied bool
-	rep     reply
 }
 
 // op is one write of a record, in the form write.lua reads.
@@ -146,11 +142,10 @@ type factItem struct {
 }
 
 type result struct {
-	S     int64     `json:"s"`
-	Depth int       `json:"depth"`
-	Dup   *factItem `json:"dup"`
-	Count int       `json:"count"`
-	Last  int64     `json:"last"`
+	S     int64 `json:"s"`
+	Depth int   `json:"depth"`
+	// Dup is the seq of the stored item an archival write repeats.
+	Dup int64 `json:"dup"`
 }
 
 type reply struct {
@@ -430,9 +425,6 @@ func (s *Store) applier(done chan struct{}) {
 			}
 			s.redisErr = nil
 			backoff = 50 * time.Millisecond
-			for i, r := range batch {
-				r.rep, r.applied = reps[i], true
-			}
 			s.waiting = s.waiting[len(batch):]
 			s.signal()
 			s.mu.Unlock()
@@ -555,17 +547,16 @@ func (s *Store) eval(ctx context.Context, r *record) (reply, error) {
 	return parseReply(out, len(r.Ops))
 }
 
-// write spools a record for the applier. Most writes return once it is
-// in the spool (their seqs are assigned when applied, and reads by this
-// store wait for that); with wait, write returns the applied reply, unless
-// Redis is away: then queued is true and the write is acknowledged all the
-// same (it is in the spool, fsync'd).
-func (s *Store) write(ctx context.Context, r *record, wait bool) (rep reply, queued bool, err error) {
+// write spools a record for the applier and returns: the write is
+// acknowledged once it is in the spool. Its seqs are assigned when the
+// applier applies it to Redis; reads by this store wait for that. While
+// Redis is away the record is fsync'd at once (no server holds it).
+func (s *Store) write(ctx context.Context, r *record) error {
 	if r.B != "" {
 		// A write to a branch that does not exist is refused at once; one
 		// whose branch cannot be looked up (Redis away) is spooled.
 		if _, err := s.scope(ctx, r.B); errors.Is(err, memory.ErrNoBranch) {
-			return reply{}, false, err
+			return err
 		}
 	}
 	var id [12]byte
@@ -574,49 +565,29 @@ func (s *Store) write(ctx context.Context, r *record, wait bool) (rep reply, que
 	r.TS = s.now().UnixMilli()
 	data, err := json.Marshal(r)
 	if err != nil {
-		return reply{}, false, err
+		return err
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return reply{}, false, errors.New("memory/cluster: store closed")
+		return errors.New("memory/cluster: store closed")
 	}
 	if err := s.jr.Append(data); err != nil {
 		s.mu.Unlock()
-		return reply{}, false, fmt.Errorf("memory/cluster: spool: %w", err)
+		return fmt.Errorf("memory/cluster: spool: %w", err)
 	}
 	s.open++
 	if s.redisErr != nil {
 		// No server holds it: the spool is its only copy.
 		if err := s.jr.Sync(); err != nil {
 			s.mu.Unlock()
-			return reply{}, false, fmt.Errorf("memory/cluster: spool: %w", err)
+			return fmt.Errorf("memory/cluster: spool: %w", err)
 		}
 	}
 	s.waiting = append(s.waiting, r)
 	s.mu.Unlock()
 	s.kick()
-	if !wait {
-		return reply{}, true, nil
-	}
-	for {
-		s.mu.Lock()
-		applied, rep, rerr, ch := r.applied, r.rep, s.redisErr, s.progress
-		s.mu.Unlock()
-		switch {
-		case applied && rep.Err != "":
-			return rep, false, replyErr(rep, r)
-		case applied:
-			return rep, false, nil
-		case rerr != nil:
-			return reply{}, true, nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return reply{}, true, nil // spooled: acknowledged
-		}
-	}
+	return nil
 }
 
 func replyErr(rep reply, r *record) error {
@@ -641,8 +612,8 @@ func (s *Store) rowsOf(r *record, rep reply) chRows {
 			rows.recall = append(rows.recall, recallRow{ev: memory.RecallEvent{Seq: res.S, TS: time.UnixMilli(o.TS).UTC(), Kind: o.Kind,
 				NodeID: o.Node, Branch: o.B, Phase: o.Phase, Payload: o.Payload}})
 		case "arch":
-			if res.Dup != nil {
-				rows.hits = append(rows.hits, hitRow{seq: res.S, branch: o.B, target: res.Dup.S, tsMS: r.TS})
+			if res.Dup != 0 {
+				rows.hits = append(rows.hits, hitRow{seq: res.S, branch: o.B, target: res.Dup, tsMS: r.TS})
 				continue
 			}
 			var tags []string
@@ -713,6 +684,9 @@ func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, e
 		return memory.Branch{}, replyErr(rep, r)
 	}
 	b := memory.Branch{ID: p.Branch, Parent: p.Parent, ForkSeq: rep.R[0].S, Depth: rep.R[0].Depth, Created: time.UnixMilli(r.TS).UTC()}
+	if _, err := s.scopeOf(ctx, b); err != nil {
+		return b, err
+	}
 	return b, nil
 }
 
@@ -750,7 +724,12 @@ func (s *Store) scope(ctx context.Context, id string) ([]scopeEntry, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := []scopeEntry{{branch: id, maxSeq: unbounded}}
+	return s.scopeOf(ctx, b)
+}
+
+// scopeOf builds (and caches) the scope of branch b from its parent's.
+func (s *Store) scopeOf(ctx context.Context, b memory.Branch) ([]scopeEntry, error) {
+	out := []scopeEntry{{branch: b.ID, maxSeq: unbounded}}
 	if b.Parent != "" {
 		parent, err := s.scope(ctx, b.Parent)
 		if err != nil {
@@ -763,7 +742,7 @@ func (s *Store) scope(ctx context.Context, id string) ([]scopeEntry, error) {
 			out = append(out, e)
 		}
 	}
-	s.scopes.Store(id, out)
+	s.scopes.Store(b.ID, out)
 	return out, nil
 }
 
@@ -817,16 +796,13 @@ func (s *Store) CoreSet(ctx context.Context, p memory.CoreSetParams) (memory.Cor
 	}
 	now := s.now()
 	r := &record{B: p.Branch, Ops: []op{s.coreOp(p.Branch, p, now)}}
-	rep, queued, err := s.write(ctx, r, false)
-	if err != nil {
+	if err := s.write(ctx, r); err != nil {
 		return memory.CoreEntry{}, err
 	}
+	// Seq 0: assigned when the spooled write is applied.
 	e := memory.CoreEntry{Key: p.Key, Value: p.Value, Importance: p.Importance, Branch: p.Branch, Updated: time.UnixMilli(r.TS).UTC()}
 	if r.Ops[0].E != 0 {
 		e.Expires = time.UnixMilli(r.Ops[0].E).UTC()
-	}
-	if !queued {
-		e.Seq = rep.R[0].S
 	}
 	return e, nil
 }
@@ -835,8 +811,7 @@ func (s *Store) CoreDelete(ctx context.Context, p memory.CoreKeyParams) error {
 	if p.Key == "" {
 		return fmt.Errorf("%w: CoreDelete: empty key", memory.ErrInvalid)
 	}
-	_, _, err := s.write(ctx, &record{B: p.Branch, Ops: []op{{T: "core", B: p.Branch, K: p.Key, D: 1}}}, false)
-	return err
+	return s.write(ctx, &record{B: p.Branch, Ops: []op{{T: "core", B: p.Branch, K: p.Key, D: 1}}})
 }
 
 // coreVersions reads the scope's core versions, nearest branch first.
@@ -942,14 +917,10 @@ func (s *Store) RecallAppend(ctx context.Context, p memory.RecallAppendParams) (
 	}
 	ev.TS = time.UnixMilli(ev.TS.UnixMilli()).UTC()
 	r := &record{B: p.Branch, Ops: []op{{T: "recall", B: p.Branch, TS: ev.TS.UnixMilli(), Kind: ev.Kind, Node: ev.NodeID, Phase: ev.Phase, Payload: ev.Payload}}}
-	rep, queued, err := s.write(ctx, r, false)
-	if err != nil {
+	if err := s.write(ctx, r); err != nil {
 		return ev, err
 	}
-	if !queued {
-		ev.Seq = rep.R[0].S
-	}
-	return ev, nil
+	return ev, nil // Seq 0: assigned when applied
 }
 
 func (s *Store) events(ctx context.Context, branch string, after int64, limit int, newest, total bool) ([]memory.RecallEvent, int, error) {
@@ -1062,8 +1033,7 @@ func (s *Store) RecallSummaryGet(ctx context.Context, branch string) (memory.Rec
 }
 
 func (s *Store) RecallSummarySet(ctx context.Context, p memory.RecallSummarySetParams) error {
-	_, _, err := s.write(ctx, &record{B: p.Branch, Ops: []op{{T: "sum", B: p.Branch, Text: p.Summary.Text, Folded: p.Summary.FoldedSeq}}}, false)
-	return err
+	return s.write(ctx, &record{B: p.Branch, Ops: []op{{T: "sum", B: p.Branch, Text: p.Summary.Text, Folded: p.Summary.FoldedSeq}}})
 }
 
 // Archival.
@@ -1084,26 +1054,17 @@ func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams)
 	}
 	o := s.archOp(p.Branch, p)
 	r := &record{B: p.Branch, Ops: []op{o}}
-	// Its caller learns whether the fact was known: it waits for Redis.
-	rep, queued, err := s.write(ctx, r, true)
-	if err != nil {
+	if err := s.write(ctx, r); err != nil {
 		return memory.ArchivalItem{}, false, err
 	}
+	// Acknowledged in the spool: whether the fact was already visible is
+	// decided (and a repeat counted) when the write is applied.
 	ts := time.UnixMilli(r.TS).UTC()
-	if queued {
-		return memory.ArchivalItem{Branch: p.Branch, Text: p.Text, Tags: p.Tags, Context: p.Context, FactHash: o.Fact, EpisodeHash: o.Ep, Count: 1, FirstSeen: ts, LastSeen: ts}, false, nil
-	}
-	res := rep.R[0]
-	if d := res.Dup; d != nil {
-		it := d.item()
-		it.Count, it.LastSeen = res.Count, time.UnixMilli(res.Last).UTC()
-		return it, true, nil
-	}
 	tags := p.Tags
 	if tags == nil {
 		tags = []string{}
 	}
-	return memory.ArchivalItem{Seq: res.S, Branch: p.Branch, Text: p.Text, Tags: tags, Context: p.Context, FactHash: o.Fact, EpisodeHash: o.Ep,
+	return memory.ArchivalItem{Branch: p.Branch, Text: p.Text, Tags: tags, Context: p.Context, FactHash: o.Fact, EpisodeHash: o.Ep,
 		Count: 1, FirstSeen: ts, LastSeen: ts}, false, nil
 }
 
@@ -1318,8 +1279,7 @@ func (s *Store) Apply(ctx context.Context, p memory.ApplyParams) error {
 		}
 		return nil
 	}
-	_, _, err := s.write(ctx, r, false)
-	return err
+	return s.write(ctx, r)
 }
 
 var _ memory.Store = (*Store)(nil)

@@ -37,15 +37,6 @@ for i, op in ipairs(req.ops) do
   end
 end
 
-local function visible(branch, seq)
-  for _, e in ipairs(req.scope or {}) do
-    if e[1] == branch then
-      return seq <= e[2]
-    end
-  end
-  return false
-end
-
 local out = {}
 for i, op in ipairs(req.ops) do
   local seq = redis.call('INCR', p .. 'seq')
@@ -70,25 +61,14 @@ for i, op in ipairs(req.ops) do
     for _, e in ipairs(req.scope or {}) do
       local v = redis.call('HGET', p .. 'facts:' .. e[1], op.fact)
       if v and tonumber(v) <= e[2] then
-        found = cjson.decode(redis.call('HGET', p .. 'items', v))
+        found = v
         break
       end
     end
     if found then
-      redis.call('ZADD', p .. 'hits:' .. found.s, seq, seq .. '|' .. op.b .. '|' .. req.ts)
-      local count, last = 1, found.ts
-      for _, m in ipairs(redis.call('ZRANGE', p .. 'hits:' .. found.s, 0, -1)) do
-        local hs, hb, ht = string.match(m, '^(%d+)|(.*)|(%d+)$')
-        if visible(hb, tonumber(hs)) then
-          count = count + 1
-          if tonumber(ht) > last then
-            last = tonumber(ht)
-          end
-        end
-      end
-      r.dup = found
-      r.count = count
-      r.last = last
+      -- A repeat of a visible fact: recorded against the stored item.
+      redis.call('ZADD', p .. 'hits:' .. found, seq, seq .. '|' .. op.b .. '|' .. req.ts)
+      r.dup = tonumber(found)
     else
       redis.call('HSET', p .. 'facts:' .. op.b, op.fact, seq)
       redis.call('HSET', p .. 'items', seq,
