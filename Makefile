@@ -33,12 +33,13 @@ bench-queue: ## queue benchmark (embedded server, file storage); prints the benc
 	$(GO) run ./bench/queue
 
 # The memory traces live beside the repository (../shared/bench); each trace
-# runs in a fresh process against a fresh store.
+# runs in a fresh process against a fresh store, on SQLite and on Redis +
+# ClickHouse (started for the run); then one million archival texts on each
+# (BENCH_ARCHIVAL_DOCS to change it).
 BENCH_DIR ?= ../shared/bench
-bench-memory: ## memory benchmark on the base and 10x traces; prints the bench-memory lines
+bench-memory: ## memory benchmark: bench-memory lines per trace and store, then bench-archival lines
 	$(GO) build -o $(BIN)/bench-memory ./bench/memory
-	$(BIN)/bench-memory -trace base -dir $(BENCH_DIR)
-	$(BIN)/bench-memory -trace 10x -dir $(BENCH_DIR)
+	scripts/bench-memory.sh $(BIN)/bench-memory $(BENCH_DIR)
 
 services-install: ## install the servers the tests need (Debian packages) if missing
 	scripts/services.sh install

@@ -52,6 +52,7 @@ var order = []string{"fork", "core_set", "recall_append", "archival_write", "ren
 func main() {
 	trace := flag.String("trace", "base", "base or 10x")
 	storeName := flag.String("store", "sqlite", "sqlite, or redis+clickhouse (HPCQ_REDIS_URL, HPCQ_CLICKHOUSE_DSN)")
+	archival := flag.Int("archival", 0, "instead of a trace: load this many synthetic archival texts and time searches (bench-archival)")
 	dir := flag.String("dir", "../shared/bench", "directory of the trace files")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the replay to this file")
 	flag.Parse()
@@ -66,7 +67,13 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	if err := run(*trace, *storeName, *dir, os.Stdout, os.Stderr); err != nil {
+	var err error
+	if *archival > 0 {
+		err = runArchival(*storeName, *archival, os.Stdout, os.Stderr)
+	} else {
+		err = run(*trace, *storeName, *dir, os.Stdout, os.Stderr)
+	}
+	if err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench-memory:", err)
 		os.Exit(1)
