@@ -10,14 +10,15 @@
 #   services.sh env DIR                print DIR/services.env
 #
 # SERVICE: nats, redis, clickhouse. install also knows "mpi" (Open MPI:
-# mpicc, mpirun), a toolchain the tests need that runs no server. Every command is idempotent:
+# mpicc, mpirun) and "sqlite3" (the CLI the results tests query with),
+# which run no server. Every command is idempotent:
 # starting a running service prints its env again; stopping a stopped one
 # does nothing. Processes are stopped only through the pid files this script
 # wrote, and only when the pid still belongs to the program started there.
 set -euo pipefail
 
 ALL_SERVICES=(nats redis clickhouse)
-INSTALL_ALL=(nats mpi redis clickhouse)
+INSTALL_ALL=(nats mpi redis clickhouse sqlite3)
 
 die() { echo "services.sh: $*" >&2; exit 1; }
 
@@ -25,6 +26,7 @@ package_of() {
   case "$1" in
     nats) echo nats-server ;;
     mpi) echo openmpi-bin libopenmpi-dev ;;
+    sqlite3) echo sqlite3 ;;
     redis) echo redis-server ;;
     clickhouse) echo clickhouse-server clickhouse-client ;;
     *) die "unknown service '$1' (known: ${ALL_SERVICES[*]})" ;;
@@ -35,6 +37,7 @@ binary_of() {
   case "$1" in
     nats) echo nats-server ;;
     mpi) echo mpicc ;;
+    sqlite3) echo sqlite3 ;;
     redis) echo redis-server ;;
     clickhouse) echo clickhouse-server ;;
     *) die "unknown service '$1'" ;;

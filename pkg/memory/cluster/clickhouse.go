@@ -2,118 +2,15 @@ package cluster
 
 import (
 	"context"
-	"embed"
 	"fmt"
-	"io/fs"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hpcq/hpcq/pkg/memory"
 )
-
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
-
-// OpenClickHouse connects to the DSN (clickhouse://user:password@host:port/database,
-// ?secure=true for TLS) over the native protocol and checks the server answers.
-func OpenClickHouse(ctx context.Context, dsn string) (driver.Conn, error) {
-	opts, err := clickhouse.ParseDSN(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("memory/cluster: HPCQ_CLICKHOUSE_DSN: %w", err)
-	}
-	if opts.DialTimeout == 0 || opts.DialTimeout > 5*time.Second {
-		opts.DialTimeout = 5 * time.Second
-	}
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		return nil, fmt.Errorf("memory/cluster: clickhouse: %w", err)
-	}
-	if err := conn.Ping(ctx); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("memory/cluster: clickhouse at %s: %w", strings.Join(opts.Addr, ","), err)
-	}
-	return conn, nil
-}
-
-// Migrate applies the embedded schema migrations that the database does not
-// record yet, in order. Every statement is idempotent (CREATE ... IF NOT
-// EXISTS), so processes that start together may both run it.
-func Migrate(ctx context.Context, conn driver.Conn) error {
-	if err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS hpcq_migrations (version UInt32, name String, applied DateTime)
-ENGINE = ReplacingMergeTree() ORDER BY version`); err != nil {
-		return fmt.Errorf("memory/cluster: migrations table: %w", err)
-	}
-	done := map[uint32]bool{}
-	rows, err := conn.Query(ctx, `SELECT version FROM hpcq_migrations`)
-	if err != nil {
-		return fmt.Errorf("memory/cluster: read migrations: %w", err)
-	}
-	for rows.Next() {
-		var v uint32
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return err
-		}
-		done[v] = true
-	}
-	rows.Close()
-	names, err := fs.Glob(migrationFiles, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		base := strings.TrimPrefix(name, "migrations/")
-		v, err := strconv.ParseUint(strings.SplitN(base, "_", 2)[0], 10, 32)
-		if err != nil {
-			return fmt.Errorf("memory/cluster: migration %s: no version prefix", base)
-		}
-		if done[uint32(v)] {
-			continue
-		}
-		data, err := migrationFiles.ReadFile(name)
-		if err != nil {
-			return err
-		}
-		// Comments go first: they may hold semicolons.
-		for _, stmt := range strings.Split(stripComments(string(data)), ";") {
-			if strings.TrimSpace(stmt) == "" {
-				continue
-			}
-			if err := conn.Exec(ctx, stmt); err != nil {
-				return fmt.Errorf("memory/cluster: migration %s: %w\n%s", base, err, strings.TrimSpace(stmt))
-			}
-		}
-		b, err := conn.PrepareBatch(ctx, `INSERT INTO hpcq_migrations (version, name, applied)`)
-		if err != nil {
-			return fmt.Errorf("memory/cluster: record migration %s: %w", base, err)
-		}
-		if err := b.Append(uint32(v), base, time.Now()); err != nil {
-			return err
-		}
-		if err := b.Send(); err != nil {
-			return fmt.Errorf("memory/cluster: record migration %s: %w", base, err)
-		}
-	}
-	return nil
-}
-
-func stripComments(s string) string {
-	var b strings.Builder
-	for _, l := range strings.Split(s, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
-			b.WriteString(l)
-			b.WriteByte('\n')
-		}
-	}
-	return b.String()
-}
 
 // Rows of the ClickHouse tables, as the shipper queues them.
 type (

@@ -23,6 +23,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hpcq/hpcq/internal/chdb"
 	"github.com/hpcq/hpcq/internal/journal"
 	"github.com/hpcq/hpcq/pkg/memory"
 )
@@ -186,12 +187,12 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("memory/cluster: redis at %s: %w", ropts.Addr, err)
 	}
-	ch, err := OpenClickHouse(ctx, o.ClickHouseDSN)
+	ch, err := chdb.Open(ctx, o.ClickHouseDSN)
 	if err != nil {
 		rdb.Close()
 		return nil, err
 	}
-	if err := Migrate(ctx, ch); err != nil {
+	if err := chdb.Migrate(ctx, ch); err != nil {
 		rdb.Close()
 		ch.Close()
 		return nil, err

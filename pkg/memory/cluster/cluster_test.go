@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/chdb"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/memory/cluster"
@@ -129,7 +130,7 @@ func outage(t *testing.T, s *cluster.Store, archival bool, down, up func()) []*w
 func checkExactlyOnce(t *testing.T, s *cluster.Store, chDSN string, ws []*writer, archival bool) {
 	t.Helper()
 	ctx := context.Background()
-	ch, err := cluster.OpenClickHouse(ctx, chDSN)
+	ch, err := chdb.Open(ctx, chDSN)
 	require.NoError(t, err)
 	defer ch.Close()
 	for _, w := range ws {
@@ -215,7 +216,7 @@ func TestClickHouseRestart(t *testing.T) {
 	require.ErrorIs(t, searchErr, cluster.ErrUnavailable, "archival search fails clearly while ClickHouse is away")
 	checkExactlyOnce(t, s, c.Env["HPCQ_CLICKHOUSE_DSN"], ws, true)
 	// Each text is one row (FINAL folds what a retried batch stored twice).
-	conn, err := cluster.OpenClickHouse(context.Background(), c.Env["HPCQ_CLICKHOUSE_DSN"])
+	conn, err := chdb.Open(context.Background(), c.Env["HPCQ_CLICKHOUSE_DSN"])
 	require.NoError(t, err)
 	defer conn.Close()
 	var rows, texts uint64

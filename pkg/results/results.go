@@ -1,0 +1,210 @@
+// Package results writes what a run produced into the tables users query
+// with SQL (docs/results.md): runs, nodes, phase_runs, metrics and
+// llm_calls, next to the memory's archival and recall_events. A local run
+// keeps them in its SQLite file; a cluster run in ClickHouse. Both have the
+// same tables with the same columns, so a query works on either.
+package results
+
+import (
+	"context"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+// Row types, one per table. TS is when the row's event happened.
+type (
+	Run struct {
+		Run    string `json:"run"`
+		Status string `json:"status"`
+		Title  string `json:"title"`
+		// Mode is local or cluster.
+		Mode string `json:"mode"`
+		// Config is the run's configuration as JSON, without secrets.
+		Config string    `json:"config"`
+		TS     time.Time `json:"ts"`
+	}
+	Node struct {
+		Run         string    `json:"run"`
+		Node        string    `json:"node"`
+		Parent      string    `json:"parent"`
+		Stage       int       `json:"stage"`
+		Kind        string    `json:"kind"`
+		Pool        string    `json:"pool"`
+		Attempt     int       `json:"attempt"`
+		Status      string    `json:"status"`
+		ErrorKind   string    `json:"error_kind"`
+		MetricName  string    `json:"metric_name"`
+		MetricValue float64   `json:"metric_value"`
+		TS          time.Time `json:"ts"`
+	}
+	PhaseRun struct {
+		Run        string    `json:"run"`
+		Node       string    `json:"node"`
+		Attempt    int       `json:"attempt"`
+		Worker     string    `json:"worker"`
+		Phase      string    `json:"phase"`
+		Status     string    `json:"status"`
+		ExitCode   int       `json:"exit_code"`
+		DurationMS float64   `json:"duration_ms"`
+		Compiler   string    `json:"compiler"`
+		ErrorKind  string    `json:"error_kind"`
+		TS         time.Time `json:"ts"`
+	}
+	Metric struct {
+		Run     string    `json:"run"`
+		Node    string    `json:"node"`
+		Attempt int       `json:"attempt"`
+		Name    string    `json:"name"`
+		Value   float64   `json:"value"`
+		Unit    string    `json:"unit"`
+		TS      time.Time `json:"ts"`
+	}
+	LLMCall struct {
+		Run       string    `json:"run"`
+		Node      string    `json:"node"`
+		Purpose   string    `json:"purpose"`
+		Model     string    `json:"model"`
+		TokensIn  int64     `json:"tokens_in"`
+		TokensOut int64     `json:"tokens_out"`
+		LatencyMS float64   `json:"latency_ms"`
+		CostUSD   float64   `json:"cost_usd"`
+		CacheHit  bool      `json:"cache_hit"`
+		Error     string    `json:"error"`
+		TS        time.Time `json:"ts"`
+	}
+)
+
+// Rows are rows for any of the tables, written together.
+type Rows struct {
+	Runs      []Run      `json:"runs,omitempty"`
+	Nodes     []Node     `json:"nodes,omitempty"`
+	PhaseRuns []PhaseRun `json:"phase_runs,omitempty"`
+	Metrics   []Metric   `json:"metrics,omitempty"`
+	LLMCalls  []LLMCall  `json:"llm_calls,omitempty"`
+}
+
+// Len is the number of rows.
+func (r Rows) Len() int {
+	return len(r.Runs) + len(r.Nodes) + len(r.PhaseRuns) + len(r.Metrics) + len(r.LLMCalls)
+}
+
+// Sink stores rows. Write returns once they are durable where the sink
+// keeps them (the ClickHouse sink: in its spool).
+type Sink interface {
+	Write(ctx context.Context, rows Rows) error
+	Close() error
+}
+
+// Columns of each table, in order: the ClickHouse migration
+// (internal/chdb/migrations/0002_results.sql) and the SQLite schema have
+// exactly these (a test compares them with the real servers').
+var Columns = map[string][]string{
+	"runs":       {"run", "status", "title", "mode", "config", "ts_ms", "ts"},
+	"nodes":      {"run", "node", "parent", "stage", "kind", "pool", "attempt", "status", "error_kind", "metric_name", "metric_value", "ts_ms", "ts"},
+	"phase_runs": {"run", "node", "attempt", "worker", "phase", "status", "exit_code", "duration_ms", "compiler", "error_kind", "ts_ms", "ts"},
+	"metrics":    {"run", "node", "attempt", "name", "value", "unit", "ts_ms", "ts"},
+	"llm_calls":  {"run", "node", "purpose", "model", "tokens_in", "tokens_out", "latency_ms", "cost_usd", "cache_hit", "error", "ts_ms", "ts"},
+}
+
+// Tables lists the tables in a fixed order.
+var Tables = []string{"runs", "nodes", "phase_runs", "metrics", "llm_calls"}
+
+// values returns each table's rows as column values, in Columns order, with
+// the Go types the ClickHouse columns take (SQLite takes them too).
+func (r Rows) values() map[string][][]any {
+	out := map[string][][]any{}
+	for _, x := range r.Runs {
+		out["runs"] = append(out["runs"], []any{x.Run, x.Status, x.Title, x.Mode, x.Config, x.TS.UnixMilli(), x.TS})
+	}
+	for _, x := range r.Nodes {
+		out["nodes"] = append(out["nodes"], []any{x.Run, x.Node, x.Parent, uint32(x.Stage), x.Kind, x.Pool, uint32(x.Attempt), x.Status,
+			x.ErrorKind, x.MetricName, x.MetricValue, x.TS.UnixMilli(), x.TS})
+	}
+	for _, x := range r.PhaseRuns {
+		out["phase_runs"] = append(out["phase_runs"], []any{x.Run, x.Node, uint32(x.Attempt), x.Worker, x.Phase, x.Status, int32(x.ExitCode),
+			x.DurationMS, x.Compiler, x.ErrorKind, x.TS.UnixMilli(), x.TS})
+	}
+	for _, x := range r.Metrics {
+		out["metrics"] = append(out["metrics"], []any{x.Run, x.Node, uint32(x.Attempt), x.Name, x.Value, x.Unit, x.TS.UnixMilli(), x.TS})
+	}
+	for _, x := range r.LLMCalls {
+		hit := uint8(0)
+		if x.CacheHit {
+			hit = 1
+		}
+		out["llm_calls"] = append(out["llm_calls"], []any{x.Run, x.Node, x.Purpose, x.Model, uint64(x.TokensIn), uint64(x.TokensOut),
+			x.LatencyMS, x.CostUSD, hit, x.Error, x.TS.UnixMilli(), x.TS})
+	}
+	return out
+}
+
+// Compiler is the program of a node's first compile command: its first
+// word that is not a variable assignment or a wrapper, without its
+// directory ("gcc", "mpicc", "nvcc", "make"); "" when the node compiles
+// nothing.
+func Compiler(t *queue.NodeTask) string {
+	for _, c := range t.Artifacts.Compile.Commands {
+		for _, w := range strings.Fields(c) {
+			if strings.Contains(w, "=") || w == "env" || w == "time" || w == "nice" || w == "exec" {
+				continue
+			}
+			return path.Base(w)
+		}
+	}
+	return ""
+}
+
+// FromResult is the phase_runs and metrics rows of a task's result, and its
+// nodes row.
+func FromResult(t *queue.NodeTask, r *queue.NodeResult) Rows {
+	var rows Rows
+	compiler := Compiler(t)
+	errKind := ""
+	if r.Error != nil {
+		errKind = r.Error.Kind
+	}
+	end := r.Started.Add(time.Duration(r.DurationMS) * time.Millisecond)
+	for _, p := range r.Phases {
+		status, kind := "ok", ""
+		if !p.OK {
+			status = "failed"
+			if r.Error != nil && r.Error.Phase == p.Name {
+				kind = r.Error.Kind
+			}
+		}
+		rows.PhaseRuns = append(rows.PhaseRuns, PhaseRun{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Worker: r.Worker, Phase: p.Name,
+			Status: status, ExitCode: p.ExitCode, DurationMS: float64(p.DurationMS), Compiler: compiler, ErrorKind: kind, TS: p.Started})
+	}
+	names := make([]string, 0, len(r.Metrics))
+	for n := range r.Metrics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		rows.Metrics = append(rows.Metrics, Metric{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Name: n, Value: r.Metrics[n],
+			Unit: r.MetricUnits[n], TS: end})
+	}
+	status := "ok"
+	if r.Error != nil {
+		status = "failed"
+	}
+	node := Node{Run: r.RunID, Node: r.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind, Pool: t.Pool, Attempt: r.Attempt,
+		Status: status, ErrorKind: errKind, TS: end}
+	if len(names) > 0 {
+		// The node's metric: the first the run phase named, else the first by name.
+		node.MetricName = names[0]
+		for _, p := range t.Artifacts.Run.MetricPatterns {
+			if _, ok := r.Metrics[p.Name]; ok {
+				node.MetricName = p.Name
+				break
+			}
+		}
+		node.MetricValue = r.Metrics[node.MetricName]
+	}
+	rows.Nodes = append(rows.Nodes, node)
+	return rows
+}

@@ -1,0 +1,190 @@
+package results_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/chdb"
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
+)
+
+var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+
+// sample is a run with two nodes: one compiled with gcc and ran, one whose
+// compile failed with mpicc.
+func sample(run string) results.Rows {
+	ok := queue.NodeTask{RunID: run, NodeID: "n1", Attempt: 1, Pool: "cpu", Stage: 1, Kind: "draft",
+		Artifacts: queue.Artifacts{Compile: queue.CommandsPhase{Commands: []string{"OMP=1 /usr/bin/gcc -O3 -fopenmp -o s s.c"}},
+			Run: queue.RunPhase{MetricPatterns: []queue.MetricPattern{{Name: "gflops", Regex: "GFLOPS: (.*)"}}}}}
+	okRes := queue.NodeResult{RunID: run, NodeID: "n1", Attempt: 1, Worker: "w1", Started: t0, DurationMS: 1500,
+		Phases: []queue.PhaseResult{
+			{Name: "compile", OK: true, Started: t0, DurationMS: 500},
+			{Name: "run", OK: true, Started: t0.Add(500 * time.Millisecond), DurationMS: 1000}},
+		Metrics: map[string]float64{"gflops": 12.5, "time_s": 0.75}, MetricUnits: map[string]string{"gflops": "GFLOP/s"}}
+	bad := queue.NodeTask{RunID: run, NodeID: "n2", ParentID: "n1", Attempt: 1, Pool: "cpu", Stage: 1, Kind: "debug",
+		Artifacts: queue.Artifacts{Compile: queue.CommandsPhase{Commands: []string{"mpicc -o pi pi.c"}}}}
+	badRes := queue.NodeResult{RunID: run, NodeID: "n2", Attempt: 1, Worker: "w2", Started: t0.Add(time.Minute), DurationMS: 200,
+		Phases: []queue.PhaseResult{{Name: "compile", OK: false, ExitCode: 1, Started: t0.Add(time.Minute), DurationMS: 200}},
+		Error:  &queue.ResultError{Phase: "compile", Kind: queue.ErrKindCompileFailed, Message: "pi.c:3: error"}}
+	rows := results.Rows{Runs: []results.Run{{Run: run, Status: "running", Title: "stencil", Mode: "local", Config: "{}", TS: t0}}}
+	for _, r := range []results.Rows{results.FromResult(&ok, &okRes), results.FromResult(&bad, &badRes)} {
+		rows.Nodes = append(rows.Nodes, r.Nodes...)
+		rows.PhaseRuns = append(rows.PhaseRuns, r.PhaseRuns...)
+		rows.Metrics = append(rows.Metrics, r.Metrics...)
+	}
+	rows.LLMCalls = []results.LLMCall{{Run: run, Node: "n1", Purpose: "draft", Model: "gpt-x", TokensIn: 1200, TokensOut: 300,
+		LatencyMS: 850, CostUSD: 0.0042, TS: t0}}
+	return rows
+}
+
+func TestFromResult(t *testing.T) {
+	rows := sample("r1")
+	require.Len(t, rows.PhaseRuns, 3)
+	require.Equal(t, "gcc", rows.PhaseRuns[0].Compiler)
+	require.Equal(t, "mpicc", rows.PhaseRuns[2].Compiler)
+	require.Equal(t, "failed", rows.PhaseRuns[2].Status)
+	require.Equal(t, queue.ErrKindCompileFailed, rows.PhaseRuns[2].ErrorKind)
+	require.Equal(t, "", rows.PhaseRuns[0].ErrorKind)
+	require.Len(t, rows.Metrics, 2)
+	require.Equal(t, "GFLOP/s", rows.Metrics[0].Unit)
+	require.Equal(t, "gflops", rows.Nodes[0].MetricName, "the metric the run phase names")
+	require.Equal(t, 12.5, rows.Nodes[0].MetricValue)
+	require.Equal(t, "failed", rows.Nodes[1].Status)
+	require.Equal(t, "n1", rows.Nodes[1].Parent)
+	require.Equal(t, t0.Add(1500*time.Millisecond), rows.Metrics[0].TS)
+}
+
+func TestCompiler(t *testing.T) {
+	for cmd, want := range map[string]string{
+		"gcc -O2 a.c":                  "gcc",
+		"CC=clang env time make -j4":   "make",
+		"/opt/cuda/bin/nvcc -o m m.cu": "nvcc",
+		"   ":                          "",
+	} {
+		task := queue.NodeTask{Artifacts: queue.Artifacts{Compile: queue.CommandsPhase{Commands: []string{cmd}}}}
+		require.Equal(t, want, results.Compiler(&task), cmd)
+	}
+}
+
+// TestSQLite writes a run's rows into a SQLite file and reads them back
+// with the real sqlite3 CLI and with QuerySQLite.
+func TestSQLite(t *testing.T) {
+	testutil.RequireBinary(t, "sqlite3", "scripts/services.sh install sqlite3")
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	s, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	require.NoError(t, s.Write(ctx, sample("r1")))
+	// A second write of the same keys replaces, as in ClickHouse.
+	require.NoError(t, s.Write(ctx, results.Rows{Runs: []results.Run{{Run: "r1", Status: "done", Title: "stencil", Mode: "local", Config: "{}", TS: t0.Add(time.Hour)}}}))
+	require.NoError(t, s.Close())
+
+	out, err := exec.Command("sqlite3", "-readonly", path,
+		"SELECT compiler, COUNT(*), SUM(status = 'failed') FROM phase_runs WHERE phase = 'compile' GROUP BY compiler ORDER BY compiler;"+
+			"SELECT status, ts FROM runs;"+
+			"SELECT node, name, value, unit FROM metrics ORDER BY name;"+
+			"SELECT node, tokens_in + tokens_out FROM llm_calls;").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Equal(t, "gcc|1|0\nmpicc|1|1\ndone|2026-11-22 11:00:00\nn1|gflops|12.5|GFLOP/s\nn1|time_s|0.75|\nn1|1500\n", string(out))
+
+	for _, table := range results.Tables {
+		out, err := exec.Command("sqlite3", "-readonly", path, "SELECT name FROM pragma_table_info('"+table+"') ORDER BY cid").CombinedOutput()
+		require.NoError(t, err, string(out))
+		require.Equal(t, results.Columns[table], strings.Fields(string(out)), table)
+	}
+
+	tab, err := results.QuerySQLite(ctx, path, `SELECT node, metric_name, metric_value FROM nodes ORDER BY metric_value DESC LIMIT 1`)
+	require.NoError(t, err)
+	require.Equal(t, []string{"node", "metric_name", "metric_value"}, tab.Columns)
+	require.Equal(t, [][]any{{"n1", "gflops", 12.5}}, tab.Rows)
+	_, err = results.QuerySQLite(ctx, path, `SELECT nope FROM nodes`)
+	var qe *results.QueryError
+	require.ErrorAs(t, err, &qe)
+	require.Contains(t, err.Error(), "no such column: nope")
+	require.Contains(t, err.Error(), "query: SELECT nope FROM nodes")
+}
+
+func TestTableFormats(t *testing.T) {
+	tab := &results.Table{Columns: []string{"node", "value", "ts"}, Rows: [][]any{{"n1", 12.5, t0}, {"n,2", nil, t0}}}
+	var b bytes.Buffer
+	require.NoError(t, tab.Write(&b, "table"))
+	require.Equal(t, "node  value  ts\nn1    12.5   2026-11-22 10:00:00\nn,2   NULL   2026-11-22 10:00:00\n", b.String())
+	b.Reset()
+	require.NoError(t, tab.Write(&b, "csv"))
+	require.Equal(t, "node,value,ts\nn1,12.5,2026-11-22 10:00:00\n\"n,2\",NULL,2026-11-22 10:00:00\n", b.String())
+	b.Reset()
+	require.NoError(t, tab.Write(&b, "json"))
+	var got []map[string]any
+	require.NoError(t, json.Unmarshal(b.Bytes(), &got))
+	require.Equal(t, []map[string]any{{"node": "n1", "value": 12.5, "ts": "2026-11-22 10:00:00"}, {"node": "n,2", "value": nil, "ts": "2026-11-22 10:00:00"}}, got)
+	require.Error(t, tab.Write(&b, "yaml"))
+}
+
+// TestClickHouse writes through the spooled sink, with ClickHouse stopped in
+// the middle, and reads the rows back with the real clickhouse-client:
+// everything written is there exactly once.
+func TestClickHouse(t *testing.T) {
+	testutil.RequireBinary(t, "clickhouse-client", "scripts/services.sh install clickhouse")
+	ctx := context.Background()
+	c := testutil.StartService(t, "clickhouse")
+	dsn, port := c.Env["HPCQ_CLICKHOUSE_DSN"], c.Env["HPCQ_CLICKHOUSE_TCP_PORT"]
+	s, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: dsn, SpoolDir: t.TempDir(), Name: "w1"})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Write(ctx, sample("r1")))
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, s.Flush(fctx))
+
+	c.Stop()
+	require.NoError(t, s.Write(ctx, sample("r2")), "writes go on while ClickHouse is away")
+	time.Sleep(500 * time.Millisecond)
+	c.Start()
+	require.NoError(t, s.Flush(fctx))
+
+	client := func(q string) string {
+		out, err := exec.Command("clickhouse-client", "--host", "127.0.0.1", "--port", port, "--query", q).CombinedOutput()
+		require.NoError(t, err, string(out))
+		return string(out)
+	}
+	require.Equal(t, "r1\tgcc\t1\t0\nr1\tmpicc\t1\t1\nr2\tgcc\t1\t0\nr2\tmpicc\t1\t1\n",
+		client("SELECT run, compiler, count(), countIf(status = 'failed') FROM phase_runs FINAL WHERE phase = 'compile' GROUP BY run, compiler ORDER BY run, compiler"))
+	require.Equal(t, "r1\t2\nr2\t2\n", client("SELECT run, count() FROM metrics FINAL GROUP BY run ORDER BY run"))
+	require.Equal(t, "r1\tn1\t12.5\nr2\tn1\t12.5\n", client("SELECT run, argMax(node, metric_value), max(metric_value) FROM nodes FINAL GROUP BY run ORDER BY run"))
+	require.Equal(t, "1500\n", client("SELECT sum(tokens_in + tokens_out) FROM llm_calls FINAL WHERE run = 'r2'"))
+
+	for _, table := range results.Tables {
+		var cols []string
+		for _, l := range strings.Split(strings.TrimSpace(client("DESCRIBE TABLE "+table)), "\n") {
+			cols = append(cols, strings.Fields(l)[0])
+		}
+		require.Equal(t, results.Columns[table], cols, table)
+	}
+
+	conn, err := chdb.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close()
+	tab, err := results.QueryClickHouse(ctx, conn, "SELECT run, node, name, value FROM metrics FINAL WHERE run = 'r1' ORDER BY name")
+	require.NoError(t, err)
+	require.Equal(t, [][]any{{"r1", "n1", "gflops", 12.5}, {"r1", "n1", "time_s", 0.75}}, tab.Rows)
+	_, err = results.QueryClickHouse(ctx, conn, "SELECT nope FROM metrics")
+	require.ErrorContains(t, err, "nope")
+	require.ErrorContains(t, err, "query: SELECT nope FROM metrics")
+	keys := make([]string, 0)
+	for k := range results.Columns {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	require.Equal(t, []string{"llm_calls", "metrics", "nodes", "phase_runs", "runs"}, keys)
+}
