@@ -117,4 +117,3 @@ func stripComments(s string) string {
 	}
 	return b.String()
 }
-

@@ -40,6 +40,8 @@ type Options struct {
 	// Sync fsyncs the journal on every write, so that an acknowledged
 	// write survives a crash of the machine, not only of the process.
 	Sync bool
+	// Run is the run id the archival and recall_events views show.
+	Run string
 }
 
 // Store is a memory.Store in one SQLite file.
@@ -87,12 +89,12 @@ type Store struct {
 // OR IGNORE: replaying a journaled batch that is in the file already
 // changes nothing (the API itself never writes a key twice).
 var statements = map[string]string{
-	"branch":   `INSERT OR IGNORE INTO branches (id, parent, fork_seq, depth, created_ms) VALUES (?, ?, ?, ?, ?)`,
-	"core":     `INSERT OR IGNORE INTO core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-	"recall":   `INSERT OR IGNORE INTO recall (seq, branch, ts_ms, kind, node_id, phase, payload) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-	"summary":  `INSERT OR IGNORE INTO recall_summary (seq, branch, text, folded_seq, ts_ms) VALUES (?, ?, ?, ?, ?)`,
-	"archival": `INSERT OR IGNORE INTO archival (seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-	"hit":      `INSERT OR IGNORE INTO archival_hits (seq, branch, target, ts_ms) VALUES (?, ?, ?, ?)`,
+	"branch":   `INSERT OR IGNORE INTO mem_branches (id, parent, fork_seq, depth, created_ms) VALUES (?, ?, ?, ?, ?)`,
+	"core":     `INSERT OR IGNORE INTO mem_core (seq, branch, key, value, importance, expires_ms, deleted, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	"recall":   `INSERT OR IGNORE INTO mem_recall (seq, branch, ts_ms, kind, node_id, phase, payload) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	"summary":  `INSERT OR IGNORE INTO mem_recall_summary (seq, branch, text, folded_seq, ts_ms) VALUES (?, ?, ?, ?, ?)`,
+	"archival": `INSERT OR IGNORE INTO mem_archival (seq, branch, text, tags, context, fact_hash, episode_hash, doc_len, ts_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	"hit":      `INSERT OR IGNORE INTO mem_archival_hits (seq, branch, target, ts_ms) VALUES (?, ?, ?, ?)`,
 }
 
 // ErrLocked: another process has the store open for writing.
@@ -100,8 +102,8 @@ var ErrLocked = errors.New("memory/sqlite: the store is open for writing by anot
 
 // lastSeq is the largest seq any table holds.
 const lastSeq = `SELECT MAX(m) FROM (
-  SELECT MAX(fork_seq) AS m FROM branches UNION ALL SELECT MAX(seq) FROM core UNION ALL SELECT MAX(seq) FROM recall
-  UNION ALL SELECT MAX(seq) FROM recall_summary UNION ALL SELECT MAX(seq) FROM archival UNION ALL SELECT MAX(seq) FROM archival_hits)`
+  SELECT MAX(fork_seq) AS m FROM mem_branches UNION ALL SELECT MAX(seq) FROM mem_core UNION ALL SELECT MAX(seq) FROM mem_recall
+  UNION ALL SELECT MAX(seq) FROM mem_recall_summary UNION ALL SELECT MAX(seq) FROM mem_archival UNION ALL SELECT MAX(seq) FROM mem_archival_hits)`
 
 var _ memory.Store = (*Store)(nil)
 
@@ -115,21 +117,34 @@ type scopeEntry struct {
 // Open (reads run on the in-memory mirrors), so no secondary index is kept:
 // each commit then writes a single page per table it touches.
 const schema = `
-CREATE TABLE IF NOT EXISTS branches (
+CREATE TABLE IF NOT EXISTS mem_branches (
   id TEXT PRIMARY KEY, parent TEXT NOT NULL, fork_seq INTEGER NOT NULL, depth INTEGER NOT NULL, created_ms INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS core (
+CREATE TABLE IF NOT EXISTS mem_core (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
   importance INTEGER NOT NULL, expires_ms INTEGER NOT NULL, deleted INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS recall (
+CREATE TABLE IF NOT EXISTS mem_recall (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, ts_ms INTEGER NOT NULL, kind TEXT NOT NULL,
   node_id TEXT NOT NULL, phase TEXT NOT NULL, payload TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS recall_summary (
+CREATE TABLE IF NOT EXISTS mem_recall_summary (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, text TEXT NOT NULL, folded_seq INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS archival (
+CREATE TABLE IF NOT EXISTS mem_archival (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, text TEXT NOT NULL, tags TEXT NOT NULL, context TEXT NOT NULL,
-  fact_hash TEXT NOT NULL, episode_hash TEXT NOT NULL, ts_ms INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS archival_hits (
+  fact_hash TEXT NOT NULL, episode_hash TEXT NOT NULL, doc_len INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS mem_archival_hits (
   seq INTEGER PRIMARY KEY, branch TEXT NOT NULL, target INTEGER NOT NULL, ts_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS mem_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+-- The results views: the columns of ClickHouse's archival and
+-- recall_events tables (internal/chdb/migrations), so that one query works on
+-- a local run's file and on a cluster's ClickHouse. tags is JSON text here.
+CREATE VIEW IF NOT EXISTS archival AS
+  SELECT (SELECT value FROM mem_meta WHERE key = 'run') AS run, seq, branch, text, tags, context, fact_hash,
+    episode_hash, doc_len, ts_ms, strftime('%Y-%m-%d %H:%M:%S', ts_ms / 1000, 'unixepoch') AS ts
+  FROM mem_archival;
+CREATE VIEW IF NOT EXISTS recall_events AS
+  SELECT (SELECT value FROM mem_meta WHERE key = 'run') AS run, seq, branch, node_id, phase, kind, payload,
+    ts_ms, strftime('%Y-%m-%d %H:%M:%S', ts_ms / 1000, 'unixepoch') AS ts
+  FROM mem_recall;
 `
 
 // Open opens (creating if needed) the store in the file at path.
@@ -166,6 +181,11 @@ func Open(path string, o Options) (*Store, error) {
 	}
 	if _, err := db.Exec(schema); err != nil {
 		return fail(fmt.Errorf("memory/sqlite: schema: %w", err))
+	}
+	if o.Run != "" {
+		if _, err := db.Exec(`INSERT OR REPLACE INTO mem_meta (key, value) VALUES ('run', ?)`, o.Run); err != nil {
+			return fail(fmt.Errorf("memory/sqlite: run id: %w", err))
+		}
 	}
 	if s.wconn, err = db.Conn(context.Background()); err != nil {
 		return fail(fmt.Errorf("memory/sqlite: writer connection: %w", err))
@@ -216,7 +236,7 @@ func Open(path string, o Options) (*Store, error) {
 
 // loadIndex rebuilds the in-memory mirrors and indexes from the tables.
 func (s *Store) loadIndex() error {
-	brows, err := s.db.Query(`SELECT id, parent, fork_seq, depth, created_ms FROM branches`)
+	brows, err := s.db.Query(`SELECT id, parent, fork_seq, depth, created_ms FROM mem_branches`)
 	if err != nil {
 		return fmt.Errorf("memory/sqlite: load branches: %w", err)
 	}
@@ -234,7 +254,7 @@ func (s *Store) loadIndex() error {
 	if err := brows.Err(); err != nil {
 		return err
 	}
-	rows, err := s.db.Query(`SELECT seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms FROM archival ORDER BY seq`)
+	rows, err := s.db.Query(`SELECT seq, branch, text, tags, context, fact_hash, episode_hash, ts_ms FROM mem_archival ORDER BY seq`)
 	if err != nil {
 		return fmt.Errorf("memory/sqlite: load archival index: %w", err)
 	}
@@ -254,7 +274,7 @@ func (s *Store) loadIndex() error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	evs, err := s.db.Query(`SELECT seq, branch, ts_ms, kind, node_id, phase, payload FROM recall ORDER BY seq`)
+	evs, err := s.db.Query(`SELECT seq, branch, ts_ms, kind, node_id, phase, payload FROM mem_recall ORDER BY seq`)
 	if err != nil {
 		return fmt.Errorf("memory/sqlite: load recall index: %w", err)
 	}
@@ -265,7 +285,7 @@ func (s *Store) loadIndex() error {
 	for _, ev := range events {
 		s.recall.addEvent(ev)
 	}
-	crows, err := s.db.Query(`SELECT seq, branch, key, value, importance, expires_ms, deleted, ts_ms FROM core ORDER BY seq`)
+	crows, err := s.db.Query(`SELECT seq, branch, key, value, importance, expires_ms, deleted, ts_ms FROM mem_core ORDER BY seq`)
 	if err != nil {
 		return fmt.Errorf("memory/sqlite: load core: %w", err)
 	}
@@ -283,7 +303,7 @@ func (s *Store) loadIndex() error {
 	if err := crows.Err(); err != nil {
 		return err
 	}
-	srows, err := s.db.Query(`SELECT seq, branch, text, folded_seq FROM recall_summary ORDER BY seq`)
+	srows, err := s.db.Query(`SELECT seq, branch, text, folded_seq FROM mem_recall_summary ORDER BY seq`)
 	if err != nil {
 		return fmt.Errorf("memory/sqlite: load summaries: %w", err)
 	}
@@ -300,7 +320,7 @@ func (s *Store) loadIndex() error {
 	if err := srows.Err(); err != nil {
 		return err
 	}
-	hits, err := s.db.Query(`SELECT target, seq, branch, ts_ms FROM archival_hits ORDER BY seq`)
+	hits, err := s.db.Query(`SELECT target, seq, branch, ts_ms FROM mem_archival_hits ORDER BY seq`)
 	if err != nil {
 		return fmt.Errorf("memory/sqlite: load archival hits: %w", err)
 	}
@@ -788,7 +808,7 @@ func (s *Store) archivalInsert(seq int64, sc []scopeEntry, p memory.ArchivalWrit
 	tagsJSON, _ := json.Marshal(tags)
 	item := memory.ArchivalItem{Seq: seq, Branch: p.Branch, Text: p.Text, Tags: tags, Context: p.Context, FactHash: fact,
 		EpisodeHash: memory.EpisodeHash(fact, p.Branch, p.Context), Count: 1, FirstSeen: fromMS(ms(now)), LastSeen: fromMS(ms(now))}
-	s.row("archival", seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, ms(now))
+	s.row("archival", seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, len(memory.Tokenize(p.Text)), ms(now))
 	return item, false
 }
 

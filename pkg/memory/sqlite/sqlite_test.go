@@ -136,7 +136,7 @@ func TestCrashLosesNothing(t *testing.T) {
 	require.Equal(t, "e0", evs[0].Payload)
 	// The replay is in the file, and the journal is empty.
 	require.NoError(t, s.Flush(ctx))
-	require.GreaterOrEqual(t, countRows(t, path, `SELECT COUNT(*) FROM core`), acked+1, "core rows in the file")
+	require.GreaterOrEqual(t, countRows(t, path, `SELECT COUNT(*) FROM mem_core`), acked+1, "core rows in the file")
 	fi, err := os.Stat(path + ".journal")
 	require.NoError(t, err)
 	require.Zero(t, fi.Size())
@@ -186,7 +186,7 @@ func countRows(t *testing.T, path, query string) int {
 func TestFlushReachesTheFile(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "memory.sqlite")
-	s, err := sqlite.Open(path, sqlite.Options{Sync: true})
+	s, err := sqlite.Open(path, sqlite.Options{Sync: true, Run: "r1"})
 	require.NoError(t, err)
 	defer s.Close()
 	_, err = s.Fork(ctx, memory.ForkParams{Branch: "root"})
@@ -197,5 +197,6 @@ func TestFlushReachesTheFile(t *testing.T) {
 	}
 	require.NoError(t, s.Flush(ctx))
 	require.Equal(t, 500, countRows(t, path, `SELECT COUNT(*) FROM archival`))
-	require.Equal(t, 1, countRows(t, path, `SELECT COUNT(*) FROM branches`))
+	require.Equal(t, 500, countRows(t, path, `SELECT COUNT(*) FROM archival WHERE run = 'r1' AND doc_len = 3 AND ts LIKE '20%'`), "the results view")
+	require.Equal(t, 1, countRows(t, path, `SELECT COUNT(*) FROM mem_branches`))
 }
