@@ -292,6 +292,82 @@ func TestExecLocalExamples(t *testing.T) {
 	out, code = run(t, baseEnv(t), "scheduler", "status", "--run-dir", runDir)
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `cpu\s+0\s+0\s+0\s+0\s+0`, out)
+
+	// The results, with the real sqlite3 CLI and with `scheduler query`.
+	testutil.RequireBinary(t, "sqlite3", "scripts/services.sh install sqlite3")
+	db := filepath.Join(runDir, "hpcq.sqlite")
+	cli, err := exec.Command("sqlite3", "-readonly", db,
+		"SELECT node, phase, status, compiler FROM phase_runs ORDER BY node, phase;"+
+			"SELECT node, status, metric_name, metric_value > 0 FROM nodes ORDER BY node;"+
+			"SELECT status, mode FROM runs;"+
+			"SELECT COUNT(*) FROM metrics WHERE node = 'stencil-omp' AND name IN ('gflops', 'threads', 'time_s') AND run = '"+entries[0].Name()+"';").CombinedOutput()
+	require.NoError(t, err, string(cli))
+	require.Equal(t, "hello|coding|ok|\nhello|run|ok|\nstencil-omp|coding|ok|gcc\nstencil-omp|compile|ok|gcc\nstencil-omp|run|ok|gcc\n"+
+		"hello|ok|greeting_chars|1\nstencil-omp|ok|gflops|1\ndone|local\n3\n", string(cli))
+	out, code = run(t, baseEnv(t), "scheduler", "query", "--runs-dir", runs, "--format", "csv",
+		"SELECT compiler, COUNT(*) AS phases FROM phase_runs WHERE compiler <> '' GROUP BY compiler")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, "compiler,phases\ngcc,3\n", out)
+	out, code = run(t, baseEnv(t), "scheduler", "query", "--run-dir", runDir, "--format", "json", "SELECT node FROM nodes ORDER BY node")
+	require.Equal(t, 0, code, out)
+	require.JSONEq(t, `[{"node":"hello"},{"node":"stencil-omp"}]`, out)
+	out, code = run(t, baseEnv(t), "scheduler", "query", "--run-dir", runDir, "SELECT nope FROM nodes")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "no such column: nope")
+	require.Contains(t, out, "query: SELECT nope FROM nodes")
+}
+
+// TestResultsInClickHouse: a cluster run (nats-server, a worker process and
+// the scheduler, all with HPCQ_CLICKHOUSE_DSN) leaves its rows in a real
+// clickhouse-server, read back with clickhouse-client and `scheduler query`.
+func TestResultsInClickHouse(t *testing.T) {
+	testutil.RequireBinary(t, "clickhouse-client", "scripts/services.sh install clickhouse")
+	srv := testutil.StartNATS(t, "nats-server")
+	ch := testutil.StartService(t, "clickhouse")
+	dsn, port := ch.Env["HPCQ_CLICKHOUSE_DSN"], ch.Env["HPCQ_CLICKHOUSE_TCP_PORT"]
+	env := baseEnv(t, "HPCQ_NATS_URL="+srv.URL, "HPCQ_CLICKHOUSE_DSN="+dsn)
+	start(t, append(env, "HPCQ_WORK_DIR="+t.TempDir(), "HPCQ_WORKER_ID=w1", "HPCQ_SPOOL_DIR="+t.TempDir()), "worker", "--slots", "2")
+	dir := t.TempDir()
+	ok := writeTask(t, dir, map[string]any{"v": 1, "node_id": "ok", "artifacts": map[string]any{
+		"compile": map[string]any{"commands": []string{"cc --version >/dev/null"}},
+		"run":     map[string]any{"commands": []string{"echo METRIC speed=42"}}}})
+	bad := writeTask(t, dir, map[string]any{"v": 1, "node_id": "bad", "artifacts": map[string]any{
+		"compile": map[string]any{"commands": []string{"cc -c missing.c"}}}})
+	out, code := run(t, append(env, "HPCQ_SPOOL_DIR="+t.TempDir()), "scheduler", "exec", "--runs-dir", filepath.Join(dir, "runs"), "--timeout", "60s", ok, bad)
+	require.Equal(t, 1, code, out)
+	runJSON, err := filepath.Glob(filepath.Join(dir, "runs", "*", "run.json"))
+	require.NoError(t, err)
+	require.Len(t, runJSON, 1)
+	runID := filepath.Base(filepath.Dir(runJSON[0]))
+	data, err := os.ReadFile(runJSON[0])
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"store": "clickhouse"`)
+
+	client := func(q string) string {
+		out, err := exec.Command("clickhouse-client", "--host", "127.0.0.1", "--port", port, "--query", q).CombinedOutput()
+		require.NoError(t, err, string(out))
+		return string(out)
+	}
+	// The worker's rows are in once it has answered (its sink ships within a second).
+	testutil.Eventually(t, 30*time.Second, "the worker's rows in ClickHouse", func() bool {
+		return client("SELECT count() FROM phase_runs FINAL WHERE run = '"+runID+"'") == "5\n"
+	})
+	require.Equal(t, "bad\tcoding\tok\tcc\t\nbad\tcompile\tfailed\tcc\tcompile_failed\nok\tcoding\tok\tcc\t\nok\tcompile\tok\tcc\t\n",
+		client("SELECT node, phase, status, compiler, error_kind FROM phase_runs FINAL WHERE run = '"+runID+"' AND phase <> 'run' ORDER BY node, phase"))
+	require.Equal(t, "ok\tspeed\t42\n", client("SELECT node, name, value FROM metrics FINAL WHERE run = '"+runID+"'"))
+	require.Equal(t, "bad\tfailed\nok\tok\n", client("SELECT node, status FROM nodes FINAL WHERE run = '"+runID+"' ORDER BY node"))
+	testutil.Eventually(t, 30*time.Second, "the run's final row", func() bool {
+		return client("SELECT status FROM runs FINAL WHERE run = '"+runID+"'") == "failed\n"
+	})
+
+	out, code = run(t, env, "scheduler", "query", "--format", "csv",
+		"SELECT compiler, countIf(status = 'failed') / count() AS failure_rate FROM phase_runs FINAL WHERE run = '"+runID+"' AND phase = 'compile' GROUP BY compiler")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, "compiler,failure_rate\ncc,0.5\n", out)
+	out, code = run(t, env, "scheduler", "query", "SELECT nope FROM nodes")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "nope")
+	require.Contains(t, out, "query: SELECT nope FROM nodes")
 }
 
 // TestExecAgainstExternalServer: scheduler and workers as separate
@@ -352,6 +428,13 @@ func TestCommandErrors(t *testing.T) {
 	out, code = run(t, env, "scheduler", "run", "examples/stencil-omp")
 	require.Equal(t, 2, code)
 	require.Contains(t, out, "not built yet")
+
+	out, code = run(t, env, "scheduler", "query", "--runs-dir", dir, "--format", "yaml", "SELECT 1")
+	require.Equal(t, 2, code)
+	require.Contains(t, out, `--format "yaml": must be table, csv or json`)
+	out, code = run(t, env, "scheduler", "query", "--run-dir", dir, "SELECT 1")
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "is not a run directory")
 
 	out, code = run(t, env, "scheduler", "frobnicate")
 	require.Equal(t, 2, code)

@@ -2,8 +2,9 @@
 //
 //	scheduler exec [--local] [--workers N] TASK.json...   run hand-written tasks
 //	scheduler status [--run-dir DIR]                      pools, backlog, workers
+//	scheduler query [--run-dir DIR] [--format F] "SQL"    query a run's results
 //
-// run, query and export are not built yet in this version and say so.
+// run and export are not built yet in this version and say so.
 package main
 
 import (
@@ -12,16 +13,20 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/chdb"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/scheduler"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -31,7 +36,8 @@ const usage = `usage: scheduler <command> [flags] [args]
 Commands:
   exec [--local] [--workers N] [--slots N] TASK.json...   publish tasks, wait for their results, print a table
   status [--run-dir DIR]                                   per pool pending / in flight / dead-lettered, workers
-  run | query | export                                     not built yet in this version
+  query [--run-dir DIR] [--format table|csv|json] "SQL"    run SQL on a run's results (SQLite file or ClickHouse)
+  run | export                                             not built yet in this version
 
 Run "scheduler <command> -h" for the flags of a command.
 `
@@ -64,7 +70,9 @@ func dispatch(args []string) error {
 		return cmdExec(args[1:])
 	case "status":
 		return cmdStatus(args[1:])
-	case "run", "query", "export":
+	case "query":
+		return cmdQuery(args[1:])
+	case "run", "export":
 		fmt.Fprintf(os.Stderr, "scheduler %s: not built yet in this version of hpcq; `scheduler exec` runs hand-written tasks\n", args[0])
 		return exitError(2)
 	case "version", "--version":
@@ -144,6 +152,18 @@ func cmdExec(args []string) error {
 
 	var q *queue.Queue
 	runDir := filepath.Join(cfg.RunsDir, runID)
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return err
+	}
+	sink, where, workersWrite, err := openResults(ctx, &cfg, runDir, runID, *local, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := sink.Close(); err != nil {
+			log.Error("results", "err", err)
+		}
+	}()
 	if *local {
 		if len(pools) == 0 {
 			seen := map[string]bool{}
@@ -157,7 +177,7 @@ func cmdExec(args []string) error {
 		}
 		l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{
 			RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log,
-			Worker: worker.Config{Pools: pools, Slots: cfg.Slots, Version: version.Version},
+			Worker: worker.Config{Pools: pools, Slots: cfg.Slots, Version: version.Version, Results: sink},
 		})
 		if err != nil {
 			return err
@@ -185,16 +205,30 @@ func cmdExec(args []string) error {
 			return err
 		}
 		defer q.Close()
-		if err := os.MkdirAll(runDir, 0o755); err != nil {
-			return err
-		}
 	}
-	if err := writeRunJSON(filepath.Join(runDir, "run.json"), runID, *local, &cfg, len(tasks)); err != nil {
+	mode := "cluster"
+	if *local {
+		mode = "local"
+	}
+	if err := writeRunJSON(filepath.Join(runDir, "run.json"), runID, mode, where, &cfg, len(tasks)); err != nil {
 		log.Warn("run.json not written", "err", err)
+	}
+	started := time.Now()
+	runRow := results.Run{Run: runID, Status: "running", Title: "exec of " + strings.Join(fs.Args(), " "), Mode: mode, Config: "{}", TS: started}
+	queued := results.Rows{Runs: []results.Run{runRow}}
+	for _, t := range tasks {
+		queued.Nodes = append(queued.Nodes, results.Node{Run: runID, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
+			Pool: t.Pool, Attempt: t.Attempt, Status: "queued", TS: started})
+	}
+	if err := sink.Write(ctx, queued); err != nil {
+		log.Warn("results rows not written", "err", err)
 	}
 	outs, execErr := scheduler.Exec(ctx, q, scheduler.ExecParams{Tasks: tasks, RunID: runID, Logger: log})
 	if outs == nil {
 		return execErr
+	}
+	if err := writeOutcomeRows(context.Background(), sink, runRow, outs, !workersWrite); err != nil {
+		log.Warn("results rows not written", "err", err)
 	}
 	if err := writeResults(filepath.Join(runDir, "results.jsonl"), outs); err != nil {
 		log.Warn("results file not written", "err", err)
@@ -280,14 +314,68 @@ func writeResults(path string, outs []scheduler.Outcome) error {
 	return f.Close()
 }
 
+// openResults opens where the run's results go: ClickHouse when a DSN is
+// set, else the SQLite file of the run directory. workersWrite tells
+// whether the workers write the rows of their results themselves (local
+// workers, and remote ones that have ClickHouse); otherwise the scheduler
+// writes them from the results it receives.
+func openResults(ctx context.Context, cfg *config.Scheduler, runDir, runID string, local bool, log *slog.Logger) (results.Sink, map[string]string, bool, error) {
+	if cfg.Store.ClickHouseDSN != "" {
+		sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: cfg.Store.ClickHouseDSN,
+			SpoolDir: cfg.Store.SpoolDir, Name: "scheduler-" + runID, Logger: log})
+		if err != nil {
+			return nil, nil, false, err
+		}
+		return sink, map[string]string{"store": "clickhouse", "dsn": config.RedactURL(cfg.Store.ClickHouseDSN)}, true, nil
+	}
+	sink, err := results.OpenSQLite(filepath.Join(runDir, resultsFile))
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return sink, map[string]string{"store": "sqlite", "file": resultsFile}, local, nil
+}
+
+// resultsFile is the run's SQLite file, in its run directory.
+const resultsFile = "hpcq.sqlite"
+
+// writeOutcomeRows closes the run's rows: the run's status, the nodes that
+// got no result, and (withResults) every result's rows.
+func writeOutcomeRows(ctx context.Context, sink results.Sink, run results.Run, outs []scheduler.Outcome, withResults bool) error {
+	now := time.Now()
+	rows := results.Rows{}
+	run.Status, run.TS = "done", now
+	for _, o := range outs {
+		t := o.Task
+		switch {
+		case o.Result != nil && withResults:
+			r := results.FromResult(t, o.Result)
+			rows.Nodes = append(rows.Nodes, r.Nodes...)
+			rows.PhaseRuns = append(rows.PhaseRuns, r.PhaseRuns...)
+			rows.Metrics = append(rows.Metrics, r.Metrics...)
+		case o.Result == nil:
+			status := "no_answer"
+			if o.DeadLetter != nil {
+				status = "dead_lettered"
+			}
+			rows.Nodes = append(rows.Nodes, results.Node{Run: run.Run, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
+				Pool: t.Pool, Attempt: t.Attempt, Status: status, TS: now})
+		}
+		if !o.OK() {
+			run.Status = "failed"
+		}
+	}
+	rows.Runs = []results.Run{run}
+	return sink.Write(ctx, rows)
+}
+
 // writeRunJSON records the run's resolved configuration, without secrets.
-func writeRunJSON(path, runID string, local bool, cfg *config.Scheduler, tasks int) error {
-	mode, natsURL := "cluster", config.RedactURL(cfg.NATS.URL)
-	if local {
-		mode, natsURL = "local", "embedded"
+func writeRunJSON(path, runID, mode string, where map[string]string, cfg *config.Scheduler, tasks int) error {
+	natsURL := config.RedactURL(cfg.NATS.URL)
+	if mode == "local" {
+		natsURL = "embedded"
 	}
 	data, err := json.MarshalIndent(map[string]any{
-		"run_id": runID, "command": "exec", "mode": mode, "nats_url": natsURL, "tasks": tasks,
+		"run_id": runID, "command": "exec", "mode": mode, "nats_url": natsURL, "tasks": tasks, "results": where,
 		"version": version.Version, "started": time.Now().UTC(),
 		"local_workers": cfg.Workers, "slots": cfg.Slots,
 		"queue": map[string]any{"ack_wait": cfg.Queue.AckWait.String(), "max_deliver": cfg.Queue.MaxDeliver,
@@ -374,4 +462,82 @@ func newestRun(runsDir string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no NATS URL set and no runs in %s", runsDir)
+}
+
+// cmdQuery runs SQL on a run's results: the SQLite file of a local run (or
+// of a cluster run without ClickHouse), or ClickHouse when the run's
+// run.json says so or, without --run-dir, when HPCQ_CLICKHOUSE_DSN is set.
+func cmdQuery(args []string) error {
+	var cfg config.Scheduler
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	fs := newFlags("query", &cfg, `"SQL"`)
+	runDir := fs.String("run-dir", "", "run whose results to query (default: ClickHouse if HPCQ_CLICKHOUSE_DSN is set, else the newest run under --runs-dir)")
+	format := fs.String("format", "table", "table, csv or json")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitError(2)
+	}
+	switch *format {
+	case "table", "csv", "json":
+	default:
+		fmt.Fprintf(os.Stderr, "scheduler query: --format %q: must be table, csv or json\n", *format)
+		return exitError(2)
+	}
+	query := fs.Arg(0)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	store := "clickhouse"
+	dir := *runDir
+	if dir != "" || cfg.Store.ClickHouseDSN == "" {
+		if dir == "" {
+			var err error
+			if dir, err = newestRun(cfg.RunsDir); err != nil {
+				return err
+			}
+		}
+		var run struct {
+			Results map[string]string `json:"results"`
+		}
+		data, err := os.ReadFile(filepath.Join(dir, "run.json"))
+		if err != nil {
+			return fmt.Errorf("%s is not a run directory: %w", dir, err)
+		}
+		if err := json.Unmarshal(data, &run); err != nil {
+			return fmt.Errorf("%s/run.json: %w", dir, err)
+		}
+		store = run.Results["store"]
+		if store == "" {
+			store = "sqlite" // runs recorded before results were kept
+		}
+	}
+	var tab *results.Table
+	var err error
+	switch store {
+	case "clickhouse":
+		if cfg.Store.ClickHouseDSN == "" {
+			return fmt.Errorf("run %s keeps its results in ClickHouse: set HPCQ_CLICKHOUSE_DSN (or --clickhouse-dsn)", dir)
+		}
+		conn, cerr := chdb.Open(ctx, cfg.Store.ClickHouseDSN)
+		if cerr != nil {
+			return cerr
+		}
+		defer conn.Close()
+		tab, err = results.QueryClickHouse(ctx, conn, query)
+	default:
+		path := filepath.Join(dir, resultsFile)
+		if _, serr := os.Stat(path); serr != nil {
+			return fmt.Errorf("run %s has no results file: %w", dir, serr)
+		}
+		tab, err = results.QuerySQLite(ctx, path, query)
+	}
+	if err != nil {
+		return err
+	}
+	return tab.Write(os.Stdout, *format)
 }

@@ -14,12 +14,14 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -84,11 +86,27 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	w, err := worker.New(q, exec, worker.Config{
+	wc := worker.Config{
 		ID: id, Pools: cfg.Pools, Slots: cfg.Slots, Cores: runtime.NumCPU(), FetchWait: cfg.FetchMax,
 		IdleExit: cfg.IdleExit, Toolchains: tc.Versions, GPUIDs: phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES")), GPUDevices: tc.GPUs,
 		Version: version.Version, Logger: log,
-	})
+	}
+	if cfg.Store.ClickHouseDSN != "" {
+		// phase_runs, metrics and nodes rows of every task, spooled while
+		// ClickHouse is away.
+		sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: cfg.Store.ClickHouseDSN,
+			SpoolDir: cfg.Store.SpoolDir, Name: "worker-" + strings.NewReplacer("/", "_", "\\", "_").Replace(id), Logger: log})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := sink.Close(); err != nil {
+				log.Error("results", "err", err)
+			}
+		}()
+		wc.Results = sink
+	}
+	w, err := worker.New(q, exec, wc)
 	if err != nil {
 		return err
 	}

@@ -74,11 +74,22 @@ func (l Log) Logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("log format %q: must be text or json", l.Format)
 }
 
+// Store is where a cluster run keeps its memory and results. With neither
+// set, a run keeps them in the SQLite file of its run directory.
+type Store struct {
+	RedisURL      string `envconfig:"REDIS_URL" desc:"Redis for memory branches, core and recall: redis://[user:password@]host:port/db, rediss:// for TLS"`
+	RedisPassword string `envconfig:"REDIS_PASSWORD" desc:"Redis AUTH password (instead of one in the URL)"`
+	RedisTLSCA    string `envconfig:"REDIS_TLS_CA" desc:"PEM file of CAs to trust for rediss://"`
+	ClickHouseDSN string `envconfig:"CLICKHOUSE_DSN" desc:"ClickHouse for archival memory and results: clickhouse://user:password@host:9000/database[?secure=true]"`
+	SpoolDir      string `envconfig:"SPOOL_DIR" default:"hpcq-spool" desc:"local spool of writes not yet in Redis or ClickHouse"`
+}
+
 // Common settings of every command.
 type Common struct {
 	NATS
 	Queue
 	Log
+	Store
 }
 
 // Worker settings.
@@ -126,6 +137,8 @@ func AddCommonFlags(fs *flag.FlagSet, c *Common) {
 	fs.StringVar(&c.NATS.TLSCA, "nats-tls-ca", c.NATS.TLSCA, "PEM CA file (env HPCQ_NATS_TLS_CA)")
 	fs.DurationVar(&c.Queue.AckWait, "ack-wait", c.Queue.AckWait, "AckWait of task deliveries (env HPCQ_ACK_WAIT)")
 	fs.IntVar(&c.Queue.MaxDeliver, "max-deliver", c.Queue.MaxDeliver, "deliveries before dead-lettering (env HPCQ_MAX_DELIVER)")
+	fs.StringVar(&c.Store.ClickHouseDSN, "clickhouse-dsn", c.Store.ClickHouseDSN, "ClickHouse for results and archival memory (env HPCQ_CLICKHOUSE_DSN)")
+	fs.StringVar(&c.Store.RedisURL, "redis-url", c.Store.RedisURL, "Redis for memory (env HPCQ_REDIS_URL)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn, error (env HPCQ_LOG_LEVEL)")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "text or json (env HPCQ_LOG_FORMAT)")
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
 )
 
 // Slot is the share of the machine one running task gets.
@@ -79,6 +80,10 @@ type Config struct {
 	Version string
 	// Toolchains found on the machine, advertised in the registry.
 	Toolchains map[string]string
+	// Results, when set, receives the phase_runs, metrics and nodes rows of
+	// every task the worker ran (pkg/results), before its result is
+	// published. A sink that fails is logged; the task's result stands.
+	Results results.Sink
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -407,6 +412,13 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	res.Worker = w.cfg.ID
 	if res.Toolchain == nil && len(w.cfg.Toolchains) > 0 {
 		res.Toolchain = w.cfg.Toolchains
+	}
+	if w.cfg.Results != nil {
+		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := w.cfg.Results.Write(rctx, results.FromResult(t, res)); err != nil {
+			log().Warn("results rows not written", "err", err)
+		}
+		cancel()
 	}
 	if err := w.publish(drain, res, log); err != nil {
 		if nerr := d.Nak(); nerr != nil {

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
@@ -48,6 +50,11 @@ type Options struct {
 	// RedisURL (HPCQ_REDIS_URL): redis://[user:password@]host:port/db, or
 	// rediss:// for TLS.
 	RedisURL string
+	// RedisPassword (HPCQ_REDIS_PASSWORD), when set, replaces the URL's.
+	RedisPassword string
+	// RedisTLSCA (HPCQ_REDIS_TLS_CA) is a PEM file of CAs to trust; it
+	// turns TLS on for a redis:// URL too.
+	RedisTLSCA string
 	// ClickHouseDSN (HPCQ_CLICKHOUSE_DSN): clickhouse://user:password@host:port/database.
 	ClickHouseDSN string
 	// SpoolDir holds the spool (spool-<run>.journal). One process opens a
@@ -177,6 +184,24 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	ropts, err := redis.ParseURL(o.RedisURL)
 	if err != nil {
 		return nil, fmt.Errorf("memory/cluster: HPCQ_REDIS_URL: %w", err)
+	}
+	if o.RedisPassword != "" {
+		ropts.Password = o.RedisPassword
+	}
+	if o.RedisTLSCA != "" {
+		pem, err := os.ReadFile(o.RedisTLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("memory/cluster: HPCQ_REDIS_TLS_CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("memory/cluster: HPCQ_REDIS_TLS_CA: no certificate in %s", o.RedisTLSCA)
+		}
+		if ropts.TLSConfig == nil {
+			host, _, _ := net.SplitHostPort(ropts.Addr)
+			ropts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		}
+		ropts.TLSConfig.RootCAs = pool
 	}
 	ropts.DialTimeout = 2 * time.Second
 	ropts.ReadTimeout = 5 * time.Second
