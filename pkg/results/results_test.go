@@ -108,6 +108,7 @@ func TestSQLite(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"node", "metric_name", "metric_value"}, tab.Columns)
 	require.Equal(t, [][]any{{"n1", "gflops", 12.5}}, tab.Rows)
+	checkDocQueries(t, "sqlite", func(q string) (*results.Table, error) { return results.QuerySQLite(ctx, path, q) })
 	_, err = results.QuerySQLite(ctx, path, `SELECT nope FROM nodes`)
 	var qe *results.QueryError
 	require.ErrorAs(t, err, &qe)
@@ -178,6 +179,7 @@ func TestClickHouse(t *testing.T) {
 	tab, err := results.QueryClickHouse(ctx, conn, "SELECT run, node, name, value FROM metrics FINAL WHERE run = 'r1' ORDER BY name")
 	require.NoError(t, err)
 	require.Equal(t, [][]any{{"r1", "n1", "gflops", 12.5}, {"r1", "n1", "time_s", 0.75}}, tab.Rows)
+	checkDocQueries(t, "clickhouse", func(q string) (*results.Table, error) { return results.QueryClickHouse(ctx, conn, q) })
 	_, err = results.QueryClickHouse(ctx, conn, "SELECT nope FROM metrics")
 	require.ErrorContains(t, err, "nope")
 	require.ErrorContains(t, err, "query: SELECT nope FROM metrics")
@@ -187,4 +189,46 @@ func TestClickHouse(t *testing.T) {
 	}
 	sort.Strings(keys)
 	require.Equal(t, []string{"llm_calls", "metrics", "nodes", "phase_runs", "runs"}, keys)
+}
+
+// The example queries of docs/results.md, per dialect: they must run and
+// answer on the sample run.
+var docQueries = map[string][]string{
+	"clickhouse": {
+		`SELECT run, argMax(node, metric_value) AS best_node, max(metric_value) AS best, any(metric_name) AS metric
+FROM nodes FINAL WHERE status = 'ok' AND metric_name <> ''
+GROUP BY run ORDER BY run`,
+		`SELECT compiler, count() AS compiles, countIf(status = 'failed') / count() AS failure_rate
+FROM phase_runs FINAL WHERE phase = 'compile' GROUP BY compiler ORDER BY failure_rate DESC`,
+		`SELECT stage, ts, node, value FROM metrics
+ALL INNER JOIN (SELECT run, node, stage FROM nodes FINAL) USING (run, node)
+WHERE name = 'gflops' ORDER BY stage, ts`,
+		`SELECT node, sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out, sum(cost_usd) AS cost_usd
+FROM llm_calls GROUP BY node ORDER BY cost_usd DESC`,
+		`SELECT phase, count() AS runs, avg(duration_ms) AS avg_ms, max(duration_ms) AS max_ms
+FROM phase_runs GROUP BY phase`,
+	},
+	"sqlite": {
+		`SELECT node, metric_name, metric_value FROM nodes
+WHERE status = 'ok' AND metric_name <> '' ORDER BY metric_value DESC LIMIT 1`,
+		`SELECT compiler, COUNT(*) AS compiles, AVG(status = 'failed') AS failure_rate
+FROM phase_runs WHERE phase = 'compile' GROUP BY compiler ORDER BY failure_rate DESC`,
+		`SELECT n.stage, m.ts, m.node, m.value
+FROM metrics AS m JOIN nodes AS n ON n.run = m.run AND n.node = m.node
+WHERE m.name = 'gflops' ORDER BY n.stage, m.ts`,
+		`SELECT node, sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out, sum(cost_usd) AS cost_usd
+FROM llm_calls GROUP BY node ORDER BY cost_usd DESC`,
+		`SELECT phase, COUNT(*) AS runs, avg(duration_ms) AS avg_ms, max(duration_ms) AS max_ms
+FROM phase_runs GROUP BY phase`,
+	},
+}
+
+// checkDocQueries runs the documented queries; each must answer rows.
+func checkDocQueries(t *testing.T, dialect string, query func(string) (*results.Table, error)) {
+	t.Helper()
+	for _, q := range docQueries[dialect] {
+		tab, err := query(q)
+		require.NoError(t, err, q)
+		require.NotEmpty(t, tab.Rows, q)
+	}
 }
