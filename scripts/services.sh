@@ -156,21 +156,32 @@ port_for() {
   echo "$p"
 }
 
-redis_ready() { [ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; }
+# redis_ready PORT [PASSWORD]
+redis_ready() { [ "$(REDISCLI_AUTH="${2:-}" redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; }
 
+# With HPCQ_REDIS_REQUIREPASS set at its first start, the Redis of DIR
+# requires that password (kept in DIR/redis.conf, mode 600, not on the
+# command line); clients pass it as HPCQ_REDIS_PASSWORD.
 start_redis() {
-  local dir=$1 port
+  local dir=$1 port conf=() pass=""
   mkdir -p "$dir/data"
   already_running "$dir" redis && return 0
   need redis-server redis
   port=$(port_for "$dir" redis)
+  if [ -n "${HPCQ_REDIS_REQUIREPASS:-}" ] && [ ! -f "$dir/redis.conf" ]; then
+    (umask 077; printf 'requirepass "%s"\n' "$HPCQ_REDIS_REQUIREPASS" >"$dir/redis.conf")
+  fi
+  if [ -f "$dir/redis.conf" ]; then
+    conf=("$dir/redis.conf")
+    pass=$(sed -n 's/^requirepass "\(.*\)"$/\1/p' "$dir/redis.conf")
+  fi
   # appendonly with fsync every second: what survives a kill -9 is what a
   # real deployment would keep.
-  redis-server --bind 127.0.0.1 --port "$port" --dir "$dir/data" --appendonly yes --appendfsync everysec \
+  redis-server "${conf[@]}" --bind 127.0.0.1 --port "$port" --dir "$dir/data" --appendonly yes --appendfsync everysec \
     --save "" --daemonize no --logfile "$dir/redis.log" --protected-mode yes </dev/null >/dev/null 2>&1 &
   local launched=$!
   echo "$launched" >"$dir/redis.pid"
-  wait_ready "$launched" 5 redis-server "$dir/redis.log" redis_ready "$port"
+  wait_ready "$launched" 5 redis-server "$dir/redis.log" redis_ready "$port" "$pass"
   printf 'HPCQ_REDIS_URL=redis://127.0.0.1:%s/0\nHPCQ_REDIS_PID=%s\n' "$port" "$launched" | tee "$dir/redis.env"
 }
 

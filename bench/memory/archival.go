@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -90,16 +89,7 @@ func archivalBench(ctx context.Context, store *benchStore, storeName string, n i
 }
 
 func runArchival(storeName string, n int, out, log io.Writer) error {
-	tmp, err := os.MkdirTemp("", "hpcq-bench-archival-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	ctx := context.Background()
-	store, err := openStore(ctx, storeName, tmp)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	return archivalBench(ctx, store, storeName, n, out, log)
+	return withStore(storeName, func(ctx context.Context, store *benchStore, _ string) error {
+		return archivalBench(ctx, store, storeName, n, out, log)
+	})
 }

@@ -142,6 +142,13 @@ func run(trace, storeName, dir string, out, log io.Writer) error {
 		return err
 	}
 
+	return withStore(storeName, func(ctx context.Context, store *benchStore, tmp string) error {
+		return replay(ctx, store, tmp, trace, storeName, ops, out, log)
+	})
+}
+
+// withStore runs fn on a fresh store in a temp dir, removed afterwards.
+func withStore(storeName string, fn func(ctx context.Context, store *benchStore, tmp string) error) error {
 	tmp, err := os.MkdirTemp("", "hpcq-bench-memory-")
 	if err != nil {
 		return err
@@ -153,6 +160,12 @@ func run(trace, storeName, dir string, out, log io.Writer) error {
 		return err
 	}
 	defer store.Close()
+	return fn(ctx, store, tmp)
+}
+
+// replay runs the trace's ops against store and prints the report.
+func replay(ctx context.Context, store *benchStore, tmp, trace, storeName string, ops []op, out, log io.Writer) error {
+	var err error
 	m := memory.New(store, memory.Config{}, memory.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 
 	lat := map[string][]time.Duration{}

@@ -2,6 +2,7 @@ package memory
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
@@ -121,4 +122,15 @@ func BM25Rank(texts []string, seqs []int64, query string, n int) ([]int, []float
 		outIdx[k], outScores[k] = idx[o], scores[o]
 	}
 	return outIdx, outScores
+}
+
+// HasTags reports whether have carries every tag of want (a search's tag
+// filter).
+func HasTags(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
 }

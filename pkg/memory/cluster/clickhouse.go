@@ -74,9 +74,11 @@ type shipper struct {
 }
 
 // shipEvery is how long rows may wait in the queue; shipRows sends at once.
+// Few large inserts: every insert is a part ClickHouse merges later, and
+// merges compete with queries. A reader flushes what it needs first.
 const (
-	shipEvery = 100 * time.Millisecond
-	shipRows  = 20_000
+	shipEvery = time.Second
+	shipRows  = 50_000
 )
 
 func newShipper(conn driver.Conn, run string, done func(int)) *shipper {
@@ -294,16 +296,6 @@ type posting struct {
 	seq    int64
 	tf     uint32
 	docLen uint32
-}
-
-// stats are the visible set's document count and total length, for BM25.
-func (s *shipper) stats(ctx context.Context, sc []scopeEntry) (docs, sumLen uint64, err error) {
-	cond, cargs := scopeSQL(sc)
-	q := `SELECT count(), sum(doc_len) FROM archival WHERE run = ? AND ` + cond
-	if err := s.conn.QueryRow(ctx, q, append([]any{s.run}, cargs...)...).Scan(&docs, &sumLen); err != nil {
-		return 0, 0, fmt.Errorf("archival statistics: %w", err)
-	}
-	return docs, sumLen, nil
 }
 
 // postings reads the visible postings of the query terms. The sorting key

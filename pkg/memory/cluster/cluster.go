@@ -136,6 +136,7 @@ type op struct {
 	Tags   string `json:"tags,omitempty"` // JSON array
 	Ctx    string `json:"ctx,omitempty"`
 	Ep     string `json:"ep,omitempty"`
+	Len    int    `json:"len,omitempty"` // archival: the text's length in terms
 }
 
 type factItem struct {
@@ -1071,7 +1072,8 @@ func (s *Store) archOp(branch string, p memory.ArchivalWriteParams) op {
 		tags = []string{}
 	}
 	tj, _ := json.Marshal(tags)
-	return op{T: "arch", B: branch, Text: p.Text, Fact: fact, Tags: string(tj), Ctx: p.Context, Ep: memory.EpisodeHash(fact, branch, p.Context)}
+	return op{T: "arch", B: branch, Text: p.Text, Fact: fact, Tags: string(tj), Ctx: p.Context, Ep: memory.EpisodeHash(fact, branch, p.Context),
+		Len: len(memory.Tokenize(p.Text))}
 }
 
 func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams) (memory.ArchivalItem, bool, error) {
@@ -1133,7 +1135,7 @@ func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParam
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		docs, sumLen, statsErr = s.ship.stats(ctx, sc)
+		docs, sumLen, statsErr = s.stats(ctx, sc)
 	}()
 	ps, err := s.ship.postings(ctx, sc, terms)
 	<-done
@@ -1158,7 +1160,7 @@ func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParam
 			return nil, err
 		}
 		for i, it := range items {
-			if it.Seq == 0 || (len(p.Tags) > 0 && !hasAll(it.Tags, p.Tags)) {
+			if it.Seq == 0 || (len(p.Tags) > 0 && !memory.HasTags(it.Tags, p.Tags)) {
 				continue
 			}
 			it.BM25 = chunk[i].bm25
@@ -1176,6 +1178,38 @@ func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParam
 type candidate struct {
 	seq  int64
 	bm25 float64
+}
+
+// stats are the visible set's document count and total length in terms,
+// for BM25: per scope entry, the running totals of its branch up to the
+// entry's bound (dl:<branch>, kept by write.lua), in one pipeline.
+func (s *Store) stats(ctx context.Context, sc []scopeEntry) (docs, sumLen uint64, err error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(sc))
+	for i, e := range sc {
+		cmds[i] = pipe.ZRevRangeByScore(ctx, s.prefix+"dl:"+e.branch, &redis.ZRangeBy{Max: strconv.FormatInt(e.maxSeq, 10), Min: "-inf", Count: 1})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, err
+	}
+	for _, c := range cmds {
+		v := c.Val()
+		if len(v) == 0 {
+			continue
+		}
+		parts := strings.Split(v[0], ":")
+		if len(parts) != 3 {
+			return 0, 0, fmt.Errorf("memory/cluster: archival statistics %q", v[0])
+		}
+		n, err1 := strconv.ParseUint(parts[1], 10, 64)
+		l, err2 := strconv.ParseUint(parts[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0, 0, fmt.Errorf("memory/cluster: archival statistics %q", v[0])
+		}
+		docs += n
+		sumLen += l
+	}
+	return docs, sumLen, nil
 }
 
 // bm25 scores the documents of the postings, best first (ties: newest).
@@ -1200,22 +1234,6 @@ func bm25(ps []posting, docs, sumLen uint64) []candidate {
 		return out[i].seq > out[j].seq
 	})
 	return out
-}
-
-func hasAll(have, want []string) bool {
-	for _, w := range want {
-		found := false
-		for _, h := range have {
-			if h == w {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
 
 // items reads candidates' texts and their visible repeats from Redis in one

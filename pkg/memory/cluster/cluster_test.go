@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -273,4 +274,40 @@ func TestSpoolSurvivesClose(t *testing.T) {
 	_, total, err = s.RecallList(ctx, memory.RecallListParams{Branch: "root", Total: true})
 	require.NoError(t, err)
 	require.Equal(t, 10, total)
+}
+
+// TestRedisAuth: against a Redis that requires a password, the store works
+// with the password in HPCQ_REDIS_PASSWORD or in the URL, and says clearly
+// when it is missing or wrong.
+func TestRedisAuth(t *testing.T) {
+	ctx := context.Background()
+	t.Setenv("HPCQ_REDIS_REQUIREPASS", "s3cret-pw")
+	r := testutil.StartService(t, "redis")
+	c := testutil.StartService(t, "clickhouse")
+	url, dsn := r.Env["HPCQ_REDIS_URL"], c.Env["HPCQ_CLICKHOUSE_DSN"]
+	require.NotContains(t, url, "s3cret", "the password is not in the URL services.sh prints")
+
+	_, err := cluster.Open(ctx, cluster.Options{Run: "noauth", RedisURL: url, ClickHouseDSN: dsn, SpoolDir: t.TempDir()})
+	require.ErrorContains(t, err, "NOAUTH")
+	_, err = cluster.Open(ctx, cluster.Options{Run: "wrong", RedisURL: url, RedisPassword: "nope", ClickHouseDSN: dsn, SpoolDir: t.TempDir()})
+	require.ErrorContains(t, err, "WRONGPASS")
+
+	for _, o := range []cluster.Options{
+		{RedisPassword: "s3cret-pw"},
+		{Run: "in-url"},
+	} {
+		u := url
+		if o.RedisPassword == "" {
+			u = strings.Replace(url, "redis://", "redis://:s3cret-pw@", 1)
+		}
+		s := open(t, u, dsn, o)
+		_, err := s.Fork(ctx, memory.ForkParams{Branch: "root"})
+		require.NoError(t, err)
+		_, err = s.CoreSet(ctx, memory.CoreSetParams{Branch: "root", Key: "k", Value: "v"})
+		require.NoError(t, err)
+		e, ok, err := s.CoreGet(ctx, memory.CoreKeyParams{Branch: "root", Key: "k"})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "v", e.Value)
+	}
 }

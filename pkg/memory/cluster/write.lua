@@ -15,6 +15,8 @@
 --   facts:<branch>      hash fact hash -> seq of the first item of that fact in the branch
 --   items               hash seq -> archival item {s, b, tx, tg, c, f, ep, ts}
 --   hits:<target seq>   zset seq -> "seq|branch|ts" (repeats of an archival item)
+--   dl:<branch>         zset seq -> "seq:count:length" (the branch's archival texts up to seq
+--                       and their total length in terms: BM25 statistics of any scope)
 --   applied:<write id>  the result of an applied write, kept 7 days
 local p = ARGV[1]
 local done = redis.call('GET', p .. 'applied:' .. ARGV[2])
@@ -71,6 +73,13 @@ for i, op in ipairs(req.ops) do
       r.dup = tonumber(found)
     else
       redis.call('HSET', p .. 'facts:' .. op.b, op.fact, seq)
+      local n, l = 0, 0
+      local last = redis.call('ZREVRANGE', p .. 'dl:' .. op.b, 0, 0)
+      if last[1] then
+        local a, b = string.match(last[1], '^%d+:(%d+):(%d+)$')
+        n, l = tonumber(a), tonumber(b)
+      end
+      redis.call('ZADD', p .. 'dl:' .. op.b, seq, seq .. ':' .. (n + 1) .. ':' .. (l + op.len))
       redis.call('HSET', p .. 'items', seq,
         cjson.encode({s = seq, b = op.b, tx = op.text, tg = op.tags, c = op.ctx, f = op.fact, ep = op.ep, ts = req.ts}))
     end

@@ -164,7 +164,7 @@ func (x *textIndex[T]) search(sc []scopeEntry, query string, tags []string, n in
 	out := make([]scored[T], 0, len(scores))
 	for seq, s := range scores {
 		d := x.docs[seq]
-		if len(tags) > 0 && !hasAll(d.tags, tags) {
+		if len(tags) > 0 && !memory.HasTags(d.tags, tags) {
 			continue
 		}
 		out = append(out, scored[T]{seq: seq, bm25: s, item: d.item})
@@ -327,20 +327,4 @@ func uniq(xs []string) []string {
 		}
 	}
 	return out
-}
-
-func hasAll(have, want []string) bool {
-	for _, w := range want {
-		found := false
-		for _, h := range have {
-			if h == w {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
