@@ -156,14 +156,20 @@ port_for() {
   echo "$p"
 }
 
-# redis_ready PORT [PASSWORD]
-redis_ready() { [ "$(REDISCLI_AUTH="${2:-}" redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" = PONG ]; }
+# redis_ready PORT [PASSWORD [REDIS-CLI OPTIONS...]]
+redis_ready() {
+  local port=$1 pass=${2:-}
+  shift; shift || true
+  [ "$(REDISCLI_AUTH="$pass" redis-cli -h 127.0.0.1 -p "$port" "$@" ping 2>/dev/null)" = PONG ]
+}
 
 # With HPCQ_REDIS_REQUIREPASS set at its first start, the Redis of DIR
 # requires that password (kept in DIR/redis.conf, mode 600, not on the
-# command line); clients pass it as HPCQ_REDIS_PASSWORD.
+# command line); clients pass it as HPCQ_REDIS_PASSWORD. With
+# HPCQ_REDIS_TLS_CERT and HPCQ_REDIS_TLS_KEY (PEM files) set at its first
+# start, it speaks only TLS (copies kept in DIR/tls) and its URL is rediss://.
 start_redis() {
-  local dir=$1 port conf=() pass=""
+  local dir=$1 port conf=() pass="" tls=() cli=() scheme=redis
   mkdir -p "$dir/data"
   already_running "$dir" redis && return 0
   need redis-server redis
@@ -175,14 +181,27 @@ start_redis() {
     conf=("$dir/redis.conf")
     pass=$(sed -n 's/^requirepass "\(.*\)"$/\1/p' "$dir/redis.conf")
   fi
+  if [ -n "${HPCQ_REDIS_TLS_CERT:-}" ] && [ ! -d "$dir/tls" ]; then
+    mkdir -m 700 "$dir/tls"
+    cp "$HPCQ_REDIS_TLS_CERT" "$dir/tls/cert.pem"
+    cp "$HPCQ_REDIS_TLS_KEY" "$dir/tls/key.pem"
+  fi
+  if [ -d "$dir/tls" ]; then
+    tls=(--port 0 --tls-port "$port" --tls-cert-file "$dir/tls/cert.pem" --tls-key-file "$dir/tls/key.pem"
+      --tls-ca-cert-file "$dir/tls/cert.pem" --tls-auth-clients no)
+    cli=(--tls --cacert "$dir/tls/cert.pem")
+    scheme=rediss
+  else
+    tls=(--port "$port")
+  fi
   # appendonly with fsync every second: what survives a kill -9 is what a
   # real deployment would keep.
-  redis-server "${conf[@]}" --bind 127.0.0.1 --port "$port" --dir "$dir/data" --appendonly yes --appendfsync everysec \
+  redis-server "${conf[@]}" --bind 127.0.0.1 "${tls[@]}" --dir "$dir/data" --appendonly yes --appendfsync everysec \
     --save "" --daemonize no --logfile "$dir/redis.log" --protected-mode yes </dev/null >/dev/null 2>&1 &
   local launched=$!
   echo "$launched" >"$dir/redis.pid"
-  wait_ready "$launched" 5 redis-server "$dir/redis.log" redis_ready "$port" "$pass"
-  printf 'HPCQ_REDIS_URL=redis://127.0.0.1:%s/0\nHPCQ_REDIS_PID=%s\n' "$port" "$launched" | tee "$dir/redis.env"
+  wait_ready "$launched" 5 redis-server "$dir/redis.log" redis_ready "$port" "$pass" "${cli[@]}"
+  printf 'HPCQ_REDIS_URL=%s://127.0.0.1:%s/0\nHPCQ_REDIS_PID=%s\n' "$scheme" "$port" "$launched" | tee "$dir/redis.env"
 }
 
 start_clickhouse() {

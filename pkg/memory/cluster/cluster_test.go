@@ -311,3 +311,32 @@ func TestRedisAuth(t *testing.T) {
 		require.Equal(t, "v", e.Value)
 	}
 }
+
+// TestRedisTLS: a Redis that speaks only TLS (rediss://), trusted through
+// HPCQ_REDIS_TLS_CA; without the CA the certificate is refused.
+func TestRedisTLS(t *testing.T) {
+	ctx := context.Background()
+	cert, key := testutil.SelfSigned(t, t.TempDir())
+	t.Setenv("HPCQ_REDIS_TLS_CERT", cert)
+	t.Setenv("HPCQ_REDIS_TLS_KEY", key)
+	r := testutil.StartService(t, "redis")
+	c := testutil.StartService(t, "clickhouse")
+	url, dsn := r.Env["HPCQ_REDIS_URL"], c.Env["HPCQ_CLICKHOUSE_DSN"]
+	require.True(t, strings.HasPrefix(url, "rediss://"), url)
+
+	_, err := cluster.Open(ctx, cluster.Options{Run: "untrusted", RedisURL: url, ClickHouseDSN: dsn, SpoolDir: t.TempDir()})
+	require.ErrorContains(t, err, "certificate")
+	_, err = cluster.Open(ctx, cluster.Options{Run: "plain", RedisURL: strings.Replace(url, "rediss://", "redis://", 1),
+		ClickHouseDSN: dsn, SpoolDir: t.TempDir()})
+	require.Error(t, err, "a plain connection to a TLS port fails")
+
+	s := open(t, url, dsn, cluster.Options{RedisTLSCA: cert})
+	_, err = s.Fork(ctx, memory.ForkParams{Branch: "root"})
+	require.NoError(t, err)
+	_, err = s.RecallAppend(ctx, memory.RecallAppendParams{Branch: "root", Event: memory.RecallEvent{Kind: "run_done", Payload: "over TLS"}})
+	require.NoError(t, err)
+	evs, _, err := s.RecallList(ctx, memory.RecallListParams{Branch: "root"})
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	require.Equal(t, "over TLS", evs[0].Payload)
+}
