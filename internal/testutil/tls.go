@@ -47,4 +47,3 @@ func SelfSigned(t testing.TB, dir string) (certFile, keyFile string) {
 	}
 	return certFile, keyFile
 }
-

@@ -113,6 +113,7 @@ func (c *ClickHouse) Write(_ context.Context, rows Rows) error {
 	if rows.Len() == 0 {
 		return nil
 	}
+	rows = rows.withIDs()
 	data, err := json.Marshal(rows)
 	if err != nil {
 		return fmt.Errorf("results: %w", err)

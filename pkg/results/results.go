@@ -2,6 +2,8 @@ package results
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"path"
 	"sort"
 	"strings"
@@ -59,8 +61,10 @@ type (
 		TS      time.Time `json:"ts"`
 	}
 	LLMCall struct {
-		Run       string    `json:"run"`
-		Node      string    `json:"node"`
+		Run  string `json:"run"`
+		Node string `json:"node"`
+		// CallID is unique per request (random when empty).
+		CallID    string    `json:"call_id"`
 		Purpose   string    `json:"purpose"`
 		Model     string    `json:"model"`
 		TokensIn  int64     `json:"tokens_in"`
@@ -102,7 +106,7 @@ var Columns = map[string][]string{
 	"nodes":      {"run", "node", "parent", "stage", "kind", "pool", "attempt", "status", "error_kind", "metric_name", "metric_value", "ts_ms", "ts"},
 	"phase_runs": {"run", "node", "attempt", "worker", "phase", "status", "exit_code", "duration_ms", "compiler", "error_kind", "ts_ms", "ts"},
 	"metrics":    {"run", "node", "attempt", "name", "value", "unit", "ts_ms", "ts"},
-	"llm_calls":  {"run", "node", "purpose", "model", "tokens_in", "tokens_out", "latency_ms", "cost_usd", "cache_hit", "error", "ts_ms", "ts"},
+	"llm_calls":  {"run", "node", "call_id", "purpose", "model", "tokens_in", "tokens_out", "latency_ms", "cost_usd", "cache_hit", "error", "ts_ms", "ts"},
 }
 
 // Tables lists the tables in a fixed order.
@@ -131,7 +135,7 @@ func (r Rows) values() map[string][][]any {
 		if x.CacheHit {
 			hit = 1
 		}
-		out["llm_calls"] = append(out["llm_calls"], []any{x.Run, x.Node, x.Purpose, x.Model, uint64(x.TokensIn), uint64(x.TokensOut),
+		out["llm_calls"] = append(out["llm_calls"], []any{x.Run, x.Node, x.CallID, x.Purpose, x.Model, uint64(x.TokensIn), uint64(x.TokensOut),
 			x.LatencyMS, x.CostUSD, hit, x.Error, x.TS.UnixMilli(), x.TS})
 	}
 	return out
@@ -202,4 +206,29 @@ func FromResult(t *queue.NodeTask, r *queue.NodeResult) Rows {
 	}
 	rows.Nodes = append(rows.Nodes, node)
 	return rows
+}
+
+// withIDs gives every llm_calls row without a CallID a random one. Sinks
+// call it before a row leaves the caller (spooled, or retried), so that a
+// row written twice keeps its key and folds.
+func (r Rows) withIDs() Rows {
+	copied := false
+	for i := range r.LLMCalls {
+		if r.LLMCalls[i].CallID != "" {
+			continue
+		}
+		if !copied {
+			r.LLMCalls = append([]LLMCall(nil), r.LLMCalls...) // not the caller's array
+			copied = true
+		}
+		r.LLMCalls[i].CallID = newID()
+	}
+	return r
+}
+
+// newID is a random identifier (96 bits, hex).
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

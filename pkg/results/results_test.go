@@ -232,3 +232,20 @@ func checkDocQueries(t *testing.T, dialect string, query func(string) (*results.
 		require.NotEmpty(t, tab.Rows, q)
 	}
 }
+
+// TestLLMCallsKeepEveryCall: calls in the same millisecond are distinct
+// rows (each gets a call id), and the caller's rows are not modified.
+func TestLLMCallsKeepEveryCall(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	s, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	defer s.Close()
+	calls := []results.LLMCall{{Run: "r", Node: "n", Purpose: "draft", TS: t0}, {Run: "r", Node: "n", Purpose: "draft", TS: t0},
+		{Run: "r", Node: "n", CallID: "given", Purpose: "draft", TS: t0}}
+	require.NoError(t, s.Write(ctx, results.Rows{LLMCalls: calls}))
+	require.Empty(t, calls[0].CallID, "the caller's rows are left alone")
+	tab, err := results.QuerySQLite(ctx, path, `SELECT COUNT(*), COUNT(DISTINCT call_id), SUM(call_id = 'given') FROM llm_calls`)
+	require.NoError(t, err)
+	require.Equal(t, []any{int64(3), int64(3), int64(1)}, tab.Rows[0])
+}

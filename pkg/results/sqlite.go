@@ -33,9 +33,10 @@ CREATE TABLE IF NOT EXISTS metrics (
   run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, name TEXT NOT NULL, value REAL NOT NULL,
   unit TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL, PRIMARY KEY (run, node, attempt, name));
 CREATE TABLE IF NOT EXISTS llm_calls (
-  run TEXT NOT NULL, node TEXT NOT NULL, purpose TEXT NOT NULL, model TEXT NOT NULL, tokens_in INTEGER NOT NULL,
-  tokens_out INTEGER NOT NULL, latency_ms REAL NOT NULL, cost_usd REAL NOT NULL, cache_hit INTEGER NOT NULL,
-  error TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL, PRIMARY KEY (run, node, purpose, ts_ms));
+  run TEXT NOT NULL, node TEXT NOT NULL, call_id TEXT NOT NULL, purpose TEXT NOT NULL, model TEXT NOT NULL,
+  tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, latency_ms REAL NOT NULL, cost_usd REAL NOT NULL,
+  cache_hit INTEGER NOT NULL, error TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
+  PRIMARY KEY (run, node, call_id));
 `
 
 // SQLite is the sink of a local run: the run's SQLite file.
@@ -70,6 +71,7 @@ func (s *SQLite) Write(ctx context.Context, rows Rows) error {
 	if rows.Len() == 0 {
 		return nil
 	}
+	rows = rows.withIDs()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)

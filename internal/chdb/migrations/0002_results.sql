@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS metrics (
   run String, node String, attempt UInt32, name String, value Float64, unit String, ts_ms Int64, ts DateTime
 ) ENGINE = ReplacingMergeTree(ts_ms) ORDER BY (run, node, attempt, name);
 
+-- call_id is unique per request: two calls in one millisecond stay two rows.
 CREATE TABLE IF NOT EXISTS llm_calls (
-  run String, node String, purpose String, model String, tokens_in UInt64, tokens_out UInt64,
+  run String, node String, call_id String, purpose String, model String, tokens_in UInt64, tokens_out UInt64,
   latency_ms Float64, cost_usd Float64, cache_hit UInt8, error String, ts_ms Int64, ts DateTime
-) ENGINE = ReplacingMergeTree(ts_ms) ORDER BY (run, node, purpose, ts_ms);
+) ENGINE = ReplacingMergeTree(ts_ms) ORDER BY (run, node, call_id);

@@ -1,0 +1,74 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Message is one chat message.
+type Message struct {
+	Role    string `json:"role"` // system, user or assistant
+	Content string `json:"content"`
+}
+
+// Request is one chat completion request.
+type Request struct {
+	Messages []Message `json:"messages"`
+	// Model overrides the client's default model.
+	Model string `json:"model,omitempty"`
+	// Temperature: nil leaves the endpoint's default.
+	Temperature *float64 `json:"temperature,omitempty"`
+	MaxTokens   int      `json:"max_tokens,omitempty"`
+	// JSON asks for a JSON object reply (response_format json_object).
+	JSON bool `json:"json,omitempty"`
+	// Purpose and Node label the call in llm_calls (draft, debug, phase0,
+	// compress, summarize, ...); they are not sent.
+	Purpose string `json:"-"`
+	Node    string `json:"-"`
+}
+
+// Response is a completion.
+type Response struct {
+	Content      string        `json:"content"`
+	Model        string        `json:"model"`
+	TokensIn     int           `json:"tokens_in"`
+	TokensOut    int           `json:"tokens_out"`
+	FinishReason string        `json:"finish_reason,omitempty"`
+	Latency      time.Duration `json:"-"`
+	// CacheHit: served from a cassette, not a model.
+	CacheHit bool `json:"-"`
+}
+
+// Client sends chat requests to a model.
+type Client interface {
+	Chat(ctx context.Context, req Request) (Response, error)
+}
+
+// Errors of the clients; the returned errors wrap them with detail.
+var (
+	// ErrNoReply: the replay cassette has no reply for the request.
+	ErrNoReply = errors.New("llm: no recorded reply")
+	// ErrRetriesExhausted: every attempt failed with a retryable error.
+	ErrRetriesExhausted = errors.New("llm: retries exhausted")
+	// ErrBadRequest: the request itself is wrong (no messages, ...).
+	ErrBadRequest = errors.New("llm: bad request")
+)
+
+func (r Request) validate() error {
+	if len(r.Messages) == 0 {
+		return fmt.Errorf("%w: no messages", ErrBadRequest)
+	}
+	for i, m := range r.Messages {
+		switch m.Role {
+		case "system", "user", "assistant":
+		default:
+			return fmt.Errorf("%w: message %d has role %q (system, user or assistant)", ErrBadRequest, i+1, m.Role)
+		}
+	}
+	if r.MaxTokens < 0 {
+		return fmt.Errorf("%w: max_tokens %d", ErrBadRequest, r.MaxTokens)
+	}
+	return nil
+}

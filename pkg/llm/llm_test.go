@@ -1,0 +1,351 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/results"
+)
+
+// fakeOpenAI is an httptest server speaking the chat completions API; each
+// request goes to handle, which returns a status, headers and a reply text
+// (or a raw body).
+type fakeOpenAI struct {
+	*httptest.Server
+	mu       sync.Mutex
+	bodies   []map[string]any
+	calls    atomic.Int64
+	inFlight atomic.Int64
+	maxIn    atomic.Int64
+	handle   func(n int64, body map[string]any) (status int, header map[string]string, reply string, delay time.Duration)
+}
+
+func newFake(t *testing.T, handle func(n int64, body map[string]any) (int, map[string]string, string, time.Duration)) *fakeOpenAI {
+	f := &fakeOpenAI{handle: handle}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := f.calls.Add(1)
+		cur := f.inFlight.Add(1)
+		defer f.inFlight.Add(-1)
+		for {
+			m := f.maxIn.Load()
+			if cur <= m || f.maxIn.CompareAndSwap(m, cur) {
+				break
+			}
+		}
+		if r.URL.Path != "/v1/chat/completions" {
+			http.Error(w, "not found: "+r.URL.Path, http.StatusNotFound)
+			return
+		}
+		var body map[string]any
+		data, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(data, &body)
+		f.mu.Lock()
+		f.bodies = append(f.bodies, body)
+		f.mu.Unlock()
+		status, hdr, reply, delay := f.handle(n, body)
+		if delay > 0 {
+			select {
+			case <-time.After(delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		for k, v := range hdr {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		if status != http.StatusOK {
+			fmt.Fprintf(w, `{"error": {"message": %q, "type": "server_error"}}`, reply)
+			return
+		}
+		if reply == "<no choices>" {
+			fmt.Fprint(w, `{"id": "x", "object": "chat.completion", "model": "m", "choices": []}`)
+			return
+		}
+		out, _ := json.Marshal(map[string]any{
+			"id": fmt.Sprintf("c%d", n), "object": "chat.completion", "created": 1, "model": body["model"],
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": reply}, "finish_reason": "stop"}},
+			"usage":   map[string]any{"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+		})
+		_, _ = w.Write(out)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+// client is an OpenAI backend on f whose waits are recorded, not slept.
+func client(t *testing.T, f *fakeOpenAI, o OpenAIOptions) (*OpenAI, *[]time.Duration) {
+	t.Helper()
+	o.BaseURL, o.APIKey = f.URL+"/v1", "sk-test"
+	if o.Model == "" {
+		o.Model = "test-model"
+	}
+	c, err := NewOpenAI(o)
+	require.NoError(t, err)
+	var waits []time.Duration
+	var mu sync.Mutex
+	c.wait = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		return ctx.Err()
+	}
+	return c, &waits
+}
+
+func ask(text string) Request {
+	return Request{Messages: []Message{{Role: "system", Content: "You write HPC code."}, {Role: "user", Content: text}}, Purpose: "draft", Node: "n1"}
+}
+
+func TestChat(t *testing.T) {
+	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
+		return 200, nil, `{"plan": "tile the loop"}`, 0
+	})
+	c, waits := client(t, f, OpenAIOptions{})
+	temp := 0.2
+	req := ask("stencil")
+	req.JSON, req.Temperature, req.MaxTokens = true, &temp, 500
+	resp, err := c.Chat(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, `{"plan": "tile the loop"}`, resp.Content)
+	require.Equal(t, "test-model", resp.Model)
+	require.Equal(t, 100, resp.TokensIn)
+	require.Equal(t, 20, resp.TokensOut)
+	require.Equal(t, "stop", resp.FinishReason)
+	require.Empty(t, *waits)
+	body := f.bodies[0]
+	require.Equal(t, "test-model", body["model"])
+	require.Equal(t, map[string]any{"type": "json_object"}, body["response_format"])
+	require.InDelta(t, 0.2, body["temperature"], 1e-6)
+	require.EqualValues(t, 500, body["max_tokens"])
+	require.Len(t, body["messages"], 2)
+
+	req = ask("other")
+	req.Model = "big-model"
+	_, err = c.Chat(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, "big-model", f.bodies[1]["model"])
+}
+
+func TestBadRequests(t *testing.T) {
+	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) { return 200, nil, "x", 0 })
+	c, _ := client(t, f, OpenAIOptions{})
+	_, err := c.Chat(context.Background(), Request{})
+	require.ErrorIs(t, err, ErrBadRequest)
+	_, err = c.Chat(context.Background(), Request{Messages: []Message{{Role: "wizard", Content: "x"}}})
+	require.ErrorIs(t, err, ErrBadRequest)
+	require.Zero(t, f.calls.Load(), "nothing is sent")
+	_, err = NewOpenAI(OpenAIOptions{BaseURL: f.URL})
+	require.ErrorContains(t, err, "HPCQ_LLM_MODEL")
+}
+
+// Test429RetryAfter: a 429 with Retry-After is retried after the time the
+// server asked for.
+func Test429RetryAfter(t *testing.T) {
+	f := newFake(t, func(n int64, _ map[string]any) (int, map[string]string, string, time.Duration) {
+		if n < 3 {
+			return 429, map[string]string{"Retry-After": "7"}, "rate limited", 0
+		}
+		return 200, nil, "done", 0
+	})
+	c, waits := client(t, f, OpenAIOptions{Backoff: 10 * time.Millisecond})
+	resp, err := c.Chat(context.Background(), ask("x"))
+	require.NoError(t, err)
+	require.Equal(t, "done", resp.Content)
+	require.EqualValues(t, 3, f.calls.Load())
+	require.Equal(t, []time.Duration{7 * time.Second, 7 * time.Second}, *waits)
+}
+
+// TestServerErrorsExhaust: 5xx are retried with growing, jittered backoff,
+// up to MaxAttempts; then the error says so.
+func TestServerErrorsExhaust(t *testing.T) {
+	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
+		return 503, nil, "overloaded", 0
+	})
+	c, waits := client(t, f, OpenAIOptions{MaxAttempts: 4, Backoff: 100 * time.Millisecond, MaxBackoff: 300 * time.Millisecond})
+	_, err := c.Chat(context.Background(), ask("x"))
+	require.ErrorIs(t, err, ErrRetriesExhausted)
+	require.ErrorContains(t, err, "overloaded")
+	require.EqualValues(t, 4, f.calls.Load())
+	require.Len(t, *waits, 3)
+	for i, w := range *waits {
+		lo := (100 * time.Millisecond << i) / 2
+		require.GreaterOrEqual(t, w, min(lo, 300*time.Millisecond), "wait %d", i)
+		require.LessOrEqual(t, w, 300*time.Millisecond, "capped")
+	}
+}
+
+func TestClientErrorsAreNotRetried(t *testing.T) {
+	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
+		return 400, nil, "context length exceeded", 0
+	})
+	c, waits := client(t, f, OpenAIOptions{})
+	_, err := c.Chat(context.Background(), ask("x"))
+	require.ErrorContains(t, err, "context length exceeded")
+	require.NotErrorIs(t, err, ErrRetriesExhausted)
+	require.EqualValues(t, 1, f.calls.Load())
+	require.Empty(t, *waits)
+}
+
+// TestTimeout: an attempt that takes longer than Timeout is abandoned and
+// retried; the caller's own deadline ends everything.
+func TestTimeout(t *testing.T) {
+	f := newFake(t, func(n int64, _ map[string]any) (int, map[string]string, string, time.Duration) {
+		if n == 1 {
+			return 200, nil, "late", 2 * time.Second
+		}
+		return 200, nil, "on time", 0
+	})
+	c, _ := client(t, f, OpenAIOptions{Timeout: 100 * time.Millisecond})
+	resp, err := c.Chat(context.Background(), ask("x"))
+	require.NoError(t, err)
+	require.Equal(t, "on time", resp.Content)
+
+	slow := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
+		return 200, nil, "late", 5 * time.Second
+	})
+	c, _ = client(t, slow, OpenAIOptions{Timeout: 3 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	_, err = c.Chat(ctx, ask("x"))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestEmptyChoicesRetried(t *testing.T) {
+	f := newFake(t, func(n int64, _ map[string]any) (int, map[string]string, string, time.Duration) {
+		if n == 1 {
+			return 200, nil, "<no choices>", 0
+		}
+		return 200, nil, "fine", 0
+	})
+	c, _ := client(t, f, OpenAIOptions{})
+	resp, err := c.Chat(context.Background(), ask("x"))
+	require.NoError(t, err)
+	require.Equal(t, "fine", resp.Content)
+}
+
+func TestConcurrencyLimit(t *testing.T) {
+	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
+		return 200, nil, "ok", 50 * time.Millisecond
+	})
+	c, _ := client(t, f, OpenAIOptions{Concurrency: 2})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.Chat(context.Background(), ask(fmt.Sprint(i)))
+			require.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, 8, f.calls.Load())
+	require.EqualValues(t, 2, f.maxIn.Load())
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	require.Equal(t, 3*time.Second, parseRetryAfter("3", now))
+	require.Equal(t, 1500*time.Millisecond, parseRetryAfter("1.5", now))
+	require.Equal(t, 20*time.Second, parseRetryAfter("Sun, 22 Nov 2026 10:00:20 GMT", now))
+	for _, bad := range []string{"", "soon", "-4", "Sun, 22 Nov 2026 09:00:00 GMT"} {
+		require.Zero(t, parseRetryAfter(bad, now), bad)
+	}
+}
+
+// TestRecordAndReplay: a live session recorded to a cassette is served
+// again offline: exactly, by messages when the model differs, in recorded
+// order for repeated questions; an unknown request is an error.
+func TestRecordAndReplay(t *testing.T) {
+	f := newFake(t, func(n int64, _ map[string]any) (int, map[string]string, string, time.Duration) {
+		return 200, nil, fmt.Sprintf("reply %d", n), 0
+	})
+	live, _ := client(t, f, OpenAIOptions{})
+	path := filepath.Join(t.TempDir(), "cassette.jsonl")
+	rec, err := NewRecorder(live, path)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, q := range []string{"a", "b", "a"} {
+		_, err := rec.Chat(ctx, ask(q))
+		require.NoError(t, err)
+	}
+	require.NoError(t, rec.Close())
+
+	r, err := OpenReplay(path)
+	require.NoError(t, err)
+	for _, want := range []string{"reply 1", "reply 3", "reply 3"} { // "a" twice recorded, then the last again
+		resp, err := r.Chat(ctx, ask("a"))
+		require.NoError(t, err)
+		require.Equal(t, want, resp.Content)
+		require.True(t, resp.CacheHit)
+	}
+	other := ask("b")
+	other.Model = "another-model"
+	resp, err := r.Chat(ctx, other)
+	require.NoError(t, err, "the loose key: same messages")
+	require.Equal(t, "reply 2", resp.Content)
+	_, err = r.Chat(ctx, ask("never asked"))
+	require.ErrorIs(t, err, ErrNoReply)
+	require.ErrorContains(t, err, `last message "never asked"`)
+	require.EqualValues(t, 3, f.calls.Load(), "replay sends nothing")
+
+	require.NoError(t, os.WriteFile(path, []byte("{not json\n"), 0o644))
+	_, err = OpenReplay(path)
+	require.ErrorContains(t, err, "line 1")
+}
+
+// TestMetered: calls are priced, recorded in llm_calls, and refused once
+// the budget is spent.
+func TestMetered(t *testing.T) {
+	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) { return 200, nil, "ok", 0 })
+	live, _ := client(t, f, OpenAIOptions{})
+	db := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	sink, err := results.OpenSQLite(db)
+	require.NoError(t, err)
+	defer sink.Close()
+	m := &Metered{Client: live, Sink: sink, Run: "r1", Prices: Prices{"test-model": {InPerMTok: 2, OutPerMTok: 10}},
+		Budget: Budget{MaxCostUSD: 0.0011}}
+	ctx := context.Background()
+	for range 3 {
+		_, err := m.Chat(ctx, ask("x"))
+		require.NoError(t, err)
+	}
+	// 3 calls x (100 x 2 + 20 x 10) / 1e6 = $0.0012: the budget is spent.
+	u := m.Usage()
+	require.EqualValues(t, 3, u.Calls)
+	require.InDelta(t, 0.0012, u.CostUSD, 1e-12)
+	spent, why := m.Spent()
+	require.True(t, spent)
+	require.Contains(t, why, "reached the budget of $0.0011")
+	_, err = m.Chat(ctx, ask("x"))
+	require.ErrorIs(t, err, ErrBudget)
+	require.EqualValues(t, 3, f.calls.Load(), "nothing sent past the budget")
+
+	tab, err := results.QuerySQLite(ctx, db, `SELECT run, node, purpose, model, tokens_in, tokens_out, cost_usd, cache_hit, error FROM llm_calls`)
+	require.NoError(t, err)
+	require.Len(t, tab.Rows, 3, "the refused call sent nothing and is not a call")
+	require.Equal(t, []any{"r1", "n1", "draft", "test-model", int64(100), int64(20), 0.0004, int64(0), ""}, tab.Rows[0])
+
+	tokens := &Metered{Client: live, Budget: Budget{MaxTokens: 200}}
+	_, err = tokens.Chat(ctx, ask("x"))
+	require.NoError(t, err)
+	_, err = tokens.Chat(ctx, ask("x"))
+	require.NoError(t, err)
+	_, err = tokens.Chat(ctx, ask("x"))
+	require.ErrorIs(t, err, ErrBudget)
+	require.True(t, errors.Is(err, ErrBudget))
+}

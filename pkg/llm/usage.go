@@ -1,0 +1,148 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hpcq/hpcq/pkg/results"
+)
+
+// Price is what a model costs, in US dollars per million tokens.
+type Price struct {
+	InPerMTok  float64 `json:"in_per_mtok" yaml:"in_per_mtok"`
+	OutPerMTok float64 `json:"out_per_mtok" yaml:"out_per_mtok"`
+}
+
+// Prices maps model names to prices; a model without one costs 0 (and is
+// logged once).
+type Prices map[string]Price
+
+// Cost of a completion.
+func (p Prices) Cost(model string, in, out int) (float64, bool) {
+	pr, ok := p[model]
+	if !ok {
+		return 0, false
+	}
+	return (float64(in)*pr.InPerMTok + float64(out)*pr.OutPerMTok) / 1e6, true
+}
+
+// Budget limits a run's LLM use; zero fields are unlimited.
+type Budget struct {
+	MaxCostUSD float64 `json:"max_cost_usd" yaml:"max_cost_usd"`
+	MaxTokens  int64   `json:"max_tokens" yaml:"max_tokens"`
+}
+
+// ErrBudget: the run's budget is spent; no new request is sent.
+var ErrBudget = errors.New("llm: budget spent")
+
+// Usage totals.
+type Usage struct {
+	Calls     int64
+	TokensIn  int64
+	TokensOut int64
+	CostUSD   float64
+	Errors    int64
+	CacheHits int64
+}
+
+// Metered wraps a client: it records every call as an llm_calls row
+// (results.Sink), adds up usage and cost, and refuses new requests once
+// the budget is spent (requests already sent finish).
+type Metered struct {
+	Client Client
+	Sink   results.Sink // nil: not recorded
+	Run    string
+	Prices Prices
+	Budget Budget
+	Logger *slog.Logger
+
+	mu       sync.Mutex
+	usage    Usage
+	unpriced map[string]bool
+}
+
+// Usage returns the totals so far.
+func (m *Metered) Usage() Usage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.usage
+}
+
+// Spent reports whether the budget is spent, and why.
+func (m *Metered) Spent() (bool, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.spentLocked()
+}
+
+func (m *Metered) spentLocked() (bool, string) {
+	u := m.usage
+	if m.Budget.MaxCostUSD > 0 && u.CostUSD >= m.Budget.MaxCostUSD {
+		return true, fmt.Sprintf("cost $%.4f reached the budget of $%.4f", u.CostUSD, m.Budget.MaxCostUSD)
+	}
+	if m.Budget.MaxTokens > 0 && u.TokensIn+u.TokensOut >= m.Budget.MaxTokens {
+		return true, fmt.Sprintf("%d tokens reached the budget of %d", u.TokensIn+u.TokensOut, m.Budget.MaxTokens)
+	}
+	return false, ""
+}
+
+// Chat sends the request unless the budget is spent, and records it.
+func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
+	m.mu.Lock()
+	if spent, why := m.spentLocked(); spent {
+		m.mu.Unlock()
+		return Response{}, fmt.Errorf("%w: %s", ErrBudget, why)
+	}
+	m.mu.Unlock()
+	start := time.Now()
+	resp, err := m.Client.Chat(ctx, req)
+	latency := resp.Latency
+	if latency == 0 && !resp.CacheHit {
+		latency = time.Since(start)
+	}
+	model := resp.Model
+	if model == "" {
+		model = req.Model
+	}
+	cost, priced := m.Prices.Cost(model, resp.TokensIn, resp.TokensOut)
+	if resp.CacheHit {
+		cost = 0 // a replayed reply costs nothing
+	}
+	m.mu.Lock()
+	m.usage.Calls++
+	m.usage.TokensIn += int64(resp.TokensIn)
+	m.usage.TokensOut += int64(resp.TokensOut)
+	m.usage.CostUSD += cost
+	if err != nil {
+		m.usage.Errors++
+	}
+	if resp.CacheHit {
+		m.usage.CacheHits++
+	}
+	warn := !priced && err == nil && !resp.CacheHit && !m.unpriced[model]
+	if warn {
+		if m.unpriced == nil {
+			m.unpriced = map[string]bool{}
+		}
+		m.unpriced[model] = true
+	}
+	m.mu.Unlock()
+	if warn && m.Logger != nil {
+		m.Logger.Warn("llm: no price for model; its calls count as $0", "model", model)
+	}
+	if m.Sink != nil {
+		row := results.LLMCall{Run: m.Run, Node: req.Node, Purpose: req.Purpose, Model: model, TokensIn: int64(resp.TokensIn),
+			TokensOut: int64(resp.TokensOut), LatencyMS: float64(latency.Microseconds()) / 1000, CostUSD: cost, CacheHit: resp.CacheHit, TS: start}
+		if err != nil {
+			row.Error = err.Error()
+		}
+		if werr := m.Sink.Write(context.WithoutCancel(ctx), results.Rows{LLMCalls: []results.LLMCall{row}}); werr != nil && m.Logger != nil {
+			m.Logger.Warn("llm: call not recorded", "err", werr)
+		}
+	}
+	return resp, err
+}
