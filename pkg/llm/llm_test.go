@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/results"
 )
 
@@ -90,7 +91,7 @@ func newFake(t *testing.T, handle func(n int64, body map[string]any) (int, map[s
 // client is an OpenAI backend on f whose waits are recorded, not slept.
 func client(t *testing.T, f *fakeOpenAI, o OpenAIOptions) (*OpenAI, *[]time.Duration) {
 	t.Helper()
-	o.BaseURL, o.APIKey = f.URL+"/v1", "sk-test"
+	o.BaseURL, o.APIKey, o.Logger = f.URL+"/v1", "sk-test", testutil.Logger(t)
 	if o.Model == "" {
 		o.Model = "test-model"
 	}
@@ -349,3 +350,5 @@ func TestMetered(t *testing.T) {
 	require.ErrorIs(t, err, ErrBudget)
 	require.True(t, errors.Is(err, ErrBudget))
 }
+
+func writeFile(path string, data []byte) error { return os.WriteFile(path, data, 0o644) }
