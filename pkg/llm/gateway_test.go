@@ -67,8 +67,8 @@ func TestGateway(t *testing.T) {
 			// Raw messages: malformed and unknown versions get a clear error reply.
 			for raw, want := range map[string]string{
 				`{not json`: "malformed request",
-				`{"v": 2, "request": {"messages": [{"role": "user", "content": "x"}]}}`: "unknown version: v: 2",
-				`{"v": 1, "request": {"messages": []}}`:                                   "no messages",
+				`{"v": 2, "request": {"messages": [{"role": "user", "content": "x"}]}}`:             "unknown version: v: 2",
+				`{"v": 1, "request": {"messages": []}}`:                                             "no messages",
 				`{"v": 1, "request": {"messages": [{"role": "user", "content": "x"}]}, "extra": 1}`: "unknown field",
 			} {
 				m, err := worker.NC.Request(GatewaySubject, []byte(raw), 5*time.Second)
