@@ -1,0 +1,210 @@
+package prompt
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/memory/sqlite"
+)
+
+const good = `{"phase_artifacts": {
+  "download": {"commands": [], "notes": "nothing to fetch"},
+  "coding": {"workspace": {"root": ".", "tree": ["stencil.c"], "files": [{"path": "src/stencil.c", "content": "int main(){return 0;}"}]}},
+  "compile": {"build_plan": "one file", "commands": ["gcc -O3 -fopenmp -o stencil src/stencil.c"]},
+  "run": {"commands": ["./stencil"], "expected_outputs": [], "metric_patterns": [{"name": "gflops", "regex": "GFLOPS: ([0-9.]+)"}]},
+  "extra_section": {}
+}, "constraints": {"max_threads": 8}}`
+
+func TestParseArtifacts(t *testing.T) {
+	a, err := ParseArtifacts(good)
+	require.NoError(t, err)
+	require.Equal(t, "src/stencil.c", a.Phases.Coding.Workspace.Files[0].Path)
+	require.Equal(t, []string{"gcc -O3 -fopenmp -o stencil src/stencil.c"}, a.Phases.Compile.Commands)
+	require.Equal(t, "gflops", a.Phases.Run.MetricPatterns[0].Name)
+	require.JSONEq(t, `{"max_threads": 8}`, string(a.Constraints))
+	require.Equal(t, []string{"build plan: \"one file\"", "download: nothing to fetch"}, sortStrings(a.Notes))
+	require.Equal(t, []string{"extra_section"}, a.Ignored)
+
+	fenced, err := ParseArtifacts("```json\n" + good + "\n```")
+	require.NoError(t, err)
+	require.Equal(t, a.Phases, fenced.Phases)
+}
+
+func sortStrings(s []string) []string {
+	out := append([]string(nil), s...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// TestParseArtifactsRejects: hostile and broken replies get an error that
+// names the problem; nothing is half-accepted.
+func TestParseArtifactsRejects(t *testing.T) {
+	withFile := func(path string) string {
+		return fmt.Sprintf(`{"phase_artifacts": {"coding": {"workspace": {"files": [{"path": %q, "content": "x"}]}}, "run": {"commands": ["true"]}}}`, path)
+	}
+	for name, tc := range map[string]struct{ payload, want string }{
+		"empty":         {"", "no JSON payload"},
+		"prose":         {"Sure! Here is the code.", "must be one JSON object"},
+		"truncated":     {good[:len(good)/2], "invalid JSON"},
+		"two objects":   {`{"phase_artifacts": {"run": {"commands": ["true"]}}} {}`, "data after the JSON object"},
+		"no artifacts":  {`{"plan": "x"}`, `no "phase_artifacts"`},
+		"no commands":   {`{"phase_artifacts": {"coding": {"workspace": {"files": [{"path": "a.c", "content": ""}]}}}}`, "no commands"},
+		"wrong type":    {`{"phase_artifacts": {"run": {"commands": "make"}}}`, "phase_artifacts.run.commands"},
+		"traversal":     {withFile("../../etc/passwd"), `"../../etc/passwd"`},
+		"absolute":      {withFile("/etc/cron.d/x"), `"/etc/cron.d/x"`},
+		"control char":  {withFile("a\u202eb.c"), "U+202E"},
+		"duplicate":     {`{"phase_artifacts": {"coding": {"workspace": {"files": [{"path": "a", "content": ""}, {"path": "a", "content": ""}]}}, "run": {"commands": ["true"]}}}`, "duplicate path"},
+		"bad mode":      {`{"phase_artifacts": {"coding": {"workspace": {"files": [{"path": "a", "content": "", "mode": "4755"}]}}, "run": {"commands": ["true"]}}}`, `"4755"`},
+		"bad metric re": {`{"phase_artifacts": {"run": {"commands": ["true"], "metric_patterns": [{"name": "x", "regex": "("}]}}}`, "metric_patterns"},
+		"huge":          {`{"phase_artifacts": {"run": {"commands": ["` + strings.Repeat("x", MaxPayloadBytes) + `"]}}}`, "at most"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ParseArtifacts(tc.payload)
+			require.ErrorIs(t, err, ErrArtifacts)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// FuzzParseArtifacts: any reply payload is accepted or refused cleanly; what
+// is accepted passes the workspace checks.
+func FuzzParseArtifacts(f *testing.F) {
+	f.Add(good)
+	f.Add(`{"phase_artifacts": {"run": {"commands": ["true"]}}}`)
+	f.Add("```\n{}\n```")
+	f.Fuzz(func(t *testing.T, payload string) {
+		a, err := ParseArtifacts(payload)
+		if err != nil {
+			require.ErrorIs(t, err, ErrArtifacts)
+			return
+		}
+		for _, file := range a.Phases.Coding.Workspace.Files {
+			require.False(t, strings.HasPrefix(file.Path, "/"))
+			require.NotContains(t, "/"+file.Path+"/", "/../")
+		}
+	})
+}
+
+// fakeModel is an httptest server speaking the OpenAI chat API that answers
+// with the next scripted reply.
+func fakeModel(t *testing.T, replies ...string) (*llm.OpenAI, *[]string) {
+	t.Helper()
+	var mu sync.Mutex
+	var prompts []string
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Messages []llm.Message `json:"messages"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		prompts = append(prompts, body.Messages[len(body.Messages)-1].Content)
+		reply := replies[min(n, len(replies)-1)]
+		n++
+		mu.Unlock()
+		out, _ := json.Marshal(map[string]any{"id": "x", "object": "chat.completion", "model": "m",
+			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": reply}, "finish_reason": "stop"}},
+			"usage":   map[string]any{"prompt_tokens": 10, "completion_tokens": 10}})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(out)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: srv.URL + "/v1", Model: "m", Logger: testutil.Logger(t)})
+	require.NoError(t, err)
+	return c, &prompts
+}
+
+func newMemory(t *testing.T) *memory.Memory {
+	t.Helper()
+	s, err := sqlite.Open(filepath.Join(t.TempDir(), "m.sqlite"), sqlite.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	m := memory.New(s, memory.Config{}, memory.Options{Logger: testutil.Logger(t)})
+	_, err = m.Fork(context.Background(), "n1", "")
+	require.NoError(t, err)
+	return m
+}
+
+func ask() []llm.Message {
+	return []llm.Message{{Role: "system", Content: "You write HPC code."}, {Role: "user", Content: "Write a stencil."}}
+}
+
+// TestGenerateRetriesWithFeedback: a reply without the memory block, then
+// one with a path traversal, then a good one: the model hears each reason,
+// the memory gets the good reply's writes, and the artifacts come back.
+func TestGenerateRetriesWithFeedback(t *testing.T) {
+	bad := `<memory_update>{"core": {"tried": "escape"}}</memory_update>` +
+		`{"phase_artifacts": {"coding": {"workspace": {"files": [{"path": "../x.c", "content": ""}]}}, "run": {"commands": ["true"]}}}`
+	okReply := `<memory_update>{"core": {"approach": "tiling"}, "archival": [{"text": "tile 32 first", "tags": ["idea"]}]}</memory_update>` + good
+	c, prompts := fakeModel(t, good, bad, okReply)
+	m := newMemory(t)
+	var seen []Exchange
+	a, err := Generate(context.Background(), GenerateParams{Client: c, Messages: ask(), Memory: m, Branch: "n1",
+		RequireMemoryUpdate: true, Purpose: "draft", Node: "n1", Observe: func(e Exchange) { seen = append(seen, e) }})
+	require.NoError(t, err)
+	require.Equal(t, "src/stencil.c", a.Phases.Coding.Workspace.Files[0].Path)
+	require.Len(t, seen, 3)
+	require.Contains(t, (*prompts)[1], "could not be used: memory: reply does not start with a <memory_update> block")
+	require.Contains(t, (*prompts)[2], `"../x.c"`)
+	e, ok, err := m.CoreGet(context.Background(), "n1", "approach")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "tiling", e.Value)
+	// The rejected reply's memory writes were applied (they are the model's
+	// notes, valid on their own); its artifacts were not used.
+	_, ok, err = m.CoreGet(context.Background(), "n1", "tried")
+	require.NoError(t, err)
+	require.True(t, ok)
+}
+
+// TestGenerateReadRounds: a reply that reads memory gets the results and
+// answers again within the same attempt.
+func TestGenerateReadRounds(t *testing.T) {
+	m := newMemory(t)
+	_, _, err := m.ArchivalWrite(context.Background(), memory.ArchivalWriteParams{Branch: "n1", Text: "blocking 64 beat 32 on this CPU"})
+	require.NoError(t, err)
+	read := `<memory_update>{"archival_search": {"query": "blocking", "k": 3}}</memory_update>`
+	c, prompts := fakeModel(t, read, `<memory_update>{}</memory_update>`+good)
+	a, err := Generate(context.Background(), GenerateParams{Client: c, Messages: ask(), Memory: m, Branch: "n1", RequireMemoryUpdate: true})
+	require.NoError(t, err)
+	require.NotEmpty(t, a.Phases.Compile.Commands)
+	require.Contains(t, (*prompts)[1], "blocking 64 beat 32")
+	require.Contains(t, (*prompts)[1], "<memory_results>")
+}
+
+// TestGenerateGivesUp: replies that never become usable make the node buggy
+// with the last reason; a client failure ends at once.
+func TestGenerateGivesUp(t *testing.T) {
+	c, prompts := fakeModel(t, "I cannot help with that.")
+	_, err := Generate(context.Background(), GenerateParams{Client: c, Messages: ask(), Retries: 2})
+	require.ErrorIs(t, err, ErrUnusable)
+	require.ErrorIs(t, err, ErrArtifacts)
+	require.ErrorContains(t, err, "after 3 replies")
+	require.Len(t, *prompts, 3)
+
+	// The first reply spends the budget; the retry is refused by the client,
+	// which ends the generation at once, not as an unusable reply.
+	_, err = Generate(context.Background(), GenerateParams{Client: &llm.Metered{Client: c, Budget: llm.Budget{MaxTokens: 1}}, Messages: ask(), Retries: 5, Purpose: "draft", Node: "n9"})
+	require.ErrorIs(t, err, llm.ErrBudget)
+	require.NotErrorIs(t, err, ErrUnusable)
+	require.ErrorContains(t, err, "draft of n9")
+	require.Len(t, *prompts, 4)
+}
