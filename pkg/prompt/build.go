@@ -1,0 +1,171 @@
+package prompt
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"strings"
+	"text/template"
+
+	"github.com/hpcq/hpcq/pkg/llm"
+)
+
+//go:embed templates/*.tmpl
+var templateFiles embed.FS
+
+var templates = template.Must(template.New("").Option("missingkey=error").ParseFS(templateFiles, "templates/*.tmpl"))
+
+// Kind is what a prompt asks for.
+type Kind string
+
+// The kinds of prompts: the node kinds of the tree search, Phase 0
+// planning, and the tasks around a node.
+const (
+	Phase0          Kind = "phase0"
+	Draft           Kind = "draft"
+	Debug           Kind = "debug"
+	Improve         Kind = "improve"
+	Hyperparam      Kind = "hyperparam"
+	Ablation        Kind = "ablation"
+	ExecutionReview Kind = "execution_review"
+	Summary         Kind = "summary"
+	ParseMetrics    Kind = "parse_metrics"
+)
+
+// Kinds lists every kind.
+var Kinds = []Kind{Phase0, Draft, Debug, Improve, Hyperparam, Ablation, ExecutionReview, Summary, ParseMetrics}
+
+// nodeKinds answer with phase_artifacts.
+var nodeKinds = map[Kind]bool{Draft: true, Debug: true, Improve: true, Hyperparam: true, Ablation: true}
+
+// ErrPrompt: a prompt lacks a section its kind needs.
+var ErrPrompt = errors.New("prompt")
+
+// Context is what a prompt is built from. Empty sections are left out;
+// each kind requires the ones it cannot do without.
+type Context struct {
+	Idea            string // the research idea (Research idea)
+	System          string // system instructions (the system message)
+	Domain          string // HPC domain knowledge
+	Environment     string // toolchains of the target pool's workers, machine
+	Resources       string // datasets, libraries, hardware the run may use
+	Phase0Plan      string
+	History         string // Phase 0: earlier runs
+	Code            string // the node's code (debug, improve, summary)
+	BaseCode        string // the stage's best code (hyperparam, ablation)
+	Change          string // the hyperparam or ablation idea
+	ExecutionOutput string
+	PlotFeedback    string
+	TimeFeedback    string
+	// Memory is the rendered memory (memory.RenderForPrompt); WithMemory
+	// selects the with-memory variant, which asks for <memory_update>.
+	Memory     string
+	WithMemory bool
+}
+
+type section struct{ Title, Body string }
+
+const defaultSystem = "You are the assistant of hpcq, which runs HPC experiments on a cluster: " +
+	"your answers are compiled and run by machines, exactly as you write them. Follow the response format."
+
+// Build returns the messages of a prompt: a system message and a user
+// message whose sections follow the memory design's order (Introduction,
+// Research idea, the node's code and output, Instructions, Domain,
+// Environment, Resources, Phase 0 plan, Memory).
+func Build(kind Kind, c Context) ([]llm.Message, error) {
+	if err := needs(kind, c); err != nil {
+		return nil, err
+	}
+	data := map[string]any{"WithMemory": c.WithMemory, "Purpose": string(kind)}
+	intro, err := exec("intro_"+string(kind), data)
+	if err != nil {
+		return nil, err
+	}
+	secs := []section{{"Introduction", intro}, {"Research idea", c.Idea}, {"History", c.History}}
+	switch kind {
+	case Hyperparam:
+		secs = append(secs, section{"Base code", c.BaseCode}, section{"Hyperparam idea", c.Change})
+	case Ablation:
+		secs = append(secs, section{"Base code", c.BaseCode}, section{"Ablation idea", c.Change})
+	default:
+		secs = append(secs, section{"Code", c.Code})
+	}
+	secs = append(secs, section{"Execution output", c.ExecutionOutput}, section{"Plot feedback", c.PlotFeedback},
+		section{"Time feedback", c.TimeFeedback})
+	if nodeKinds[kind] {
+		format, err := exec("response_format", data)
+		if err != nil {
+			return nil, err
+		}
+		guide, err := exec("guide_"+string(kind), data)
+		if err != nil {
+			return nil, err
+		}
+		secs = append(secs, section{"Instructions", "## Response format\n\n" + format + "\n\n## Guidelines\n\n" + guide})
+	}
+	secs = append(secs, section{"Domain", c.Domain}, section{"Environment", c.Environment}, section{"Resources", c.Resources},
+		section{"Phase 0 plan", c.Phase0Plan})
+	if c.WithMemory {
+		mem := c.Memory
+		if strings.TrimSpace(mem) == "" {
+			mem = "(the memory of this branch is empty)"
+		}
+		secs = append(secs, section{"Memory", mem})
+	}
+	var kept []section
+	for _, s := range secs {
+		if strings.TrimSpace(s.Body) != "" {
+			kept = append(kept, s)
+		}
+	}
+	user, err := exec("sections", map[string]any{"Sections": kept})
+	if err != nil {
+		return nil, err
+	}
+	if c.WithMemory {
+		ops, err := exec("memory_operations", data)
+		if err != nil {
+			return nil, err
+		}
+		user += "\n\n" + ops
+	}
+	system := c.System
+	if strings.TrimSpace(system) == "" {
+		system = defaultSystem
+	}
+	return []llm.Message{{Role: "system", Content: system}, {Role: "user", Content: strings.TrimSpace(user)}}, nil
+}
+
+func exec(name string, data any) (string, error) {
+	var b bytes.Buffer
+	if err := templates.ExecuteTemplate(&b, name, data); err != nil {
+		return "", fmt.Errorf("%w: template %s: %v", ErrPrompt, name, err)
+	}
+	return strings.TrimSpace(b.String()), nil
+}
+
+// needs checks the sections a kind cannot do without.
+func needs(kind Kind, c Context) error {
+	need := map[Kind][]struct{ name, v string }{
+		Phase0:          {{"Research idea", c.Idea}},
+		Draft:           {{"Research idea", c.Idea}},
+		Debug:           {{"Code", c.Code}, {"Execution output", c.ExecutionOutput}},
+		Improve:         {{"Code", c.Code}},
+		Hyperparam:      {{"Base code", c.BaseCode}, {"Hyperparam idea", c.Change}},
+		Ablation:        {{"Base code", c.BaseCode}, {"Ablation idea", c.Change}},
+		ExecutionReview: {{"Execution output", c.ExecutionOutput}},
+		Summary:         {{"Code", c.Code}},
+		ParseMetrics:    {{"Execution output", c.ExecutionOutput}},
+	}
+	fields, ok := need[kind]
+	if !ok {
+		return fmt.Errorf("%w: unknown kind %q", ErrPrompt, kind)
+	}
+	for _, f := range fields {
+		if strings.TrimSpace(f.v) == "" {
+			return fmt.Errorf("%w: a %s prompt needs %s", ErrPrompt, kind, f.name)
+		}
+	}
+	return nil
+}
