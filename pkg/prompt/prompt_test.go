@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -207,4 +208,36 @@ func TestGenerateGivesUp(t *testing.T) {
 	require.NotErrorIs(t, err, ErrUnusable)
 	require.ErrorContains(t, err, "draft of n9")
 	require.Len(t, *prompts, 4)
+}
+
+// TestLogs: every exchange of Generate lands in prompt_logs as json and md,
+// numbered per node, secrets redacted; hostile names are refused.
+func TestLogs(t *testing.T) {
+	dir := t.TempDir()
+	logs := &Logs{Dir: dir}
+	c, _ := fakeModel(t, "no json here", good)
+	msgs := ask()
+	msgs[1].Content += " Use OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz1234."
+	_, err := Generate(context.Background(), GenerateParams{Client: c, Messages: msgs, Purpose: "draft", Node: "n1",
+		Observe: func(e Exchange) { require.NoError(t, logs.Write("n1", "draft", e)) }})
+	require.NoError(t, err)
+	files, err := filepath.Glob(filepath.Join(dir, "prompt_logs", "n1", "*"))
+	require.NoError(t, err)
+	require.Len(t, files, 4)
+	require.Equal(t, "001_draft.json", filepath.Base(files[0]))
+	md, err := os.ReadFile(filepath.Join(dir, "prompt_logs", "n1", "002_draft.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "# draft of n1 (attempt 2)")
+	require.Contains(t, string(md), "could not be used")
+	require.Contains(t, string(md), "## reply (m, 10 tokens in, 10 out)")
+	require.NotContains(t, string(md), "sk-abcdefghij")
+	var rec map[string]any
+	data, err := os.ReadFile(filepath.Join(dir, "prompt_logs", "n1", "001_draft.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &rec))
+	require.Equal(t, "no json here", rec["reply"])
+	for _, bad := range []string{"../x", "", ".hidden", "a/b", strings.Repeat("x", 200)} {
+		require.Error(t, logs.Write(bad, "draft", Exchange{}), bad)
+		require.Error(t, logs.Write("n1", bad+"/", Exchange{}), bad)
+	}
 }
