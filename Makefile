@@ -7,7 +7,7 @@ EXAMPLES  := examples/hello/task.json examples/stencil-omp/task.json
 # Where services.sh keeps the servers of `make services-up`.
 SERVICES_DIR ?= $(CURDIR)/.services
 
-.PHONY: help build run test test-go lint bench-queue bench-memory services-up services-down services-install clean
+.PHONY: help build run test test-go lint bench-queue bench-memory bench-search services-up services-down services-install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -40,6 +40,9 @@ BENCH_DIR ?= ../shared/bench
 bench-memory: ## memory benchmark: bench-memory lines per trace and store, then bench-archival lines
 	$(GO) build -o $(BIN)/bench-memory ./bench/memory
 	scripts/bench-memory.sh $(BIN)/bench-memory $(BENCH_DIR)
+
+bench-search: ## tree-search benchmark: asynchronous expansion against lockstep batches (simulated nodes)
+	$(GO) run ./bench/search
 
 services-install: ## install the servers the tests need (Debian packages) if missing
 	scripts/services.sh install

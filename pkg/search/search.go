@@ -1,0 +1,236 @@
+package search
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Kinds of nodes.
+const (
+	Draft   = "draft"
+	Debug   = "debug"
+	Improve = "improve"
+)
+
+// Node is one experiment of the tree.
+type Node struct {
+	ID     string
+	Parent string
+	Kind   string
+	Depth  int // debug depth: consecutive debug nodes up to this one
+	// Set when the node has run.
+	Done      bool
+	Buggy     bool
+	Reason    string
+	Metric    float64
+	HasMetric bool
+	Started   time.Time
+	Finished  time.Time
+}
+
+// Result is what running a node gave.
+type Result struct {
+	Buggy     bool
+	Reason    string
+	Metric    float64
+	HasMetric bool
+}
+
+// Runner runs one node and blocks until it is done: the real one publishes
+// the node's task and waits for its result; the benchmark simulates. An
+// error means the node could not run (it becomes buggy with the error as
+// its reason); the search goes on.
+type Runner interface {
+	Run(ctx context.Context, n *Node) (Result, error)
+}
+
+// Policy chooses what to expand next (a stage of the tree search).
+type Policy struct {
+	// NumDrafts root nodes are drafted before anything else.
+	NumDrafts int
+	// DebugProb is the chance of debugging a buggy leaf rather than
+	// improving the best node, when one can be debugged.
+	DebugProb float64
+	// MaxDebugDepth bounds chains of debug nodes.
+	MaxDebugDepth int
+	// Maximize the metric (else minimize).
+	Maximize bool
+	Rand     *rand.Rand
+}
+
+// Tree is the nodes of a search, safe for concurrent use.
+type Tree struct {
+	mu    sync.Mutex
+	nodes []*Node
+	byID  map[string]*Node
+}
+
+// NewTree returns an empty tree.
+func NewTree() *Tree { return &Tree{byID: map[string]*Node{}} }
+
+// Nodes returns a copy of the nodes, in creation order.
+func (t *Tree) Nodes() []Node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Node, len(t.nodes))
+	for i, n := range t.nodes {
+		out[i] = *n
+	}
+	return out
+}
+
+// Best is the done, non-buggy node with the best metric.
+func (t *Tree) Best(maximize bool) (Node, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.bestLocked(maximize)
+}
+
+func (t *Tree) bestLocked(maximize bool) (Node, bool) {
+	var best *Node
+	for _, n := range t.nodes {
+		if !n.Done || n.Buggy || !n.HasMetric {
+			continue
+		}
+		if best == nil || (maximize && n.Metric > best.Metric) || (!maximize && n.Metric < best.Metric) {
+			best = n
+		}
+	}
+	if best == nil {
+		return Node{}, false
+	}
+	return *best, true
+}
+
+// next creates the next node under the policy; the caller holds t.mu.
+func (t *Tree) next(p *Policy) *Node {
+	id := fmt.Sprintf("n%04d", len(t.nodes)+1)
+	drafts := 0
+	for _, n := range t.nodes {
+		if n.Kind == Draft {
+			drafts++
+		}
+	}
+	n := &Node{ID: id, Kind: Draft}
+	switch {
+	case drafts < p.NumDrafts:
+	default:
+		var debuggable []*Node
+		for _, c := range t.nodes {
+			if c.Done && c.Buggy && c.Depth < p.MaxDebugDepth && !t.hasChild(c.ID) {
+				debuggable = append(debuggable, c)
+			}
+		}
+		best, ok := t.bestLocked(p.Maximize)
+		switch {
+		case len(debuggable) > 0 && (!ok || p.Rand.Float64() < p.DebugProb):
+			sort.Slice(debuggable, func(i, j int) bool { return debuggable[i].ID < debuggable[j].ID })
+			parent := debuggable[p.Rand.IntN(len(debuggable))]
+			n.Parent, n.Kind, n.Depth = parent.ID, Debug, parent.Depth+1
+		case ok:
+			n.Parent, n.Kind = best.ID, Improve
+		default:
+			// Nothing good and nothing to debug yet: another draft.
+		}
+	}
+	t.nodes = append(t.nodes, n)
+	t.byID[n.ID] = n
+	return n
+}
+
+func (t *Tree) hasChild(id string) bool {
+	for _, n := range t.nodes {
+		if n.Parent == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Mode is how nodes are handed to the slots.
+type Mode int
+
+const (
+	// Async: whenever a slot frees, the next node is chosen and started.
+	Async Mode = iota
+	// Lockstep: start a batch of one node per slot, wait for all, repeat
+	// (what step-synchronous tree searches do).
+	Lockstep
+)
+
+// Stats of a search.
+type Stats struct {
+	Nodes int
+	Wall  time.Duration
+	// Busy is the sum of the nodes' run times.
+	Busy time.Duration
+	// Utilization = Busy / (slots x Wall).
+	Utilization float64
+}
+
+// Run grows the tree to maxNodes nodes with slots nodes running at once.
+// A node that fails to run is buggy with the error as its reason; the
+// search goes on. It stops early when ctx ends (running nodes finish).
+func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, mode Mode) Stats {
+	if p.Rand == nil {
+		p.Rand = rand.New(rand.NewPCG(1, 2))
+	}
+	if slots < 1 {
+		slots = 1
+	}
+	start := time.Now()
+	var busy time.Duration
+	var mu sync.Mutex
+	done := make(chan struct{}, slots)
+	run := func(n *Node) {
+		n0 := time.Now()
+		res, err := r.Run(ctx, n)
+		d := time.Since(n0)
+		t.mu.Lock()
+		n.Done, n.Started, n.Finished = true, n0, n0.Add(d)
+		if err != nil {
+			n.Buggy, n.Reason = true, err.Error()
+		} else {
+			n.Buggy, n.Reason, n.Metric, n.HasMetric = res.Buggy, res.Reason, res.Metric, res.HasMetric
+		}
+		t.mu.Unlock()
+		mu.Lock()
+		busy += d
+		mu.Unlock()
+		done <- struct{}{}
+	}
+	started, running := 0, 0
+	for started < maxNodes && ctx.Err() == nil {
+		batch := 1
+		if mode == Lockstep {
+			batch = min(slots, maxNodes-started)
+		}
+		for range batch {
+			t.mu.Lock()
+			n := t.next(&p)
+			t.mu.Unlock()
+			started++
+			running++
+			go run(n)
+		}
+		if mode == Lockstep {
+			for ; running > 0; running-- {
+				<-done
+			}
+			continue
+		}
+		if running == slots || started == maxNodes {
+			<-done
+			running--
+		}
+	}
+	for ; running > 0; running-- {
+		<-done
+	}
+	wall := time.Since(start)
+	return Stats{Nodes: started, Wall: wall, Busy: busy, Utilization: float64(busy) / (float64(slots) * float64(wall))}
+}

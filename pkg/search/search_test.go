@@ -1,0 +1,142 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fake runs nodes for a duration by kind, counting concurrency; nodes whose
+// id is in fail return an error, in buggy are buggy.
+type fake struct {
+	mu      sync.Mutex
+	ran     map[string]int
+	cur     atomic.Int64
+	maxCur  atomic.Int64
+	fail    map[string]bool
+	buggy   func(n *Node) bool
+	metric  func(n *Node) float64
+	sleep   func(n *Node) time.Duration
+	parents map[string]string
+}
+
+func (f *fake) Run(ctx context.Context, n *Node) (Result, error) {
+	c := f.cur.Add(1)
+	defer f.cur.Add(-1)
+	for {
+		m := f.maxCur.Load()
+		if c <= m || f.maxCur.CompareAndSwap(m, c) {
+			break
+		}
+	}
+	f.mu.Lock()
+	if f.ran == nil {
+		f.ran, f.parents = map[string]int{}, map[string]string{}
+	}
+	f.ran[n.ID]++
+	f.parents[n.ID] = n.Parent
+	f.mu.Unlock()
+	if f.sleep != nil {
+		time.Sleep(f.sleep(n))
+	}
+	if f.fail[n.ID] {
+		return Result{}, errors.New("worker lost")
+	}
+	if f.buggy != nil && f.buggy(n) {
+		return Result{Buggy: true, Reason: "segfault"}, nil
+	}
+	m := 1.0
+	if f.metric != nil {
+		m = f.metric(n)
+	}
+	return Result{Metric: m, HasMetric: true}, nil
+}
+
+func policy() Policy {
+	return Policy{NumDrafts: 3, DebugProb: 1, MaxDebugDepth: 2, Maximize: true, Rand: rand.New(rand.NewPCG(1, 1))}
+}
+
+// TestRunEveryNodeOnce: every node runs exactly once, never more than
+// slots at a time, failures become buggy nodes and the search goes on.
+func TestRunEveryNodeOnce(t *testing.T) {
+	for _, mode := range []Mode{Async, Lockstep} {
+		f := &fake{fail: map[string]bool{"n0002": true}, sleep: func(*Node) time.Duration { return time.Millisecond }}
+		tree := NewTree()
+		st := Run(context.Background(), tree, policy(), f, 3, 40, mode)
+		require.Equal(t, 40, st.Nodes)
+		require.Len(t, f.ran, 40)
+		for id, n := range f.ran {
+			require.Equal(t, 1, n, id)
+		}
+		require.LessOrEqual(t, f.maxCur.Load(), int64(3))
+		nodes := tree.Nodes()
+		require.True(t, nodes[1].Buggy)
+		require.Equal(t, "worker lost", nodes[1].Reason)
+		for _, n := range nodes {
+			require.True(t, n.Done)
+		}
+		require.Greater(t, st.Utilization, 0.0)
+	}
+}
+
+// TestPolicy: drafts first; buggy leaves are debugged (within the depth);
+// otherwise the best node is improved.
+func TestPolicy(t *testing.T) {
+	f := &fake{
+		buggy:  func(n *Node) bool { return n.Kind == Draft && n.ID == "n0001" || n.Kind == Debug },
+		metric: func(n *Node) float64 { return map[string]float64{"n0002": 5, "n0003": 9}[n.ID] },
+	}
+	tree := NewTree()
+	Run(context.Background(), tree, policy(), f, 1, 12, Async)
+	nodes := tree.Nodes()
+	for _, n := range nodes[:3] {
+		require.Equal(t, Draft, n.Kind, n.ID)
+		require.Empty(t, n.Parent)
+	}
+	// n0001 is buggy: debugged (and its debug children too, up to depth 2).
+	require.Equal(t, Debug, nodes[3].Kind)
+	require.Equal(t, "n0001", nodes[3].Parent)
+	require.Equal(t, 1, nodes[3].Depth)
+	require.Equal(t, Debug, nodes[4].Kind)
+	require.Equal(t, nodes[3].ID, nodes[4].Parent)
+	require.Equal(t, 2, nodes[4].Depth)
+	// Depth 2 reached: the best node (n0003, metric 9) is improved.
+	require.Equal(t, Improve, nodes[5].Kind)
+	require.Equal(t, "n0003", nodes[5].Parent)
+	best, ok := tree.Best(true)
+	require.True(t, ok)
+	require.Equal(t, 9.0, best.Metric)
+	worst, ok := tree.Best(false)
+	require.True(t, ok)
+	require.NotEqual(t, best.ID, worst.ID)
+}
+
+// TestAsyncKeepsSlotsBusy: with very uneven durations, asynchronous
+// expansion keeps the slots busier than lockstep batches (no timing
+// asserted beyond the ordering of the two).
+func TestAsyncKeepsSlotsBusy(t *testing.T) {
+	uneven := func(n *Node) time.Duration {
+		if n.ID[len(n.ID)-1]%4 == 0 {
+			return 40 * time.Millisecond
+		}
+		return 2 * time.Millisecond
+	}
+	a := Run(context.Background(), NewTree(), policy(), &fake{sleep: uneven}, 4, 40, Async)
+	l := Run(context.Background(), NewTree(), policy(), &fake{sleep: uneven}, 4, 40, Lockstep)
+	require.Greater(t, a.Utilization, l.Utilization)
+}
+
+func TestRunStopsWithContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fake{sleep: func(*Node) time.Duration { return 5 * time.Millisecond }}
+	go func() { time.Sleep(30 * time.Millisecond); cancel() }()
+	st := Run(ctx, NewTree(), policy(), f, 2, 10000, Async)
+	require.Less(t, st.Nodes, 10000)
+	require.Equal(t, st.Nodes, len(f.ran), "every started node finished")
+}
