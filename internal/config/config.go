@@ -107,6 +107,31 @@ type Worker struct {
 	MaxOutput int64 `envconfig:"MAX_OUTPUT_BYTES" default:"8388608" desc:"output kept in memory per stream of a phase"`
 }
 
+// LLM settings: the model the scheduler asks. Only the scheduler's process
+// holds the key; workers ask through the NATS gateway.
+type LLM struct {
+	// The OpenAI variables keep their usual names (no HPCQ_ prefix).
+	APIKey  string `envconfig:"OPENAI_API_KEY" ignored:"true"`
+	BaseURL string `envconfig:"OPENAI_BASE_URL" ignored:"true"`
+	Model   string `envconfig:"LLM_MODEL" desc:"model name for an OpenAI-compatible endpoint (OPENAI_BASE_URL, OPENAI_API_KEY)"`
+	// Replay: a cassette to serve replies from instead of a live model.
+	Replay      string        `envconfig:"LLM_REPLAY" desc:"JSONL cassette of recorded replies: offline, deterministic runs"`
+	Record      string        `envconfig:"LLM_RECORD" desc:"append every live exchange to this JSONL cassette"`
+	Timeout     time.Duration `envconfig:"LLM_TIMEOUT" default:"120s" desc:"timeout of one request attempt"`
+	MaxAttempts int           `envconfig:"LLM_MAX_ATTEMPTS" default:"5" desc:"attempts per request (429, 5xx, timeouts are retried)"`
+	Concurrency int           `envconfig:"LLM_CONCURRENCY" default:"4" desc:"requests in flight at once"`
+}
+
+// LoadLLM reads the LLM settings, the OpenAI variables included.
+func LoadLLM() (LLM, error) {
+	var l LLM
+	if err := Load(&l); err != nil {
+		return l, err
+	}
+	l.APIKey, l.BaseURL = os.Getenv("OPENAI_API_KEY"), os.Getenv("OPENAI_BASE_URL")
+	return l, nil
+}
+
 // Scheduler settings.
 type Scheduler struct {
 	Common
