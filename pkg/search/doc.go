@@ -6,4 +6,9 @@
 // waiting for the slowest node (Async). Lockstep, the batch-and-wait
 // behaviour of step-synchronous searches, is there to measure against. A
 // node that fails to run is buggy with its reason; the search goes on.
+//
+// A tree opened with OpenTree journals every state change before acting on
+// it, so that a run killed at any moment resumes: finished nodes are kept,
+// unfinished ones run first. CacheKey and Cache give node runs a content
+// address, so that an identical node reuses an earlier result.
 package search

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/hpcq/hpcq/internal/journal"
 )
 
 // Kinds of nodes.
@@ -67,6 +69,9 @@ type Tree struct {
 	mu    sync.Mutex
 	nodes []*Node
 	byID  map[string]*Node
+	jr    *journal.Journal
+	// err is the first journal error: the search stops starting nodes.
+	err error
 }
 
 // NewTree returns an empty tree.
@@ -137,6 +142,10 @@ func (t *Tree) next(p *Policy) *Node {
 			// Nothing good and nothing to debug yet: another draft.
 		}
 	}
+	if err := t.record("created", n); err != nil {
+		t.err = err
+		return nil
+	}
 	t.nodes = append(t.nodes, n)
 	t.byID[n.ID] = n
 	return n
@@ -173,8 +182,10 @@ type Stats struct {
 }
 
 // Run grows the tree to maxNodes nodes with slots nodes running at once.
-// A node that fails to run is buggy with the error as its reason; the
-// search goes on. It stops early when ctx ends (running nodes finish).
+// Nodes the tree holds unfinished (a resumed run) are run first. A node
+// that fails to run is buggy with the error as its reason; the search goes
+// on. It stops early when ctx ends (running nodes finish) or the tree's
+// journal fails (Err says why).
 func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, mode Mode) Stats {
 	if p.Rand == nil {
 		p.Rand = rand.New(rand.NewPCG(1, 2))
@@ -191,11 +202,18 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 		res, err := r.Run(ctx, n)
 		d := time.Since(n0)
 		t.mu.Lock()
-		n.Done, n.Started, n.Finished = true, n0, n0.Add(d)
+		fin := *n
+		fin.Done, fin.Started, fin.Finished = true, n0, n0.Add(d)
 		if err != nil {
-			n.Buggy, n.Reason = true, err.Error()
+			fin.Buggy, fin.Reason = true, err.Error()
 		} else {
-			n.Buggy, n.Reason, n.Metric, n.HasMetric = res.Buggy, res.Reason, res.Metric, res.HasMetric
+			fin.Buggy, fin.Reason, fin.Metric, fin.HasMetric = res.Buggy, res.Reason, res.Metric, res.HasMetric
+		}
+		// The result is journaled before the policy can see it.
+		if jerr := t.record("finished", &fin); jerr != nil && t.err == nil {
+			t.err = jerr
+		} else if jerr == nil {
+			*n = fin
 		}
 		t.mu.Unlock()
 		mu.Lock()
@@ -203,27 +221,45 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 		mu.Unlock()
 		done <- struct{}{}
 	}
-	started, running := 0, 0
-	for started < maxNodes && ctx.Err() == nil {
-		batch := 1
-		if mode == Lockstep {
-			batch = min(slots, maxNodes-started)
+	t.mu.Lock()
+	var pending []*Node
+	for _, n := range t.nodes {
+		if !n.Done {
+			pending = append(pending, n)
 		}
-		for range batch {
+	}
+	total := len(t.nodes)
+	t.mu.Unlock()
+	ran, running := 0, 0
+	for ctx.Err() == nil {
+		var n *Node
+		if len(pending) > 0 {
+			n, pending = pending[0], pending[1:]
+		} else if total < maxNodes {
 			t.mu.Lock()
-			n := t.next(&p)
+			n = t.next(&p)
 			t.mu.Unlock()
-			started++
-			running++
-			go run(n)
+			if n == nil {
+				break // the journal failed
+			}
+			total++
+		} else {
+			break
 		}
+		ran++
+		running++
+		go run(n)
+		full := running == slots
 		if mode == Lockstep {
-			for ; running > 0; running-- {
-				<-done
+			full = running == slots || (len(pending) == 0 && total >= maxNodes)
+			if full {
+				for ; running > 0; running-- {
+					<-done
+				}
 			}
 			continue
 		}
-		if running == slots || started == maxNodes {
+		if full {
 			<-done
 			running--
 		}
@@ -232,5 +268,12 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 		<-done
 	}
 	wall := time.Since(start)
-	return Stats{Nodes: started, Wall: wall, Busy: busy, Utilization: float64(busy) / (float64(slots) * float64(wall))}
+	return Stats{Nodes: ran, Wall: wall, Busy: busy, Utilization: float64(busy) / (float64(slots) * float64(wall))}
+}
+
+// Err is the journal's first error, if any: the tree stopped growing.
+func (t *Tree) Err() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -139,4 +140,43 @@ func TestRunStopsWithContext(t *testing.T) {
 	st := Run(ctx, NewTree(), policy(), f, 2, 10000, Async)
 	require.Less(t, st.Nodes, 10000)
 	require.Equal(t, st.Nodes, len(f.ran), "every started node finished")
+}
+
+// TestResume: a tree reopened from its journal after a crash keeps every
+// finished node, runs the node that was started but never finished, and
+// grows on to the target; no node runs twice.
+func TestResume(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tree.journal")
+	tree, err := OpenTree(path)
+	require.NoError(t, err)
+	f := &fake{sleep: func(*Node) time.Duration { return time.Millisecond }}
+	st := Run(context.Background(), tree, policy(), f, 2, 6, Async)
+	require.Equal(t, 6, st.Nodes)
+	// The crash: a node created (journaled) whose result never came.
+	tree.mu.Lock()
+	lost := tree.next(&Policy{NumDrafts: 10, Rand: rand.New(rand.NewPCG(3, 3))})
+	tree.mu.Unlock()
+	require.NotNil(t, lost)
+	require.NoError(t, tree.Close()) // a kill -9 leaves the same file: every record is one write
+
+	tree, err = OpenTree(path)
+	require.NoError(t, err)
+	defer tree.Close()
+	require.Len(t, tree.Nodes(), 7)
+	un := tree.Unfinished()
+	require.Len(t, un, 1)
+	require.Equal(t, lost.ID, un[0].ID)
+	st = Run(context.Background(), tree, policy(), f, 2, 10, Async)
+	require.Equal(t, 4, st.Nodes, "the unfinished node and three new ones")
+	require.Len(t, tree.Nodes(), 10)
+	require.Empty(t, tree.Unfinished())
+	require.Len(t, f.ran, 10)
+	for id, n := range f.ran {
+		require.Equal(t, 1, n, "node %s ran %d times", id, n)
+	}
+	for _, n := range tree.Nodes()[:6] {
+		require.True(t, n.Done)
+		require.False(t, n.Started.IsZero(), "finished nodes keep their times across the reopen")
+	}
+	require.NoError(t, tree.Err())
 }

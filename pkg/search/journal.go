@@ -1,0 +1,92 @@
+package search
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hpcq/hpcq/internal/journal"
+)
+
+// event is one state change of a node, as the tree's journal keeps it.
+type event struct {
+	Type string    `json:"type"` // created or finished
+	Node Node      `json:"node"`
+	Time time.Time `json:"time"`
+}
+
+// OpenTree opens (creating if needed) a tree whose every state change is
+// written to the journal at path before it is acted on: a node is recorded
+// before it starts, and its result before the policy may use it. Reopening
+// after a crash (kill -9 included) rebuilds the tree; nodes that were
+// created but have no result are Unfinished, and Run runs them first.
+func OpenTree(path string) (*Tree, error) {
+	t := NewTree()
+	jr, err := journal.Open(path, journal.Options{}, func(p []byte) error {
+		var e event
+		if err := json.Unmarshal(p, &e); err != nil {
+			return fmt.Errorf("tree journal: %w", err)
+		}
+		t.apply(e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	t.jr = jr
+	return t, nil
+}
+
+// apply replays an event; the caller holds t.mu (or owns t).
+func (t *Tree) apply(e event) {
+	switch e.Type {
+	case "created":
+		n := e.Node
+		if _, ok := t.byID[n.ID]; ok {
+			return
+		}
+		t.nodes = append(t.nodes, &n)
+		t.byID[n.ID] = &n
+	case "finished":
+		if n, ok := t.byID[e.Node.ID]; ok {
+			*n = e.Node
+		}
+	}
+}
+
+// record journals an event; the caller holds t.mu. Without a journal it
+// does nothing.
+func (t *Tree) record(typ string, n *Node) error {
+	if t.jr == nil {
+		return nil
+	}
+	data, err := json.Marshal(event{Type: typ, Node: *n, Time: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	if err := t.jr.Append(data); err != nil {
+		return fmt.Errorf("tree journal: %w", err)
+	}
+	return nil
+}
+
+// Unfinished returns the nodes created but not done, in creation order.
+func (t *Tree) Unfinished() []Node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []Node
+	for _, n := range t.nodes {
+		if !n.Done {
+			out = append(out, *n)
+		}
+	}
+	return out
+}
+
+// Close closes the journal.
+func (t *Tree) Close() error {
+	if t.jr == nil {
+		return nil
+	}
+	return t.jr.Close()
+}
