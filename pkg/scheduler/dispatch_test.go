@@ -1,0 +1,111 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/search"
+	"github.com/hpcq/hpcq/pkg/worker"
+)
+
+// TestDispatcher: outcomes reach their submitter one by one; a task that
+// cannot run is dead-lettered to its waiter; a resumed dispatcher answers
+// an already-answered task from the stream without running it again.
+func TestDispatcher(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var runs atomic.Int64
+	exec := worker.ExecutorFunc(func(_ context.Context, tk *queue.NodeTask, _ worker.Slot) (*queue.NodeResult, error) {
+		runs.Add(1)
+		return &queue.NodeResult{Metrics: map[string]float64{"score": float64(len(tk.NodeID))}}, nil
+	})
+	runDir := filepath.Join(t.TempDir(), scheduler.NewRunID())
+	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: runDir, Executor: exec, Logger: testutil.Logger(t),
+		Worker: worker.Config{Slots: 2, Toolchains: map[string]string{"gcc": "12"}}})
+	require.NoError(t, err)
+	defer l.Close()
+
+	d, err := scheduler.NewDispatcher(ctx, l.Queue, l.RunID)
+	require.NoError(t, err)
+	a, err := d.Submit(ctx, task("a", "cpu"))
+	require.NoError(t, err)
+	bb, err := d.Submit(ctx, task("bb", "cpu"))
+	require.NoError(t, err)
+	needs := task("cuda", "cpu")
+	needs.Requires = []string{"nvcc"}
+	c, err := d.Submit(ctx, needs)
+	require.NoError(t, err)
+	_, err = d.Submit(ctx, task("a", "cpu"))
+	require.ErrorIs(t, err, scheduler.ErrDuplicateTask)
+	oa, obb, oc := <-a, <-bb, <-c
+	require.Equal(t, 1.0, oa.Result.Metrics["score"])
+	require.Equal(t, 2.0, obb.Result.Metrics["score"])
+	require.Equal(t, "a", oa.Task.NodeID)
+	require.NotNil(t, oc.DeadLetter)
+	require.Contains(t, oc.DeadLetter.Reason, "nvcc")
+	d.Close()
+	require.EqualValues(t, 2, runs.Load())
+
+	// A resumed scheduler: the answers are in the stream.
+	d, err = scheduler.NewDispatcher(ctx, l.Queue, l.RunID)
+	require.NoError(t, err)
+	defer d.Close()
+	testutil.Eventually(t, 10*time.Second, "the earlier result", func() bool {
+		ch, err := d.Submit(ctx, task("bb", "cpu"))
+		require.NoError(t, err)
+		o := <-ch
+		return o.Result != nil && o.Result.Metrics["score"] == 2
+	})
+	require.EqualValues(t, 2, runs.Load(), "not run again")
+}
+
+// TestSearchOverTheQueue: an asynchronous tree search whose nodes run as
+// tasks on a local worker through the real phases executor.
+func TestSearchOverTheQueue(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runDir := filepath.Join(t.TempDir(), scheduler.NewRunID())
+	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: runDir, Workers: 2, Logger: testutil.Logger(t),
+		Worker: worker.Config{Slots: 1}})
+	require.NoError(t, err)
+	defer l.Close()
+	d, err := scheduler.NewDispatcher(ctx, l.Queue, l.RunID)
+	require.NoError(t, err)
+	defer d.Close()
+	r := scheduler.SearchRunner{D: d, Metric: "score", Build: func(_ context.Context, n *search.Node) (*queue.NodeTask, error) {
+		i, _ := strconv.Atoi(n.ID[1:])
+		cmd := fmt.Sprintf("echo METRIC score=%d", (i*7)%10)
+		if i == 2 {
+			cmd = "exit 3" // a buggy node
+		}
+		return &queue.NodeTask{V: 1, NodeID: n.ID, Attempt: 1, Pool: "cpu", Kind: n.Kind, ParentID: n.Parent,
+			Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{cmd}}}}, nil
+	}}
+	tree := search.NewTree()
+	st := search.Run(ctx, tree, search.Policy{NumDrafts: 3, DebugProb: 1, MaxDebugDepth: 1, Maximize: true, Rand: rand.New(rand.NewPCG(1, 1))},
+		r, 2, 8, search.Async)
+	require.Equal(t, 8, st.Nodes)
+	nodes := tree.Nodes()
+	require.True(t, nodes[1].Buggy)
+	require.Contains(t, nodes[1].Reason, "run_failed")
+	debugged := false
+	for _, n := range nodes {
+		debugged = debugged || (n.Kind == search.Debug && n.Parent == "n0002")
+	}
+	require.True(t, debugged, "the buggy draft is debugged")
+	best, ok := tree.Best(true)
+	require.True(t, ok)
+	require.Equal(t, 9.0, best.Metric)
+}
