@@ -112,6 +112,20 @@ wait_ready() {
   die "$what not ready within ${secs}s; see $log"
 }
 
+# try_ready PID SECONDS WHAT LOG CMD...: as wait_ready, but returns 1 when
+# the process exits at start (its port was taken between the check and the
+# bind, by a server another test started), so the caller can pick new ports.
+try_ready() {
+  local pid=$1 secs=$2 what=$3 log=$4 i
+  shift 4
+  for i in $(seq 1 $((secs * 20))); do
+    "$@" >/dev/null 2>&1 && return 0
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  die "$what not ready within ${secs}s; see $log"
+}
+
 nats_url() { grep -o 'nats://[0-9.]*:[0-9]*' "$1" 2>/dev/null | head -n1; }
 nats_ready() { [ -n "$(nats_url "$1")" ]; }
 
@@ -187,20 +201,37 @@ start_redis() {
     cp "$HPCQ_REDIS_TLS_KEY" "$dir/tls/key.pem"
   fi
   if [ -d "$dir/tls" ]; then
-    tls=(--port 0 --tls-port "$port" --tls-cert-file "$dir/tls/cert.pem" --tls-key-file "$dir/tls/key.pem"
-      --tls-ca-cert-file "$dir/tls/cert.pem" --tls-auth-clients no)
     cli=(--tls --cacert "$dir/tls/cert.pem")
     scheme=rediss
-  else
-    tls=(--port "$port")
   fi
-  # appendonly with fsync every second: what survives a kill -9 is what a
-  # real deployment would keep.
-  redis-server "${conf[@]}" --bind 127.0.0.1 "${tls[@]}" --dir "$dir/data" --appendonly yes --appendfsync everysec \
-    --save "" --daemonize no --logfile "$dir/redis.log" --protected-mode yes </dev/null >/dev/null 2>&1 &
-  local launched=$!
-  echo "$launched" >"$dir/redis.pid"
-  wait_ready "$launched" 5 redis-server "$dir/redis.log" redis_ready "$port" "$pass" "${cli[@]}"
+  local fresh=1 attempt launched
+  [ -e "$dir/redis.port.started" ] && fresh=0
+  for attempt in 1 2 3; do
+    if [ -d "$dir/tls" ]; then
+      tls=(--port 0 --tls-port "$port" --tls-cert-file "$dir/tls/cert.pem" --tls-key-file "$dir/tls/key.pem"
+        --tls-ca-cert-file "$dir/tls/cert.pem" --tls-auth-clients no)
+    else
+      tls=(--port "$port")
+    fi
+    # appendonly with fsync every second: what survives a kill -9 is what a
+    # real deployment would keep.
+    redis-server "${conf[@]}" --bind 127.0.0.1 "${tls[@]}" --dir "$dir/data" --appendonly yes --appendfsync everysec \
+      --save "" --daemonize no --logfile "$dir/redis.log" --protected-mode yes </dev/null >/dev/null 2>&1 &
+    launched=$!
+    echo "$launched" >"$dir/redis.pid"
+    if try_ready "$launched" 5 redis-server "$dir/redis.log" redis_ready "$port" "$pass" "${cli[@]}"; then
+      break
+    fi
+    # A first start whose port was taken meanwhile picks a new one; a
+    # restart keeps its port (its clients know it) and fails.
+    if [ "$fresh" = 1 ] && [ "$attempt" -lt 3 ]; then
+      rm -f "$dir/redis.port"
+      port=$(port_for "$dir" redis)
+      continue
+    fi
+    die "redis-server exited at start; see $dir/redis.log"
+  done
+  touch "$dir/redis.port.started"
   printf 'HPCQ_REDIS_URL=%s://127.0.0.1:%s/0\nHPCQ_REDIS_PID=%s\n' "$scheme" "$port" "$launched" | tee "$dir/redis.env"
 }
 
@@ -209,6 +240,10 @@ start_clickhouse() {
   mkdir -p "$dir"/{data,tmp,log,user_files,format_schemas}
   already_running "$dir" clickhouse && return 0
   need clickhouse-server clickhouse
+  local fresh=1 attempt
+  [ -s "$dir/clickhouse-tcp.port" ] && fresh=0
+  # (The loop body is not indented: it holds a heredoc.)
+  for attempt in 1 2 3; do
   tcp=$(port_for "$dir" clickhouse-tcp); http=$(port_for "$dir" clickhouse-http); inter=$(port_for "$dir" clickhouse-inter)
   cat >"$dir/config.xml" <<XML
 <yandex>
@@ -238,8 +273,18 @@ XML
   clickhouse-server --config-file="$dir/config.xml" </dev/null >"$dir/log/stdout.log" 2>&1 &
   local launched=$!
   echo "$launched" >"$dir/clickhouse.pid"
-  wait_ready "$launched" 30 clickhouse-server "$dir/log/error.log" \
-    clickhouse-client --host 127.0.0.1 --port "$tcp" --query "SELECT 1"
+  if try_ready "$launched" 30 clickhouse-server "$dir/log/error.log" \
+    clickhouse-client --host 127.0.0.1 --port "$tcp" --query "SELECT 1"; then
+    break
+  fi
+  # A first start whose ports were taken meanwhile picks new ones; a
+  # restart keeps its ports (its clients know them) and fails.
+  if [ "$fresh" = 1 ] && [ "$attempt" -lt 3 ]; then
+    rm -f "$dir"/clickhouse-*.port
+    continue
+  fi
+  die "clickhouse-server exited at start; see $dir/log/error.log"
+  done
   printf 'HPCQ_CLICKHOUSE_DSN=clickhouse://default@127.0.0.1:%s/default\nHPCQ_CLICKHOUSE_TCP_PORT=%s\nHPCQ_CLICKHOUSE_HTTP_PORT=%s\nHPCQ_CLICKHOUSE_PID=%s\n' \
     "$tcp" "$tcp" "$http" "$launched" | tee "$dir/clickhouse.env"
 }
