@@ -277,12 +277,12 @@ func scopeSQL(sc []scopeEntry) (string, []any) {
 		if i > 0 {
 			b.WriteString(" OR ")
 		}
-		if e.maxSeq >= unbounded {
+		if e.MaxSeq >= unbounded {
 			b.WriteString("branch = ?")
-			args = append(args, e.branch)
+			args = append(args, e.Branch)
 		} else {
 			b.WriteString("(branch = ? AND seq <= ?)")
-			args = append(args, e.branch, e.maxSeq)
+			args = append(args, e.Branch, e.MaxSeq)
 		}
 	}
 	b.WriteByte(')')

@@ -68,10 +68,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-type scopeEntry struct {
-	branch string
-	maxSeq int64
-}
+// scopeEntry is the visibility rule's unit, shared by the stores.
+type scopeEntry = memory.ScopeEntry
 
 // Store is a memory.Store on Redis (branches, seqs, core, recall,
 // summaries, fact dedup) and ClickHouse (archival texts, their term index,
@@ -84,7 +82,7 @@ type Store struct {
 	prefix       string
 	now          func() time.Time
 	log          *slog.Logger
-	scopes       sync.Map // branch -> []scopeEntry (branches never change)
+	scopes       *memory.Scopes
 	closeTimeout time.Duration
 
 	jr *journal.Journal
@@ -231,6 +229,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	s := &Store{rdb: rdb, ch: ch, run: o.Run, prefix: "hpcq:{" + o.Run + "}:", now: o.Now, log: o.Logger,
 		closeTimeout: o.CloseTimeout, progress: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.ship = newShipper(ch, o.Run, s.complete)
+	s.scopes = &memory.Scopes{Self: unbounded, Lookup: s.branchGet}
 	var replay []*record
 	s.jr, err = journal.Open(filepath.Join(o.SpoolDir, "spool-"+o.Run+".journal"), journal.Options{}, func(p []byte) error {
 		var r record
@@ -534,7 +533,7 @@ func (s *Store) request(ctx context.Context, r *record) (req string, known bool,
 		if o.T == "arch" { // only archival dedup reads the scope
 			scope = make([][2]any, len(sc))
 			for i, e := range sc {
-				scope[i] = [2]any{e.branch, e.maxSeq}
+				scope[i] = [2]any{e.Branch, e.MaxSeq}
 			}
 			break
 		}
@@ -711,7 +710,7 @@ func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, e
 		return memory.Branch{}, replyErr(rep, r)
 	}
 	b := memory.Branch{ID: p.Branch, Parent: p.Parent, ForkSeq: rep.R[0].S, Depth: rep.R[0].Depth, Created: time.UnixMilli(r.TS).UTC()}
-	if _, err := s.scopeOf(ctx, b); err != nil {
+	if _, err := s.scopes.Of(ctx, b); err != nil {
 		return b, err
 	}
 	return b, nil
@@ -741,36 +740,10 @@ func (s *Store) branchGet(ctx context.Context, id string) (memory.Branch, error)
 	return b, nil
 }
 
-// scope is the branch's visible set: itself unbounded, then each ancestor
-// up to the seq at which the path forked from it.
+// scope is the branch's visible set (memory.Scopes): itself unbounded,
+// then each ancestor up to the seq at which the path forked from it.
 func (s *Store) scope(ctx context.Context, id string) ([]scopeEntry, error) {
-	if v, ok := s.scopes.Load(id); ok {
-		return v.([]scopeEntry), nil
-	}
-	b, err := s.branchGet(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return s.scopeOf(ctx, b)
-}
-
-// scopeOf builds (and caches) the scope of branch b from its parent's.
-func (s *Store) scopeOf(ctx context.Context, b memory.Branch) ([]scopeEntry, error) {
-	out := []scopeEntry{{branch: b.ID, maxSeq: unbounded}}
-	if b.Parent != "" {
-		parent, err := s.scope(ctx, b.Parent)
-		if err != nil {
-			return nil, err
-		}
-		for i, e := range parent {
-			if i == 0 {
-				e.maxSeq = b.ForkSeq
-			}
-			out = append(out, e)
-		}
-	}
-	s.scopes.Store(b.ID, out)
-	return out, nil
+	return s.scopes.Get(ctx, id)
 }
 
 // readScope checks the store can serve a read of branch and returns its scope.
@@ -846,7 +819,7 @@ func (s *Store) coreVersions(ctx context.Context, sc []scopeEntry) ([][]coreVers
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(sc))
 	for i, e := range sc {
-		cmds[i] = pipe.ZRangeByScore(ctx, s.prefix+"core:"+e.branch, &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(e.maxSeq, 10)})
+		cmds[i] = pipe.ZRangeByScore(ctx, s.prefix+"core:"+e.Branch, &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(e.MaxSeq, 10)})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, unavailable("read core", err)
@@ -891,7 +864,7 @@ func (s *Store) visibleCore(ctx context.Context, branch string) ([]memory.CoreEn
 			if v.D == 1 || (v.E != 0 && v.E <= now) {
 				continue
 			}
-			e := memory.CoreEntry{Key: k, Value: v.V, Importance: v.I, Branch: sc[i].branch, Seq: v.S, Updated: time.UnixMilli(v.TS).UTC()}
+			e := memory.CoreEntry{Key: k, Value: v.V, Importance: v.I, Branch: sc[i].Branch, Seq: v.S, Updated: time.UnixMilli(v.TS).UTC()}
 			if v.E != 0 {
 				e.Expires = time.UnixMilli(v.E).UTC()
 			}
@@ -959,8 +932,8 @@ func (s *Store) events(ctx context.Context, branch string, after int64, limit in
 	lists := make([]*redis.StringSliceCmd, len(sc))
 	counts := make([]*redis.IntCmd, len(sc))
 	for i, e := range sc {
-		key := s.prefix + "recall:" + e.branch
-		rng := &redis.ZRangeBy{Min: "(" + strconv.FormatInt(after, 10), Max: strconv.FormatInt(e.maxSeq, 10)}
+		key := s.prefix + "recall:" + e.Branch
+		rng := &redis.ZRangeBy{Min: "(" + strconv.FormatInt(after, 10), Max: strconv.FormatInt(e.MaxSeq, 10)}
 		if limit > 0 {
 			rng.Count = int64(limit)
 		}
@@ -984,7 +957,7 @@ func (s *Store) events(ctx context.Context, branch string, after int64, limit in
 			if err := json.Unmarshal([]byte(m), &v); err != nil {
 				return nil, 0, fmt.Errorf("memory/cluster: recall event: %w", err)
 			}
-			out = append(out, memory.RecallEvent{Seq: v.S, TS: time.UnixMilli(v.TS).UTC(), Kind: v.K, NodeID: v.N, Branch: sc[i].branch, Phase: v.Ph, Payload: v.Pl})
+			out = append(out, memory.RecallEvent{Seq: v.S, TS: time.UnixMilli(v.TS).UTC(), Kind: v.K, NodeID: v.N, Branch: sc[i].Branch, Phase: v.Ph, Payload: v.Pl})
 		}
 		if total {
 			n += int(counts[i].Val())
@@ -1039,7 +1012,7 @@ func (s *Store) RecallSummaryGet(ctx context.Context, branch string) (memory.Rec
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(sc))
 	for i, e := range sc {
-		cmds[i] = pipe.ZRevRangeByScore(ctx, s.prefix+"sum:"+e.branch, &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(e.maxSeq, 10), Count: 1})
+		cmds[i] = pipe.ZRevRangeByScore(ctx, s.prefix+"sum:"+e.Branch, &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(e.MaxSeq, 10), Count: 1})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return memory.RecallSummary{}, unavailable("read recall summary", err)
@@ -1187,7 +1160,7 @@ func (s *Store) stats(ctx context.Context, sc []scopeEntry) (docs, sumLen uint64
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(sc))
 	for i, e := range sc {
-		cmds[i] = pipe.ZRevRangeByScore(ctx, s.prefix+"dl:"+e.branch, &redis.ZRangeBy{Max: strconv.FormatInt(e.maxSeq, 10), Min: "-inf", Count: 1})
+		cmds[i] = pipe.ZRevRangeByScore(ctx, s.prefix+"dl:"+e.Branch, &redis.ZRangeBy{Max: strconv.FormatInt(e.MaxSeq, 10), Min: "-inf", Count: 1})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, 0, err
@@ -1256,7 +1229,7 @@ func (s *Store) items(ctx context.Context, sc []scopeEntry, cands []candidate) (
 	}
 	maxSeq := map[string]int64{}
 	for _, e := range sc {
-		maxSeq[e.branch] = e.maxSeq
+		maxSeq[e.Branch] = e.MaxSeq
 	}
 	out := make([]memory.ArchivalItem, len(cands))
 	for i, v := range get.Val() {

@@ -127,14 +127,14 @@ func (x *textIndex[T]) search(sc []scopeEntry, query string, tags []string, n in
 	parts := make([]part, 0, len(sc))
 	total, sumLen := 0, 0
 	for _, e := range sc {
-		bd := x.branches[e.branch]
+		bd := x.branches[e.Branch]
 		if bd == nil {
 			continue
 		}
-		k := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] > e.maxSeq })
+		k := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] > e.MaxSeq })
 		total += k
 		sumLen += bd.lenPrefix[k]
-		parts = append(parts, part{bd, e.maxSeq})
+		parts = append(parts, part{bd, e.MaxSeq})
 	}
 	if total == 0 {
 		return nil
@@ -244,7 +244,7 @@ func (x *archIndex) counts(sc []scopeEntry, seq int64, first time.Time) (int, ti
 	n, last := 1, first
 	for _, h := range x.hits[seq] {
 		for _, e := range sc {
-			if h.branch == e.branch && h.seq <= e.maxSeq {
+			if h.branch == e.Branch && h.seq <= e.MaxSeq {
 				n++
 				if h.ts.After(last) {
 					last = h.ts
@@ -273,7 +273,7 @@ func (x *archIndex) findFact(sc []scopeEntry, fact string) (memory.ArchivalItem,
 		var best *indexedDoc[memory.ArchivalItem]
 		for _, q := range seqs {
 			d := x.docs[q]
-			if d.branch == e.branch && q <= e.maxSeq && (best == nil || q > best.item.Seq) {
+			if d.branch == e.Branch && q <= e.MaxSeq && (best == nil || q > best.item.Seq) {
 				best = d
 			}
 		}

@@ -57,7 +57,7 @@ func (c *coreMirror) get(sc []scopeEntry, key string, now time.Time) (memory.Cor
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, e := range sc {
-		if v, ok := latest(c.byBranch[e.branch][key], e.maxSeq); ok {
+		if v, ok := latest(c.byBranch[e.Branch][key], e.MaxSeq); ok {
 			// A tombstone or an expired write hides older values.
 			return v.entry, live(v, now)
 		}
@@ -72,11 +72,11 @@ func (c *coreMirror) list(sc []scopeEntry, now time.Time) []memory.CoreEntry {
 	decided := map[string]bool{}
 	var out []memory.CoreEntry
 	for _, e := range sc {
-		for key, vs := range c.byBranch[e.branch] {
+		for key, vs := range c.byBranch[e.Branch] {
 			if decided[key] {
 				continue
 			}
-			if v, ok := latest(vs, e.maxSeq); ok {
+			if v, ok := latest(vs, e.MaxSeq); ok {
 				decided[key] = true
 				if live(v, now) {
 					out = append(out, v.entry)
@@ -119,8 +119,8 @@ func (m *summaryMirror) get(sc []scopeEntry) memory.RecallSummary {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	for _, e := range sc {
-		vs := m.byBranch[e.branch]
-		i := sort.Search(len(vs), func(i int) bool { return vs[i].seq > e.maxSeq })
+		vs := m.byBranch[e.Branch]
+		i := sort.Search(len(vs), func(i int) bool { return vs[i].seq > e.MaxSeq })
 		if i > 0 {
 			return vs[i-1].sum
 		}
@@ -136,12 +136,12 @@ func (x recallIndex) list(sc []scopeEntry, after int64, limit int, newest, total
 	var seqs []int64
 	count := 0
 	for _, e := range sc {
-		bd := x.branches[e.branch]
+		bd := x.branches[e.Branch]
 		if bd == nil {
 			continue
 		}
 		lo := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] > after })
-		hi := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] > e.maxSeq })
+		hi := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] > e.MaxSeq })
 		if hi <= lo {
 			continue
 		}

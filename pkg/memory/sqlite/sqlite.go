@@ -48,8 +48,8 @@ type Options struct {
 type Store struct {
 	db  *sql.DB
 	now func() time.Time
-	// scopes caches each branch's scope: branches never change.
-	scopes sync.Map // id -> []scopeEntry
+	// scopes computes and caches each branch's scope.
+	scopes *memory.Scopes
 	// arch indexes the archival texts for scoped BM25 search and dedup;
 	// recall the recall events for recall_search.
 	arch      *archIndex
@@ -107,11 +107,8 @@ const lastSeq = `SELECT MAX(m) FROM (
 
 var _ memory.Store = (*Store)(nil)
 
-type scopeEntry struct {
-	branch string
-	maxSeq int64
-	depth  int
-}
+// scopeEntry is the visibility rule's unit, shared by the stores.
+type scopeEntry = memory.ScopeEntry
 
 // schema: every table is appended to in seq order and read back whole at
 // Open (reads run on the in-memory mirrors), so no secondary index is kept:
@@ -175,6 +172,7 @@ func Open(path string, o Options) (*Store, error) {
 	}
 	s := &Store{db: db, now: o.Now, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()}, core: newCoreMirror(), summaries: newSummaryMirror(), lock: lock, stmts: map[string]*sql.Stmt{},
 		committed: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
+	s.scopes = &memory.Scopes{Self: math.MaxInt64, Lookup: s.BranchGet}
 	fail := func(err error) (*Store, error) {
 		s.Close()
 		return nil, err
@@ -470,7 +468,7 @@ func (s *Store) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, e
 		return nil
 	}, func() { s.branches.Store(b.ID, b) })
 	if err == nil {
-		_, err = s.scopeOf(ctx, b)
+		_, err = s.scopes.Of(ctx, b)
 	}
 	return b, err
 }
@@ -484,38 +482,11 @@ func (s *Store) BranchGet(ctx context.Context, id string) (memory.Branch, error)
 	return v.(memory.Branch), nil
 }
 
-// scope is the visible set of a branch: itself with no seq bound, then each
-// ancestor up to the seq at which the path forked from it. A branch's
-// scope is its parent's with the parent bounded by the fork seq, so each
-// costs one lookup once; Fork fills it in at once.
+// scope is the visible set of a branch (memory.Scopes): itself with no
+// seq bound, then each ancestor up to the seq at which the path forked from
+// it. Fork fills it in at once.
 func (s *Store) scope(ctx context.Context, id string) ([]scopeEntry, error) {
-	if v, ok := s.scopes.Load(id); ok {
-		return v.([]scopeEntry), nil
-	}
-	b, err := s.BranchGet(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	return s.scopeOf(ctx, b)
-}
-
-func (s *Store) scopeOf(ctx context.Context, b memory.Branch) ([]scopeEntry, error) {
-	out := []scopeEntry{{branch: b.ID, maxSeq: math.MaxInt64, depth: 0}}
-	if b.Parent != "" {
-		parent, err := s.scope(ctx, b.Parent)
-		if err != nil {
-			return nil, err
-		}
-		for i, e := range parent {
-			if i == 0 {
-				e.maxSeq = b.ForkSeq
-			}
-			e.depth++
-			out = append(out, e)
-		}
-	}
-	s.scopes.Store(b.ID, out)
-	return out, nil
+	return s.scopes.Get(ctx, id)
 }
 
 // Core.
