@@ -15,23 +15,23 @@ import (
 // Config holds the memory settings; the json names are the keys of the
 // seed's `memory:` section. Every field has a default (Defaults).
 type Config struct {
-	CoreMaxChars    int `json:"core_max_chars"`
-	RecallMaxEvents int `json:"recall_max_events"`
-	RetrievalK      int `json:"retrieval_k"`
+	CoreMaxChars    int `json:"core_max_chars" yaml:"core_max_chars"`
+	RecallMaxEvents int `json:"recall_max_events" yaml:"recall_max_events"`
+	RetrievalK      int `json:"retrieval_k" yaml:"retrieval_k"`
 	// RedactSecrets defaults to on: nil means true, so a zero Config never
 	// stores secrets.
-	RedactSecrets            *bool `json:"redact_secrets"`
-	MemoryBudgetChars        int   `json:"memory_budget_chars"`
-	MaxCompressionIterations int   `json:"max_compression_iterations"`
-	MaxMemoryReadRounds      int   `json:"max_memory_read_rounds"`
+	RedactSecrets            *bool `json:"redact_secrets" yaml:"redact_secrets"`
+	MemoryBudgetChars        int   `json:"memory_budget_chars" yaml:"memory_budget_chars"`
+	MaxCompressionIterations int   `json:"max_compression_iterations" yaml:"max_compression_iterations"`
+	MaxMemoryReadRounds      int   `json:"max_memory_read_rounds" yaml:"max_memory_read_rounds"`
 	// SectionBudgets by section name (the seed's section_budgets).
-	SectionBudgets map[string]int `json:"section_budgets"`
+	SectionBudgets map[string]int `json:"section_budgets" yaml:"section_budgets"`
 	// UseFTS is the seed's use_fts: auto (the default) or true. Archival
 	// and recall search always run on hpcq's built-in full-text index
 	// (BM25 over the branch's visible set), which needs no SQLite module,
 	// so the seed's keyword fallback for a missing FTS5 has no case to
 	// serve; false is refused by Validate rather than silently ignored.
-	UseFTS string `json:"use_fts"`
+	UseFTS string `json:"use_fts" yaml:"use_fts"`
 }
 
 // sectionBudgetKeys are the section_budgets keys hpcq knows.

@@ -143,19 +143,19 @@ type MetricPattern struct {
 // Limits bound a task's execution. Zero values mean "the worker's default"
 // (for the resource limits: no limit).
 type Limits struct {
-	DownloadTimeoutS int `json:"download_timeout_s,omitempty"`
-	CompileTimeoutS  int `json:"compile_timeout_s,omitempty"`
-	RunTimeoutS      int `json:"run_timeout_s,omitempty"`
-	CPUs             int `json:"cpus,omitempty"`
-	GPUs             int `json:"gpus,omitempty"`
-	MemoryMB         int `json:"memory_mb,omitempty"`
+	DownloadTimeoutS int `json:"download_timeout_s,omitempty" yaml:"download_timeout_s"`
+	CompileTimeoutS  int `json:"compile_timeout_s,omitempty" yaml:"compile_timeout_s"`
+	RunTimeoutS      int `json:"run_timeout_s,omitempty" yaml:"run_timeout_s"`
+	CPUs             int `json:"cpus,omitempty" yaml:"cpus"`
+	GPUs             int `json:"gpus,omitempty" yaml:"gpus"`
+	MemoryMB         int `json:"memory_mb,omitempty" yaml:"memory_mb"`
 	// MaxOutputBytes kept in memory per stream (stdout, stderr) of a phase.
-	MaxOutputBytes int64 `json:"max_output_bytes,omitempty"`
+	MaxOutputBytes int64 `json:"max_output_bytes,omitempty" yaml:"max_output_bytes"`
 	// AddressSpaceMB, FileSizeMB and OpenFiles are resource limits (ulimit
 	// -v, -f, -n) on every command of the task.
-	AddressSpaceMB int `json:"address_space_mb,omitempty"`
-	FileSizeMB     int `json:"file_size_mb,omitempty"`
-	OpenFiles      int `json:"open_files,omitempty"`
+	AddressSpaceMB int `json:"address_space_mb,omitempty" yaml:"address_space_mb"`
+	FileSizeMB     int `json:"file_size_mb,omitempty" yaml:"file_size_mb"`
+	OpenFiles      int `json:"open_files,omitempty" yaml:"open_files"`
 }
 
 // MsgID is the Nats-Msg-Id of the task: "<run_id>/<node_id>/<attempt>".

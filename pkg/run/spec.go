@@ -1,0 +1,220 @@
+package run
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+// Spec is a run's run.yaml. Zero values take the defaults of Defaults.
+type Spec struct {
+	Title string `yaml:"title"`
+	// Idea is the research idea; IdeaFile reads it from a file (relative to
+	// run.yaml).
+	Idea     string `yaml:"idea"`
+	IdeaFile string `yaml:"idea_file"`
+	// Pool the nodes run in, and the toolchains they need.
+	Pool     string   `yaml:"pool"`
+	Requires []string `yaml:"requires"`
+	Metric   Metric   `yaml:"metric"`
+	Stages   Stages   `yaml:"stages"`
+	Search   Search   `yaml:"search"`
+	LLM      LLM      `yaml:"llm"`
+	Phase1   Phase1   `yaml:"phase1"`
+	Memory   Memory   `yaml:"memory"`
+	// Limits of every node's phases (a node's task carries them).
+	Limits     queue.Limits `yaml:"limits"`
+	LogPrompts *bool        `yaml:"log_prompts"`
+	// Resources is a resources.yaml/.json file (relative to run.yaml).
+	Resources string `yaml:"resources"`
+}
+
+// Metric is what the search optimizes.
+type Metric struct {
+	Name      string `yaml:"name"`
+	Direction string `yaml:"direction"` // maximize or minimize
+	Unit      string `yaml:"unit"`
+}
+
+// Stage is one stage of the tree search.
+type Stage struct {
+	MaxIterations int `yaml:"max_iterations"`
+}
+
+// Stages are the four stages, in order.
+type Stages struct {
+	InitialImplementation Stage `yaml:"initial_implementation"`
+	BaselineTuning        Stage `yaml:"baseline_tuning"`
+	CreativeResearch      Stage `yaml:"creative_research"`
+	AblationStudies       Stage `yaml:"ablation_studies"`
+}
+
+// Search parameters.
+type Search struct {
+	NumDrafts     int      `yaml:"num_drafts"`
+	DebugProb     *float64 `yaml:"debug_prob"`
+	MaxDebugDepth int      `yaml:"max_debug_depth"`
+	// Slots: nodes in flight at once (default: the live workers' slots).
+	Slots int  `yaml:"slots"`
+	Judge bool `yaml:"judge"` // an LLM judge picks the best node
+}
+
+// LLM settings of the run (the endpoint and key come from the
+// environment).
+type LLM struct {
+	Model       string     `yaml:"model"`
+	Temperature *float64   `yaml:"temperature"`
+	MaxTokens   int        `yaml:"max_tokens"`
+	Retries     int        `yaml:"retries"` // unusable replies retried with feedback
+	Prices      llm.Prices `yaml:"prices"`
+	Budget      llm.Budget `yaml:"budget"`
+}
+
+// Phase1 is the download/install phase.
+type Phase1 struct {
+	Mode     string `yaml:"mode"` // iterative or batch
+	MaxSteps int    `yaml:"max_steps"`
+}
+
+// Memory settings: on or off, and the memory's own configuration.
+type Memory struct {
+	Enabled       *bool `yaml:"enabled"`
+	memory.Config `yaml:",inline"`
+}
+
+// Defaults are the values of a field left out.
+func Defaults() Spec {
+	t, f := true, 0.5
+	return Spec{
+		Pool:       "cpu",
+		Metric:     Metric{Direction: "maximize"},
+		Stages:     Stages{InitialImplementation: Stage{8}, BaselineTuning: Stage{4}, CreativeResearch: Stage{6}, AblationStudies: Stage{3}},
+		Search:     Search{NumDrafts: 3, DebugProb: &f, MaxDebugDepth: 3},
+		LLM:        LLM{MaxTokens: 8000, Retries: 2},
+		Phase1:     Phase1{Mode: "iterative", MaxSteps: 12},
+		Memory:     Memory{Enabled: &t, Config: memory.Defaults()},
+		LogPrompts: &t,
+	}
+}
+
+// ErrSpec: run.yaml is invalid; the message names the field.
+var ErrSpec = errors.New("run.yaml")
+
+// LoadSpec reads and checks run.yaml: unknown keys are errors (with their
+// line), defaults fill what is left out, and idea_file and resources are
+// resolved against the file's directory.
+func LoadSpec(path string) (Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Spec{}, fmt.Errorf("%w: %w", ErrSpec, err)
+	}
+	s := Defaults()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		return Spec{}, fmt.Errorf("%w: %s: %v", ErrSpec, path, err)
+	}
+	dir := filepath.Dir(path)
+	if s.IdeaFile != "" {
+		if s.Idea != "" {
+			return Spec{}, fmt.Errorf("%w: %s: idea and idea_file: give one", ErrSpec, path)
+		}
+		p := s.IdeaFile
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return Spec{}, fmt.Errorf("%w: idea_file: %w", ErrSpec, err)
+		}
+		s.Idea = string(b)
+	}
+	if s.Resources != "" && !filepath.IsAbs(s.Resources) {
+		s.Resources = filepath.Join(dir, s.Resources)
+	}
+	if err := s.Validate(); err != nil {
+		return Spec{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Validate reports the first invalid field.
+func (s Spec) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrSpec, field, fmt.Sprintf(format, args...))
+	}
+	if strings.TrimSpace(s.Idea) == "" {
+		return bad("idea", "is required (or idea_file)")
+	}
+	if err := queue.ValidatePool(s.Pool); err != nil {
+		return bad("pool", "%v", err)
+	}
+	if s.Metric.Name == "" {
+		return bad("metric.name", "is required: the metric the search optimizes")
+	}
+	if err := queue.CheckMetricName(s.Metric.Name); err != nil {
+		return bad("metric.name", "%v", err)
+	}
+	if s.Metric.Direction != "maximize" && s.Metric.Direction != "minimize" {
+		return bad("metric.direction", "%q, must be maximize or minimize", s.Metric.Direction)
+	}
+	for _, st := range []struct {
+		name string
+		v    int
+	}{{"initial_implementation", s.Stages.InitialImplementation.MaxIterations}, {"baseline_tuning", s.Stages.BaselineTuning.MaxIterations},
+		{"creative_research", s.Stages.CreativeResearch.MaxIterations}, {"ablation_studies", s.Stages.AblationStudies.MaxIterations}} {
+		if st.v < 0 {
+			return bad("stages."+st.name+".max_iterations", "%d, must not be negative", st.v)
+		}
+	}
+	if s.Stages.InitialImplementation.MaxIterations == 0 {
+		return bad("stages.initial_implementation.max_iterations", "must be at least 1")
+	}
+	if s.Search.NumDrafts < 1 {
+		return bad("search.num_drafts", "%d, must be at least 1", s.Search.NumDrafts)
+	}
+	if p := *s.Search.DebugProb; p < 0 || p > 1 {
+		return bad("search.debug_prob", "%g, must be 0 to 1", p)
+	}
+	if s.Search.MaxDebugDepth < 0 || s.Search.Slots < 0 {
+		return bad("search", "max_debug_depth and slots must not be negative")
+	}
+	if t := s.LLM.Temperature; t != nil && (*t < 0 || *t > 2) {
+		return bad("llm.temperature", "%g, must be 0 to 2", *t)
+	}
+	if s.LLM.MaxTokens < 1 || s.LLM.Retries < 0 {
+		return bad("llm", "max_tokens must be at least 1 and retries not negative")
+	}
+	if s.LLM.Budget.MaxCostUSD < 0 || s.LLM.Budget.MaxTokens < 0 {
+		return bad("llm.budget", "must not be negative")
+	}
+	for m, p := range s.LLM.Prices {
+		if p.InPerMTok < 0 || p.OutPerMTok < 0 {
+			return bad("llm.prices."+m, "must not be negative")
+		}
+	}
+	if s.Phase1.Mode != "iterative" && s.Phase1.Mode != "batch" {
+		return bad("phase1.mode", "%q, must be iterative or batch", s.Phase1.Mode)
+	}
+	if s.Phase1.MaxSteps < 1 {
+		return bad("phase1.max_steps", "%d, must be at least 1", s.Phase1.MaxSteps)
+	}
+	if err := s.Memory.Config.Validate(); err != nil {
+		return fmt.Errorf("%w: memory: %v", ErrSpec, err)
+	}
+	t := queue.NodeTask{V: queue.Version, RunID: "r", NodeID: "n", Attempt: 1, Kind: "draft", Pool: s.Pool, Limits: s.Limits,
+		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"true"}}}}
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", ErrSpec, err)
+	}
+	return nil
+}
