@@ -18,6 +18,7 @@ build: ## build scheduler, worker, slurm-bridge into bin/
 
 run: build ## run the bundled example tasks locally (embedded NATS, in-process workers)
 	$(BIN)/scheduler exec --local $(EXAMPLES)
+	@echo 'results: $(BIN)/scheduler query "SELECT node, phase, status, duration_ms FROM phase_runs"'
 
 test: services-install lint test-go ## install what the tests need, then vet and run every test (race detector on)
 
