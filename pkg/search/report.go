@@ -1,0 +1,181 @@
+package search
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// TreeJSON is tree.json: every node with its parent, kind, outcome and
+// times, and the best node.
+type TreeJSON struct {
+	Nodes []NodeJSON `json:"nodes"`
+	Best  string     `json:"best,omitempty"`
+}
+
+// NodeJSON is one node of tree.json.
+type NodeJSON struct {
+	ID       string    `json:"id"`
+	Parent   string    `json:"parent,omitempty"`
+	Kind     string    `json:"kind"`
+	Done     bool      `json:"done"`
+	Buggy    bool      `json:"buggy"`
+	Reason   string    `json:"reason,omitempty"`
+	Metric   *float64  `json:"metric,omitempty"`
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
+}
+
+// WriteTreeJSON writes tree.json.
+func WriteTreeJSON(path string, t *Tree, maximize bool) error {
+	var out TreeJSON
+	for _, n := range t.Nodes() {
+		j := NodeJSON{ID: n.ID, Parent: n.Parent, Kind: n.Kind, Done: n.Done, Buggy: n.Buggy, Reason: n.Reason, Started: n.Started, Finished: n.Finished}
+		if n.HasMetric {
+			m := n.Metric
+			j.Metric = &m
+		}
+		out.Nodes = append(out.Nodes, j)
+	}
+	if b, ok := t.Best(maximize); ok {
+		out.Best = b.ID
+	}
+	data, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// ReportParams are what a report says beyond the tree.
+type ReportParams struct {
+	Title      string
+	MetricName string
+	Unit       string
+	Maximize   bool
+	// Usage of the LLM, when there was one.
+	Calls, TokensIn, TokensOut int64
+	CostUSD                    float64
+	// StoppedBy says why the search stopped early ("budget: ..."), if it did.
+	StoppedBy string
+}
+
+// WriteReport writes report.md: the best node and the path of decisions
+// that led to it, the counts per kind and outcome, the failures met, and
+// the LLM usage.
+func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
+	nodes := t.Nodes()
+	byID := map[string]Node{}
+	for _, n := range nodes {
+		byID[n.ID] = n
+	}
+	var b strings.Builder
+	title := p.Title
+	if title == "" {
+		title = "hpcq run"
+	}
+	fmt.Fprintf(&b, "# %s\n\n", title)
+	best, ok := t.Best(p.Maximize)
+	dir := "minimized"
+	if p.Maximize {
+		dir = "maximized"
+	}
+	if ok {
+		fmt.Fprintf(&b, "**Best node: %s**, %s = %g %s (%s).\n\n", best.ID, p.MetricName, best.Metric, p.Unit, dir)
+		var path []Node
+		for n, seen := best, map[string]bool{}; ; {
+			path = append(path, n)
+			seen[n.ID] = true
+			parent, found := byID[n.Parent]
+			if n.Parent == "" || !found || seen[parent.ID] {
+				break
+			}
+			n = parent
+		}
+		b.WriteString("## The path to it\n\n| node | kind | outcome |\n|---|---|---|\n")
+		for i := len(path) - 1; i >= 0; i-- {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", path[i].ID, path[i].Kind, outcome(path[i], p))
+		}
+		b.WriteString("\n")
+	} else {
+		b.WriteString("**No node produced the metric.**\n\n")
+	}
+	if p.StoppedBy != "" {
+		fmt.Fprintf(&b, "The search stopped early: %s.\n\n", p.StoppedBy)
+	}
+	type count struct{ ok, buggy, open int }
+	counts := map[string]*count{}
+	var kinds []string
+	for _, n := range nodes {
+		c := counts[n.Kind]
+		if c == nil {
+			c = &count{}
+			counts[n.Kind] = c
+			kinds = append(kinds, n.Kind)
+		}
+		switch {
+		case !n.Done:
+			c.open++
+		case n.Buggy:
+			c.buggy++
+		default:
+			c.ok++
+		}
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(&b, "## Nodes\n\n%d nodes.\n\n| kind | ok | buggy | unfinished |\n|---|---|---|---|\n", len(nodes))
+	for _, k := range kinds {
+		c := counts[k]
+		fmt.Fprintf(&b, "| %s | %d | %d | %d |\n", k, c.ok, c.buggy, c.open)
+	}
+	b.WriteString("\n")
+	reasons := map[string]int{}
+	for _, n := range nodes {
+		if n.Buggy {
+			reasons[firstLine(n.Reason)]++
+		}
+	}
+	if len(reasons) > 0 {
+		b.WriteString("## Failures met\n\n")
+		var rs []string
+		for r := range reasons {
+			rs = append(rs, r)
+		}
+		sort.Slice(rs, func(i, j int) bool {
+			return reasons[rs[i]] > reasons[rs[j]] || reasons[rs[i]] == reasons[rs[j]] && rs[i] < rs[j]
+		})
+		for _, r := range rs {
+			fmt.Fprintf(&b, "- %d x %s\n", reasons[r], r)
+		}
+		b.WriteString("\n")
+	}
+	if p.Calls > 0 {
+		fmt.Fprintf(&b, "## LLM usage\n\n%d calls, %d tokens in, %d tokens out, $%.4f.\n", p.Calls, p.TokensIn, p.TokensOut, p.CostUSD)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func outcome(n Node, p ReportParams) string {
+	switch {
+	case !n.Done:
+		return "unfinished"
+	case n.Buggy:
+		return "buggy: " + strings.ReplaceAll(firstLine(n.Reason), "|", "/")
+	case n.HasMetric:
+		return fmt.Sprintf("%s = %g %s", p.MetricName, n.Metric, p.Unit)
+	}
+	return "ok"
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 160 {
+		s = s[:160] + "..."
+	}
+	return s
+}
