@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -45,4 +46,28 @@ func TestReports(t *testing.T) {
 	b.Reset()
 	require.NoError(t, WriteReport(&b, NewTree(), ReportParams{MetricName: "gflops"}))
 	require.Contains(t, b.String(), "**No node produced the metric.**")
+}
+
+func TestTreeHTML(t *testing.T) {
+	f := &fake{
+		buggy:  func(n *Node) bool { return n.ID == "n0001" },
+		metric: func(n *Node) float64 { return map[string]float64{"n0002": 5}[n.ID] },
+	}
+	tree := NewTree()
+	Run(context.Background(), tree, Policy{NumDrafts: 2, DebugProb: 1, MaxDebugDepth: 1, Maximize: true}, f, 1, 4, Async)
+	tree.mu.Lock()
+	tree.nodes[0].Reason = `<script>alert("x")</script> in main.c`
+	tree.mu.Unlock()
+	var b bytes.Buffer
+	require.NoError(t, WriteTreeHTML(&b, tree, ReportParams{Title: "stencil <3", MetricName: "gflops", Unit: "GFLOP/s", Maximize: true}))
+	h := b.String()
+	require.True(t, strings.HasPrefix(h, "<!DOCTYPE html>"))
+	require.NotContains(t, h, "<script>")
+	require.Contains(t, h, "&lt;script&gt;")
+	require.Contains(t, h, "stencil &lt;3")
+	require.Contains(t, h, `<span class="ok best">n0002 draft: 5</span>`)
+	require.Contains(t, h, `class="buggy">n0001 draft</span>`)
+	require.Equal(t, strings.Count(h, "<li>"), 4)
+	// The debug child of n0001 sits under it.
+	require.Regexp(t, `n0001 draft</span> <span class="reason">[^<]*</span><ul><li><span class="[a-z ]+">n000[34] debug`, h)
 }
