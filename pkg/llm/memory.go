@@ -52,7 +52,7 @@ func (c Compressor) Compress(ctx context.Context, text string, targetChars int, 
 	if err != nil {
 		return "", err
 	}
-	out := strings.TrimSpace(stripFence(resp.Content))
+	out := strings.TrimSpace(StripFence(resp.Content))
 	if out == "" {
 		return "", errors.New("llm: compression: empty reply")
 	}
@@ -101,7 +101,7 @@ func ParseSummary(reply string) (string, error) {
 	var v struct {
 		Summary *string `json:"summary"`
 	}
-	dec := json.NewDecoder(strings.NewReader(stripFence(reply)))
+	dec := json.NewDecoder(strings.NewReader(StripFence(reply)))
 	if err := dec.Decode(&v); err != nil {
 		return "", fmt.Errorf("llm: summary reply is not a JSON object: %w", err)
 	}
@@ -114,15 +114,16 @@ func ParseSummary(reply string) (string, error) {
 	return strings.TrimSpace(*v.Summary), nil
 }
 
-// stripFence removes one markdown code fence around a reply, if any.
-func stripFence(s string) string {
+// StripFence removes one markdown code fence around a reply, if any (with
+// its language tag; an unclosed fence, from a truncated reply, too).
+func StripFence(s string) string {
 	t := strings.TrimSpace(s)
-	if !strings.HasPrefix(t, "```") || !strings.HasSuffix(t, "```") || len(t) < 6 {
+	if !strings.HasPrefix(t, "```") {
 		return s
 	}
-	t = strings.TrimSuffix(t[3:], "```")
+	t = t[3:]
 	if i := strings.IndexByte(t, '\n'); i >= 0 && !strings.ContainsAny(t[:i], "{[\"") {
 		t = t[i+1:] // the fence's language tag
 	}
-	return t
+	return strings.TrimSuffix(strings.TrimSpace(t), "```")
 }

@@ -1,13 +1,13 @@
 package prompt
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
 	"strings"
 
+	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
 )
@@ -77,7 +77,7 @@ func ParseArtifacts(payload string) (Artifacts, error) {
 	if len(payload) > MaxPayloadBytes {
 		return Artifacts{}, fmt.Errorf("%w: the payload has %d bytes, at most %d", ErrArtifacts, len(payload), MaxPayloadBytes)
 	}
-	text := strings.TrimSpace(stripFence(payload))
+	text := strings.TrimSpace(llm.StripFence(payload))
 	if text == "" {
 		return Artifacts{}, fmt.Errorf("%w: the reply has no JSON payload", ErrArtifacts)
 	}
@@ -159,18 +159,4 @@ func firstChars(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
-}
-
-// stripFence removes one markdown code fence around a payload, if any.
-func stripFence(s string) string {
-	t := strings.TrimSpace(s)
-	if !strings.HasPrefix(t, "```") {
-		return s
-	}
-	t = t[3:]
-	if i := strings.IndexByte(t, '\n'); i >= 0 && !bytes.ContainsAny([]byte(t[:i]), "{[\"") {
-		t = t[i+1:]
-	}
-	t = strings.TrimSpace(t)
-	return strings.TrimSuffix(t, "```")
 }

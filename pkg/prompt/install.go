@@ -28,7 +28,7 @@ const MaxCommandBytes = 8 << 10
 // "done": false, "reason": "..."} or {"done": true, "reason": "..."}
 // (a markdown fence is tolerated).
 func ParseStep(reply string) (Step, error) {
-	text := strings.TrimSpace(stripFence(reply))
+	text := strings.TrimSpace(llm.StripFence(reply))
 	var s Step
 	dec := json.NewDecoder(strings.NewReader(text))
 	dec.DisallowUnknownFields()

@@ -27,7 +27,7 @@ func ParseVerdict(reply string, ids []string) (best, reason string, err error) {
 		Best   string `json:"best"`
 		Reason string `json:"reason"`
 	}
-	dec := json.NewDecoder(strings.NewReader(strings.TrimSpace(stripFence(reply))))
+	dec := json.NewDecoder(strings.NewReader(strings.TrimSpace(llm.StripFence(reply))))
 	if err := dec.Decode(&v); err != nil {
 		return "", "", fmt.Errorf("%w: want {\"best\": \"<node id>\", \"reason\": \"...\"}: %v", ErrJudge, err)
 	}
