@@ -13,17 +13,32 @@ import (
 
 // Kinds of nodes.
 const (
-	Draft   = "draft"
-	Debug   = "debug"
-	Improve = "improve"
+	Draft      = "draft"
+	Debug      = "debug"
+	Improve    = "improve"
+	Hyperparam = "hyperparam"
+	Ablation   = "ablation"
 )
+
+// The stages of a run, in order (a node's Stage is 1 to 4).
+var Stages = []string{"initial_implementation", "baseline_tuning", "creative_research", "ablation_studies"}
+
+// StageName names stage s (1-based); "" when out of range.
+func StageName(s int) string {
+	if s < 1 || s > len(Stages) {
+		return ""
+	}
+	return Stages[s-1]
+}
 
 // Node is one experiment of the tree.
 type Node struct {
 	ID     string
 	Parent string
 	Kind   string
-	Depth  int // debug depth: consecutive debug nodes up to this one
+	// Stage is 1 to 4 (0 in a search without stages, treated as 1).
+	Stage int
+	Depth int // debug depth: consecutive debug nodes up to this one
 	// Set when the node has run.
 	Done      bool
 	Buggy     bool
@@ -62,6 +77,20 @@ type Policy struct {
 	// Maximize the metric (else minimize).
 	Maximize bool
 	Rand     *rand.Rand
+	// Stage the new nodes belong to (0: a search without stages). maxNodes
+	// of Run counts this stage's nodes.
+	Stage int
+	// Base, when set, is the node this stage starts from (stages 2 and 4
+	// start from the previous stage's best): no drafts are made, and
+	// Expand nodes are children of Base, or with ExpandBest of the stage's
+	// best node once it has one.
+	Base       string
+	Expand     string // kind of the nodes that expand a good one [Improve]
+	ExpandBest bool
+	// Stop, when set, is asked before every new node: true ends the
+	// expansion (nodes running finish) and the reason is kept in
+	// Stats.StoppedBy.
+	Stop func() (bool, string)
 }
 
 // Tree is the nodes of a search, safe for concurrent use.
@@ -95,9 +124,11 @@ func (t *Tree) Best(maximize bool) (Node, bool) {
 	return t.bestLocked(maximize)
 }
 
-func (t *Tree) bestLocked(maximize bool) (Node, bool) {
+func (t *Tree) bestLocked(maximize bool) (Node, bool) { return bestOf(t.nodes, maximize) }
+
+func bestOf(nodes []*Node, maximize bool) (Node, bool) {
 	var best *Node
-	for _, n := range t.nodes {
+	for _, n := range nodes {
 		if !n.Done || n.Buggy || !n.HasMetric {
 			continue
 		}
@@ -111,33 +142,69 @@ func (t *Tree) bestLocked(maximize bool) (Node, bool) {
 	return *best, true
 }
 
+// Get returns a node by id.
+func (t *Tree) Get(id string) (Node, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.byID[id]
+	if !ok {
+		return Node{}, false
+	}
+	return *n, true
+}
+
+// BestOfStage is the best node of one stage.
+func (t *Tree) BestOfStage(stage int, maximize bool) (Node, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var in []*Node
+	for _, n := range t.nodes {
+		if stageOf(n) == max(stage, 1) {
+			in = append(in, n)
+		}
+	}
+	return bestOf(in, maximize)
+}
+
 // next creates the next node under the policy; the caller holds t.mu.
 func (t *Tree) next(p *Policy) *Node {
 	id := fmt.Sprintf("n%04d", len(t.nodes)+1)
+	expand := p.Expand
+	if expand == "" {
+		expand = Improve
+	}
 	drafts := 0
+	var stage []*Node
 	for _, n := range t.nodes {
+		if stageOf(n) != stageOf(&Node{Stage: p.Stage}) {
+			continue
+		}
+		stage = append(stage, n)
 		if n.Kind == Draft {
 			drafts++
 		}
 	}
-	n := &Node{ID: id, Kind: Draft}
+	n := &Node{ID: id, Kind: Draft, Stage: p.Stage}
 	switch {
-	case drafts < p.NumDrafts:
+	case p.Base == "" && drafts < p.NumDrafts:
 	default:
 		var debuggable []*Node
-		for _, c := range t.nodes {
+		for _, c := range stage {
 			if c.Done && c.Buggy && c.Depth < p.MaxDebugDepth && !t.hasChild(c.ID) {
 				debuggable = append(debuggable, c)
 			}
 		}
-		best, ok := t.bestLocked(p.Maximize)
+		best, ok := bestOf(stage, p.Maximize)
+		if b, found := t.byID[p.Base]; found && (!ok || !p.ExpandBest) {
+			best, ok = *b, true
+		}
 		switch {
 		case len(debuggable) > 0 && (!ok || p.Rand.Float64() < p.DebugProb):
 			sort.Slice(debuggable, func(i, j int) bool { return debuggable[i].ID < debuggable[j].ID })
 			parent := debuggable[p.Rand.IntN(len(debuggable))]
 			n.Parent, n.Kind, n.Depth = parent.ID, Debug, parent.Depth+1
 		case ok:
-			n.Parent, n.Kind = best.ID, Improve
+			n.Parent, n.Kind = best.ID, expand
 		default:
 			// Nothing good and nothing to debug yet: another draft.
 		}
@@ -150,6 +217,9 @@ func (t *Tree) next(p *Policy) *Node {
 	t.byID[n.ID] = n
 	return n
 }
+
+// stageOf is a node's stage, 0 read as 1.
+func stageOf(n *Node) int { return max(n.Stage, 1) }
 
 func (t *Tree) hasChild(id string) bool {
 	for _, n := range t.nodes {
@@ -179,10 +249,13 @@ type Stats struct {
 	Busy time.Duration
 	// Utilization = Busy / (slots x Wall).
 	Utilization float64
+	// StoppedBy is Policy.Stop's reason when it ended the expansion.
+	StoppedBy string
 }
 
-// Run grows the tree to maxNodes nodes with slots nodes running at once.
-// Nodes the tree holds unfinished (a resumed run) are run first. A node
+// Run grows the policy's stage of the tree to maxNodes nodes with slots
+// nodes running at once. The stage's nodes the tree holds unfinished (a
+// resumed run) are run first. A node
 // that fails to run is buggy with the error as its reason; the search goes
 // on. It stops early when ctx ends (running nodes finish) or the tree's
 // journal fails (Err says why).
@@ -223,19 +296,30 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 	}
 	t.mu.Lock()
 	var pending []*Node
+	total := 0
 	for _, n := range t.nodes {
+		if stageOf(n) != max(p.Stage, 1) {
+			continue
+		}
+		total++
 		if !n.Done {
 			pending = append(pending, n)
 		}
 	}
-	total := len(t.nodes)
 	t.mu.Unlock()
 	ran, running := 0, 0
+	var stoppedBy string
 	for ctx.Err() == nil {
 		var n *Node
 		if len(pending) > 0 {
 			n, pending = pending[0], pending[1:]
 		} else if total < maxNodes {
+			if p.Stop != nil {
+				if stop, why := p.Stop(); stop {
+					stoppedBy = why
+					break
+				}
+			}
 			t.mu.Lock()
 			n = t.next(&p)
 			t.mu.Unlock()
@@ -268,7 +352,7 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 		<-done
 	}
 	wall := time.Since(start)
-	return Stats{Nodes: ran, Wall: wall, Busy: busy, Utilization: float64(busy) / (float64(slots) * float64(wall))}
+	return Stats{Nodes: ran, Wall: wall, Busy: busy, Utilization: float64(busy) / (float64(slots) * float64(wall)), StoppedBy: stoppedBy}
 }
 
 // Err is the journal's first error, if any: the tree stopped growing.

@@ -180,3 +180,47 @@ func TestResume(t *testing.T) {
 	}
 	require.NoError(t, tree.Err())
 }
+
+// TestStages: a later stage starts from the previous stage's best node,
+// counts only its own nodes, makes no drafts, and Stop ends it cleanly.
+func TestStages(t *testing.T) {
+	f := &fake{metric: func(n *Node) float64 { return float64(len(n.ID) + int(n.ID[len(n.ID)-1])) }}
+	tree := NewTree()
+	p := policy()
+	p.Stage = 1
+	Run(context.Background(), tree, p, f, 2, 5, Async)
+	best1, ok := tree.BestOfStage(1, true)
+	require.True(t, ok)
+
+	p2 := policy()
+	p2.Stage, p2.Base, p2.Expand = 4, best1.ID, Ablation
+	st := Run(context.Background(), tree, p2, f, 2, 3, Async)
+	require.Equal(t, 3, st.Nodes)
+	var stage4 []Node
+	for _, n := range tree.Nodes() {
+		if n.Stage == 4 {
+			stage4 = append(stage4, n)
+		}
+	}
+	require.Len(t, stage4, 3)
+	for _, n := range stage4 {
+		require.Equal(t, Ablation, n.Kind)
+		require.Equal(t, best1.ID, n.Parent, "every ablation is a child of the base")
+	}
+
+	calls := 0
+	p3 := policy()
+	p3.Stage, p3.Base, p3.Expand, p3.ExpandBest = 2, best1.ID, Hyperparam, true
+	p3.Stop = func() (bool, string) {
+		calls++
+		return calls > 2, "budget: 10 tokens reached the budget of 10"
+	}
+	st = Run(context.Background(), tree, p3, f, 1, 10, Async)
+	require.Equal(t, 2, st.Nodes)
+	require.Contains(t, st.StoppedBy, "budget")
+	first, _ := tree.Get("n0009")
+	require.Equal(t, best1.ID, first.Parent)
+	second, _ := tree.Get("n0010")
+	require.Equal(t, Hyperparam, second.Kind)
+	require.Equal(t, "n0009", second.Parent, "with ExpandBest, the stage's own best once it has one")
+}
