@@ -46,6 +46,20 @@ type Exchange struct {
 // failure of the client itself (budget, retries exhausted, no recorded
 // reply) ends it at once.
 func Generate(ctx context.Context, p GenerateParams) (Artifacts, error) {
+	var a Artifacts
+	_, err := Ask(ctx, p, "one JSON object with phase_artifacts", func(payload string) error {
+		var err error
+		a, err = ParseArtifacts(payload)
+		return err
+	})
+	return a, err
+}
+
+// Ask is Generate for any reply format: parse checks the payload (what
+// follows the <memory_update> block) and its error is the feedback of the
+// next attempt; shape names the expected payload in that feedback. It
+// returns the accepted payload.
+func Ask(ctx context.Context, p GenerateParams, shape string, parse func(payload string) error) (string, error) {
 	retries := p.Retries
 	if retries <= 0 {
 		retries = 2
@@ -67,28 +81,27 @@ func Generate(ctx context.Context, p GenerateParams) (Artifacts, error) {
 	for attempt := 1; attempt <= retries+1; attempt++ {
 		reply, err := chat(attempt)
 		if err != nil {
-			return Artifacts{}, fmt.Errorf("%s of %s: %w", p.Purpose, p.Node, err)
+			return "", fmt.Errorf("%s of %s: %w", p.Purpose, p.Node, err)
 		}
 		payload := reply
 		if p.Memory != nil {
 			payload, err = p.Memory.Converse(ctx, p.Branch, reply, p.RequireMemoryUpdate, func(ctx context.Context, results string) (string, error) {
-				msgs = append(msgs, llm.Message{Role: "user", Content: results + "\n\nContinue: answer with your <memory_update> block, then the JSON object with phase_artifacts."})
+				msgs = append(msgs, llm.Message{Role: "user", Content: results + "\n\nContinue: answer with your <memory_update> block, then " + shape + "."})
 				return chat(attempt)
 			})
 			if err != nil && !isReplyError(err) {
-				return Artifacts{}, fmt.Errorf("%s of %s: %w", p.Purpose, p.Node, err)
+				return "", fmt.Errorf("%s of %s: %w", p.Purpose, p.Node, err)
 			}
 		}
 		if err == nil {
-			var a Artifacts
-			if a, err = ParseArtifacts(payload); err == nil {
-				return a, nil
+			if err = parse(payload); err == nil {
+				return payload, nil
 			}
 		}
 		last = err
-		msgs = append(msgs, llm.Message{Role: "user", Content: feedback(err, p.RequireMemoryUpdate)})
+		msgs = append(msgs, llm.Message{Role: "user", Content: feedback(err, shape, p.RequireMemoryUpdate)})
 	}
-	return Artifacts{}, fmt.Errorf("%w after %d replies: %w", ErrUnusable, retries+1, last)
+	return "", fmt.Errorf("%w after %d replies: %w", ErrUnusable, retries+1, last)
 }
 
 // isReplyError: the reply's fault (the model can fix it), not the system's.
@@ -98,10 +111,9 @@ func isReplyError(err error) bool {
 		errors.Is(err, memory.ErrInvalid)
 }
 
-func feedback(err error, requireMemory bool) string {
-	shape := "one JSON object with phase_artifacts"
+func feedback(err error, shape string, requireMemory bool) string {
 	if requireMemory {
-		shape = "the <memory_update> block first, then one JSON object with phase_artifacts"
+		shape = "the <memory_update> block first, then " + shape
 	}
 	return fmt.Sprintf("Your previous reply could not be used: %v\nAnswer again with %s, and fix the problem above.", err, shape)
 }
