@@ -72,3 +72,32 @@ func (r Request) validate() error {
 	}
 	return nil
 }
+
+// Defaults fills the model settings a request leaves unset (a run's
+// run.yaml llm: section) before passing it on.
+type Defaults struct {
+	Client      Client
+	Model       string
+	Temperature *float64
+	MaxTokens   int
+}
+
+// Chat implements Client.
+func (d Defaults) Chat(ctx context.Context, req Request) (Response, error) {
+	if req.Model == "" {
+		req.Model = d.Model
+	}
+	if req.Temperature == nil {
+		req.Temperature = d.Temperature
+	}
+	if req.MaxTokens == 0 {
+		req.MaxTokens = d.MaxTokens
+	}
+	return d.Client.Chat(ctx, req)
+}
+
+// ClientFunc adapts a function to a Client.
+type ClientFunc func(ctx context.Context, req Request) (Response, error)
+
+// Chat implements Client.
+func (f ClientFunc) Chat(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }

@@ -310,6 +310,51 @@ func TestRecordAndReplay(t *testing.T) {
 	require.ErrorContains(t, err, "line 1")
 }
 
+// TestScriptedReplay: scripted exchanges answer any request of their
+// purpose, in order, after the keyed lookups; other purposes get ErrNoReply.
+func TestScriptedReplay(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "script.jsonl")
+	require.NoError(t, os.WriteFile(path, []byte(`{"scripted": true, "purpose": "draft", "response": {"content": "one"}}
+{"scripted": true, "purpose": "draft", "response": {"content": "two"}}
+`), 0o644))
+	r, err := OpenReplay(path)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, want := range []string{"one", "two", "two"} {
+		req := ask("anything " + want)
+		req.Purpose = "draft"
+		resp, err := r.Chat(ctx, req)
+		require.NoError(t, err)
+		require.Equal(t, want, resp.Content)
+	}
+	req := ask("x")
+	req.Purpose = "debug"
+	_, err = r.Chat(ctx, req)
+	require.ErrorIs(t, err, ErrNoReply)
+
+	require.NoError(t, os.WriteFile(path, []byte(`{"scripted": true, "response": {"content": "one"}}`+"\n"), 0o644))
+	_, err = OpenReplay(path)
+	require.ErrorContains(t, err, "a scripted exchange has a purpose")
+}
+
+func TestDefaults(t *testing.T) {
+	var got Request
+	temp := 0.3
+	d := Defaults{Client: ClientFunc(func(_ context.Context, r Request) (Response, error) { got = r; return Response{Content: "x"}, nil }),
+		Model: "m", Temperature: &temp, MaxTokens: 99}
+	_, err := d.Chat(context.Background(), ask("q"))
+	require.NoError(t, err)
+	require.Equal(t, "m", got.Model)
+	require.Equal(t, 0.3, *got.Temperature)
+	require.Equal(t, 99, got.MaxTokens)
+	req := ask("q")
+	req.Model, req.MaxTokens = "other", 5
+	_, err = d.Chat(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, "other", got.Model, "a request's own settings win")
+	require.Equal(t, 5, got.MaxTokens)
+}
+
 // TestMetered: calls are priced, recorded in llm_calls, and refused once
 // the budget is spent.
 func TestMetered(t *testing.T) {

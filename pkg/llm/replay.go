@@ -21,7 +21,11 @@ import (
 //     max_tokens, json);
 //  2. loose_key: a hash of the messages alone, so that a cassette recorded
 //     with another model name or sampling setting still serves;
-//  3. nothing: ErrNoReply, naming the request. A reply is never invented.
+//  3. purpose: a scripted exchange, a line with "scripted": true, a purpose
+//     and a response but no request, answers any request of that purpose
+//     (cassettes written by hand for offline examples and tests; the
+//     example's README says its replies are scripted, not a model's);
+//  4. nothing: ErrNoReply, naming the request. A reply is never invented.
 //
 // When several exchanges share a key, they are served in recorded order,
 // and the last one again once they are used up (a run that asks the same
@@ -30,6 +34,7 @@ type exchange struct {
 	Key      string   `json:"key"`
 	LooseKey string   `json:"loose_key"`
 	Purpose  string   `json:"purpose,omitempty"`
+	Scripted bool     `json:"scripted,omitempty"`
 	Request  Request  `json:"request"`
 	Response Response `json:"response"`
 }
@@ -46,11 +51,12 @@ func Keys(req Request) (key, loose string) {
 
 // Replay serves replies from a cassette.
 type Replay struct {
-	path  string
-	mu    sync.Mutex
-	exact map[string][]Response
-	loose map[string][]Response
-	next  map[string]int
+	path   string
+	mu     sync.Mutex
+	exact  map[string][]Response
+	loose  map[string][]Response
+	script map[string][]Response // by purpose
+	next   map[string]int
 }
 
 // OpenReplay reads a cassette.
@@ -60,7 +66,7 @@ func OpenReplay(path string) (*Replay, error) {
 		return nil, fmt.Errorf("llm: cassette: %w", err)
 	}
 	defer f.Close()
-	r := &Replay{path: path, exact: map[string][]Response{}, loose: map[string][]Response{}, next: map[string]int{}}
+	r := &Replay{path: path, exact: map[string][]Response{}, loose: map[string][]Response{}, script: map[string][]Response{}, next: map[string]int{}}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	line := 0
@@ -72,6 +78,13 @@ func OpenReplay(path string) (*Replay, error) {
 		var e exchange
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return nil, fmt.Errorf("llm: cassette %s line %d: %w", path, line, err)
+		}
+		if e.Scripted {
+			if e.Purpose == "" || len(e.Request.Messages) > 0 {
+				return nil, fmt.Errorf("llm: cassette %s line %d: a scripted exchange has a purpose and no request", path, line)
+			}
+			r.script[e.Purpose] = append(r.script[e.Purpose], e.Response)
+			continue
 		}
 		if e.Key == "" || e.LooseKey == "" {
 			e.Key, e.LooseKey = Keys(e.Request)
@@ -99,7 +112,7 @@ func (r *Replay) Chat(ctx context.Context, req Request) (Response, error) {
 	for _, k := range []struct {
 		id   string
 		from map[string][]Response
-	}{{"exact:" + key, r.exact}, {"loose:" + loose, r.loose}} {
+	}{{"exact:" + key, r.exact}, {"loose:" + loose, r.loose}, {"purpose:" + req.Purpose, r.script}} {
 		rs := k.from[strings.SplitN(k.id, ":", 2)[1]]
 		if len(rs) == 0 {
 			continue
