@@ -72,7 +72,9 @@ func dispatch(args []string) error {
 		return cmdStatus(args[1:])
 	case "query":
 		return cmdQuery(args[1:])
-	case "run", "export":
+	case "run":
+		return cmdRun(args[1:])
+	case "export":
 		fmt.Fprintf(os.Stderr, "scheduler %s: not built yet in this version of hpcq; `scheduler exec` runs hand-written tasks\n", args[0])
 		return exitError(2)
 	case "version", "--version":

@@ -146,3 +146,16 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 	}
 	return resp, err
 }
+
+// Restore adds usage spent earlier (by a run before it was resumed), so
+// that the totals and the budget count it.
+func (m *Metered) Restore(u Usage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.usage.Calls += u.Calls
+	m.usage.TokensIn += u.TokensIn
+	m.usage.TokensOut += u.TokensOut
+	m.usage.CostUSD += u.CostUSD
+	m.usage.Errors += u.Errors
+	m.usage.CacheHits += u.CacheHits
+}

@@ -112,7 +112,32 @@ var ErrSpec = errors.New("run.yaml")
 // LoadSpec reads and checks run.yaml: unknown keys are errors (with their
 // line), defaults fill what is left out, and idea_file and resources are
 // resolved against the file's directory.
-func LoadSpec(path string) (Spec, error) {
+func LoadSpec(path string) (Spec, error) { return loadSpec(path, nil) }
+
+// Files of an idea directory.
+const (
+	SpecFile      = "run.yaml"
+	IdeaFile      = "idea.md"
+	ResourcesFile = "resources.yaml"
+)
+
+// LoadIdeaDir reads an idea directory: its run.yaml, with idea.md as the
+// idea when run.yaml gives neither idea nor idea_file, and resources.yaml
+// as the resources when run.yaml names none and the file exists.
+func LoadIdeaDir(dir string) (Spec, error) {
+	return loadSpec(filepath.Join(dir, SpecFile), func(s *Spec) {
+		if s.Idea == "" && s.IdeaFile == "" {
+			s.IdeaFile = IdeaFile
+		}
+		if s.Resources == "" {
+			if _, err := os.Stat(filepath.Join(dir, ResourcesFile)); err == nil {
+				s.Resources = ResourcesFile
+			}
+		}
+	})
+}
+
+func loadSpec(path string, fill func(*Spec)) (Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Spec{}, fmt.Errorf("%w: %w", ErrSpec, err)
@@ -122,6 +147,9 @@ func LoadSpec(path string) (Spec, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(&s); err != nil {
 		return Spec{}, fmt.Errorf("%w: %s: %v", ErrSpec, path, err)
+	}
+	if fill != nil {
+		fill(&s)
 	}
 	dir := filepath.Dir(path)
 	if s.IdeaFile != "" {

@@ -21,6 +21,7 @@ type TreeJSON struct {
 type NodeJSON struct {
 	ID       string    `json:"id"`
 	Parent   string    `json:"parent,omitempty"`
+	Stage    int       `json:"stage,omitempty"`
 	Kind     string    `json:"kind"`
 	Done     bool      `json:"done"`
 	Buggy    bool      `json:"buggy"`
@@ -34,7 +35,7 @@ type NodeJSON struct {
 func WriteTreeJSON(path string, t *Tree, maximize bool) error {
 	var out TreeJSON
 	for _, n := range t.Nodes() {
-		j := NodeJSON{ID: n.ID, Parent: n.Parent, Kind: n.Kind, Done: n.Done, Buggy: n.Buggy, Reason: n.Reason, Started: n.Started, Finished: n.Finished}
+		j := NodeJSON{ID: n.ID, Parent: n.Parent, Stage: n.Stage, Kind: n.Kind, Done: n.Done, Buggy: n.Buggy, Reason: n.Reason, Started: n.Started, Finished: n.Finished}
 		if n.HasMetric {
 			m := n.Metric
 			j.Metric = &m
@@ -62,6 +63,12 @@ type ReportParams struct {
 	CostUSD                    float64
 	// StoppedBy says why the search stopped early ("budget: ..."), if it did.
 	StoppedBy string
+	// BestDetail is markdown about the best node (its metrics and code),
+	// placed after the path to it.
+	BestDetail string
+	// StageNotes say how each stage (1-4) went beyond its counts: its
+	// base node, why it was skipped.
+	StageNotes map[int]string
 }
 
 // WriteReport writes report.md: the best node and the path of decisions
@@ -101,9 +108,13 @@ func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
 			fmt.Fprintf(&b, "| %s | %s | %s |\n", path[i].ID, path[i].Kind, outcome(path[i], p))
 		}
 		b.WriteString("\n")
+		if p.BestDetail != "" {
+			b.WriteString(strings.TrimSpace(p.BestDetail) + "\n\n")
+		}
 	} else {
 		b.WriteString("**No node produced the metric.**\n\n")
 	}
+	writeStages(&b, nodes, p)
 	if p.StoppedBy != "" {
 		fmt.Fprintf(&b, "The search stopped early: %s.\n\n", p.StoppedBy)
 	}
@@ -158,6 +169,53 @@ func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeStages writes one row per stage that has nodes or a note.
+func writeStages(b *strings.Builder, nodes []Node, p ReportParams) {
+	type agg struct {
+		n, ok, buggy int
+		best         *Node
+	}
+	per := map[int]*agg{}
+	for i := range nodes {
+		n := &nodes[i]
+		s := stageOf(n)
+		a := per[s]
+		if a == nil {
+			a = &agg{}
+			per[s] = a
+		}
+		a.n++
+		switch {
+		case n.Done && n.Buggy:
+			a.buggy++
+		case n.Done:
+			a.ok++
+			if n.HasMetric && (a.best == nil || (p.Maximize && n.Metric > a.best.Metric) || (!p.Maximize && n.Metric < a.best.Metric)) {
+				a.best = n
+			}
+		}
+	}
+	if len(per) < 2 && len(p.StageNotes) == 0 {
+		return // a search without stages
+	}
+	b.WriteString("## Stages\n\n| stage | nodes | ok | buggy | best | notes |\n|---|---|---|---|---|---|\n")
+	for s := 1; s <= len(Stages); s++ {
+		a, note := per[s], p.StageNotes[s]
+		if a == nil && note == "" {
+			continue
+		}
+		if a == nil {
+			a = &agg{}
+		}
+		best := "-"
+		if a.best != nil {
+			best = fmt.Sprintf("%s (%g)", a.best.ID, a.best.Metric)
+		}
+		fmt.Fprintf(b, "| %d %s | %d | %d | %d | %s | %s |\n", s, StageName(s), a.n, a.ok, a.buggy, best, strings.ReplaceAll(firstLine(note), "|", "/"))
+	}
+	b.WriteString("\n")
 }
 
 func outcome(n Node, p ReportParams) string {

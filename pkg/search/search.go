@@ -257,7 +257,8 @@ type Stats struct {
 // nodes running at once. The stage's nodes the tree holds unfinished (a
 // resumed run) are run first. A node
 // that fails to run is buggy with the error as its reason; the search goes
-// on. It stops early when ctx ends (running nodes finish) or the tree's
+// on. It stops early when ctx ends (running nodes finish; one whose
+// runner returns an error because ctx ended stays unfinished) or the tree's
 // journal fails (Err says why).
 func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, mode Mode) Stats {
 	if p.Rand == nil {
@@ -274,6 +275,15 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 		n0 := time.Now()
 		res, err := r.Run(ctx, n)
 		d := time.Since(n0)
+		if err != nil && ctx.Err() != nil {
+			// Interrupted, not failed: the node stays unfinished, and a
+			// resumed search runs it.
+			mu.Lock()
+			busy += d
+			mu.Unlock()
+			done <- struct{}{}
+			return
+		}
 		t.mu.Lock()
 		fin := *n
 		fin.Done, fin.Started, fin.Finished = true, n0, n0.Add(d)

@@ -1,0 +1,345 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/nats-io/nats.go"
+
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/version"
+	"github.com/hpcq/hpcq/pkg/experiment"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/memory/cluster"
+	"github.com/hpcq/hpcq/pkg/memory/sqlite"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/run"
+	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/worker"
+)
+
+// The scripted cassette of an idea directory, and the resolved spec a run
+// directory keeps for --resume.
+const (
+	ideaCassette = "cassette.jsonl"
+	runSpecFile  = "spec.json"
+)
+
+// runInfo is run.json of a `scheduler run`.
+type runInfo struct {
+	RunID     string            `json:"run_id"`
+	Command   string            `json:"command"`
+	Mode      string            `json:"mode"`
+	IdeaDir   string            `json:"idea_dir"`
+	NATSURL   string            `json:"nats_url"`
+	Results   map[string]string `json:"results"`
+	Memory    map[string]string `json:"memory"`
+	LLM       map[string]string `json:"llm"`
+	Version   string            `json:"version"`
+	Started   time.Time         `json:"started"`
+	Resumes   int               `json:"resumes"`
+	LocalWkrs int               `json:"local_workers"`
+	Slots     int               `json:"slots"`
+}
+
+func cmdRun(args []string) error {
+	var cfg config.Scheduler
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	fs := newFlags("run", &cfg, "IDEA_DIR | --resume RUN_DIR")
+	local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
+	runDirFlag := fs.String("run-dir", "", "the run's directory (default: --runs-dir/<run id>)")
+	resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
+	waitWorkers := fs.Duration("wait-workers", 2*time.Minute, "how long to wait for a live worker of the run's pool")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if (*resume == "") == (fs.NArg() != 1) || (*resume != "" && fs.NArg() != 0) {
+		fs.Usage()
+		return exitError(2)
+	}
+	log, err := cfg.Log.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	if cfg.NATS.URL == "" && !*local {
+		*local = true
+	}
+	mode := "cluster"
+	if *local {
+		mode = "local"
+	}
+
+	var spec run.Spec
+	var info runInfo
+	var runDir string
+	if *resume != "" {
+		runDir = *resume
+		if ok, err := readJSONFile(filepath.Join(runDir, "run.json"), &info); err != nil || !ok || info.Command != "run" {
+			return fmt.Errorf("%s is not the directory of a `scheduler run` (no run.json of one): %v", runDir, err)
+		}
+		if ok, err := readJSONFile(filepath.Join(runDir, runSpecFile), &spec); err != nil || !ok {
+			return fmt.Errorf("%s has no %s: %v", runDir, runSpecFile, err)
+		}
+		if err := spec.Validate(); err != nil {
+			return fmt.Errorf("%s/%s: %w", runDir, runSpecFile, err)
+		}
+		if info.Mode != mode {
+			return fmt.Errorf("run %s ran in %s mode; resume it in the same mode", info.RunID, info.Mode)
+		}
+		info.Resumes++
+	} else {
+		ideaDir := fs.Arg(0)
+		if spec, err = loadIdea(ideaDir); err != nil {
+			return err
+		}
+		id := scheduler.NewRunID()
+		runDir = *runDirFlag
+		if runDir == "" {
+			runDir = filepath.Join(cfg.RunsDir, id)
+		}
+		if _, err := os.Stat(filepath.Join(runDir, "run.json")); err == nil {
+			return fmt.Errorf("%s holds a run already: use --resume %s, or another --run-dir", runDir, runDir)
+		}
+		abs, _ := filepath.Abs(ideaDir)
+		info = runInfo{RunID: filepath.Base(runDir), Command: "run", Mode: mode, IdeaDir: abs, Version: version.Version,
+			Started: time.Now().UTC(), LocalWkrs: cfg.Workers, Slots: cfg.Slots}
+	}
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return err
+	}
+	runID := filepath.Base(runDir)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	client, closeLLM, llmInfo, err := runLLM(spec, info.IdeaDir, log)
+	if err != nil {
+		return err
+	}
+	defer closeLLM()
+	info.LLM = llmInfo
+
+	sink, where, workersWrite, err := openResults(ctx, &cfg, runDir, runID, *local, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := sink.Close(); err != nil {
+			log.Error("results", "err", err)
+		}
+	}()
+	info.Results = where
+
+	var store memory.Store
+	info.Memory = map[string]string{"enabled": "false"}
+	if *spec.Memory.Enabled {
+		var closeStore func() error
+		store, closeStore, info.Memory, err = openMemory(ctx, &cfg, runDir, runID, log)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := closeStore(); err != nil {
+				log.Error("memory", "err", err)
+			}
+		}()
+	}
+	calls, err := os.OpenFile(filepath.Join(runDir, "memory", "memory_calls.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		if err := os.MkdirAll(filepath.Join(runDir, "memory"), 0o755); err != nil {
+			return err
+		}
+		if calls, err = os.OpenFile(filepath.Join(runDir, "memory", "memory_calls.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
+			return err
+		}
+	}
+	defer calls.Close()
+
+	var q *queue.Queue
+	var gw *nats.Conn
+	if *local {
+		l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{
+			RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log,
+			Worker: worker.Config{Pools: []string{spec.Pool}, Slots: cfg.Slots, Version: version.Version, Results: sink},
+		})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err := l.Close(); err != nil {
+				log.Error("local workers", "err", err)
+			}
+		}()
+		q = l.Queue
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		go func() {
+			select {
+			case <-l.Failed():
+				cancel(errors.New("a local worker failed"))
+			case <-ctx.Done():
+			}
+		}()
+		gw = l.Conn
+		info.NATSURL = "embedded"
+	} else {
+		conn, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-scheduler"), log)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if q, err = queue.New(ctx, conn, cfg.Queue.Options(), log); err != nil {
+			return err
+		}
+		defer q.Close()
+		gw = conn
+		info.NATSURL = config.RedactURL(cfg.NATS.URL)
+	}
+	if err := writeJSONFile(filepath.Join(runDir, runSpecFile), spec); err != nil {
+		return err
+	}
+	if err := writeJSONFile(filepath.Join(runDir, "run.json"), info); err != nil {
+		return err
+	}
+	terminal := isatty.IsTerminal(os.Stdout.Fd())
+	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
+	sum, runErr := experiment.Run(ctx, experiment.Params{
+		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
+		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: *waitWorkers, Gateway: gw,
+		Progress: os.Stdout, Terminal: terminal, Logger: log,
+	})
+	if sum.RunID == "" {
+		return runErr
+	}
+	printSummary(spec, runDir, sum)
+	if runErr != nil {
+		return runErr
+	}
+	if !sum.HasBest {
+		return exitError(1)
+	}
+	return nil
+}
+
+func printSummary(spec run.Spec, runDir string, sum experiment.Summary) {
+	fmt.Printf("\nrun %s: %d nodes (%d buggy, %d from the result cache)", sum.RunID, sum.Nodes, sum.Buggy, sum.CacheHits)
+	if sum.HasBest {
+		fmt.Printf(", best %s: %s = %g %s\n", sum.Best.ID, spec.Metric.Name, sum.Best.Metric, spec.Metric.Unit)
+	} else {
+		fmt.Printf(", no node produced %s\n", spec.Metric.Name)
+	}
+	if sum.StoppedBy != "" {
+		fmt.Printf("stopped early: %s\n", sum.StoppedBy)
+	}
+	u := sum.Usage
+	fmt.Printf("LLM: %d calls, %d tokens in, %d out, $%.4f\n", u.Calls, u.TokensIn, u.TokensOut, u.CostUSD)
+	fmt.Printf("report: %s\ntree:   %s\nquery:  bin/scheduler query --run-dir %s \"SELECT node, stage, kind, status, metric_value FROM nodes ORDER BY node\"\n",
+		sum.Report, filepath.Join(runDir, "tree.html"), runDir)
+}
+
+// loadIdea reads an idea directory (run.LoadIdeaDir).
+func loadIdea(dir string) (run.Spec, error) {
+	if _, err := os.Stat(filepath.Join(dir, run.SpecFile)); err != nil {
+		return run.Spec{}, fmt.Errorf("%s is not an idea directory (run.yaml, idea.md, resources.yaml): %w", dir, err)
+	}
+	return run.LoadIdeaDir(dir)
+}
+
+// runLLM picks the run's model: HPCQ_LLM_REPLAY; else the endpoint of
+// OPENAI_BASE_URL / OPENAI_API_KEY (model from HPCQ_LLM_MODEL or run.yaml);
+// else the idea directory's scripted cassette, said loudly.
+func runLLM(spec run.Spec, ideaDir string, log *slog.Logger) (llm.Client, func() error, map[string]string, error) {
+	c, err := config.LoadLLM()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if c.Model == "" {
+		c.Model = spec.LLM.Model
+	}
+	info := map[string]string{}
+	switch {
+	case c.Replay != "":
+		info["backend"], info["cassette"] = "replay", c.Replay
+	case c.APIKey != "" || c.BaseURL != "":
+		info["backend"], info["model"], info["base_url"] = "openai", c.Model, config.RedactURL(c.BaseURL)
+		if c.Record != "" {
+			info["record"] = c.Record
+		}
+	default:
+		cassette := filepath.Join(ideaDir, ideaCassette)
+		if _, err := os.Stat(cassette); err != nil {
+			return nil, nil, nil, errors.New("no model configured: set OPENAI_API_KEY (and OPENAI_BASE_URL, HPCQ_LLM_MODEL) for a live model, " +
+				"or HPCQ_LLM_REPLAY to a cassette")
+		}
+		c.Replay = cassette
+		info["backend"], info["cassette"] = "replay", cassette
+		fmt.Printf("no model configured: replaying the scripted replies of %s (not a live model; set OPENAI_API_KEY for one)\n", cassette)
+	}
+	client, closeFn, err := llm.FromConfig(c, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return client, closeFn, info, nil
+}
+
+// openMemory opens the run's memory: Redis + ClickHouse when both are
+// configured, else the SQLite file of the run directory.
+func openMemory(ctx context.Context, cfg *config.Scheduler, runDir, runID string, log *slog.Logger) (memory.Store, func() error, map[string]string, error) {
+	s := cfg.Store
+	if s.RedisURL != "" && s.ClickHouseDSN != "" {
+		st, err := cluster.Open(ctx, cluster.Options{Run: runID, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword, RedisTLSCA: s.RedisTLSCA,
+			ClickHouseDSN: s.ClickHouseDSN, SpoolDir: s.SpoolDir, Logger: log})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return st, st.Close, map[string]string{"enabled": "true", "store": "cluster", "redis": config.RedactURL(s.RedisURL),
+			"clickhouse": config.RedactURL(s.ClickHouseDSN)}, nil
+	}
+	path := filepath.Join(runDir, "memory", "memory.sqlite")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := sqlite.Open(path, sqlite.Options{Run: runID})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return st, st.Close, map[string]string{"enabled": "true", "store": "sqlite", "file": "memory/memory.sqlite"}, nil
+}
+
+func readJSONFile(path string, v any) (bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, json.Unmarshal(data, v)
+}
+
+func writeJSONFile(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

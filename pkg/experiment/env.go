@@ -1,0 +1,139 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hpcq/hpcq/pkg/memory"
+)
+
+// environment is what the prompts say about where nodes run: the
+// toolchains the pool's live workers registered.
+type environment struct {
+	text       string
+	resources  string
+	toolchains map[string]string // the cache's toolchain fingerprint
+	workers    int
+	slots      int
+}
+
+// environment waits for a live worker of the run's pool and describes the
+// pool's workers. With none after WaitWorkers, the run fails: nothing would
+// run its nodes.
+func (e *engine) environment(ctx context.Context) (environment, error) {
+	wait := e.p.WaitWorkers
+	if wait <= 0 {
+		wait = 2 * time.Minute
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		ws, err := e.p.Queue.Workers(ctx)
+		if err != nil {
+			return environment{}, err
+		}
+		env := environment{toolchains: map[string]string{}}
+		var lines []string
+		for _, w := range ws {
+			if w.Lost || w.Draining || !contains(w.Pools, e.spec.Pool) {
+				continue
+			}
+			env.workers++
+			env.slots += w.Slots
+			names := make([]string, 0, len(w.Toolchains))
+			for k, v := range w.Toolchains {
+				names = append(names, k)
+				if _, ok := env.toolchains[k]; !ok {
+					env.toolchains[k] = v
+				}
+			}
+			sort.Strings(names)
+			var tcs []string
+			for _, k := range names {
+				tcs = append(tcs, fmt.Sprintf("%s %s", k, w.Toolchains[k]))
+			}
+			gpu := ""
+			if w.GPUs > 0 {
+				gpu = fmt.Sprintf(", %d GPUs", w.GPUs)
+			}
+			lines = append(lines, fmt.Sprintf("- worker %s on %s: %d cores, %d slots%s; toolchains: %s", w.ID, w.Host, w.Cores, w.Slots, gpu, strings.Join(tcs, "; ")))
+		}
+		if env.workers > 0 {
+			sort.Strings(lines)
+			env.text = fmt.Sprintf("Nodes run in the %q pool, on Linux, each in a fresh workspace with bash; a slot's cores are in OMP_NUM_THREADS. "+
+				"Use only these toolchains; nothing else is installed unless the download phase installs it.\n%s", e.spec.Pool, strings.Join(lines, "\n"))
+			if len(e.spec.Requires) > 0 {
+				env.text += "\nThe run requires: " + strings.Join(e.spec.Requires, ", ") + "."
+			}
+			return env, nil
+		}
+		if time.Now().After(deadline) {
+			return environment{}, fmt.Errorf("no live worker serves the %q pool after %s: start workers for it (worker --pools %s)", e.spec.Pool, wait, e.spec.Pool)
+		}
+		select {
+		case <-ctx.Done():
+			return environment{}, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// setupMemory creates the run's root branch (once) with the idea and the
+// resources.
+func (e *engine) setupMemory(ctx context.Context) error {
+	var idx memory.ResourceIndex
+	if e.spec.Resources != "" {
+		var err error
+		if idx, err = memory.LoadResources(e.spec.Resources, filepath.Dir(e.spec.Resources)); err != nil {
+			return err
+		}
+		var lines []string
+		for _, r := range idx.Items {
+			where := r.Path
+			if where == "" {
+				where = r.URL
+			}
+			line := fmt.Sprintf("- %s (%s, %s): %s", r.Name, r.Class, r.FetchStatus, where)
+			if r.Summary != "" {
+				line += " - " + r.Summary
+			}
+			lines = append(lines, line)
+		}
+		e.env.resources = strings.Join(lines, "\n")
+	}
+	if e.mem == nil {
+		return nil
+	}
+	if _, err := e.mem.Fork(ctx, RootBranch, ""); err != nil {
+		if errors.Is(err, memory.ErrBranchExists) {
+			return nil // a resumed run
+		}
+		return err
+	}
+	idea := strings.TrimSpace(e.spec.Idea)
+	if len(idea) > 2000 {
+		idea = idea[:2000] + "..."
+	}
+	if _, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "IDEA_SUMMARY", Value: idea, Importance: 5}); err != nil {
+		return err
+	}
+	if len(idx.Items) > 0 {
+		if err := e.mem.IngestResources(ctx, RootBranch, idx); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,442 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/prompt"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/run"
+	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/search"
+)
+
+// RootBranch is the memory branch of the run: the idea, the resources and
+// the current stage; every draft forks from it.
+const RootBranch = "root"
+
+// Params configure Run.
+type Params struct {
+	Spec run.Spec
+	// RunDir is the run's directory; its base name is the run id. A
+	// directory that holds a journal is resumed.
+	RunDir string
+	Queue  *queue.Queue
+	// LLM is the scheduler's client; Run meters it (llm_calls, budget).
+	LLM llm.Client
+	// MemoryStore holds the run's memory; nil when memory is off.
+	MemoryStore memory.Store
+	// MemoryCalls receives memory_calls.jsonl.
+	MemoryCalls io.Writer
+	Results     results.Sink
+	// WorkersWriteResults: the workers write the rows of their results
+	// (phase_runs, metrics, nodes); otherwise Run writes them.
+	WorkersWriteResults bool
+	// Mode is "local" or "cluster", for the runs row.
+	Mode string
+	// Slots is how many nodes run at once; 0: search.slots of run.yaml,
+	// else the slots of the pool's live workers.
+	Slots int
+	// WaitWorkers bounds the wait for a live worker of the pool [2m].
+	WaitWorkers time.Duration
+	// Progress receives the live display (Terminal: redrawn in place) or,
+	// when not a terminal, a progress line every ProgressEvery [10s].
+	Progress      io.Writer
+	Terminal      bool
+	ProgressEvery time.Duration
+	Logger        *slog.Logger
+	// Gateway, when set, answers the workers' LLM requests (hpcq.llm.chat)
+	// with the run's metered client while the run goes: workers need no
+	// API key, and their calls count in llm_calls and the budget.
+	Gateway *nats.Conn
+}
+
+// Summary is how a run ended.
+type Summary struct {
+	RunID     string
+	Best      search.Node
+	HasBest   bool
+	Nodes     int
+	Buggy     int
+	CacheHits int
+	// StoppedBy says why the search stopped before its iterations ran out.
+	StoppedBy string
+	Usage     llm.Usage
+	// Report is the path of report.md.
+	Report string
+}
+
+// Run grows the run's tree: for every stage, nodes are planned (Phase 0),
+// written by the model, run as tasks on the queue and fed back into the
+// memory, with as many nodes in flight as there are slots. Every node state
+// change is journaled first, so a run killed at any point resumes from its
+// directory: finished nodes are kept, a node whose task was published is
+// answered from the results stream, the others are redone. A node that
+// fails for any reason is buggy with the reason, and the run goes on. At
+// the end it writes tree.json, tree.html, report.md and the memory export.
+func Run(ctx context.Context, p Params) (Summary, error) {
+	e, err := newEngine(ctx, p)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer e.close()
+	return e.run(ctx)
+}
+
+type engine struct {
+	p       Params
+	spec    run.Spec
+	log     *slog.Logger
+	runID   string
+	dir     string
+	tree    *search.Tree
+	cache   *search.Cache
+	metered *llm.Metered
+	client  llm.Client
+	mem     *memory.Memory
+	disp    *scheduler.Dispatcher
+	logs    *prompt.Logs
+	env     environment
+	slots   int
+	stage   stageState
+}
+
+// Directories of a run, under its RunDir.
+const (
+	journalDir = "journal"
+	nodesDir   = "nodes"
+	plansDir   = "plans"
+	memoryDir  = "memory"
+)
+
+func newEngine(ctx context.Context, p Params) (*engine, error) {
+	if p.Queue == nil || p.LLM == nil || p.Results == nil || p.RunDir == "" {
+		return nil, errors.New("experiment: Params need RunDir, Queue, LLM and Results")
+	}
+	if err := p.Spec.Validate(); err != nil {
+		return nil, err
+	}
+	log := p.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	dir, err := filepath.Abs(p.RunDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range []string{journalDir, nodesDir, plansDir, memoryDir} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	e := &engine{p: p, spec: p.Spec, runID: filepath.Base(dir), dir: dir}
+	e.log = log.With("run_id", e.runID)
+	if e.tree, err = search.OpenTree(filepath.Join(dir, journalDir, "tree.journal")); err != nil {
+		return nil, err
+	}
+	if e.cache, err = search.OpenCache(filepath.Join(dir, journalDir, "cache.journal")); err != nil {
+		e.close()
+		return nil, err
+	}
+	l := p.Spec.LLM
+	e.metered = &llm.Metered{Client: llm.Defaults{Client: p.LLM, Model: l.Model, Temperature: l.Temperature, MaxTokens: l.MaxTokens},
+		Sink: p.Results, Run: e.runID, Prices: l.Prices, Budget: l.Budget, Logger: e.log}
+	if u, err := loadUsage(filepath.Join(dir, journalDir, "usage.json")); err != nil {
+		e.close()
+		return nil, err
+	} else {
+		e.metered.Restore(u)
+	}
+	e.client = e.metered
+	if p.MemoryStore != nil && *p.Spec.Memory.Enabled {
+		e.mem = memory.New(p.MemoryStore, p.Spec.Memory.Config, memory.Options{
+			Summarizer: llm.Summarizer{Client: e.metered},
+			Compressor: llm.Compressor{Client: e.metered},
+			Logger:     e.log, Calls: p.MemoryCalls,
+		})
+	}
+	if *p.Spec.LogPrompts {
+		e.logs = &prompt.Logs{Dir: dir}
+	}
+	if e.disp, err = scheduler.NewDispatcher(ctx, p.Queue, e.runID); err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *engine) close() {
+	if e.disp != nil {
+		e.disp.Close()
+	}
+	if e.cache != nil {
+		_ = e.cache.Close()
+	}
+	if e.tree != nil {
+		_ = e.tree.Close()
+	}
+}
+
+func (e *engine) maximize() bool { return e.spec.Metric.Direction == "maximize" }
+
+func (e *engine) run(ctx context.Context) (Summary, error) {
+	started := time.Now()
+	resumed := len(e.tree.Nodes()) > 0
+	cfg, _ := json.Marshal(e.spec)
+	runRow := results.Run{Run: e.runID, Status: "running", Title: e.title(), Mode: e.p.Mode, Config: string(cfg), TS: started}
+	if err := e.p.Results.Write(ctx, results.Rows{Runs: []results.Run{runRow}}); err != nil {
+		e.log.Warn("runs row not written", "err", err)
+	}
+	var err error
+	if e.env, err = e.environment(ctx); err != nil {
+		return Summary{}, err
+	}
+	e.slots = e.p.Slots
+	if e.slots <= 0 {
+		e.slots = e.spec.Search.Slots
+	}
+	if e.slots <= 0 {
+		e.slots = max(1, e.env.slots)
+	}
+	if err := e.setupMemory(ctx); err != nil {
+		return Summary{}, err
+	}
+	e.log.Info("run started", "resumed", resumed, "slots", e.slots, "pool", e.spec.Pool, "workers", e.env.workers, "memory", e.mem != nil)
+
+	if e.p.Gateway != nil {
+		gctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			if err := llm.Serve(gctx, e.p.Gateway, e.metered, e.log); err != nil {
+				e.log.Error("llm gateway", "err", err)
+			}
+		}()
+	}
+	stopProgress := e.startProgress(ctx)
+	stoppedBy, notes := e.stages(ctx)
+	stopProgress()
+
+	if ctx.Err() != nil && stoppedBy == "" {
+		stoppedBy = "interrupted: " + context.Cause(ctx).Error()
+	}
+	sum, err := e.finish(context.WithoutCancel(ctx), runRow, stoppedBy, notes)
+	if err != nil {
+		return sum, err
+	}
+	if ctx.Err() != nil {
+		return sum, fmt.Errorf("run %s interrupted (resume with --resume %s): %w", e.runID, e.dir, context.Cause(ctx))
+	}
+	return sum, nil
+}
+
+func (e *engine) title() string {
+	if e.spec.Title != "" {
+		return e.spec.Title
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(e.spec.Idea), "\n")
+	return strings.TrimLeft(line, "# ")
+}
+
+// stageState is what the progress display shows of the stage running.
+type stageState struct {
+	n    int
+	name string
+}
+
+// stages runs the four stages in order. Stage 2 and 4 start from the best
+// node so far (the judge may pick it); stage 3 improves the best node.
+func (e *engine) stages(ctx context.Context) (stoppedBy string, notes map[int]string) {
+	notes = map[int]string{}
+	iters := []int{e.spec.Stages.InitialImplementation.MaxIterations, e.spec.Stages.BaselineTuning.MaxIterations,
+		e.spec.Stages.CreativeResearch.MaxIterations, e.spec.Stages.AblationStudies.MaxIterations}
+	expand := []string{search.Improve, search.Hyperparam, search.Improve, search.Ablation}
+	rn := &runner{e: e}
+	for i, max := range iters {
+		stage := i + 1
+		if max == 0 || ctx.Err() != nil {
+			continue
+		}
+		pol := search.Policy{Stage: stage, NumDrafts: e.spec.Search.NumDrafts, DebugProb: *e.spec.Search.DebugProb,
+			MaxDebugDepth: e.spec.Search.MaxDebugDepth, Maximize: e.maximize(), Expand: expand[i], ExpandBest: stage != 4,
+			Stop: func() (bool, string) {
+				if spent, why := e.metered.Spent(); spent {
+					return true, "budget: " + why
+				}
+				return false, ""
+			}}
+		if stage > 1 {
+			base, why, ok := e.stageBase(ctx, stage)
+			if !ok {
+				notes[stage] = "skipped: no node of the earlier stages produced the metric"
+				e.log.Warn("stage skipped: nothing to start from", "stage", search.StageName(stage))
+				continue
+			}
+			pol.Base = base
+			notes[stage] = fmt.Sprintf("started from %s (%s)", base, why)
+		}
+		e.stage = stageState{stage, search.StageName(stage)}
+		if e.mem != nil {
+			if _, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "CURRENT_STAGE", Value: search.StageName(stage), Importance: 4}); err != nil {
+				e.log.Warn("memory: CURRENT_STAGE not set", "err", err)
+			}
+		}
+		e.log.Info("stage", "stage", stage, "name", search.StageName(stage), "max_iterations", max, "base", pol.Base)
+		st := search.Run(ctx, e.tree, pol, rn, e.slots, max, search.Async)
+		if err := e.tree.Err(); err != nil {
+			return "journal: " + err.Error(), notes
+		}
+		if st.StoppedBy != "" {
+			e.log.Warn("search stopped", "reason", st.StoppedBy)
+			return st.StoppedBy, notes
+		}
+	}
+	return "", notes
+}
+
+// stageBase picks the node a stage starts from: the node a resumed stage
+// already started from, else the best node so far (by the judge among the
+// best few when search.judge is on).
+func (e *engine) stageBase(ctx context.Context, stage int) (id, why string, ok bool) {
+	for _, n := range e.tree.Nodes() {
+		if n.Stage == stage && n.Kind != search.Debug && n.Parent != "" {
+			return n.Parent, "as before the resume", true
+		}
+	}
+	var cands []search.Node
+	for _, n := range e.tree.Nodes() {
+		if n.Done && !n.Buggy && n.HasMetric && n.Stage < stage {
+			cands = append(cands, n)
+		}
+	}
+	if len(cands) == 0 {
+		return "", "", false
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		if e.maximize() {
+			return cands[i].Metric > cands[j].Metric
+		}
+		return cands[i].Metric < cands[j].Metric
+	})
+	if !e.spec.Search.Judge || len(cands) == 1 {
+		return cands[0].ID, "best " + e.spec.Metric.Name, true
+	}
+	cands = cands[:min(len(cands), 4)]
+	pc := make([]prompt.Candidate, len(cands))
+	for i, n := range cands {
+		pc[i] = prompt.Candidate{ID: n.ID, Metric: n.Metric, Summary: e.nodeSummary(n.ID)}
+	}
+	best, reason := prompt.Judge(ctx, e.client, e.spec.Idea, e.spec.Metric.Name, e.maximize(), pc)
+	return best, "judge: " + reason, true
+}
+
+// finish writes the outputs of the run and its final rows.
+func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy string, notes map[int]string) (Summary, error) {
+	u := e.metered.Usage()
+	if err := saveUsage(filepath.Join(e.dir, journalDir, "usage.json"), u); err != nil {
+		e.log.Warn("usage not saved", "err", err)
+	}
+	nodes := e.tree.Nodes()
+	sum := Summary{RunID: e.runID, Nodes: len(nodes), StoppedBy: stoppedBy, Usage: u, Report: filepath.Join(e.dir, "report.md")}
+	for _, n := range nodes {
+		if n.Buggy {
+			sum.Buggy++
+		}
+		if e.cachedNode(n.ID) {
+			sum.CacheHits++
+		}
+	}
+	sum.Best, sum.HasBest = e.tree.Best(e.maximize())
+	if err := search.WriteTreeJSON(filepath.Join(e.dir, "tree.json"), e.tree, e.maximize()); err != nil {
+		return sum, err
+	}
+	rp := search.ReportParams{Title: e.title(), MetricName: e.spec.Metric.Name, Unit: e.spec.Metric.Unit, Maximize: e.maximize(),
+		Calls: u.Calls, TokensIn: u.TokensIn, TokensOut: u.TokensOut, CostUSD: u.CostUSD, StoppedBy: stoppedBy, StageNotes: notes}
+	if sum.HasBest {
+		rp.BestDetail = e.bestDetail(sum.Best.ID)
+	}
+	var rep strings.Builder
+	if err := search.WriteReport(&rep, e.tree, rp); err != nil {
+		return sum, err
+	}
+	if err := os.WriteFile(sum.Report, []byte(rep.String()), 0o644); err != nil {
+		return sum, err
+	}
+	var html strings.Builder
+	if err := search.WriteTreeHTML(&html, e.tree, rp); err != nil {
+		return sum, err
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, "tree.html"), []byte(html.String()), 0o644); err != nil {
+		return sum, err
+	}
+	if e.mem != nil {
+		best := RootBranch
+		if sum.HasBest {
+			best = sum.Best.ID
+		}
+		if _, err := e.mem.Export(ctx, memory.ExportParams{Root: RootBranch, Best: best, Dir: filepath.Join(e.dir, memoryDir)}); err != nil {
+			e.log.Warn("memory export failed", "err", err)
+		}
+	}
+	runRow.Status, runRow.TS = "done", time.Now()
+	switch {
+	case ctxDone(stoppedBy):
+		runRow.Status = "interrupted"
+	case stoppedBy != "":
+		runRow.Status = "stopped"
+	case !sum.HasBest:
+		runRow.Status = "failed"
+	}
+	if err := e.p.Results.Write(ctx, results.Rows{Runs: []results.Run{runRow}}); err != nil {
+		e.log.Warn("runs row not written", "err", err)
+	}
+	return sum, nil
+}
+
+func ctxDone(stoppedBy string) bool { return strings.HasPrefix(stoppedBy, "interrupted") }
+
+func loadUsage(path string) (llm.Usage, error) {
+	var u llm.Usage
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return u, nil
+	}
+	if err != nil {
+		return u, err
+	}
+	if err := json.Unmarshal(data, &u); err != nil {
+		return u, fmt.Errorf("%s: %w", path, err)
+	}
+	return u, nil
+}
+
+func saveUsage(path string, u llm.Usage) error {
+	data, err := json.Marshal(u)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, data)
+}
+
+// writeFileAtomic writes through a temporary file and a rename, so that a
+// crash leaves the old file or the new one.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

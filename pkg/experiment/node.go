@@ -1,0 +1,566 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/prompt"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/search"
+)
+
+// Files of a node, under nodes/<id>/ (plans/<id>/ for Phase 0).
+const (
+	taskFile    = "task.json"   // the task as published: written before the publish
+	outcomeFile = "result.json" // how the node ended: written before the journal records it
+	planFile    = "phase0_plan.json"
+	planRawFile = "phase0_llm_output.txt"
+)
+
+// outcome is result.json: the task's result or dead letter, or why the
+// node never ran.
+type outcome struct {
+	Node       string            `json:"node"`
+	Buggy      bool              `json:"buggy"`
+	Reason     string            `json:"reason,omitempty"`
+	Metric     *float64          `json:"metric,omitempty"`
+	Cached     bool              `json:"cached,omitempty"`
+	Result     *queue.NodeResult `json:"result,omitempty"`
+	DeadLetter *queue.DeadLetter `json:"dead_letter,omitempty"`
+}
+
+func (o outcome) searchResult() search.Result {
+	r := search.Result{Buggy: o.Buggy, Reason: o.Reason}
+	if o.Metric != nil {
+		r.Metric, r.HasMetric = *o.Metric, true
+	}
+	return r
+}
+
+// runner runs one node of the search (search.Runner).
+type runner struct{ e *engine }
+
+func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error) {
+	e := r.e
+	defer func() {
+		if err := saveUsage(filepath.Join(e.dir, journalDir, "usage.json"), e.metered.Usage()); err != nil {
+			e.log.Warn("usage not saved", "err", err)
+		}
+	}()
+	dir := filepath.Join(e.dir, nodesDir, n.ID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return search.Result{}, err
+	}
+	var o outcome
+	if ok, err := readJSON(filepath.Join(dir, outcomeFile), &o); err != nil || ok {
+		// Ended before a crash that came before the journal recorded it.
+		return o.searchResult(), err
+	}
+	var task queue.NodeTask
+	ok, err := readJSON(filepath.Join(dir, taskFile), &task)
+	if err != nil {
+		return search.Result{}, err
+	}
+	if !ok {
+		t, why, err := r.prepare(ctx, n)
+		if err != nil {
+			return search.Result{}, err // ctx ended: the node stays unfinished
+		}
+		if why != "" {
+			o = outcome{Node: n.ID, Buggy: true, Reason: why}
+			return r.end(ctx, n, nil, o)
+		}
+		task = *t
+		if err := writeJSON(filepath.Join(dir, taskFile), &task); err != nil {
+			return search.Result{}, err
+		}
+	}
+	key := search.CacheKey(&task, e.env.toolchains)
+	if res, hit := e.cache.Get(key); hit {
+		res.RunID, res.NodeID, res.Attempt = e.runID, task.NodeID, task.Attempt
+		o = e.evaluate(n.ID, &res, nil)
+		o.Cached = true
+		e.log.Info("result cache hit: the node was not run again", "node_id", n.ID)
+		return r.end(ctx, n, &task, o)
+	}
+	ch, err := e.disp.Submit(ctx, &task)
+	if err != nil {
+		if ctx.Err() != nil {
+			return search.Result{}, ctx.Err()
+		}
+		return r.end(ctx, n, &task, outcome{Node: n.ID, Buggy: true, Reason: "publish: " + err.Error()})
+	}
+	var got scheduler.Outcome
+	select {
+	case got = <-ch:
+	case <-ctx.Done():
+		return search.Result{}, ctx.Err()
+	}
+	o = e.evaluate(n.ID, got.Result, got.DeadLetter)
+	if got.Result != nil && got.Result.OK() {
+		if err := e.cache.Put(key, *got.Result); err != nil {
+			e.log.Warn("result cache", "err", err)
+		}
+	}
+	return r.end(ctx, n, &task, o)
+}
+
+// evaluate turns a task's answer into the node's outcome.
+func (e *engine) evaluate(node string, res *queue.NodeResult, dl *queue.DeadLetter) outcome {
+	o := outcome{Node: node, Result: res, DeadLetter: dl}
+	switch {
+	case dl != nil:
+		o.Buggy, o.Reason = true, "dead-lettered: "+dl.Reason
+	case res == nil:
+		o.Buggy, o.Reason = true, "no answer"
+	case res.Error != nil:
+		o.Buggy, o.Reason = true, fmt.Sprintf("%s in %s: %s", res.Error.Kind, res.Error.Phase, res.Error.Message)
+		if len(res.Diagnostics) > 0 {
+			d := res.Diagnostics[0]
+			o.Reason += fmt.Sprintf(" (%s:%d: %s)", d.File, d.Line, d.Message)
+		}
+	default:
+		v, ok := res.Metrics[e.spec.Metric.Name]
+		if !ok {
+			var have []string
+			for k := range res.Metrics {
+				have = append(have, k)
+			}
+			sort.Strings(have)
+			o.Buggy, o.Reason = true, fmt.Sprintf("the run reported no %q metric (it reported: %s)", e.spec.Metric.Name, strings.Join(have, ", "))
+		} else {
+			o.Metric = &v
+		}
+	}
+	return o
+}
+
+// end records a node's outcome: the memory events, the results rows, and
+// result.json (before the search journals it).
+func (r *runner) end(ctx context.Context, n *search.Node, task *queue.NodeTask, o outcome) (search.Result, error) {
+	e := r.e
+	if ctx.Err() != nil && o.Result == nil && o.DeadLetter == nil {
+		return search.Result{}, ctx.Err()
+	}
+	ctx = context.WithoutCancel(ctx)
+	if e.mem != nil {
+		e.memoryAfter(ctx, n, o)
+	}
+	rows := results.Rows{}
+	if o.Result != nil && !o.Cached && !e.p.WorkersWriteResults && task != nil {
+		rows = results.FromResult(task, o.Result)
+	}
+	row := results.Node{Run: e.runID, Node: n.ID, Parent: n.Parent, Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Attempt: 1,
+		Status: "ok", MetricName: e.spec.Metric.Name, TS: time.Now()}
+	switch {
+	case o.Buggy && o.DeadLetter != nil:
+		row.Status, row.ErrorKind = "dead_lettered", "dead_letter"
+	case o.Buggy && o.Result != nil && o.Result.Error != nil:
+		row.Status, row.ErrorKind = "buggy", o.Result.Error.Kind
+	case o.Buggy && task == nil:
+		row.Status, row.ErrorKind = "buggy", "llm"
+	case o.Buggy:
+		row.Status, row.ErrorKind = "buggy", "metric"
+	case o.Cached:
+		row.Status = "cached"
+	}
+	if o.Metric != nil {
+		row.MetricValue = *o.Metric
+	}
+	rows.Nodes = append(rows.Nodes, row)
+	if err := e.p.Results.Write(ctx, rows); err != nil {
+		e.log.Warn("results rows not written", "node_id", n.ID, "err", err)
+	}
+	if err := writeJSON(filepath.Join(e.dir, nodesDir, n.ID, outcomeFile), &o); err != nil {
+		return search.Result{}, err
+	}
+	e.log.Info("node finished", "node_id", n.ID, "kind", n.Kind, "stage", n.Stage, "buggy", o.Buggy, "reason", firstLine(o.Reason),
+		"metric", metricText(o.Metric), "cached", o.Cached)
+	return o.searchResult(), nil
+}
+
+// prepare writes a node: its memory branch, its Phase 0 plan, its code. A
+// non-empty why makes the node buggy without running it (the model gave
+// nothing usable, the budget is spent); an error means ctx ended.
+func (r *runner) prepare(ctx context.Context, n *search.Node) (*queue.NodeTask, string, error) {
+	e := r.e
+	parent := RootBranch
+	if n.Parent != "" {
+		parent = n.Parent
+	}
+	fail := func(stage string, err error) (*queue.NodeTask, string, error) {
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
+		return nil, stage + ": " + err.Error(), nil
+	}
+	if e.mem != nil {
+		if _, err := e.mem.Fork(ctx, n.ID, parent); err != nil && !errors.Is(err, memory.ErrBranchExists) {
+			return fail("memory", err)
+		}
+		payload := fmt.Sprintf("%s node %s created in stage %s", n.Kind, n.ID, search.StageName(max(n.Stage, 1)))
+		if n.Parent != "" {
+			payload += " from " + n.Parent
+		}
+		if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "node_created", NodeID: n.ID, Payload: payload}); err != nil {
+			return fail("memory", err)
+		}
+	}
+	plan, err := r.phase0(ctx, n)
+	if err != nil {
+		return fail("phase 0", err)
+	}
+	pc := prompt.Context{Idea: e.spec.Idea, Environment: e.env.text, Resources: e.env.resources, Phase0Plan: plan, WithMemory: e.mem != nil}
+	if n.Parent != "" {
+		pc.Code, pc.ExecutionOutput = e.nodeCode(n.Parent), e.nodeOutput(n.Parent)
+	}
+	switch n.Kind {
+	case search.Hyperparam:
+		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, "hyperparam")
+	case search.Ablation:
+		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, "ablation")
+	case search.Draft:
+		pc.ExecutionOutput = ""
+	}
+	if e.mem != nil {
+		rd, err := e.mem.RenderForPrompt(ctx, n.ID, n.Kind, 0)
+		if err != nil {
+			return fail("memory", err)
+		}
+		pc.Memory = rd.Text
+	}
+	msgs, err := prompt.Build(prompt.Kind(n.Kind), pc)
+	if err != nil {
+		return fail("prompt", err)
+	}
+	a, err := prompt.Generate(ctx, r.params(n, n.Kind, msgs))
+	if err != nil {
+		return fail(n.Kind, err)
+	}
+	t := &queue.NodeTask{V: queue.Version, RunID: e.runID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
+		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Artifacts: a.Phases, Limits: e.spec.Limits, Requires: e.spec.Requires}
+	if err := t.Validate(); err != nil {
+		return fail("task", err)
+	}
+	return t, "", nil
+}
+
+func (r *runner) params(n *search.Node, purpose string, msgs []llm.Message) prompt.GenerateParams {
+	e := r.e
+	p := prompt.GenerateParams{Client: e.client, Messages: msgs, Retries: e.spec.LLM.Retries, Purpose: purpose, Node: n.ID}
+	if e.spec.LLM.Retries == 0 {
+		p.Retries = -1 // Generate reads 0 as its default
+	}
+	if e.mem != nil {
+		p.Memory, p.Branch, p.RequireMemoryUpdate = e.mem, n.ID, true
+	}
+	if e.logs != nil {
+		p.Observe = func(x prompt.Exchange) {
+			if err := e.logs.Write(n.ID, purpose, x); err != nil {
+				e.log.Warn("prompt log", "err", err)
+			}
+		}
+	}
+	return p
+}
+
+// phase0 plans the node (seed 000: once per node, with the history of the
+// run so far) and writes plans/<id>/phase0_plan.json and the raw reply.
+func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
+	e := r.e
+	dir := filepath.Join(e.dir, plansDir, n.ID)
+	if data, err := os.ReadFile(filepath.Join(dir, planFile)); err == nil {
+		return string(data), nil
+	}
+	pc := prompt.Context{Idea: e.spec.Idea, History: e.history(n.ID), Environment: e.env.text, Resources: e.env.resources, WithMemory: e.mem != nil}
+	if e.mem != nil {
+		rd, err := e.mem.RenderForPrompt(ctx, n.ID, "phase0", 0)
+		if err != nil {
+			return "", err
+		}
+		pc.Memory = rd.Text
+	}
+	msgs, err := prompt.Build(prompt.Phase0, pc)
+	if err != nil {
+		return "", err
+	}
+	var plan prompt.Plan
+	payload, err := prompt.Ask(ctx, r.params(n, "phase0", msgs), `one JSON object {"plan": {...}}`, func(s string) error {
+		var err error
+		plan, err = prompt.ParsePlan(s)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, planRawFile), []byte(payload), 0o644); err != nil {
+		return "", err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, planFile), append(plan.Raw, '\n')); err != nil {
+		return "", err
+	}
+	return string(plan.Raw), nil
+}
+
+// memoryAfter writes the events of seed 003 for a node that ended: one per
+// phase, node_result, and the [SUCCESS, stage:X] or [ERROR] archival entry.
+func (e *engine) memoryAfter(ctx context.Context, n *search.Node, o outcome) {
+	stage := search.StageName(max(n.Stage, 1))
+	warn := func(err error) {
+		if err != nil {
+			e.log.Warn("memory write after the node failed", "node_id", n.ID, "err", err)
+		}
+	}
+	if o.Result != nil && !o.Cached {
+		for _, ph := range o.Result.Phases {
+			kind, payload := ph.Name+"_complete", fmt.Sprintf("exit %d in %d ms", ph.ExitCode, ph.DurationMS)
+			if !ph.OK {
+				kind = ph.Name + "_failed"
+				payload += "\n" + tail(ph.LogTail, 1500)
+			}
+			_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: kind, NodeID: n.ID, Phase: ph.Name, Payload: payload})
+			warn(err)
+		}
+	}
+	var text string
+	var tags []string
+	if o.Buggy {
+		text = fmt.Sprintf("[ERROR] %s node %s (stage %s) failed: %s", n.Kind, n.ID, stage, o.Reason)
+		tags = []string{"ERROR", "stage:" + stage}
+		if o.Result != nil && o.Result.Error != nil {
+			tags = append(tags, "phase:"+o.Result.Error.Phase)
+		}
+	} else {
+		text = fmt.Sprintf("[SUCCESS, stage:%s] %s node %s: %s = %s %s", stage, n.Kind, n.ID, e.spec.Metric.Name, metricText(o.Metric), e.spec.Metric.Unit)
+		if o.Cached {
+			text += " (an identical earlier node's result, not run again)"
+		}
+		tags = []string{"SUCCESS", "stage:" + stage}
+	}
+	_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "node_result", NodeID: n.ID, Payload: text})
+	warn(err)
+	_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: text, Tags: tags, Context: "node " + n.ID})
+	warn(err)
+}
+
+// nodeCode is a node's files as a prompt shows them.
+func (e *engine) nodeCode(id string) string {
+	var t queue.NodeTask
+	if ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, taskFile), &t); err != nil || !ok {
+		return ""
+	}
+	var b strings.Builder
+	for _, f := range t.Artifacts.Coding.Workspace.Files {
+		fmt.Fprintf(&b, "### %s\n\n```\n%s\n```\n\n", f.Path, strings.TrimRight(f.Content, "\n"))
+	}
+	for _, ph := range []struct {
+		name string
+		cmds []string
+	}{{"download", t.Artifacts.Download.Commands}, {"compile", t.Artifacts.Compile.Commands}, {"run", t.Artifacts.Run.Commands}} {
+		if len(ph.cmds) > 0 {
+			fmt.Fprintf(&b, "%s commands:\n```sh\n%s\n```\n\n", ph.name, strings.Join(ph.cmds, "\n"))
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// nodeOutput is what a node's run showed: the error, the diagnostics and
+// the log tails of its phases.
+func (e *engine) nodeOutput(id string) string {
+	var o outcome
+	if ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); err != nil || !ok {
+		return ""
+	}
+	var b strings.Builder
+	if o.Buggy {
+		fmt.Fprintf(&b, "The node failed: %s\n\n", o.Reason)
+	} else if o.Metric != nil {
+		fmt.Fprintf(&b, "The node ran: %s = %s %s\n\n", e.spec.Metric.Name, metricText(o.Metric), e.spec.Metric.Unit)
+	}
+	if res := o.Result; res != nil {
+		for _, d := range res.Diagnostics {
+			fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.File, d.Line, d.Column, d.Severity, d.Message)
+		}
+		for _, ph := range res.Phases {
+			fmt.Fprintf(&b, "\n## %s (exit %d, %d ms)\n%s\n", ph.Name, ph.ExitCode, ph.DurationMS, tail(ph.LogTail, 3000))
+		}
+		if len(res.Metrics) > 0 {
+			names := make([]string, 0, len(res.Metrics))
+			for k := range res.Metrics {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			b.WriteString("\nMetrics:")
+			for _, k := range names {
+				fmt.Fprintf(&b, " %s=%g", k, res.Metrics[k])
+			}
+			b.WriteString("\n")
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// history is the run so far, for Phase 0: the nodes that ended, newest
+// last (at most 20).
+func (e *engine) history(except string) string {
+	var lines []string
+	for _, n := range e.tree.Nodes() {
+		if !n.Done || n.ID == except {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("- %s (%s, stage %s%s): %s", n.ID, n.Kind, search.StageName(max(n.Stage, 1)), parentText(n.Parent), e.outcomeText(n)))
+	}
+	if len(lines) > 20 {
+		lines = append([]string{fmt.Sprintf("(%d earlier nodes left out)", len(lines)-20)}, lines[len(lines)-20:]...)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func parentText(p string) string {
+	if p == "" {
+		return ""
+	}
+	return ", from " + p
+}
+
+func (e *engine) outcomeText(n search.Node) string {
+	switch {
+	case !n.Done:
+		return "running"
+	case n.Buggy:
+		return "buggy: " + firstLine(n.Reason)
+	case n.HasMetric:
+		return fmt.Sprintf("%s = %g %s", e.spec.Metric.Name, n.Metric, e.spec.Metric.Unit)
+	}
+	return "ok"
+}
+
+// changeIdea is the hyperparameter or ablation a node explores: the prompt
+// asks the model for one its siblings have not tried, and lists theirs.
+func (e *engine) changeIdea(n *search.Node, what string) string {
+	var tried []string
+	for _, s := range e.tree.Nodes() {
+		if s.ID != n.ID && s.Kind == n.Kind && s.Parent == n.Parent {
+			tried = append(tried, "- "+s.ID+": "+e.nodeSummary(s.ID))
+		}
+	}
+	var b strings.Builder
+	if what == "hyperparam" {
+		b.WriteString("Tune one hyperparameter of the base code (a problem or block size, a thread count or schedule, a compiler flag, " +
+			"a data layout parameter): choose one that matters for the metric, try a few values in the run, keep the best.")
+	} else {
+		b.WriteString("Remove or disable one component of the base code (an optimization, a pragma, a compiler flag, a data layout choice) " +
+			"and measure what the metric loses without it: the run must report the metric of the ablated program.")
+	}
+	if len(tried) > 0 {
+		b.WriteString(" Do not repeat what these siblings did:\n" + strings.Join(tried, "\n"))
+	}
+	return b.String()
+}
+
+// nodeSummary is one line about a node: its plan's approach and outcome.
+func (e *engine) nodeSummary(id string) string {
+	var s strings.Builder
+	if data, err := os.ReadFile(filepath.Join(e.dir, plansDir, id, planFile)); err == nil {
+		var p prompt.Plan
+		if json.Unmarshal(data, &p) == nil && p.Approach != "" {
+			s.WriteString(firstLine(p.Approach) + "; ")
+		}
+	}
+	if n, ok := e.tree.Get(id); ok {
+		s.WriteString(e.outcomeText(n))
+	}
+	return s.String()
+}
+
+// bestDetail is the report's section on the best node: metrics and code.
+func (e *engine) bestDetail(id string) string {
+	var b strings.Builder
+	var o outcome
+	if ok, _ := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); ok && o.Result != nil && len(o.Result.Metrics) > 0 {
+		b.WriteString("### Its metrics\n\n| metric | value | unit |\n|---|---|---|\n")
+		names := make([]string, 0, len(o.Result.Metrics))
+		for k := range o.Result.Metrics {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			fmt.Fprintf(&b, "| %s | %g | %s |\n", k, o.Result.Metrics[k], o.Result.MetricUnits[k])
+		}
+		b.WriteString("\n")
+	}
+	if code := e.nodeCode(id); code != "" {
+		b.WriteString("### Its code\n\n" + code + "\n")
+	}
+	return b.String()
+}
+
+func (e *engine) cachedNode(id string) bool {
+	var o outcome
+	ok, _ := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o)
+	return ok && o.Cached
+}
+
+func metricText(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%g", *v)
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// tail keeps the last n bytes of s, at a line start when it can.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
+		s = s[i+1:]
+	}
+	return "...\n" + s
+}
+
+// readJSON reads a node file; ok is false when it does not exist.
+func readJSON(path string, v any) (bool, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return true, nil
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(data, '\n'))
+}

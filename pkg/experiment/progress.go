@@ -1,0 +1,93 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// progressLine is the state of the run in one line: per stage nodes done,
+// running and buggy, the best metric, tokens and cost so far.
+func (e *engine) progressLine() string {
+	type count struct{ done, running, buggy int }
+	per := map[int]*count{}
+	for _, n := range e.tree.Nodes() {
+		s := max(n.Stage, 1)
+		c := per[s]
+		if c == nil {
+			c = &count{}
+			per[s] = c
+		}
+		switch {
+		case !n.Done:
+			c.running++
+		case n.Buggy:
+			c.buggy++
+			c.done++
+		default:
+			c.done++
+		}
+	}
+	var parts []string
+	for s := 1; s <= 4; s++ {
+		if c := per[s]; c != nil {
+			parts = append(parts, fmt.Sprintf("s%d %d done/%d running/%d buggy", s, c.done, c.running, c.buggy))
+		}
+	}
+	best := "best -"
+	if b, ok := e.tree.Best(e.maximize()); ok {
+		best = fmt.Sprintf("best %s=%g (%s)", e.spec.Metric.Name, b.Metric, b.ID)
+	}
+	u := e.metered.Usage()
+	stage := e.stage
+	return fmt.Sprintf("[%s] stage %d %s | %s | %s | %d calls %d tokens $%.4f", time.Now().Format("15:04:05"), stage.n, stage.name,
+		strings.Join(parts, ", "), best, u.Calls, u.TokensIn+u.TokensOut, u.CostUSD)
+}
+
+// startProgress shows the run's progress until the returned function is
+// called: redrawn in place every second on a terminal, a plain line every
+// ProgressEvery otherwise.
+func (e *engine) startProgress(ctx context.Context) func() {
+	w := e.p.Progress
+	if w == nil {
+		return func() {}
+	}
+	every := e.p.ProgressEvery
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	if e.p.Terminal {
+		every = time.Second
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if e.p.Terminal {
+					fmt.Fprintf(w, "\r\033[K%s", e.progressLine())
+				} else {
+					fmt.Fprintln(w, e.progressLine())
+				}
+			case <-done:
+				if e.p.Terminal {
+					fmt.Fprintf(w, "\r\033[K%s\n", e.progressLine())
+				}
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
