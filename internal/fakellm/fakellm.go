@@ -1,0 +1,206 @@
+// Package fakellm is an httptest server speaking the OpenAI chat
+// completions API, for tests that drive whole runs: the LLM endpoint is the
+// one component of hpcq that cannot run here. A test scripts the replies
+// from what each request asks for (its Kind, its Attempt).
+package fakellm
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hpcq/hpcq/pkg/llm"
+)
+
+// Request is a chat request as the server saw it.
+type Request struct {
+	N        int // 1-based arrival order
+	Model    string
+	Messages []llm.Message
+	// Kind is what the prompt asks for: phase0, draft, debug, improve,
+	// hyperparam, ablation, judge, install, summarize, compress, or "".
+	Kind string
+	// Attempt is 1 for a first request, n+1 after n replies of the same
+	// conversation (retries with feedback, memory read rounds).
+	Attempt int
+	// KindN counts the first attempts of this kind: the KindN-th draft.
+	KindN int
+}
+
+// Last is the content of the last message.
+func (r Request) Last() string { return r.Messages[len(r.Messages)-1].Content }
+
+// Reply is what the server answers. Status 0 means 200 with Content.
+type Reply struct {
+	Status  int
+	Header  map[string]string
+	Content string
+	// FinishReason defaults to "stop".
+	FinishReason string
+	// Delay before answering (a timeout test).
+	Delay     time.Duration
+	TokensIn  int
+	TokensOut int
+}
+
+// Server is the fake endpoint.
+type Server struct {
+	*httptest.Server
+	handle func(Request) Reply
+
+	mu    sync.Mutex
+	reqs  []Request
+	kindN map[string]int
+}
+
+// New starts a server answering with handle; it stops with the test.
+func New(t testing.TB, handle func(Request) Reply) *Server {
+	s := &Server{handle: handle, kindN: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// URL of the API (OPENAI_BASE_URL).
+func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// Requests returns the requests so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.reqs...)
+}
+
+// Count returns how many first attempts of kind arrived.
+func (s *Server) Count(kind string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.kindN[kind]
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" {
+		http.Error(w, "not found: "+r.URL.Path, http.StatusNotFound)
+		return
+	}
+	var body struct {
+		Model    string        `json:"model"`
+		Messages []llm.Message `json:"messages"`
+	}
+	data, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(data, &body); err != nil || len(body.Messages) == 0 {
+		http.Error(w, `{"error": {"message": "bad request"}}`, http.StatusBadRequest)
+		return
+	}
+	req := Request{Model: body.Model, Messages: body.Messages, Kind: KindOf(body.Messages), Attempt: 1}
+	for _, m := range body.Messages {
+		if m.Role == "assistant" {
+			req.Attempt++
+		}
+	}
+	s.mu.Lock()
+	req.N = len(s.reqs) + 1
+	if req.Attempt == 1 {
+		s.kindN[req.Kind]++
+	}
+	req.KindN = s.kindN[req.Kind]
+	s.reqs = append(s.reqs, req)
+	s.mu.Unlock()
+
+	rep := s.handle(req)
+	if rep.Delay > 0 {
+		select {
+		case <-time.After(rep.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	for k, v := range rep.Header {
+		w.Header().Set(k, v)
+	}
+	if rep.Status != 0 && rep.Status != http.StatusOK {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rep.Status)
+		fmt.Fprintf(w, `{"error": {"message": "scripted status %d", "type": "test"}}`, rep.Status)
+		return
+	}
+	finish := rep.FinishReason
+	if finish == "" {
+		finish = "stop"
+	}
+	out, _ := json.Marshal(map[string]any{
+		"id": "chatcmpl-" + strconv.Itoa(req.N), "object": "chat.completion", "created": time.Now().Unix(), "model": body.Model,
+		"choices": []any{map[string]any{"index": 0, "message": map[string]string{"role": "assistant", "content": rep.Content}, "finish_reason": finish}},
+		"usage":   map[string]int{"prompt_tokens": rep.TokensIn, "completion_tokens": rep.TokensOut, "total_tokens": rep.TokensIn + rep.TokensOut},
+	})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+// kinds maps a phrase of each prompt to its kind.
+var kinds = []struct{ phrase, kind string }{
+	{"You are planning an HPC experiment", "phase0"},
+	{"Write a first complete implementation", "draft"},
+	{"The implementation below failed", "debug"},
+	{"The implementation below works", "improve"},
+	{"Tune the implementation below", "hyperparam"},
+	{"Remove or disable one component", "ablation"},
+	{"Pick the node that best serves", "judge"},
+	{"running summary", "summarize"},
+	{"Compress the following", "compress"},
+	{"next command", "install"},
+}
+
+// KindOf tells what a conversation asks for, from its first messages.
+func KindOf(msgs []llm.Message) string {
+	var head strings.Builder
+	for i, m := range msgs {
+		if i == 2 {
+			break
+		}
+		head.WriteString(m.Content)
+	}
+	h := head.String()
+	for _, k := range kinds {
+		if strings.Contains(h, k.phrase) {
+			return k.kind
+		}
+	}
+	return ""
+}
+
+// File is a workspace file of a scripted reply.
+type File struct{ Path, Content string }
+
+// Artifacts is the JSON payload of a node reply.
+func Artifacts(files []File, compile, run []string) string {
+	fs := make([]map[string]string, len(files))
+	for i, f := range files {
+		fs[i] = map[string]string{"path": f.Path, "content": f.Content}
+	}
+	data, _ := json.Marshal(map[string]any{"phase_artifacts": map[string]any{
+		"download": map[string]any{"commands": []string{}},
+		"coding":   map[string]any{"workspace": map[string]any{"files": fs}},
+		"compile":  map[string]any{"commands": compile},
+		"run":      map[string]any{"commands": run},
+	}})
+	return string(data)
+}
+
+// Plan is the JSON payload of a Phase 0 reply.
+func Plan(approach string) string {
+	data, _ := json.Marshal(map[string]any{"plan": map[string]any{"goal": "the metric", "approach": approach}})
+	return string(data)
+}
+
+// WithMemory puts a <memory_update> block (JSON) before a payload.
+func WithMemory(update, payload string) string {
+	return "<memory_update>\n" + update + "\n</memory_update>\n" + payload
+}

@@ -1,0 +1,282 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/fakellm"
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory/sqlite"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/run"
+	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/search"
+	"github.com/hpcq/hpcq/pkg/worker"
+)
+
+// script is a node whose run prints score.
+func script(score int) string {
+	return fakellm.Artifacts([]fakellm.File{{Path: "run.sh", Content: fmt.Sprintf("echo computing\necho 'METRIC score=%d points'\n", score)}},
+		[]string{"bash -n run.sh"}, []string{"bash run.sh"})
+}
+
+const emptyUpdate = "{}"
+
+// normal answers every kind correctly; score grows with each node reply.
+func normal(r fakellm.Request) fakellm.Reply {
+	switch r.Kind {
+	case "phase0":
+		return fakellm.Reply{Content: fakellm.WithMemory(`{"core": {"PHASE0_SUMMARY": "print the score"}}`, fakellm.Plan("a shell script")), TokensIn: 100, TokensOut: 50}
+	case "draft", "debug", "improve", "hyperparam", "ablation":
+		return fakellm.Reply{Content: fakellm.WithMemory(`{"archival": [{"text": "wrote run.sh", "tags": ["`+r.Kind+`"]}]}`, script(10+r.KindN)),
+			TokensIn: 200, TokensOut: 100}
+	case "summarize":
+		return fakellm.Reply{Content: `{"summary": "earlier events folded"}`}
+	}
+	return fakellm.Reply{Status: 400}
+}
+
+type env struct {
+	p   Params
+	srv *fakellm.Server
+	dir string
+}
+
+func newSpec(t *testing.T) run.Spec {
+	s := run.Defaults()
+	s.Idea = "Print a score as high as possible."
+	s.Metric = run.Metric{Name: "score", Direction: "maximize", Unit: "points"}
+	s.Stages = run.Stages{InitialImplementation: run.Stage{MaxIterations: 2}}
+	s.Search.NumDrafts = 2
+	s.LLM.Model = "test-model"
+	s.Limits.RunTimeoutS = 30
+	require.NoError(t, s.Validate())
+	return s
+}
+
+// setup starts a local cluster (embedded NATS, one real worker with the
+// phases executor), the run's SQLite files and the fake endpoint.
+func setup(t *testing.T, spec run.Spec, handle func(fakellm.Request) fakellm.Reply, dir string) env {
+	t.Helper()
+	if dir == "" {
+		dir = filepath.Join(t.TempDir(), "run-test")
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "memory"), 0o755))
+	log := testutil.Logger(t)
+	sink, err := results.OpenSQLite(filepath.Join(dir, "hpcq.sqlite"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sink.Close() })
+	ctx := context.Background()
+	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: dir, Logger: log,
+		Worker: worker.Config{Pools: []string{"cpu"}, Slots: 2, Cores: 2, Results: sink}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	store, err := sqlite.Open(filepath.Join(dir, "memory", "memory.sqlite"), sqlite.Options{Run: filepath.Base(dir)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = store.Close() })
+	srv := fakellm.New(t, handle)
+	client, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: srv.BaseURL(), APIKey: "test-key", Model: "test-model", MaxAttempts: 3,
+		Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Timeout: 2 * time.Second, Logger: log})
+	require.NoError(t, err)
+	return env{srv: srv, dir: dir, p: Params{Spec: spec, RunDir: dir, Queue: l.Queue, LLM: client, MemoryStore: store, Results: sink,
+		WorkersWriteResults: true, Mode: "local", Logger: log, Gateway: l.Conn}}
+}
+
+func readOutcome(t *testing.T, dir, node string) outcome {
+	var o outcome
+	ok, err := readJSON(filepath.Join(dir, nodesDir, node, outcomeFile), &o)
+	require.NoError(t, err)
+	require.True(t, ok, "node %s has no result.json", node)
+	return o
+}
+
+// TestWholeRunWithHostileReplies: a run over a real worker where the
+// endpoint misbehaves in every documented way. Transport faults are
+// retried; unusable replies are retried with feedback, then make the node
+// buggy with the reason; the run completes every stage.
+func TestWholeRunWithHostileReplies(t *testing.T) {
+	spec := newSpec(t)
+	spec.Stages = run.Stages{InitialImplementation: run.Stage{MaxIterations: 6}, BaselineTuning: run.Stage{MaxIterations: 1},
+		AblationStudies: run.Stage{MaxIterations: 1}}
+	spec.Search.NumDrafts, spec.Search.Slots, spec.LLM.Retries = 6, 1, 1
+	zero := 0.0
+	spec.Search.DebugProb = &zero
+	huge := strings.Repeat("x", 17<<20)
+	handle := func(r fakellm.Request) fakellm.Reply {
+		switch {
+		case r.N == 1:
+			return fakellm.Reply{Status: 429, Header: map[string]string{"Retry-After": "0"}} // retried
+		case r.Kind == "phase0" && r.KindN == 3:
+			return fakellm.Reply{Delay: 3 * time.Second} // longer than the client's timeout: retried
+		case r.Kind != "draft":
+		case r.KindN == 2 && r.Attempt == 1:
+			return fakellm.Reply{Content: script(12)} // no memory block: feedback, retried
+		case r.KindN == 3:
+			return fakellm.Reply{Content: fakellm.WithMemory(emptyUpdate, "Sure! Here is the code you asked for.")}
+		case r.KindN == 4:
+			full := fakellm.WithMemory(emptyUpdate, script(99))
+			return fakellm.Reply{Content: full[:len(full)/2], FinishReason: "length"}
+		case r.KindN == 5:
+			return fakellm.Reply{Content: fakellm.WithMemory(emptyUpdate, fakellm.Artifacts([]fakellm.File{{Path: "../escape.sh", Content: "echo hi"}},
+				nil, []string{"bash ../escape.sh"}))}
+		case r.KindN == 6:
+			return fakellm.Reply{Content: fakellm.WithMemory(emptyUpdate, script(1)+huge)}
+		}
+		return normal(r)
+	}
+	e := setup(t, spec, handle, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sum, err := Run(ctx, e.p)
+	require.NoError(t, err)
+	require.Equal(t, 8, sum.Nodes)
+	require.True(t, sum.HasBest)
+
+	nodes := map[string]search.Node{}
+	tree, err := search.OpenTree(filepath.Join(e.dir, journalDir, "tree.journal"))
+	require.NoError(t, err)
+	for _, n := range tree.Nodes() {
+		nodes[n.ID] = n
+		require.True(t, n.Done, n.ID)
+	}
+	require.NoError(t, tree.Close())
+	require.False(t, nodes["n0001"].Buggy, nodes["n0001"].Reason)
+	require.False(t, nodes["n0002"].Buggy, "a reply without the memory block is retried with feedback: %s", nodes["n0002"].Reason)
+	require.Equal(t, 12.0, nodes["n0002"].Metric)
+	for id, want := range map[string]string{"n0003": "must be one JSON object", "n0004": "invalid JSON", "n0005": "..", "n0006": "bytes"} {
+		require.True(t, nodes[id].Buggy, id)
+		require.Contains(t, nodes[id].Reason, "no usable reply after 2 replies", id)
+		require.Contains(t, nodes[id].Reason, want, id)
+		o := readOutcome(t, e.dir, id)
+		require.Nil(t, o.Result, "%s never ran", id)
+	}
+	// The hyperparam and ablation replies are n0001's files again: the
+	// result cache answers them without a run.
+	require.Equal(t, 2, sum.CacheHits)
+	require.True(t, readOutcome(t, e.dir, "n0007").Cached)
+	require.Equal(t, search.Hyperparam, nodes["n0007"].Kind)
+	require.Equal(t, search.Ablation, nodes["n0008"].Kind)
+	require.Equal(t, 4, nodes["n0008"].Stage)
+
+	// The feedback named the problem.
+	var sawFeedback bool
+	for _, r := range e.srv.Requests() {
+		if r.Kind == "draft" && r.KindN == 2 && r.Attempt == 2 {
+			sawFeedback = strings.Contains(r.Last(), "memory_update")
+		}
+	}
+	require.True(t, sawFeedback, "the retry of a reply without the block says what was missing")
+
+	// Outputs.
+	for _, f := range []string{"tree.json", "tree.html", "report.md", "memory/final_memory_for_paper.md", "memory/final_memory_for_paper.json",
+		"plans/n0001/phase0_plan.json", "plans/n0001/phase0_llm_output.txt"} {
+		require.FileExists(t, filepath.Join(e.dir, f))
+	}
+	rep, err := os.ReadFile(filepath.Join(e.dir, "report.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(rep), "## Failures met")
+	require.Contains(t, string(rep), "## Stages")
+	require.Contains(t, string(rep), "### Its code")
+	logs, err := filepath.Glob(filepath.Join(e.dir, "prompt_logs", "n0002", "*.md"))
+	require.NoError(t, err)
+	require.NotEmpty(t, logs)
+
+	// Results: every LLM call in llm_calls, the nodes with their stage.
+	tab, err := results.QuerySQLite(ctx, filepath.Join(e.dir, "hpcq.sqlite"), "SELECT count(*) FROM llm_calls")
+	require.NoError(t, err)
+	require.EqualValues(t, sum.Usage.Calls, tab.Rows[0][0])
+	tab, err = results.QuerySQLite(ctx, filepath.Join(e.dir, "hpcq.sqlite"), "SELECT node, stage, status FROM nodes ORDER BY node")
+	require.NoError(t, err)
+	require.Len(t, tab.Rows, 8)
+	require.Equal(t, "n0003 1 buggy\n", fmt.Sprintln(tab.Rows[2]...))
+	require.Equal(t, "n0008 4 cached\n", fmt.Sprintln(tab.Rows[7]...))
+}
+
+// TestBudgetStopsExpansion: once the token budget is spent no new node is
+// started, the nodes in flight finish, and the report says why.
+func TestBudgetStopsExpansion(t *testing.T) {
+	spec := newSpec(t)
+	spec.Stages.InitialImplementation.MaxIterations = 20
+	spec.Search.NumDrafts, spec.Search.Slots = 20, 1
+	spec.LLM.Budget.MaxTokens = 1000 // phase0 150 + draft 300 per node: spent in the third node
+	e := setup(t, spec, normal, "")
+	sum, err := Run(context.Background(), e.p)
+	require.NoError(t, err)
+	require.Contains(t, sum.StoppedBy, "budget")
+	require.Less(t, sum.Nodes, 20)
+	require.GreaterOrEqual(t, sum.Nodes, 2)
+	rep, err := os.ReadFile(filepath.Join(e.dir, "report.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(rep), "The search stopped early: budget")
+	tab, err := results.QuerySQLite(context.Background(), filepath.Join(e.dir, "hpcq.sqlite"), "SELECT status FROM runs")
+	require.NoError(t, err)
+	require.Equal(t, "stopped", fmt.Sprint(tab.Rows[0][0]))
+}
+
+// TestResumeRunsNothingTwice: a run interrupted while a node runs is
+// resumed from its directory: finished nodes are kept as they were, the
+// interrupted node is answered (not run again), the tree completes.
+func TestResumeRunsNothingTwice(t *testing.T) {
+	spec := newSpec(t)
+	spec.Stages.InitialImplementation.MaxIterations = 4
+	spec.Search.NumDrafts, spec.Search.Slots = 4, 1
+	slow := func(r fakellm.Request) fakellm.Reply {
+		rep := normal(r)
+		if r.Kind == "draft" {
+			rep.Content = fakellm.WithMemory(emptyUpdate, fakellm.Artifacts([]fakellm.File{{Path: "run.sh",
+				Content: fmt.Sprintf("sleep 1\necho 'METRIC score=%d'\n", r.KindN)}}, nil, []string{"bash run.sh"}))
+		}
+		return rep
+	}
+	dir := filepath.Join(t.TempDir(), "run-resume")
+	e := setup(t, spec, slow, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		testutil.Eventually(t, time.Minute, "two nodes finished", func() bool {
+			m, _ := filepath.Glob(filepath.Join(dir, nodesDir, "*", outcomeFile))
+			return len(m) >= 2
+		})
+		cancel()
+	}()
+	_, err := Run(ctx, e.p)
+	require.ErrorIs(t, err, context.Canceled)
+	before := map[string][]byte{}
+	done, _ := filepath.Glob(filepath.Join(dir, nodesDir, "*", outcomeFile))
+	for _, f := range done {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		before[f] = data
+	}
+	draftsBefore := e.srv.Count("draft")
+
+	sum, err := Run(context.Background(), e.p)
+	require.NoError(t, err)
+	require.Equal(t, 4, sum.Nodes)
+	for f, data := range before {
+		now, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.Equal(t, string(data), string(now), "a finished node is kept as it was")
+	}
+	require.Equal(t, 4, e.srv.Count("draft"), "every node's code was asked for once (before the resume: %d)", draftsBefore)
+	tree, err := search.OpenTree(filepath.Join(dir, journalDir, "tree.journal"))
+	require.NoError(t, err)
+	defer tree.Close()
+	for _, n := range tree.Nodes() {
+		require.True(t, n.Done, n.ID)
+		require.False(t, n.Buggy, "%s: %s", n.ID, n.Reason)
+	}
+	var tj search.TreeJSON
+	data, err := os.ReadFile(filepath.Join(dir, "tree.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &tj))
+	require.Len(t, tj.Nodes, 4)
+}
