@@ -7,7 +7,7 @@ EXAMPLES  := examples/hello/task.json examples/stencil-omp/task.json
 # Where services.sh keeps the servers of `make services-up`.
 SERVICES_DIR ?= $(CURDIR)/.services
 
-.PHONY: help build run test test-go lint bench-queue bench-memory bench-search services-up services-down services-install clean
+.PHONY: help build run run-exec test test-go lint bench-queue bench-memory bench-search services-up services-down services-install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -16,7 +16,10 @@ build: ## build scheduler, worker, slurm-bridge into bin/
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
-run: build ## run the bundled example tasks locally (embedded NATS, in-process workers)
+run: build ## the tree search on examples/stencil-omp, locally (embedded NATS, in-process workers, SQLite; scripted replies unless OPENAI_API_KEY is set)
+	$(BIN)/scheduler run --local examples/stencil-omp
+
+run-exec: build ## the bundled hand-written tasks as a plain job queue (no LLM)
 	$(BIN)/scheduler exec --local $(EXAMPLES)
 	@echo 'results: $(BIN)/scheduler query "SELECT node, phase, status, duration_ms FROM phase_runs"'
 

@@ -173,7 +173,7 @@ func cmdRun(args []string) error {
 	var gw *nats.Conn
 	if *local {
 		l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{
-			RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log,
+			RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log, GatewayInstaller: true,
 			Worker: worker.Config{Pools: []string{spec.Pool}, Slots: cfg.Slots, Version: version.Version, Results: sink},
 		})
 		if err != nil {

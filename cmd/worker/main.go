@@ -19,7 +19,9 @@ import (
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
+	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/phases"
+	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/worker"
@@ -82,7 +84,10 @@ func run() error {
 	}
 	defer q.Close()
 	tc := phases.DetectToolchains(ctx, log)
-	exec, err := phases.NewExecutor(phases.Config{RunsDir: cfg.WorkDir, KillGrace: cfg.Grace, MaxOutputBytes: cfg.MaxOutput})
+	// The iterative installer asks the model through the scheduler's LLM
+	// gateway: a worker holds no API key.
+	exec, err := phases.NewExecutor(phases.Config{RunsDir: cfg.WorkDir, KillGrace: cfg.Grace, MaxOutputBytes: cfg.MaxOutput,
+		Installer: prompt.NewInstaller(llm.Gateway{NC: q.Conn()})})
 	if err != nil {
 		return err
 	}

@@ -155,7 +155,7 @@ var kinds = []struct{ phrase, kind string }{
 	{"Pick the node that best serves", "judge"},
 	{"running summary", "summarize"},
 	{"Compress the following", "compress"},
-	{"next command", "install"},
+	{"one shell command at a time", "install"},
 }
 
 // KindOf tells what a conversation asks for, from its first messages.

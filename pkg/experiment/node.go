@@ -250,6 +250,19 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*queue.NodeTask, 
 	}
 	t := &queue.NodeTask{V: queue.Version, RunID: e.runID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
 		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Artifacts: a.Phases, Limits: e.spec.Limits, Requires: e.spec.Requires}
+	if dl := a.Phases.Download.Commands; e.spec.Phase1.Mode == "iterative" && len(dl) > 0 {
+		// The planned download commands become the goal of the worker's
+		// iterative installer, which runs them one at a time under the
+		// model's eye and adapts when one fails.
+		goal := "Run or adapt these planned commands:\n" + strings.Join(dl, "\n")
+		for _, note := range a.Notes {
+			if strings.HasPrefix(note, "download: ") {
+				goal = strings.TrimPrefix(note, "download: ") + "\n\n" + goal
+			}
+		}
+		t.Install = &queue.Install{Goal: goal, MaxSteps: e.spec.Phase1.MaxSteps}
+		t.Artifacts.Download.Commands = nil
+	}
 	if err := t.Validate(); err != nil {
 		return fail("task", err)
 	}

@@ -39,7 +39,17 @@ type Config struct {
 	LogTailBytes int
 	// Workspace limits.
 	Workspace WorkspaceLimits
+	// Installer runs the iterative download phase of a task with Install
+	// set; without one such a task fails in its download phase, saying why.
+	Installer Installer
 }
+
+// Installer decides the commands of an iterative download phase one at a
+// time (the worker asks the model through the scheduler's LLM gateway),
+// running each with run, which returns its exit code and the tail of its
+// output. A failing command is not the end: the installer sees it and may
+// try another. An error from the installer fails the phase.
+type Installer func(ctx context.Context, t *queue.NodeTask, run func(ctx context.Context, command string) (exitCode int, output string, err error)) error
 
 func (c Config) withDefaults() Config {
 	if c.RunsDir == "" {
@@ -129,7 +139,7 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 	}
 	var names []string
 	for _, ph := range phases {
-		if len(ph.cmds) > 0 {
+		if len(ph.cmds) > 0 || (ph.name == queue.PhaseDownload && t.Install != nil) {
 			names = append(names, ph.name)
 		}
 	}
@@ -187,6 +197,18 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 		return nil, err
 	}
 	for _, ph := range phases {
+		if ph.name == queue.PhaseDownload && t.Install != nil {
+			pr, rerr, err := e.iterativeDownload(ctx, t, ph, run, logs().files[ph.name])
+			if err != nil {
+				return nil, err
+			}
+			res.Phases = append(res.Phases, pr)
+			if rerr != nil {
+				res.Error = rerr
+				return res, nil
+			}
+			continue
+		}
 		if len(ph.cmds) == 0 {
 			continue
 		}
@@ -378,6 +400,65 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 	pr.DurationMS = time.Since(pr.Started).Milliseconds()
 	pr.LogTail = both.Tail(e.cfg.LogTailBytes)
 	return pr, rerr, nil
+}
+
+// iterativeDownload runs the download phase of a task with Install set:
+// its planned commands first, then the installer's, one at a time, all
+// within the phase's timeout, into the phase's log.
+func (e *Executor) iterativeDownload(ctx context.Context, t *queue.NodeTask, ph phaseSpec, run phaseRun, f *os.File) (queue.PhaseResult, *queue.ResultError, error) {
+	pr := queue.PhaseResult{Name: ph.name, Started: time.Now().UTC(), LogRef: f.Name()}
+	fail := func(msg string) (queue.PhaseResult, *queue.ResultError, error) {
+		fmt.Fprintf(f, "[hpcq: %s]\n", msg)
+		pr.DurationMS = time.Since(pr.Started).Milliseconds()
+		pr.LogTail = strings.TrimSpace(pr.LogTail + "\n" + msg)
+		return pr, &queue.ResultError{Phase: ph.name, Kind: ph.kind, Message: msg}, nil
+	}
+	if e.cfg.Installer == nil {
+		pr.ExitCode = -1
+		return fail("the task asks for an iterative install and this worker has no installer: it asks the model through the LLM gateway " +
+			"of a `scheduler run` on its NATS server")
+	}
+	deadline := time.Now().Add(ph.timeout)
+	if len(ph.cmds) > 0 {
+		p, rerr, err := e.runPhase(ctx, ph, run, f, nil, nil)
+		if err != nil {
+			return pr, nil, err
+		}
+		pr.ExitCode, pr.LogTail = p.ExitCode, p.LogTail
+		if rerr != nil {
+			pr.DurationMS = time.Since(pr.Started).Milliseconds()
+			return pr, rerr, nil
+		}
+	}
+	var workerErr error
+	steps := 0
+	ierr := e.cfg.Installer(ctx, t, func(ctx context.Context, command string) (int, string, error) {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return 0, "", fmt.Errorf("the download phase's timeout of %v is spent", ph.timeout)
+		}
+		steps++
+		p, _, err := e.runPhase(ctx, phaseSpec{name: ph.name, cmds: []string{command}, timeout: left, kind: ph.kind}, run, f, nil, nil)
+		if err != nil {
+			workerErr = err
+			return 0, "", err
+		}
+		pr.ExitCode, pr.LogTail = p.ExitCode, p.LogTail
+		return p.ExitCode, p.LogTail, nil
+	})
+	if workerErr != nil {
+		return pr, nil, workerErr
+	}
+	if ierr != nil {
+		if ctx.Err() != nil {
+			return pr, nil, ctx.Err()
+		}
+		return fail(fmt.Sprintf("iterative install failed after %d commands: %v", steps, ierr))
+	}
+	fmt.Fprintf(f, "[hpcq: iterative install done after %d commands]\n", steps)
+	pr.OK, pr.ExitCode = true, 0
+	pr.DurationMS = time.Since(pr.Started).Milliseconds()
+	return pr, nil, nil
 }
 
 func lastLine(s string) string {

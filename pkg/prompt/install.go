@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/phases"
+	"github.com/hpcq/hpcq/pkg/queue"
 )
 
 // Step is one answer of the iterative installer (phase1_mode iterative): the
@@ -117,5 +119,39 @@ func Install(ctx context.Context, p InstallParams) ([]Step, error) {
 		ran = append(ran, step)
 		msgs = append(msgs, llm.Message{Role: "user", Content: fmt.Sprintf("Command %d: %s\nExit code: %d\nOutput:\n%s\n\nNext step: the next command, or done.",
 			len(ran), step.Command, res.ExitCode, res.Output)})
+	}
+}
+
+// InstallMessages open the iterative installer's conversation for a task:
+// what must be in place and what the workspace holds.
+func InstallMessages(t *queue.NodeTask) []llm.Message {
+	var files []string
+	for _, f := range t.Artifacts.Coding.Workspace.Files {
+		files = append(files, f.Path)
+	}
+	var b strings.Builder
+	b.WriteString("You set up the workspace of an HPC experiment node on a Linux compute node, one shell command at a time: " +
+		"you give the next command, it runs with bash -lc in the workspace, you see its exit code and output, and you give the next " +
+		"command, until what the node needs is in place.\n\n# Goal\n\n")
+	b.WriteString(strings.TrimSpace(t.Install.Goal))
+	fmt.Fprintf(&b, "\n\n# Workspace\n\nFiles: %s\nThe compile phase will run: %s\nThe run phase will run: %s\n",
+		strings.Join(files, ", "), strings.Join(t.Artifacts.Compile.Commands, "; "), strings.Join(t.Artifacts.Run.Commands, "; "))
+	fmt.Fprintf(&b, "\n# Rules\n\nAt most %d commands. There may be no root: install in user space (the workspace, pip --user, "+
+		"spack, module load) and check before you install. Answer with one JSON object and nothing else: "+
+		`{"command": "...", "done": false, "reason": "..."} for the next command, or {"done": true, "reason": "..."} when everything is in place.`,
+		t.Install.MaxSteps)
+	return []llm.Message{{Role: "system", Content: defaultSystem}, {Role: "user", Content: b.String()}}
+}
+
+// NewInstaller is a worker's iterative installer (phases.Installer) on a
+// client, the scheduler's LLM gateway on a cluster.
+func NewInstaller(c llm.Client) phases.Installer {
+	return func(ctx context.Context, t *queue.NodeTask, run func(ctx context.Context, command string) (int, string, error)) error {
+		_, err := Install(ctx, InstallParams{Client: c, Messages: InstallMessages(t), MaxSteps: t.Install.MaxSteps, Node: t.NodeID,
+			Run: func(ctx context.Context, command string) (CommandResult, error) {
+				code, out, err := run(ctx, command)
+				return CommandResult{ExitCode: code, Output: out}, err
+			}})
+		return err
 	}
 }

@@ -89,7 +89,26 @@ type NodeTask struct {
 	// Requires names toolchains the worker must have: "gcc", "clang",
 	// "openmp", "mpicc", "mpirun", "nvcc", "gpu", "make", "cmake", "gfortran", ...
 	Requires []string `json:"requires,omitempty"`
+	// Install, when set, makes the download phase iterative: the worker
+	// asks the model (through the scheduler's LLM gateway) for one command
+	// at a time, runs it and reports the result, until the model says done
+	// or MaxSteps commands have run. Download commands, if any, run first.
+	Install *Install `json:"install,omitempty"`
 }
+
+// Install is an iterative download phase (phase1_mode iterative).
+type Install struct {
+	// Goal says what must be in place: the node's download notes and the
+	// commands the model planned.
+	Goal     string `json:"goal"`
+	MaxSteps int    `json:"max_steps"`
+}
+
+// MaxInstallSteps bounds Install.MaxSteps; MaxInstallGoal the goal's bytes.
+const (
+	MaxInstallSteps = 100
+	MaxInstallGoal  = 64 << 10
+)
 
 // Artifacts are the phase_artifacts of a node: what each phase runs.
 type Artifacts struct {
@@ -257,8 +276,16 @@ func (t *NodeTask) Validate() error {
 	if err := checkCommands("artifacts.run.commands", a.Run.Commands); err != nil {
 		return err
 	}
-	if len(a.Download.Commands)+len(a.Compile.Commands)+len(a.Run.Commands) == 0 {
+	if len(a.Download.Commands)+len(a.Compile.Commands)+len(a.Run.Commands) == 0 && t.Install == nil {
 		return fieldErr("artifacts", "no commands in download, compile or run")
+	}
+	if in := t.Install; in != nil {
+		if in.MaxSteps < 1 || in.MaxSteps > MaxInstallSteps {
+			return fieldErr("install.max_steps", "%d, must be 1 to %d", in.MaxSteps, MaxInstallSteps)
+		}
+		if strings.TrimSpace(in.Goal) == "" || len(in.Goal) > MaxInstallGoal {
+			return fieldErr("install.goal", "must be 1 to %d bytes", MaxInstallGoal)
+		}
 	}
 	files := a.Coding.Workspace.Files
 	if len(files) > MaxFiles {

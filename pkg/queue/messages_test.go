@@ -167,3 +167,20 @@ func FuzzValidID(f *testing.F) {
 		}
 	})
 }
+
+func TestInstallValidation(t *testing.T) {
+	base := func() *NodeTask {
+		return &NodeTask{V: Version, RunID: "r", NodeID: "n", Attempt: 1, Kind: "draft", Pool: "cpu",
+			Install: &Install{Goal: "get zlib", MaxSteps: 12}}
+	}
+	require.NoError(t, base().Validate(), "an install alone is a task")
+	for _, mod := range []func(*NodeTask){
+		func(t *NodeTask) { t.Install.MaxSteps = 0 },
+		func(t *NodeTask) { t.Install.MaxSteps = MaxInstallSteps + 1 },
+		func(t *NodeTask) { t.Install.Goal = " " },
+	} {
+		task := base()
+		mod(task)
+		require.ErrorContains(t, task.Validate(), "install.")
+	}
+}

@@ -63,6 +63,9 @@ func Dial(ctx context.Context, c ConnConfig, opts Options, log *slog.Logger) (*Q
 	return q, nil
 }
 
+// Conn is the queue's NATS connection (the LLM gateway shares it).
+func (q *Queue) Conn() *nats.Conn { return q.nc }
+
 // Close flushes what was sent (acks included) and closes the connection
 // if the Queue opened it. A Queue made with New leaves the connection to
 // its owner.

@@ -11,7 +11,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/phases"
+	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -31,6 +33,10 @@ type LocalParams struct {
 	Phases phases.Config
 	// Executor replaces the phases executor (benchmarks, tests).
 	Executor worker.Executor
+	// GatewayInstaller gives the workers the iterative installer, asking
+	// the model through the LLM gateway on the embedded server (what
+	// cluster workers do through theirs); a `scheduler run` serves it.
+	GatewayInstaller bool
 	// Queue options.
 	Queue queue.Options
 	// Logger defaults to slog.Default().
@@ -99,6 +105,9 @@ func StartLocal(ctx context.Context, p LocalParams) (*Local, error) {
 	if exec == nil {
 		pc := p.Phases
 		pc.RunsDir = filepath.Dir(runDir)
+		if p.GatewayInstaller && pc.Installer == nil {
+			pc.Installer = prompt.NewInstaller(llm.Gateway{NC: nc})
+		}
 		e, err := phases.NewExecutor(pc)
 		if err != nil {
 			l.shutdown()
