@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/fakellm"
@@ -76,7 +77,7 @@ func setup(t *testing.T, spec run.Spec, handle func(fakellm.Request) fakellm.Rep
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sink.Close() })
 	ctx := context.Background()
-	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: dir, Logger: log,
+	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: dir, Logger: log, GatewayInstaller: true,
 		Worker: worker.Config{Pools: []string{"cpu"}, Slots: 2, Cores: 2, Results: sink}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
@@ -279,4 +280,60 @@ func TestResumeRunsNothingTwice(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &tj))
 	require.Len(t, tj.Nodes, 4)
+}
+
+// TestIterativeInstallThroughGateway: planned download commands become the
+// goal of the worker's installer, which asks the model through the run's
+// gateway one command at a time; its calls are metered like the rest.
+func TestIterativeInstallThroughGateway(t *testing.T) {
+	spec := newSpec(t)
+	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts = 1, 1
+	const fetch = "mkdir -p deps && printf 'echo METRIC score=5\\n' > deps/tool.sh"
+	handle := func(r fakellm.Request) fakellm.Reply {
+		switch r.Kind {
+		case "draft":
+			payload := fakellm.Artifacts(nil, nil, []string{"bash deps/tool.sh"})
+			payload = strings.Replace(payload, `"download":{"commands":[]}`, `"download":{"commands":[`+strconvQuote(fetch)+`],"notes":"the tool is fetched"}`, 1)
+			return fakellm.Reply{Content: fakellm.WithMemory(emptyUpdate, payload), TokensIn: 10, TokensOut: 10}
+		case "install":
+			switch r.Attempt {
+			case 1:
+				assert.Contains(t, r.Messages[1].Content, fetch, "the planned command is the installer's goal")
+				return fakellm.Reply{Content: `{"command": "test -f deps/tool.sh", "reason": "is it there?"}`, TokensIn: 5, TokensOut: 5}
+			case 2:
+				assert.Contains(t, r.Last(), "Exit code: 1")
+				return fakellm.Reply{Content: `{"command": ` + strconvQuote(fetch) + `}`, TokensIn: 5, TokensOut: 5}
+			default:
+				return fakellm.Reply{Content: `{"done": true, "reason": "in place"}`, TokensIn: 5, TokensOut: 5}
+			}
+		}
+		return normal(r)
+	}
+	e := setup(t, spec, handle, "")
+	sum, err := Run(context.Background(), e.p)
+	require.NoError(t, err)
+	require.True(t, sum.HasBest, "the node ran with what the installer put in place")
+	require.Equal(t, 5.0, sum.Best.Metric)
+	require.Equal(t, 3, countReqs(e.srv, "install"))
+	o := readOutcome(t, e.dir, "n0001")
+	require.Equal(t, "download", o.Result.Phases[1].Name)
+	require.True(t, o.Result.Phases[1].OK)
+	tab, err := results.QuerySQLite(context.Background(), filepath.Join(e.dir, "hpcq.sqlite"), "SELECT count(*) FROM llm_calls WHERE purpose = 'install'")
+	require.NoError(t, err)
+	require.EqualValues(t, 3, tab.Rows[0][0], "the gateway's calls are metered in the run")
+}
+
+func countReqs(s *fakellm.Server, kind string) int {
+	n := 0
+	for _, r := range s.Requests() {
+		if r.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func strconvQuote(s string) string {
+	data, _ := json.Marshal(s)
+	return string(data)
 }
