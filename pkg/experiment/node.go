@@ -32,6 +32,7 @@ const (
 // node never ran.
 type outcome struct {
 	Node       string            `json:"node"`
+	NotRun     bool              `json:"not_run,omitempty"`
 	Buggy      bool              `json:"buggy"`
 	Reason     string            `json:"reason,omitempty"`
 	Metric     *float64          `json:"metric,omitempty"`
@@ -41,7 +42,7 @@ type outcome struct {
 }
 
 func (o outcome) searchResult() search.Result {
-	r := search.Result{Buggy: o.Buggy, Reason: o.Reason}
+	r := search.Result{Buggy: o.Buggy, Reason: o.Reason, NotRun: o.NotRun}
 	if o.Metric != nil {
 		r.Metric, r.HasMetric = *o.Metric, true
 	}
@@ -78,7 +79,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 			return search.Result{}, err // ctx ended: the node stays unfinished
 		}
 		if why != "" {
-			o = outcome{Node: n.ID, Buggy: true, Reason: why}
+			o = outcome{Node: n.ID, Buggy: true, NotRun: true, Reason: why}
 			return r.end(ctx, n, nil, o)
 		}
 		task = *t

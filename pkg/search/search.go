@@ -40,9 +40,11 @@ type Node struct {
 	Stage int
 	Depth int // debug depth: consecutive debug nodes up to this one
 	// Set when the node has run.
-	Done      bool
-	Buggy     bool
-	Reason    string
+	Done   bool
+	Buggy  bool
+	Reason string
+	// NotRun: the node failed before it could run (no code to debug).
+	NotRun    bool
 	Metric    float64
 	HasMetric bool
 	Started   time.Time
@@ -51,6 +53,9 @@ type Node struct {
 
 // Result is what running a node gave.
 type Result struct {
+	// NotRun: the node failed before it ran (its code could not be
+	// written); it is not debugged.
+	NotRun    bool
 	Buggy     bool
 	Reason    string
 	Metric    float64
@@ -190,7 +195,7 @@ func (t *Tree) next(p *Policy) *Node {
 	default:
 		var debuggable []*Node
 		for _, c := range stage {
-			if c.Done && c.Buggy && c.Depth < p.MaxDebugDepth && !t.hasChild(c.ID) {
+			if c.Done && c.Buggy && !c.NotRun && c.Depth < p.MaxDebugDepth && !t.hasChild(c.ID) {
 				debuggable = append(debuggable, c)
 			}
 		}
@@ -290,7 +295,7 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 		if err != nil {
 			fin.Buggy, fin.Reason = true, err.Error()
 		} else {
-			fin.Buggy, fin.Reason, fin.Metric, fin.HasMetric = res.Buggy, res.Reason, res.Metric, res.HasMetric
+			fin.Buggy, fin.Reason, fin.Metric, fin.HasMetric, fin.NotRun = res.Buggy, res.Reason, res.Metric, res.HasMetric, res.NotRun
 		}
 		// The result is journaled before the policy can see it.
 		if jerr := t.record("finished", &fin); jerr != nil && t.err == nil {

@@ -224,3 +224,19 @@ func TestStages(t *testing.T) {
 	require.Equal(t, Hyperparam, second.Kind)
 	require.Equal(t, "n0009", second.Parent, "with ExpandBest, the stage's own best once it has one")
 }
+
+// notRunner fails every draft before it runs.
+type notRunner struct{ kinds []string }
+
+func (r *notRunner) Run(_ context.Context, n *Node) (Result, error) {
+	r.kinds = append(r.kinds, n.Kind)
+	return Result{Buggy: true, NotRun: true, Reason: "no usable reply"}, nil
+}
+
+// TestNotRunIsNotDebugged: a node that never ran has no code to debug: the
+// policy drafts again instead.
+func TestNotRunIsNotDebugged(t *testing.T) {
+	r := &notRunner{}
+	Run(context.Background(), NewTree(), policy(), r, 1, 6, Async)
+	require.Equal(t, []string{Draft, Draft, Draft, Draft, Draft, Draft}, r.kinds)
+}

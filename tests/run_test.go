@@ -1,0 +1,205 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/fakellm"
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/search"
+)
+
+// TestRunExampleOffline is `make run`: the tree search on
+// examples/stencil-omp with its scripted cassette, real gcc/OpenMP.
+func TestRunExampleOffline(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "gcc")
+	dir := t.TempDir()
+	env := baseEnv(t, "HPCQ_RUNS_DIR="+filepath.Join(dir, "runs"))
+	out, code := run(t, env, "scheduler", "run", "--local", "../examples/stencil-omp")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "replaying the scripted replies")
+	require.Regexp(t, `run \S+: 8 nodes \(\d+ buggy, \d+ from the result cache\), best n\d+: gflops = [0-9.]+ GFLOP/s`, out)
+	reports, _ := filepath.Glob(filepath.Join(dir, "runs", "*", "report.md"))
+	require.Len(t, reports, 1)
+	runDir := filepath.Dir(reports[0])
+	rep, err := os.ReadFile(reports[0])
+	require.NoError(t, err)
+	require.Contains(t, string(rep), "**Best node:")
+	for _, f := range []string{"tree.json", "tree.html", "memory/final_memory_for_paper.md", "plans/n0001/phase0_plan.json"} {
+		require.FileExists(t, filepath.Join(runDir, f))
+	}
+	q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT count(*) AS n FROM nodes WHERE status IN ('ok', 'cached') AND metric_name = 'gflops'")
+	require.Equal(t, 0, code, q)
+	require.Regexp(t, `n\n[1-8]\n`, q)
+}
+
+func requireTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		t.Skipf("%s not found: %v", name, err)
+	}
+}
+
+// writeIdea writes an idea directory for a run driven by the fake endpoint.
+func writeIdea(t *testing.T, runYAML string) string {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "idea.md"), []byte("# Print a score\n\nPrint a score as high as possible.\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.yaml"), []byte(runYAML), 0o644))
+	return dir
+}
+
+// TestRunKilledAndResumed: SIGKILL the scheduler (embedded server and
+// worker with it) in the middle of a run, resume it: no node is lost, and
+// none that had finished runs again.
+func TestRunKilledAndResumed(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	execLog := filepath.Join(tmp, "executions.log")
+	srv := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		switch r.Kind {
+		case "phase0":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("a script"))}
+		case "draft":
+			script := fmt.Sprintf("echo $HPCQ_NODE_ID >> %s\nsleep 1\necho 'METRIC score=%d'\n", execLog, r.KindN)
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Artifacts([]fakellm.File{{Path: "run.sh", Content: script}}, nil,
+				[]string{"bash run.sh"}))}
+		}
+		return fakellm.Reply{Status: 400}
+	})
+	idea := writeIdea(t, `metric: {name: score, direction: maximize}
+stages:
+  initial_implementation: {max_iterations: 5}
+  baseline_tuning: {max_iterations: 0}
+  creative_research: {max_iterations: 0}
+  ablation_studies: {max_iterations: 0}
+search: {num_drafts: 5, slots: 1}
+llm: {model: test-model}
+`)
+	runDir := filepath.Join(tmp, "run-kill")
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_ACK_WAIT=3s")
+	p := start(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)
+	testutil.Eventually(t, 90*time.Second, "two nodes finished", func() bool {
+		m, _ := filepath.Glob(filepath.Join(runDir, "nodes", "*", "result.json"))
+		return len(m) >= 2
+	})
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	p.wait(t, 30*time.Second)
+	finished := map[string][]byte{}
+	results, _ := filepath.Glob(filepath.Join(runDir, "nodes", "*", "result.json"))
+	for _, f := range results {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		finished[filepath.Base(filepath.Dir(f))] = data
+	}
+
+	out, code := run(t, env, "scheduler", "run", "--local", "--resume", runDir)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "5 nodes")
+	var tree search.TreeJSON
+	data, err := os.ReadFile(filepath.Join(runDir, "tree.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &tree))
+	require.Len(t, tree.Nodes, 5, "no node lost, none added")
+	for _, n := range tree.Nodes {
+		require.True(t, n.Done, n.ID)
+		require.False(t, n.Buggy, "%s: %s", n.ID, n.Reason)
+	}
+	for id, before := range finished {
+		now, err := os.ReadFile(filepath.Join(runDir, "nodes", id, "result.json"))
+		require.NoError(t, err)
+		require.Equal(t, string(before), string(now), "node %s finished before the kill and is kept as it was", id)
+	}
+	execs, err := os.ReadFile(execLog)
+	require.NoError(t, err)
+	count := map[string]int{}
+	for _, id := range strings.Fields(string(execs)) {
+		count[id]++
+	}
+	extra := 0
+	for _, n := range tree.Nodes {
+		require.GreaterOrEqual(t, count[n.ID], 1, n.ID)
+		if _, done := finished[n.ID]; done {
+			require.Equal(t, 1, count[n.ID], "node %s finished before the kill and did not run again", n.ID)
+		}
+		extra += count[n.ID] - 1
+	}
+	require.LessOrEqual(t, extra, 1, "only the node the kill interrupted may have started twice: %v", count)
+	var info struct {
+		Resumes int `json:"resumes"`
+	}
+	data, err = os.ReadFile(filepath.Join(runDir, "run.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &info))
+	require.Equal(t, 1, info.Resumes)
+}
+
+// TestGatewayWorkerWithoutKey: in cluster mode a worker process with no
+// API key in its environment completes an LLM-driven install through the
+// scheduler's gateway.
+func TestGatewayWorkerWithoutKey(t *testing.T) {
+	t.Parallel()
+	nats := testutil.StartNATS(t, "nats-server")
+	const fetch = "mkdir -p deps && printf 'echo METRIC score=7\\n' > deps/tool.sh"
+	srv := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		switch r.Kind {
+		case "phase0":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("fetch a tool, run it"))}
+		case "draft":
+			payload := strings.Replace(fakellm.Artifacts(nil, nil, []string{"bash deps/tool.sh"}), `"download":{"commands":[]}`,
+				`"download":{"commands":[`+quote(fetch)+`]}`, 1)
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", payload)}
+		case "install":
+			if r.Attempt == 1 {
+				return fakellm.Reply{Content: `{"command": ` + quote(fetch) + `, "reason": "fetch the tool"}`}
+			}
+			return fakellm.Reply{Content: `{"done": true, "reason": "in place"}`}
+		}
+		return fakellm.Reply{Status: 400}
+	})
+	idea := writeIdea(t, `metric: {name: score, direction: maximize}
+stages:
+  initial_implementation: {max_iterations: 1}
+  baseline_tuning: {max_iterations: 0}
+  creative_research: {max_iterations: 0}
+  ablation_studies: {max_iterations: 0}
+search: {num_drafts: 1}
+llm: {model: test-model}
+`)
+	workerEnv := baseEnv(t, "HPCQ_NATS_URL="+nats.URL, "HPCQ_WORK_DIR="+t.TempDir(), "HPCQ_WORKER_ID=nokey")
+	for _, kv := range workerEnv {
+		require.False(t, strings.HasPrefix(kv, "OPENAI_"), "the worker has no OpenAI settings")
+	}
+	start(t, workerEnv, "worker", "--pools", "cpu", "--slots", "1")
+	runDir := filepath.Join(t.TempDir(), "run-gw")
+	out, code := run(t, baseEnv(t, "HPCQ_NATS_URL="+nats.URL, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key"),
+		"scheduler", "run", "--run-dir", runDir, idea)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "best n0001: score = 7")
+	installs := 0
+	for _, r := range srv.Requests() {
+		if r.Kind == "install" {
+			installs++
+		}
+	}
+	require.Equal(t, 2, installs, "the worker's installer asked through the gateway")
+	q, code := run(t, baseEnv(t), "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT count(*) AS n FROM llm_calls WHERE purpose = 'install'")
+	require.Equal(t, 0, code, q)
+	require.Contains(t, q, "n\n2\n")
+}
+
+func quote(s string) string {
+	data, _ := json.Marshal(s)
+	return string(data)
+}
