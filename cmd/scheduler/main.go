@@ -1,10 +1,11 @@
 // Command scheduler owns hpcq runs.
 //
+//	scheduler run [--local] [--run-dir DIR] IDEA_DIR      the LLM-driven tree search
+//	scheduler run [--local] --resume RUN_DIR              continue a run after a crash
 //	scheduler exec [--local] [--workers N] TASK.json...   run hand-written tasks
 //	scheduler status [--run-dir DIR]                      pools, backlog, workers
 //	scheduler query [--run-dir DIR] [--format F] "SQL"    query a run's results
-//
-// run and export are not built yet in this version and say so.
+//	scheduler export [--run-dir DIR]                      write a run's report, tree and memory export again
 package main
 
 import (
@@ -34,10 +35,12 @@ import (
 const usage = `usage: scheduler <command> [flags] [args]
 
 Commands:
+  run [--local] [--workers N] [--slots N] [--run-dir DIR] IDEA_DIR   the tree search (IDEA_DIR: run.yaml, idea.md, resources.yaml?)
+  run [--local] --resume RUN_DIR                           continue a run after a crash, kill -9 or interrupt
   exec [--local] [--workers N] [--slots N] TASK.json...   publish tasks, wait for their results, print a table
   status [--run-dir DIR]                                   per pool pending / in flight / dead-lettered, workers
   query [--run-dir DIR] [--format table|csv|json] "SQL"    run SQL on a run's results (SQLite file or ClickHouse)
-  run | export                                             not built yet in this version
+  export [--run-dir DIR]                                   write a run's report, tree.json/html and memory export again
 
 Run "scheduler <command> -h" for the flags of a command.
 `
@@ -75,8 +78,7 @@ func dispatch(args []string) error {
 	case "run":
 		return cmdRun(args[1:])
 	case "export":
-		fmt.Fprintf(os.Stderr, "scheduler %s: not built yet in this version of hpcq; `scheduler exec` runs hand-written tasks\n", args[0])
-		return exitError(2)
+		return cmdExport(args[1:])
 	case "version", "--version":
 		fmt.Println(version.Version)
 		return nil

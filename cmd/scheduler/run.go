@@ -343,3 +343,67 @@ func writeJSONFile(path string, v any) error {
 	}
 	return os.Rename(tmp, path)
 }
+
+// cmdExport writes a finished (or interrupted) run's outputs again from its
+// directory: tree.json, tree.html, report.md and the memory export.
+func cmdExport(args []string) error {
+	var cfg config.Scheduler
+	if err := config.Load(&cfg); err != nil {
+		return err
+	}
+	fs := newFlags("export", &cfg, "")
+	runDir := fs.String("run-dir", "", "the run (default: the newest under --runs-dir)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return exitError(2)
+	}
+	log, err := cfg.Log.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	dir := *runDir
+	if dir == "" {
+		if dir, err = newestRun(cfg.RunsDir); err != nil {
+			return err
+		}
+	}
+	var info runInfo
+	var spec run.Spec
+	if ok, err := readJSONFile(filepath.Join(dir, "run.json"), &info); err != nil || !ok || info.Command != "run" {
+		return fmt.Errorf("%s is not the directory of a `scheduler run` (no run.json of one): %v", dir, err)
+	}
+	if ok, err := readJSONFile(filepath.Join(dir, runSpecFile), &spec); err != nil || !ok {
+		return fmt.Errorf("%s has no %s: %v", dir, runSpecFile, err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	p := experiment.Params{Spec: spec, RunDir: dir, Logger: log}
+	switch info.Memory["store"] {
+	case "sqlite":
+		st, err := sqlite.Open(filepath.Join(dir, "memory", "memory.sqlite"), sqlite.Options{Run: info.RunID})
+		if err != nil {
+			return fmt.Errorf("open the run's memory (is the run still going?): %w", err)
+		}
+		defer st.Close()
+		p.MemoryStore = st
+	case "cluster":
+		st, closeStore, _, err := openMemory(ctx, &cfg, dir, info.RunID, log)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		p.MemoryStore = st
+	}
+	sum, err := experiment.Export(ctx, p)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("report: %s\ntree:   %s, %s\n", sum.Report, filepath.Join(dir, "tree.json"), filepath.Join(dir, "tree.html"))
+	if p.MemoryStore != nil {
+		fmt.Printf("memory: %s\n", filepath.Join(dir, "memory", "final_memory_for_paper.md"))
+	}
+	return nil
+}

@@ -89,13 +89,39 @@ type Summary struct {
 // fails for any reason is buggy with the reason, and the run goes on. At
 // the end it writes tree.json, tree.html, report.md and the memory export.
 func Run(ctx context.Context, p Params) (Summary, error) {
-	e, err := newEngine(ctx, p)
+	e, err := newEngine(ctx, p, true)
 	if err != nil {
 		return Summary{}, err
 	}
 	defer e.close()
 	return e.run(ctx)
 }
+
+// Export writes a run's outputs again from its directory (tree.json,
+// tree.html, report.md, and with MemoryStore the memory export), without
+// running anything: Params need Spec, RunDir and, for the memory export,
+// MemoryStore. It reports what the last session of the run recorded about
+// its end (early stop, stage notes).
+func Export(ctx context.Context, p Params) (Summary, error) {
+	e, err := newEngine(ctx, p, false)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer e.close()
+	var end runEnd
+	if _, err := readJSON(filepath.Join(e.dir, journalDir, endFile), &end); err != nil {
+		return Summary{}, err
+	}
+	return e.finish(ctx, results.Run{}, end.StoppedBy, end.Notes)
+}
+
+// runEnd is how the last session of a run ended (journal/end.json).
+type runEnd struct {
+	StoppedBy string         `json:"stopped_by,omitempty"`
+	Notes     map[int]string `json:"stage_notes,omitempty"`
+}
+
+const endFile = "end.json"
 
 type engine struct {
 	p       Params
@@ -123,8 +149,8 @@ const (
 	memoryDir  = "memory"
 )
 
-func newEngine(ctx context.Context, p Params) (*engine, error) {
-	if p.Queue == nil || p.LLM == nil || p.Results == nil || p.RunDir == "" {
+func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
+	if p.RunDir == "" || live && (p.Queue == nil || p.LLM == nil || p.Results == nil) {
 		return nil, errors.New("experiment: Params need RunDir, Queue, LLM and Results")
 	}
 	if err := p.Spec.Validate(); err != nil {
@@ -171,6 +197,9 @@ func newEngine(ctx context.Context, p Params) (*engine, error) {
 	}
 	if *p.Spec.LogPrompts {
 		e.logs = &prompt.Logs{Dir: dir}
+	}
+	if !live {
+		return e, nil
 	}
 	if e.disp, err = scheduler.NewDispatcher(ctx, p.Queue, e.runID); err != nil {
 		e.close()
@@ -346,8 +375,13 @@ func (e *engine) stageBase(ctx context.Context, stage int) (id, why string, ok b
 // finish writes the outputs of the run and its final rows.
 func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy string, notes map[int]string) (Summary, error) {
 	u := e.metered.Usage()
-	if err := saveUsage(filepath.Join(e.dir, journalDir, "usage.json"), u); err != nil {
-		e.log.Warn("usage not saved", "err", err)
+	if e.disp != nil {
+		if err := saveUsage(filepath.Join(e.dir, journalDir, "usage.json"), u); err != nil {
+			e.log.Warn("usage not saved", "err", err)
+		}
+		if err := writeJSON(filepath.Join(e.dir, journalDir, endFile), runEnd{StoppedBy: stoppedBy, Notes: notes}); err != nil {
+			e.log.Warn("end of run not saved", "err", err)
+		}
 	}
 	nodes := e.tree.Nodes()
 	sum := Summary{RunID: e.runID, Nodes: len(nodes), StoppedBy: stoppedBy, Usage: u, Report: filepath.Join(e.dir, "report.md")}
@@ -390,6 +424,9 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 		if _, err := e.mem.Export(ctx, memory.ExportParams{Root: RootBranch, Best: best, Dir: filepath.Join(e.dir, memoryDir)}); err != nil {
 			e.log.Warn("memory export failed", "err", err)
 		}
+	}
+	if e.p.Results == nil || runRow.Run == "" {
+		return sum, nil // an export: the runs row is the run's own
 	}
 	runRow.Status, runRow.TS = "done", time.Now()
 	switch {

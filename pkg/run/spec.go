@@ -126,7 +126,7 @@ const (
 // as the resources when run.yaml names none and the file exists.
 func LoadIdeaDir(dir string) (Spec, error) {
 	return loadSpec(filepath.Join(dir, SpecFile), func(s *Spec) {
-		if s.Idea == "" && s.IdeaFile == "" {
+		if _, err := os.Stat(filepath.Join(dir, IdeaFile)); err == nil && s.Idea == "" && s.IdeaFile == "" {
 			s.IdeaFile = IdeaFile
 		}
 		if s.Resources == "" {
@@ -181,7 +181,7 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("%w: %s: %s", ErrSpec, field, fmt.Sprintf(format, args...))
 	}
 	if strings.TrimSpace(s.Idea) == "" {
-		return bad("idea", "is required (or idea_file)")
+		return bad("idea", "is required: idea.md in the idea directory, or idea / idea_file in run.yaml")
 	}
 	if err := queue.ValidatePool(s.Pool); err != nil {
 		return bad("pool", "%v", err)

@@ -82,3 +82,19 @@ func TestLoadSpecRejects(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadIdeaDir(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.yaml"), []byte("metric: {name: gflops}\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "idea.md"), []byte("# Fast stencil\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "resources.yaml"), []byte("[]\n"), 0o644))
+	s, err := LoadIdeaDir(dir)
+	require.NoError(t, err)
+	require.Equal(t, "# Fast stencil\n", s.Idea)
+	require.Equal(t, filepath.Join(dir, "resources.yaml"), s.Resources)
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.yaml"), []byte("metric: {name: gflops}\nidea: inline\n"), 0o644))
+	s, err = LoadIdeaDir(dir)
+	require.NoError(t, err)
+	require.Equal(t, "inline", s.Idea, "run.yaml's idea wins over idea.md")
+}
