@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,7 +27,19 @@ func TestDispatcher(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var runs atomic.Int64
-	exec := worker.ExecutorFunc(func(_ context.Context, tk *queue.NodeTask, _ worker.Slot) (*queue.NodeResult, error) {
+	// "a" is answered only after its duplicate was refused: a task already
+	// answered would get its earlier outcome instead.
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
+	exec := worker.ExecutorFunc(func(ctx context.Context, tk *queue.NodeTask, _ worker.Slot) (*queue.NodeResult, error) {
+		if tk.NodeID == "a" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		runs.Add(1)
 		return &queue.NodeResult{Metrics: map[string]float64{"score": float64(len(tk.NodeID))}}, nil
 	})
@@ -48,6 +61,7 @@ func TestDispatcher(t *testing.T) {
 	require.NoError(t, err)
 	_, err = d.Submit(ctx, task("a", "cpu"))
 	require.ErrorIs(t, err, scheduler.ErrDuplicateTask)
+	releaseOnce.Do(func() { close(release) })
 	oa, obb, oc := <-a, <-bb, <-c
 	require.Equal(t, 1.0, oa.Result.Metrics["score"])
 	require.Equal(t, 2.0, obb.Result.Metrics["score"])
