@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -336,4 +337,53 @@ func countReqs(s *fakellm.Server, kind string) int {
 func strconvQuote(s string) string {
 	data, _ := json.Marshal(s)
 	return string(data)
+}
+
+// TestJudgePicksTheStageBase: with search.judge the model picks the node a
+// later stage starts from among the best few, and the report says so.
+func TestJudgePicksTheStageBase(t *testing.T) {
+	spec := newSpec(t)
+	spec.Stages = run.Stages{InitialImplementation: run.Stage{MaxIterations: 3}, AblationStudies: run.Stage{MaxIterations: 1}}
+	spec.Search.NumDrafts, spec.Search.Slots, spec.Search.Judge = 3, 1, true
+	handle := func(r fakellm.Request) fakellm.Reply {
+		if r.Kind == "judge" {
+			// Not the best by metric (n0003 has the highest score).
+			return fakellm.Reply{Content: `{"best": "n0001", "reason": "the most trustworthy measurement"}`}
+		}
+		return normal(r)
+	}
+	e := setup(t, spec, handle, "")
+	var progress strings.Builder
+	e.p.Progress, e.p.ProgressEvery = &lockedBuilder{b: &progress}, 50*time.Millisecond
+	_, err := Run(context.Background(), e.p)
+	require.NoError(t, err)
+	n4 := readTask(t, e.dir, "n0004")
+	require.Equal(t, "n0001", n4.ParentID, "the ablation starts from the judge's pick")
+	rep, err := os.ReadFile(filepath.Join(e.dir, "report.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(rep), "started from n0001 (judge: the most trustworthy measurement)")
+	require.Contains(t, progress.String(), "best score=")
+}
+
+func readTask(t *testing.T, dir, node string) queueTask {
+	var task queueTask
+	ok, err := readJSON(filepath.Join(dir, nodesDir, node, taskFile), &task)
+	require.NoError(t, err)
+	require.True(t, ok)
+	return task
+}
+
+type queueTask struct {
+	ParentID string `json:"parent_id"`
+}
+
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
 }
