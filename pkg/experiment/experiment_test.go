@@ -39,7 +39,11 @@ func normal(r fakellm.Request) fakellm.Reply {
 	case "phase0":
 		return fakellm.Reply{Content: fakellm.WithMemory(`{"core": {"PHASE0_SUMMARY": "print the score"}}`, fakellm.Plan("a shell script")), TokensIn: 100, TokensOut: 50}
 	case "draft", "debug", "improve", "hyperparam", "ablation":
-		return fakellm.Reply{Content: fakellm.WithMemory(`{"archival": [{"text": "wrote run.sh", "tags": ["`+r.Kind+`"]}]}`, script(10+r.KindN)),
+		score := 10 + r.KindN // hyperparam and ablation nodes repeat the drafts' files: cache hits
+		if r.Kind == "improve" || r.Kind == "debug" {
+			score += 100
+		}
+		return fakellm.Reply{Content: fakellm.WithMemory(`{"archival": [{"text": "wrote run.sh", "tags": ["`+r.Kind+`"]}]}`, script(score)),
 			TokensIn: 200, TokensOut: 100}
 	case "summarize":
 		return fakellm.Reply{Content: `{"summary": "earlier events folded"}`}
