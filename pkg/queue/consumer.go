@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,11 +39,13 @@ func (q *Queue) PoolConsumer(ctx context.Context, pool, worker string) (*PoolCon
 func (c *PoolConsumer) Pool() string { return c.pool }
 
 // Delivery is one delivery of a valid task to this worker. Exactly one of
-// Ack, Nak, NakWithDelay and Term must end it.
+// Ack, Nak, NakWithDelay, HandBack and Term must end it.
 type Delivery struct {
 	Task *NodeTask
-	// NumDelivered counts deliveries of this message, this one included.
+	// NumDelivered counts deliveries of this message, this one included,
+	// less those handed back unrun (HandBack).
 	NumDelivered uint64
+	seq          uint64
 	// Received is when the worker got the message.
 	Received time.Time
 	msg      jetstream.Msg
@@ -66,6 +69,21 @@ func (d *Delivery) Nak() error { return d.msg.Nak() }
 
 // NakWithDelay hands the task back for redelivery after delay.
 func (d *Delivery) NakWithDelay(delay time.Duration) error { return d.msg.NakWithDelay(delay) }
+
+// HandBack returns the task unrun, for redelivery after delay, without
+// using up one of its MaxDeliver deliveries: for a worker that must stop
+// (a walltime signal) or cannot fit the task in its remaining walltime. The
+// hand-back is counted in HandBacksBucket before the Nak; should the count
+// fail, the task is handed back all the same (the delivery then counts).
+func (d *Delivery) HandBack(ctx context.Context, delay time.Duration) error {
+	if err := d.c.q.countHandBack(ctx, d.c.pool, d.seq); err != nil {
+		d.c.q.log.Warn("hand-back not counted: this delivery counts against MaxDeliver", "pool", d.c.pool, "err", err)
+	}
+	if delay > 0 {
+		return d.msg.NakWithDelay(delay)
+	}
+	return d.msg.Nak()
+}
 
 // LastDelivery reports whether this is the last delivery MaxDeliver allows:
 // a failure now should dead-letter the task rather than hand it back.
@@ -110,8 +128,16 @@ func (c *PoolConsumer) accept(ctx context.Context, msg jetstream.Msg) *Delivery 
 		return nil
 	}
 	max := uint64(c.q.opts.MaxDeliver)
-	if meta.NumDelivered > max {
-		reason := fmt.Sprintf("max deliveries reached: delivered %d times, MaxDeliver is %d (the workers that took it died, were stopped, or could not run it)", meta.NumDelivered, max)
+	delivered := meta.NumDelivered
+	if delivered > 1 {
+		if hb, err := c.q.handBacks(ctx, c.pool, meta.Sequence.Stream); err != nil {
+			c.q.log.Warn("hand-backs not read: counting every delivery", "pool", c.pool, "err", err)
+		} else {
+			delivered -= min(hb, delivered-1)
+		}
+	}
+	if delivered > max {
+		reason := fmt.Sprintf("max deliveries reached: delivered %d times, MaxDeliver is %d (the workers that took it died, were stopped, or could not run it)", delivered, max)
 		if err := c.q.deadLetter(ctx, c.pool, msg, reason, c.worker); err != nil {
 			c.q.log.Error("dead letter failed, message will be redelivered", "pool", c.pool, "err", err)
 		}
@@ -127,5 +153,44 @@ func (c *PoolConsumer) accept(ctx context.Context, msg jetstream.Msg) *Delivery 
 		}
 		return nil
 	}
-	return &Delivery{Task: task, NumDelivered: meta.NumDelivered, Received: now, msg: msg, c: c}
+	return &Delivery{Task: task, NumDelivered: delivered, Received: now, msg: msg, c: c, seq: meta.Sequence.Stream}
+}
+
+func handBackKey(pool string, seq uint64) string { return fmt.Sprintf("%s.%d", pool, seq) }
+
+// handBacks is how many times the task message seq was handed back unrun.
+func (q *Queue) handBacks(ctx context.Context, pool string, seq uint64) (uint64, error) {
+	e, err := q.handbacks.Get(ctx, handBackKey(pool, seq))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(string(e.Value()), 10, 64)
+}
+
+// countHandBack adds one to the hand-backs of seq (compare and swap).
+func (q *Queue) countHandBack(ctx context.Context, pool string, seq uint64) error {
+	key := handBackKey(pool, seq)
+	for range 10 {
+		e, err := q.handbacks.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			if _, err := q.handbacks.Create(ctx, key, []byte("1")); err == nil || !errors.Is(err, jetstream.ErrKeyExists) {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			n, perr := strconv.ParseUint(string(e.Value()), 10, 64)
+			if perr != nil {
+				return perr
+			}
+			if _, err := q.handbacks.Update(ctx, key, []byte(strconv.FormatUint(n+1, 10)), e.Revision()); err == nil {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("queue: hand-back of %s: too many concurrent updates", key)
 }

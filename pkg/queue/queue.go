@@ -43,6 +43,8 @@ type Queue struct {
 	opts Options
 	log  *slog.Logger
 	kv   jetstream.KeyValue
+	// handbacks counts the hand-backs of task messages (HandBacksBucket).
+	handbacks jetstream.KeyValue
 	// owned is set when the Queue opened the connection (Dial).
 	owned bool
 }
@@ -103,7 +105,11 @@ func New(ctx context.Context, nc *nats.Conn, opts Options, log *slog.Logger) (*Q
 	if err != nil {
 		return nil, fmt.Errorf("queue: open bucket %s: %w", WorkersBucket, err)
 	}
-	return &Queue{nc: nc, js: js, opts: opts, log: log, kv: kv}, nil
+	hb, err := js.KeyValue(ctx, HandBacksBucket)
+	if err != nil {
+		return nil, fmt.Errorf("queue: open bucket %s: %w", HandBacksBucket, err)
+	}
+	return &Queue{nc: nc, js: js, opts: opts, log: log, kv: kv, handbacks: hb}, nil
 }
 
 // Flush waits until the server has processed everything sent so far

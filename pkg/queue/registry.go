@@ -34,6 +34,10 @@ type WorkerInfo struct {
 	Running int `json:"running"`
 	// Draining is set once the worker stopped pulling.
 	Draining bool `json:"draining,omitempty"`
+	// SlurmJobID is the Slurm job the worker runs in; Deadline the end of
+	// its allocation.
+	SlurmJobID string    `json:"slurm_job_id,omitempty"`
+	Deadline   time.Time `json:"deadline,omitzero"`
 }
 
 // GPUDevice is one GPU of a worker.

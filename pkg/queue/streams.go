@@ -171,5 +171,20 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error
 	}); err != nil {
 		return fmt.Errorf("queue: create or update bucket %s: %w", WorkersBucket, err)
 	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      HandBacksBucket,
+		Description: "hpcq task hand-backs: deliveries that do not count against MaxDeliver",
+		History:     1,
+		TTL:         7 * 24 * time.Hour,
+		Storage:     jetstream.FileStorage,
+		Replicas:    o.Replicas,
+	}); err != nil {
+		return fmt.Errorf("queue: create or update bucket %s: %w", HandBacksBucket, err)
+	}
 	return nil
 }
+
+// HandBacksBucket counts, per task message, the deliveries a worker handed
+// back unrun (a walltime signal, a task that cannot fit in the remaining
+// walltime): they do not count against MaxDeliver.
+const HandBacksBucket = "HPCQ_HANDBACKS"

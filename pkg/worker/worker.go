@@ -80,6 +80,14 @@ type Config struct {
 	Version string
 	// Toolchains found on the machine, advertised in the registry.
 	Toolchains map[string]string
+	// SlurmJobID is the Slurm job the worker runs in (SLURM_JOB_ID),
+	// recorded in the registry.
+	SlurmJobID string
+	// Deadline is when the worker's allocation ends (its Slurm walltime);
+	// zero: none. A task whose declared time limits (download + compile +
+	// run) do not fit in what is left is handed back for another worker,
+	// without using up a delivery.
+	Deadline time.Time
 	// Results, when set, receives the phase_runs, metrics and nodes rows of
 	// every task the worker ran (pkg/results), before its result is
 	// published. A sink that fails is logged; the task's result stands.
@@ -191,6 +199,17 @@ func New(q *queue.Queue, exec Executor, cfg Config) (*Worker, error) {
 	return w, nil
 }
 
+// walltimeMargin is kept free before the deadline: the worker must answer,
+// hand back and exit before the allocation ends.
+const walltimeMargin = 10 * time.Second
+
+// DeclaredLimit is the sum of the time limits a task declares (download,
+// compile, run); 0 when it declares none.
+func DeclaredLimit(t *queue.NodeTask) time.Duration {
+	l := t.Limits
+	return time.Duration(l.DownloadTimeoutS+l.CompileTimeoutS+l.RunTimeoutS) * time.Second
+}
+
 // ID is the worker's registry id.
 func (w *Worker) ID() string { return w.cfg.ID }
 
@@ -203,6 +222,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	reg, err := w.q.RegisterWorker(ctx, queue.WorkerInfo{
 		ID: w.cfg.ID, Host: host, PID: os.Getpid(), Pools: w.cfg.Pools, Slots: w.cfg.Slots,
 		Cores: w.cfg.Cores, GPUs: w.cfg.GPUs, GPUDevices: w.cfg.GPUDevices, Toolchains: w.cfg.Toolchains, Version: w.cfg.Version,
+		SlurmJobID: w.cfg.SlurmJobID, Deadline: w.cfg.Deadline,
 	})
 	if err != nil {
 		return err
@@ -298,7 +318,7 @@ func (w *Worker) pull(ctx context.Context, c *queue.PoolConsumer, tasks *sync.Wa
 		// delivery is left unanswered: late arrivals are handed back.
 		_, err := c.Fetch(context.Background(), len(got), w.cfg.FetchWait, func(d *queue.Delivery) {
 			if ctx.Err() != nil || used == len(got) {
-				if err := d.Nak(); err != nil {
+				if err := d.HandBack(context.Background(), 0); err != nil {
 					w.log.Warn("nak failed", "node_id", d.Task.NodeID, "err", err)
 				}
 				return
@@ -377,6 +397,16 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		w.handBackUnfit(d, missing, log)
 		return
 	}
+	if need := DeclaredLimit(t); need > 0 && !w.cfg.Deadline.IsZero() && time.Until(w.cfg.Deadline) < need+walltimeMargin {
+		w.slots <- slot
+		left := time.Until(w.cfg.Deadline).Round(time.Second)
+		if err := d.HandBack(context.Background(), w.cfg.RequeueDelay); err != nil {
+			log().Warn("hand-back failed; the task returns after AckWait", "err", err)
+		} else {
+			log().Info("task declined: its time limits do not fit in the walltime left", "needs", need, "left", left)
+		}
+		return
+	}
 	res, err := w.execute(drain, t, Slot{Index: slot, Cores: max(1, w.cfg.Cores/w.cfg.Slots), GPUs: slotGPUs(slot, w.cfg.Slots, w.cfg.GPUIDs)})
 	// The machine is free: answering needs no cores, so the slot goes back
 	// before the result is stored, within the bound on pending answers.
@@ -386,8 +416,9 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 
 	switch {
 	case err != nil && drain.Err() != nil:
-		// Drain: hand it back at once, for another worker.
-		if err := d.Nak(); err != nil {
+		// Drain: hand it back at once, for another worker, without using
+		// up one of its deliveries (a walltime signal is not its fault).
+		if err := d.HandBack(context.Background(), 0); err != nil {
 			log().Warn("hand-back failed; the task returns after AckWait", "err", err)
 		} else {
 			log().Info("task handed back (drain)")

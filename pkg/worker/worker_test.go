@@ -325,3 +325,78 @@ func TestWorkerIdleExit(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ws, "an idle worker leaves the registry")
 }
+
+// TestHandBacksDoNotUseUpDeliveries: a task drained from more workers than
+// MaxDeliver allows is still run, not dead-lettered: hand-backs are not
+// its fault.
+func TestHandBacksDoNotUseUpDeliveries(t *testing.T) {
+	srv := testutil.StartNATS(t, "embedded")
+	q := srv.Queue(t, queue.Options{AckWait: time.Minute, MaxDeliver: 2})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w, err := q.WatchRun(ctx, "r", time.Now())
+	require.NoError(t, err)
+	defer w.Close()
+	_, err = q.PublishTask(ctx, &queue.NodeTask{V: 1, RunID: "r", NodeID: "long", Attempt: 1, Pool: "cpu",
+		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"sleep 1000"}}}})
+	require.NoError(t, err)
+	for i := range 4 { // four workers drained in turn while they run it
+		started := make(chan struct{}, 1)
+		blocking := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		b := startWorker(t, q, blocking, worker.Config{ID: fmt.Sprintf("w%d", i), Slots: 1})
+		select {
+		case <-started:
+		case <-ctx.Done():
+			t.Fatalf("worker %d never got the task", i)
+		}
+		b.stop(t)
+	}
+	startWorker(t, q, worker.ExecutorFunc(func(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) {
+		return okResult(), nil
+	}), worker.Config{ID: "last", Slots: 1})
+	select {
+	case r := <-w.Results:
+		require.Equal(t, "last", r.Worker)
+	case d := <-w.DeadLetters:
+		t.Fatalf("dead-lettered after hand-backs: %s", d.Reason)
+	case <-ctx.Done():
+		t.Fatal("no result")
+	}
+}
+
+// TestWorkerDeclinesWhatCannotFit: a worker whose allocation ends soon
+// hands back a task whose declared limits do not fit; a worker with time
+// runs it.
+func TestWorkerDeclinesWhatCannotFit(t *testing.T) {
+	srv := testutil.StartNATS(t, "embedded")
+	q := srv.Queue(t, queue.Options{AckWait: time.Minute, MaxDeliver: 1})
+	var ranShort atomic.Int64
+	short := startWorker(t, q, worker.ExecutorFunc(func(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) {
+		ranShort.Add(1)
+		return okResult(), nil
+	}), worker.Config{ID: "short", Slots: 1, Deadline: time.Now().Add(30 * time.Second), RequeueDelay: 100 * time.Millisecond})
+	_ = short
+	task := tasks(1)[0]
+	task.Limits.RunTimeoutS = 120
+	done := make(chan []scheduler.Outcome, 1)
+	go func() { done <- execAll(t, q, []*queue.NodeTask{task}) }()
+	time.Sleep(time.Second) // the short worker declines it (more than once)
+	startWorker(t, q, worker.ExecutorFunc(func(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) {
+		return okResult(), nil
+	}), worker.Config{ID: "long", Slots: 1})
+	outs := <-done
+	require.NotNil(t, outs[0].Result, "not dead-lettered although MaxDeliver is 1: declining uses up no delivery")
+	require.Equal(t, "long", outs[0].Result.Worker)
+	require.Zero(t, ranShort.Load())
+	ws, err := q.Workers(context.Background())
+	require.NoError(t, err)
+	for _, w := range ws {
+		if w.ID == "short" {
+			require.False(t, w.Deadline.IsZero(), "the deadline is in the registry")
+		}
+	}
+}
