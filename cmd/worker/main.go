@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
@@ -84,6 +85,26 @@ func run() error {
 	}
 	defer q.Close()
 	tc := phases.DetectToolchains(ctx, log)
+	cores, gpuIDs := runtime.NumCPU(), phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
+	var jobID string
+	var deadline time.Time
+	// Under Slurm the allocation sizes the worker: its CPUs, its GPUs, its
+	// walltime.
+	if alloc, ok, err := worker.SlurmFromEnv(os.Getenv); err != nil {
+		return err
+	} else if ok {
+		jobID = alloc.JobID
+		if alloc.CPUs > 0 {
+			cores = alloc.CPUs
+		}
+		if len(alloc.GPUs) > 0 {
+			gpuIDs = alloc.GPUs
+		}
+		if deadline, err = worker.SlurmDeadline(ctx, jobID); err != nil {
+			log.Warn("walltime of the Slurm job unknown: tasks are not checked against it", "job_id", jobID, "err", err)
+		}
+		log.Info("running as a Slurm job", "job_id", jobID, "cpus", cores, "gpus", gpuIDs, "ends", deadline)
+	}
 	// The iterative installer asks the model through the scheduler's LLM
 	// gateway: a worker holds no API key.
 	exec, err := phases.NewExecutor(phases.Config{RunsDir: cfg.WorkDir, KillGrace: cfg.Grace, MaxOutputBytes: cfg.MaxOutput,
@@ -92,9 +113,9 @@ func run() error {
 		return err
 	}
 	wc := worker.Config{
-		ID: id, Pools: cfg.Pools, Slots: cfg.Slots, Cores: runtime.NumCPU(), FetchWait: cfg.FetchMax,
-		IdleExit: cfg.IdleExit, Toolchains: tc.Versions, GPUIDs: phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES")), GPUDevices: tc.GPUs,
-		Version: version.Version, Logger: log,
+		ID: id, Pools: cfg.Pools, Slots: cfg.Slots, Cores: cores, FetchWait: cfg.FetchMax,
+		IdleExit: cfg.IdleExit, Toolchains: tc.Versions, GPUIDs: gpuIDs, GPUDevices: tc.GPUs,
+		Version: version.Version, Logger: log, SlurmJobID: jobID, Deadline: deadline,
 	}
 	if cfg.Store.ClickHouseDSN != "" {
 		// phase_runs, metrics and nodes rows of every task, spooled while

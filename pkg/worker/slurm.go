@@ -1,0 +1,79 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SlurmAllocation is what a worker running as a Slurm job reads from its
+// environment.
+type SlurmAllocation struct {
+	JobID string
+	// CPUs of the job step's task (SLURM_CPUS_PER_TASK, else the node's
+	// share, SLURM_JOB_CPUS_PER_NODE); 0 when Slurm says nothing.
+	CPUs int
+	// GPUs are the device ids of the allocation (CUDA_VISIBLE_DEVICES, as
+	// Slurm sets it with --gres, else SLURM_JOB_GPUS).
+	GPUs []string
+}
+
+// SlurmFromEnv reads the allocation; ok is false outside a Slurm job.
+func SlurmFromEnv(getenv func(string) string) (a SlurmAllocation, ok bool, err error) {
+	a.JobID = strings.TrimSpace(getenv("SLURM_JOB_ID"))
+	if a.JobID == "" {
+		return a, false, nil
+	}
+	if v := strings.TrimSpace(getenv("SLURM_CPUS_PER_TASK")); v != "" {
+		if a.CPUs, err = strconv.Atoi(v); err != nil || a.CPUs < 1 {
+			return a, true, fmt.Errorf("SLURM_CPUS_PER_TASK %q: not a positive number", v)
+		}
+	} else if v := strings.TrimSpace(getenv("SLURM_JOB_CPUS_PER_NODE")); v != "" {
+		// "4", or "4(x2)" for several nodes with 4 each.
+		first, _, _ := strings.Cut(v, "(")
+		first, _, _ = strings.Cut(first, ",")
+		if a.CPUs, err = strconv.Atoi(first); err != nil || a.CPUs < 1 {
+			return a, true, fmt.Errorf("SLURM_JOB_CPUS_PER_NODE %q: not understood", v)
+		}
+	}
+	gpus := strings.TrimSpace(getenv("CUDA_VISIBLE_DEVICES"))
+	if gpus == "" {
+		gpus = strings.TrimSpace(getenv("SLURM_JOB_GPUS"))
+	}
+	for _, g := range strings.Split(gpus, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			a.GPUs = append(a.GPUs, g)
+		}
+	}
+	return a, true, nil
+}
+
+// SlurmDeadline asks Slurm when job ends (squeue's EndTime); zero when the
+// job has no time limit.
+func SlurmDeadline(ctx context.Context, jobID string) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "squeue", "-h", "-j", jobID, "-o", "%e").Output()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("squeue -j %s: %w", jobID, err)
+	}
+	return ParseSlurmTime(string(out))
+}
+
+// ParseSlurmTime reads a Slurm timestamp (2026-11-22T05:00:00, local
+// time); "Unknown", "NONE" and empty mean none.
+func ParseSlurmTime(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "", "Unknown", "NONE", "N/A":
+		return time.Time{}, nil
+	}
+	t, err := time.ParseInLocation("2006-01-02T15:04:05", s, time.Local)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("slurm time %q: %w", s, err)
+	}
+	return t, nil
+}
