@@ -9,7 +9,8 @@
 #   services.sh stop SERVICE DIR       stop the service started in DIR
 #   services.sh env DIR                print DIR/services.env
 #
-# SERVICE: nats, redis, clickhouse. install also knows "mpi" (Open MPI:
+# SERVICE: nats, redis, clickhouse, slurm (a single-node Slurm: munged,
+# slurmctld, slurmd; clients need its SLURM_CONF). install also knows "mpi" (Open MPI:
 # mpicc, mpirun) and "sqlite3" (the CLI the results tests query with),
 # which run no server. Every command is idempotent:
 # starting a running service prints its env again; stopping a stopped one
@@ -17,8 +18,8 @@
 # wrote, and only when the pid still belongs to the program started there.
 set -euo pipefail
 
-ALL_SERVICES=(nats redis clickhouse)
-INSTALL_ALL=(nats mpi redis clickhouse sqlite3)
+ALL_SERVICES=(nats redis clickhouse slurm)
+INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm)
 
 die() { echo "services.sh: $*" >&2; exit 1; }
 
@@ -29,6 +30,7 @@ package_of() {
     sqlite3) echo sqlite3 ;;
     redis) echo redis-server ;;
     clickhouse) echo clickhouse-server clickhouse-client ;;
+    slurm) echo slurmctld slurmd slurm-client munge ;;
     *) die "unknown service '$1' (known: ${ALL_SERVICES[*]})" ;;
   esac
 }
@@ -40,6 +42,7 @@ binary_of() {
     sqlite3) echo sqlite3 ;;
     redis) echo redis-server ;;
     clickhouse) echo clickhouse-server ;;
+    slurm) echo slurmctld ;;
     *) die "unknown service '$1'" ;;
   esac
 }
@@ -289,6 +292,101 @@ XML
     "$tcp" "$tcp" "$http" "$launched" | tee "$dir/clickhouse.env"
 }
 
+# A single-node Slurm in DIR: its own munged (key, socket), slurmctld and
+# slurmd on private ports, one partition "debug" of 8 CPUs (more than the
+# machine has, so that several worker jobs fit: SlurmdParameters=config_overrides).
+slurm_ready() { SLURM_CONF="$1" sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; }
+ctld_ready() { SLURM_CONF="$1" sinfo -h >/dev/null 2>&1; }
+munge_ready() { [ -S "$1" ]; }
+
+start_slurm() {
+  local dir=$1 ctld slurmd mem launched
+  mkdir -p "$dir"/{munge,state,spool,run,log}
+  chmod 755 "$dir" "$dir/munge"
+  if pid_alive "$dir" slurmd >/dev/null && pid_alive "$dir" slurmctld >/dev/null && pid_alive "$dir" munged >/dev/null && [ -s "$dir/slurm.env" ]; then
+    cat "$dir/slurm.env"; return 0
+  fi
+  need slurmctld slurm; need munged slurm
+  if ! pid_alive "$dir" munged >/dev/null; then
+    [ -s "$dir/munge/munge.key" ] || { mungekey -c -b 1024 -k "$dir/munge/munge.key" >/dev/null 2>&1; chmod 600 "$dir/munge/munge.key"; }
+    rm -f "$dir/munge/munge.socket"
+    munged -F --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" --pid-file="$dir/run/munged.pid" \
+      --seed-file="$dir/munge/seed" --log-file="$dir/log/munged.log" </dev/null >/dev/null 2>&1 &
+    launched=$!
+    echo "$launched" >"$dir/munged.pid"
+    wait_ready "$launched" 10 munged "$dir/log/munged.log" munge_ready "$dir/munge/munge.socket"
+  fi
+  ctld=$(port_for "$dir" slurmctld); slurmd=$(port_for "$dir" slurmd)
+  mem=$(slurmd -C 2>/dev/null | grep -o 'RealMemory=[0-9]*' | cut -d= -f2)
+  cat >"$dir/slurm.conf" <<CONF
+ClusterName=hpcq
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort=$ctld
+SlurmdPort=$slurmd
+SlurmUser=$(id -un)
+SlurmdUser=$(id -un)
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge/munge.socket
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+SchedulerParameters=batch_sched_delay=0
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$dir/log/jobcomp.txt
+MpiDefault=none
+MailProg=/bin/true
+ReturnToService=2
+MinJobAge=3600
+KillWait=5
+InactiveLimit=0
+SlurmdParameters=config_overrides
+NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=${mem:-1024} State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+  if ! pid_alive "$dir" slurmctld >/dev/null; then
+    slurmctld -D -c -f "$dir/slurm.conf" </dev/null >"$dir/log/slurmctld.out" 2>&1 &
+    launched=$!
+    echo "$launched" >"$dir/slurmctld.pid"
+    wait_ready "$launched" 20 slurmctld "$dir/log/slurmctld.log" ctld_ready "$dir/slurm.conf"
+  fi
+  if ! pid_alive "$dir" slurmd >/dev/null; then
+    slurmd -D -c -f "$dir/slurm.conf" -N localhost </dev/null >"$dir/log/slurmd.out" 2>&1 &
+    launched=$!
+    echo "$launched" >"$dir/slurmd.pid"
+    wait_ready "$launched" 20 slurmd "$dir/log/slurmd.log" slurm_ready "$dir/slurm.conf"
+  fi
+  printf 'SLURM_CONF=%s\nHPCQ_SLURM_PARTITION=debug\nHPCQ_SLURMCTLD_PID=%s\nHPCQ_SLURMD_PID=%s\n' \
+    "$dir/slurm.conf" "$(cat "$dir/slurmctld.pid")" "$(cat "$dir/slurmd.pid")" | tee "$dir/slurm.env"
+}
+
+# stop_slurm DIR: cancels the jobs of this private cluster (their processes
+# would outlive slurmd), then stops slurmd, slurmctld and munged.
+stop_slurm() {
+  local dir=$1 i
+  if pid_alive "$dir" slurmctld >/dev/null; then
+    SLURM_CONF="$dir/slurm.conf" scancel --quiet --partition=debug 2>/dev/null || true
+    for i in $(seq 1 100); do
+      [ -z "$(SLURM_CONF="$dir/slurm.conf" squeue -h -o %i 2>/dev/null)" ] && break
+      sleep 0.1
+    done
+  fi
+  stop_pidfile "$dir" slurmd
+  stop_pidfile "$dir" slurmctld
+  stop_pidfile "$dir" munged
+  rm -f "$dir/slurm.env"
+}
+
 stop_pidfile() {
   local dir=$1 name=$2 pid i
   if pid=$(pid_alive "$dir" "$name"); then
@@ -310,6 +408,7 @@ cmd_start() {
     nats) start_nats "$dir" ;;
     redis) start_redis "$dir" ;;
     clickhouse) start_clickhouse "$dir" ;;
+    slurm) start_slurm "$dir" ;;
     *) die "unknown service '$svc'" ;;
   esac
 }
@@ -321,6 +420,7 @@ cmd_stop() {
   dir=$(cd "$2" && pwd)
   case "$svc" in
     nats|redis|clickhouse) stop_pidfile "$dir" "$svc" ;;
+    slurm) stop_slurm "$dir" ;;
     *) die "unknown service '$svc'" ;;
   esac
 }

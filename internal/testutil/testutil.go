@@ -255,11 +255,11 @@ func (s *Server) Stop() { s.stop() }
 // survives) and on the same ports.
 func (s *Server) Start() { s.start() }
 
-// StartService starts redis or clickhouse (or nats) under a temp dir
+// StartService starts redis, clickhouse, slurm (or nats) under a temp dir
 // through scripts/services.sh, stopped by its pid when the test ends.
 func StartService(t testing.TB, service string) *Server {
 	t.Helper()
-	bins := map[string]string{"nats": "nats-server", "redis": "redis-server", "clickhouse": "clickhouse-server"}
+	bins := map[string]string{"nats": "nats-server", "redis": "redis-server", "clickhouse": "clickhouse-server", "slurm": "slurmctld"}
 	bin, ok := bins[service]
 	if !ok {
 		t.Fatalf("unknown service %q", service)
