@@ -310,7 +310,9 @@ start_slurm() {
   if ! pid_alive "$dir" munged >/dev/null; then
     [ -s "$dir/munge/munge.key" ] || { mungekey -c -b 1024 -k "$dir/munge/munge.key" >/dev/null 2>&1; chmod 600 "$dir/munge/munge.key"; }
     rm -f "$dir/munge/munge.socket"
-    munged -F --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" --pid-file="$dir/run/munged.pid" \
+    # --force: a test's temp dir has a parent of mode 700, which munged
+    # would refuse for its socket; every client here runs as the same user.
+    munged -F --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" --pid-file="$dir/run/munged.pid" \
       --seed-file="$dir/munge/seed" --log-file="$dir/log/munged.log" </dev/null >/dev/null 2>&1 &
     launched=$!
     echo "$launched" >"$dir/munged.pid"

@@ -468,8 +468,8 @@ func TestCommandErrors(t *testing.T) {
 	require.Contains(t, out, "NATS URL is empty")
 
 	out, code = run(t, env, "slurm-bridge")
-	require.Equal(t, 2, code)
-	require.Contains(t, out, "not built yet")
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "HPCQ_NATS_URL (or --nats-url) is required")
 
 	out, code = run(t, env, "worker", "-h")
 	require.Equal(t, 0, code)

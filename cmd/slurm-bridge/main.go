@@ -1,13 +1,253 @@
-// Command slurm-bridge will start hpcq workers as Slurm jobs when the queue
-// backs up. It is not built yet: it says so and exits with status 2.
+// Command slurm-bridge starts hpcq workers as Slurm jobs when the queue
+// backs up.
+//
+//	slurm-bridge [--config bridge.yaml] [--cancel-running]   run the bridge
+//	slurm-bridge status [--config bridge.yaml] [--json]      per pool backlog, workers, jobs, paused, last error
+//	slurm-bridge resume [--config bridge.yaml] POOL          resume a paused queue of the running bridge
+//
+// SIGHUP reloads the configuration (and resumes paused queues); SIGTERM or
+// SIGINT stops the bridge, cancelling its pending jobs (and its running ones
+// with --cancel-running), never anyone else's.
 package main
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/pkg/bridge"
+	"github.com/hpcq/hpcq/pkg/queue"
 )
 
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 func main() {
-	fmt.Fprintln(os.Stderr, "slurm-bridge: not built yet in this version of hpcq; start workers with `worker` (for example from an sbatch script)")
-	os.Exit(2)
+	err := dispatch(os.Args[1:])
+	var ee exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		os.Exit(int(ee))
+	default:
+		fmt.Fprintln(os.Stderr, "slurm-bridge:", err)
+		os.Exit(1)
+	}
+}
+
+func dispatch(args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "status":
+			return cmdStatus(args[1:])
+		case "resume":
+			return cmdResume(args[1:])
+		}
+	}
+	return cmdRun(args)
+}
+
+type settings struct {
+	config.Common
+	Config string `envconfig:"BRIDGE_CONFIG" default:"bridge.yaml" desc:"the bridge's configuration file"`
+}
+
+func flags(name, args string, s *settings) *flag.FlagSet {
+	fs := flag.NewFlagSet("slurm-bridge "+name, flag.ContinueOnError)
+	config.AddCommonFlags(fs, &s.Common)
+	fs.StringVar(&s.Config, "config", s.Config, "bridge.yaml (env HPCQ_BRIDGE_CONFIG)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: slurm-bridge %s[flags] %s\n\nFlags:\n", name, args)
+		fs.PrintDefaults()
+		fmt.Fprintf(fs.Output(), "\nEnvironment:\n")
+		config.Usage(fs.Output(), s)
+		fmt.Fprintf(fs.Output(), "  HPCQ_BRIDGE_<POOL>_<FIELD> overrides a queue's partition, account, qos, time_limit, max_jobs, backlog or slots\n")
+	}
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitError(0)
+		}
+		return exitError(2)
+	}
+	return nil
+}
+
+func setup(args []string, name, usage string, extra func(*flag.FlagSet)) (*settings, *flag.FlagSet, error) {
+	var s settings
+	if err := config.Load(&s); err != nil {
+		return nil, nil, err
+	}
+	fs := flags(name, usage, &s)
+	if extra != nil {
+		extra(fs)
+	}
+	if err := parse(fs, args); err != nil {
+		return nil, nil, err
+	}
+	if s.NATS.URL == "" {
+		return nil, nil, errors.New("HPCQ_NATS_URL (or --nats-url) is required: the bridge watches the cluster's queue")
+	}
+	return &s, fs, nil
+}
+
+func cmdRun(args []string) error {
+	cancelRunning := false
+	s, fs, err := setup(args, "", "", func(fs *flag.FlagSet) {
+		fs.BoolVar(&cancelRunning, "cancel-running", false, "at shutdown cancel the bridge's running jobs too (default: only pending ones)")
+	})
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return exitError(2)
+	}
+	log, err := s.Log.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	cfg, err := bridge.LoadConfig(s.Config, os.Getenv)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	q, err := queue.Dial(ctx, s.NATS.Conn("hpcq-slurm-bridge"), s.Queue.Options(), log)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	b, err := bridge.New(ctx, q, cfg, log)
+	if err != nil {
+		return err
+	}
+	if err := b.DryRun(ctx); err != nil {
+		log.Error("dry run", "err", err) // the failing queues are paused; the others run
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			cfg, err := bridge.LoadConfig(s.Config, os.Getenv)
+			if err != nil {
+				log.Error("reload refused: the configuration stays as it was", "err", err)
+				continue
+			}
+			if err := b.Reload(ctx, cfg); err != nil {
+				log.Error("reload", "err", err)
+			}
+		}
+	}()
+	log.Info("bridge started", "pools", cfg.Pools(), "interval", cfg.Interval)
+	runErr := b.Run(ctx)
+	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := b.Shutdown(sctx, cancelRunning); err != nil {
+		log.Error("shutdown: jobs not cancelled", "err", err)
+		return errors.Join(runErr, err)
+	}
+	log.Info("bridge stopped")
+	return runErr
+}
+
+func cmdStatus(args []string) error {
+	jsonOut := false
+	s, fs, err := setup(args, "status ", "", func(fs *flag.FlagSet) { fs.BoolVar(&jsonOut, "json", false, "print JSON") })
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return exitError(2)
+	}
+	cfg, err := bridge.LoadConfig(s.Config, os.Getenv)
+	if err != nil {
+		return err
+	}
+	log, err := s.Log.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := queue.Dial(ctx, s.NATS.Conn("hpcq-slurm-bridge-status"), s.Queue.Options(), log)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	sts, err := bridge.Statuses(ctx, q, cfg.Name)
+	if err != nil {
+		return err
+	}
+	if jsonOut {
+		return json.NewEncoder(os.Stdout).Encode(sts)
+	}
+	if len(sts) == 0 {
+		fmt.Printf("bridge %s has recorded nothing yet (is it running against this NATS server?)\n", cfg.Name)
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "POOL\tBACKLOG\tWORKERS\tJOBS PENDING\tJOBS RUNNING\tSUBMITTED\tPAUSED\tUPDATED\tLAST ERROR")
+	for _, st := range sts {
+		paused := "no"
+		if st.Paused {
+			paused = "yes"
+		}
+		last := st.LastError
+		if st.NoQueue {
+			last = "no allocation queue serves this pool"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", st.Pool, st.Backlog, st.Workers, st.Pending, st.Running, st.Submitted, paused,
+			st.Updated.Local().Format("15:04:05"), last)
+	}
+	return tw.Flush()
+}
+
+func cmdResume(args []string) error {
+	s, fs, err := setup(args, "resume ", "POOL", nil)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitError(2)
+	}
+	cfg, err := bridge.LoadConfig(s.Config, os.Getenv)
+	if err != nil {
+		return err
+	}
+	pool := fs.Arg(0)
+	if _, ok := cfg.Queues[pool]; !ok {
+		return fmt.Errorf("pool %q has no queue in %s", pool, s.Config)
+	}
+	log, err := s.Log.Logger(os.Stderr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := queue.Dial(ctx, s.NATS.Conn("hpcq-slurm-bridge-resume"), s.Queue.Options(), log)
+	if err != nil {
+		return err
+	}
+	defer q.Close()
+	if err := bridge.Resume(ctx, q, cfg.Name, pool); err != nil {
+		return err
+	}
+	fmt.Printf("resume of %s asked; the bridge takes it at its next look (every %v)\n", pool, cfg.Interval)
+	return nil
 }

@@ -45,11 +45,12 @@ type Queue struct {
 	MaxDeliver  int           `envconfig:"MAX_DELIVER" default:"5" desc:"dead-letter a task after this many deliveries"`
 	DedupWindow time.Duration `envconfig:"DEDUP_WINDOW" default:"10m" desc:"server-side duplicate detection window"`
 	Heartbeat   time.Duration `envconfig:"HEARTBEAT" default:"5s" desc:"worker registry heartbeat period"`
+	Replicas    int           `envconfig:"NATS_REPLICAS" default:"1" desc:"replicas of the streams and buckets (3 on a NATS cluster of 3)"`
 }
 
 // Options for pkg/queue.
 func (q Queue) Options() queue.Options {
-	return queue.Options{AckWait: q.AckWait, MaxDeliver: q.MaxDeliver, DedupWindow: q.DedupWindow, HeartbeatPeriod: q.Heartbeat}
+	return queue.Options{AckWait: q.AckWait, MaxDeliver: q.MaxDeliver, DedupWindow: q.DedupWindow, HeartbeatPeriod: q.Heartbeat, Replicas: q.Replicas}
 }
 
 // Log settings.

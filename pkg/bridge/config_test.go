@@ -1,0 +1,61 @@
+package bridge
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLoadConfigExample(t *testing.T) {
+	c, err := LoadConfig("../../deploy/slurm/bridge.yaml", func(k string) string {
+		return map[string]string{"HPCQ_BRIDGE_GPU_MAX_JOBS": "5", "HPCQ_BRIDGE_CPU_PARTITION": "short"}[k]
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"cpu", "gpu"}, c.Pools())
+	require.Equal(t, 5, c.Queues["gpu"].MaxJobs, "env overrides the file")
+	require.Equal(t, "short", c.Queues["cpu"].Partition)
+	require.Equal(t, 5*time.Minute, c.Queues["cpu"].SignalGrace)
+	require.Equal(t, 60*time.Second, c.Queues["gpu"].SignalGrace, "default")
+	require.Equal(t, 1, c.Queues["gpu"].Backlog, "default")
+}
+
+func TestConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		"queues: {}\n":                                         "queues: none",
+		"queues: {cpu: {partitoin: x}}\n":                      "field partitoin not found",
+		"queues: {cpu: {partition: 'a b'}}\n":                  "not a Slurm name",
+		"queues: {cpu: {time_limit: 'soon'}}\n":                "time_limit",
+		"queues: {cpu: {max_jobs: 2, backlog: 3}}\n":           "more than max_jobs",
+		"queues: {cpu: {extra_args: ['-N 2']}}\n":              "one --option=value",
+		"queues: {cpu: {time_limit: '1', signal_grace: 2m}}\n": "not shorter than the time limit",
+		"name: 'no spaces'\nqueues: {cpu: {}}\n":               "name",
+		"queues: {'bad pool!': {}}\n":                          "queues.bad pool!",
+	} {
+		p := filepath.Join(dir, "b.yaml")
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		_, err := LoadConfig(p, func(string) string { return "" })
+		require.ErrorIs(t, err, ErrConfig, body)
+		require.ErrorContains(t, err, want, body)
+	}
+	p := filepath.Join(dir, "b.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("queues: {cpu: {}}\n"), 0o644))
+	_, err := LoadConfig(p, func(k string) string { return map[string]string{"HPCQ_BRIDGE_CPU_MAX_JOBS": "many"}[k] })
+	require.ErrorContains(t, err, "HPCQ_BRIDGE_CPU_MAX_JOBS")
+}
+
+func TestParseTimeLimit(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"10": 10 * time.Minute, "05:30": 5*time.Minute + 30*time.Second, "01:00:00": time.Hour,
+		"2-00:00:00": 48 * time.Hour, "1-12": 36 * time.Hour,
+	} {
+		got, ok := ParseTimeLimit(in)
+		require.True(t, ok, in)
+		require.Equal(t, want, got, in)
+	}
+	_, ok := ParseTimeLimit("")
+	require.False(t, ok)
+}
