@@ -7,7 +7,7 @@ EXAMPLES  := examples/hello/task.json examples/stencil-omp/task.json
 # Where services.sh keeps the servers of `make services-up`.
 SERVICES_DIR ?= $(CURDIR)/.services
 
-.PHONY: help build run run-exec test test-go lint bench-queue bench-memory bench-search services-up services-down services-install clean
+.PHONY: help build run run-exec test test-go lint bench-queue bench-memory bench-search bench-slurm services-up services-down services-install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -47,6 +47,10 @@ bench-memory: ## memory benchmark: bench-memory lines per trace and store, then 
 
 bench-search: ## tree-search benchmark: asynchronous expansion against lockstep batches (simulated nodes)
 	$(GO) run ./bench/search
+
+bench-slurm: build ## 50 tasks as one sbatch job each vs hpcq workers started by slurm-bridge, same local Slurm; prints the bench-slurm line
+	scripts/services.sh install slurm nats
+	$(GO) run ./bench/slurm --bin $(BIN)
 
 services-install: ## install the servers the tests need (Debian packages) if missing
 	scripts/services.sh install
