@@ -270,6 +270,20 @@ func TestBridgeSlurmFaults(t *testing.T) {
 	out, _ := run(t, env, "slurm-bridge", "status", "--config", cfgPath)
 	require.Regexp(t, `gpu\s+1\s+.*no allocation queue serves this pool`, out, "tasks no queue can satisfy are reported")
 
+	// A resume request and a reload both unpause it; it pauses again when
+	// sbatch still hangs.
+	resumed, code := run(t, env, "slurm-bridge", "resume", "--config", cfgPath, "cpu")
+	require.Equal(t, 0, code, resumed)
+	testutil.Eventually(t, 30*time.Second, "the resume taken", func() bool { return strings.Contains(bridge.output(), "queue resumed on request") })
+	require.NoError(t, bridge.cmd.Process.Signal(syscall.SIGHUP))
+	testutil.Eventually(t, 30*time.Second, "the reload taken", func() bool {
+		return strings.Contains(bridge.output(), "configuration reloaded; paused queues resume")
+	})
+	testutil.Eventually(t, 30*time.Second, "paused again", func() bool {
+		out, _ := run(t, env, "slurm-bridge", "status", "--config", cfgPath)
+		return regexpMatch(`cpu\s+1\s+0\s+0\s+0\s+0\s+yes`, out)
+	})
+
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "squeue-down"), nil, 0o644))
 	testutil.Eventually(t, 30*time.Second, "the squeue failure reported", func() bool {
 		out, _ := run(t, env, "slurm-bridge", "status", "--config", cfgPath)
@@ -277,7 +291,7 @@ func TestBridgeSlurmFaults(t *testing.T) {
 	})
 	require.NotContains(t, bridge.output(), "worker job submitted")
 	require.NoError(t, bridge.cmd.Process.Signal(syscall.SIGTERM))
-	code := bridge.wait(t, 30*time.Second)
+	code = bridge.wait(t, 30*time.Second)
 	require.Equal(t, 1, code, "shutdown cannot list its jobs while squeue fails, and says so:\n%s", bridge.output())
 	require.Contains(t, bridge.output(), "shutdown: jobs not cancelled")
 }
