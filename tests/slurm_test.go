@@ -295,3 +295,51 @@ func TestBridgeSlurmFaults(t *testing.T) {
 	require.Equal(t, 1, code, "shutdown cannot list its jobs while squeue fails, and says so:\n%s", bridge.output())
 	require.Contains(t, bridge.output(), "shutdown: jobs not cancelled")
 }
+
+// TestBridgeShutdownCancelsOnlyItsOwn: at SIGTERM the bridge cancels its
+// pending jobs and leaves a job of the same name it did not submit; with
+// --cancel-running it cancels its running jobs too.
+func TestBridgeShutdownCancelsOnlyItsOwn(t *testing.T) {
+	t.Parallel()
+	e := startSlurm(t)
+	q := e.nats.Queue(t, queue.Options{})
+	_, err := q.PublishTask(context.Background(), &queue.NodeTask{V: 1, RunID: "r", NodeID: "later", Attempt: 1, Pool: "cpu",
+		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"sleep 30"}}}})
+	require.NoError(t, err)
+
+	// Pending: the queue's jobs may start only in an hour.
+	cfg := e.bridgeConfig(t, "own", `  cpu: {partition: debug, slots: 1, max_jobs: 1, time_limit: "5", extra_args: ["--begin=now+3600"]}
+`)
+	foreign := exec.Command("sbatch", "--parsable", "--job-name=own-cpu", "--begin=now+3600", "--output=/dev/null", "--wrap", "sleep 1")
+	foreign.Env = e.env
+	out, err := foreign.Output()
+	require.NoError(t, err)
+	foreignID := strings.TrimSpace(string(out))
+	b := start(t, e.env, "slurm-bridge", "--config", cfg)
+	testutil.Eventually(t, 30*time.Second, "the bridge's pending job", func() bool { return len(e.jobs(t, "own-cpu", false)) == 2 })
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, b.wait(t, 30*time.Second), b.output())
+	left := e.jobs(t, "own-cpu", false)
+	require.Equal(t, map[string]string{foreignID: "PENDING"}, left, "only the bridge's own job was cancelled")
+
+	// Running, with --cancel-running.
+	cfg = e.bridgeConfig(t, "run", `  cpu: {partition: debug, slots: 1, max_jobs: 1, time_limit: "5"}
+`)
+	b = start(t, e.env, "slurm-bridge", "--config", cfg, "--cancel-running")
+	var id string
+	testutil.Eventually(t, 60*time.Second, "the bridge's job running", func() bool {
+		for j, st := range e.jobs(t, "run-cpu", false) {
+			if st == "RUNNING" {
+				id = j
+				return true
+			}
+		}
+		return false
+	})
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, b.wait(t, 30*time.Second), b.output())
+	testutil.Eventually(t, 30*time.Second, "the running job cancelled", func() bool {
+		return e.jobs(t, "run-cpu", true)[id] == "CANCELLED"
+	})
+	require.Contains(t, e.jobs(t, "own-cpu", false), foreignID)
+}
