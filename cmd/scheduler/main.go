@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/chdb"
+	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/queue"
@@ -46,22 +47,9 @@ Run "scheduler <command> -h" for the flags of a command.
 `
 
 // exitError carries an exit status without a message of its own.
-type exitError int
+type exitError = cli.ExitError
 
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
-
-func main() {
-	err := dispatch(os.Args[1:])
-	var ee exitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		os.Exit(int(ee))
-	default:
-		fmt.Fprintln(os.Stderr, "scheduler:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("scheduler", dispatch) }
 
 func dispatch(args []string) error {
 	if len(args) == 0 {
@@ -103,15 +91,7 @@ func newFlags(name string, cfg *config.Scheduler, args string) *flag.FlagSet {
 	return fs
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitError(0)
-		}
-		return exitError(2)
-	}
-	return nil
-}
+func parse(fs *flag.FlagSet, args []string) error { return cli.Parse(fs, args) }
 
 func cmdExec(args []string) error {
 	var cfg config.Scheduler
@@ -179,30 +159,12 @@ func cmdExec(args []string) error {
 			}
 			sort.Strings(pools)
 		}
-		l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{
-			RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log,
-			Worker: worker.Config{Pools: pools, Slots: cfg.Slots, Version: version.Version, Results: sink},
-		})
+		l, lctx, closeLocal, err := startLocal(ctx, &cfg, runDir, pools, sink, false, log)
 		if err != nil {
 			return err
 		}
-		defer func() {
-			if err := l.Close(); err != nil {
-				log.Error("local workers", "err", err)
-			}
-		}()
-		q = l.Queue
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			select {
-			case <-l.Failed():
-				log.Error("a local worker failed; giving up on the tasks without an answer")
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		defer closeLocal()
+		q, ctx = l.Queue, lctx
 		log.Info("local run", "run_dir", runDir, "workers", max(1, cfg.Workers), "pools", pools)
 	} else {
 		if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-scheduler"), cfg.Queue.Options(), log); err != nil {
@@ -544,4 +506,35 @@ func cmdQuery(args []string) error {
 		return err
 	}
 	return tab.Write(os.Stdout, *format)
+}
+
+// startLocal starts the embedded server and the in-process workers of a
+// local run (with gateway, their installer asks the model through the
+// run's LLM gateway). The returned context ends when a local worker fails:
+// nothing would run the tasks any more. closeLocal drains the workers and
+// stops the server.
+func startLocal(ctx context.Context, cfg *config.Scheduler, runDir string, pools []string, sink results.Sink, gateway bool,
+	log *slog.Logger) (*scheduler.Local, context.Context, func(), error) {
+	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{
+		RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log, GatewayInstaller: gateway,
+		Worker: worker.Config{Pools: pools, Slots: cfg.Slots, Version: version.Version, Results: sink},
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-l.Failed():
+			log.Error("a local worker failed; giving up on the tasks without an answer")
+			cancel(errors.New("a local worker failed"))
+		case <-ctx.Done():
+		}
+	}()
+	return l, ctx, func() {
+		cancel(nil)
+		if err := l.Close(); err != nil {
+			log.Error("local workers", "err", err)
+		}
+	}, nil
 }

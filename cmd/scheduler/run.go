@@ -25,7 +25,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/scheduler"
-	"github.com/hpcq/hpcq/pkg/worker"
 )
 
 // The scripted cassette of an idea directory, and the resolved spec a run
@@ -158,43 +157,24 @@ func cmdRun(args []string) error {
 			}
 		}()
 	}
+	if err := os.MkdirAll(filepath.Join(runDir, "memory"), 0o755); err != nil {
+		return err
+	}
 	calls, err := os.OpenFile(filepath.Join(runDir, "memory", "memory_calls.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
-		if err := os.MkdirAll(filepath.Join(runDir, "memory"), 0o755); err != nil {
-			return err
-		}
-		if calls, err = os.OpenFile(filepath.Join(runDir, "memory", "memory_calls.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err != nil {
-			return err
-		}
+		return err
 	}
 	defer calls.Close()
 
 	var q *queue.Queue
 	var gw *nats.Conn
 	if *local {
-		l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{
-			RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log, GatewayInstaller: true,
-			Worker: worker.Config{Pools: []string{spec.Pool}, Slots: cfg.Slots, Version: version.Version, Results: sink},
-		})
+		l, lctx, closeLocal, err := startLocal(ctx, &cfg, runDir, []string{spec.Pool}, sink, true, log)
 		if err != nil {
 			return err
 		}
-		defer func() {
-			if err := l.Close(); err != nil {
-				log.Error("local workers", "err", err)
-			}
-		}()
-		q = l.Queue
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		go func() {
-			select {
-			case <-l.Failed():
-				cancel(errors.New("a local worker failed"))
-			case <-ctx.Done():
-			}
-		}()
+		defer closeLocal()
+		q, ctx = l.Queue, lctx
 		gw = l.Conn
 		info.NATSURL = "embedded"
 	} else {

@@ -22,27 +22,15 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/pkg/bridge"
 	"github.com/hpcq/hpcq/pkg/queue"
 )
 
-type exitError int
+type exitError = cli.ExitError
 
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
-
-func main() {
-	err := dispatch(os.Args[1:])
-	var ee exitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		os.Exit(int(ee))
-	default:
-		fmt.Fprintln(os.Stderr, "slurm-bridge:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("slurm-bridge", dispatch) }
 
 func dispatch(args []string) error {
 	if len(args) > 0 {
@@ -75,15 +63,7 @@ func flags(name, args string, s *settings) *flag.FlagSet {
 	return fs
 }
 
-func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitError(0)
-		}
-		return exitError(2)
-	}
-	return nil
-}
+func parse(fs *flag.FlagSet, args []string) error { return cli.Parse(fs, args) }
 
 func setup(args []string, name, usage string, extra func(*flag.FlagSet)) (*settings, *flag.FlagSet, error) {
 	var s settings

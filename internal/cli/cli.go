@@ -1,0 +1,45 @@
+// Package cli is what hpcq's commands share around their flags: exit
+// statuses without a message of their own, and flag parsing that maps
+// -h to status 0 and a bad flag to status 2.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+)
+
+// ExitError carries an exit status without a message of its own (the
+// command printed what it had to say).
+type ExitError int
+
+func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+// Main runs a command's dispatch on the process's arguments and exits:
+// 0 on success, the status of an ExitError, else 1 after printing
+// "<name>: <error>" on stderr.
+func Main(name string, dispatch func(args []string) error) {
+	err := dispatch(os.Args[1:])
+	var ee ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		os.Exit(int(ee))
+	default:
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
+
+// Parse parses flags: -h is ExitError(0) (the usage was printed), a bad
+// flag ExitError(2).
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitError(0)
+		}
+		return ExitError(2)
+	}
+	return nil
+}
