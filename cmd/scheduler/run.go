@@ -62,7 +62,7 @@ func cmdRun(args []string) error {
 	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
 	runDirFlag := fs.String("run-dir", "", "the run's directory (default: --runs-dir/<run id>)")
 	resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
-	waitWorkers := fs.Duration("wait-workers", 2*time.Minute, "how long to wait for a live worker of the run's pool")
+	waitWorkers := fs.Duration("wait-workers", 30*time.Second, "how long to wait at start for a live worker of the run's pool (then the run goes on: workers started on demand come when tasks wait)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -22,14 +22,12 @@ type environment struct {
 	slots      int
 }
 
-// environment waits for a live worker of the run's pool and describes the
-// pool's workers. With none after WaitWorkers, the run fails: nothing would
-// run its nodes.
-func (e *engine) environment(ctx context.Context) (environment, error) {
-	wait := e.p.WaitWorkers
-	if wait <= 0 {
-		wait = 2 * time.Minute
-	}
+// environment waits up to WaitWorkers for a live worker of the run's pool
+// and describes the pool's workers. With none by then (workers that start
+// on demand, from slurm-bridge, come when tasks wait) it describes what it
+// knows and the run goes on: the nodes' tasks wait in the queue, and the
+// environment is read again for every node until workers are there.
+func (e *engine) environment(ctx context.Context, wait time.Duration) (environment, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		ws, err := e.p.Queue.Workers(ctx)
@@ -71,8 +69,13 @@ func (e *engine) environment(ctx context.Context) (environment, error) {
 			}
 			return env, nil
 		}
-		if time.Now().After(deadline) {
-			return environment{}, fmt.Errorf("no live worker serves the %q pool after %s: start workers for it (worker --pools %s)", e.spec.Pool, wait, e.spec.Pool)
+		if !time.Now().Before(deadline) {
+			env.text = fmt.Sprintf("Nodes run in the %q pool, on Linux, each in a fresh workspace with bash; no worker of the pool has "+
+				"registered yet, so its toolchains are not known: use common ones (gcc, make) and check for what you need.", e.spec.Pool)
+			if len(e.spec.Requires) > 0 {
+				env.text += "\nThe run requires: " + strings.Join(e.spec.Requires, ", ") + "."
+			}
+			return env, nil
 		}
 		select {
 		case <-ctx.Done():
@@ -136,4 +139,28 @@ func (e *engine) setupMemory(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// refreshEnvironment reads the pool's workers again while none was known
+// (workers started on demand); the resources stay as they were.
+func (e *engine) refreshEnvironment(ctx context.Context) {
+	e.envMu.Lock()
+	defer e.envMu.Unlock()
+	if e.env.workers > 0 {
+		return
+	}
+	env, err := e.environment(ctx, 0)
+	if err != nil || env.workers == 0 {
+		return
+	}
+	env.resources = e.env.resources
+	e.env = env
+	e.log.Info("workers of the pool registered", "pool", e.spec.Pool, "workers", env.workers, "slots", env.slots)
+}
+
+// currentEnv is the environment as last read.
+func (e *engine) currentEnv() environment {
+	e.envMu.Lock()
+	defer e.envMu.Unlock()
+	return e.env
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -51,7 +52,9 @@ type Params struct {
 	// Slots is how many nodes run at once; 0: search.slots of run.yaml,
 	// else the slots of the pool's live workers.
 	Slots int
-	// WaitWorkers bounds the wait for a live worker of the pool [2m].
+	// WaitWorkers bounds the wait for a live worker of the pool at start
+	// [30s]; without one by then the run goes on (workers started on
+	// demand come when tasks wait) with slots from run.yaml, else 4.
 	WaitWorkers time.Duration
 	// Progress receives the live display (Terminal: redrawn in place) or,
 	// when not a terminal, a progress line every ProgressEvery [10s].
@@ -136,6 +139,7 @@ type engine struct {
 	mem     *memory.Memory
 	disp    *scheduler.Dispatcher
 	logs    *prompt.Logs
+	envMu   sync.Mutex
 	env     environment
 	slots   int
 	stage   stageState
@@ -231,7 +235,11 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 		e.log.Warn("runs row not written", "err", err)
 	}
 	var err error
-	if e.env, err = e.environment(ctx); err != nil {
+	wait := e.p.WaitWorkers
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	if e.env, err = e.environment(ctx, wait); err != nil {
 		return Summary{}, err
 	}
 	e.slots = e.p.Slots
@@ -239,7 +247,11 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 		e.slots = e.spec.Search.Slots
 	}
 	if e.slots <= 0 {
-		e.slots = max(1, e.env.slots)
+		e.slots = e.env.slots
+	}
+	if e.slots <= 0 {
+		e.slots = 4
+		e.log.Warn("no live worker of the pool yet: 4 nodes in flight at once (set search.slots in run.yaml)", "pool", e.spec.Pool)
 	}
 	if err := e.setupMemory(ctx); err != nil {
 		return Summary{}, err

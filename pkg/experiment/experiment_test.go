@@ -18,6 +18,7 @@ import (
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory/sqlite"
+	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/scheduler"
@@ -390,4 +391,51 @@ func (l *lockedBuilder) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
+}
+
+// TestRunWithoutWorkersYet: workers that start on demand (slurm-bridge)
+// come only when tasks wait: a run with no live worker at start goes on,
+// its first task waits in the queue, and the environment is read again once
+// a worker registered.
+func TestRunWithoutWorkersYet(t *testing.T) {
+	spec := newSpec(t)
+	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 2, 2, 1
+	e := setup(t, spec, normal, "")
+	e.p.Spec.Pool = "later" // no worker serves it yet
+	e.p.WaitWorkers = 100 * time.Millisecond
+	srvDir := t.TempDir()
+	go func() {
+		// A worker of the pool arrives once the first task waits.
+		testutil.Eventually(t, time.Minute, "the first task published", func() bool {
+			m, _ := filepath.Glob(filepath.Join(e.dir, nodesDir, "*", taskFile))
+			return len(m) > 0
+		})
+		w, err := worker.New(e.p.Queue, workerExec(t, srvDir), worker.Config{ID: "late", Pools: []string{"later"}, Slots: 1,
+			Toolchains: map[string]string{"gcc": "12"}, Logger: testutil.Logger(t)})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		go func() { _ = w.Run(ctx) }()
+	}()
+	sum, err := Run(context.Background(), e.p)
+	require.NoError(t, err)
+	require.Equal(t, 2, sum.Nodes)
+	require.True(t, sum.HasBest)
+	var second []string
+	for _, r := range e.srv.Requests() {
+		if r.Kind == "phase0" && r.KindN == 2 {
+			second = append(second, r.Messages[1].Content)
+		}
+	}
+	require.NotEmpty(t, second)
+	require.Contains(t, second[0], "worker late", "the second node's prompt knows the worker that came")
+}
+
+func workerExec(t *testing.T, dir string) worker.Executor {
+	e, err := phases.NewExecutor(phases.Config{RunsDir: dir})
+	require.NoError(t, err)
+	return e
 }

@@ -87,7 +87,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 			return search.Result{}, err
 		}
 	}
-	key := search.CacheKey(&task, e.env.toolchains)
+	key := search.CacheKey(&task, e.currentEnv().toolchains)
 	if res, hit := e.cache.Get(key); hit {
 		res.RunID, res.NodeID, res.Attempt = e.runID, task.NodeID, task.Attempt
 		o = e.evaluate(n.ID, &res, nil)
@@ -218,11 +218,13 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*queue.NodeTask, 
 			return fail("memory", err)
 		}
 	}
+	e.refreshEnvironment(ctx)
+	env := e.currentEnv()
 	plan, err := r.phase0(ctx, n)
 	if err != nil {
 		return fail("phase 0", err)
 	}
-	pc := prompt.Context{Idea: e.spec.Idea, Environment: e.env.text, Resources: e.env.resources, Phase0Plan: plan, WithMemory: e.mem != nil}
+	pc := prompt.Context{Idea: e.spec.Idea, Environment: env.text, Resources: env.resources, Phase0Plan: plan, WithMemory: e.mem != nil}
 	if n.Parent != "" {
 		pc.Code, pc.ExecutionOutput = e.nodeCode(n.Parent), e.nodeOutput(n.Parent)
 	}
@@ -297,7 +299,8 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	if data, err := os.ReadFile(filepath.Join(dir, planFile)); err == nil {
 		return string(data), nil
 	}
-	pc := prompt.Context{Idea: e.spec.Idea, History: e.history(n.ID), Environment: e.env.text, Resources: e.env.resources, WithMemory: e.mem != nil}
+	env := e.currentEnv()
+	pc := prompt.Context{Idea: e.spec.Idea, History: e.history(n.ID), Environment: env.text, Resources: env.resources, WithMemory: e.mem != nil}
 	if e.mem != nil {
 		rd, err := e.mem.RenderForPrompt(ctx, n.ID, "phase0", 0)
 		if err != nil {
