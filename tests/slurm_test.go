@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/queue"
 )
@@ -342,4 +343,49 @@ func TestBridgeShutdownCancelsOnlyItsOwn(t *testing.T) {
 		return e.jobs(t, "run-cpu", true)[id] == "CANCELLED"
 	})
 	require.Contains(t, e.jobs(t, "own-cpu", false), foreignID)
+}
+
+// TestRunOnSlurm: the whole story on a cluster: `scheduler run` against a
+// nats-server, no worker at start, slurm-bridge starting workers as Slurm
+// jobs for the nodes' tasks; the run completes and the jobs end idle.
+func TestRunOnSlurm(t *testing.T) {
+	t.Parallel()
+	e := startSlurm(t)
+	srv := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		switch r.Kind {
+		case "phase0":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("a script"))}
+		case "draft":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Artifacts([]fakellm.File{{Path: "run.sh",
+				Content: fmt.Sprintf("echo \"METRIC score=%d\"; echo \"job $SLURM_JOB_ID\"\n", r.KindN)}}, nil, []string{"bash run.sh"}))}
+		}
+		return fakellm.Reply{Status: 400}
+	})
+	idea := writeIdea(t, `metric: {name: score, direction: maximize}
+stages:
+  initial_implementation: {max_iterations: 3}
+  baseline_tuning: {max_iterations: 0}
+  creative_research: {max_iterations: 0}
+  ablation_studies: {max_iterations: 0}
+search: {num_drafts: 3, slots: 2}
+llm: {model: test-model}
+`)
+	cfg := e.bridgeConfig(t, "run", `  cpu: {partition: debug, slots: 2, max_jobs: 1, idle_timeout: 3s, time_limit: "10"}
+`)
+	bridge := start(t, e.env, "slurm-bridge", "--config", cfg)
+	runDir := filepath.Join(e.dir, "run-slurm")
+	out, code := run(t, append(e.env, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key"),
+		"scheduler", "run", "--wait-workers", "1s", "--run-dir", runDir, idea)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "3 nodes (0 buggy")
+	require.Contains(t, out, "best n0003: score = 3")
+	q, code := run(t, e.env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT count(*) AS n FROM phase_runs WHERE phase = 'run' AND status = 'ok'")
+	require.Equal(t, 0, code, q)
+	require.Contains(t, q, "n\n3\n", "the scheduler wrote the remote workers' rows")
+	testutil.Eventually(t, 60*time.Second, "the worker job to end idle", func() bool { return len(e.jobs(t, "run-cpu", false)) == 0 })
+	all := e.jobs(t, "run-cpu", true)
+	require.Len(t, all, 1, "one worker job ran the nodes")
+	require.NoError(t, bridge.cmd.Process.Signal(syscall.SIGTERM))
+	require.Equal(t, 0, bridge.wait(t, 30*time.Second), bridge.output())
 }
