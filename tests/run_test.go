@@ -51,12 +51,42 @@ func requireTool(t *testing.T, name string) {
 	}
 }
 
-// writeIdea writes an idea directory for a run driven by the fake endpoint.
-func writeIdea(t *testing.T, runYAML string) string {
+// writeIdea writes an idea directory for a run driven by the fake endpoint:
+// n drafts in stage 1, the other stages off, slots nodes at once (0: the
+// workers' slots).
+func writeIdea(t *testing.T, drafts, slots int) string {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "idea.md"), []byte("# Print a score\n\nPrint a score as high as possible.\n"), 0o644))
+	runYAML := fmt.Sprintf(`metric: {name: score, direction: maximize}
+stages:
+  initial_implementation: {max_iterations: %d}
+  baseline_tuning: {max_iterations: 0}
+  creative_research: {max_iterations: 0}
+  ablation_studies: {max_iterations: 0}
+search: {num_drafts: %d, slots: %d}
+llm: {model: test-model}
+`, drafts, drafts, slots)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.yaml"), []byte(runYAML), 0o644))
 	return dir
+}
+
+// draftsLLM is a fake endpoint whose Phase 0 replies are plans and whose
+// draft replies are payload(n) for the n-th draft; anything else is a 400.
+func draftsLLM(t *testing.T, payload func(n int) string) *fakellm.Server {
+	return fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		switch r.Kind {
+		case "phase0":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("a script"))}
+		case "draft":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", payload(r.KindN))}
+		}
+		return fakellm.Reply{Status: 400}
+	})
+}
+
+// runScript is a draft whose run phase runs script as run.sh.
+func runScript(script string) string {
+	return fakellm.Artifacts([]fakellm.File{{Path: "run.sh", Content: script}}, nil, []string{"bash run.sh"})
 }
 
 // TestRunKilledAndResumed: SIGKILL the scheduler (embedded server and
@@ -66,26 +96,10 @@ func TestRunKilledAndResumed(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
 	execLog := filepath.Join(tmp, "executions.log")
-	srv := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
-		switch r.Kind {
-		case "phase0":
-			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("a script"))}
-		case "draft":
-			script := fmt.Sprintf("echo $HPCQ_NODE_ID >> %s\nsleep 1\necho 'METRIC score=%d'\n", execLog, r.KindN)
-			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Artifacts([]fakellm.File{{Path: "run.sh", Content: script}}, nil,
-				[]string{"bash run.sh"}))}
-		}
-		return fakellm.Reply{Status: 400}
+	srv := draftsLLM(t, func(n int) string {
+		return runScript(fmt.Sprintf("echo $HPCQ_NODE_ID >> %s\nsleep 1\necho 'METRIC score=%d'\n", execLog, n))
 	})
-	idea := writeIdea(t, `metric: {name: score, direction: maximize}
-stages:
-  initial_implementation: {max_iterations: 5}
-  baseline_tuning: {max_iterations: 0}
-  creative_research: {max_iterations: 0}
-  ablation_studies: {max_iterations: 0}
-search: {num_drafts: 5, slots: 1}
-llm: {model: test-model}
-`)
+	idea := writeIdea(t, 5, 1)
 	runDir := filepath.Join(tmp, "run-kill")
 	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_ACK_WAIT=3s")
 	p := start(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)
@@ -167,15 +181,7 @@ func TestGatewayWorkerWithoutKey(t *testing.T) {
 		}
 		return fakellm.Reply{Status: 400}
 	})
-	idea := writeIdea(t, `metric: {name: score, direction: maximize}
-stages:
-  initial_implementation: {max_iterations: 1}
-  baseline_tuning: {max_iterations: 0}
-  creative_research: {max_iterations: 0}
-  ablation_studies: {max_iterations: 0}
-search: {num_drafts: 1}
-llm: {model: test-model}
-`)
+	idea := writeIdea(t, 1, 0)
 	workerEnv := baseEnv(t, "HPCQ_NATS_URL="+nats.URL, "HPCQ_WORK_DIR="+t.TempDir(), "HPCQ_WORKER_ID=nokey")
 	for _, kv := range workerEnv {
 		require.False(t, strings.HasPrefix(kv, "OPENAI_"), "the worker has no OpenAI settings")

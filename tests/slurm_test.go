@@ -14,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/queue"
 )
@@ -351,25 +350,8 @@ func TestBridgeShutdownCancelsOnlyItsOwn(t *testing.T) {
 func TestRunOnSlurm(t *testing.T) {
 	t.Parallel()
 	e := startSlurm(t)
-	srv := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
-		switch r.Kind {
-		case "phase0":
-			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("a script"))}
-		case "draft":
-			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Artifacts([]fakellm.File{{Path: "run.sh",
-				Content: fmt.Sprintf("echo \"METRIC score=%d\"; echo \"job $SLURM_JOB_ID\"\n", r.KindN)}}, nil, []string{"bash run.sh"}))}
-		}
-		return fakellm.Reply{Status: 400}
-	})
-	idea := writeIdea(t, `metric: {name: score, direction: maximize}
-stages:
-  initial_implementation: {max_iterations: 3}
-  baseline_tuning: {max_iterations: 0}
-  creative_research: {max_iterations: 0}
-  ablation_studies: {max_iterations: 0}
-search: {num_drafts: 3, slots: 2}
-llm: {model: test-model}
-`)
+	srv := draftsLLM(t, func(n int) string { return runScript(fmt.Sprintf("echo \"METRIC score=%d\"\n", n)) })
+	idea := writeIdea(t, 3, 2)
 	cfg := e.bridgeConfig(t, "run", `  cpu: {partition: debug, slots: 2, max_jobs: 1, idle_timeout: 3s, time_limit: "10"}
 `)
 	bridge := start(t, e.env, "slurm-bridge", "--config", cfg)

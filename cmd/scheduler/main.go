@@ -143,11 +143,7 @@ func cmdExec(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := sink.Close(); err != nil {
-			log.Error("results", "err", err)
-		}
-	}()
+	defer logClose(log, "results", sink.Close)
 	if *local {
 		if len(pools) == 0 {
 			seen := map[string]bool{}
@@ -533,8 +529,6 @@ func startLocal(ctx context.Context, cfg *config.Scheduler, runDir string, pools
 	}()
 	return l, ctx, func() {
 		cancel(nil)
-		if err := l.Close(); err != nil {
-			log.Error("local workers", "err", err)
-		}
+		logClose(log, "local workers", l.Close)
 	}, nil
 }

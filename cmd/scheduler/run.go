@@ -136,11 +136,7 @@ func cmdRun(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := sink.Close(); err != nil {
-			log.Error("results", "err", err)
-		}
-	}()
+	defer logClose(log, "results", sink.Close)
 	info.Results = where
 
 	var store memory.Store
@@ -151,11 +147,7 @@ func cmdRun(args []string) error {
 		if err != nil {
 			return err
 		}
-		defer func() {
-			if err := closeStore(); err != nil {
-				log.Error("memory", "err", err)
-			}
-		}()
+		defer logClose(log, "memory", closeStore)
 	}
 	if err := os.MkdirAll(filepath.Join(runDir, "memory"), 0o755); err != nil {
 		return err
@@ -367,14 +359,14 @@ func cmdExport(args []string) error {
 		if err != nil {
 			return fmt.Errorf("open the run's memory (is the run still going?): %w", err)
 		}
-		defer st.Close()
+		defer logClose(log, "memory", st.Close)
 		p.MemoryStore = st
 	case "cluster":
 		st, closeStore, _, err := openMemory(ctx, &cfg, dir, info.RunID, log)
 		if err != nil {
 			return err
 		}
-		defer closeStore()
+		defer logClose(log, "memory", closeStore)
 		p.MemoryStore = st
 	}
 	sum, err := experiment.Export(ctx, p)
@@ -386,4 +378,12 @@ func cmdExport(args []string) error {
 		fmt.Printf("memory: %s\n", filepath.Join(dir, "memory", "final_memory_for_paper.md"))
 	}
 	return nil
+}
+
+// logClose calls close and logs its failure: for what a command closes on
+// its way out, when the command's own result is already decided.
+func logClose(log *slog.Logger, what string, close func() error) {
+	if err := close(); err != nil {
+		log.Error(what, "err", err)
+	}
 }
