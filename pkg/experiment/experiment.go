@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -142,7 +143,7 @@ type engine struct {
 	envMu   sync.Mutex
 	env     environment
 	slots   int
-	stage   stageState
+	stage   atomic.Pointer[stageState] // read by the progress display
 }
 
 // Directories of a run, under its RunDir.
@@ -329,7 +330,7 @@ func (e *engine) stages(ctx context.Context) (stoppedBy string, notes map[int]st
 			pol.Base = base
 			notes[stage] = fmt.Sprintf("started from %s (%s)", base, why)
 		}
-		e.stage = stageState{stage, search.StageName(stage)}
+		e.stage.Store(&stageState{stage, search.StageName(stage)})
 		if e.mem != nil {
 			if _, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "CURRENT_STAGE", Value: search.StageName(stage), Importance: 4}); err != nil {
 				e.log.Warn("memory: CURRENT_STAGE not set", "err", err)

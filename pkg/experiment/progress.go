@@ -41,7 +41,10 @@ func (e *engine) progressLine() string {
 		best = fmt.Sprintf("best %s=%g (%s)", e.spec.Metric.Name, b.Metric, b.ID)
 	}
 	u := e.metered.Usage()
-	stage := e.stage
+	stage := stageState{}
+	if st := e.stage.Load(); st != nil {
+		stage = *st
+	}
 	return fmt.Sprintf("[%s] stage %d %s | %s | %s | %d calls %d tokens $%.4f", time.Now().Format("15:04:05"), stage.n, stage.name,
 		strings.Join(parts, ", "), best, u.Calls, u.TokensIn+u.TokensOut, u.CostUSD)
 }
