@@ -83,13 +83,18 @@ func (s Slurm) Jobs(ctx context.Context, names []string) ([]Job, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseJobs(out)
+}
+
+// parseJobs reads squeue -o "%i|%T|%j|%k" output.
+func parseJobs(out string) ([]Job, error) {
 	var jobs []Job
 	for _, line := range strings.Split(out, "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
 		f := strings.SplitN(line, "|", 4)
-		if len(f) != 4 {
+		if len(f) != 4 || strings.TrimSpace(f[0]) == "" {
 			return nil, fmt.Errorf("%w: squeue line %q: want id|state|name|comment", ErrSlurm, line)
 		}
 		jobs = append(jobs, Job{ID: strings.TrimSpace(f[0]), State: strings.TrimSpace(f[1]), Name: strings.TrimSpace(f[2]), Comment: strings.TrimSpace(f[3])})

@@ -161,8 +161,15 @@ func (g Gateway) Chat(ctx context.Context, req Request) (Response, error) {
 		}
 		return Response{}, fmt.Errorf("%w: %w", ErrGateway, err)
 	}
+	return decodeGatewayReply(m.Data)
+}
+
+// decodeGatewayReply reads the gateway's answer: a response, or an error
+// whose kind maps back to this package's errors. Anything else is an
+// ErrGateway naming what is wrong.
+func decodeGatewayReply(data []byte) (Response, error) {
 	var reply gatewayReply
-	dec := json.NewDecoder(bytes.NewReader(m.Data))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&reply); err != nil {
 		return Response{}, fmt.Errorf("%w: malformed reply: %v", ErrGateway, err)
 	}

@@ -124,3 +124,18 @@ func FuzzGatewayRequest(f *testing.F) {
 		require.Equal(t, GatewayVersion, r.V)
 	})
 }
+
+func FuzzGatewayReply(f *testing.F) {
+	f.Add([]byte(`{"v": 1, "response": {"content": "hi", "tokens_in": 3}}`))
+	f.Add([]byte(`{"v": 1, "error": {"kind": "budget", "message": "spent"}}`))
+	f.Add([]byte(`{"v": 2}`))
+	f.Add([]byte(`{"v": 1}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		resp, err := decodeGatewayReply(data)
+		if err != nil {
+			require.ErrorIs(t, err, ErrGateway)
+			require.Zero(t, resp)
+		}
+	})
+}
