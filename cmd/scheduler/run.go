@@ -28,10 +28,10 @@ import (
 )
 
 // The scripted cassette of an idea directory, and the resolved spec a run
-// directory keeps for --resume.
+// directory keeps.
 const (
 	ideaCassette = "cassette.jsonl"
-	runSpecFile  = "spec.json"
+	runSpecFile  = experiment.SpecFile
 )
 
 // runInfo is run.json of a `scheduler run`.
@@ -181,9 +181,6 @@ func cmdRun(args []string) error {
 		defer q.Close()
 		gw = conn
 		info.NATSURL = config.RedactURL(cfg.NATS.URL)
-	}
-	if err := writeJSONFile(filepath.Join(runDir, runSpecFile), spec); err != nil {
-		return err
 	}
 	if err := writeJSONFile(filepath.Join(runDir, "run.json"), info); err != nil {
 		return err

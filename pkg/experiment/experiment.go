@@ -140,6 +140,7 @@ type engine struct {
 	mem     *memory.Memory
 	disp    *scheduler.Dispatcher
 	logs    *prompt.Logs
+	earlier string // earlier runs of the idea, for Phase 0
 	envMu   sync.Mutex
 	env     environment
 	slots   int
@@ -230,6 +231,9 @@ func (e *engine) maximize() bool { return e.spec.Metric.Direction == "maximize" 
 func (e *engine) run(ctx context.Context) (Summary, error) {
 	started := time.Now()
 	resumed := len(e.tree.Nodes()) > 0
+	if err := writeJSON(filepath.Join(e.dir, SpecFile), e.spec); err != nil {
+		return Summary{}, err
+	}
 	cfg, _ := json.Marshal(e.spec)
 	runRow := results.Run{Run: e.runID, Status: "running", Title: e.title(), Mode: e.p.Mode, Config: string(cfg), TS: started}
 	if err := e.p.Results.Write(ctx, results.Rows{Runs: []results.Run{runRow}}); err != nil {
@@ -257,6 +261,7 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 	if err := e.setupMemory(ctx); err != nil {
 		return Summary{}, err
 	}
+	e.earlier = earlierRuns(e.dir, e.spec)
 	e.log.Info("run started", "resumed", resumed, "slots", e.slots, "pool", e.spec.Pool, "workers", e.env.workers, "memory", e.mem != nil)
 
 	if e.p.Gateway != nil {

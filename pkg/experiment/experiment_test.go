@@ -439,3 +439,25 @@ func workerExec(t *testing.T, dir string) worker.Executor {
 	require.NoError(t, err)
 	return e
 }
+
+// TestPhase0KnowsEarlierRuns: a second run of the same idea beside the
+// first tells Phase 0 how the first one went.
+func TestPhase0KnowsEarlierRuns(t *testing.T) {
+	spec := newSpec(t)
+	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 1, 1, 1
+	runs := t.TempDir()
+	first := setup(t, spec, normal, filepath.Join(runs, "20261122-000001-aaaaaa"))
+	_, err := Run(context.Background(), first.p)
+	require.NoError(t, err)
+
+	second := setup(t, spec, normal, filepath.Join(runs, "20261122-000002-bbbbbb"))
+	_, err = Run(context.Background(), second.p)
+	require.NoError(t, err)
+	var prompt string
+	for _, r := range second.srv.Requests() {
+		if r.Kind == "phase0" {
+			prompt = r.Messages[1].Content
+		}
+	}
+	require.Contains(t, prompt, "Earlier runs of this idea:\n- run 20261122-000001-aaaaaa: 1 nodes, 0 buggy; best n0001 (draft) score = 11 points")
+}

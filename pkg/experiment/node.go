@@ -431,9 +431,21 @@ func (e *engine) nodeOutput(id string) string {
 	return strings.TrimSpace(b.String())
 }
 
-// history is the run so far, for Phase 0: the nodes that ended, newest
-// last (at most 20).
+// history is what Phase 0 is told of the past: the earlier runs of the same
+// idea beside this one, and this run's nodes that ended, newest last (at
+// most 20).
 func (e *engine) history(except string) string {
+	var out []string
+	if e.earlier != "" {
+		out = append(out, "Earlier runs of this idea:\n"+e.earlier)
+	}
+	if run := e.runHistory(except); run != "" {
+		out = append(out, "This run so far:\n"+run)
+	}
+	return strings.Join(out, "\n\n")
+}
+
+func (e *engine) runHistory(except string) string {
 	var lines []string
 	for _, n := range e.tree.Nodes() {
 		if !n.Done || n.ID == except {
