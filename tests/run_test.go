@@ -107,6 +107,10 @@ func TestRunKilledAndResumed(t *testing.T) {
 		m, _ := filepath.Glob(filepath.Join(runDir, "nodes", "*", "result.json"))
 		return len(m) >= 2
 	})
+	st, code := run(t, env, "scheduler", "status", "--run-dir", runDir)
+	require.Equal(t, 0, code, st)
+	require.Regexp(t, `nodes: \d+ started, \d+ done \(0 buggy, 0 from the result cache\), \d+ running; best n\d+: score = \d`, st)
+	require.Contains(t, st, "the run is going", "status reads a running run from its files")
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	p.wait(t, 30*time.Second)
 	finished := map[string][]byte{}
@@ -156,6 +160,10 @@ func TestRunKilledAndResumed(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &info))
 	require.Equal(t, 1, info.Resumes)
+	st, code = run(t, env, "scheduler", "status", "--json", "--run-dir", runDir)
+	require.Equal(t, 0, code, st)
+	require.Contains(t, st, `"run":{"run_id":"run-kill"`)
+	require.Contains(t, st, `"done":5`)
 }
 
 // TestGatewayWorkerWithoutKey: in cluster mode a worker process with no

@@ -27,6 +27,7 @@ import (
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
+	"github.com/hpcq/hpcq/pkg/experiment"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/scheduler"
@@ -355,7 +356,7 @@ func cmdStatus(args []string) error {
 		return err
 	}
 	fs := newFlags("status", &cfg, "")
-	runDir := fs.String("run-dir", "", "local run to inspect (default: the newest under --runs-dir when no NATS URL is set)")
+	runDir := fs.String("run-dir", "", "run to inspect: its nodes and best metric, and a local run's queue (default: the newest under --runs-dir when no NATS URL is set)")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -368,6 +369,7 @@ func cmdStatus(args []string) error {
 	defer stop()
 
 	var q *queue.Queue
+	var snap *experiment.Snapshot
 	if cfg.NATS.URL != "" && *runDir == "" {
 		if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-status"), cfg.Queue.Options(), log); err != nil {
 			return err
@@ -380,24 +382,54 @@ func cmdStatus(args []string) error {
 				return err
 			}
 		}
-		store := filepath.Join(dir, "nats")
-		if _, err := os.Stat(store); err != nil {
-			return fmt.Errorf("run dir %s has no local NATS store: %w", dir, err)
+		// A tree search's nodes, from its files: readable while it goes.
+		if s, err := experiment.ReadSnapshot(dir); err == nil {
+			snap = &s
 		}
-		srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: store})
-		if err != nil {
-			return fmt.Errorf("open the run's NATS store (is the run still going?): %w", err)
+		if snap != nil && !*jsonOut {
+			if err := snap.Write(os.Stdout); err != nil {
+				return err
+			}
+			fmt.Println()
 		}
-		defer srv.Shutdown()
-		nc, err := srv.Connect("hpcq-status")
-		if err != nil {
-			return err
+		if cfg.NATS.URL != "" {
+			if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-status"), cfg.Queue.Options(), log); err != nil {
+				return err
+			}
+			defer q.Close()
+		} else {
+			store := filepath.Join(dir, "nats")
+			if _, err := os.Stat(store); err != nil {
+				return fmt.Errorf("run dir %s has no local NATS store: %w", dir, err)
+			}
+			srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: store})
+			if err != nil {
+				if snap != nil && errors.Is(err, queue.ErrStoreInUse) {
+					// The run holds its store: its queue is its own until it ends.
+					if *jsonOut {
+						return json.NewEncoder(os.Stdout).Encode(map[string]any{"run": snap})
+					}
+					fmt.Println("(the run is going: its embedded queue is readable once it ends)")
+					return nil
+				}
+				if errors.Is(err, queue.ErrStoreInUse) {
+					return fmt.Errorf("the run is going (its process holds its NATS store); status reads its queue once it ends: %w", err)
+				}
+				return fmt.Errorf("open the run's NATS store: %w", err)
+			}
+			defer srv.Shutdown()
+			nc, err := srv.Connect("hpcq-status")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			if q, err = queue.New(ctx, nc, cfg.Queue.Options(), log); err != nil {
+				return err
+			}
+			if snap == nil && !*jsonOut {
+				fmt.Printf("run %s (local)\n\n", filepath.Base(dir))
+			}
 		}
-		defer nc.Close()
-		if q, err = queue.New(ctx, nc, cfg.Queue.Options(), log); err != nil {
-			return err
-		}
-		fmt.Printf("run %s (local)\n\n", filepath.Base(dir))
 	}
 	stats, err := q.Stats(ctx)
 	if err != nil {
@@ -408,7 +440,11 @@ func cmdStatus(args []string) error {
 		return err
 	}
 	if *jsonOut {
-		return json.NewEncoder(os.Stdout).Encode(map[string]any{"pools": stats, "workers": workers})
+		out := map[string]any{"pools": stats, "workers": workers}
+		if snap != nil {
+			out["run"] = snap
+		}
+		return json.NewEncoder(os.Stdout).Encode(out)
 	}
 	return scheduler.WriteStats(os.Stdout, stats, workers)
 }

@@ -393,3 +393,17 @@ func TestOptionsValidated(t *testing.T) {
 	_, err = queue.Connect(context.Background(), queue.ConnConfig{URL: srv.URL, Token: "t", User: "u"}, nil)
 	require.ErrorContains(t, err, "more than one")
 }
+
+// TestEmbeddedStoreLocked: a second embedded server on a store in use is
+// refused (it would corrupt the files); once the first stops, it starts.
+func TestEmbeddedStoreLocked(t *testing.T) {
+	dir := t.TempDir()
+	a, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir})
+	require.NoError(t, err)
+	_, err = queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir})
+	require.ErrorIs(t, err, queue.ErrStoreInUse)
+	a.Shutdown()
+	b, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir})
+	require.NoError(t, err)
+	b.Shutdown()
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -27,7 +28,8 @@ type EmbeddedOptions struct {
 
 // Embedded is a running in-process nats-server.
 type Embedded struct {
-	srv *server.Server
+	srv  *server.Server
+	lock *os.File // flock on the store: one server per store
 }
 
 // StartEmbedded starts a nats-server with JetStream on disk in o.StoreDir
@@ -42,6 +44,19 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	abs, err := filepath.Abs(o.StoreDir)
 	if err != nil {
 		return nil, fmt.Errorf("queue: embedded server store: %w", err)
+	}
+	// One server per store: a second one on the same files would corrupt
+	// them. The lock goes with the process (a kill -9 releases it).
+	lock, err := os.OpenFile(filepath.Join(abs, "hpcq.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("queue: embedded server store: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is used by another process's embedded server", ErrStoreInUse, abs)
+		}
+		return nil, fmt.Errorf("queue: embedded server store lock: %w", err)
 	}
 	sopts := &server.Options{
 		ServerName:         "hpcq-embedded",
@@ -65,14 +80,16 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("queue: embedded server: %w", err)
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
+		lock.Close()
 		return nil, errors.New("queue: embedded server did not become ready within 10s")
 	}
-	return &Embedded{srv: srv}, nil
+	return &Embedded{srv: srv, lock: lock}, nil
 }
 
 // ClientURL is the TCP URL of the server, or "" when it does not listen.
@@ -96,4 +113,8 @@ func (e *Embedded) Connect(name string) (*nats.Conn, error) {
 func (e *Embedded) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	e.lock.Close() // releases the store's lock
 }
+
+// ErrStoreInUse: another process runs an embedded server on the store.
+var ErrStoreInUse = errors.New("queue: embedded server store in use")

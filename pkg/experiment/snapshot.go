@@ -1,0 +1,99 @@
+package experiment
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/run"
+)
+
+// Snapshot is a run's state as its directory shows it, readable while the
+// run goes (`scheduler status`): only files the run writes atomically.
+type Snapshot struct {
+	RunID   string    `json:"run_id"`
+	Title   string    `json:"title"`
+	Metric  string    `json:"metric"`
+	Unit    string    `json:"unit,omitempty"`
+	Nodes   int       `json:"nodes"`   // started
+	Done    int       `json:"done"`    // with an outcome
+	Buggy   int       `json:"buggy"`   // of the done
+	Cached  int       `json:"cached"`  // of the done: result cache hits
+	Best    string    `json:"best"`    // node id, "" without one
+	Value   *float64  `json:"value"`   // the best node's metric
+	Usage   llm.Usage `json:"usage"`   // as of the last node that ended
+	Stopped string    `json:"stopped"` // why the last session stopped early, if it did
+}
+
+// ReadSnapshot reads a `scheduler run` directory.
+func ReadSnapshot(runDir string) (Snapshot, error) {
+	var spec run.Spec
+	ok, err := readJSON(filepath.Join(runDir, SpecFile), &spec)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if !ok {
+		return Snapshot{}, fmt.Errorf("%s is not the directory of a `scheduler run` (no %s)", runDir, SpecFile)
+	}
+	s := Snapshot{RunID: filepath.Base(runDir), Title: spec.Title, Metric: spec.Metric.Name, Unit: spec.Metric.Unit}
+	entries, err := os.ReadDir(filepath.Join(runDir, nodesDir))
+	if err != nil && !os.IsNotExist(err) {
+		return s, err
+	}
+	ids := make([]string, 0, len(entries))
+	for _, ent := range entries {
+		if ent.IsDir() {
+			ids = append(ids, ent.Name())
+		}
+	}
+	sort.Strings(ids)
+	maximize := spec.Metric.Direction != "minimize"
+	for _, id := range ids {
+		s.Nodes++
+		var o outcome
+		ok, err := readJSON(filepath.Join(runDir, nodesDir, id, outcomeFile), &o)
+		if err != nil {
+			return s, err
+		}
+		if !ok {
+			continue
+		}
+		s.Done++
+		if o.Buggy {
+			s.Buggy++
+		}
+		if o.Cached {
+			s.Cached++
+		}
+		if !o.Buggy && o.Metric != nil && (s.Value == nil || maximize && *o.Metric > *s.Value || !maximize && *o.Metric < *s.Value) {
+			v := *o.Metric
+			s.Best, s.Value = id, &v
+		}
+	}
+	if s.Usage, err = loadUsage(filepath.Join(runDir, journalDir, "usage.json")); err != nil {
+		return s, err
+	}
+	var end runEnd
+	if _, err := readJSON(filepath.Join(runDir, journalDir, endFile), &end); err != nil {
+		return s, err
+	}
+	s.Stopped = end.StoppedBy
+	return s, nil
+}
+
+// Write prints the snapshot for people.
+func (s Snapshot) Write(w io.Writer) error {
+	best := "no node has produced " + s.Metric + " yet"
+	if s.Value != nil {
+		best = fmt.Sprintf("best %s: %s = %g %s", s.Best, s.Metric, *s.Value, s.Unit)
+	}
+	_, err := fmt.Fprintf(w, "run %s: %s\nnodes: %d started, %d done (%d buggy, %d from the result cache), %d running; %s\nLLM: %d calls, %d tokens, $%.4f\n",
+		s.RunID, s.Title, s.Nodes, s.Done, s.Buggy, s.Cached, s.Nodes-s.Done, best, s.Usage.Calls, s.Usage.TokensIn+s.Usage.TokensOut, s.Usage.CostUSD)
+	if err == nil && s.Stopped != "" {
+		_, err = fmt.Fprintf(w, "stopped early: %s\n", s.Stopped)
+	}
+	return err
+}
