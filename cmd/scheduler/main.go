@@ -3,7 +3,7 @@
 //	scheduler run [--local] [--run-dir DIR] IDEA_DIR      the LLM-driven tree search
 //	scheduler run [--local] --resume RUN_DIR              continue a run after a crash
 //	scheduler exec [--local] [--workers N] TASK.json...   run hand-written tasks
-//	scheduler status [--run-dir DIR]                      pools, backlog, workers
+//	scheduler status [--run-dir DIR]                      a run's nodes and best metric; pools, backlog, workers
 //	scheduler query [--run-dir DIR] [--format F] "SQL"    query a run's results
 //	scheduler export [--run-dir DIR]                      write a run's report, tree and memory export again
 package main
@@ -40,7 +40,7 @@ Commands:
   run [--local] [--workers N] [--slots N] [--run-dir DIR] IDEA_DIR   the tree search (IDEA_DIR: run.yaml, idea.md, resources.yaml?)
   run [--local] --resume RUN_DIR                           continue a run after a crash, kill -9 or interrupt
   exec [--local] [--workers N] [--slots N] TASK.json...   publish tasks, wait for their results, print a table
-  status [--run-dir DIR]                                   per pool pending / in flight / dead-lettered, workers
+  status [--run-dir DIR]                                   a run's nodes and best metric; per pool pending / in flight / dead-lettered, workers
   query [--run-dir DIR] [--format table|csv|json] "SQL"    run SQL on a run's results (SQLite file or ClickHouse)
   export [--run-dir DIR]                                   write a run's report, tree.json/html and memory export again
 
