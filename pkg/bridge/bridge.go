@@ -363,12 +363,7 @@ func (b *Bridge) Tick(ctx context.Context) error {
 			}
 		}
 		n := backlog[pool]
-		need := 0
-		if uncovered := int(n) - externalSlots; uncovered > 0 {
-			need = (uncovered + q.Slots - 1) / q.Slots
-		}
-		want := min(need, q.MaxJobs) - (pending + running)
-		want = min(want, q.Backlog-pending)
+		want := JobsToSubmit(int(n), externalSlots, q, pending, running)
 
 		b.mu.Lock()
 		st := b.status[pool]
@@ -482,6 +477,19 @@ func (b *Bridge) Shutdown(ctx context.Context, cancelRunning bool) error {
 		b.log.Info("jobs cancelled at shutdown", "jobs", ids, "running_too", cancelRunning)
 	}
 	return nil
+}
+
+// JobsToSubmit is how many worker jobs a queue needs now: enough for the
+// tasks waiting or running (backlog) that workers it did not start
+// (externalSlots) do not cover, at q.Slots tasks per job, less the jobs it
+// has (pending, running), within q.MaxJobs alive and q.Backlog pending.
+func JobsToSubmit(backlog, externalSlots int, q *Queue, pending, running int) int {
+	need := 0
+	if uncovered := backlog - externalSlots; uncovered > 0 {
+		need = (uncovered + q.Slots - 1) / q.Slots
+	}
+	want := min(need, q.MaxJobs) - (pending + running)
+	return max(0, min(want, q.Backlog-pending))
 }
 
 func contains(list []string, s string) bool {

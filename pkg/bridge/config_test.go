@@ -59,3 +59,23 @@ func TestParseTimeLimit(t *testing.T) {
 	_, ok := ParseTimeLimit("")
 	require.False(t, ok)
 }
+
+func TestJobsToSubmit(t *testing.T) {
+	q := &Queue{Slots: 4, MaxJobs: 3, Backlog: 2}
+	for _, c := range []struct {
+		backlog, external, pending, running, want int
+		why                                       string
+	}{
+		{0, 0, 0, 0, 0, "nothing waits"},
+		{1, 0, 0, 0, 1, "one task needs one job"},
+		{20, 0, 0, 0, 2, "20 tasks need 5 jobs: max_jobs 3, at most 2 pending"},
+		{20, 0, 2, 0, 0, "two pending already"},
+		{20, 0, 1, 1, 1, "3 alive at most"},
+		{20, 0, 0, 3, 0, "max_jobs reached"},
+		{8, 8, 0, 0, 0, "workers it did not start cover the backlog"},
+		{9, 8, 0, 0, 1, "one task uncovered"},
+		{4, 0, 0, 1, 0, "the running job covers them"},
+	} {
+		require.Equal(t, c.want, JobsToSubmit(c.backlog, c.external, q, c.pending, c.running), c.why)
+	}
+}
