@@ -290,6 +290,12 @@ func TestBridgeSlurmFaults(t *testing.T) {
 		return regexpMatch(`squeue: slurm: squeue: exit status 1: slurm_load_jobs error`, out)
 	})
 	require.NotContains(t, bridge.output(), "worker job submitted")
+	require.NoError(t, os.Remove(filepath.Join(dir, "squeue-down")))
+	testutil.Eventually(t, 30*time.Second, "the squeue error cleared once it answers again", func() bool {
+		out, _ := run(t, env, "slurm-bridge", "status", "--config", cfgPath)
+		return !strings.Contains(out, "squeue: slurm") && regexpMatch(`cpu\s+1\s+0\s+0\s+0\s+0\s+yes.*2 submissions failed in a row`, out)
+	})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "squeue-down"), nil, 0o644))
 	require.NoError(t, bridge.cmd.Process.Signal(syscall.SIGTERM))
 	code = bridge.wait(t, 30*time.Second)
 	require.Equal(t, 1, code, "shutdown cannot list its jobs while squeue fails, and says so:\n%s", bridge.output())

@@ -183,11 +183,13 @@ func cmdStatus(args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tBACKLOG\tWORKERS\tJOBS PENDING\tJOBS RUNNING\tSUBMITTED\tPAUSED\tUPDATED\tLAST ERROR")
 	for _, st := range sts {
-		paused := "no"
+		paused, last := "no", st.LastError
 		if st.Paused {
-			paused = "yes"
+			paused, last = "yes", st.PausedReason
+			if st.LastError != "" && st.LastError != st.PausedReason {
+				last += "; since: " + st.LastError
+			}
 		}
-		last := st.LastError
 		if st.NoQueue {
 			last = "no allocation queue serves this pool"
 		}

@@ -32,9 +32,11 @@ type PoolStatus struct {
 	Pending int    `json:"jobs_pending"`
 	Running int    `json:"jobs_running"`
 	// Submitted counts the jobs this bridge submitted for the pool.
-	Submitted int    `json:"submitted"`
-	Paused    bool   `json:"paused"`
-	LastError string `json:"last_error,omitempty"`
+	Submitted int  `json:"submitted"`
+	Paused    bool `json:"paused"`
+	// PausedReason says why the queue is paused (kept until it resumes).
+	PausedReason string `json:"paused_reason,omitempty"`
+	LastError    string `json:"last_error,omitempty"`
 	// Failures in a row of sbatch for this pool.
 	Failures int `json:"failures"`
 	// NoQueue: tasks wait in a pool no allocation queue serves.
@@ -83,7 +85,10 @@ func New(ctx context.Context, q *queue.Queue, cfg *Config, log *slog.Logger) (*B
 		if e, err := kv.Get(ctx, cfg.Name+".status."+p); err == nil {
 			var st PoolStatus
 			if json.Unmarshal(e.Value(), &st) == nil {
-				b.status[p] = &st // paused stays paused across a restart
+				// A restart takes the configuration anew, as a reload does:
+				// the dry run pauses what still fails.
+				st.Paused, st.PausedReason, st.Failures, st.LastError = false, "", 0, ""
+				b.status[p] = &st
 			}
 		}
 	}
@@ -172,7 +177,7 @@ func (b *Bridge) Reload(ctx context.Context, cfg *Config) error {
 	}
 	b.mu.Lock()
 	for _, st := range b.status {
-		st.Paused, st.Failures = false, 0
+		st.Paused, st.PausedReason, st.Failures = false, "", 0
 	}
 	b.mu.Unlock()
 	b.log.Info("configuration reloaded; paused queues resume")
@@ -205,7 +210,7 @@ func (b *Bridge) DryRun(ctx context.Context) error {
 func (b *Bridge) pause(pool, why string) {
 	b.mu.Lock()
 	st := b.status[pool]
-	st.Paused, st.LastError = true, why
+	st.Paused, st.PausedReason, st.LastError = true, why, why
 	b.mu.Unlock()
 	b.log.Error("queue paused: fix the configuration, then reload it (SIGHUP) or run `slurm-bridge resume "+pool+"`", "pool", pool, "reason", why)
 }
@@ -309,6 +314,13 @@ func (b *Bridge) Tick(ctx context.Context) error {
 		b.saveStatus(ctx)
 		return err // nothing is submitted without knowing what runs
 	}
+	b.mu.Lock()
+	for _, st := range b.status {
+		if strings.HasPrefix(st.LastError, "squeue: ") {
+			st.LastError = "" // squeue answers again
+		}
+	}
+	b.mu.Unlock()
 	mine := map[string][]Job{}
 	alive := map[string]bool{}
 	for _, j := range all {
@@ -418,7 +430,7 @@ func (b *Bridge) resumeRequested(ctx context.Context, cfg *Config) {
 		b.mu.Lock()
 		st := b.status[p]
 		was := st.Paused
-		st.Paused, st.Failures = false, 0
+		st.Paused, st.PausedReason, st.Failures = false, "", 0
 		b.mu.Unlock()
 		if was {
 			b.log.Info("queue resumed on request", "pool", p)
