@@ -41,7 +41,8 @@ Commands:
   run [--local] --resume RUN_DIR                           continue a run after a crash, kill -9 or interrupt
   exec [--local] [--workers N] [--slots N] TASK.json...   publish tasks, wait for their results, print a table
   status [--run-dir DIR]                                   a run's nodes and best metric; per pool pending / in flight / dead-lettered, workers
-  query [--run-dir DIR] [--format table|csv|json] "SQL"    run SQL on a run's results (SQLite file or ClickHouse)
+  query [--run-dir DIR] [--format table|csv|json] [--timeout D] "SQL"
+                                                           one read-only SQL statement on a run's results (SQLite file or ClickHouse)
   export [--run-dir DIR]                                   write a run's report, tree.json/html and memory export again
 
 Run "scheduler <command> -h" for the flags of a command.
@@ -473,6 +474,7 @@ func cmdQuery(args []string) error {
 	fs := newFlags("query", &cfg, `"SQL"`)
 	runDir := fs.String("run-dir", "", "run whose results to query (default: ClickHouse if HPCQ_CLICKHOUSE_DSN is set, else the newest run under --runs-dir)")
 	format := fs.String("format", "table", "table, csv or json")
+	timeout := fs.Duration("timeout", results.DefaultQueryTimeout, "stop the query after this long")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -484,6 +486,10 @@ func cmdQuery(args []string) error {
 	case "table", "csv", "json":
 	default:
 		fmt.Fprintf(os.Stderr, "scheduler query: --format %q: must be table, csv or json\n", *format)
+		return exitError(2)
+	}
+	if *timeout <= 0 {
+		fmt.Fprintf(os.Stderr, "scheduler query: --timeout %v: must be positive\n", *timeout)
 		return exitError(2)
 	}
 	query := fs.Arg(0)
@@ -526,13 +532,17 @@ func cmdQuery(args []string) error {
 			return cerr
 		}
 		defer conn.Close()
-		tab, err = results.QueryClickHouse(ctx, conn, query)
+		qctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		tab, err = results.QueryClickHouse(qctx, conn, query)
 	default:
 		path := filepath.Join(dir, resultsFile)
 		if _, serr := os.Stat(path); serr != nil {
 			return fmt.Errorf("run %s has no results file: %w", dir, serr)
 		}
-		tab, err = results.QuerySQLite(ctx, path, query)
+		qctx, cancel := context.WithTimeout(ctx, *timeout)
+		defer cancel()
+		tab, err = results.QuerySQLite(qctx, path, query)
 	}
 	if err != nil {
 		return err

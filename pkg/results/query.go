@@ -5,14 +5,20 @@ import (
 	"database/sql"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math"
+	"os"
 	"reflect"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Table is a query's answer.
@@ -30,21 +36,56 @@ type QueryError struct {
 func (e *QueryError) Error() string { return fmt.Sprintf("%v\nquery: %s", e.Err, e.Query) }
 func (e *QueryError) Unwrap() error { return e.Err }
 
-// QuerySQLite runs a query on a run's SQLite file, read-only.
+// DefaultQueryTimeout bounds a query whose context has no deadline.
+const DefaultQueryTimeout = 60 * time.Second
+
+// sqliteLimitAttached is SQLITE_LIMIT_ATTACHED: at 0, ATTACH (and VACUUM
+// INTO, which attaches its target) fail.
+const sqliteLimitAttached = 7
+
+// QuerySQLite runs one read statement on a run's SQLite file. The statement
+// is checked first (CheckStatement: ErrRefused with the reason); then it
+// runs on a connection that cannot write anything: the file is opened
+// read-only, query_only and defensive mode are on, and no database can be
+// attached, so no statement can create, change or vacuum a file. Without a
+// deadline in ctx, the query stops after DefaultQueryTimeout.
 func QuerySQLite(ctx context.Context, path, query string) (*Table, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_pragma=busy_timeout(10000)")
+	if err := CheckStatement(DialectSQLite, query); err != nil {
+		return nil, err
+	}
+	return runSQLite(ctx, path, query)
+}
+
+// runSQLite is QuerySQLite without the statement check: the database's
+// read-only mode alone.
+func runSQLite(ctx context.Context, path, query string) (*Table, error) {
+	ctx, cancel := withQueryTimeout(ctx)
+	defer cancel()
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("results: %w", err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_defensive=1&_pragma=query_only(1)&_pragma=busy_timeout(10000)")
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, query)
+	db.SetMaxOpenConns(1)
+	conn, err := db.Conn(ctx)
 	if err != nil {
-		return nil, &QueryError{query, err}
+		return nil, fmt.Errorf("results: open %s: %w", path, err)
+	}
+	defer conn.Close()
+	if _, err := sqlite.Limit(conn, sqliteLimitAttached, 0); err != nil {
+		return nil, fmt.Errorf("results: open %s read-only: %w", path, err)
+	}
+	rows, err := conn.QueryContext(ctx, query)
+	if err != nil {
+		return nil, queryError(ctx, query, err)
 	}
 	defer rows.Close()
 	cols, err := rows.Columns()
 	if err != nil {
-		return nil, &QueryError{query, err}
+		return nil, queryError(ctx, query, err)
 	}
 	t := &Table{Columns: cols}
 	for rows.Next() {
@@ -54,7 +95,7 @@ func QuerySQLite(ctx context.Context, path, query string) (*Table, error) {
 			ptrs[i] = &vals[i]
 		}
 		if err := rows.Scan(ptrs...); err != nil {
-			return nil, &QueryError{query, err}
+			return nil, queryError(ctx, query, err)
 		}
 		for i, v := range vals {
 			if b, ok := v.([]byte); ok {
@@ -64,16 +105,37 @@ func QuerySQLite(ctx context.Context, path, query string) (*Table, error) {
 		t.Rows = append(t.Rows, vals)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, &QueryError{query, err}
+		return nil, queryError(ctx, query, err)
 	}
 	return t, nil
 }
 
-// QueryClickHouse runs a query on ClickHouse.
+// QueryClickHouse runs one read statement on ClickHouse. The statement is
+// checked first (CheckStatement: ErrRefused with the reason); then it runs
+// with the session setting readonly=1, so the server refuses anything that
+// writes, creates, drops or changes a setting, and with max_execution_time
+// from ctx's deadline (DefaultQueryTimeout without one).
 func QueryClickHouse(ctx context.Context, conn driver.Conn, query string) (*Table, error) {
-	rows, err := conn.Query(ctx, query)
+	if err := CheckStatement(DialectClickHouse, query); err != nil {
+		return nil, err
+	}
+	return runClickHouse(ctx, conn, query)
+}
+
+// runClickHouse is QueryClickHouse without the statement check: the
+// server's read-only mode alone.
+func runClickHouse(ctx context.Context, conn driver.Conn, query string) (*Table, error) {
+	ctx, cancel := withQueryTimeout(ctx)
+	defer cancel()
+	settings := clickhouse.Settings{"readonly": 1}
+	if dl, ok := ctx.Deadline(); ok {
+		if s := int(math.Ceil(time.Until(dl).Seconds())); s > 0 {
+			settings["max_execution_time"] = s
+		}
+	}
+	rows, err := conn.Query(clickhouse.Context(ctx, clickhouse.WithSettings(settings)), query)
 	if err != nil {
-		return nil, &QueryError{query, err}
+		return nil, queryError(ctx, query, err)
 	}
 	defer rows.Close()
 	types := rows.ColumnTypes()
@@ -84,7 +146,7 @@ func QueryClickHouse(ctx context.Context, conn driver.Conn, query string) (*Tabl
 			ptrs[i] = reflect.New(ct.ScanType()).Interface()
 		}
 		if err := rows.Scan(ptrs...); err != nil {
-			return nil, &QueryError{query, err}
+			return nil, queryError(ctx, query, err)
 		}
 		vals := make([]any, len(ptrs))
 		for i, p := range ptrs {
@@ -93,10 +155,37 @@ func QueryClickHouse(ctx context.Context, conn driver.Conn, query string) (*Tabl
 		t.Rows = append(t.Rows, vals)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, &QueryError{query, err}
+		return nil, queryError(ctx, query, err)
 	}
 	return t, nil
 }
+
+// withQueryTimeout gives ctx DefaultQueryTimeout when it has no deadline.
+func withQueryTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, DefaultQueryTimeout)
+}
+
+// queryError wraps a database's error with the query; a query stopped by
+// its deadline says so rather than showing whatever the driver reported.
+// A write the database refused for its read-only mode wraps ErrRefused.
+func queryError(ctx context.Context, query string, err error) error {
+	var se *sqlite.Error
+	var ce *clickhouse.Exception
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		err = fmt.Errorf("the query ran out of time (--timeout): %w", context.DeadlineExceeded)
+	case errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_READONLY,
+		errors.As(err, &ce) && ce.Code == clickhouseReadonly:
+		err = fmt.Errorf("%w: queries are read-only and the database refused a write: %w", ErrRefused, err)
+	}
+	return &QueryError{query, err}
+}
+
+// clickhouseReadonly is ClickHouse's error code READONLY.
+const clickhouseReadonly = 164
 
 // text renders one value for the table and csv formats.
 func text(v any) string {
