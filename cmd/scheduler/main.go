@@ -28,6 +28,7 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/experiment"
+	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/scheduler"
@@ -559,6 +560,7 @@ func startLocal(ctx context.Context, cfg *config.Scheduler, runDir string, pools
 	log *slog.Logger) (*scheduler.Local, context.Context, func(), error) {
 	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{
 		RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log, GatewayInstaller: gateway,
+		Phases: phases.Config{Sandbox: cfg.Isolation.Sandbox()},
 		Worker: worker.Config{Pools: pools, Slots: cfg.Slots, Version: version.Version, Results: sink},
 	})
 	if err != nil {

@@ -108,10 +108,11 @@ func run() error {
 	// The iterative installer asks the model through the scheduler's LLM
 	// gateway: a worker holds no API key.
 	exec, err := phases.NewExecutor(phases.Config{RunsDir: cfg.WorkDir, KillGrace: cfg.Grace, MaxOutputBytes: cfg.MaxOutput,
-		Installer: prompt.NewInstaller(llm.Gateway{NC: q.Conn()})})
+		Installer: prompt.NewInstaller(llm.Gateway{NC: q.Conn()}), Sandbox: cfg.Isolation.Sandbox()})
 	if err != nil {
 		return err
 	}
+	log.Info("task commands isolated", "isolation", exec.Isolation())
 	wc := worker.Config{
 		ID: id, Pools: cfg.Pools, Slots: cfg.Slots, Cores: cores, FetchWait: cfg.FetchMax,
 		IdleExit: cfg.IdleExit, Toolchains: tc.Versions, GPUIDs: gpuIDs, GPUDevices: tc.GPUs,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 
+	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
 )
 
@@ -85,6 +86,18 @@ type Store struct {
 	SpoolDir      string `envconfig:"SPOOL_DIR" default:"hpcq-spool" desc:"local spool of writes not yet in Redis or ClickHouse"`
 }
 
+// Isolation is how workers isolate the commands of their tasks.
+type Isolation struct {
+	Mode     string   `envconfig:"ISOLATION" default:"auto" desc:"auto (namespaces where the machine allows them), required (fail at start without) or off"`
+	User     string   `envconfig:"SANDBOX_USER" default:"nobody" desc:"user task commands run as when the worker runs as root"`
+	Writable []string `envconfig:"SANDBOX_WRITABLE" desc:"directories besides the workspace that task commands may write (absolute paths)"`
+}
+
+// Sandbox is the phases configuration.
+func (i Isolation) Sandbox() phases.SandboxConfig {
+	return phases.SandboxConfig{Mode: i.Mode, User: i.User, Writable: i.Writable}
+}
+
 // Common settings of every command.
 type Common struct {
 	NATS
@@ -106,6 +119,7 @@ type Worker struct {
 	// MaxOutput is kept in memory per output stream of a phase, unless the
 	// task sets limits.max_output_bytes.
 	MaxOutput int64 `envconfig:"MAX_OUTPUT_BYTES" default:"8388608" desc:"output kept in memory per stream of a phase"`
+	Isolation
 }
 
 // LLM settings: the model the scheduler asks. Only the scheduler's process
@@ -139,6 +153,8 @@ type Scheduler struct {
 	RunsDir string `envconfig:"RUNS_DIR" default:"runs" desc:"directory of run directories"`
 	Workers int    `envconfig:"LOCAL_WORKERS" default:"1" desc:"in-process workers in local mode"`
 	Slots   int    `envconfig:"SLOTS" desc:"slots per local worker (default: cores)"`
+	// Isolation of the local workers' commands.
+	Isolation
 }
 
 // Load fills cfg from defaults and the environment.

@@ -225,6 +225,33 @@ func RequireGone(t testing.TB, pids ...int) {
 	}
 }
 
+// ProcessesWith returns the pids of the live processes (zombies left out)
+// whose command line contains marker: a way to find what a sandboxed
+// command started, whose pids are those of another namespace.
+func ProcessesWith(marker string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(cmdline, []byte(marker)) || ProcessGone(pid) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// RequireNoProcessWith waits up to 10s until no live process's command
+// line contains marker.
+func RequireNoProcessWith(t testing.TB, marker string) {
+	t.Helper()
+	Eventually(t, 10*time.Second, "no process with "+marker, func() bool { return len(ProcessesWith(marker)) == 0 })
+}
+
 // Eventually polls cond every 20ms until it holds or timeout passes.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()

@@ -42,6 +42,9 @@ type Config struct {
 	// Installer runs the iterative download phase of a task with Install
 	// set; without one such a task fails in its download phase, saying why.
 	Installer Installer
+	// Sandbox says how commands are isolated; the zero value isolates them
+	// where the machine allows (see NewSandbox).
+	Sandbox SandboxConfig
 }
 
 // Installer decides the commands of an iterative download phase one at a
@@ -83,6 +86,9 @@ func (c Config) withDefaults() Config {
 type Executor struct {
 	cfg     Config
 	baseEnv []string
+	sandbox *Sandbox
+	// isolation describes the sandbox, or why there is none.
+	isolation string
 }
 
 var _ worker.Executor = (*Executor)(nil)
@@ -97,6 +103,10 @@ func NewExecutor(cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("phases: runs dir: %w", err)
 	}
 	cfg.RunsDir = abs
+	sb, desc, err := NewSandbox(context.Background(), cfg.Sandbox, abs)
+	if err != nil {
+		return nil, err
+	}
 	var env []string
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "HPCQ_") || strings.HasPrefix(kv, "OPENAI_") || strings.HasPrefix(kv, "NATS_") {
@@ -104,8 +114,12 @@ func NewExecutor(cfg Config) (*Executor, error) {
 		}
 		env = append(env, kv)
 	}
-	return &Executor{cfg: cfg, baseEnv: env}, nil
+	return &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc}, nil
 }
+
+// Isolation says in one line how the executor isolates commands, or why it
+// cannot; workers log it at start.
+func (e *Executor) Isolation() string { return e.isolation }
 
 // WorkspaceDir is where a task's files are written and its commands run.
 func (e *Executor) WorkspaceDir(t *queue.NodeTask) string {
@@ -172,6 +186,10 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 		return nil, werr
 	}
 	res.Phases = append(res.Phases, coding)
+	res.Isolation = e.sandbox.Isolation(t.Limits.NoNetwork(), e.isolation)
+	if err := e.sandbox.ChownWorkspace(ws); err != nil {
+		return nil, fmt.Errorf("workspace for the sandbox user: %w", err)
+	}
 
 	env := append(append([]string(nil), e.baseEnv...),
 		"HPCQ_RUN_ID="+t.RunID, "HPCQ_NODE_ID="+t.NodeID, "HPCQ_ATTEMPT="+strconv.Itoa(t.Attempt),
@@ -186,7 +204,7 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 	if t.Limits.MaxOutputBytes > 0 {
 		maxOut = t.Limits.MaxOutputBytes
 	}
-	run := phaseRun{ws: ws, env: env, maxOut: maxOut, rlimits: Rlimits{
+	run := phaseRun{ws: ws, env: env, maxOut: maxOut, noNetwork: t.Limits.NoNetwork(), rlimits: Rlimits{
 		AddressSpaceMB: t.Limits.AddressSpaceMB, FileSizeMB: t.Limits.FileSizeMB, OpenFiles: t.Limits.OpenFiles}}
 	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
 	if err != nil { // Validate compiled them already
@@ -310,10 +328,11 @@ type phaseSpec struct {
 
 // phaseRun is what every command of a task shares.
 type phaseRun struct {
-	ws      string
-	env     []string
-	maxOut  int64
-	rlimits Rlimits
+	ws        string
+	env       []string
+	maxOut    int64
+	rlimits   Rlimits
+	noNetwork bool // for the compile and run phases
 }
 
 // lockedWriter serializes writes from the two output streams.
@@ -360,7 +379,8 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 			left = time.Millisecond
 		}
 		o, err := Run(ctx, Command{Line: line, Dir: run.ws, Env: run.env, Timeout: left, KillGrace: e.cfg.KillGrace,
-			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits})
+			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits, Sandbox: e.sandbox,
+			NoNetwork: run.noNetwork && ph.name != queue.PhaseDownload})
 		for _, c := range closers {
 			c.Close()
 		}

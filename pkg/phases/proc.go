@@ -34,6 +34,13 @@ type Command struct {
 	Stdout, Stderr io.Writer
 	// Rlimits applied to the command and everything it starts.
 	Rlimits Rlimits
+	// Sandbox runs the command in its own namespaces as the sandbox user;
+	// nil runs it in a process group as the worker's user.
+	Sandbox *Sandbox
+	// NoNetwork takes the network away (with a Sandbox only).
+	NoNetwork bool
+	// noLogin runs bash -c rather than bash -lc (the sandbox probe).
+	noLogin bool
 }
 
 // Rlimits are resource limits of a command; zero means unlimited.
@@ -108,12 +115,27 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("%w: pipe: %v", ErrStart, err)
 	}
 	argv := ShellArgv(c.Rlimits.script(c.Line))
+	if c.noLogin {
+		argv[1] = "-c"
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = c.Dir
 	cmd.Env = c.Env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if c.Sandbox != nil {
+		if cmd.Args, err = c.Sandbox.helperArgv(c.Dir, c.NoNetwork, argv); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return Outcome{}, fmt.Errorf("%w: sandbox: %v", ErrStart, err)
+		}
+		cmd.Path = "/proc/self/exe"
+		cmd.Env = append(c.Sandbox.env(c.Env, c.Dir), sandboxEnv+"=1")
+		cmd.SysProcAttr = c.Sandbox.sysProcAttr(c.NoNetwork)
+	}
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	start := time.Now()
 	err = cmd.Start()
 	outW.Close()

@@ -175,7 +175,15 @@ type Limits struct {
 	AddressSpaceMB int `json:"address_space_mb,omitempty" yaml:"address_space_mb"`
 	FileSizeMB     int `json:"file_size_mb,omitempty" yaml:"file_size_mb"`
 	OpenFiles      int `json:"open_files,omitempty" yaml:"open_files"`
+	// Network, when false, runs the compile and run phases without a
+	// network (their own network namespace with loopback only); the
+	// download phase keeps it. Unset means true.
+	Network *bool `json:"network,omitempty" yaml:"network"`
 }
+
+// NoNetwork reports whether the task's compile and run phases must run
+// without a network.
+func (l Limits) NoNetwork() bool { return l.Network != nil && !*l.Network }
 
 // MsgID is the Nats-Msg-Id of the task: "<run_id>/<node_id>/<attempt>".
 // The run id is part of it because node ids of hand-written tasks repeat
@@ -505,6 +513,28 @@ type NodeResult struct {
 	Diagnostics []Diagnostic      `json:"diagnostics,omitempty"`
 	Error       *ResultError      `json:"error,omitempty"`
 	Toolchain   map[string]string `json:"toolchain,omitempty"`
+	// Isolation is what the task's commands ran in.
+	Isolation *Isolation `json:"isolation,omitempty"`
+}
+
+// Isolation is the sandbox a task's commands ran in.
+type Isolation struct {
+	// Mode is "namespaces" (own PID and mount namespaces) or "none" (a
+	// process group).
+	Mode string `json:"mode"`
+	// PIDNamespace: the commands could neither see nor signal a process
+	// outside, and none outlived the task or the worker.
+	PIDNamespace bool `json:"pid_namespace"`
+	// User the commands ran as, "name (uid)".
+	User string `json:"user"`
+	// FilesystemHidden: outside the workspace (and the worker's writable
+	// directories) the file system was read-only, /tmp private.
+	FilesystemHidden bool `json:"filesystem_hidden"`
+	// Network: the compile and run phases had the network (downloads
+	// always do).
+	Network bool `json:"network"`
+	// Note says what could not be had and why.
+	Note string `json:"note,omitempty"`
 }
 
 // PhaseResult is one phase of a node as it ran.

@@ -113,6 +113,7 @@ func StartLocal(ctx context.Context, p LocalParams) (*Local, error) {
 			l.shutdown()
 			return nil, err
 		}
+		log.Info("task commands isolated", "isolation", e.Isolation())
 		exec = e
 	}
 	wctx, cancel := context.WithCancel(context.Background())

@@ -1,0 +1,308 @@
+package phases
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+// Isolation modes (HPCQ_ISOLATION).
+const (
+	// IsolationAuto uses namespaces where the machine allows them and runs
+	// commands in a plain process group where it does not, saying so in
+	// every result. The default.
+	IsolationAuto = "auto"
+	// IsolationRequired fails at start when namespaces cannot be had.
+	IsolationRequired = "required"
+	// IsolationOff runs commands in a plain process group.
+	IsolationOff = "off"
+)
+
+// ErrIsolation is returned by NewSandbox when HPCQ_ISOLATION=required and
+// the isolation cannot be had; the message says why.
+var ErrIsolation = errors.New("isolation unavailable")
+
+// SandboxConfig says how a worker isolates the commands of its tasks.
+type SandboxConfig struct {
+	// Mode is auto, required or off. Defaults to auto.
+	Mode string
+	// User the commands run as when the worker runs as root. Defaults to
+	// "nobody". A worker that is not root runs them as itself.
+	User string
+	// Writable are directories besides the workspace that commands may
+	// write (a shared package cache, say); everything else outside the
+	// workspace, a private /tmp and /dev/shm is read-only.
+	Writable []string
+}
+
+// Sandbox runs commands in their own PID and mount namespaces (and, when a
+// task asks, their own network namespace): a command can neither see nor
+// signal any process outside, everything it starts dies with it or with
+// the worker, and the file system outside its workspace is read-only. A
+// worker running as root runs commands as an unprivileged user. A nil
+// *Sandbox runs commands in a plain process group.
+//
+// The namespaces are made by a helper: the worker's own executable,
+// started again as the new namespaces' first process (see sandboxInit). It
+// mounts a fresh /proc, makes the file system read-only but for the
+// workspace, drops to the sandbox user and runs the command; when it ends,
+// the kernel kills whatever is left in the namespace.
+type Sandbox struct {
+	uid, gid int  // the user commands run as; -1: the worker's own
+	userNS   bool // a user namespace maps the worker's user to root inside
+	hideFS   bool
+	userName string
+	writable []string
+	note     string // what could not be had, for every result
+}
+
+// sandboxEnv marks the helper's process; sandboxArg0 is its argv[0].
+const (
+	sandboxEnv  = "HPCQ_SANDBOX_INIT"
+	sandboxArg0 = "hpcq-sandbox"
+)
+
+// sandboxSpec is what the helper is told, as JSON in its argv[1].
+type sandboxSpec struct {
+	Dir       string   `json:"dir"`
+	UID       int      `json:"uid"`
+	GID       int      `json:"gid"`
+	HideFS    bool     `json:"hide_fs"`
+	Writable  []string `json:"writable,omitempty"`
+	NoNetwork bool     `json:"no_network,omitempty"`
+}
+
+// NewSandbox finds out what isolation this machine allows by running a
+// probe command through it. In auto mode it returns a nil *Sandbox (plain
+// process groups) with the reason when no namespace can be made; in
+// required mode that is an error wrapping ErrIsolation. reachDir is a
+// directory (the runs directory) the sandbox user must be able to reach.
+func NewSandbox(ctx context.Context, cfg SandboxConfig, reachDir string) (*Sandbox, string, error) {
+	switch cfg.Mode {
+	case "", IsolationAuto, IsolationRequired:
+	case IsolationOff:
+		return nil, "isolation is off (HPCQ_ISOLATION=off): commands run in a process group as the worker's user", nil
+	default:
+		return nil, "", fmt.Errorf("phases: HPCQ_ISOLATION=%q: must be auto, required or off", cfg.Mode)
+	}
+	fail := func(why string) (*Sandbox, string, error) {
+		if cfg.Mode == IsolationRequired {
+			return nil, "", fmt.Errorf("%w (HPCQ_ISOLATION=required): %s", ErrIsolation, why)
+		}
+		return nil, "no isolation: " + why + "; commands run in a process group as the worker's user", nil
+	}
+	s := &Sandbox{uid: -1, gid: -1, hideFS: true}
+	for _, w := range cfg.Writable {
+		if !filepath.IsAbs(w) {
+			return nil, "", fmt.Errorf("phases: sandbox writable directory %q: must be an absolute path", w)
+		}
+		s.writable = append(s.writable, filepath.Clean(w))
+	}
+	if os.Geteuid() == 0 {
+		name := cfg.User
+		if name == "" {
+			name = "nobody"
+		}
+		uid, gid, err := lookupUser(name)
+		if err != nil {
+			return fail(err.Error())
+		}
+		if uid == 0 {
+			return fail(fmt.Sprintf("sandbox user %q is root", name))
+		}
+		s.uid, s.gid, s.userName = uid, gid, fmt.Sprintf("%s (%d)", name, uid)
+	} else {
+		s.userNS = true
+		u, err := user.Current()
+		name := strconv.Itoa(os.Geteuid())
+		if err == nil {
+			name = u.Username
+		}
+		s.userName = fmt.Sprintf("%s (%d, the worker's user)", name, os.Geteuid())
+	}
+	dir := reachDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", fmt.Errorf("phases: %w", err)
+	}
+	probe := func() error {
+		var out bytes.Buffer
+		o, err := Run(ctx, Command{Line: "exit 0", Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Timeout: 20 * time.Second,
+			Stdout: &out, Stderr: &out, Sandbox: s, NoNetwork: true, noLogin: true})
+		if err != nil {
+			return err
+		}
+		if o.ExitCode != 0 {
+			return fmt.Errorf("exit status %d: %s", o.ExitCode, strings.TrimSpace(out.String()))
+		}
+		return nil
+	}
+	if err := probe(); err != nil {
+		if !s.hideFS {
+			return fail(fmt.Sprintf("cannot make namespaces: %v", err))
+		}
+		s.hideFS = false
+		// Without its own mounts the sandbox user needs a way in.
+		if s.uid >= 0 {
+			if d, uerr := unreachable(dir, s.uid, s.gid); uerr != nil {
+				return fail(fmt.Sprintf("the file system could not be hidden (%v) and the sandbox user %s cannot reach %s (%v): "+
+					"use a runs directory it can reach or set HPCQ_SANDBOX_USER", err, s.userName, d, uerr))
+			}
+		}
+		if err2 := probe(); err2 != nil {
+			return fail(fmt.Sprintf("cannot make namespaces: %v", err2))
+		}
+		s.note = fmt.Sprintf("the file system outside the workspace could not be made read-only (%v)", err)
+		if cfg.Mode == IsolationRequired {
+			return nil, "", fmt.Errorf("%w (HPCQ_ISOLATION=required): %s", ErrIsolation, s.note)
+		}
+	}
+	return s, s.Describe(), nil
+}
+
+// Describe says in one line what a command run in s gets.
+func (s *Sandbox) Describe() string {
+	if s == nil {
+		return "none: a process group as the worker's user"
+	}
+	d := "own PID and mount namespaces, as " + s.userName
+	if s.hideFS {
+		d += ", file system read-only outside the workspace"
+	}
+	if s.note != "" {
+		d += "; " + s.note
+	}
+	return d
+}
+
+// Isolation is what goes into a result: the isolation commands ran with.
+func (s *Sandbox) Isolation(noNetwork bool, none string) *queue.Isolation {
+	if s == nil {
+		iso := &queue.Isolation{Mode: "none", User: currentUser(), Network: true, Note: none}
+		if noNetwork {
+			iso.Note = strings.TrimPrefix(iso.Note+"; ", "; ") + "the task asked for no network and it could not be taken away"
+		}
+		return iso
+	}
+	return &queue.Isolation{Mode: "namespaces", PIDNamespace: true, User: s.userName, FilesystemHidden: s.hideFS,
+		Network: !noNetwork, Note: s.note}
+}
+
+// ChownWorkspace gives the sandbox user the workspace the worker wrote.
+func (s *Sandbox) ChownWorkspace(dir string) error {
+	if s == nil || s.uid < 0 {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, s.uid, s.gid)
+	})
+}
+
+// homeFor is HOME for commands run as the sandbox user: their workspace.
+func (s *Sandbox) env(env []string, dir string) []string {
+	if s == nil || s.uid < 0 {
+		return env
+	}
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "HOME=") && !strings.HasPrefix(kv, "USER=") && !strings.HasPrefix(kv, "LOGNAME=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "HOME="+dir)
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return fmt.Sprintf("%s (%s)", u.Username, u.Uid)
+	}
+	return strconv.Itoa(os.Geteuid())
+}
+
+func lookupUser(name string) (uid, gid int, err error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		if id, aerr := strconv.Atoi(name); aerr == nil && id > 0 {
+			return id, id, nil
+		}
+		return 0, 0, fmt.Errorf("sandbox user %q: %v", name, err)
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("sandbox user %q: ids %q/%q", name, u.Uid, u.Gid)
+	}
+	return uid, gid, nil
+}
+
+// unreachable returns the first directory on dir's path that uid/gid may
+// not search.
+func unreachable(dir string, uid, gid int) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return dir, err
+	}
+	for p := abs; ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return p, err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		perm := fi.Mode().Perm()
+		ok := perm&0o001 != 0 || (int(st.Uid) == uid && perm&0o100 != 0) || (int(st.Gid) == gid && perm&0o010 != 0)
+		if !ok {
+			return p, fmt.Errorf("mode %v, owner %d:%d", perm, st.Uid, st.Gid)
+		}
+		if p == filepath.Dir(p) {
+			return "", nil
+		}
+	}
+}
+
+// sysProcAttr is how the helper is started: new namespaces, killed with
+// the worker.
+func (s *Sandbox) sysProcAttr(noNetwork bool) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL,
+		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWNS | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS}
+	if noNetwork {
+		a.Cloneflags |= syscall.CLONE_NEWNET
+	}
+	if s.userNS {
+		a.Cloneflags |= syscall.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		a.GidMappingsEnableSetgroups = false
+	}
+	return a
+}
+
+// helperArgv is the helper's argv for a command line in dir.
+func (s *Sandbox) helperArgv(dir string, noNetwork bool, argv []string) ([]string, error) {
+	spec, err := json.Marshal(sandboxSpec{Dir: dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: noNetwork})
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{sandboxArg0, string(spec)}, argv...), nil
+}
+
+func init() {
+	if os.Getenv(sandboxEnv) == "1" && len(os.Args) > 2 && os.Args[0] == sandboxArg0 {
+		os.Exit(sandboxInit(os.Args[1], os.Args[2:]))
+	}
+}

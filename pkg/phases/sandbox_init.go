@@ -1,0 +1,213 @@
+package phases
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// sandboxInit is the helper's main: the first process of the new PID
+// namespace. It sets the namespace up (setupSandbox), runs argv as the
+// sandbox user, passes SIGTERM, SIGINT and SIGHUP on to every process of
+// the namespace, reaps what is orphaned, and returns the command's exit
+// status (128+signal when a signal ended it). When it returns, the kernel
+// kills whatever is left in the namespace. Status 125 means the sandbox
+// could not be set up; the reason is on stderr.
+func sandboxInit(specJSON string, argv []string) int {
+	var spec sandboxSpec
+	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
+		fmt.Fprintf(os.Stderr, "hpcq-sandbox: bad spec: %v\n", err)
+		return 125
+	}
+	if err := setupSandbox(spec); err != nil {
+		fmt.Fprintf(os.Stderr, "hpcq-sandbox: %v\n", err)
+		return 125
+	}
+	env := make([]string, 0, len(os.Environ()))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, sandboxEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	attr := &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: &syscall.SysProcAttr{}}
+	if spec.UID >= 0 {
+		attr.Sys.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
+	}
+	p, err := os.StartProcess(argv[0], argv, attr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hpcq-sandbox: start %s: %v\n", argv[0], err)
+		return 126
+	}
+	go func() {
+		for s := range sigs {
+			_ = unix.Kill(-1, s.(syscall.Signal)) // every process of the namespace but this one
+		}
+	}()
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "hpcq-sandbox: wait: %v\n", err)
+			return 125
+		}
+		if pid != p.Pid {
+			continue // an orphan, reaped
+		}
+		switch {
+		case ws.Exited():
+			return ws.ExitStatus()
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		}
+	}
+}
+
+// setupSandbox runs in the helper, as root of its namespaces, before the
+// command: private mounts; with HideFS, everything read-only but the
+// workspace and the writable directories, fresh /tmp, /var/tmp and
+// /dev/shm, and directories the sandbox user could not pass through
+// replaced by empty ones holding just the paths it needs; a fresh /proc
+// that shows the namespace's processes only; the loopback interface up in
+// a new network namespace; the working directory.
+func setupSandbox(spec sandboxSpec) error {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make mounts private: %w", err)
+	}
+	if spec.HideFS {
+		if err := hideFS(spec); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mount /proc: %w", err)
+	}
+	if spec.NoNetwork {
+		if err := loopbackUp(); err != nil {
+			return fmt.Errorf("loopback: %w", err)
+		}
+	}
+	if err := unix.Chdir(spec.Dir); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	return nil
+}
+
+func hideFS(spec sandboxSpec) error {
+	keep := append([]string{spec.Dir}, spec.Writable...)
+	// Detached copies of the writable trees, taken before anything is made
+	// read-only or covered.
+	trees := make([]int, 0, len(keep))
+	defer func() {
+		for _, fd := range trees {
+			unix.Close(fd)
+		}
+	}()
+	for _, p := range keep {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("writable %s: %w", p, err)
+		}
+		trees = append(trees, fd)
+	}
+	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &ro); err != nil {
+		return fmt.Errorf("read-only file system: %w", err)
+	}
+	covers := []string{"/tmp", "/var/tmp", "/dev/shm"}
+	if spec.UID >= 0 {
+		for _, p := range keep {
+			if d := firstClosed(p, spec.UID, spec.GID); d != "" {
+				covers = append(covers, d)
+			}
+		}
+	}
+	sort.Strings(covers)
+	var done []string
+	for _, c := range covers {
+		if under(c, done) {
+			continue
+		}
+		if fi, err := os.Stat(c); err != nil || !fi.IsDir() {
+			continue
+		}
+		mode := "mode=1777"
+		if c != "/tmp" && c != "/var/tmp" && c != "/dev/shm" {
+			mode = "mode=0755"
+		}
+		if err := unix.Mount("tmpfs", c, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, mode); err != nil {
+			return fmt.Errorf("cover %s: %w", c, err)
+		}
+		done = append(done, c)
+	}
+	for i, p := range keep {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return fmt.Errorf("writable %s: %w", p, err)
+		}
+		if err := unix.MoveMount(trees[i], "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("writable %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// firstClosed is the outermost directory on p's path that uid/gid may not
+// search, or "".
+func firstClosed(p string, uid, gid int) string {
+	var dirs []string
+	for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
+		dirs = append(dirs, d)
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		var st unix.Stat_t
+		if err := unix.Stat(dirs[i], &st); err != nil {
+			return ""
+		}
+		m := st.Mode
+		if m&0o001 == 0 && !(int(st.Uid) == uid && m&0o100 != 0) && !(int(st.Gid) == gid && m&0o010 != 0) {
+			return dirs[i]
+		}
+	}
+	return ""
+}
+
+// under reports whether p is one of dirs or below one.
+func under(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if p == d || strings.HasPrefix(p, d+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// loopbackUp brings lo up in a new network namespace, so programs that
+// talk to themselves over 127.0.0.1 (MPI among them) still work.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
