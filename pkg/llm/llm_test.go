@@ -434,3 +434,43 @@ func TestFromConfig(t *testing.T) {
 	require.Equal(t, "env-model", l.Model)
 	require.Equal(t, 5, l.MaxAttempts)
 }
+
+// TestNotACompletionIsRetried: a 200 answer that is an HTML page (a proxy's
+// login page, say) or not JSON at all is a transport error: retried like a
+// 5xx, and when every attempt gets one, the error says what came back.
+func TestNotACompletionIsRetried(t *testing.T) {
+	var calls atomic.Int64
+	var allBad atomic.Bool
+	bad := func(n int64) bool { return n <= 2 || allBad.Load() }
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		switch {
+		case bad(n) && n%2 == 1:
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, "<!DOCTYPE html><html><body>Please log in to the proxy</body></html>")
+		case bad(n):
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, "<html>oops</html>")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"id": "x", "object": "chat.completion", "model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": "fine"}, "finish_reason": "stop"}]}`)
+		}
+	}))
+	defer srv.Close()
+	c, err := NewOpenAI(OpenAIOptions{BaseURL: srv.URL + "/v1", Model: "m", Logger: testutil.Logger(t)})
+	require.NoError(t, err)
+	c.wait = func(ctx context.Context, d time.Duration) error { return ctx.Err() }
+	resp, err := c.Chat(context.Background(), ask("x"))
+	require.NoError(t, err)
+	require.Equal(t, "fine", resp.Content)
+	require.EqualValues(t, 3, calls.Load())
+
+	allBad.Store(true)
+	calls.Store(0)
+	_, err = c.Chat(context.Background(), ask("x"))
+	require.ErrorIs(t, err, ErrRetriesExhausted)
+	require.ErrorIs(t, err, errNotCompletion)
+	require.EqualValues(t, 5, calls.Load())
+	_, err = c.Chat(context.Background(), ask("x"))
+	require.ErrorContains(t, err, "not a chat completion")
+}

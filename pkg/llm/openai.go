@@ -2,8 +2,10 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -112,9 +114,21 @@ func (t retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error
 		if p, ok := req.Context().Value(retryAfterKey{}).(*time.Duration); ok {
 			*p = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		}
+		// A proxy's or portal's page with status 200 is not an answer of
+		// the endpoint: a transport error, retried like a 5xx.
+		ct := resp.Header.Get("Content-Type")
+		if resp.StatusCode/100 == 2 && ct != "" && !strings.Contains(strings.ToLower(ct), "json") {
+			head, _ := io.ReadAll(io.LimitReader(resp.Body, 160))
+			resp.Body.Close()
+			return nil, fmt.Errorf("%w: status %d with Content-Type %q: %q", errNotCompletion, resp.StatusCode, ct, strings.TrimSpace(string(head)))
+		}
 	}
 	return resp, err
 }
+
+// errNotCompletion: the endpoint answered something that is not a chat
+// completion (an HTML page, garbage), as a proxy or captive portal may.
+var errNotCompletion = errors.New("llm: the endpoint's answer is not a chat completion")
 
 // parseRetryAfter reads seconds or an HTTP date; 0 when absent or bad.
 func parseRetryAfter(v string, now time.Time) time.Duration {
@@ -147,7 +161,9 @@ func retryable(err error) bool {
 		return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
 	}
 	var netErr net.Error
+	var syntaxErr *json.SyntaxError
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) || errors.Is(err, errEmptyReply) ||
+		errors.Is(err, errNotCompletion) || errors.As(err, &syntaxErr) ||
 		strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "EOF")
 }
 
@@ -187,6 +203,9 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (Response, error) {
 		cancel()
 		if err == nil && len(resp.Choices) == 0 {
 			err = errEmptyReply
+		}
+		if se := (*json.SyntaxError)(nil); errors.As(err, &se) {
+			err = fmt.Errorf("%w: %w", errNotCompletion, err)
 		}
 		if err == nil {
 			ch := resp.Choices[0]

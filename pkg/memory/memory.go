@@ -214,6 +214,9 @@ func (m *Memory) Fork(ctx context.Context, branch, parent string) (Branch, error
 
 // CoreSet writes a core key (redacted).
 func (m *Memory) CoreSet(ctx context.Context, p CoreSetParams) (CoreEntry, error) {
+	if why := keyChars(p.Key); why != "" {
+		return CoreEntry{}, fmt.Errorf("%w: core key %q %s", ErrInvalid, p.Key, why)
+	}
 	start := time.Now()
 	p.Value = m.redact(p.Value)
 	e, err := m.store.CoreSet(ctx, p)

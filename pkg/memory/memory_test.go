@@ -58,6 +58,9 @@ func TestParseReplyErrors(t *testing.T) {
 		"big value":  {`<memory_update>{"core": {"a": "` + strings.Repeat("x", memory.MaxCoreValueLen+1) + `"}}</memory_update>`, memory.ErrOversized, `key "a": value of`},
 		"big block":  {`<memory_update>` + strings.Repeat(" ", memory.MaxUpdateBytes+1) + `</memory_update>`, memory.ErrOversized, "block of"},
 		"trailing":   {`<memory_update>{"core": {}} {}</memory_update>`, memory.ErrBadUpdate, "text after"},
+		"nul key":    {`<memory_update>{"core": {"a\u0000b": "x"}}</memory_update>`, memory.ErrBadUpdate, "control or format character (U+0000)"},
+		"bidi key":   {`<memory_update>{"core": {"safe\u202eexe": "x"}}</memory_update>`, memory.ErrBadUpdate, "(U+202E)"},
+		"newline":    {`<memory_update>{"core_delete": ["a\nb"]}</memory_update>`, memory.ErrBadUpdate, "(U+000A)"},
 	}
 	for name, c := range cases {
 		_, _, err := memory.ParseReply(c.reply, true)

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Errors of the <memory_update> protocol. Each error names the op.
@@ -183,7 +185,26 @@ func checkKey(op, k string) error {
 	case len(k) > MaxKeyLen:
 		return fmt.Errorf("%w: %s: key %.40q... longer than %d", ErrOversized, op, k, MaxKeyLen)
 	}
+	if why := keyChars(k); why != "" {
+		return bad(op, "key %q %s", k, why)
+	}
 	return nil
+}
+
+// keyChars says what is wrong with the characters of a core key, or "":
+// invalid UTF-8, control characters (NUL, newlines) and format characters
+// (the bidirectional overrides such as U+202E, which make a key read as
+// another) are refused, as in workspace paths.
+func keyChars(k string) string {
+	if !utf8.ValidString(k) {
+		return "is not valid UTF-8"
+	}
+	for _, r := range k {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return fmt.Sprintf("contains a control or format character (%U)", r)
+		}
+	}
+	return ""
 }
 
 // parseCore reads {"key": "value"} or {"key": {"value": "...",

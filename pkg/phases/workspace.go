@@ -110,7 +110,7 @@ func CheckFiles(files []queue.File, l WorkspaceLimits) error {
 			return wsErr(f.Path, "duplicate path")
 		}
 		seen[f.Path] = true
-		if _, err := fileMode(f.Mode); err != nil {
+		if _, err := fileMode(string(f.Mode)); err != nil {
 			return fmt.Errorf("%w (file %q)", err, f.Path)
 		}
 		if len(f.Content) > l.MaxFileBytes {
@@ -148,7 +148,7 @@ func WriteFiles(dir string, files []queue.File, l WorkspaceLimits) error {
 	}
 	defer root.Close()
 	for _, f := range files {
-		mode, _ := fileMode(f.Mode)
+		mode, _ := fileMode(string(f.Mode))
 		if d := path.Dir(f.Path); d != "." {
 			if err := root.MkdirAll(d, 0o755); err != nil {
 				return fmt.Errorf("%w: path %q: %v", ErrInvalidWorkspace, f.Path, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -65,6 +66,7 @@ func Ask(ctx context.Context, p GenerateParams, shape string, parse func(payload
 		retries = 2
 	}
 	msgs := append([]llm.Message(nil), p.Messages...)
+	var last llm.Response
 	chat := func(attempt int) (string, error) {
 		req := llm.Request{Messages: msgs, Purpose: p.Purpose, Node: p.Node}
 		resp, err := p.Client.Chat(ctx, req)
@@ -74,11 +76,13 @@ func Ask(ctx context.Context, p GenerateParams, shape string, parse func(payload
 		if err != nil {
 			return "", err
 		}
+		last = resp
 		msgs = append(msgs, llm.Message{Role: "assistant", Content: resp.Content})
 		return resp.Content, nil
 	}
-	var last error
+	var lastErr error
 	for attempt := 1; attempt <= retries+1; attempt++ {
+		from := len(msgs)
 		reply, err := chat(attempt)
 		if err != nil {
 			return "", fmt.Errorf("%s of %s: %w", p.Purpose, p.Node, err)
@@ -98,10 +102,43 @@ func Ask(ctx context.Context, p GenerateParams, shape string, parse func(payload
 				return payload, nil
 			}
 		}
-		last = err
-		msgs = append(msgs, llm.Message{Role: "user", Content: feedback(err, shape, p.RequireMemoryUpdate)})
+		lastErr = err
+		// The conversation goes on with an excerpt of what was refused, never
+		// the whole of it: a 5 MB reply must not become a 5 MB request.
+		msgs = append([]llm.Message(nil), msgs...) // the observed requests keep what was sent
+		for i := from; i < len(msgs); i++ {
+			if msgs[i].Role == "assistant" {
+				msgs[i].Content = Excerpt(msgs[i].Content, maxRefusedExcerpt)
+			}
+		}
+		msgs = append(msgs, llm.Message{Role: "user", Content: feedback(err, shape, p.RequireMemoryUpdate, last)})
 	}
-	return "", fmt.Errorf("%w after %d replies: %w", ErrUnusable, retries+1, last)
+	return "", fmt.Errorf("%w after %d replies: %w", ErrUnusable, retries+1, lastErr)
+}
+
+// maxRefusedExcerpt bounds what of a refused reply stays in the
+// conversation, and maxFeedbackReason the reason quoted back to the model.
+const (
+	maxRefusedExcerpt = 2048
+	maxFeedbackReason = 1024
+)
+
+// Excerpt returns s when it is at most limit bytes, else its head and tail
+// (about two thirds and one third of limit, cut at rune boundaries) around
+// a line that says how much was left out.
+func Excerpt(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	head, tail := limit*2/3, limit/3
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	start := len(s) - tail
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return fmt.Sprintf("%s\n[... %d bytes left out ...]\n%s", s[:head], start-head, s[start:])
 }
 
 // isReplyError: the reply's fault (the model can fix it), not the system's.
@@ -111,9 +148,23 @@ func isReplyError(err error) bool {
 		errors.Is(err, memory.ErrInvalid)
 }
 
-func feedback(err error, shape string, requireMemory bool) string {
+// feedback is the message after a refused reply: the reason (cut to
+// maxFeedbackReason) and what to send instead. A reply the endpoint cut off
+// at its output limit (finish_reason "length") is said to be that, not a
+// JSON error.
+func feedback(err error, shape string, requireMemory bool, resp llm.Response) string {
 	if requireMemory {
 		shape = "the <memory_update> block first, then " + shape
 	}
-	return fmt.Sprintf("Your previous reply could not be used: %v\nAnswer again with %s, and fix the problem above.", err, shape)
+	reason := Excerpt(err.Error(), maxFeedbackReason)
+	if resp.FinishReason == "length" {
+		size := fmt.Sprintf("%d bytes", len(resp.Content))
+		if resp.TokensOut > 0 {
+			size = fmt.Sprintf("%d tokens, %d bytes", resp.TokensOut, len(resp.Content))
+		}
+		return fmt.Sprintf("Your previous reply was cut off: it reached the output limit (%s) before it was complete, so it could not be used (%s).\n"+
+			"Answer again with %s, and keep the whole reply well under that limit: fewer and shorter files, no long comments, nothing repeated.",
+			size, reason, shape)
+	}
+	return fmt.Sprintf("Your previous reply could not be used: %s\nAnswer again with %s, and fix the problem above.", reason, shape)
 }

@@ -23,6 +23,10 @@ type Logs struct {
 	n   map[string]int
 }
 
+// MaxLoggedReply bounds a reply as the logs keep it: a longer one is kept
+// as its head and tail with the size left out.
+const MaxLoggedReply = 1 << 20
+
 // Write records one exchange of node.
 func (l *Logs) Write(node, purpose string, e Exchange) error {
 	if err := checkName(node); err != nil {
@@ -61,7 +65,7 @@ func (l *Logs) Write(node, purpose string, e Exchange) error {
 		TokensIn  int           `json:"tokens_in,omitempty"`
 		TokensOut int           `json:"tokens_out,omitempty"`
 		Error     string        `json:"error,omitempty"`
-	}{time.Now().UTC(), node, purpose, e.Attempt, msgs, memory.Redact(e.Response.Content), e.Response.Model,
+	}{time.Now().UTC(), node, purpose, e.Attempt, msgs, memory.Redact(Excerpt(e.Response.Content, MaxLoggedReply)), e.Response.Model,
 		e.Response.TokensIn, e.Response.TokensOut, ""}
 	if e.Err != nil {
 		rec.Error = memory.Redact(e.Err.Error())

@@ -137,9 +137,48 @@ type Workspace struct {
 // File is one file written into the workspace. Mode is "0644" (the default)
 // or "0755".
 type File struct {
-	Path    string `json:"path"`
-	Content string `json:"content"`
-	Mode    string `json:"mode,omitempty"`
+	Path    string   `json:"path"`
+	Content string   `json:"content"`
+	Mode    FileMode `json:"mode,omitempty"`
+}
+
+// FileMode is a workspace file's mode: "0644" or "0755". Decoding accepts
+// the unambiguous ways models write them and normalises: the strings "644",
+// "0644", "755", "0755" and the numbers 644 and 755 (octal digits) or 420
+// and 493 (their decimal values). Anything else is kept as written, for
+// Validate to refuse with the reason.
+type FileMode string
+
+// UnmarshalJSON reads a mode written as a string or a number.
+func (m *FileMode) UnmarshalJSON(data []byte) error {
+	var raw string
+	if len(data) > 0 && data[0] == '"' {
+		if err := json.Unmarshal(data, &raw); err != nil {
+			return err
+		}
+	} else {
+		var n json.Number
+		if err := json.Unmarshal(data, &n); err != nil {
+			return fmt.Errorf("file mode %s: must be \"0644\" or \"0755\"", firstBytes(data, 32))
+		}
+		raw = n.String()
+	}
+	switch strings.TrimSpace(raw) {
+	case "0644", "644", "420":
+		*m = "0644"
+	case "0755", "755", "493":
+		*m = "0755"
+	default:
+		*m = FileMode(raw)
+	}
+	return nil
+}
+
+func firstBytes(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
+	}
+	return string(b)
 }
 
 // RunPhase are the run commands, the files they must leave behind, and
@@ -307,7 +346,7 @@ func (t *NodeTask) Validate() error {
 		switch f.Mode {
 		case "", "0644", "0755", "644", "755":
 		default:
-			return fieldErr(field+".mode", "%q, must be \"0644\" or \"0755\"", f.Mode)
+			return fieldErr(field+".mode", "%q: only regular files, \"0644\" or \"0755\" (also written 644 or 420, 755 or 493)", string(f.Mode))
 		}
 	}
 	for i, p := range a.Run.ExpectedOutputs {

@@ -30,7 +30,7 @@ func CacheKey(t *queue.NodeTask, toolchain map[string]string) string {
 		case "755":
 			mode = "0755"
 		}
-		files = append(files, file{f.Path, mode, hex.EncodeToString(sum[:])})
+		files = append(files, file{f.Path, string(mode), hex.EncodeToString(sum[:])})
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	requires := append([]string(nil), t.Requires...)
