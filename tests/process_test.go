@@ -464,8 +464,21 @@ func TestCommandErrors(t *testing.T) {
 	require.Contains(t, out, `unknown command "frobnicate"`)
 
 	out, code = run(t, env, "worker")
+	require.Equal(t, 2, code, "a usage error")
+	require.Contains(t, out, "no NATS server: set HPCQ_NATS_URL or --nats-url")
+	out, code = run(t, env, "worker", "--nats-url", "nats://127.0.0.1:1", "stray")
+	require.Equal(t, 2, code)
+	require.Contains(t, out, "unexpected arguments: [stray]")
+	out, code = run(t, env, "worker", "--no-such-flag")
+	require.Equal(t, 2, code)
+	_, code = run(t, env, "slurm-bridge", "--no-such-flag")
+	require.Equal(t, 2, code)
+	_, code = run(t, env, "scheduler", "run", "--no-such-flag")
+	require.Equal(t, 2, code)
+	out, code = run(t, env, "scheduler", "run", "--resume", os.TempDir())
 	require.Equal(t, 1, code)
-	require.Contains(t, out, "NATS URL is empty")
+	require.Contains(t, out, "has no run.json")
+	require.NotContains(t, out, "<nil>")
 
 	out, code = run(t, env, "slurm-bridge")
 	require.Equal(t, 1, code)
@@ -474,4 +487,41 @@ func TestCommandErrors(t *testing.T) {
 	out, code = run(t, env, "worker", "-h")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "HPCQ_NATS_URL")
+}
+
+// TestFailedStartLeavesNoRunDir: a run whose start fails (NATS unreachable,
+// a Redis or ClickHouse that does not answer) exits non-zero with the
+// reason and leaves no run directory that would pass for the newest run;
+// go-redis's own complaints come out as the process's log lines.
+func TestFailedStartLeavesNoRunDir(t *testing.T) {
+	t.Parallel()
+	testutil.RequireBinary(t, "clickhouse-server", "scripts/services.sh install clickhouse")
+	idea := writeIdea(t, 1, 1)
+	llm := draftsLLM(t, func(int) string { return runScript("echo score=1") })
+	ch := testutil.StartService(t, "clickhouse")
+	for name, c := range map[string]struct {
+		env  []string
+		want string
+	}{
+		"nats": {[]string{"HPCQ_NATS_URL=nats://127.0.0.1:1"}, "nats: no servers available"},
+		"redis": {[]string{"HPCQ_NATS_URL=nats://127.0.0.1:1", "HPCQ_REDIS_URL=redis://127.0.0.1:1/0",
+			"HPCQ_CLICKHOUSE_DSN=" + ch.Env["HPCQ_CLICKHOUSE_DSN"]}, "memory/cluster: redis at 127.0.0.1:1"},
+		"clickhouse": {[]string{"HPCQ_NATS_URL=nats://127.0.0.1:1", "HPCQ_CLICKHOUSE_DSN=clickhouse://127.0.0.1:1/default"}, "clickhouse at 127.0.0.1:1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			runs := t.TempDir()
+			env := baseEnv(t, append([]string{"OPENAI_BASE_URL=" + llm.BaseURL(), "OPENAI_API_KEY=sk-test", "HPCQ_RUNS_DIR=" + runs,
+				"HPCQ_SPOOL_DIR=" + t.TempDir()}, c.env...)...)
+			out, code := run(t, env, "scheduler", "run", idea)
+			require.NotEqual(t, 0, code, out)
+			t.Logf("%s", out)
+			require.Contains(t, out, c.want)
+			entries, err := os.ReadDir(runs)
+			require.NoError(t, err)
+			require.Empty(t, entries, "no run directory is left behind:\n%s", out)
+			for _, l := range strings.Split(out, "\n") {
+				require.False(t, strings.HasPrefix(l, "redis: "), "a go-redis line outside the log: %s", l)
+			}
+		})
+	}
 }

@@ -142,6 +142,15 @@ func cmdExec(args []string) error {
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return err
 	}
+	// A start that fails leaves no directory that would pass for the newest run.
+	startedOK := false
+	defer func() {
+		if !startedOK {
+			if err := os.RemoveAll(runDir); err != nil {
+				log.Warn("could not remove the directory of a run that did not start", "dir", runDir, "err", err)
+			}
+		}
+	}()
 	sink, where, workersWrite, err := openResults(ctx, &cfg, runDir, runID, *local, log)
 	if err != nil {
 		return err
@@ -175,6 +184,7 @@ func cmdExec(args []string) error {
 	if *local {
 		mode = "local"
 	}
+	startedOK = true
 	if err := writeRunJSON(filepath.Join(runDir, "run.json"), runID, mode, where, &cfg, len(tasks)); err != nil {
 		log.Warn("run.json not written", "err", err)
 	}

@@ -87,11 +87,19 @@ func cmdRun(args []string) error {
 	var runDir string
 	if *resume != "" {
 		runDir = *resume
-		if ok, err := readJSONFile(filepath.Join(runDir, "run.json"), &info); err != nil || !ok || info.Command != "run" {
-			return fmt.Errorf("%s is not the directory of a `scheduler run` (no run.json of one): %v", runDir, err)
+		switch ok, err := readJSONFile(filepath.Join(runDir, "run.json"), &info); {
+		case err != nil:
+			return fmt.Errorf("%s is not the directory of a `scheduler run`: %w", runDir, err)
+		case !ok:
+			return fmt.Errorf("%s is not the directory of a `scheduler run`: it has no run.json", runDir)
+		case info.Command != "run":
+			return fmt.Errorf("%s is not the directory of a `scheduler run`: its run.json is of `scheduler %s`", runDir, info.Command)
 		}
-		if ok, err := readJSONFile(filepath.Join(runDir, runSpecFile), &spec); err != nil || !ok {
-			return fmt.Errorf("%s has no %s: %v", runDir, runSpecFile, err)
+		switch ok, err := readJSONFile(filepath.Join(runDir, runSpecFile), &spec); {
+		case err != nil:
+			return fmt.Errorf("%s/%s: %w", runDir, runSpecFile, err)
+		case !ok:
+			return fmt.Errorf("%s has no %s: it cannot be resumed", runDir, runSpecFile)
 		}
 		if err := spec.Validate(); err != nil {
 			return fmt.Errorf("%s/%s: %w", runDir, runSpecFile, err)
@@ -117,9 +125,22 @@ func cmdRun(args []string) error {
 		info = runInfo{RunID: filepath.Base(runDir), Command: "run", Mode: mode, IdeaDir: abs, Version: version.Version,
 			Started: time.Now().UTC(), LocalWkrs: cfg.Workers, Slots: cfg.Slots}
 	}
+	// A new run whose start fails (NATS, Redis or ClickHouse unreachable,
+	// a bad endpoint) leaves no directory behind: it would pass for the
+	// newest run.
+	_, statErr := os.Stat(runDir)
+	created := *resume == "" && errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return err
 	}
+	started := false
+	defer func() {
+		if created && !started {
+			if err := os.RemoveAll(runDir); err != nil {
+				log.Warn("could not remove the directory of a run that did not start", "dir", runDir, "err", err)
+			}
+		}
+	}()
 	runID := filepath.Base(runDir)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -185,6 +206,7 @@ func cmdRun(args []string) error {
 	if err := writeJSONFile(filepath.Join(runDir, "run.json"), info); err != nil {
 		return err
 	}
+	started = true
 	terminal := isatty.IsTerminal(os.Stdout.Fd())
 	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
 	sum, runErr := experiment.Run(ctx, experiment.Params{
@@ -278,6 +300,9 @@ func openMemory(ctx context.Context, cfg *config.Scheduler, runDir, runID string
 		}
 		return st, st.Close, map[string]string{"enabled": "true", "store": "cluster", "redis": config.RedactURL(s.RedisURL),
 			"clickhouse": config.RedactURL(s.ClickHouseDSN)}, nil
+	}
+	if s.RedisURL != "" {
+		log.Warn("HPCQ_REDIS_URL is set without HPCQ_CLICKHOUSE_DSN: the cluster memory needs both; the memory stays in the run's SQLite file")
 	}
 	path := filepath.Join(runDir, "memory", "memory.sqlite")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/llm"
@@ -28,14 +29,9 @@ import (
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("worker", run) }
 
-func run() error {
+func run(args []string) error {
 	var cfg config.Worker
 	if err := config.Load(&cfg); err != nil {
 		return err
@@ -54,14 +50,17 @@ func run() error {
 		fmt.Fprintf(fs.Output(), "\nEnvironment:\n")
 		config.Usage(fs.Output(), &cfg)
 	}
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+		fmt.Fprintf(os.Stderr, "worker: unexpected arguments: %v\n", fs.Args())
+		fs.Usage()
+		return cli.ExitError(2)
+	}
+	if cfg.NATS.URL == "" {
+		fmt.Fprintln(os.Stderr, "worker: no NATS server: set HPCQ_NATS_URL or --nats-url (a local run starts its workers itself: scheduler run --local)")
+		return cli.ExitError(2)
 	}
 	log, err := cfg.Log.Logger(os.Stderr)
 	if err != nil {

@@ -3,6 +3,7 @@
 package config
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
@@ -60,8 +62,25 @@ type Log struct {
 	Format string `envconfig:"LOG_FORMAT" default:"text" desc:"text or json"`
 }
 
-// Logger builds the logger the settings describe, writing to w.
+// Logger builds the logger the settings describe, writing to w, and routes
+// the log lines of the libraries that print their own (go-redis) through
+// it, so that a process writes one log format to one place.
 func (l Log) Logger(w io.Writer) (*slog.Logger, error) {
+	log, err := l.logger(w)
+	if err == nil {
+		redis.SetLogger(redisLogger{log})
+	}
+	return log, err
+}
+
+// redisLogger passes go-redis's lines on as warnings.
+type redisLogger struct{ log *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.log.WarnContext(ctx, strings.TrimSpace(fmt.Sprintf(format, v...)), "lib", "go-redis")
+}
+
+func (l Log) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(l.Level)); err != nil {
 		return nil, fmt.Errorf("log level %q: %w", l.Level, err)
