@@ -213,7 +213,10 @@ func TestWorkerSIGTERMDrain(t *testing.T) {
 			return baseEnv(t, "HPCQ_NATS_URL="+srv.URL, "HPCQ_WORKER_ID="+id, "HPCQ_WORK_DIR="+dir, "HPCQ_SLOTS=1", "HPCQ_KILL_GRACE=1s")
 		}
 		a := start(t, env("a", dirA), "worker")
-		_, err := q.PublishTask(ctx, runTask("long", "echo $$ > pids; (echo $BASHPID >> pids; exec sleep 1000) & sleep 1000"))
+		// The task's pids are those of its sandbox's namespace: its
+		// processes are found by a marker in their command lines.
+		marker := fmt.Sprintf("hpcq-drain-%d-%d", os.Getpid(), time.Now().UnixNano())
+		_, err := q.PublishTask(ctx, runTask("long", "echo $$ > pids; (echo $BASHPID >> pids; exec -a "+marker+":$HPCQ_WORKSPACE sleep 1000) & exec -a "+marker+":$HPCQ_WORKSPACE sleep 1000"))
 		require.NoError(t, err)
 		pidFile := filepath.Join(dirA, "proc/workspaces/long/1/pids")
 		testutil.Eventually(t, 30*time.Second, "task started on a", func() bool {
@@ -227,6 +230,7 @@ func TestWorkerSIGTERMDrain(t *testing.T) {
 			return len(ws) == 2
 		})
 
+		require.Len(t, testutil.ProcessesWith(marker+":"+filepath.Dir(pidFile)), 2, "a's task processes, found by their marker")
 		t0 := time.Now()
 		require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
 		bStarted := filepath.Join(dirB, "proc/workspaces/long/1/pids")
@@ -236,7 +240,7 @@ func TestWorkerSIGTERMDrain(t *testing.T) {
 		require.Less(t, pickup, 30*time.Second, "handed back, not redelivered after AckWait")
 		require.Equal(t, 0, a.wait(t, 30*time.Second), "a drained worker exits 0")
 		require.Contains(t, a.output(), "task handed back (drain)")
-		testutil.RequireGone(t, readPids(t, pidFile)...)
+		testutil.RequireNoProcessWith(t, marker+":"+filepath.Dir(pidFile)) // a's; b runs the task now
 	})
 }
 
@@ -246,10 +250,11 @@ func TestWorkerSIGTERMDrain(t *testing.T) {
 func TestTimeoutKillsTaskAndChildren(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	marker := fmt.Sprintf("hpcq-sleeper-%d-%d", os.Getpid(), time.Now().UnixNano())
 	task := writeTask(t, dir, map[string]any{
 		"v": 1, "node_id": "sleeper",
 		"artifacts": map[string]any{"run": map[string]any{"commands": []string{
-			"echo $$ > pids; (echo $BASHPID >> pids; exec sleep 1000) & sleep 1000"}}},
+			"echo $$ > pids; (echo $BASHPID >> pids; exec -a " + marker + " sleep 1000) & exec -a " + marker + " sleep 1000"}}},
 		"limits": map[string]any{"run_timeout_s": 1},
 	})
 	runs := filepath.Join(dir, "runs")
@@ -259,7 +264,9 @@ func TestTimeoutKillsTaskAndChildren(t *testing.T) {
 	matches, err := filepath.Glob(filepath.Join(runs, "*", "workspaces", "sleeper", "1", "pids"))
 	require.NoError(t, err)
 	require.Len(t, matches, 1)
-	testutil.RequireGone(t, readPids(t, matches[0])...)
+	require.Len(t, readPids(t, matches[0]), 2, "both processes started")
+	testutil.RequireNoProcessWith(t, marker)
+	// (that the marker finds a task's processes is checked in TestWorkerSIGTERMDrain)
 }
 
 // TestExecLocalExamples runs the bundled examples as `make run` does.

@@ -95,13 +95,18 @@ func runScript(script string) string {
 func TestRunKilledAndResumed(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
-	execLog := filepath.Join(tmp, "executions.log")
+	// The tasks log their executions outside their workspaces: a directory
+	// the sandbox leaves writable, and the sandbox user may write.
+	shared := filepath.Join(tmp, "shared")
+	require.NoError(t, os.Mkdir(shared, 0o777))
+	require.NoError(t, os.Chmod(shared, 0o777))
+	execLog := filepath.Join(shared, "executions.log")
 	srv := draftsLLM(t, func(n int) string {
 		return runScript(fmt.Sprintf("echo $HPCQ_NODE_ID >> %s\nsleep 1\necho 'METRIC score=%d'\n", execLog, n))
 	})
 	idea := writeIdea(t, 5, 1)
 	runDir := filepath.Join(tmp, "run-kill")
-	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_ACK_WAIT=3s")
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_ACK_WAIT=3s", "HPCQ_SANDBOX_WRITABLE="+shared)
 	p := start(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)
 	testutil.Eventually(t, 90*time.Second, "two nodes finished", func() bool {
 		m, _ := filepath.Glob(filepath.Join(runDir, "nodes", "*", "result.json"))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -141,7 +142,7 @@ const hostileEnv = "HPCQ_TEST_HOSTILE"
 
 // outerNamespace runs this test binary's TestSandboxHostileChild with mode
 // inside a new PID namespace and returns the child and its output.
-func outerNamespace(t *testing.T, mode string, extraEnv ...string) (*exec.Cmd, *strings.Builder) {
+func outerNamespace(t *testing.T, mode string, extraEnv ...string) (*exec.Cmd, *syncBuffer) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the outer PID namespace of this test needs root (unshare --pid)")
@@ -155,10 +156,29 @@ func outerNamespace(t *testing.T, mode string, extraEnv ...string) (*exec.Cmd, *
 	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
 		"/bin/sh", "-c", `"$@"; echo "worker exited: $?"; sleep 60`, "sh", os.Args[0], "-test.run=^TestSandboxHostileChild$", "-test.v")
 	cmd.Env = append(append(os.Environ(), hostileEnv+"="+mode, "HPCQ_TEST_RUNS="+t.TempDir()), extraEnv...)
-	out := &strings.Builder{}
+	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd, out
+}
+
+// syncBuffer is a buffer a child's output is copied into while the test
+// reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestSandboxKillAllStaysInside: a task whose run command kills every
