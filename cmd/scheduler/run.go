@@ -211,7 +211,7 @@ func cmdRun(args []string) error {
 	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
 	sum, runErr := experiment.Run(ctx, experiment.Params{
 		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
-		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: *waitWorkers, Gateway: gw,
+		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: *waitWorkers, Gateway: gw, OutageMax: cfg.OutageMax,
 		Progress: os.Stdout, Terminal: terminal, Logger: log,
 	})
 	if sum.RunID == "" {
@@ -236,6 +236,9 @@ func printSummary(spec run.Spec, runDir string, sum experiment.Summary) {
 	}
 	if sum.StoppedBy != "" {
 		fmt.Printf("stopped early: %s\n", sum.StoppedBy)
+	}
+	for _, l := range sum.Unflushed {
+		fmt.Printf("not yet applied: %s\n", l)
 	}
 	u := sum.Usage
 	fmt.Printf("LLM: %d calls, %d tokens in, %d out, $%.4f\n", u.Calls, u.TokensIn, u.TokensOut, u.CostUSD)

@@ -171,7 +171,9 @@ type Scheduler struct {
 	Common
 	RunsDir string `envconfig:"RUNS_DIR" default:"runs" desc:"directory of run directories"`
 	Workers int    `envconfig:"LOCAL_WORKERS" default:"1" desc:"in-process workers in local mode"`
-	Slots   int    `envconfig:"SLOTS" desc:"slots per local worker (default: cores)"`
+	// OutageMax bounds how long a run waits for its memory store's servers.
+	OutageMax time.Duration `envconfig:"OUTAGE_MAX" default:"10m" desc:"how long a run holds its nodes while Redis or ClickHouse is unreachable before it ends as interrupted (resumable)"`
+	Slots     int           `envconfig:"SLOTS" desc:"slots per local worker (default: cores)"`
 	// Isolation of the local workers' commands.
 	Isolation
 }

@@ -63,6 +63,10 @@ type Params struct {
 	Terminal      bool
 	ProgressEvery time.Duration
 	Logger        *slog.Logger
+	// OutageMax is how long the memory store may stay unreachable: while a
+	// server is away the run holds the nodes it prepares and starts no new
+	// one; past OutageMax it ends as interrupted (resumable) [10m].
+	OutageMax time.Duration
 	// Gateway, when set, answers the workers' LLM requests (hpcq.llm.chat)
 	// with the run's metered client while the run goes: workers need no
 	// API key, and their calls count in llm_calls and the budget.
@@ -82,6 +86,9 @@ type Summary struct {
 	Usage     llm.Usage
 	// Report is the path of report.md.
 	Report string
+	// Unflushed says which acknowledged writes (memory, results rows) were
+	// not yet in their servers when the run ended, and how they will be.
+	Unflushed []string
 }
 
 // Run grows the run's tree: for every stage, nodes are planned (Phase 0),
@@ -138,6 +145,9 @@ type engine struct {
 	metered *llm.Metered
 	client  llm.Client
 	mem     *memory.Memory
+	outage  *memory.OutageStore // the memory store, waiting out outages
+	// cancel ends the run with a cause (an outage past its limit).
+	cancel  context.CancelCauseFunc
 	disp    *scheduler.Dispatcher
 	logs    *prompt.Logs
 	earlier string // earlier runs of the idea, for Phase 0
@@ -195,7 +205,8 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 	}
 	e.client = e.metered
 	if p.MemoryStore != nil && *p.Spec.Memory.Enabled {
-		e.mem = memory.New(p.MemoryStore, p.Spec.Memory.Config, memory.Options{
+		e.outage = memory.NewOutageStore(p.MemoryStore, memory.OutageOptions{Max: p.OutageMax, Logger: e.log})
+		e.mem = memory.New(e.outage, p.Spec.Memory.Config, memory.Options{
 			Summarizer: llm.Summarizer{Client: e.metered},
 			Compressor: llm.Compressor{Client: e.metered},
 			Logger:     e.log, Calls: p.MemoryCalls,
@@ -229,6 +240,8 @@ func (e *engine) close() {
 func (e *engine) maximize() bool { return e.spec.Metric.Direction == "maximize" }
 
 func (e *engine) run(ctx context.Context) (Summary, error) {
+	ctx, e.cancel = context.WithCancelCause(ctx)
+	defer e.cancel(nil)
 	started := time.Now()
 	resumed := len(e.tree.Nodes()) > 0
 	if err := writeJSON(filepath.Join(e.dir, SpecFile), e.spec); err != nil {
@@ -458,7 +471,48 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 	if err := e.p.Results.Write(ctx, results.Rows{Runs: []results.Run{runRow}}); err != nil {
 		e.log.Warn("runs row not written", "err", err)
 	}
+	sum.Unflushed = e.flush(ctx, stoppedBy)
 	return sum, nil
+}
+
+// flush waits until the writes the run made are in their servers: the
+// memory store's spool and the results spool are replayed by the stores
+// themselves when a server is back. It waits up to OutageMax (15 s after an
+// outage already ended the run) and says what is left and how it will be
+// applied.
+func (e *engine) flush(ctx context.Context, stoppedBy string) []string {
+	limit := e.p.OutageMax
+	if limit <= 0 {
+		limit = 10 * time.Minute
+	}
+	if strings.Contains(stoppedBy, memory.ErrOutage.Error()) {
+		limit = 15 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	type flusher interface{ Flush(context.Context) error }
+	var left []string
+	for _, x := range []struct {
+		what, how string
+		f         any
+	}{
+		{"memory", "they are applied when this run's memory store is opened again (scheduler run --resume or scheduler export --run-dir " +
+			e.dir + ", with the same HPCQ_SPOOL_DIR)", e.p.MemoryStore},
+		{"results", "they are inserted by the next scheduler process with the same HPCQ_SPOOL_DIR (scheduler export --run-dir " + e.dir + ")",
+			e.p.Results},
+	} {
+		f, ok := x.f.(flusher)
+		if !ok || x.f == nil {
+			continue
+		}
+		start := time.Now()
+		if err := f.Flush(ctx); err != nil {
+			msg := fmt.Sprintf("%s: writes not yet applied after %v (%v); %s", x.what, time.Since(start).Round(time.Second), err, x.how)
+			e.log.Warn("writes left in the spool", "store", x.what, "err", err)
+			left = append(left, msg)
+		}
+	}
+	return left
 }
 
 func ctxDone(stoppedBy string) bool { return strings.HasPrefix(stoppedBy, "interrupted") }

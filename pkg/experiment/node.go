@@ -201,10 +201,22 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*queue.NodeTask, 
 		parent = n.Parent
 	}
 	fail := func(stage string, err error) (*queue.NodeTask, string, error) {
+		if errors.Is(err, memory.ErrOutage) {
+			// Not the node's fault: the run stops, resumable, and the node
+			// is prepared again when it resumes.
+			e.cancel(fmt.Errorf("%s: %w", stage, err))
+			return nil, "", err
+		}
 		if ctx.Err() != nil {
 			return nil, "", ctx.Err()
 		}
 		return nil, stage + ": " + err.Error(), nil
+	}
+	if e.outage != nil {
+		// No new node starts while the memory store is away.
+		if err := e.outage.Wait(ctx); err != nil {
+			return fail("memory", err)
+		}
 	}
 	if e.mem != nil {
 		if _, err := e.mem.Fork(ctx, n.ID, parent); err != nil && !errors.Is(err, memory.ErrBranchExists) {

@@ -40,8 +40,9 @@ var writeScript = redis.NewScript(writeLua)
 const unbounded = int64(1) << 50
 
 // ErrUnavailable: a server the call needs cannot be reached. Writes are
-// spooled meanwhile; reads fail with it.
-var ErrUnavailable = errors.New("memory/cluster: server unavailable")
+// spooled meanwhile; reads fail with it. It wraps memory.ErrUnavailable, so
+// a memory.OutageStore waits such failures out.
+var ErrUnavailable = fmt.Errorf("memory/cluster: %w", memory.ErrUnavailable)
 
 // Options configure Open.
 type Options struct {

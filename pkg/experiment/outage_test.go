@@ -1,0 +1,194 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/chdb"
+	"github.com/hpcq/hpcq/internal/fakellm"
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/memory/cluster"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/run"
+	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/worker"
+)
+
+// countingStore counts the calls that found a server away.
+type countingStore struct {
+	memory.Store
+	unavailable atomic.Int64
+}
+
+func (c *countingStore) note(err error) {
+	if errors.Is(err, memory.ErrUnavailable) {
+		c.unavailable.Add(1)
+	}
+}
+
+func (c *countingStore) Fork(ctx context.Context, p memory.ForkParams) (memory.Branch, error) {
+	b, err := c.Store.Fork(ctx, p)
+	c.note(err)
+	return b, err
+}
+
+func (c *countingStore) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParams) ([]memory.ArchivalItem, error) {
+	it, err := c.Store.ArchivalSearch(ctx, p)
+	c.note(err)
+	return it, err
+}
+
+func (c *countingStore) RecallList(ctx context.Context, p memory.RecallListParams) ([]memory.RecallEvent, int, error) {
+	ev, n, err := c.Store.RecallList(ctx, p)
+	c.note(err)
+	return ev, n, err
+}
+
+func (c *countingStore) Flush(ctx context.Context) error {
+	return c.Store.(interface{ Flush(context.Context) error }).Flush(ctx)
+}
+
+// clusterRun is a run on the cluster stores (Redis + ClickHouse for the
+// memory, ClickHouse for the results) with an embedded NATS server whose
+// AckWait is 2 s and one real worker.
+type clusterRun struct {
+	p          Params
+	redis, ch  *testutil.Server
+	dsn, runID string
+	store      *countingStore
+	spool      string
+}
+
+func newClusterRun(t *testing.T, spec run.Spec, handle func(fakellm.Request) fakellm.Reply) *clusterRun {
+	t.Helper()
+	c := &clusterRun{redis: testutil.StartService(t, "redis"), ch: testutil.StartService(t, "clickhouse"), spool: t.TempDir()}
+	c.dsn = c.ch.Env["HPCQ_CLICKHOUSE_DSN"]
+	dir := filepath.Join(t.TempDir(), "run-outage")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "memory"), 0o755))
+	c.runID = filepath.Base(dir)
+	log := testutil.Logger(t)
+	ctx := context.Background()
+	sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: c.dsn, SpoolDir: c.spool, Name: "scheduler", Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sink.Close() })
+	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: dir, Logger: log, GatewayInstaller: true,
+		Queue:  queue.Options{AckWait: 2 * time.Second},
+		Worker: worker.Config{Pools: []string{"cpu"}, Slots: 2, Cores: 2}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	cs, err := cluster.Open(ctx, cluster.Options{Run: c.runID, RedisURL: c.redis.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.dsn,
+		SpoolDir: c.spool, Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	c.store = &countingStore{Store: cs}
+	srv := fakellm.New(t, handle)
+	client, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: srv.BaseURL(), APIKey: "test-key", Model: "test-model", MaxAttempts: 3,
+		Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Timeout: 8 * time.Second, Logger: log})
+	require.NoError(t, err)
+	c.p = Params{Spec: spec, RunDir: dir, Queue: l.Queue, LLM: client, MemoryStore: c.store, Results: sink,
+		WorkersWriteResults: false, Mode: "cluster", Logger: log, Gateway: l.Conn}
+	return c
+}
+
+func (c *clusterRun) count(t *testing.T, query string) string {
+	t.Helper()
+	conn, err := chdb.Open(context.Background(), c.dsn)
+	require.NoError(t, err)
+	defer conn.Close()
+	tab, err := results.QueryClickHouse(context.Background(), conn, fmt.Sprintf(query, c.runID))
+	require.NoError(t, err, query)
+	return fmt.Sprint(tab.Rows[0][0])
+}
+
+// TestRunRidesOutAnOutage: Redis, then ClickHouse, stop mid-run for longer
+// than a node takes and longer than AckWait. The run holds its nodes while
+// each is away and goes on when it is back: every node runs and is ok,
+// every node's memory events and archival entries are there once, the
+// run is done and nothing is left in a spool.
+func TestRunRidesOutAnOutage(t *testing.T) {
+	spec := newSpec(t)
+	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 5, 5, 1
+	var c *clusterRun
+	var outages sync.WaitGroup
+	outage := func(s *testutil.Server) {
+		defer outages.Done()
+		s.Stop()
+		time.Sleep(5 * time.Second) // a node takes about 1 s; AckWait is 2 s
+		s.Start()
+	}
+	handle := func(r fakellm.Request) fakellm.Reply {
+		if r.Kind == "draft" && r.Attempt == 1 && (r.KindN == 2 || r.KindN == 4) {
+			outages.Add(1)
+			if r.KindN == 2 {
+				go outage(c.redis)
+			} else {
+				go outage(c.ch)
+			}
+		}
+		return normal(r)
+	}
+	c = newClusterRun(t, spec, handle)
+	sum, err := Run(context.Background(), c.p)
+	outages.Wait()
+	require.NoError(t, err)
+	require.Equal(t, 5, sum.Nodes)
+	require.Zero(t, sum.Buggy, "an outage is not a node's bug")
+	require.Empty(t, sum.Unflushed)
+	require.Positive(t, c.store.unavailable.Load(), "the servers were away while the run needed them")
+
+	require.Equal(t, "5", c.count(t, "SELECT count() FROM nodes FINAL WHERE run = '%s' AND status = 'ok'"))
+	require.Equal(t, "5", c.count(t, "SELECT count() FROM recall_events FINAL WHERE run = '%s' AND kind = 'node_created'"))
+	require.Equal(t, "5", c.count(t, "SELECT uniqExact(branch) FROM recall_events FINAL WHERE run = '%s' AND kind = 'node_created'"))
+	require.Equal(t, "5", c.count(t, "SELECT count() FROM archival FINAL WHERE run = '%s' AND has(tags, 'SUCCESS')"))
+	require.Equal(t, "done", c.count(t, "SELECT argMax(status, ts) FROM runs FINAL WHERE run = '%s'"))
+}
+
+// TestOutageLongerThanTheLimit: with Redis away for longer than OutageMax
+// the run ends interrupted (an error that says how to resume, the runs row
+// and the report say why), no node is buggy for it, and a resume once
+// Redis is back finishes the tree.
+func TestOutageLongerThanTheLimit(t *testing.T) {
+	spec := newSpec(t)
+	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 3, 3, 1
+	var c *clusterRun
+	var once sync.Once
+	handle := func(r fakellm.Request) fakellm.Reply {
+		if r.Kind == "draft" && r.KindN == 2 {
+			once.Do(c.redis.Stop)
+		}
+		return normal(r)
+	}
+	c = newClusterRun(t, spec, handle)
+	c.p.OutageMax = 3 * time.Second
+	sum, err := Run(context.Background(), c.p)
+	require.ErrorContains(t, err, "interrupted (resume with --resume")
+	require.ErrorIs(t, err, memory.ErrOutage)
+	require.Contains(t, sum.StoppedBy, "outage longer than the limit")
+	require.Zero(t, sum.Buggy)
+	require.Less(t, sum.Nodes, 3+1)
+	report, rerr := os.ReadFile(filepath.Join(c.p.RunDir, "report.md"))
+	require.NoError(t, rerr)
+	require.Contains(t, string(report), "outage longer than the limit")
+	require.Equal(t, "interrupted", c.count(t, "SELECT argMax(status, ts) FROM runs FINAL WHERE run = '%s'"))
+
+	c.redis.Start()
+	c.p.OutageMax = time.Minute
+	sum, err = Run(context.Background(), c.p)
+	require.NoError(t, err)
+	require.Equal(t, 3, sum.Nodes)
+	require.Zero(t, sum.Buggy)
+	require.Equal(t, "3", c.count(t, "SELECT count() FROM nodes FINAL WHERE run = '%s' AND status = 'ok'"))
+	require.Equal(t, "3", c.count(t, "SELECT count() FROM recall_events FINAL WHERE run = '%s' AND kind = 'node_created'"))
+}
