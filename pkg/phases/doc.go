@@ -24,6 +24,18 @@
 // the head and the tail within a fixed size, and both go to the phase's log
 // file, phase_logs/node_<id>/<phase>.log.
 //
+// # Sandbox
+//
+// With a [Sandbox] (what [NewExecutor] sets up unless HPCQ_ISOLATION=off),
+// each command runs in its own PID, mount, IPC and UTS namespaces (and a
+// network namespace with loopback only for the compile and run phases of a
+// task with limits.network false), as an unprivileged user when the worker
+// is root, with the file system read-only outside the workspace and a
+// private /tmp. The namespaces are made by the worker's own executable
+// started again through /proc/self/exe: an init in this package recognises
+// it and acts as the namespace's first process. [NewSandbox] probes what
+// the machine allows; each result's Isolation says what a task got.
+//
 // # Results
 //
 // Compile output is scanned for compiler diagnostics (gcc, clang,
