@@ -322,6 +322,59 @@ func TestExecLocalExamples(t *testing.T) {
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "no such column: nope")
 	require.Contains(t, out, "query: SELECT nope FROM nodes")
+
+	// `scheduler query` only reads: what once emptied a table is refused and
+	// the rows are still there.
+	out, code = run(t, baseEnv(t), "scheduler", "query", "--run-dir", runDir, "ATTACH DATABASE '"+db+"' AS w; DELETE FROM w.nodes")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "query refused: one statement per call")
+	out, code = run(t, baseEnv(t), "scheduler", "query", "--run-dir", runDir, "WITH x AS (SELECT 1) DELETE FROM nodes")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "the database refused a write")
+	out, code = run(t, baseEnv(t), "scheduler", "query", "--run-dir", runDir, "--timeout", "300ms",
+		"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "the query ran out of time")
+	out, code = run(t, baseEnv(t), "scheduler", "query", "--run-dir", runDir, "--format", "csv", "SELECT count(*) AS n FROM nodes")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, "n\n2\n", out)
+}
+
+// TestHostileTaskCannotKillTheScheduler: a task whose run command kills
+// every process it may signal (`kill -9 -1`, pkill) leaves `scheduler exec
+// --local` (the scheduler with its in-process worker) alive to report it.
+// The scheduler runs inside a PID namespace of the test's own, so that a
+// sandbox failure could only reach that namespace.
+func TestHostileTaskCannotKillTheScheduler(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the outer PID namespace of this test needs root (unshare --pid)")
+	}
+	testutil.RequireBinary(t, "unshare", "util-linux")
+	t.Parallel()
+	dir := t.TempDir()
+	task := writeTask(t, dir, map[string]any{
+		"v": 1, "node_id": "hostile",
+		"artifacts": map[string]any{"run": map[string]any{"commands": []string{
+			"kill -9 -1; echo still here", "pkill -9 -f 'sched[u]ler'; pkill -9 -f 'work[e]r'; pkill -9 -f 'uns[h]are'; true"}}},
+	})
+	runs := filepath.Join(dir, "runs")
+	// sh is the namespace's first process (which signals from inside cannot
+	// kill), so the scheduler is as exposed as on a machine: with
+	// HPCQ_ISOLATION=off this same task kills it (exit 137).
+	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child", "/bin/sh", "-c", `"$@"; echo "scheduler exit: $?"`, "sh",
+		filepath.Join(binDir, "scheduler"), "exec", "--local", "--runs-dir", runs, task)
+	cmd.Env = baseEnv(t)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), "scheduler exit: 0")
+	require.Regexp(t, `hostile\s+1\s+ok`, string(out))
+	logs, err := filepath.Glob(filepath.Join(runs, "*", "phase_logs", "node_hostile", "run.log"))
+	require.NoError(t, err)
+	require.Len(t, logs, 1)
+	data, err := os.ReadFile(logs[0])
+	require.NoError(t, err)
+	require.Contains(t, string(data), "still here")
 }
 
 // TestResultsInClickHouse: a cluster run (nats-server, a worker process and
