@@ -31,6 +31,14 @@ func sandboxed(t *testing.T) *Executor {
 	return e
 }
 
+// wsFile is the trimmed content of a file a task left in its workspace.
+func wsFile(t *testing.T, e *Executor, task *queue.NodeTask, name string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.WorkspaceDir(task), name))
+	require.NoError(t, err, name)
+	return strings.TrimSpace(string(data))
+}
+
 func shellTask(node string, run ...string) *queue.NodeTask {
 	return &queue.NodeTask{V: 1, RunID: "r1", NodeID: node, Attempt: 1, Pool: "cpu",
 		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: run}}}
@@ -54,11 +62,7 @@ func TestSandboxWhatACommandSees(t *testing.T) {
 	res, err := e.Execute(context.Background(), task, worker.Slot{})
 	require.NoError(t, err)
 	require.Nil(t, res.Error, "%+v", res.Error)
-	read := func(name string) string {
-		data, err := os.ReadFile(filepath.Join(e.WorkspaceDir(task), name))
-		require.NoError(t, err, name)
-		return strings.TrimSpace(string(data))
-	}
+	read := func(name string) string { return wsFile(t, e, task, name) }
 	n, err := strconv.Atoi(read("nprocs"))
 	require.NoError(t, err)
 	require.LessOrEqual(t, n, 5, "only the helper, bash and the pipeline are visible")
@@ -93,11 +97,7 @@ func TestSandboxNoNetwork(t *testing.T) {
 	res, err := e.Execute(context.Background(), task, worker.Slot{})
 	require.NoError(t, err)
 	require.Nil(t, res.Error, "%+v", res.Error)
-	read := func(name string) string {
-		data, err := os.ReadFile(filepath.Join(e.WorkspaceDir(task), name))
-		require.NoError(t, err, name)
-		return strings.TrimSpace(string(data))
-	}
+	read := func(name string) string { return wsFile(t, e, task, name) }
 	require.Equal(t, "lo", read("run.ifaces"))
 	require.Equal(t, "noroute", read("route"))
 	hostIfaces, err := os.ReadFile("/proc/net/dev")
