@@ -14,8 +14,10 @@ import (
 
 // BenchmarkSpawn splits the cost of a task that runs /bin/true: a plain
 // spawn of the same command line (the baseline), the same through Run
-// (process group, pipe, reaping), and a whole Execute (fresh workspace, log
-// files, Run). HOME is a temp dir so the machine's login profile does not
+// (process group, pipe, reaping), through Run in the sandbox (namespaces
+// made by this test binary started again; with and without a network
+// namespace), and a whole Execute (fresh workspace, log files, sandboxed
+// Run). HOME is a temp dir so the machine's login profile does not
 // dominate.
 //
 //	go test -run '^$' -bench Spawn -benchtime 500x ./pkg/phases
@@ -37,6 +39,27 @@ func BenchmarkSpawn(b *testing.B) {
 			}
 		}
 	})
+	sb, why, err := NewSandbox(context.Background(), SandboxConfig{}, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		noNet bool
+	}{{"sandbox", false}, {"sandbox-nonet", true}} {
+		b.Run(c.name, func(b *testing.B) {
+			if sb == nil {
+				b.Skipf("no sandbox here: %s", why)
+			}
+			env, dir := os.Environ(), b.TempDir()
+			for b.Loop() {
+				o, err := Run(context.Background(), Command{Line: "/bin/true", Dir: dir, Env: env, Stdout: io.Discard, Sandbox: sb, NoNetwork: c.noNet})
+				if err != nil || o.ExitCode != 0 {
+					b.Fatal(err, o.ExitCode)
+				}
+			}
+		})
+	}
 	b.Run("execute", func(b *testing.B) {
 		e, err := NewExecutor(Config{RunsDir: b.TempDir()})
 		if err != nil {
