@@ -169,12 +169,19 @@ func TestWorkerKilledMidTask(t *testing.T) {
 				"HPCQ_WORK_DIR="+dir, "HPCQ_SLOTS=1", "HPCQ_LOG_LEVEL=debug")
 		}
 		a := start(t, env("a", dirA), "worker")
-		_, err = q.PublishTask(ctx, runTask("victim", "touch started; sleep 2; echo finished by $HPCQ_NODE_ID"))
+		marker := fmt.Sprintf("hpcq-victim-%d-%d", os.Getpid(), time.Now().UnixNano())
+		// On a the task's program would sleep for a minute, on b for 2 s.
+		_, err = q.PublishTask(ctx, runTask("victim", "touch started; n=2; case $HPCQ_WORKSPACE in "+dirA+"/*) n=60;; esac; "+
+			"(exec -a "+marker+":$HPCQ_WORKSPACE sleep $n); echo finished by $HPCQ_NODE_ID"))
 		require.NoError(t, err)
 		waitFile(t, filepath.Join(dirA, "proc/workspaces/victim/1/started"), 30*time.Second)
+		aTask := marker + ":" + filepath.Join(dirA, "proc/workspaces/victim/1")
+		testutil.Eventually(t, 10*time.Second, "a's task running", func() bool { return len(testutil.ProcessesWith(aTask)) == 1 })
 		require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
 		a.wait(t, 10*time.Second)
 		killed := time.Now()
+		// The sandbox dies with its worker: nothing of a's task runs on.
+		testutil.RequireNoProcessWith(t, aTask)
 
 		start(t, env("b", dirB), "worker")
 		var got []*queue.NodeResult
