@@ -1,0 +1,204 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/hpcq/hpcq/pkg/memory"
+)
+
+// Archival search: BM25 over the visible postings.
+
+const candidateFactor = 4
+
+// ArchivalSearch reads the visible postings of the query terms and the
+// visible set's statistics from ClickHouse (two queries at once), ranks by
+// BM25 over the visible set, then reads the best candidates' texts and
+// repeats from Redis and re-ranks them with memory.Rank.
+func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParams) ([]memory.ArchivalItem, error) {
+	sc, err := s.readScope(ctx, p.Branch)
+	if err != nil {
+		return nil, err
+	}
+	terms := memory.QueryTerms(p.Query)
+	if len(terms) == 0 {
+		return nil, nil
+	}
+	k := p.K
+	if k <= 0 {
+		k = 8
+	}
+	if err := s.ship.flush(ctx); err != nil {
+		return nil, fmt.Errorf("%w: archival search needs ClickHouse: %w", ErrUnavailable, err)
+	}
+	var docs, sumLen uint64
+	var statsErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		docs, sumLen, statsErr = s.stats(ctx, sc)
+	}()
+	ps, err := s.ship.postings(ctx, sc, terms)
+	<-done
+	if err == nil {
+		err = statsErr
+	}
+	if err != nil {
+		return nil, unavailable("archival search", err)
+	}
+	if docs == 0 || len(ps) == 0 {
+		return nil, nil
+	}
+	ranked := bm25(ps, docs, sumLen)
+	now := s.now()
+	want := k * candidateFactor
+	var out []memory.ArchivalItem
+	// Tags filter after ranking: read candidates in chunks until enough pass.
+	for start := 0; start < len(ranked) && len(out) < want; start += want {
+		chunk := ranked[start:min(len(ranked), start+want)]
+		items, err := s.items(ctx, sc, chunk)
+		if err != nil {
+			return nil, err
+		}
+		for i, it := range items {
+			if it.Seq == 0 || (len(p.Tags) > 0 && !memory.HasTags(it.Tags, p.Tags)) {
+				continue
+			}
+			it.BM25 = chunk[i].bm25
+			it.Score = memory.Rank(it.BM25, it.LastSeen, it.Count, now)
+			out = append(out, it)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
+	if len(out) > k {
+		out = out[:k]
+	}
+	return out, nil
+}
+
+type candidate struct {
+	seq  int64
+	bm25 float64
+}
+
+// stats are the visible set's document count and total length in terms,
+// for BM25: per scope entry, the running totals of its branch up to the
+// entry's bound (dl:<branch>, kept by write.lua), in one pipeline.
+func (s *Store) stats(ctx context.Context, sc []scopeEntry) (docs, sumLen uint64, err error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(sc))
+	for i, e := range sc {
+		cmds[i] = pipe.ZRevRangeByScore(ctx, s.prefix+"dl:"+e.Branch, &redis.ZRangeBy{Max: strconv.FormatInt(e.MaxSeq, 10), Min: "-inf", Count: 1})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, err
+	}
+	for _, c := range cmds {
+		v := c.Val()
+		if len(v) == 0 {
+			continue
+		}
+		parts := strings.Split(v[0], ":")
+		if len(parts) != 3 {
+			return 0, 0, fmt.Errorf("memory/cluster: archival statistics %q", v[0])
+		}
+		n, err1 := strconv.ParseUint(parts[1], 10, 64)
+		l, err2 := strconv.ParseUint(parts[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			return 0, 0, fmt.Errorf("memory/cluster: archival statistics %q", v[0])
+		}
+		docs += n
+		sumLen += l
+	}
+	return docs, sumLen, nil
+}
+
+// bm25 scores the documents of the postings, best first (ties: newest).
+func bm25(ps []posting, docs, sumLen uint64) []candidate {
+	avg := float64(sumLen) / float64(docs)
+	df := map[string]int{}
+	for _, p := range ps {
+		df[p.term]++
+	}
+	scores := map[int64]float64{}
+	for _, p := range ps {
+		scores[p.seq] += memory.BM25Term(memory.BM25IDF(int(docs), df[p.term]), int(p.tf), int(p.docLen), avg)
+	}
+	out := make([]candidate, 0, len(scores))
+	for seq, sc := range scores {
+		out = append(out, candidate{seq, sc})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].bm25 != out[j].bm25 {
+			return out[i].bm25 > out[j].bm25
+		}
+		return out[i].seq > out[j].seq
+	})
+	return out
+}
+
+// items reads candidates' texts and their visible repeats from Redis in one
+// pipeline; a candidate Redis does not know comes back with seq 0.
+func (s *Store) items(ctx context.Context, sc []scopeEntry, cands []candidate) ([]memory.ArchivalItem, error) {
+	seqs := make([]string, len(cands))
+	targets := make([]int64, len(cands))
+	for i, c := range cands {
+		seqs[i] = strconv.FormatInt(c.seq, 10)
+		targets[i] = c.seq
+	}
+	pipe := s.rdb.Pipeline()
+	get := pipe.HMGet(ctx, s.prefix+"items", seqs...)
+	hits := make([]*redis.StringSliceCmd, len(cands))
+	for i, q := range seqs {
+		hits[i] = pipe.ZRange(ctx, s.prefix+"hits:"+q, 0, -1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable("read archival items", err)
+	}
+	maxSeq := map[string]int64{}
+	for _, e := range sc {
+		maxSeq[e.Branch] = e.MaxSeq
+	}
+	out := make([]memory.ArchivalItem, len(cands))
+	for i, v := range get.Val() {
+		str, ok := v.(string)
+		if !ok {
+			continue
+		}
+		var f factItem
+		if err := json.Unmarshal([]byte(str), &f); err != nil {
+			return nil, fmt.Errorf("memory/cluster: archival item %s: %w", seqs[i], err)
+		}
+		it := f.item()
+		last := it.FirstSeen.UnixMilli()
+		for _, m := range hits[i].Val() {
+			seq, branch, ts, ok := parseHit(m)
+			if mx, vis := maxSeq[branch]; ok && vis && seq <= mx {
+				it.Count++
+				last = max(last, ts)
+			}
+		}
+		it.LastSeen = time.UnixMilli(last).UTC()
+		out[i] = it
+	}
+	return out, nil
+}
+
+// parseHit splits a hits member "seq|branch|ts".
+func parseHit(m string) (seq int64, branch string, ts int64, ok bool) {
+	i, j := strings.IndexByte(m, '|'), strings.LastIndexByte(m, '|')
+	if i < 0 || j <= i {
+		return 0, "", 0, false
+	}
+	seq, err1 := strconv.ParseInt(m[:i], 10, 64)
+	ts, err2 := strconv.ParseInt(m[j+1:], 10, 64)
+	return seq, m[i+1 : j], ts, err1 == nil && err2 == nil
+}
