@@ -592,3 +592,31 @@ func TestFailedStartLeavesNoRunDir(t *testing.T) {
 		})
 	}
 }
+
+// TestLocalModeReadsWorkerSettings: the in-process workers of a local run
+// read the settings a worker process reads: the kill grace (a task that
+// ignores SIGTERM outlives its timeout by the grace) and the output kept
+// per stream.
+func TestLocalModeReadsWorkerSettings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	task := writeTask(t, dir, map[string]any{
+		"v": 1, "node_id": "settings",
+		"artifacts": map[string]any{"run": map[string]any{"commands": []string{
+			"head -c 5000 /dev/zero | tr '\\0' x; echo", "trap '' TERM; sleep 8; echo 'outlived the timeout'"}}},
+		"limits": map[string]any{"run_timeout_s": 1},
+	})
+	runs := filepath.Join(dir, "runs")
+	// A grace of 5 s (the default) would kill the second command at about
+	// 6 s; with 10 minutes it ends on its own at 8 s.
+	out, code := run(t, baseEnv(t, "HPCQ_KILL_GRACE=10m", "HPCQ_MAX_OUTPUT_BYTES=1000"), "scheduler", "exec", "--local", "--runs-dir", runs, task)
+	require.Equal(t, 1, code, out)
+	require.Regexp(t, `settings\s+1\s+failed\s+.*timeout in run`, out)
+	logs, err := filepath.Glob(filepath.Join(runs, "*", "phase_logs", "node_settings", "run.log"))
+	require.NoError(t, err)
+	require.Len(t, logs, 1)
+	data, err := os.ReadFile(logs[0])
+	require.NoError(t, err)
+	require.Contains(t, string(data), "outlived the timeout", "HPCQ_KILL_GRACE reached the in-process worker")
+	require.Contains(t, string(data), "not kept in memory (max_output_bytes 1000 per stream)", "HPCQ_MAX_OUTPUT_BYTES reached it")
+}

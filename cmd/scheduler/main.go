@@ -28,11 +28,9 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/experiment"
-	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/scheduler"
-	"github.com/hpcq/hpcq/pkg/worker"
 )
 
 const usage = `usage: scheduler <command> [flags] [args]
@@ -568,10 +566,14 @@ func cmdQuery(args []string) error {
 // stops the server.
 func startLocal(ctx context.Context, cfg *config.Scheduler, runDir string, pools []string, sink results.Sink, gateway bool,
 	log *slog.Logger) (*scheduler.Local, context.Context, func(), error) {
+	// The in-process workers read the settings a worker process reads
+	// (HPCQ_KILL_GRACE, HPCQ_MAX_OUTPUT_BYTES, HPCQ_FETCH_WAIT, HPCQ_ISOLATION,
+	// ...), but never exit when idle: the run decides when they stop.
+	wc := cfg.Tasks.Worker(pools)
+	wc.IdleExit, wc.Version, wc.Results = 0, version.Version, sink
 	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{
 		RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log, GatewayInstaller: gateway,
-		Phases: phases.Config{Sandbox: cfg.Isolation.Sandbox()},
-		Worker: worker.Config{Pools: pools, Slots: cfg.Slots, Version: version.Version, Results: sink},
+		Phases: cfg.Tasks.Phases(""), Worker: wc,
 	})
 	if err != nil {
 		return nil, nil, nil, err

@@ -106,17 +106,16 @@ func run(args []string) error {
 	}
 	// The iterative installer asks the model through the scheduler's LLM
 	// gateway: a worker holds no API key.
-	exec, err := phases.NewExecutor(phases.Config{RunsDir: cfg.WorkDir, KillGrace: cfg.Grace, MaxOutputBytes: cfg.MaxOutput,
-		Installer: prompt.NewInstaller(llm.Gateway{NC: q.Conn()}), Sandbox: cfg.Isolation.Sandbox()})
+	pc := cfg.Tasks.Phases(cfg.WorkDir)
+	pc.Installer = prompt.NewInstaller(llm.Gateway{NC: q.Conn()})
+	exec, err := phases.NewExecutor(pc)
 	if err != nil {
 		return err
 	}
 	log.Info("task commands isolated", "isolation", exec.Isolation())
-	wc := worker.Config{
-		ID: id, Pools: cfg.Pools, Slots: cfg.Slots, Cores: cores, FetchWait: cfg.FetchMax,
-		IdleExit: cfg.IdleExit, Toolchains: tc.Versions, GPUIDs: gpuIDs, GPUDevices: tc.GPUs,
-		Version: version.Version, Logger: log, SlurmJobID: jobID, Deadline: deadline,
-	}
+	wc := cfg.Tasks.Worker(cfg.Pools)
+	wc.ID, wc.Cores, wc.Toolchains, wc.GPUIDs, wc.GPUDevices = id, cores, tc.Versions, gpuIDs, tc.GPUs
+	wc.Version, wc.Logger, wc.SlurmJobID, wc.Deadline = version.Version, log, jobID, deadline
 	if cfg.Store.ClickHouseDSN != "" {
 		// phase_runs, metrics and nodes rows of every task, spooled while
 		// ClickHouse is away.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/worker"
 )
 
 // Prefix of every environment variable.
@@ -125,13 +126,19 @@ type Common struct {
 	Store
 }
 
-// Worker settings.
+// Worker settings of a worker process.
 type Worker struct {
 	Common
-	Pools    []string      `envconfig:"POOLS" default:"cpu" desc:"pools to pull tasks from"`
-	Slots    int           `envconfig:"SLOTS" desc:"tasks run at once (default: cores)"`
-	WorkDir  string        `envconfig:"WORK_DIR" default:"hpcq-work" desc:"directory of workspaces and phase logs"`
-	ID       string        `envconfig:"WORKER_ID" desc:"registry id (default: host-pid-n)"`
+	Pools   []string `envconfig:"POOLS" default:"cpu" desc:"pools to pull tasks from"`
+	WorkDir string   `envconfig:"WORK_DIR" default:"hpcq-work" desc:"directory of workspaces and phase logs"`
+	ID      string   `envconfig:"WORKER_ID" desc:"registry id (default: host-pid-n)"`
+	Tasks
+}
+
+// Tasks are how a worker runs tasks: the settings a worker process and the
+// in-process workers of a local run read alike.
+type Tasks struct {
+	Slots    int           `envconfig:"SLOTS" desc:"tasks run at once per worker (default: cores)"`
 	Grace    time.Duration `envconfig:"KILL_GRACE" default:"5s" desc:"SIGTERM to SIGKILL grace for commands"`
 	FetchMax time.Duration `envconfig:"FETCH_WAIT" default:"1s" desc:"how long one pull request waits"`
 	IdleExit time.Duration `envconfig:"IDLE_EXIT" desc:"exit after this long with nothing to do (0: never)"`
@@ -139,6 +146,18 @@ type Worker struct {
 	// task sets limits.max_output_bytes.
 	MaxOutput int64 `envconfig:"MAX_OUTPUT_BYTES" default:"8388608" desc:"output kept in memory per stream of a phase"`
 	Isolation
+}
+
+// Phases is the executor configuration the settings give, for workspaces
+// and logs under runsDir.
+func (t Tasks) Phases(runsDir string) phases.Config {
+	return phases.Config{RunsDir: runsDir, KillGrace: t.Grace, MaxOutputBytes: t.MaxOutput, Sandbox: t.Isolation.Sandbox()}
+}
+
+// Worker is the worker configuration the settings give; the caller adds
+// what it knows of the machine (cores, toolchains, Slurm) and its identity.
+func (t Tasks) Worker(pools []string) worker.Config {
+	return worker.Config{Pools: pools, Slots: t.Slots, FetchWait: t.FetchMax, IdleExit: t.IdleExit}
 }
 
 // LLM settings: the model the scheduler asks. Only the scheduler's process
@@ -173,9 +192,9 @@ type Scheduler struct {
 	Workers int    `envconfig:"LOCAL_WORKERS" default:"1" desc:"in-process workers in local mode"`
 	// OutageMax bounds how long a run waits for its memory store's servers.
 	OutageMax time.Duration `envconfig:"OUTAGE_MAX" default:"10m" desc:"how long a run holds its nodes while Redis or ClickHouse is unreachable before it ends as interrupted (resumable)"`
-	Slots     int           `envconfig:"SLOTS" desc:"slots per local worker (default: cores)"`
-	// Isolation of the local workers' commands.
-	Isolation
+	// Tasks configure the in-process workers of local mode, as they do a
+	// worker process.
+	Tasks
 }
 
 // Load fills cfg from defaults and the environment.
