@@ -17,36 +17,13 @@ import (
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/results/resultstest"
 )
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
-// sample is a run with two nodes: one compiled with gcc and ran, one whose
-// compile failed with mpicc.
-func sample(run string) results.Rows {
-	ok := queue.NodeTask{RunID: run, NodeID: "n1", Attempt: 1, Pool: "cpu", Stage: 1, Kind: "draft",
-		Artifacts: queue.Artifacts{Compile: queue.CommandsPhase{Commands: []string{"OMP=1 /usr/bin/gcc -O3 -fopenmp -o s s.c"}},
-			Run: queue.RunPhase{MetricPatterns: []queue.MetricPattern{{Name: "gflops", Regex: "GFLOPS: (.*)"}}}}}
-	okRes := queue.NodeResult{RunID: run, NodeID: "n1", Attempt: 1, Worker: "w1", Started: t0, DurationMS: 1500,
-		Phases: []queue.PhaseResult{
-			{Name: "compile", OK: true, Started: t0, DurationMS: 500},
-			{Name: "run", OK: true, Started: t0.Add(500 * time.Millisecond), DurationMS: 1000}},
-		Metrics: map[string]float64{"gflops": 12.5, "time_s": 0.75}, MetricUnits: map[string]string{"gflops": "GFLOP/s"}}
-	bad := queue.NodeTask{RunID: run, NodeID: "n2", ParentID: "n1", Attempt: 1, Pool: "cpu", Stage: 1, Kind: "debug",
-		Artifacts: queue.Artifacts{Compile: queue.CommandsPhase{Commands: []string{"mpicc -o pi pi.c"}}}}
-	badRes := queue.NodeResult{RunID: run, NodeID: "n2", Attempt: 1, Worker: "w2", Started: t0.Add(time.Minute), DurationMS: 200,
-		Phases: []queue.PhaseResult{{Name: "compile", OK: false, ExitCode: 1, Started: t0.Add(time.Minute), DurationMS: 200}},
-		Error:  &queue.ResultError{Phase: "compile", Kind: queue.ErrKindCompileFailed, Message: "pi.c:3: error"}}
-	rows := results.Rows{Runs: []results.Run{{Run: run, Status: "running", Title: "stencil", Mode: "local", Config: "{}", TS: t0}}}
-	for _, r := range []results.Rows{results.FromResult(&ok, &okRes), results.FromResult(&bad, &badRes)} {
-		rows.Nodes = append(rows.Nodes, r.Nodes...)
-		rows.PhaseRuns = append(rows.PhaseRuns, r.PhaseRuns...)
-		rows.Metrics = append(rows.Metrics, r.Metrics...)
-	}
-	rows.LLMCalls = []results.LLMCall{{Run: run, Node: "n1", Purpose: "draft", Model: "gpt-x", TokensIn: 1200, TokensOut: 300,
-		LatencyMS: 850, CostUSD: 0.0042, TS: t0}}
-	return rows
-}
+// sample is the conformance suite's sample run.
+var sample = resultstest.Sample
 
 func TestFromResult(t *testing.T) {
 	rows := sample("r1")
@@ -191,42 +168,10 @@ func TestClickHouse(t *testing.T) {
 	require.Equal(t, []string{"llm_calls", "metrics", "nodes", "phase_runs", "runs"}, keys)
 }
 
-// The example queries of docs/results.md, per dialect: they must run and
-// answer on the sample run.
-var docQueries = map[string][]string{
-	"clickhouse": {
-		`SELECT run, argMax(node, metric_value) AS best_node, max(metric_value) AS best, any(metric_name) AS metric
-FROM nodes FINAL WHERE status = 'ok' AND metric_name <> ''
-GROUP BY run ORDER BY run`,
-		`SELECT compiler, count() AS compiles, countIf(status = 'failed') / count() AS failure_rate
-FROM phase_runs FINAL WHERE phase = 'compile' GROUP BY compiler ORDER BY failure_rate DESC`,
-		`SELECT stage, ts, node, value FROM metrics
-ALL INNER JOIN (SELECT run, node, stage FROM nodes FINAL) USING (run, node)
-WHERE name = 'gflops' ORDER BY stage, ts`,
-		`SELECT node, sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out, sum(cost_usd) AS cost_usd
-FROM llm_calls GROUP BY node ORDER BY cost_usd DESC`,
-		`SELECT phase, count() AS runs, avg(duration_ms) AS avg_ms, max(duration_ms) AS max_ms
-FROM phase_runs GROUP BY phase`,
-	},
-	"sqlite": {
-		`SELECT node, metric_name, metric_value FROM nodes
-WHERE status = 'ok' AND metric_name <> '' ORDER BY metric_value DESC LIMIT 1`,
-		`SELECT compiler, COUNT(*) AS compiles, AVG(status = 'failed') AS failure_rate
-FROM phase_runs WHERE phase = 'compile' GROUP BY compiler ORDER BY failure_rate DESC`,
-		`SELECT n.stage, m.ts, m.node, m.value
-FROM metrics AS m JOIN nodes AS n ON n.run = m.run AND n.node = m.node
-WHERE m.name = 'gflops' ORDER BY n.stage, m.ts`,
-		`SELECT node, sum(tokens_in) AS tokens_in, sum(tokens_out) AS tokens_out, sum(cost_usd) AS cost_usd
-FROM llm_calls GROUP BY node ORDER BY cost_usd DESC`,
-		`SELECT phase, COUNT(*) AS runs, avg(duration_ms) AS avg_ms, max(duration_ms) AS max_ms
-FROM phase_runs GROUP BY phase`,
-	},
-}
-
 // checkDocQueries runs the documented queries; each must answer rows.
 func checkDocQueries(t *testing.T, dialect string, query func(string) (*results.Table, error)) {
 	t.Helper()
-	for _, q := range docQueries[dialect] {
+	for _, q := range resultstest.DocQueries[results.Dialect(dialect)] {
 		tab, err := query(q)
 		require.NoError(t, err, q)
 		require.NotEmpty(t, tab.Rows, q)
@@ -248,4 +193,36 @@ func TestLLMCallsKeepEveryCall(t *testing.T) {
 	tab, err := results.QuerySQLite(ctx, path, `SELECT COUNT(*), COUNT(DISTINCT call_id), SUM(call_id = 'given') FROM llm_calls`)
 	require.NoError(t, err)
 	require.Equal(t, []any{int64(3), int64(3), int64(1)}, tab.Rows[0])
+}
+
+// TestConformance runs the results conformance suite on SQLite and on a
+// real ClickHouse.
+func TestConformance(t *testing.T) {
+	ctx := context.Background()
+	t.Run("sqlite", func(t *testing.T) {
+		resultstest.Exercise(t, func(t *testing.T) resultstest.Store {
+			path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+			s, err := results.OpenSQLite(path)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			return resultstest.Store{Sink: s, Dialect: results.DialectSQLite,
+				Query: func(ctx context.Context, q string) (*results.Table, error) { return results.QuerySQLite(ctx, path, q) }}
+		})
+	})
+	t.Run("clickhouse", func(t *testing.T) {
+		testutil.RequireBinary(t, "clickhouse-server", "scripts/services.sh install clickhouse")
+		dsn := testutil.StartService(t, "clickhouse").Env["HPCQ_CLICKHOUSE_DSN"]
+		conn, err := chdb.Open(ctx, dsn)
+		require.NoError(t, err)
+		defer conn.Close()
+		resultstest.Exercise(t, func(t *testing.T) resultstest.Store {
+			s, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: dsn, SpoolDir: t.TempDir(), Name: "conformance", Logger: testutil.Logger(t)})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = s.Close() })
+			return resultstest.Store{Sink: s, Dialect: results.DialectClickHouse, Flush: s.Flush,
+				Query: func(ctx context.Context, q string) (*results.Table, error) {
+					return results.QueryClickHouse(ctx, conn, q)
+				}}
+		})
+	})
 }
