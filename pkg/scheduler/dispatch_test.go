@@ -98,15 +98,26 @@ func TestSearchOverTheQueue(t *testing.T) {
 	d, err := scheduler.NewDispatcher(ctx, l.Queue, l.RunID)
 	require.NoError(t, err)
 	defer d.Close()
-	r := scheduler.SearchRunner{D: d, Metric: "score", Build: func(_ context.Context, n *search.Node) (*queue.NodeTask, error) {
+	r := runnerFunc(func(ctx context.Context, n *search.Node) (search.Result, error) {
 		i, _ := strconv.Atoi(n.ID[1:])
 		cmd := fmt.Sprintf("echo METRIC score=%d", (i*7)%10)
 		if i == 2 {
 			cmd = "exit 3" // a buggy node
 		}
-		return &queue.NodeTask{V: 1, NodeID: n.ID, Attempt: 1, Pool: "cpu", Kind: n.Kind, ParentID: n.Parent,
-			Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{cmd}}}}, nil
-	}}
+		ch, err := d.Submit(ctx, &queue.NodeTask{V: 1, NodeID: n.ID, Attempt: 1, Pool: "cpu", Kind: n.Kind, ParentID: n.Parent,
+			Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{cmd}}}})
+		if err != nil {
+			return search.Result{}, err
+		}
+		o := <-ch
+		switch {
+		case o.Result == nil:
+			return search.Result{Buggy: true, Reason: fmt.Sprintf("dead-lettered: %+v", o.DeadLetter)}, nil
+		case o.Result.Error != nil:
+			return search.Result{Buggy: true, Reason: fmt.Sprintf("%s in %s", o.Result.Error.Kind, o.Result.Error.Phase)}, nil
+		}
+		return search.Result{Metric: o.Result.Metrics["score"], HasMetric: true}, nil
+	})
 	tree := search.NewTree()
 	st := search.Run(ctx, tree, search.Policy{NumDrafts: 3, DebugProb: 1, MaxDebugDepth: 1, Maximize: true, Rand: rand.New(rand.NewPCG(1, 1))},
 		r, 2, 8, search.Async)
@@ -123,3 +134,9 @@ func TestSearchOverTheQueue(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 9.0, best.Metric)
 }
+
+// runnerFunc is a search.Runner from a function: the test's own runner (the
+// engine in pkg/experiment is the real one).
+type runnerFunc func(ctx context.Context, n *search.Node) (search.Result, error)
+
+func (f runnerFunc) Run(ctx context.Context, n *search.Node) (search.Result, error) { return f(ctx, n) }
