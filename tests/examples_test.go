@@ -106,5 +106,5 @@ func TestCUDATaskWithoutNvccIsDeadLettered(t *testing.T) {
 	t.Parallel()
 	out, code := run(t, baseEnv(t), "scheduler", "exec", "--local", "--runs-dir", t.TempDir(), "../examples/matmul-cuda/task.json")
 	require.Equal(t, 1, code, out)
-	require.Regexp(t, `matmul-cuda\s+1\s+dead-lettered\s+.*no worker in pool gpu has nvcc, gpu`, out)
+	require.Regexp(t, `matmul-cuda\s+1\s+dead_lettered\s+.*no worker in pool gpu has nvcc, gpu`, out)
 }

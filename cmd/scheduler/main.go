@@ -187,11 +187,11 @@ func cmdExec(args []string) error {
 		log.Warn("run.json not written", "err", err)
 	}
 	started := time.Now()
-	runRow := results.Run{Run: runID, Status: "running", Title: "exec of " + strings.Join(fs.Args(), " "), Mode: mode, Config: "{}", TS: started}
+	runRow := results.Run{Run: runID, Status: results.RunRunning, Title: "exec of " + strings.Join(fs.Args(), " "), Mode: mode, Config: "{}", TS: started}
 	queued := results.Rows{Runs: []results.Run{runRow}}
 	for _, t := range tasks {
 		queued.Nodes = append(queued.Nodes, results.Node{Run: runID, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
-			Pool: t.Pool, Attempt: t.Attempt, Status: "queued", TS: started})
+			Pool: t.Pool, Attempt: t.Attempt, Status: results.NodeQueued, TS: started})
 	}
 	if err := sink.Write(ctx, queued); err != nil {
 		log.Warn("results rows not written", "err", err)
@@ -258,14 +258,14 @@ type deadLetterJSON struct {
 }
 
 func outcomeJSON(o scheduler.Outcome) outcomeLine {
-	l := outcomeLine{NodeID: o.Task.NodeID, Attempt: o.Task.Attempt, Status: "no_answer", Result: o.Result}
+	l := outcomeLine{NodeID: o.Task.NodeID, Attempt: o.Task.Attempt, Status: results.NodeNoAnswer, Result: o.Result}
 	switch {
 	case o.Result != nil && o.Result.OK():
-		l.Status = "ok"
+		l.Status = results.NodeOK
 	case o.Result != nil:
-		l.Status = "failed"
+		l.Status = results.NodeFailed
 	case o.DeadLetter != nil:
-		l.Status = "dead_lettered"
+		l.Status = results.NodeDeadLettered
 		d := o.DeadLetter
 		l.DeadLetter = &deadLetterJSON{Pool: d.Pool, Reason: d.Reason, Deliveries: d.Deliveries, Worker: d.Worker, Time: d.Time}
 	}
@@ -316,7 +316,7 @@ const resultsFile = "hpcq.sqlite"
 func writeOutcomeRows(ctx context.Context, sink results.Sink, run results.Run, outs []scheduler.Outcome, withResults bool) error {
 	now := time.Now()
 	rows := results.Rows{}
-	run.Status, run.TS = "done", now
+	run.Status, run.TS = results.RunDone, now
 	for _, o := range outs {
 		t := o.Task
 		switch {
@@ -326,15 +326,15 @@ func writeOutcomeRows(ctx context.Context, sink results.Sink, run results.Run, o
 			rows.PhaseRuns = append(rows.PhaseRuns, r.PhaseRuns...)
 			rows.Metrics = append(rows.Metrics, r.Metrics...)
 		case o.Result == nil:
-			status := "no_answer"
+			status, kind := results.NodeNoAnswer, ""
 			if o.DeadLetter != nil {
-				status = "dead_lettered"
+				status, kind = results.NodeDeadLettered, results.ErrKindDeadLetter
 			}
 			rows.Nodes = append(rows.Nodes, results.Node{Run: run.Run, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
-				Pool: t.Pool, Attempt: t.Attempt, Status: status, TS: now})
+				Pool: t.Pool, Attempt: t.Attempt, Status: status, ErrorKind: kind, TS: now})
 		}
 		if !o.OK() {
-			run.Status = "failed"
+			run.Status = results.RunFailed
 		}
 	}
 	rows.Runs = []results.Run{run}

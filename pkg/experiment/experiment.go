@@ -248,7 +248,7 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 		return Summary{}, err
 	}
 	cfg, _ := json.Marshal(e.spec)
-	runRow := results.Run{Run: e.runID, Status: "running", Title: e.title(), Mode: e.p.Mode, Config: string(cfg), TS: started}
+	runRow := results.Run{Run: e.runID, Status: results.RunRunning, Title: e.title(), Mode: e.p.Mode, Config: string(cfg), TS: started}
 	if err := e.p.Results.Write(ctx, results.Rows{Runs: []results.Run{runRow}}); err != nil {
 		e.log.Warn("runs row not written", "err", err)
 	}
@@ -459,14 +459,14 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 	if e.p.Results == nil || runRow.Run == "" {
 		return sum, nil // an export: the runs row is the run's own
 	}
-	runRow.Status, runRow.TS = "done", time.Now()
+	runRow.Status, runRow.TS = results.RunDone, time.Now()
 	switch {
 	case ctxDone(stoppedBy):
-		runRow.Status = "interrupted"
+		runRow.Status = results.RunInterrupted
 	case stoppedBy != "":
-		runRow.Status = "stopped"
+		runRow.Status = results.RunStopped
 	case !sum.HasBest:
-		runRow.Status = "failed"
+		runRow.Status = results.RunFailed
 	}
 	if err := e.p.Results.Write(ctx, results.Rows{Runs: []results.Run{runRow}}); err != nil {
 		e.log.Warn("runs row not written", "err", err)

@@ -163,18 +163,18 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *queue.NodeTask, 
 		rows = results.FromResult(task, o.Result)
 	}
 	row := results.Node{Run: e.runID, Node: n.ID, Parent: n.Parent, Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Attempt: 1,
-		Status: "ok", MetricName: e.spec.Metric.Name, TS: time.Now()}
+		Status: results.NodeOK, MetricName: e.spec.Metric.Name, TS: time.Now()}
 	switch {
 	case o.Buggy && o.DeadLetter != nil:
-		row.Status, row.ErrorKind = "dead_lettered", "dead_letter"
+		row.Status, row.ErrorKind = results.NodeDeadLettered, results.ErrKindDeadLetter
 	case o.Buggy && o.Result != nil && o.Result.Error != nil:
-		row.Status, row.ErrorKind = "buggy", o.Result.Error.Kind
+		row.Status, row.ErrorKind = results.NodeFailed, o.Result.Error.Kind
 	case o.Buggy && task == nil:
-		row.Status, row.ErrorKind = "buggy", "llm"
+		row.Status, row.ErrorKind = results.NodeNotRun, results.ErrKindLLM
 	case o.Buggy:
-		row.Status, row.ErrorKind = "buggy", "metric"
+		row.Status, row.ErrorKind = results.NodeFailed, results.ErrKindMetric
 	case o.Cached:
-		row.Status = "cached"
+		row.Status = results.NodeCached
 	}
 	if o.Metric != nil {
 		row.MetricValue = *o.Metric

@@ -168,9 +168,9 @@ func FromResult(t *queue.NodeTask, r *queue.NodeResult) Rows {
 	}
 	end := r.Started.Add(time.Duration(r.DurationMS) * time.Millisecond)
 	for _, p := range r.Phases {
-		status, kind := "ok", ""
+		status, kind := PhaseOK, ""
 		if !p.OK {
-			status = "failed"
+			status = PhaseFailed
 			if r.Error != nil && r.Error.Phase == p.Name {
 				kind = r.Error.Kind
 			}
@@ -187,9 +187,9 @@ func FromResult(t *queue.NodeTask, r *queue.NodeResult) Rows {
 		rows.Metrics = append(rows.Metrics, Metric{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Name: n, Value: r.Metrics[n],
 			Unit: r.MetricUnits[n], TS: end})
 	}
-	status := "ok"
+	status := NodeOK
 	if r.Error != nil {
-		status = "failed"
+		status = NodeFailed
 	}
 	node := Node{Run: r.RunID, Node: r.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind, Pool: t.Pool, Attempt: r.Attempt,
 		Status: status, ErrorKind: errKind, TS: end}

@@ -62,8 +62,8 @@ func TestWriteOutcomes(t *testing.T) {
 	require.Equal(t, `NODE  ATTEMPT  STATUS         DURATION  EXIT CODES       WORKER  METRICS                   ERROR
 good  1        ok             1.5s      compile=0 run=0  w1      gflops=5.548 time_s=0.25  
 bad   2        failed         20ms      run=3            w2      -                         run_failed in run: exit 3
-dead  1        dead-lettered  -         -                w3      -                         max deliveries reached
-none  1        no answer      -         -                -       -                         
+dead  1        dead_lettered  -         -                w3      -                         max deliveries reached
+none  1        no_answer      -         -                -       -                         
 `, b.String())
 	require.True(t, outs[0].OK())
 	require.False(t, outs[1].OK())

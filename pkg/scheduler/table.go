@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
 )
 
 // WriteOutcomes prints one line per task: node, attempt, status, duration,
@@ -18,13 +19,13 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tATTEMPT\tSTATUS\tDURATION\tEXIT CODES\tWORKER\tMETRICS\tERROR")
 	for _, o := range outs {
-		status, dur, codes, worker, metrics, msg := "no answer", "-", "-", "-", "-", ""
+		status, dur, codes, worker, metrics, msg := results.NodeNoAnswer, "-", "-", "-", "-", ""
 		switch {
 		case o.Result != nil:
 			r := o.Result
-			status = "ok"
+			status = results.NodeOK
 			if r.Error != nil {
-				status = "failed"
+				status = results.NodeFailed
 				msg = fmt.Sprintf("%s in %s: %s", r.Error.Kind, r.Error.Phase, oneLine(r.Error.Message, 100))
 			}
 			dur = (time.Duration(r.DurationMS) * time.Millisecond).String()
@@ -43,7 +44,7 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 				metrics = m
 			}
 		case o.DeadLetter != nil:
-			status = "dead-lettered"
+			status = results.NodeDeadLettered
 			msg = oneLine(o.DeadLetter.Reason, 100)
 			if o.DeadLetter.Worker != "" {
 				worker = o.DeadLetter.Worker

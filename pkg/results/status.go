@@ -1,0 +1,38 @@
+package results
+
+// The status column of each table: one vocabulary for every writer (the
+// workers, the engine of a tree search, `scheduler exec`), documented in
+// docs/results.md.
+
+// Status of a runs row.
+const (
+	RunRunning     = "running"     // the run is going (or its process died: see its run directory)
+	RunDone        = "done"        // every stage ran to its end and some node produced the metric
+	RunFailed      = "failed"      // it ended and no node produced the metric (exec: some task failed)
+	RunStopped     = "stopped"     // the search stopped early (the budget was spent)
+	RunInterrupted = "interrupted" // a signal or a server outage ended it: resumable
+)
+
+// Status of a nodes row.
+const (
+	NodeQueued       = "queued"        // published, not answered yet
+	NodeOK           = "ok"            // ran; in a tree search, produced the metric
+	NodeFailed       = "failed"        // ran and failed (error_kind: the task's, or "metric" when the metric is missing)
+	NodeNotRun       = "not_run"       // never ran: the model gave nothing usable or the budget was spent (error_kind "llm")
+	NodeCached       = "cached"        // not run again: the result of an identical node was reused
+	NodeDeadLettered = "dead_lettered" // its task was dead-lettered (error_kind "dead_letter")
+	NodeNoAnswer     = "no_answer"     // the run ended without an answer for it
+)
+
+// Status of a phase_runs row.
+const (
+	PhaseOK     = "ok"
+	PhaseFailed = "failed"
+)
+
+// Error kinds the engine adds to the task's own (queue.ErrKind*).
+const (
+	ErrKindLLM        = "llm"         // the model gave nothing usable
+	ErrKindMetric     = "metric"      // the run reported no value for the run's metric
+	ErrKindDeadLetter = "dead_letter" // the task was dead-lettered
+)
