@@ -32,6 +32,8 @@ type Request struct {
 	Attempt int
 	// KindN counts the first attempts of this kind: the KindN-th draft.
 	KindN int
+	// JSON: the request asked for a JSON object (response_format json_object).
+	JSON bool
 }
 
 // Last is the content of the last message.
@@ -91,15 +93,19 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		Model    string        `json:"model"`
-		Messages []llm.Message `json:"messages"`
+		Model          string        `json:"model"`
+		Messages       []llm.Message `json:"messages"`
+		ResponseFormat *struct {
+			Type string `json:"type"`
+		} `json:"response_format"`
 	}
 	data, _ := io.ReadAll(r.Body)
 	if err := json.Unmarshal(data, &body); err != nil || len(body.Messages) == 0 {
 		http.Error(w, `{"error": {"message": "bad request"}}`, http.StatusBadRequest)
 		return
 	}
-	req := Request{Model: body.Model, Messages: body.Messages, Kind: KindOf(body.Messages), Attempt: 1}
+	req := Request{Model: body.Model, Messages: body.Messages, Kind: KindOf(body.Messages), Attempt: 1,
+		JSON: body.ResponseFormat != nil && body.ResponseFormat.Type == "json_object"}
 	for _, m := range body.Messages {
 		if m.Role == "assistant" {
 			req.Attempt++

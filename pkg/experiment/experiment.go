@@ -207,8 +207,8 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 	if p.MemoryStore != nil && *p.Spec.Memory.Enabled {
 		e.outage = memory.NewOutageStore(p.MemoryStore, memory.OutageOptions{Max: p.OutageMax, Logger: e.log})
 		e.mem = memory.New(e.outage, p.Spec.Memory.Config, memory.Options{
-			Summarizer: llm.Summarizer{Client: e.metered},
-			Compressor: llm.Compressor{Client: e.metered},
+			Summarizer: prompt.Summarizer{Client: e.metered},
+			Compressor: prompt.Compressor{Client: e.metered},
 			Logger:     e.log, Calls: p.MemoryCalls,
 		})
 	}

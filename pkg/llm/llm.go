@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -101,3 +102,17 @@ type ClientFunc func(ctx context.Context, req Request) (Response, error)
 
 // Chat implements Client.
 func (f ClientFunc) Chat(ctx context.Context, req Request) (Response, error) { return f(ctx, req) }
+
+// StripFence removes one markdown code fence around a reply, if any (with
+// its language tag; an unclosed fence, from a truncated reply, too).
+func StripFence(s string) string {
+	t := strings.TrimSpace(s)
+	if !strings.HasPrefix(t, "```") {
+		return s
+	}
+	t = t[3:]
+	if i := strings.IndexByte(t, '\n'); i >= 0 && !strings.ContainsAny(t[:i], "{[\"") {
+		t = t[i+1:] // the fence's language tag
+	}
+	return strings.TrimSuffix(strings.TrimSpace(t), "```")
+}

@@ -1,33 +1,32 @@
-package llm
+package prompt
 
 import (
 	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/memory/sqlite"
 )
 
 func TestCompressor(t *testing.T) {
-	f := newFake(t, func(n int64, _ map[string]any) (int, map[string]string, string, time.Duration) {
-		if n == 2 {
-			return 200, nil, "  ", 0
+	s := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		if r.N == 2 {
+			return fakellm.Reply{Content: "  "}
 		}
-		return 200, nil, "```text\ntile 32, 12.5 GFLOP/s\n```", 0
+		return fakellm.Reply{Content: "```text\ntile 32, 12.5 GFLOP/s\n```"}
 	})
-	c, _ := client(t, f, OpenAIOptions{})
-	comp := Compressor{Client: c, Node: "n7"}
+	comp := Compressor{Client: fakeClient(t, s), Node: "n7"}
 	out, err := comp.Compress(context.Background(), strings.Repeat("long log line with tile 32 and 12.5 GFLOP/s\n", 50), 300, "archival")
 	require.NoError(t, err)
 	require.Equal(t, "tile 32, 12.5 GFLOP/s", out, "the fence is removed")
-	msgs := f.bodies[0]["messages"].([]any)
-	prompt := msgs[0].(map[string]any)["content"].(string)
+	prompt := s.Requests()[0].Messages[0].Content
 	require.Contains(t, prompt, "Compress the following archival text to fit within 300 characters.")
 	require.Contains(t, prompt, "Key facts, metrics, and numerical values")
 	require.Contains(t, prompt, "long log line with tile 32")
@@ -38,22 +37,20 @@ func TestCompressor(t *testing.T) {
 // TestSummarizerInMemory: the memory folds events out of its window through
 // the model; a reply that is not a summary leaves the memory as it was.
 func TestSummarizerInMemory(t *testing.T) {
-	bad := false
-	f := newFake(t, func(n int64, body map[string]any) (int, map[string]string, string, time.Duration) {
-		if bad {
-			return 200, nil, `I folded it!`, 0
+	var bad atomic.Bool
+	s := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		if bad.Load() {
+			return fakellm.Reply{Content: `I folded it!`}
 		}
-		msgs := body["messages"].([]any)
-		user := msgs[1].(map[string]any)["content"].(string)
+		user := r.Messages[1].Content
 		i := strings.Index(user, "Event to fold in")
-		return 200, nil, fmt.Sprintf(`{"summary": "folded %d: %s"}`, n, strings.TrimSpace(strings.SplitN(user[i:], "\n", 3)[1])), 0
+		return fakellm.Reply{Content: fmt.Sprintf(`{"summary": "folded %d: %s"}`, r.N, strings.TrimSpace(strings.SplitN(user[i:], "\n", 3)[1]))}
 	})
-	c, _ := client(t, f, OpenAIOptions{})
 	ctx := context.Background()
 	store, err := sqlite.Open(filepath.Join(t.TempDir(), "m.sqlite"), sqlite.Options{})
 	require.NoError(t, err)
 	defer store.Close()
-	m := memory.New(store, memory.Config{RecallMaxEvents: 2}, memory.Options{Summarizer: Summarizer{Client: c}})
+	m := memory.New(store, memory.Config{RecallMaxEvents: 2}, memory.Options{Summarizer: Summarizer{Client: fakeClient(t, s)}})
 	_, err = m.Fork(ctx, "root", "")
 	require.NoError(t, err)
 	for i := range 3 {
@@ -64,10 +61,9 @@ func TestSummarizerInMemory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "folded 1: error 0", sum.Text)
 	require.Len(t, window, 2)
-	body := f.bodies[0]
-	require.Equal(t, map[string]any{"type": "json_object"}, body["response_format"])
+	require.True(t, s.Requests()[0].JSON, "a JSON object is asked for")
 
-	bad = true
+	bad.Store(true)
 	_, err = m.RecallAppend(ctx, "root", memory.RecallEvent{Kind: "run_failed", Payload: "error 3"})
 	require.NoError(t, err)
 	sum, _, err = m.RecallWindow(ctx, "root")

@@ -1,4 +1,4 @@
-package llm
+package prompt
 
 import (
 	"bytes"
@@ -10,18 +10,22 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 )
 
-//go:embed prompts/*.txt
-var promptFiles embed.FS
+// The memory's own prompts (compression, summarization), plain text
+// templates beside the node prompts.
+//
+//go:embed templates/*.txt
+var memoryPromptFiles embed.FS
 
-var prompts = template.Must(template.New("").Option("missingkey=error").ParseFS(promptFiles, "prompts/*.txt"))
+var memoryPrompts = template.Must(template.New("").Option("missingkey=error").ParseFS(memoryPromptFiles, "templates/*.txt"))
 
-func render(name string, data any) (string, error) {
+func renderMemoryPrompt(name string, data any) (string, error) {
 	var b bytes.Buffer
-	if err := prompts.ExecuteTemplate(&b, name, data); err != nil {
-		return "", fmt.Errorf("llm: prompt %s: %w", name, err)
+	if err := memoryPrompts.ExecuteTemplate(&b, name, data); err != nil {
+		return "", fmt.Errorf("prompt: %s: %w", name, err)
 	}
 	return b.String(), nil
 }
@@ -30,7 +34,7 @@ func render(name string, data any) (string, error) {
 // with the compression prompt of the memory design. The memory caches its
 // results, iterates and validates the length; this asks once.
 type Compressor struct {
-	Client Client
+	Client llm.Client
 	// Model overrides the client's default (compression_model).
 	Model string
 	Node  string
@@ -43,18 +47,18 @@ func (c Compressor) Compress(ctx context.Context, text string, targetChars int, 
 	if hint == "" {
 		hint = "memory"
 	}
-	user, err := render("compression.txt", map[string]any{"Hint": hint, "MaxChars": targetChars, "Text": text})
+	user, err := renderMemoryPrompt("compression.txt", map[string]any{"Hint": hint, "MaxChars": targetChars, "Text": text})
 	if err != nil {
 		return "", err
 	}
-	resp, err := c.Client.Chat(ctx, Request{Messages: []Message{{Role: "user", Content: user}}, Model: c.Model,
+	resp, err := c.Client.Chat(ctx, llm.Request{Messages: []llm.Message{{Role: "user", Content: user}}, Model: c.Model,
 		MaxTokens: targetChars/2 + 64, Purpose: "compress", Node: c.Node})
 	if err != nil {
 		return "", err
 	}
-	out := strings.TrimSpace(StripFence(resp.Content))
+	out := strings.TrimSpace(llm.StripFence(resp.Content))
 	if out == "" {
-		return "", errors.New("llm: compression: empty reply")
+		return "", errors.New("prompt: compression: empty reply")
 	}
 	return out, nil
 }
@@ -64,7 +68,7 @@ func (c Compressor) Compress(ctx context.Context, text string, targetChars int, 
 // {"summary": "<non-empty>"} is an error, and the memory then keeps the
 // summary and the window as they were (the fallback).
 type Summarizer struct {
-	Client Client
+	Client llm.Client
 	Model  string
 	// MaxChars bounds the summary the model is asked for [4000].
 	MaxChars int
@@ -79,15 +83,15 @@ func (s Summarizer) Summarize(ctx context.Context, summary string, ev memory.Rec
 	if max <= 0 {
 		max = 4000
 	}
-	sys, err := render("summary_system.txt", nil)
+	sys, err := renderMemoryPrompt("summary_system.txt", nil)
 	if err != nil {
 		return "", err
 	}
-	user, err := render("summary_user.txt", map[string]any{"Summary": summary, "Event": ev, "MaxChars": max})
+	user, err := renderMemoryPrompt("summary_user.txt", map[string]any{"Summary": summary, "Event": ev, "MaxChars": max})
 	if err != nil {
 		return "", err
 	}
-	resp, err := s.Client.Chat(ctx, Request{Messages: []Message{{Role: "system", Content: sys}, {Role: "user", Content: user}},
+	resp, err := s.Client.Chat(ctx, llm.Request{Messages: []llm.Message{{Role: "system", Content: sys}, {Role: "user", Content: user}},
 		Model: s.Model, JSON: true, MaxTokens: max/2 + 64, Purpose: "summarize", Node: s.Node})
 	if err != nil {
 		return "", err
@@ -101,29 +105,15 @@ func ParseSummary(reply string) (string, error) {
 	var v struct {
 		Summary *string `json:"summary"`
 	}
-	dec := json.NewDecoder(strings.NewReader(StripFence(reply)))
+	dec := json.NewDecoder(strings.NewReader(llm.StripFence(reply)))
 	if err := dec.Decode(&v); err != nil {
-		return "", fmt.Errorf("llm: summary reply is not a JSON object: %w", err)
+		return "", fmt.Errorf("prompt: summary reply is not a JSON object: %w", err)
 	}
 	if dec.More() {
-		return "", errors.New(`llm: summary reply: data after the JSON object`)
+		return "", errors.New(`prompt: summary reply: data after the JSON object`)
 	}
 	if v.Summary == nil || strings.TrimSpace(*v.Summary) == "" {
-		return "", errors.New(`llm: summary reply has no non-empty "summary"`)
+		return "", errors.New(`prompt: summary reply has no non-empty "summary"`)
 	}
 	return strings.TrimSpace(*v.Summary), nil
-}
-
-// StripFence removes one markdown code fence around a reply, if any (with
-// its language tag; an unclosed fence, from a truncated reply, too).
-func StripFence(s string) string {
-	t := strings.TrimSpace(s)
-	if !strings.HasPrefix(t, "```") {
-		return s
-	}
-	t = t[3:]
-	if i := strings.IndexByte(t, '\n'); i >= 0 && !strings.ContainsAny(t[:i], "{[\"") {
-		t = t[i+1:] // the fence's language tag
-	}
-	return strings.TrimSuffix(strings.TrimSpace(t), "```")
 }
