@@ -30,6 +30,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/experiment"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/scheduler"
 )
 
@@ -183,7 +184,7 @@ func cmdExec(args []string) error {
 		mode = "local"
 	}
 	startedOK = true
-	if err := writeRunJSON(filepath.Join(runDir, "run.json"), runID, mode, where, &cfg, len(tasks)); err != nil {
+	if err := writeRunJSON(rundir.Dir(runDir), mode, where, &cfg, len(tasks)); err != nil {
 		log.Warn("run.json not written", "err", err)
 	}
 	started := time.Now()
@@ -301,15 +302,12 @@ func openResults(ctx context.Context, cfg *config.Scheduler, runDir, runID strin
 		}
 		return sink, map[string]string{"store": "clickhouse", "dsn": config.RedactURL(cfg.Store.ClickHouseDSN)}, true, nil
 	}
-	sink, err := results.OpenSQLite(filepath.Join(runDir, resultsFile))
+	sink, err := results.OpenSQLite(rundir.Dir(runDir).Path(rundir.ResultsFile))
 	if err != nil {
 		return nil, nil, false, err
 	}
-	return sink, map[string]string{"store": "sqlite", "file": resultsFile}, local, nil
+	return sink, map[string]string{"store": "sqlite", "file": rundir.ResultsFile}, local, nil
 }
-
-// resultsFile is the run's SQLite file, in its run directory.
-const resultsFile = "hpcq.sqlite"
 
 // writeOutcomeRows closes the run's rows: the run's status, the nodes that
 // got no result, and (withResults) every result's rows.
@@ -342,22 +340,15 @@ func writeOutcomeRows(ctx context.Context, sink results.Sink, run results.Run, o
 }
 
 // writeRunJSON records the run's resolved configuration, without secrets.
-func writeRunJSON(path, runID, mode string, where map[string]string, cfg *config.Scheduler, tasks int) error {
+func writeRunJSON(dir rundir.Dir, mode string, where map[string]string, cfg *config.Scheduler, tasks int) error {
 	natsURL := config.RedactURL(cfg.NATS.URL)
 	if mode == "local" {
 		natsURL = "embedded"
 	}
-	data, err := json.MarshalIndent(map[string]any{
-		"run_id": runID, "command": "exec", "mode": mode, "nats_url": natsURL, "tasks": tasks, "results": where,
-		"version": version.Version, "started": time.Now().UTC(),
-		"local_workers": cfg.Workers, "slots": cfg.Slots,
-		"queue": map[string]any{"ack_wait": cfg.Queue.AckWait.String(), "max_deliver": cfg.Queue.MaxDeliver,
-			"dedup_window": cfg.Queue.DedupWindow.String(), "heartbeat": cfg.Queue.Heartbeat.String()},
-	}, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	return dir.WriteInfo(rundir.Info{RunID: dir.ID(), Command: "exec", Mode: mode, NATSURL: natsURL, Tasks: tasks, Results: where,
+		Version: version.Version, Started: time.Now().UTC(), LocalWorkers: cfg.Workers, Slots: cfg.Slots,
+		Queue: map[string]any{"ack_wait": cfg.Queue.AckWait.String(), "max_deliver": cfg.Queue.MaxDeliver,
+			"dedup_window": cfg.Queue.DedupWindow.String(), "heartbeat": cfg.Queue.Heartbeat.String()}})
 }
 
 func cmdStatus(args []string) error {
@@ -408,7 +399,7 @@ func cmdStatus(args []string) error {
 			}
 			defer q.Close()
 		} else {
-			store := filepath.Join(dir, "nats")
+			store := rundir.Dir(dir).Path(rundir.NATSDir)
 			if _, err := os.Stat(store); err != nil {
 				return fmt.Errorf("run dir %s has no local NATS store: %w", dir, err)
 			}
@@ -514,17 +505,11 @@ func cmdQuery(args []string) error {
 				return err
 			}
 		}
-		var run struct {
-			Results map[string]string `json:"results"`
-		}
-		data, err := os.ReadFile(filepath.Join(dir, "run.json"))
+		info, err := rundir.Dir(dir).ReadInfo()
 		if err != nil {
 			return fmt.Errorf("%s is not a run directory: %w", dir, err)
 		}
-		if err := json.Unmarshal(data, &run); err != nil {
-			return fmt.Errorf("%s/run.json: %w", dir, err)
-		}
-		store = run.Results["store"]
+		store = info.Results["store"]
 		if store == "" {
 			store = "sqlite" // runs recorded before results were kept
 		}
@@ -545,7 +530,7 @@ func cmdQuery(args []string) error {
 		defer cancel()
 		tab, err = results.QueryClickHouse(qctx, conn, query)
 	default:
-		path := filepath.Join(dir, resultsFile)
+		path := rundir.Dir(dir).Path(rundir.ResultsFile)
 		if _, serr := os.Stat(path); serr != nil {
 			return fmt.Errorf("run %s has no results file: %w", dir, serr)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/memory/sqlite"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/run"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/scheduler"
 )
 
@@ -31,25 +32,8 @@ import (
 // directory keeps.
 const (
 	ideaCassette = "cassette.jsonl"
-	runSpecFile  = experiment.SpecFile
+	runSpecFile  = rundir.SpecFile
 )
-
-// runInfo is run.json of a `scheduler run`.
-type runInfo struct {
-	RunID     string            `json:"run_id"`
-	Command   string            `json:"command"`
-	Mode      string            `json:"mode"`
-	IdeaDir   string            `json:"idea_dir"`
-	NATSURL   string            `json:"nats_url"`
-	Results   map[string]string `json:"results"`
-	Memory    map[string]string `json:"memory"`
-	LLM       map[string]string `json:"llm"`
-	Version   string            `json:"version"`
-	Started   time.Time         `json:"started"`
-	Resumes   int               `json:"resumes"`
-	LocalWkrs int               `json:"local_workers"`
-	Slots     int               `json:"slots"`
-}
 
 func cmdRun(args []string) error {
 	var cfg config.Scheduler
@@ -83,15 +67,14 @@ func cmdRun(args []string) error {
 	}
 
 	var spec run.Spec
-	var info runInfo
+	var info rundir.Info
 	var runDir string
 	if *resume != "" {
 		runDir = *resume
-		switch ok, err := readJSONFile(filepath.Join(runDir, "run.json"), &info); {
+		var err error
+		switch info, err = rundir.Dir(runDir).ReadInfo(); {
 		case err != nil:
 			return fmt.Errorf("%s is not the directory of a `scheduler run`: %w", runDir, err)
-		case !ok:
-			return fmt.Errorf("%s is not the directory of a `scheduler run`: it has no run.json", runDir)
 		case info.Command != "run":
 			return fmt.Errorf("%s is not the directory of a `scheduler run`: its run.json is of `scheduler %s`", runDir, info.Command)
 		}
@@ -118,12 +101,12 @@ func cmdRun(args []string) error {
 		if runDir == "" {
 			runDir = filepath.Join(cfg.RunsDir, id)
 		}
-		if _, err := os.Stat(filepath.Join(runDir, "run.json")); err == nil {
+		if _, err := os.Stat(rundir.Dir(runDir).Path(rundir.InfoFile)); err == nil {
 			return fmt.Errorf("%s holds a run already: use --resume %s, or another --run-dir", runDir, runDir)
 		}
 		abs, _ := filepath.Abs(ideaDir)
-		info = runInfo{RunID: filepath.Base(runDir), Command: "run", Mode: mode, IdeaDir: abs, Version: version.Version,
-			Started: time.Now().UTC(), LocalWkrs: cfg.Workers, Slots: cfg.Slots}
+		info = rundir.Info{RunID: filepath.Base(runDir), Command: "run", Mode: mode, IdeaDir: abs, Version: version.Version,
+			Started: time.Now().UTC(), LocalWorkers: cfg.Workers, Slots: cfg.Slots}
 	}
 	// A new run whose start fails (NATS, Redis or ClickHouse unreachable,
 	// a bad endpoint) leaves no directory behind: it would pass for the
@@ -170,10 +153,10 @@ func cmdRun(args []string) error {
 		}
 		defer logClose(log, "memory", closeStore)
 	}
-	if err := os.MkdirAll(filepath.Join(runDir, "memory"), 0o755); err != nil {
+	if err := os.MkdirAll(rundir.Dir(runDir).Path(rundir.MemoryDir), 0o755); err != nil {
 		return err
 	}
-	calls, err := os.OpenFile(filepath.Join(runDir, "memory", "memory_calls.jsonl"), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	calls, err := os.OpenFile(rundir.Dir(runDir).Path(rundir.MemoryCalls), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
@@ -203,7 +186,7 @@ func cmdRun(args []string) error {
 		gw = conn
 		info.NATSURL = config.RedactURL(cfg.NATS.URL)
 	}
-	if err := writeJSONFile(filepath.Join(runDir, "run.json"), info); err != nil {
+	if err := rundir.Dir(runDir).WriteInfo(info); err != nil {
 		return err
 	}
 	started = true
@@ -307,7 +290,7 @@ func openMemory(ctx context.Context, cfg *config.Scheduler, runDir, runID string
 	if s.RedisURL != "" {
 		log.Warn("HPCQ_REDIS_URL is set without HPCQ_CLICKHOUSE_DSN: the cluster memory needs both; the memory stays in the run's SQLite file")
 	}
-	path := filepath.Join(runDir, "memory", "memory.sqlite")
+	path := rundir.Dir(runDir).Path(rundir.MemoryDB)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, nil, nil, err
 	}
@@ -367,20 +350,26 @@ func cmdExport(args []string) error {
 			return err
 		}
 	}
-	var info runInfo
 	var spec run.Spec
-	if ok, err := readJSONFile(filepath.Join(dir, "run.json"), &info); err != nil || !ok || info.Command != "run" {
-		return fmt.Errorf("%s is not the directory of a `scheduler run` (no run.json of one): %v", dir, err)
+	info, err := rundir.Dir(dir).ReadInfo()
+	if err == nil && info.Command != "run" {
+		err = fmt.Errorf("its run.json is of `scheduler %s`", info.Command)
 	}
-	if ok, err := readJSONFile(filepath.Join(dir, runSpecFile), &spec); err != nil || !ok {
-		return fmt.Errorf("%s has no %s: %v", dir, runSpecFile, err)
+	if err != nil {
+		return fmt.Errorf("%s is not the directory of a `scheduler run`: %w", dir, err)
+	}
+	switch ok, err := readJSONFile(filepath.Join(dir, runSpecFile), &spec); {
+	case err != nil:
+		return fmt.Errorf("%s/%s: %w", dir, runSpecFile, err)
+	case !ok:
+		return fmt.Errorf("%s has no %s", dir, runSpecFile)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	p := experiment.Params{Spec: spec, RunDir: dir, Logger: log}
 	switch info.Memory["store"] {
 	case "sqlite":
-		st, err := sqlite.Open(filepath.Join(dir, "memory", "memory.sqlite"), sqlite.Options{Run: info.RunID})
+		st, err := sqlite.Open(rundir.Dir(dir).Path(rundir.MemoryDB), sqlite.Options{Run: info.RunID})
 		if err != nil {
 			return fmt.Errorf("open the run's memory (is the run still going?): %w", err)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/run"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/scheduler"
 	"github.com/hpcq/hpcq/pkg/search"
 )
@@ -159,10 +160,10 @@ type engine struct {
 
 // Directories of a run, under its RunDir.
 const (
-	journalDir = "journal"
-	nodesDir   = "nodes"
-	plansDir   = "plans"
-	memoryDir  = "memory"
+	journalDir = rundir.JournalDir
+	nodesDir   = rundir.NodesDir
+	plansDir   = rundir.PlansDir
+	memoryDir  = rundir.MemoryDir
 )
 
 func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
@@ -244,7 +245,7 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 	defer e.cancel(nil)
 	started := time.Now()
 	resumed := len(e.tree.Nodes()) > 0
-	if err := writeJSON(filepath.Join(e.dir, SpecFile), e.spec); err != nil {
+	if err := writeJSON(filepath.Join(e.dir, rundir.SpecFile), e.spec); err != nil {
 		return Summary{}, err
 	}
 	cfg, _ := json.Marshal(e.spec)

@@ -8,12 +8,9 @@ import (
 	"strings"
 
 	"github.com/hpcq/hpcq/pkg/run"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/search"
 )
-
-// SpecFile is the resolved run.yaml a run directory keeps (for --resume,
-// export, and the history of later runs of the same idea).
-const SpecFile = "spec.json"
 
 // maxEarlierRuns bounds the earlier runs Phase 0 is told about.
 const maxEarlierRuns = 5
@@ -35,7 +32,7 @@ func earlierRuns(runDir string, spec run.Spec) string {
 			continue
 		}
 		var other run.Spec
-		if ok, err := readJSON(filepath.Join(dir, SpecFile), &other); err != nil || !ok ||
+		if ok, err := readJSON(filepath.Join(dir, rundir.SpecFile), &other); err != nil || !ok ||
 			strings.TrimSpace(other.Idea) != strings.TrimSpace(spec.Idea) || other.Metric.Name != spec.Metric.Name {
 			continue
 		}

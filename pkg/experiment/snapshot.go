@@ -9,6 +9,7 @@ import (
 
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/run"
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // Snapshot is a run's state as its directory shows it, readable while the
@@ -31,12 +32,12 @@ type Snapshot struct {
 // ReadSnapshot reads a `scheduler run` directory.
 func ReadSnapshot(runDir string) (Snapshot, error) {
 	var spec run.Spec
-	ok, err := readJSON(filepath.Join(runDir, SpecFile), &spec)
+	ok, err := readJSON(filepath.Join(runDir, rundir.SpecFile), &spec)
 	if err != nil {
 		return Snapshot{}, err
 	}
 	if !ok {
-		return Snapshot{}, fmt.Errorf("%s is not the directory of a `scheduler run` (no %s)", runDir, SpecFile)
+		return Snapshot{}, fmt.Errorf("%s is not the directory of a `scheduler run` (no %s)", runDir, rundir.SpecFile)
 	}
 	s := Snapshot{RunID: filepath.Base(runDir), Title: spec.Title, Metric: spec.Metric.Name, Unit: spec.Metric.Unit}
 	entries, err := os.ReadDir(filepath.Join(runDir, nodesDir))

@@ -15,6 +15,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -80,7 +81,7 @@ func StartLocal(ctx context.Context, p LocalParams) (*Local, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: filepath.Join(runDir, "nats")})
+	srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: rundir.Dir(runDir).Path(rundir.NATSDir)})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,97 @@
+// Package rundir owns the layout of a run directory (runs/<run_id>/): the
+// names of its files and directories, and run.json, the record of how the
+// run was started, one schema for `scheduler run` and `scheduler exec`.
+// Every package that reads or writes a run directory takes its paths from
+// here.
+package rundir
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Names inside a run directory.
+const (
+	InfoFile    = "run.json"                  // Info
+	SpecFile    = "spec.json"                 // the resolved run.yaml, for --resume and later runs of the idea
+	ResultsFile = "hpcq.sqlite"               // the results tables of a run without ClickHouse
+	NATSDir     = "nats"                      // the embedded JetStream store (local mode)
+	JournalDir  = "journal"                   // the tree journal, result cache, LLM usage
+	NodesDir    = "nodes"                     // nodes/<id>/task.json, result.json
+	PlansDir    = "plans"                     // plans/<id>/phase0_plan.json and the raw reply
+	MemoryDir   = "memory"                    // the memory's files
+	MemoryDB    = "memory/memory.sqlite"      // the local memory store
+	MemoryCalls = "memory/memory_calls.jsonl" // every memory operation
+)
+
+// Dir is a run directory; its base name is the run id.
+type Dir string
+
+// Path is the path of name (one of the names above) in d.
+func (d Dir) Path(name string) string { return filepath.Join(string(d), filepath.FromSlash(name)) }
+
+// ID is the run id.
+func (d Dir) ID() string { return filepath.Base(string(d)) }
+
+// Info is run.json: how the run was started, without secrets.
+type Info struct {
+	RunID   string `json:"run_id"`
+	Command string `json:"command"` // run or exec
+	Mode    string `json:"mode"`    // local or cluster
+	// IdeaDir is the idea directory of a `scheduler run`.
+	IdeaDir string `json:"idea_dir,omitempty"`
+	// NATSURL is "embedded" in local mode, else the URL without credentials.
+	NATSURL string `json:"nats_url"`
+	// Results says where the results tables are: store sqlite (file) or
+	// clickhouse.
+	Results map[string]string `json:"results"`
+	// Memory says where the memory is (a `scheduler run`).
+	Memory map[string]string `json:"memory,omitempty"`
+	// LLM says which model or cassette answered (a `scheduler run`).
+	LLM          map[string]string `json:"llm,omitempty"`
+	Version      string            `json:"version"`
+	Started      time.Time         `json:"started"`
+	Resumes      int               `json:"resumes"`
+	LocalWorkers int               `json:"local_workers"`
+	Slots        int               `json:"slots"`
+	// Tasks is the number of tasks of a `scheduler exec`.
+	Tasks int `json:"tasks,omitempty"`
+	// Queue are the queue settings of a `scheduler exec`.
+	Queue map[string]any `json:"queue,omitempty"`
+}
+
+// ErrNoRun: the directory holds no run.json.
+var ErrNoRun = errors.New("not a run directory: it has no run.json")
+
+// ReadInfo reads run.json; a directory without one is ErrNoRun.
+func (d Dir) ReadInfo() (Info, error) {
+	var info Info
+	data, err := os.ReadFile(d.Path(InfoFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return info, fmt.Errorf("%s: %w", d, ErrNoRun)
+	}
+	if err != nil {
+		return info, err
+	}
+	if err := json.Unmarshal(data, &info); err != nil {
+		return info, fmt.Errorf("%s: %w", d.Path(InfoFile), err)
+	}
+	return info, nil
+}
+
+// WriteInfo writes run.json through a temporary file and a rename.
+func (d Dir) WriteInfo(info Info) error {
+	data, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := d.Path(InfoFile)
+	if err := os.WriteFile(path+".tmp", append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
