@@ -12,14 +12,14 @@ import (
 
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/phases"
-	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
 var examples = []string{"hello", "stencil-omp", "mpi-pi", "matmul-cuda"}
 
-func loadExample(t *testing.T, name string) *queue.NodeTask {
+func loadExample(t *testing.T, name string) *schema.NodeTask {
 	t.Helper()
 	tasks, err := scheduler.LoadTasks([]string{filepath.Join("..", "examples", name, "task.json")}, "examples")
 	require.NoError(t, err)
@@ -46,7 +46,7 @@ func TestExampleSourcesInSync(t *testing.T) {
 }
 
 // execExample runs an example's task through the real executor.
-func execExample(t *testing.T, task *queue.NodeTask, slot worker.Slot) *queue.NodeResult {
+func execExample(t *testing.T, task *schema.NodeTask, slot worker.Slot) *schema.NodeResult {
 	t.Helper()
 	t.Setenv("HOME", t.TempDir())
 	e, err := phases.NewExecutor(phases.Config{RunsDir: t.TempDir()})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 var binDir string
@@ -114,9 +115,9 @@ func writeTask(t *testing.T, dir string, task map[string]any) string {
 	return path
 }
 
-func runTask(node string, cmds ...string) *queue.NodeTask {
-	return &queue.NodeTask{V: 1, RunID: "proc", NodeID: node, Attempt: 1, Pool: "cpu",
-		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: cmds}}}
+func runTask(node string, cmds ...string) *schema.NodeTask {
+	return &schema.NodeTask{V: 1, RunID: "proc", NodeID: node, Attempt: 1, Pool: "cpu",
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: cmds}}}
 }
 
 func waitFile(t *testing.T, path string, timeout time.Duration) {
@@ -184,7 +185,7 @@ func TestWorkerKilledMidTask(t *testing.T) {
 		testutil.RequireNoProcessWith(t, aTask)
 
 		start(t, env("b", dirB), "worker")
-		var got []*queue.NodeResult
+		var got []*schema.NodeResult
 		select {
 		case r := <-w.Results:
 			got = append(got, r)

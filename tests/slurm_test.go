@@ -16,6 +16,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // slurmEnv is a private Slurm and a nats-server for a bridge test, with
@@ -256,11 +257,11 @@ func TestBridgeSlurmFaults(t *testing.T) {
 	require.NoError(t, os.WriteFile(cfgPath, []byte(fmt.Sprintf("name: faults\ninterval: 200ms\nsbatch_timeout: 1s\npause_after: 2\nlog_dir: %s\nqueues:\n  cpu: {max_jobs: 2}\n",
 		filepath.Join(dir, "logs"))), 0o644))
 	q := n.Queue(t, queue.Options{})
-	_, err := q.PublishTask(context.Background(), &queue.NodeTask{V: 1, RunID: "r", NodeID: "waiting", Attempt: 1, Pool: "cpu",
-		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"true"}}}})
+	_, err := q.PublishTask(context.Background(), &schema.NodeTask{V: 1, RunID: "r", NodeID: "waiting", Attempt: 1, Pool: "cpu",
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"true"}}}})
 	require.NoError(t, err)
-	_, err = q.PublishTask(context.Background(), &queue.NodeTask{V: 1, RunID: "r", NodeID: "gpu-task", Attempt: 1, Pool: "gpu",
-		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"true"}}}})
+	_, err = q.PublishTask(context.Background(), &schema.NodeTask{V: 1, RunID: "r", NodeID: "gpu-task", Attempt: 1, Pool: "gpu",
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"true"}}}})
 	require.NoError(t, err)
 	bridge := start(t, env, "slurm-bridge", "--config", cfgPath)
 	testutil.Eventually(t, 30*time.Second, "the queue paused after 2 hanging sbatch calls", func() bool {
@@ -309,8 +310,8 @@ func TestBridgeShutdownCancelsOnlyItsOwn(t *testing.T) {
 	t.Parallel()
 	e := startSlurm(t)
 	q := e.nats.Queue(t, queue.Options{})
-	_, err := q.PublishTask(context.Background(), &queue.NodeTask{V: 1, RunID: "r", NodeID: "later", Attempt: 1, Pool: "cpu",
-		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"sleep 30"}}}})
+	_, err := q.PublishTask(context.Background(), &schema.NodeTask{V: 1, RunID: "r", NodeID: "later", Attempt: 1, Pool: "cpu",
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"sleep 30"}}}})
 	require.NoError(t, err)
 
 	// Pending: the queue's jobs may start only in an hour.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -86,17 +87,17 @@ func (e *env) close() {
 	os.RemoveAll(e.dir)
 }
 
-func makeTasks(run string, n int, cmd string) []*queue.NodeTask {
-	out := make([]*queue.NodeTask, n)
+func makeTasks(run string, n int, cmd string) []*schema.NodeTask {
+	out := make([]*schema.NodeTask, n)
 	for i := range out {
-		out[i] = &queue.NodeTask{V: 1, RunID: run, NodeID: "n" + strconv.Itoa(i), Attempt: 1, Pool: "cpu",
-			Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{cmd}}}}
+		out[i] = &schema.NodeTask{V: 1, RunID: run, NodeID: "n" + strconv.Itoa(i), Attempt: 1, Pool: "cpu",
+			Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{cmd}}}}
 	}
 	return out
 }
 
-func noop(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) {
-	return &queue.NodeResult{Started: time.Now(), Phases: []queue.PhaseResult{{Name: queue.PhaseRun, OK: true}}}, nil
+func noop(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
+	return &schema.NodeResult{Started: time.Now(), Phases: []schema.PhaseResult{{Name: schema.PhaseRun, OK: true}}}, nil
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -262,7 +263,7 @@ func benchLatency(p params, out, log io.Writer) error {
 	n := int(float64(p.Rate) * p.LatencyFor.Seconds())
 	enq := make([]atomic.Int64, n)
 	got := make([]atomic.Int64, n)
-	exec := worker.ExecutorFunc(func(ctx context.Context, t *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+	exec := worker.ExecutorFunc(func(ctx context.Context, t *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
 		now := time.Now().UnixNano()
 		if i, err := strconv.Atoi(t.NodeID[1:]); err == nil && i < n {
 			got[i].Store(now)

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 func main() {
@@ -106,10 +107,10 @@ queues:
 		_ = bridge.Wait()
 		_ = waitGone("bench-cpu", time.Minute)
 	}()
-	var ts []*queue.NodeTask
+	var ts []*schema.NodeTask
 	for i := range n {
-		ts = append(ts, &queue.NodeTask{V: queue.Version, RunID: run, NodeID: fmt.Sprintf("t%03d", i), Attempt: 1, Pool: "cpu",
-			Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"sleep 0.1"}}}})
+		ts = append(ts, &schema.NodeTask{V: schema.Version, RunID: run, NodeID: fmt.Sprintf("t%03d", i), Attempt: 1, Pool: "cpu",
+			Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"sleep 0.1"}}}})
 	}
 	if _, err := q.PublishTasks(ctx, ts); err != nil {
 		return err

@@ -32,6 +32,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 const usage = `usage: scheduler <command> [flags] [args]
@@ -243,11 +244,11 @@ func countUnanswered(outs []scheduler.Outcome) int {
 }
 
 type outcomeLine struct {
-	NodeID     string            `json:"node_id"`
-	Attempt    int               `json:"attempt"`
-	Status     string            `json:"status"`
-	Result     *queue.NodeResult `json:"result,omitempty"`
-	DeadLetter *deadLetterJSON   `json:"dead_letter,omitempty"`
+	NodeID     string             `json:"node_id"`
+	Attempt    int                `json:"attempt"`
+	Status     string             `json:"status"`
+	Result     *schema.NodeResult `json:"result,omitempty"`
+	DeadLetter *deadLetterJSON    `json:"dead_letter,omitempty"`
 }
 
 type deadLetterJSON struct {

@@ -12,9 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/schema"
 	"gopkg.in/yaml.v3"
-
-	"github.com/hpcq/hpcq/pkg/queue"
 )
 
 // Config is bridge.yaml.
@@ -178,7 +177,7 @@ func (c *Config) Validate() error {
 	for _, pool := range c.Pools() {
 		q := c.Queues[pool]
 		f := "queues." + pool
-		if err := queue.ValidatePool(pool); err != nil {
+		if err := schema.ValidatePool(pool); err != nil {
 			return bad(f, "%v", err)
 		}
 		for name, v := range map[string]string{"partition": q.Partition, "account": q.Account, "qos": q.QOS, "gres": q.Gres} {

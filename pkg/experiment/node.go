@@ -17,6 +17,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/search"
 )
 
@@ -31,14 +32,14 @@ const (
 // outcome is result.json: the task's result or dead letter, or why the
 // node never ran.
 type outcome struct {
-	Node       string            `json:"node"`
-	NotRun     bool              `json:"not_run,omitempty"`
-	Buggy      bool              `json:"buggy"`
-	Reason     string            `json:"reason,omitempty"`
-	Metric     *float64          `json:"metric,omitempty"`
-	Cached     bool              `json:"cached,omitempty"`
-	Result     *queue.NodeResult `json:"result,omitempty"`
-	DeadLetter *queue.DeadLetter `json:"dead_letter,omitempty"`
+	Node       string             `json:"node"`
+	NotRun     bool               `json:"not_run,omitempty"`
+	Buggy      bool               `json:"buggy"`
+	Reason     string             `json:"reason,omitempty"`
+	Metric     *float64           `json:"metric,omitempty"`
+	Cached     bool               `json:"cached,omitempty"`
+	Result     *schema.NodeResult `json:"result,omitempty"`
+	DeadLetter *queue.DeadLetter  `json:"dead_letter,omitempty"`
 }
 
 func (o outcome) searchResult() search.Result {
@@ -68,7 +69,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 		// Ended before a crash that came before the journal recorded it.
 		return o.searchResult(), err
 	}
-	var task queue.NodeTask
+	var task schema.NodeTask
 	ok, err := readJSON(filepath.Join(dir, taskFile), &task)
 	if err != nil {
 		return search.Result{}, err
@@ -118,7 +119,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 }
 
 // evaluate turns a task's answer into the node's outcome.
-func (e *engine) evaluate(node string, res *queue.NodeResult, dl *queue.DeadLetter) outcome {
+func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLetter) outcome {
 	o := outcome{Node: node, Result: res, DeadLetter: dl}
 	switch {
 	case dl != nil:
@@ -149,7 +150,7 @@ func (e *engine) evaluate(node string, res *queue.NodeResult, dl *queue.DeadLett
 
 // end records a node's outcome: the memory events, the results rows, and
 // result.json (before the search journals it).
-func (r *runner) end(ctx context.Context, n *search.Node, task *queue.NodeTask, o outcome) (search.Result, error) {
+func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask, o outcome) (search.Result, error) {
 	e := r.e
 	if ctx.Err() != nil && o.Result == nil && o.DeadLetter == nil {
 		return search.Result{}, ctx.Err()
@@ -194,13 +195,13 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *queue.NodeTask, 
 // prepare writes a node: its memory branch, its Phase 0 plan, its code. A
 // non-empty why makes the node buggy without running it (the model gave
 // nothing usable, the budget is spent); an error means ctx ended.
-func (r *runner) prepare(ctx context.Context, n *search.Node) (*queue.NodeTask, string, error) {
+func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask, string, error) {
 	e := r.e
 	parent := RootBranch
 	if n.Parent != "" {
 		parent = n.Parent
 	}
-	fail := func(stage string, err error) (*queue.NodeTask, string, error) {
+	fail := func(stage string, err error) (*schema.NodeTask, string, error) {
 		if errors.Is(err, memory.ErrOutage) {
 			// Not the node's fault: the run stops, resumable, and the node
 			// is prepared again when it resumes.
@@ -242,9 +243,9 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*queue.NodeTask, 
 	}
 	switch n.Kind {
 	case search.Hyperparam:
-		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, "hyperparam")
+		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, search.Hyperparam)
 	case search.Ablation:
-		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, "ablation")
+		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, search.Ablation)
 	case search.Draft:
 		pc.ExecutionOutput = ""
 	}
@@ -263,7 +264,7 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*queue.NodeTask, 
 	if err != nil {
 		return fail(n.Kind, err)
 	}
-	t := &queue.NodeTask{V: queue.Version, RunID: e.runID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
+	t := &schema.NodeTask{V: schema.Version, RunID: e.runID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
 		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Artifacts: a.Phases, Limits: e.spec.Limits, Requires: e.spec.Requires}
 	if dl := a.Phases.Download.Commands; e.spec.Phase1.Mode == "iterative" && len(dl) > 0 {
 		// The planned download commands become the goal of the worker's
@@ -275,7 +276,7 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*queue.NodeTask, 
 				goal = strings.TrimPrefix(note, "download: ") + "\n\n" + goal
 			}
 		}
-		t.Install = &queue.Install{Goal: goal, MaxSteps: e.spec.Phase1.MaxSteps}
+		t.Install = &schema.Install{Goal: goal, MaxSteps: e.spec.Phase1.MaxSteps}
 		t.Artifacts.Download.Commands = nil
 	}
 	if err := t.Validate(); err != nil {
@@ -388,7 +389,7 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, o outcome) {
 
 // nodeCode is a node's files as a prompt shows them.
 func (e *engine) nodeCode(id string) string {
-	var t queue.NodeTask
+	var t schema.NodeTask
 	if ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, taskFile), &t); err != nil || !ok {
 		return ""
 	}
@@ -500,7 +501,7 @@ func (e *engine) changeIdea(n *search.Node, what string) string {
 		}
 	}
 	var b strings.Builder
-	if what == "hyperparam" {
+	if what == search.Hyperparam {
 		b.WriteString("Tune one hyperparameter of the base code (a problem or block size, a thread count or schedule, a compiler flag, " +
 			"a data layout parameter): choose one that matters for the metric, try a few values in the run, keep the best.")
 	} else {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -68,8 +68,8 @@ func BenchmarkSpawn(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			i++
-			t := &queue.NodeTask{V: 1, RunID: "bench", NodeID: "n" + strconv.Itoa(i), Attempt: 1, Pool: "cpu",
-				Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"/bin/true"}}}}
+			t := &schema.NodeTask{V: 1, RunID: "bench", NodeID: "n" + strconv.Itoa(i), Attempt: 1, Pool: "cpu",
+				Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"/bin/true"}}}}
 			res, err := e.Execute(context.Background(), t, worker.Slot{Cores: 1})
 			if err != nil || res.Error != nil {
 				b.Fatal(err, res.Error)

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -52,7 +52,7 @@ type Config struct {
 // running each with run, which returns its exit code and the tail of its
 // output. A failing command is not the end: the installer sees it and may
 // try another. An error from the installer fails the phase.
-type Installer func(ctx context.Context, t *queue.NodeTask, run func(ctx context.Context, command string) (exitCode int, output string, err error)) error
+type Installer func(ctx context.Context, t *schema.NodeTask, run func(ctx context.Context, command string) (exitCode int, output string, err error)) error
 
 func (c Config) withDefaults() Config {
 	if c.RunsDir == "" {
@@ -122,12 +122,12 @@ func NewExecutor(cfg Config) (*Executor, error) {
 func (e *Executor) Isolation() string { return e.isolation }
 
 // WorkspaceDir is where a task's files are written and its commands run.
-func (e *Executor) WorkspaceDir(t *queue.NodeTask) string {
+func (e *Executor) WorkspaceDir(t *schema.NodeTask) string {
 	return filepath.Join(e.cfg.RunsDir, t.RunID, "workspaces", t.NodeID, strconv.Itoa(t.Attempt))
 }
 
 // LogDir is where a task's phase logs go.
-func (e *Executor) LogDir(t *queue.NodeTask) string {
+func (e *Executor) LogDir(t *schema.NodeTask) string {
 	return filepath.Join(e.cfg.RunsDir, t.RunID, "phase_logs", "node_"+t.NodeID)
 }
 
@@ -141,19 +141,19 @@ func seconds(s int, def time.Duration) time.Duration {
 // Execute writes the workspace, then runs the download, compile and run
 // commands, stopping at the first failure, then checks the expected outputs
 // and extracts the metrics.
-func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.Slot) (*queue.NodeResult, error) {
-	res := &queue.NodeResult{Started: time.Now().UTC()}
+func (e *Executor) Execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot) (*schema.NodeResult, error) {
+	res := &schema.NodeResult{Started: time.Now().UTC()}
 	defer func() { res.DurationMS = time.Since(res.Started).Milliseconds() }()
 
 	ws := e.WorkspaceDir(t)
 	phases := []phaseSpec{
-		{queue.PhaseDownload, t.Artifacts.Download.Commands, seconds(t.Limits.DownloadTimeoutS, e.cfg.DownloadTimeout), queue.ErrKindInstallFailed},
-		{queue.PhaseCompile, t.Artifacts.Compile.Commands, seconds(t.Limits.CompileTimeoutS, e.cfg.CompileTimeout), queue.ErrKindCompileFailed},
-		{queue.PhaseRun, t.Artifacts.Run.Commands, seconds(t.Limits.RunTimeoutS, e.cfg.RunTimeout), queue.ErrKindRunFailed},
+		{schema.PhaseDownload, t.Artifacts.Download.Commands, seconds(t.Limits.DownloadTimeoutS, e.cfg.DownloadTimeout), schema.ErrKindInstallFailed},
+		{schema.PhaseCompile, t.Artifacts.Compile.Commands, seconds(t.Limits.CompileTimeoutS, e.cfg.CompileTimeout), schema.ErrKindCompileFailed},
+		{schema.PhaseRun, t.Artifacts.Run.Commands, seconds(t.Limits.RunTimeoutS, e.cfg.RunTimeout), schema.ErrKindRunFailed},
 	}
 	var names []string
 	for _, ph := range phases {
-		if len(ph.cmds) > 0 || (ph.name == queue.PhaseDownload && t.Install != nil) {
+		if len(ph.cmds) > 0 || (ph.name == schema.PhaseDownload && t.Install != nil) {
 			names = append(names, ph.name)
 		}
 	}
@@ -174,13 +174,13 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 	start := time.Now()
 	files := t.Artifacts.Coding.Workspace.Files
 	werr := WriteFiles(ws, files, e.cfg.Workspace)
-	coding := queue.PhaseResult{Name: queue.PhaseCoding, OK: werr == nil, Started: start.UTC(), DurationMS: time.Since(start).Milliseconds()}
+	coding := schema.PhaseResult{Name: schema.PhaseCoding, OK: werr == nil, Started: start.UTC(), DurationMS: time.Since(start).Milliseconds()}
 	if werr != nil {
 		coding.ExitCode = -1
 		coding.LogTail = werr.Error()
 		res.Phases = append(res.Phases, coding)
 		if errors.Is(werr, ErrInvalidWorkspace) {
-			res.Error = &queue.ResultError{Phase: queue.PhaseCoding, Kind: queue.ErrKindInvalidWorkspace, Message: werr.Error()}
+			res.Error = &schema.ResultError{Phase: schema.PhaseCoding, Kind: schema.ErrKindInvalidWorkspace, Message: werr.Error()}
 			return res, nil
 		}
 		return nil, werr
@@ -208,14 +208,14 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 		AddressSpaceMB: t.Limits.AddressSpaceMB, FileSizeMB: t.Limits.FileSizeMB, OpenFiles: t.Limits.OpenFiles}}
 	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
 	if err != nil { // Validate compiled them already
-		res.Error = &queue.ResultError{Phase: queue.PhaseRun, Kind: queue.ErrKindInvalidTask, Message: err.Error()}
+		res.Error = &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindInvalidTask, Message: err.Error()}
 		return res, nil
 	}
 	if err := logs().err; err != nil {
 		return nil, err
 	}
 	for _, ph := range phases {
-		if ph.name == queue.PhaseDownload && t.Install != nil {
+		if ph.name == schema.PhaseDownload && t.Install != nil {
 			pr, rerr, err := e.iterativeDownload(ctx, t, ph, run, logs().files[ph.name])
 			if err != nil {
 				return nil, err
@@ -233,9 +233,9 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 		var diags *diagnostics
 		var stdoutLine func(string)
 		switch ph.name {
-		case queue.PhaseCompile:
+		case schema.PhaseCompile:
 			diags = &diagnostics{}
-		case queue.PhaseRun:
+		case schema.PhaseRun:
 			stdoutLine = met.stdoutLine
 		}
 		pr, rerr, err := e.runPhase(ctx, ph, run, logs().files[ph.name], diags, stdoutLine)
@@ -289,10 +289,10 @@ func (e *Executor) Execute(ctx context.Context, t *queue.NodeTask, slot worker.S
 	res.Metrics, res.MetricUnits, bad = met.finish()
 	switch {
 	case len(missing) > 0:
-		res.Error = &queue.ResultError{Phase: queue.PhaseRun, Kind: queue.ErrKindMissingOutput,
+		res.Error = &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindMissingOutput,
 			Message: "expected outputs not found in the workspace: " + strings.Join(missing, ", ")}
 	case len(bad) > 0:
-		res.Error = &queue.ResultError{Phase: queue.PhaseRun, Kind: queue.ErrKindBadMetric,
+		res.Error = &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindBadMetric,
 			Message: "bad metrics: " + strings.Join(bad, "; ")}
 	}
 	return res, nil
@@ -352,8 +352,8 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // to stdoutLine and, with diags, both streams' lines to the diagnostics
 // parser. It returns the phase's record, the task error if the phase failed,
 // or an error if the worker failed (or ctx ended: then ctx's error).
-func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *os.File, diags *diagnostics, stdoutLine func(string)) (queue.PhaseResult, *queue.ResultError, error) {
-	pr := queue.PhaseResult{Name: ph.name, Started: time.Now().UTC(), LogRef: f.Name()}
+func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *os.File, diags *diagnostics, stdoutLine func(string)) (schema.PhaseResult, *schema.ResultError, error) {
+	pr := schema.PhaseResult{Name: ph.name, Started: time.Now().UTC(), LogRef: f.Name()}
 	limit := int(min(run.maxOut, 1<<30))
 	stdoutCap, stderrCap := NewCapture(limit), NewCapture(limit)
 	both := NewCapture(2 * e.cfg.LogTailBytes) // the interleaved tail for the result
@@ -371,7 +371,7 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 	}
 	stdout, stderr := io.MultiWriter(outs...), io.MultiWriter(errs...)
 	deadline := time.Now().Add(ph.timeout)
-	var rerr *queue.ResultError
+	var rerr *schema.ResultError
 	for i, line := range ph.cmds {
 		fmt.Fprintf(log, "$ %s\n", line)
 		left := time.Until(deadline)
@@ -380,7 +380,7 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		}
 		o, err := Run(ctx, Command{Line: line, Dir: run.ws, Env: run.env, Timeout: left, KillGrace: e.cfg.KillGrace,
 			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits, Sandbox: e.sandbox,
-			NoNetwork: run.noNetwork && ph.name != queue.PhaseDownload})
+			NoNetwork: run.noNetwork && ph.name != schema.PhaseDownload})
 		for _, c := range closers {
 			c.Close()
 		}
@@ -394,19 +394,19 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		what := fmt.Sprintf("%s command %d (%s)", ph.name, i+1, firstLine(line))
 		switch {
 		case o.TimedOut:
-			rerr = &queue.ResultError{Phase: ph.name, Kind: queue.ErrKindTimeout,
+			rerr = &schema.ResultError{Phase: ph.name, Kind: schema.ErrKindTimeout,
 				Message: fmt.Sprintf("%s killed after the phase timeout of %v", what, ph.timeout)}
-		case o.ExitCode == 127 && ph.name != queue.PhaseRun:
-			rerr = &queue.ResultError{Phase: ph.name, Kind: queue.ErrKindToolchainMissing,
+		case o.ExitCode == 127 && ph.name != schema.PhaseRun:
+			rerr = &schema.ResultError{Phase: ph.name, Kind: schema.ErrKindToolchainMissing,
 				Message: fmt.Sprintf("%s: command not found (exit status 127): %s", what, lastLine(stderrCap.Tail(512)))}
 		case o.ExitCode == 128+int(syscall.SIGXFSZ):
-			rerr = &queue.ResultError{Phase: ph.name, Kind: ph.kind,
+			rerr = &schema.ResultError{Phase: ph.name, Kind: ph.kind,
 				Message: fmt.Sprintf("%s killed by SIGXFSZ: a file exceeded limits.file_size_mb (%d MB)", what, run.rlimits.FileSizeMB)}
 		case o.ExitCode > 128 && o.ExitCode < 128+65:
-			rerr = &queue.ResultError{Phase: ph.name, Kind: ph.kind,
+			rerr = &schema.ResultError{Phase: ph.name, Kind: ph.kind,
 				Message: fmt.Sprintf("%s killed by signal %s", what, unix.SignalName(syscall.Signal(o.ExitCode-128)))}
 		case o.ExitCode != 0:
-			rerr = &queue.ResultError{Phase: ph.name, Kind: ph.kind,
+			rerr = &schema.ResultError{Phase: ph.name, Kind: ph.kind,
 				Message: fmt.Sprintf("%s exited with status %d", what, o.ExitCode)}
 		}
 		if rerr != nil {
@@ -425,13 +425,13 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 // iterativeDownload runs the download phase of a task with Install set:
 // its planned commands first, then the installer's, one at a time, all
 // within the phase's timeout, into the phase's log.
-func (e *Executor) iterativeDownload(ctx context.Context, t *queue.NodeTask, ph phaseSpec, run phaseRun, f *os.File) (queue.PhaseResult, *queue.ResultError, error) {
-	pr := queue.PhaseResult{Name: ph.name, Started: time.Now().UTC(), LogRef: f.Name()}
-	fail := func(msg string) (queue.PhaseResult, *queue.ResultError, error) {
+func (e *Executor) iterativeDownload(ctx context.Context, t *schema.NodeTask, ph phaseSpec, run phaseRun, f *os.File) (schema.PhaseResult, *schema.ResultError, error) {
+	pr := schema.PhaseResult{Name: ph.name, Started: time.Now().UTC(), LogRef: f.Name()}
+	fail := func(msg string) (schema.PhaseResult, *schema.ResultError, error) {
 		fmt.Fprintf(f, "[hpcq: %s]\n", msg)
 		pr.DurationMS = time.Since(pr.Started).Milliseconds()
 		pr.LogTail = strings.TrimSpace(pr.LogTail + "\n" + msg)
-		return pr, &queue.ResultError{Phase: ph.name, Kind: ph.kind, Message: msg}, nil
+		return pr, &schema.ResultError{Phase: ph.name, Kind: ph.kind, Message: msg}, nil
 	}
 	if e.cfg.Installer == nil {
 		pr.ExitCode = -1
@@ -508,7 +508,7 @@ type phaseLogs struct {
 
 // openLogs creates dir, writes artifacts.json (the task's artifacts as
 // received) in it, and opens one <phase>.log per name, truncated.
-func openLogs(dir string, names []string, artifacts *queue.Artifacts) phaseLogs {
+func openLogs(dir string, names []string, artifacts *schema.Artifacts) phaseLogs {
 	l := phaseLogs{files: make(map[string]*os.File, len(names))}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		l.err = fmt.Errorf("create log dir: %w", err)

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -31,11 +31,11 @@ func TestCompileErrorDiagnostics(t *testing.T) {
 	requireGCC(t)
 	e := newExec(t)
 	task := cTask("diag")
-	task.Artifacts.Coding.Workspace.Files = []queue.File{{Path: "src/main.c", Content: "int main(void) {\n  int x;\n  return y;\n}\n"}}
+	task.Artifacts.Coding.Workspace.Files = []schema.File{{Path: "src/main.c", Content: "int main(void) {\n  int x;\n  return y;\n}\n"}}
 	task.Artifacts.Compile.Commands = []string{"gcc -Wall -c src/main.c -o main.o"}
 	res, err := e.Execute(context.Background(), task, worker.Slot{})
 	require.NoError(t, err)
-	require.Equal(t, queue.ErrKindCompileFailed, res.Error.Kind)
+	require.Equal(t, schema.ErrKindCompileFailed, res.Error.Kind)
 	require.NotEmpty(t, res.Diagnostics)
 	d := res.Diagnostics[0]
 	require.Equal(t, "src/main.c", d.File)
@@ -52,13 +52,13 @@ func TestToolchainMissingAndArtifactsJSON(t *testing.T) {
 	task.Artifacts.Compile.Commands = []string{"no-such-compiler -O2 main.c"}
 	res, err := e.Execute(context.Background(), task, worker.Slot{})
 	require.NoError(t, err)
-	require.Equal(t, queue.ErrKindToolchainMissing, res.Error.Kind)
+	require.Equal(t, schema.ErrKindToolchainMissing, res.Error.Kind)
 	require.Contains(t, res.Error.Message, "command not found")
 	require.Contains(t, res.Error.Message, "no-such-compiler")
 
 	data, err := os.ReadFile(filepath.Join(e.LogDir(task), "artifacts.json"))
 	require.NoError(t, err)
-	var got queue.Artifacts
+	var got schema.Artifacts
 	require.NoError(t, json.Unmarshal(data, &got))
 	require.Equal(t, task.Artifacts, got, "artifacts.json holds the artifacts as received")
 }
@@ -67,9 +67,9 @@ func TestMetricsAndBadMetrics(t *testing.T) {
 	e := newExec(t)
 	ok := cTask("metrics")
 	ok.Artifacts.Compile.Commands = nil
-	ok.Artifacts.Run = queue.RunPhase{
+	ok.Artifacts.Run = schema.RunPhase{
 		Commands:       []string{`echo 'METRIC gflops=12.5 GFLOP/s'; echo 'iterations done: 400'; echo '{"gflops": 13, "energy_j": {"value": 2.5, "unit": "J"}}' > metrics.json`},
-		MetricPatterns: []queue.MetricPattern{{Name: "iterations", Regex: `iterations done: (\d+)`}},
+		MetricPatterns: []schema.MetricPattern{{Name: "iterations", Regex: `iterations done: (\d+)`}},
 	}
 	res, err := e.Execute(context.Background(), ok, worker.Slot{})
 	require.NoError(t, err)
@@ -79,10 +79,10 @@ func TestMetricsAndBadMetrics(t *testing.T) {
 
 	bad := cTask("badmetric")
 	bad.Artifacts.Compile.Commands = nil
-	bad.Artifacts.Run = queue.RunPhase{Commands: []string{`echo 'METRIC gflops=fast'; echo 'METRIC time_s=nan s'`}}
+	bad.Artifacts.Run = schema.RunPhase{Commands: []string{`echo 'METRIC gflops=fast'; echo 'METRIC time_s=nan s'`}}
 	res, err = e.Execute(context.Background(), bad, worker.Slot{})
 	require.NoError(t, err)
-	require.Equal(t, queue.ErrKindBadMetric, res.Error.Kind)
+	require.Equal(t, schema.ErrKindBadMetric, res.Error.Kind)
 	require.Contains(t, res.Error.Message, `metric gflops: "fast" is not a finite number`)
 	require.Contains(t, res.Error.Message, `metric time_s: "nan"`)
 }
@@ -91,7 +91,7 @@ func TestSlotGPUsReachTheTask(t *testing.T) {
 	e := newExec(t)
 	task := cTask("gpus")
 	task.Artifacts.Compile.Commands = nil
-	task.Artifacts.Run = queue.RunPhase{Commands: []string{`echo "cuda=$CUDA_VISIBLE_DEVICES omp=$OMP_NUM_THREADS"`}}
+	task.Artifacts.Run = schema.RunPhase{Commands: []string{`echo "cuda=$CUDA_VISIBLE_DEVICES omp=$OMP_NUM_THREADS"`}}
 	res, err := e.Execute(context.Background(), task, worker.Slot{Cores: 4, GPUs: []string{"2", "3"}})
 	require.NoError(t, err)
 	require.Contains(t, res.Phases[len(res.Phases)-1].LogTail, "cuda=2,3 omp=4")
@@ -105,12 +105,12 @@ func TestForkingLoopKilledAtTimeout(t *testing.T) {
 	// The pids are those of the sandbox's namespace; the processes are
 	// found by a marker in their command line.
 	marker := fmt.Sprintf("hpcq-forker-%d-%d", os.Getpid(), time.Now().UnixNano())
-	task.Artifacts.Run = queue.RunPhase{Commands: []string{`while :; do (echo $BASHPID >> pids; exec -a ` + marker + ` sleep 1000) & sleep 0.01; done`}}
+	task.Artifacts.Run = schema.RunPhase{Commands: []string{`while :; do (echo $BASHPID >> pids; exec -a ` + marker + ` sleep 1000) & sleep 0.01; done`}}
 	task.Limits.RunTimeoutS = 1
 	start := time.Now()
 	res, err := e.Execute(context.Background(), task, worker.Slot{})
 	require.NoError(t, err)
-	require.Equal(t, queue.ErrKindTimeout, res.Error.Kind)
+	require.Equal(t, schema.ErrKindTimeout, res.Error.Kind)
 	require.Less(t, time.Since(start), 30*time.Second)
 	f, err := os.Open(filepath.Join(e.WorkspaceDir(task), "pids"))
 	require.NoError(t, err)
@@ -149,7 +149,7 @@ func TestOutputFloodStaysBounded(t *testing.T) {
 	e := newExec(t)
 	task := cTask("flood")
 	task.Artifacts.Compile.Commands = nil
-	task.Artifacts.Run = queue.RunPhase{Commands: []string{`head -c 268435456 /dev/zero >&2 & head -c 1073741824 /dev/zero | tr '\0' 'y'; wait; echo; echo 'METRIC done=1'`}}
+	task.Artifacts.Run = schema.RunPhase{Commands: []string{`head -c 268435456 /dev/zero >&2 & head -c 1073741824 /dev/zero | tr '\0' 'y'; wait; echo; echo 'METRIC done=1'`}}
 	task.Limits.MaxOutputBytes = 8 << 20
 	// Reset the peak RSS counter, so the measure is of this run.
 	require.NoError(t, os.WriteFile("/proc/self/clear_refs", []byte("5"), 0))
@@ -210,7 +210,7 @@ func TestHostilePathCorpus(t *testing.T) {
 	for p, rule := range corpus {
 		i++
 		task := cTask("hostile" + strconv.Itoa(i))
-		task.Artifacts.Coding.Workspace.Files = []queue.File{{Path: "ok.c", Content: "int x;"}, {Path: p, Content: "pwned"}}
+		task.Artifacts.Coding.Workspace.Files = []schema.File{{Path: "ok.c", Content: "int x;"}, {Path: p, Content: "pwned"}}
 		before := snapshot()
 		res, err := e.Execute(context.Background(), task, worker.Slot{})
 		if p == "" { // the queue rejects an empty path before any worker sees it
@@ -219,7 +219,7 @@ func TestHostilePathCorpus(t *testing.T) {
 		}
 		require.NoError(t, err, "%q", p)
 		require.NotNil(t, res.Error, "%q accepted", p)
-		require.Equal(t, queue.ErrKindInvalidWorkspace, res.Error.Kind, "%q", p)
+		require.Equal(t, schema.ErrKindInvalidWorkspace, res.Error.Kind, "%q", p)
 		require.Contains(t, res.Error.Message, rule, "%q", p)
 		entries, _ := os.ReadDir(e.WorkspaceDir(task))
 		require.Empty(t, entries, "%q: nothing written in the workspace", p)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -23,14 +23,14 @@ func newExec(t *testing.T) *Executor {
 	return e
 }
 
-func cTask(node string) *queue.NodeTask {
-	return &queue.NodeTask{V: 1, RunID: "r1", NodeID: node, Attempt: 1, Pool: "cpu",
-		Artifacts: queue.Artifacts{
-			Coding: queue.CodingPhase{Workspace: queue.Workspace{Files: []queue.File{
+func cTask(node string) *schema.NodeTask {
+	return &schema.NodeTask{V: 1, RunID: "r1", NodeID: node, Attempt: 1, Pool: "cpu",
+		Artifacts: schema.Artifacts{
+			Coding: schema.CodingPhase{Workspace: schema.Workspace{Files: []schema.File{
 				{Path: "src/main.c", Content: "#include <stdio.h>\nint main(void){printf(\"sum=%d\\n\", 2+2); return 0;}\n"},
 			}}},
-			Compile: queue.CommandsPhase{Commands: []string{"gcc -O2 -o main src/main.c"}},
-			Run:     queue.RunPhase{Commands: []string{"./main > out.txt", "cat out.txt"}, ExpectedOutputs: []string{"out.txt"}},
+			Compile: schema.CommandsPhase{Commands: []string{"gcc -O2 -o main src/main.c"}},
+			Run:     schema.RunPhase{Commands: []string{"./main > out.txt", "cat out.txt"}, ExpectedOutputs: []string{"out.txt"}},
 		}}
 }
 
@@ -70,8 +70,8 @@ func TestExecuteFailures(t *testing.T) {
 	bad.Artifacts.Compile.Commands = []string{"echo 'main.c:1:1: error: nope' >&2; exit 1"}
 	res, err := e.Execute(ctx, bad, worker.Slot{Cores: 1})
 	require.NoError(t, err)
-	require.Equal(t, queue.ErrKindCompileFailed, res.Error.Kind)
-	require.Equal(t, queue.PhaseCompile, res.Error.Phase)
+	require.Equal(t, schema.ErrKindCompileFailed, res.Error.Kind)
+	require.Equal(t, schema.PhaseCompile, res.Error.Phase)
 	require.Contains(t, res.Error.Message, "exited with status 1")
 	require.Contains(t, res.Phases[len(res.Phases)-1].LogTail, "error: nope")
 	require.Equal(t, 1, res.Phases[len(res.Phases)-1].ExitCode)
@@ -80,7 +80,7 @@ func TestExecuteFailures(t *testing.T) {
 	inst.Artifacts.Download.Commands = []string{"exit 7"}
 	res, err = e.Execute(ctx, inst, worker.Slot{})
 	require.NoError(t, err)
-	require.Equal(t, queue.ErrKindInstallFailed, res.Error.Kind)
+	require.Equal(t, schema.ErrKindInstallFailed, res.Error.Kind)
 
 	slow := cTask("slow")
 	slow.Artifacts.Compile.Commands = nil
@@ -88,24 +88,24 @@ func TestExecuteFailures(t *testing.T) {
 	slow.Limits.RunTimeoutS = 1
 	res, err = e.Execute(ctx, slow, worker.Slot{})
 	require.NoError(t, err)
-	require.Equal(t, queue.ErrKindTimeout, res.Error.Kind)
-	require.Equal(t, queue.PhaseRun, res.Error.Phase)
+	require.Equal(t, schema.ErrKindTimeout, res.Error.Kind)
+	require.Equal(t, schema.PhaseRun, res.Error.Phase)
 
 	ws := cTask("ws")
-	ws.Artifacts.Coding.Workspace.Files = append(ws.Artifacts.Coding.Workspace.Files, queue.File{Path: "/etc/evil", Content: "x"})
+	ws.Artifacts.Coding.Workspace.Files = append(ws.Artifacts.Coding.Workspace.Files, schema.File{Path: "/etc/evil", Content: "x"})
 	res, err = e.Execute(ctx, ws, worker.Slot{})
 	require.NoError(t, err)
-	require.Equal(t, queue.ErrKindInvalidWorkspace, res.Error.Kind)
+	require.Equal(t, schema.ErrKindInvalidWorkspace, res.Error.Kind)
 	require.Contains(t, res.Error.Message, `"/etc/evil"`)
 	entries, _ := os.ReadDir(e.WorkspaceDir(ws))
 	require.Empty(t, entries)
 
 	miss := cTask("missing")
 	miss.Artifacts.Compile.Commands = nil
-	miss.Artifacts.Run = queue.RunPhase{Commands: []string{"true"}, ExpectedOutputs: []string{"result.csv", "../x"}}
+	miss.Artifacts.Run = schema.RunPhase{Commands: []string{"true"}, ExpectedOutputs: []string{"result.csv", "../x"}}
 	res, err = e.Execute(ctx, miss, worker.Slot{})
 	require.NoError(t, err)
-	require.Equal(t, queue.ErrKindMissingOutput, res.Error.Kind)
+	require.Equal(t, schema.ErrKindMissingOutput, res.Error.Kind)
 	require.Contains(t, res.Error.Message, "result.csv, ../x")
 }
 
@@ -113,7 +113,7 @@ func TestExecuteFreshWorkspaceAndCancel(t *testing.T) {
 	e := newExec(t)
 	task := cTask("fresh")
 	task.Artifacts.Compile.Commands = nil
-	task.Artifacts.Run = queue.RunPhase{Commands: []string{"test ! -e stale.txt && touch stale.txt"}}
+	task.Artifacts.Run = schema.RunPhase{Commands: []string{"test ! -e stale.txt && touch stale.txt"}}
 	for range 2 { // the same attempt delivered twice sees a clean directory
 		res, err := e.Execute(context.Background(), task, worker.Slot{})
 		require.NoError(t, err)
@@ -122,7 +122,7 @@ func TestExecuteFreshWorkspaceAndCancel(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
-	task.Artifacts.Run = queue.RunPhase{Commands: []string{"sleep 1000"}}
+	task.Artifacts.Run = schema.RunPhase{Commands: []string{"sleep 1000"}}
 	res, err := e.Execute(ctx, task, worker.Slot{})
 	require.ErrorIs(t, err, context.Canceled)
 	require.Nil(t, res)

@@ -10,15 +10,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
-func installTask(node string) *queue.NodeTask {
-	return &queue.NodeTask{V: 1, RunID: "r1", NodeID: node, Attempt: 1, Pool: "cpu",
-		Install: &queue.Install{Goal: "make tool.sh available", MaxSteps: 5},
-		Artifacts: queue.Artifacts{
-			Run: queue.RunPhase{Commands: []string{"bash tool.sh"}},
+func installTask(node string) *schema.NodeTask {
+	return &schema.NodeTask{V: 1, RunID: "r1", NodeID: node, Attempt: 1, Pool: "cpu",
+		Install: &schema.Install{Goal: "make tool.sh available", MaxSteps: 5},
+		Artifacts: schema.Artifacts{
+			Run: schema.RunPhase{Commands: []string{"bash tool.sh"}},
 		}}
 }
 
@@ -27,7 +27,7 @@ func installTask(node string) *queue.NodeTask {
 func TestIterativeDownload(t *testing.T) {
 	e := newExec(t)
 	var seen []int
-	e.cfg.Installer = func(ctx context.Context, task *queue.NodeTask, run func(context.Context, string) (int, string, error)) error {
+	e.cfg.Installer = func(ctx context.Context, task *schema.NodeTask, run func(context.Context, string) (int, string, error)) error {
 		for _, c := range []string{"test -f tool.sh", "echo 'echo METRIC ok=1' > tool.sh", "test -f tool.sh"} {
 			code, out, err := run(ctx, c)
 			if err != nil {
@@ -58,12 +58,12 @@ func TestIterativeDownloadFailures(t *testing.T) {
 	res, err := e.Execute(context.Background(), installTask("it2"), worker.Slot{Cores: 1})
 	require.NoError(t, err)
 	require.NotNil(t, res.Error)
-	require.Equal(t, queue.PhaseDownload, res.Error.Phase)
-	require.Equal(t, queue.ErrKindInstallFailed, res.Error.Kind)
+	require.Equal(t, schema.PhaseDownload, res.Error.Phase)
+	require.Equal(t, schema.ErrKindInstallFailed, res.Error.Kind)
 	require.Contains(t, res.Error.Message, "LLM gateway")
 
 	// The installer gives up: the phase fails with its reason.
-	e.cfg.Installer = func(ctx context.Context, task *queue.NodeTask, run func(context.Context, string) (int, string, error)) error {
+	e.cfg.Installer = func(ctx context.Context, task *schema.NodeTask, run func(context.Context, string) (int, string, error)) error {
 		if _, _, err := run(ctx, "false"); err != nil {
 			return err
 		}
@@ -78,7 +78,7 @@ func TestIterativeDownloadFailures(t *testing.T) {
 	// The phase timeout bounds the whole loop.
 	task := installTask("it4")
 	task.Limits.DownloadTimeoutS = 1
-	e.cfg.Installer = func(ctx context.Context, task *queue.NodeTask, run func(context.Context, string) (int, string, error)) error {
+	e.cfg.Installer = func(ctx context.Context, task *schema.NodeTask, run func(context.Context, string) (int, string, error)) error {
 		for {
 			if _, _, err := run(ctx, "sleep 0.3"); err != nil {
 				return err

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // Isolation modes (HPCQ_ISOLATION).
@@ -190,15 +190,15 @@ func (s *Sandbox) Describe() string {
 }
 
 // Isolation is what goes into a result: the isolation commands ran with.
-func (s *Sandbox) Isolation(noNetwork bool, none string) *queue.Isolation {
+func (s *Sandbox) Isolation(noNetwork bool, none string) *schema.Isolation {
 	if s == nil {
-		iso := &queue.Isolation{Mode: "none", User: currentUser(), Network: true, Note: none}
+		iso := &schema.Isolation{Mode: "none", User: currentUser(), Network: true, Note: none}
 		if noNetwork {
 			iso.Note = strings.TrimPrefix(iso.Note+"; ", "; ") + "the task asked for no network and it could not be taken away"
 		}
 		return iso
 	}
-	return &queue.Isolation{Mode: "namespaces", PIDNamespace: true, User: s.userName, FilesystemHidden: s.hideFS,
+	return &schema.Isolation{Mode: "namespaces", PIDNamespace: true, User: s.userName, FilesystemHidden: s.hideFS,
 		Network: !noNetwork, Note: s.note}
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -32,16 +32,16 @@ func sandboxed(t *testing.T) *Executor {
 }
 
 // wsFile is the trimmed content of a file a task left in its workspace.
-func wsFile(t *testing.T, e *Executor, task *queue.NodeTask, name string) string {
+func wsFile(t *testing.T, e *Executor, task *schema.NodeTask, name string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(e.WorkspaceDir(task), name))
 	require.NoError(t, err, name)
 	return strings.TrimSpace(string(data))
 }
 
-func shellTask(node string, run ...string) *queue.NodeTask {
-	return &queue.NodeTask{V: 1, RunID: "r1", NodeID: node, Attempt: 1, Pool: "cpu",
-		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: run}}}
+func shellTask(node string, run ...string) *schema.NodeTask {
+	return &schema.NodeTask{V: 1, RunID: "r1", NodeID: node, Attempt: 1, Pool: "cpu",
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: run}}}
 }
 
 // TestSandboxWhatACommandSees: its own PID namespace (it is alone with its

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // maxLine bounds the bytes of one line a scanner looks at; the rest of a
@@ -80,14 +80,14 @@ type metrics struct {
 }
 
 type compiledPattern struct {
-	queue.MetricPattern
+	schema.MetricPattern
 	re *regexp.Regexp
 }
 
 // maxBadMetrics bounds the problems kept.
 const maxBadMetrics = 10
 
-func newMetrics(patterns []queue.MetricPattern) (*metrics, error) {
+func newMetrics(patterns []schema.MetricPattern) (*metrics, error) {
 	m := &metrics{values: map[string]float64{}, units: map[string]string{}, source: map[string]string{}, patternVals: map[string]string{}}
 	for _, p := range patterns {
 		re, err := regexp.Compile(p.Regex)
@@ -107,7 +107,7 @@ func (m *metrics) badf(format string, args ...any) {
 
 // set records a value unless a source of higher precedence gave one.
 func (m *metrics) set(name, raw, unit, source string) {
-	if err := queue.CheckMetricName(name); err != nil {
+	if err := schema.CheckMetricName(name); err != nil {
 		m.badf("%s: %v", source, err)
 		return
 	}
@@ -244,11 +244,11 @@ var (
 // diagnostics collects compiler messages from both output streams.
 type diagnostics struct {
 	mu      sync.Mutex
-	list    []queue.Diagnostic
-	pending *queue.Diagnostic // gfortran location awaiting its message
+	list    []schema.Diagnostic
+	pending *schema.Diagnostic // gfortran location awaiting its message
 }
 
-func (d *diagnostics) add(x queue.Diagnostic) {
+func (d *diagnostics) add(x schema.Diagnostic) {
 	if len(d.list) < maxDiagnostics {
 		x.Message = truncate(strings.TrimSpace(x.Message), 500)
 		d.list = append(d.list, x)
@@ -269,28 +269,28 @@ func (d *diagnostics) line(line string) {
 		d.add(x)
 	case diagFortranLoc.MatchString(line):
 		sub := diagFortranLoc.FindStringSubmatch(line)
-		d.pending = &queue.Diagnostic{File: sub[1], Line: atoi(sub[2]), Column: atoi(sub[3])}
+		d.pending = &schema.Diagnostic{File: sub[1], Line: atoi(sub[2]), Column: atoi(sub[3])}
 	case diagGCC.MatchString(line):
 		sub := diagGCC.FindStringSubmatch(line)
-		d.add(queue.Diagnostic{File: sub[1], Line: atoi(sub[2]), Column: atoi(sub[3]), Severity: strings.ToLower(sub[4]), Message: sub[5]})
+		d.add(schema.Diagnostic{File: sub[1], Line: atoi(sub[2]), Column: atoi(sub[3]), Severity: strings.ToLower(sub[4]), Message: sub[5]})
 	case diagNVCC.MatchString(line):
 		sub := diagNVCC.FindStringSubmatch(line)
-		d.add(queue.Diagnostic{File: sub[1], Line: atoi(sub[2]), Severity: sub[3], Message: sub[4]})
+		d.add(schema.Diagnostic{File: sub[1], Line: atoi(sub[2]), Severity: sub[3], Message: sub[4]})
 	case diagLD.MatchString(line):
 		sub := diagLD.FindStringSubmatch(line)
-		d.add(queue.Diagnostic{File: "ld", Severity: "error", Message: sub[1]})
+		d.add(schema.Diagnostic{File: "ld", Severity: "error", Message: sub[1]})
 	case diagTool.MatchString(line):
 		sub := diagTool.FindStringSubmatch(line)
-		d.add(queue.Diagnostic{File: sub[1], Severity: sub[2], Message: sub[3]})
+		d.add(schema.Diagnostic{File: sub[1], Severity: sub[2], Message: sub[3]})
 	}
 }
 
 // errorsFirst returns the diagnostics with errors before warnings, each in
 // the order they came.
-func (d *diagnostics) errorsFirst() []queue.Diagnostic {
+func (d *diagnostics) errorsFirst() []schema.Diagnostic {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]queue.Diagnostic, 0, len(d.list))
+	out := make([]schema.Diagnostic, 0, len(d.list))
 	for _, x := range d.list {
 		if x.Severity != "warning" {
 			out = append(out, x)

@@ -4,9 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/stretchr/testify/require"
-
-	"github.com/hpcq/hpcq/pkg/queue"
 )
 
 func TestLineWriter(t *testing.T) {
@@ -21,7 +20,7 @@ func TestLineWriter(t *testing.T) {
 }
 
 func TestMetricsSourcesAndPrecedence(t *testing.T) {
-	m, err := newMetrics([]queue.MetricPattern{
+	m, err := newMetrics([]schema.MetricPattern{
 		{Name: "gflops", Regex: `GFLOP/s: ([0-9.eE+-]+)`, Unit: "GFLOP/s"},
 		{Name: "time_s", Regex: `took ([0-9.]+) s`},
 	})
@@ -83,7 +82,7 @@ gcc: fatal error: no input files`, "\n") {
 		d.line(l)
 	}
 	got := d.errorsFirst()
-	require.Equal(t, []queue.Diagnostic{
+	require.Equal(t, []schema.Diagnostic{
 		{File: "src/main.c", Line: 7, Column: 5, Severity: "error", Message: "'y' undeclared (first use in this function)"},
 		{File: "kernel.cu", Line: 42, Severity: "error", Message: `identifier "foo" is undefined`},
 		{File: "hello.f90", Line: 3, Column: 7, Severity: "error", Message: "Syntax error in PRINT statement at (1)"},
@@ -103,7 +102,7 @@ func FuzzOutputScanners(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, out string) {
-		m, _ := newMetrics([]queue.MetricPattern{{Name: "p", Regex: `v=(\S+)`}})
+		m, _ := newMetrics([]schema.MetricPattern{{Name: "p", Regex: `v=(\S+)`}})
 		d := &diagnostics{}
 		lw := &lineWriter{fn: func(s string) { m.stdoutLine(s); d.line(s) }}
 		_, _ = lw.Write([]byte(out))
@@ -111,10 +110,10 @@ func FuzzOutputScanners(f *testing.F) {
 		m.file([]byte(out))
 		vals, _, _ := m.finish()
 		for k, v := range vals {
-			if err := queue.CheckMetricName(k); err != nil {
+			if err := schema.CheckMetricName(k); err != nil {
 				t.Fatalf("accepted metric name %q: %v", k, err)
 			}
-			r := &queue.NodeResult{V: 1, RunID: "r", NodeID: "n", Attempt: 1, Worker: "w", Metrics: map[string]float64{k: v}}
+			r := &schema.NodeResult{V: 1, RunID: "r", NodeID: "n", Attempt: 1, Worker: "w", Metrics: map[string]float64{k: v}}
 			if err := r.Validate(); err != nil {
 				t.Fatalf("accepted metric makes an invalid result: %v", err)
 			}

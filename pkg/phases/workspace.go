@@ -10,7 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // ErrInvalidWorkspace is wrapped by every rejection of a task's files.
@@ -95,7 +95,7 @@ func fileMode(m string) (os.FileMode, error) {
 
 // CheckFiles validates every file of a task against l before anything is
 // written.
-func CheckFiles(files []queue.File, l WorkspaceLimits) error {
+func CheckFiles(files []schema.File, l WorkspaceLimits) error {
 	l = l.withDefaults()
 	if len(files) > l.MaxFiles {
 		return fmt.Errorf("%w: %d files, at most %d", ErrInvalidWorkspace, len(files), l.MaxFiles)
@@ -135,7 +135,7 @@ func CheckFiles(files []queue.File, l WorkspaceLimits) error {
 // WriteFiles checks files and writes them under dir, which must exist and
 // be empty. Writes go through os.Root, so no symlink inside dir can lead a
 // write outside it. On a check failure nothing is written.
-func WriteFiles(dir string, files []queue.File, l WorkspaceLimits) error {
+func WriteFiles(dir string, files []schema.File, l WorkspaceLimits) error {
 	if err := CheckFiles(files, l); err != nil {
 		return err
 	}

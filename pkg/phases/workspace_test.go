@@ -7,9 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/stretchr/testify/require"
-
-	"github.com/hpcq/hpcq/pkg/queue"
 )
 
 func TestCheckPathRejects(t *testing.T) {
@@ -42,7 +41,7 @@ func TestCheckPathRejects(t *testing.T) {
 
 func TestWriteFilesAllOrNothing(t *testing.T) {
 	dir := t.TempDir()
-	files := []queue.File{
+	files := []schema.File{
 		{Path: "ok.c", Content: "int x;"},
 		{Path: "../escape.txt", Content: "boom"},
 	}
@@ -57,16 +56,16 @@ func TestWriteFilesAllOrNothing(t *testing.T) {
 
 func TestWriteFilesRules(t *testing.T) {
 	for name, c := range map[string]struct {
-		files []queue.File
+		files []schema.File
 		lim   WorkspaceLimits
 		want  string
 	}{
-		"duplicate":   {[]queue.File{{Path: "a"}, {Path: "a"}}, WorkspaceLimits{}, "duplicate"},
-		"file as dir": {[]queue.File{{Path: "a"}, {Path: "a/b"}}, WorkspaceLimits{}, "also a file"},
-		"mode":        {[]queue.File{{Path: "a", Mode: "4755"}}, WorkspaceLimits{}, "only regular files"},
-		"count":       {[]queue.File{{Path: "a"}, {Path: "b"}}, WorkspaceLimits{MaxFiles: 1}, "2 files, at most 1"},
-		"size":        {[]queue.File{{Path: "a", Content: "12345"}}, WorkspaceLimits{MaxFileBytes: 4}, "at most 4 per file"},
-		"total":       {[]queue.File{{Path: "a", Content: "123"}, {Path: "b", Content: "123"}}, WorkspaceLimits{MaxTotalBytes: 5}, "total more than 5"},
+		"duplicate":   {[]schema.File{{Path: "a"}, {Path: "a"}}, WorkspaceLimits{}, "duplicate"},
+		"file as dir": {[]schema.File{{Path: "a"}, {Path: "a/b"}}, WorkspaceLimits{}, "also a file"},
+		"mode":        {[]schema.File{{Path: "a", Mode: "4755"}}, WorkspaceLimits{}, "only regular files"},
+		"count":       {[]schema.File{{Path: "a"}, {Path: "b"}}, WorkspaceLimits{MaxFiles: 1}, "2 files, at most 1"},
+		"size":        {[]schema.File{{Path: "a", Content: "12345"}}, WorkspaceLimits{MaxFileBytes: 4}, "at most 4 per file"},
+		"total":       {[]schema.File{{Path: "a", Content: "123"}, {Path: "b", Content: "123"}}, WorkspaceLimits{MaxTotalBytes: 5}, "total more than 5"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -81,7 +80,7 @@ func TestWriteFilesRules(t *testing.T) {
 
 func TestWriteFilesModesAndDirs(t *testing.T) {
 	dir := t.TempDir()
-	require.NoError(t, WriteFiles(dir, []queue.File{
+	require.NoError(t, WriteFiles(dir, []schema.File{
 		{Path: "run.sh", Content: "#!/bin/sh\n", Mode: "0755"},
 		{Path: "src/deep/a.c", Content: "int a;"},
 	}, WorkspaceLimits{}))
@@ -97,7 +96,7 @@ func TestWriteFilesThroughSymlinkStaysInside(t *testing.T) {
 	outside := t.TempDir()
 	dir := t.TempDir()
 	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link")))
-	err := WriteFiles(dir, []queue.File{{Path: "link/pwned.txt", Content: "x"}}, WorkspaceLimits{})
+	err := WriteFiles(dir, []schema.File{{Path: "link/pwned.txt", Content: "x"}}, WorkspaceLimits{})
 	require.Error(t, err)
 	require.True(t, errors.Is(err, ErrInvalidWorkspace), "%v", err)
 	_, err = os.Stat(filepath.Join(outside, "pwned.txt"))

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/phases"
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // MaxPayloadBytes bounds the JSON payload of a reply.
@@ -22,7 +22,7 @@ var ErrArtifacts = errors.New("unusable phase_artifacts")
 
 // Artifacts are what a code-writing reply yields.
 type Artifacts struct {
-	Phases queue.Artifacts
+	Phases schema.Artifacts
 	// Constraints as the model gave them (JSON), for the prompt logs.
 	Constraints json.RawMessage
 	// Notes: download notes and the compile build plan, when given.
@@ -43,7 +43,7 @@ type wire struct {
 			Workspace struct {
 				Root  string          `json:"root"`
 				Tree  json.RawMessage `json:"tree"`
-				Files []queue.File    `json:"files"`
+				Files []schema.File   `json:"files"`
 			} `json:"workspace"`
 		} `json:"coding"`
 		Compile struct {
@@ -51,9 +51,9 @@ type wire struct {
 			Commands  []string        `json:"commands"`
 		} `json:"compile"`
 		Run struct {
-			Commands        []string              `json:"commands"`
-			ExpectedOutputs []string              `json:"expected_outputs"`
-			MetricPatterns  []queue.MetricPattern `json:"metric_patterns"`
+			Commands        []string               `json:"commands"`
+			ExpectedOutputs []string               `json:"expected_outputs"`
+			MetricPatterns  []schema.MetricPattern `json:"metric_patterns"`
 		} `json:"run"`
 	} `json:"phase_artifacts"`
 	Constraints json.RawMessage `json:"constraints"`
@@ -101,11 +101,11 @@ func ParseArtifacts(payload string) (Artifacts, error) {
 	}
 	pa := w.PhaseArtifacts
 	a := Artifacts{Constraints: w.Constraints, Ignored: ignored(text)}
-	a.Phases = queue.Artifacts{
-		Download: queue.CommandsPhase{Commands: pa.Download.Commands},
-		Coding:   queue.CodingPhase{Workspace: queue.Workspace{Files: pa.Coding.Workspace.Files}},
-		Compile:  queue.CommandsPhase{Commands: pa.Compile.Commands},
-		Run:      queue.RunPhase{Commands: pa.Run.Commands, ExpectedOutputs: pa.Run.ExpectedOutputs, MetricPatterns: pa.Run.MetricPatterns},
+	a.Phases = schema.Artifacts{
+		Download: schema.CommandsPhase{Commands: pa.Download.Commands},
+		Coding:   schema.CodingPhase{Workspace: schema.Workspace{Files: pa.Coding.Workspace.Files}},
+		Compile:  schema.CommandsPhase{Commands: pa.Compile.Commands},
+		Run:      schema.RunPhase{Commands: pa.Run.Commands, ExpectedOutputs: pa.Run.ExpectedOutputs, MetricPatterns: pa.Run.MetricPatterns},
 	}
 	if pa.Download.Notes != "" {
 		a.Notes = append(a.Notes, "download: "+pa.Download.Notes)
@@ -115,7 +115,7 @@ func ParseArtifacts(payload string) (Artifacts, error) {
 	}
 	// The checks a task gets before it is published and before a worker
 	// writes a file: the same code, so the model hears the same rules.
-	t := queue.NodeTask{V: queue.Version, RunID: "check", NodeID: "check", Attempt: 1, Kind: "draft", Pool: "cpu", Artifacts: a.Phases}
+	t := schema.NodeTask{V: schema.Version, RunID: "check", NodeID: "check", Attempt: 1, Kind: "draft", Pool: "cpu", Artifacts: a.Phases}
 	if err := t.Validate(); err != nil {
 		return Artifacts{}, fmt.Errorf("%w: %s", ErrArtifacts, strings.ReplaceAll(err.Error(), "artifacts.", "phase_artifacts."))
 	}

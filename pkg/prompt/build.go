@@ -9,6 +9,7 @@ import (
 	"text/template"
 
 	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 //go:embed templates/*.tmpl
@@ -23,11 +24,11 @@ type Kind string
 // planning, and the tasks around a node.
 const (
 	Phase0          Kind = "phase0"
-	Draft           Kind = "draft"
-	Debug           Kind = "debug"
-	Improve         Kind = "improve"
-	Hyperparam      Kind = "hyperparam"
-	Ablation        Kind = "ablation"
+	Draft           Kind = schema.KindDraft
+	Debug           Kind = schema.KindDebug
+	Improve         Kind = schema.KindImprove
+	Hyperparam      Kind = schema.KindHyperparam
+	Ablation        Kind = schema.KindAblation
 	ExecutionReview Kind = "execution_review"
 	Summary         Kind = "summary"
 	ParseMetrics    Kind = "parse_metrics"

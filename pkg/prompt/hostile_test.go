@@ -12,7 +12,7 @@ import (
 	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/llm"
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 func fakeClient(t *testing.T, s *fakellm.Server) llm.Client {
@@ -84,7 +84,7 @@ func TestFileModes(t *testing.T) {
 	payload := func(mode string) string {
 		return `{"phase_artifacts": {"coding": {"workspace": {"files": [{"path": "run.sh", "content": "#!/bin/sh\n", "mode": ` + mode + `}]}}, "run": {"commands": ["./run.sh"]}}}`
 	}
-	for mode, want := range map[string]queue.FileMode{
+	for mode, want := range map[string]schema.FileMode{
 		`420`: "0644", `493`: "0755", `644`: "0644", `755`: "0755",
 		`"644"`: "0644", `"0644"`: "0644", `"755"`: "0755", `"0755"`: "0755", `null`: "",
 	} {

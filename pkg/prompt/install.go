@@ -9,7 +9,7 @@ import (
 
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/phases"
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // Step is one answer of the iterative installer (phase1_mode iterative): the
@@ -124,7 +124,7 @@ func Install(ctx context.Context, p InstallParams) ([]Step, error) {
 
 // InstallMessages open the iterative installer's conversation for a task:
 // what must be in place and what the workspace holds.
-func InstallMessages(t *queue.NodeTask) []llm.Message {
+func InstallMessages(t *schema.NodeTask) []llm.Message {
 	var files []string
 	for _, f := range t.Artifacts.Coding.Workspace.Files {
 		files = append(files, f.Path)
@@ -146,7 +146,7 @@ func InstallMessages(t *queue.NodeTask) []llm.Message {
 // NewInstaller is a worker's iterative installer (phases.Installer) on a
 // client, the scheduler's LLM gateway on a cluster.
 func NewInstaller(c llm.Client) phases.Installer {
-	return func(ctx context.Context, t *queue.NodeTask, run func(ctx context.Context, command string) (int, string, error)) error {
+	return func(ctx context.Context, t *schema.NodeTask, run func(ctx context.Context, command string) (int, string, error)) error {
 		_, err := Install(ctx, InstallParams{Client: c, Messages: InstallMessages(t), MaxSteps: t.Install.MaxSteps, Node: t.NodeID,
 			Run: func(ctx context.Context, command string) (CommandResult, error) {
 				code, out, err := run(ctx, command)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -23,7 +24,7 @@ type PoolConsumer struct {
 // PoolConsumer creates or updates the durable consumer of pool and returns
 // a handle to pull from it. worker names the caller in dead letters.
 func (q *Queue) PoolConsumer(ctx context.Context, pool, worker string) (*PoolConsumer, error) {
-	if err := ValidatePool(pool); err != nil {
+	if err := schema.ValidatePool(pool); err != nil {
 		return nil, err
 	}
 	ctx, cancel := withDefaultTimeout(ctx)
@@ -41,7 +42,7 @@ func (c *PoolConsumer) Pool() string { return c.pool }
 // Delivery is one delivery of a valid task to this worker. Exactly one of
 // Ack, Nak, NakWithDelay, HandBack and Term must end it.
 type Delivery struct {
-	Task *NodeTask
+	Task *schema.NodeTask
 	// NumDelivered counts deliveries of this message, this one included,
 	// less those handed back unrun (HandBack).
 	NumDelivered uint64
@@ -143,9 +144,9 @@ func (c *PoolConsumer) accept(ctx context.Context, msg jetstream.Msg) *Delivery 
 		}
 		return nil
 	}
-	task, err := DecodeTask(msg.Data())
+	task, err := schema.DecodeTask(msg.Data())
 	if err == nil && task.Pool != c.pool {
-		err = fmt.Errorf("%w: pool: %q, but the task arrived on %s", ErrInvalidMessage, task.Pool, msg.Subject())
+		err = fmt.Errorf("%w: pool: %q, but the task arrived on %s", schema.ErrInvalidMessage, task.Pool, msg.Subject())
 	}
 	if err != nil {
 		if derr := c.q.deadLetter(ctx, c.pool, msg, "rejected: "+err.Error(), c.worker); derr != nil {

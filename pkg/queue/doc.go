@@ -14,9 +14,9 @@
 //
 // # Messages
 //
-// [NodeTask] and [NodeResult] carry "v": 1. [DecodeTask] and
-// [DecodeResult] reject unknown versions ([ErrUnknownVersion]), unknown
-// fields, and invalid content ([ErrInvalidMessage]) with a message that
+// [schema.NodeTask] and [schema.NodeResult] carry "v": 1. [schema.DecodeTask] and
+// [schema.DecodeResult] reject unknown versions ([schema.ErrUnknownVersion]), unknown
+// fields, and invalid content ([schema.ErrInvalidMessage]) with a message that
 // names the field. Both are published with Nats-Msg-Id
 // "<run_id>/<node_id>/<attempt>", so a republish within the dedup window
 // is dropped by the server.

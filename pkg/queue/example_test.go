@@ -5,17 +5,18 @@ import (
 	"fmt"
 
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 func ExampleDecodeTask() {
-	_, err := queue.DecodeTask([]byte(`{"v":2,"node_id":"n1"}`))
-	fmt.Println(errors.Is(err, queue.ErrUnknownVersion), err)
+	_, err := schema.DecodeTask([]byte(`{"v":2,"node_id":"n1"}`))
+	fmt.Println(errors.Is(err, schema.ErrUnknownVersion), err)
 
-	_, err = queue.DecodeTask([]byte(`{"v":1,"run_id":"r1","node_id":"n1","attempt":1,"artifacts":{"run":{"commands":["./a.out"]}}}`))
+	_, err = schema.DecodeTask([]byte(`{"v":1,"run_id":"r1","node_id":"n1","attempt":1,"artifacts":{"run":{"commands":["./a.out"]}}}`))
 	fmt.Println(err)
 
-	t, err := queue.DecodeTask([]byte(`{"v":1,"run_id":"r1","node_id":"n1","attempt":1,"pool":"gpu","artifacts":{"run":{"commands":["./a.out"]}}}`))
-	fmt.Println(t.Subject(), t.MsgID(), err)
+	t, err := schema.DecodeTask([]byte(`{"v":1,"run_id":"r1","node_id":"n1","attempt":1,"pool":"gpu","artifacts":{"run":{"commands":["./a.out"]}}}`))
+	fmt.Println(queue.TaskSubject(t.Pool), t.MsgID(), err)
 	// Output:
 	// true invalid message: unknown version: v: 2 (this build reads version 1)
 	// invalid message: pool: is required

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -130,21 +131,21 @@ func (q *Queue) JetStream() jetstream.JetStream { return q.js }
 // Nats-Msg-Id set, waiting for the server's acknowledgement. duplicate is
 // true when the server already had the task within the dedup window; the
 // call is then a no-op.
-func (q *Queue) PublishTask(ctx context.Context, t *NodeTask) (duplicate bool, err error) {
+func (q *Queue) PublishTask(ctx context.Context, t *schema.NodeTask) (duplicate bool, err error) {
 	data, err := encodeTask(t)
 	if err != nil {
 		return false, err
 	}
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
-	ack, err := q.js.Publish(ctx, t.Subject(), data, jetstream.WithMsgID(t.MsgID()), jetstream.WithExpectStream(TasksStream))
+	ack, err := q.js.Publish(ctx, TaskSubject(t.Pool), data, jetstream.WithMsgID(t.MsgID()), jetstream.WithExpectStream(TasksStream))
 	if err != nil {
 		return false, fmt.Errorf("queue: publish task %s: %w", t.MsgID(), err)
 	}
 	return ack.Duplicate, nil
 }
 
-func encodeTask(t *NodeTask) ([]byte, error) {
+func encodeTask(t *schema.NodeTask) ([]byte, error) {
 	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("queue: task %s/%d: %w", t.NodeID, t.Attempt, err)
 	}
@@ -152,8 +153,8 @@ func encodeTask(t *NodeTask) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: encode task: %w", err)
 	}
-	if len(data) > MaxTaskBytes {
-		return nil, fmt.Errorf("queue: task %s: %w: %d bytes encoded, at most %d", t.MsgID(), ErrInvalidMessage, len(data), MaxTaskBytes)
+	if len(data) > schema.MaxTaskBytes {
+		return nil, fmt.Errorf("queue: task %s: %w: %d bytes encoded, at most %d", t.MsgID(), schema.ErrInvalidMessage, len(data), schema.MaxTaskBytes)
 	}
 	return data, nil
 }
@@ -171,7 +172,7 @@ const maxAsyncPending = 4096
 // at most maxAsyncPending awaiting their acknowledgement at once, and waits
 // for every acknowledgement. The outcomes are in the order of tasks; err is
 // the first failure, if any.
-func (q *Queue) PublishTasks(ctx context.Context, tasks []*NodeTask) ([]PublishOutcome, error) {
+func (q *Queue) PublishTasks(ctx context.Context, tasks []*schema.NodeTask) ([]PublishOutcome, error) {
 	out := make([]PublishOutcome, len(tasks))
 	futures := make([]jetstream.PubAckFuture, len(tasks))
 	var first error
@@ -204,7 +205,7 @@ func (q *Queue) PublishTasks(ctx context.Context, tasks []*NodeTask) ([]PublishO
 			fail(i, err)
 			continue
 		}
-		m := nats.NewMsg(t.Subject())
+		m := nats.NewMsg(TaskSubject(t.Pool))
 		m.Data = data
 		m.Header.Set(jetstream.MsgIDHeader, t.MsgID())
 		m.Header.Set(jetstream.ExpectedStreamHeader, TasksStream)
@@ -224,7 +225,7 @@ func (q *Queue) PublishTasks(ctx context.Context, tasks []*NodeTask) ([]PublishO
 // PublishResult validates r and publishes it on its run's subject with
 // Nats-Msg-Id set; a second result for the same (run, node, attempt) within
 // the dedup window is dropped by the server (duplicate is then true).
-func (q *Queue) PublishResult(ctx context.Context, r *NodeResult) (duplicate bool, err error) {
+func (q *Queue) PublishResult(ctx context.Context, r *schema.NodeResult) (duplicate bool, err error) {
 	if err := r.Validate(); err != nil {
 		return false, fmt.Errorf("queue: result %s: %w", r.MsgID(), err)
 	}
@@ -232,8 +233,8 @@ func (q *Queue) PublishResult(ctx context.Context, r *NodeResult) (duplicate boo
 	if err != nil {
 		return false, fmt.Errorf("queue: encode result: %w", err)
 	}
-	if len(data) > MaxResultBytes {
-		return false, fmt.Errorf("queue: result %s: %w: %d bytes encoded, at most %d (log tails too long?)", r.MsgID(), ErrInvalidMessage, len(data), MaxResultBytes)
+	if len(data) > schema.MaxResultBytes {
+		return false, fmt.Errorf("queue: result %s: %w: %d bytes encoded, at most %d (log tails too long?)", r.MsgID(), schema.ErrInvalidMessage, len(data), schema.MaxResultBytes)
 	}
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
@@ -284,10 +285,10 @@ func (q *Queue) deadLetter(ctx context.Context, pool string, msg jetstream.Msg, 
 		Attempt int    `json:"attempt"`
 	}
 	if json.Unmarshal(msg.Data(), &id) == nil {
-		if checkID("run_id", id.RunID, true) == nil {
+		if schema.CheckID("run_id", id.RunID, true) == nil {
 			m.Header.Set(HeaderRun, id.RunID)
 		}
-		if checkID("node_id", id.NodeID, true) == nil {
+		if schema.CheckID("node_id", id.NodeID, true) == nil {
 			m.Header.Set(HeaderNode, id.NodeID)
 			m.Header.Set(HeaderAttempt, strconv.Itoa(id.Attempt))
 		}

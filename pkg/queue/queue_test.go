@@ -12,11 +12,12 @@ import (
 
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
-func task(run, node string) *queue.NodeTask {
-	return &queue.NodeTask{V: 1, RunID: run, NodeID: node, Attempt: 1, Pool: "cpu",
-		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"true"}}}}
+func task(run, node string) *schema.NodeTask {
+	return &schema.NodeTask{V: 1, RunID: run, NodeID: node, Attempt: 1, Pool: "cpu",
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"true"}}}}
 }
 
 // forEachServer runs fn against the embedded server and the nats-server
@@ -110,7 +111,7 @@ func TestPublishDeduplicates(t *testing.T) {
 		dup, err = q.PublishTask(ctx, task("r1", "a"))
 		require.NoError(t, err)
 		require.True(t, dup, "a republish within the dedup window is a no-op")
-		outs, err := q.PublishTasks(ctx, []*queue.NodeTask{task("r1", "a"), task("r1", "b"), task("r1", "b")})
+		outs, err := q.PublishTasks(ctx, []*schema.NodeTask{task("r1", "a"), task("r1", "b"), task("r1", "b")})
 		require.NoError(t, err)
 		require.True(t, outs[0].Duplicate)
 		require.False(t, outs[1].Duplicate)
@@ -125,7 +126,7 @@ func TestPublishDeduplicates(t *testing.T) {
 		require.False(t, dup)
 
 		// Results are deduplicated the same way.
-		r := &queue.NodeResult{V: 1, RunID: "r1", NodeID: "a", Attempt: 1, Worker: "w"}
+		r := &schema.NodeResult{V: 1, RunID: "r1", NodeID: "a", Attempt: 1, Worker: "w"}
 		dup, err = q.PublishResult(ctx, r)
 		require.NoError(t, err)
 		require.False(t, dup)
@@ -137,7 +138,7 @@ func TestPublishDeduplicates(t *testing.T) {
 		bad := task("r1", "c")
 		bad.V = 2
 		_, err = q.PublishTask(ctx, bad)
-		require.ErrorIs(t, err, queue.ErrUnknownVersion)
+		require.ErrorIs(t, err, schema.ErrUnknownVersion)
 	})
 }
 
@@ -274,14 +275,14 @@ func TestWatchRunDeliversEachResultOnce(t *testing.T) {
 		w, err := q.WatchRun(ctx, "r", time.Now())
 		require.NoError(t, err)
 		defer w.Close()
-		r := &queue.NodeResult{V: 1, RunID: "r", NodeID: "a", Attempt: 1, Worker: "w"}
+		r := &schema.NodeResult{V: 1, RunID: "r", NodeID: "a", Attempt: 1, Worker: "w"}
 		_, err = q.PublishResult(ctx, r)
 		require.NoError(t, err)
 		time.Sleep(1200 * time.Millisecond) // past the dedup window: the server stores it again
 		dup, err := q.PublishResult(ctx, r)
 		require.NoError(t, err)
 		require.False(t, dup)
-		other := &queue.NodeResult{V: 1, RunID: "other", NodeID: "a", Attempt: 1, Worker: "w"}
+		other := &schema.NodeResult{V: 1, RunID: "other", NodeID: "a", Attempt: 1, Worker: "w"}
 		_, err = q.PublishResult(ctx, other)
 		require.NoError(t, err)
 		r2 := *r

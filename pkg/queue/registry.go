@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -74,7 +75,7 @@ type Registration struct {
 // Options.HeartbeatPeriod until Close. The id must be a valid KV key
 // (letters, digits, '-', '_', '.').
 func (q *Queue) RegisterWorker(ctx context.Context, info WorkerInfo) (*Registration, error) {
-	if err := checkID("worker id", info.ID, true); err != nil {
+	if err := schema.CheckID("worker id", info.ID, true); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidWorker, err)
 	}
 	if len(info.Pools) == 0 {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -19,7 +20,7 @@ type ResultKey struct {
 // (node, attempt) result at most once even when the server's dedup window
 // has passed. Close it when done.
 type Watch struct {
-	Results     <-chan *NodeResult
+	Results     <-chan *schema.NodeResult
 	DeadLetters <-chan DeadLetter
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
@@ -30,10 +31,10 @@ type Watch struct {
 // subject, and the dead letters of every pool that name run and were
 // written after since. Results that do not validate are logged and skipped.
 func (q *Queue) WatchRun(ctx context.Context, run string, since time.Time) (*Watch, error) {
-	if err := checkID("run_id", run, true); err != nil {
+	if err := schema.CheckID("run_id", run, true); err != nil {
 		return nil, err
 	}
-	results := make(chan *NodeResult, 1024)
+	results := make(chan *schema.NodeResult, 1024)
 	dead := make(chan DeadLetter, 64)
 	wctx, cancel := context.WithCancel(context.Background())
 	w := &Watch{Results: results, DeadLetters: dead, cancel: cancel}
@@ -50,7 +51,7 @@ func (q *Queue) WatchRun(ctx context.Context, run string, since time.Time) (*Wat
 	seen := map[ResultKey]bool{}
 	var mu sync.Mutex
 	rcc, err := rc.Consume(func(m jetstream.Msg) {
-		r, err := DecodeResult(m.Data())
+		r, err := schema.DecodeResult(m.Data())
 		if err != nil {
 			q.log.Error("invalid result skipped", "subject", m.Subject(), "err", err)
 			return

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
@@ -64,7 +65,7 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		StoreDir:           abs,
 		NoSigs:             true,
 		NoLog:              true,
-		MaxPayload:         MaxTaskBytes + 64<<10,
+		MaxPayload:         schema.MaxTaskBytes + 64<<10,
 		JetStreamMaxMemory: 256 << 20,
 		DontListen:         !o.Listen,
 		Host:               o.Host,

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // Row types, one per table. TS is when the row's event happened.
@@ -145,7 +145,7 @@ func (r Rows) values() map[string][][]any {
 // word that is not a variable assignment or a wrapper, without its
 // directory ("gcc", "mpicc", "nvcc", "make"); "" when the node compiles
 // nothing.
-func Compiler(t *queue.NodeTask) string {
+func Compiler(t *schema.NodeTask) string {
 	for _, c := range t.Artifacts.Compile.Commands {
 		for _, w := range strings.Fields(c) {
 			if strings.Contains(w, "=") || w == "env" || w == "time" || w == "nice" || w == "exec" {
@@ -159,7 +159,7 @@ func Compiler(t *queue.NodeTask) string {
 
 // FromResult is the phase_runs and metrics rows of a task's result, and its
 // nodes row.
-func FromResult(t *queue.NodeTask, r *queue.NodeResult) Rows {
+func FromResult(t *schema.NodeTask, r *schema.NodeResult) Rows {
 	var rows Rows
 	compiler := Compiler(t)
 	errKind := ""

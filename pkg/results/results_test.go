@@ -15,9 +15,9 @@ import (
 
 	"github.com/hpcq/hpcq/internal/chdb"
 	"github.com/hpcq/hpcq/internal/testutil"
-	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/results/resultstest"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -31,7 +31,7 @@ func TestFromResult(t *testing.T) {
 	require.Equal(t, "gcc", rows.PhaseRuns[0].Compiler)
 	require.Equal(t, "mpicc", rows.PhaseRuns[2].Compiler)
 	require.Equal(t, "failed", rows.PhaseRuns[2].Status)
-	require.Equal(t, queue.ErrKindCompileFailed, rows.PhaseRuns[2].ErrorKind)
+	require.Equal(t, schema.ErrKindCompileFailed, rows.PhaseRuns[2].ErrorKind)
 	require.Equal(t, "", rows.PhaseRuns[0].ErrorKind)
 	require.Len(t, rows.Metrics, 2)
 	require.Equal(t, "GFLOP/s", rows.Metrics[0].Unit)
@@ -49,7 +49,7 @@ func TestCompiler(t *testing.T) {
 		"/opt/cuda/bin/nvcc -o m m.cu": "nvcc",
 		"   ":                          "",
 	} {
-		task := queue.NodeTask{Artifacts: queue.Artifacts{Compile: queue.CommandsPhase{Commands: []string{cmd}}}}
+		task := schema.NodeTask{Artifacts: schema.Artifacts{Compile: schema.CommandsPhase{Commands: []string{cmd}}}}
 		require.Equal(t, want, results.Compiler(&task), cmd)
 	}
 }

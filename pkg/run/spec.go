@@ -12,7 +12,7 @@ import (
 
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // Spec is a run's run.yaml. Zero values take the defaults of Defaults.
@@ -32,8 +32,8 @@ type Spec struct {
 	Phase1   Phase1   `yaml:"phase1"`
 	Memory   Memory   `yaml:"memory"`
 	// Limits of every node's phases (a node's task carries them).
-	Limits     queue.Limits `yaml:"limits"`
-	LogPrompts *bool        `yaml:"log_prompts"`
+	Limits     schema.Limits `yaml:"limits"`
+	LogPrompts *bool         `yaml:"log_prompts"`
 	// Resources is a resources.yaml/.json file (relative to run.yaml).
 	Resources string `yaml:"resources"`
 }
@@ -183,13 +183,13 @@ func (s Spec) Validate() error {
 	if strings.TrimSpace(s.Idea) == "" {
 		return bad("idea", "is required: idea.md in the idea directory, or idea / idea_file in run.yaml")
 	}
-	if err := queue.ValidatePool(s.Pool); err != nil {
+	if err := schema.ValidatePool(s.Pool); err != nil {
 		return bad("pool", "%v", err)
 	}
 	if s.Metric.Name == "" {
 		return bad("metric.name", "is required: the metric the search optimizes")
 	}
-	if err := queue.CheckMetricName(s.Metric.Name); err != nil {
+	if err := schema.CheckMetricName(s.Metric.Name); err != nil {
 		return bad("metric.name", "%v", err)
 	}
 	if s.Metric.Direction != "maximize" && s.Metric.Direction != "minimize" {
@@ -239,8 +239,8 @@ func (s Spec) Validate() error {
 	if err := s.Memory.Config.Validate(); err != nil {
 		return fmt.Errorf("%w: memory: %v", ErrSpec, err)
 	}
-	t := queue.NodeTask{V: queue.Version, RunID: "r", NodeID: "n", Attempt: 1, Kind: "draft", Pool: s.Pool, Limits: s.Limits,
-		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"true"}}}}
+	t := schema.NodeTask{V: schema.Version, RunID: "r", NodeID: "n", Attempt: 1, Kind: "draft", Pool: s.Pool, Limits: s.Limits,
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"true"}}}}
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", ErrSpec, err)
 	}

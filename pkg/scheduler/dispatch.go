@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // Dispatcher publishes a run's tasks one at a time and hands each its
@@ -76,13 +77,13 @@ func (d *Dispatcher) route() {
 
 type waiter struct {
 	ch   chan Outcome
-	task *queue.NodeTask
+	task *schema.NodeTask
 }
 
 // Submit publishes t (its run id set to the dispatcher's) and returns a
 // channel that receives its outcome once. A task already answered gets its
 // earlier outcome without a publish.
-func (d *Dispatcher) Submit(ctx context.Context, t *queue.NodeTask) (<-chan Outcome, error) {
+func (d *Dispatcher) Submit(ctx context.Context, t *schema.NodeTask) (<-chan Outcome, error) {
 	c := *t
 	c.RunID = d.run
 	k := queue.ResultKey{NodeID: c.NodeID, Attempt: c.Attempt}

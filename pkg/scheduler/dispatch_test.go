@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
-	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/search"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -32,7 +32,7 @@ func TestDispatcher(t *testing.T) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	defer releaseOnce.Do(func() { close(release) })
-	exec := worker.ExecutorFunc(func(ctx context.Context, tk *queue.NodeTask, _ worker.Slot) (*queue.NodeResult, error) {
+	exec := worker.ExecutorFunc(func(ctx context.Context, tk *schema.NodeTask, _ worker.Slot) (*schema.NodeResult, error) {
 		if tk.NodeID == "a" {
 			select {
 			case <-release:
@@ -41,7 +41,7 @@ func TestDispatcher(t *testing.T) {
 			}
 		}
 		runs.Add(1)
-		return &queue.NodeResult{Metrics: map[string]float64{"score": float64(len(tk.NodeID))}}, nil
+		return &schema.NodeResult{Metrics: map[string]float64{"score": float64(len(tk.NodeID))}}, nil
 	})
 	runDir := filepath.Join(t.TempDir(), scheduler.NewRunID())
 	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: runDir, Executor: exec, Logger: testutil.Logger(t),
@@ -104,8 +104,8 @@ func TestSearchOverTheQueue(t *testing.T) {
 		if i == 2 {
 			cmd = "exit 3" // a buggy node
 		}
-		ch, err := d.Submit(ctx, &queue.NodeTask{V: 1, NodeID: n.ID, Attempt: 1, Pool: "cpu", Kind: n.Kind, ParentID: n.Parent,
-			Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{cmd}}}})
+		ch, err := d.Submit(ctx, &schema.NodeTask{V: 1, NodeID: n.ID, Attempt: 1, Pool: "cpu", Kind: n.Kind, ParentID: n.Parent,
+			Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{cmd}}}})
 		if err != nil {
 			return search.Result{}, err
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // NewRunID returns a run id that sorts by time: 20261121-234501-3fa9c2.
@@ -26,7 +27,7 @@ var ErrDuplicateTask = errors.New("duplicate task")
 // ExecParams are the inputs of Exec.
 type ExecParams struct {
 	// Tasks to run. Their run_id is set to RunID.
-	Tasks []*queue.NodeTask
+	Tasks []*schema.NodeTask
 	// RunID of the exec. Defaults to NewRunID().
 	RunID string
 	// ProgressEvery is how often progress is logged. Defaults to 10s.
@@ -37,9 +38,9 @@ type ExecParams struct {
 
 // Outcome is the fate of one task of an exec.
 type Outcome struct {
-	Task *queue.NodeTask
+	Task *schema.NodeTask
 	// Result is set when a worker reported the task.
-	Result *queue.NodeResult
+	Result *schema.NodeResult
 	// DeadLetter is set when the task was dead-lettered instead.
 	DeadLetter *queue.DeadLetter
 }
@@ -80,7 +81,7 @@ func Exec(ctx context.Context, q *queue.Queue, p ExecParams) ([]Outcome, error) 
 		return nil, err
 	}
 	defer w.Close()
-	tasks := make([]*queue.NodeTask, len(out))
+	tasks := make([]*schema.NodeTask, len(out))
 	for i := range out {
 		tasks[i] = out[i].Task
 	}

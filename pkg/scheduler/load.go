@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // LoadTasks reads hand-written tasks: each file holds one task object or an
 // array of them. run_id is set to runID; attempt defaults to 1 and pool to
 // "cpu". Every task is validated; the error names the file and the field.
-func LoadTasks(paths []string, runID string) ([]*queue.NodeTask, error) {
-	var out []*queue.NodeTask
+func LoadTasks(paths []string, runID string) ([]*schema.NodeTask, error) {
+	var out []*schema.NodeTask
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -32,7 +32,7 @@ func LoadTasks(paths []string, runID string) ([]*queue.NodeTask, error) {
 			if len(items) > 1 {
 				where = fmt.Sprintf("%s[%d]", p, i)
 			}
-			t, err := queue.DecodeTaskDraft(raw)
+			t, err := schema.DecodeTaskDraft(raw)
 			if err != nil {
 				return nil, fmt.Errorf("task file %s: %w", where, err)
 			}

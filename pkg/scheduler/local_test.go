@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
-	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
-func task(node, pool string) *queue.NodeTask {
-	return &queue.NodeTask{V: 1, NodeID: node, Attempt: 1, Pool: pool,
-		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"echo " + node}}}}
+func task(node, pool string) *schema.NodeTask {
+	return &schema.NodeTask{V: 1, NodeID: node, Attempt: 1, Pool: pool,
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"echo " + node}}}}
 }
 
 func TestLocalExecWithThePhasesExecutor(t *testing.T) {
@@ -30,7 +30,7 @@ func TestLocalExecWithThePhasesExecutor(t *testing.T) {
 		Worker: worker.Config{Pools: []string{"cpu", "big"}, Slots: 1}, Logger: testutil.Logger(t)})
 	require.NoError(t, err)
 	outs, err := scheduler.Exec(ctx, l.Queue, scheduler.ExecParams{RunID: l.RunID, Logger: testutil.Logger(t),
-		Tasks: []*queue.NodeTask{task("a", "cpu"), task("b", "big"), task("c", "cpu")}})
+		Tasks: []*schema.NodeTask{task("a", "cpu"), task("b", "big"), task("c", "cpu")}})
 	require.NoError(t, err)
 	for _, o := range outs {
 		require.True(t, o.OK(), o.Task.NodeID)
@@ -49,21 +49,21 @@ func TestExecGivesUpWhenNobodyServesThePool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	runDir := filepath.Join(t.TempDir(), scheduler.NewRunID())
-	noop := worker.ExecutorFunc(func(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) {
-		return &queue.NodeResult{}, nil
+	noop := worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
+		return &schema.NodeResult{}, nil
 	})
 	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: runDir, Executor: noop, Logger: testutil.Logger(t)})
 	require.NoError(t, err)
 	defer l.Close()
 	outs, err := scheduler.Exec(ctx, l.Queue, scheduler.ExecParams{RunID: l.RunID, ProgressEvery: 500 * time.Millisecond,
-		Logger: testutil.Logger(t), Tasks: []*queue.NodeTask{task("ok", "cpu"), task("lonely", "gpu")}})
+		Logger: testutil.Logger(t), Tasks: []*schema.NodeTask{task("ok", "cpu"), task("lonely", "gpu")}})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.True(t, outs[0].OK())
 	require.Nil(t, outs[1].Result)
 	require.Nil(t, outs[1].DeadLetter)
 
 	_, err = scheduler.Exec(context.Background(), l.Queue, scheduler.ExecParams{
-		Tasks: []*queue.NodeTask{task("x", "cpu"), task("x", "cpu")}})
+		Tasks: []*schema.NodeTask{task("x", "cpu"), task("x", "cpu")}})
 	require.True(t, errors.Is(err, scheduler.ErrDuplicateTask), "%v", err)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 func TestLoadTasks(t *testing.T) {
@@ -39,21 +40,21 @@ func TestLoadTasks(t *testing.T) {
 func TestNewRunIDIsValid(t *testing.T) {
 	a, b := NewRunID(), NewRunID()
 	require.NotEqual(t, a, b)
-	task := queue.NodeTask{V: 1, RunID: a, NodeID: "n", Attempt: 1, Pool: "cpu",
-		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"true"}}}}
+	task := schema.NodeTask{V: 1, RunID: a, NodeID: "n", Attempt: 1, Pool: "cpu",
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"true"}}}}
 	require.NoError(t, task.Validate())
 }
 
 func TestWriteOutcomes(t *testing.T) {
-	ok := &queue.NodeTask{NodeID: "good", Attempt: 1}
-	bad := &queue.NodeTask{NodeID: "bad", Attempt: 2}
-	dead := &queue.NodeTask{NodeID: "dead", Attempt: 1}
-	none := &queue.NodeTask{NodeID: "none", Attempt: 1}
+	ok := &schema.NodeTask{NodeID: "good", Attempt: 1}
+	bad := &schema.NodeTask{NodeID: "bad", Attempt: 2}
+	dead := &schema.NodeTask{NodeID: "dead", Attempt: 1}
+	none := &schema.NodeTask{NodeID: "none", Attempt: 1}
 	outs := []Outcome{
-		{Task: ok, Result: &queue.NodeResult{Worker: "w1", DurationMS: 1500, Metrics: map[string]float64{"time_s": 0.25, "gflops": 5.548}, Phases: []queue.PhaseResult{
+		{Task: ok, Result: &schema.NodeResult{Worker: "w1", DurationMS: 1500, Metrics: map[string]float64{"time_s": 0.25, "gflops": 5.548}, Phases: []schema.PhaseResult{
 			{Name: "coding", OK: true}, {Name: "compile", OK: true}, {Name: "run", OK: true}}}},
-		{Task: bad, Result: &queue.NodeResult{Worker: "w2", DurationMS: 20, Phases: []queue.PhaseResult{{Name: "run", ExitCode: 3}},
-			Error: &queue.ResultError{Phase: "run", Kind: queue.ErrKindRunFailed, Message: "exit\n3"}}},
+		{Task: bad, Result: &schema.NodeResult{Worker: "w2", DurationMS: 20, Phases: []schema.PhaseResult{{Name: "run", ExitCode: 3}},
+			Error: &schema.ResultError{Phase: "run", Kind: schema.ErrKindRunFailed, Message: "exit\n3"}}},
 		{Task: dead, DeadLetter: &queue.DeadLetter{Reason: "max deliveries reached", Worker: "w3"}},
 		{Task: none},
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // WriteOutcomes prints one line per task: node, attempt, status, duration,
@@ -31,7 +32,7 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 			dur = (time.Duration(r.DurationMS) * time.Millisecond).String()
 			var parts []string
 			for _, p := range r.Phases {
-				if p.Name == queue.PhaseCoding {
+				if p.Name == schema.PhaseCoding {
 					continue
 				}
 				parts = append(parts, fmt.Sprintf("%s=%d", p.Name, p.ExitCode))

@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/hpcq/hpcq/internal/journal"
-	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // CacheKey is the content address of a node run: a hash of what decides its
@@ -18,7 +18,7 @@ import (
 // toolchain fingerprint of the worker that runs it. Two nodes with the same
 // key would run the same programs the same way: the second need not run.
 // Ids, attempt, parent, stage and kind are not part of it.
-func CacheKey(t *queue.NodeTask, toolchain map[string]string) string {
+func CacheKey(t *schema.NodeTask, toolchain map[string]string) string {
 	type file struct{ Path, Mode, SHA string }
 	files := make([]file, 0, len(t.Artifacts.Coding.Workspace.Files))
 	for _, f := range t.Artifacts.Coding.Workspace.Files {
@@ -40,8 +40,8 @@ func CacheKey(t *queue.NodeTask, toolchain map[string]string) string {
 		Files     []file
 		Download  []string
 		Compile   []string
-		Run       queue.RunPhase
-		Limits    queue.Limits
+		Run       schema.RunPhase
+		Limits    schema.Limits
 		Env       map[string]string
 		Requires  []string
 		Pool      string
@@ -55,18 +55,18 @@ func CacheKey(t *queue.NodeTask, toolchain map[string]string) string {
 // a resumed run remembers them.
 type Cache struct {
 	mu sync.Mutex
-	m  map[string]queue.NodeResult
+	m  map[string]schema.NodeResult
 	jr *journal.Journal
 }
 
 type cacheRecord struct {
-	Key    string           `json:"key"`
-	Result queue.NodeResult `json:"result"`
+	Key    string            `json:"key"`
+	Result schema.NodeResult `json:"result"`
 }
 
 // OpenCache opens (creating if needed) the cache at path.
 func OpenCache(path string) (*Cache, error) {
-	c := &Cache{m: map[string]queue.NodeResult{}}
+	c := &Cache{m: map[string]schema.NodeResult{}}
 	jr, err := journal.Open(path, journal.Options{}, func(p []byte) error {
 		var r cacheRecord
 		if err := json.Unmarshal(p, &r); err != nil {
@@ -83,7 +83,7 @@ func OpenCache(path string) (*Cache, error) {
 }
 
 // Get returns the result stored under key.
-func (c *Cache) Get(key string) (queue.NodeResult, bool) {
+func (c *Cache) Get(key string) (schema.NodeResult, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.m[key]
@@ -92,7 +92,7 @@ func (c *Cache) Get(key string) (queue.NodeResult, bool) {
 
 // Put stores a result. Only results of nodes that ran (not infrastructure
 // failures) belong here: the caller decides.
-func (c *Cache) Put(key string, r queue.NodeResult) error {
+func (c *Cache) Put(key string, r schema.NodeResult) error {
 	data, err := json.Marshal(cacheRecord{key, r})
 	if err != nil {
 		return err

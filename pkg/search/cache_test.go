@@ -4,17 +4,16 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/stretchr/testify/require"
-
-	"github.com/hpcq/hpcq/pkg/queue"
 )
 
-func task() *queue.NodeTask {
-	return &queue.NodeTask{RunID: "r1", NodeID: "n1", Attempt: 1, Pool: "cpu", Kind: "draft",
-		Artifacts: queue.Artifacts{
-			Coding:  queue.CodingPhase{Workspace: queue.Workspace{Files: []queue.File{{Path: "a.c", Content: "int a;"}, {Path: "b.c", Content: "int b;", Mode: "0755"}}}},
-			Compile: queue.CommandsPhase{Commands: []string{"gcc -O2 a.c b.c"}},
-			Run:     queue.RunPhase{Commands: []string{"./a.out"}},
+func task() *schema.NodeTask {
+	return &schema.NodeTask{RunID: "r1", NodeID: "n1", Attempt: 1, Pool: "cpu", Kind: "draft",
+		Artifacts: schema.Artifacts{
+			Coding:  schema.CodingPhase{Workspace: schema.Workspace{Files: []schema.File{{Path: "a.c", Content: "int a;"}, {Path: "b.c", Content: "int b;", Mode: "0755"}}}},
+			Compile: schema.CommandsPhase{Commands: []string{"gcc -O2 a.c b.c"}},
+			Run:     schema.RunPhase{Commands: []string{"./a.out"}},
 		},
 		Env: map[string]string{"A": "1", "B": "2"}, Requires: []string{"openmp", "gcc"}}
 }
@@ -30,15 +29,15 @@ func TestCacheKey(t *testing.T) {
 	same.Requires = []string{"gcc", "openmp"}
 	require.Equal(t, base, CacheKey(same, map[string]string{"openmp": "gcc", "gcc": "12.2.0"}), "ids, order and spellings do not matter")
 
-	for name, change := range map[string]func(*queue.NodeTask){
-		"content": func(t *queue.NodeTask) { t.Artifacts.Coding.Workspace.Files[0].Content = "int a = 1;" },
-		"path":    func(t *queue.NodeTask) { t.Artifacts.Coding.Workspace.Files[0].Path = "c.c" },
-		"mode":    func(t *queue.NodeTask) { t.Artifacts.Coding.Workspace.Files[0].Mode = "0755" },
-		"compile": func(t *queue.NodeTask) { t.Artifacts.Compile.Commands[0] = "gcc -O3 a.c b.c" },
-		"run":     func(t *queue.NodeTask) { t.Artifacts.Run.Commands = append(t.Artifacts.Run.Commands, "cat out") },
-		"env":     func(t *queue.NodeTask) { t.Env["A"] = "2" },
-		"limits":  func(t *queue.NodeTask) { t.Limits.RunTimeoutS = 10 },
-		"pool":    func(t *queue.NodeTask) { t.Pool = "gpu" },
+	for name, change := range map[string]func(*schema.NodeTask){
+		"content": func(t *schema.NodeTask) { t.Artifacts.Coding.Workspace.Files[0].Content = "int a = 1;" },
+		"path":    func(t *schema.NodeTask) { t.Artifacts.Coding.Workspace.Files[0].Path = "c.c" },
+		"mode":    func(t *schema.NodeTask) { t.Artifacts.Coding.Workspace.Files[0].Mode = "0755" },
+		"compile": func(t *schema.NodeTask) { t.Artifacts.Compile.Commands[0] = "gcc -O3 a.c b.c" },
+		"run":     func(t *schema.NodeTask) { t.Artifacts.Run.Commands = append(t.Artifacts.Run.Commands, "cat out") },
+		"env":     func(t *schema.NodeTask) { t.Env["A"] = "2" },
+		"limits":  func(t *schema.NodeTask) { t.Limits.RunTimeoutS = 10 },
+		"pool":    func(t *schema.NodeTask) { t.Pool = "gpu" },
 	} {
 		tk := task()
 		change(tk)
@@ -54,7 +53,7 @@ func TestCachePersists(t *testing.T) {
 	key := CacheKey(task(), nil)
 	_, ok := c.Get(key)
 	require.False(t, ok)
-	require.NoError(t, c.Put(key, queue.NodeResult{NodeID: "n1", Metrics: map[string]float64{"gflops": 3}}))
+	require.NoError(t, c.Put(key, schema.NodeResult{NodeID: "n1", Metrics: map[string]float64{"gflops": 3}}))
 	require.NoError(t, c.Close())
 	c, err = OpenCache(path)
 	require.NoError(t, err)

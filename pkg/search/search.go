@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/journal"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
-// Kinds of nodes.
+// Kinds of nodes, as the task schema declares them.
 const (
-	Draft      = "draft"
-	Debug      = "debug"
-	Improve    = "improve"
-	Hyperparam = "hyperparam"
-	Ablation   = "ablation"
+	Draft      = schema.KindDraft
+	Debug      = schema.KindDebug
+	Improve    = schema.KindImprove
+	Hyperparam = schema.KindHyperparam
+	Ablation   = schema.KindAblation
 )
 
 // The stages of a run, in order (a node's Stage is 1 to 4).

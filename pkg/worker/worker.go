@@ -16,6 +16,7 @@ import (
 
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // Slot is the share of the machine one running task gets.
@@ -34,14 +35,14 @@ type Slot struct {
 // (the task is then handed back for another attempt), or ctx's error when ctx
 // ended first (the worker is draining).
 type Executor interface {
-	Execute(ctx context.Context, task *queue.NodeTask, slot Slot) (*queue.NodeResult, error)
+	Execute(ctx context.Context, task *schema.NodeTask, slot Slot) (*schema.NodeResult, error)
 }
 
 // ExecutorFunc adapts a function to Executor.
-type ExecutorFunc func(ctx context.Context, task *queue.NodeTask, slot Slot) (*queue.NodeResult, error)
+type ExecutorFunc func(ctx context.Context, task *schema.NodeTask, slot Slot) (*schema.NodeResult, error)
 
 // Execute calls f.
-func (f ExecutorFunc) Execute(ctx context.Context, task *queue.NodeTask, slot Slot) (*queue.NodeResult, error) {
+func (f ExecutorFunc) Execute(ctx context.Context, task *schema.NodeTask, slot Slot) (*schema.NodeResult, error) {
 	return f(ctx, task, slot)
 }
 
@@ -136,7 +137,7 @@ func (c Config) validate() error {
 	}
 	seen := map[string]bool{}
 	for _, p := range c.Pools {
-		if err := queue.ValidatePool(p); err != nil {
+		if err := schema.ValidatePool(p); err != nil {
 			return fmt.Errorf("%w: Pools: %v", ErrInvalidConfig, err)
 		}
 		if seen[p] {
@@ -205,7 +206,7 @@ const walltimeMargin = 10 * time.Second
 
 // DeclaredLimit is the sum of the time limits a task declares (download,
 // compile, run); 0 when it declares none.
-func DeclaredLimit(t *queue.NodeTask) time.Duration {
+func DeclaredLimit(t *schema.NodeTask) time.Duration {
 	l := t.Limits
 	return time.Duration(l.DownloadTimeoutS+l.CompileTimeoutS+l.RunTimeoutS) * time.Second
 }
@@ -438,7 +439,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		}
 		return
 	}
-	res.V = queue.Version
+	res.V = schema.Version
 	res.RunID, res.NodeID, res.Attempt, res.Pool = t.RunID, t.NodeID, t.Attempt, t.Pool
 	res.Worker = w.cfg.ID
 	if res.Toolchain == nil && len(w.cfg.Toolchains) > 0 {
@@ -524,7 +525,7 @@ func slotGPUs(i, n int, ids []string) []string {
 }
 
 // execute calls the executor, turning a panic into an error.
-func (w *Worker) execute(ctx context.Context, t *queue.NodeTask, s Slot) (res *queue.NodeResult, err error) {
+func (w *Worker) execute(ctx context.Context, t *schema.NodeTask, s Slot) (res *schema.NodeResult, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			res, err = nil, fmt.Errorf("executor panic: %v", p)
@@ -540,19 +541,19 @@ func (w *Worker) execute(ctx context.Context, t *queue.NodeTask, s Slot) (res *q
 // publish stores the result, retrying while the server is unreachable. A
 // result the queue rejects as invalid is replaced by an internal-error
 // result saying why, so the scheduler still learns the node's fate.
-func (w *Worker) publish(drain context.Context, res *queue.NodeResult, log func() *slog.Logger) error {
+func (w *Worker) publish(drain context.Context, res *schema.NodeResult, log func() *slog.Logger) error {
 	backoff := 200 * time.Millisecond
 	for {
 		_, err := w.q.PublishResult(context.Background(), res)
 		if err == nil {
 			return nil
 		}
-		if errors.Is(err, queue.ErrInvalidMessage) {
+		if errors.Is(err, schema.ErrInvalidMessage) {
 			log().Error("result rejected, reporting an internal error instead", "err", err)
-			res = &queue.NodeResult{
-				V: queue.Version, RunID: res.RunID, NodeID: res.NodeID, Attempt: res.Attempt, Pool: res.Pool,
+			res = &schema.NodeResult{
+				V: schema.Version, RunID: res.RunID, NodeID: res.NodeID, Attempt: res.Attempt, Pool: res.Pool,
 				Worker: res.Worker, Started: res.Started, DurationMS: res.DurationMS,
-				Error: &queue.ResultError{Phase: "report", Kind: queue.ErrKindInfra, Message: "result could not be published: " + err.Error()},
+				Error: &schema.ResultError{Phase: "report", Kind: schema.ErrKindInfra, Message: "result could not be published: " + err.Error()},
 			}
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -26,18 +27,18 @@ func forEachServer(t *testing.T, fn func(t *testing.T, srv *testutil.NATS)) {
 	}
 }
 
-func tasks(n int) []*queue.NodeTask {
-	out := make([]*queue.NodeTask, n)
+func tasks(n int) []*schema.NodeTask {
+	out := make([]*schema.NodeTask, n)
 	for i := range out {
-		out[i] = &queue.NodeTask{V: 1, NodeID: fmt.Sprintf("n%03d", i), Attempt: 1, Pool: "cpu",
-			Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"true"}}}}
+		out[i] = &schema.NodeTask{V: 1, NodeID: fmt.Sprintf("n%03d", i), Attempt: 1, Pool: "cpu",
+			Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"true"}}}}
 	}
 	return out
 }
 
 // okResult is what a no-op executor reports.
-func okResult() *queue.NodeResult {
-	return &queue.NodeResult{Started: time.Now(), Phases: []queue.PhaseResult{{Name: "run", OK: true}}}
+func okResult() *schema.NodeResult {
+	return &schema.NodeResult{Started: time.Now(), Phases: []schema.PhaseResult{{Name: "run", OK: true}}}
 }
 
 type bundle struct {
@@ -72,7 +73,7 @@ func (b *bundle) stop(t *testing.T) {
 	}
 }
 
-func execAll(t *testing.T, q *queue.Queue, ts []*queue.NodeTask) []scheduler.Outcome {
+func execAll(t *testing.T, q *queue.Queue, ts []*schema.NodeTask) []scheduler.Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -87,7 +88,7 @@ func TestWorkerRunsEveryTaskOnce(t *testing.T) {
 		var mu sync.Mutex
 		runs := map[string]int{}
 		var concurrent, peak atomic.Int64
-		exec := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+		exec := worker.ExecutorFunc(func(ctx context.Context, task *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
 			n := concurrent.Add(1)
 			defer concurrent.Add(-1)
 			for {
@@ -124,7 +125,7 @@ func TestWorkerHeartbeatsLongTasks(t *testing.T) {
 	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
 		q := srv.Queue(t, queue.Options{AckWait: time.Second})
 		var calls atomic.Int64
-		exec := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+		exec := worker.ExecutorFunc(func(ctx context.Context, task *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
 			calls.Add(1)
 			time.Sleep(3 * time.Second) // 3 x AckWait
 			return okResult(), nil
@@ -141,7 +142,7 @@ func TestWorkerDrainHandsTasksBack(t *testing.T) {
 	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
 		q := srv.Queue(t, queue.Options{AckWait: time.Minute})
 		started := make(chan string, 4)
-		blocking := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+		blocking := worker.ExecutorFunc(func(ctx context.Context, task *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
 			started <- "a"
 			<-ctx.Done() // runs until the drain stops it
 			return nil, ctx.Err()
@@ -149,8 +150,8 @@ func TestWorkerDrainHandsTasksBack(t *testing.T) {
 		a := startWorker(t, q, blocking, worker.Config{ID: "a", Slots: 1})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_, err := q.PublishTask(ctx, &queue.NodeTask{V: 1, RunID: "r", NodeID: "long", Attempt: 1, Pool: "cpu",
-			Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"sleep 1000"}}}})
+		_, err := q.PublishTask(ctx, &schema.NodeTask{V: 1, RunID: "r", NodeID: "long", Attempt: 1, Pool: "cpu",
+			Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"sleep 1000"}}}})
 		require.NoError(t, err)
 		select {
 		case <-started:
@@ -158,7 +159,7 @@ func TestWorkerDrainHandsTasksBack(t *testing.T) {
 			t.Fatal("worker a never started the task")
 		}
 		picked := make(chan time.Time, 1)
-		b := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+		b := worker.ExecutorFunc(func(ctx context.Context, task *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
 			picked <- time.Now()
 			return okResult(), nil
 		})
@@ -185,7 +186,7 @@ func TestWorkerInfraErrorsEndInDeadLetters(t *testing.T) {
 	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
 		q := srv.Queue(t, queue.Options{MaxDeliver: 3})
 		var calls atomic.Int64
-		broken := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+		broken := worker.ExecutorFunc(func(ctx context.Context, task *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
 			if calls.Add(1) == 2 {
 				panic("executor bug")
 			}
@@ -210,7 +211,7 @@ func TestWorkerInfraErrorsEndInDeadLetters(t *testing.T) {
 func TestWorkerReplacesAnUnpublishableResult(t *testing.T) {
 	srv := testutil.StartNATS(t, "embedded")
 	q := srv.Queue(t, queue.Options{})
-	bad := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+	bad := worker.ExecutorFunc(func(ctx context.Context, task *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
 		r := okResult()
 		r.Metrics = map[string]float64{"": 1} // invalid metric name
 		return r, nil
@@ -218,14 +219,16 @@ func TestWorkerReplacesAnUnpublishableResult(t *testing.T) {
 	startWorker(t, q, bad, worker.Config{Slots: 1})
 	outs := execAll(t, q, tasks(1))
 	require.NotNil(t, outs[0].Result)
-	require.Equal(t, queue.ErrKindInfra, outs[0].Result.Error.Kind)
+	require.Equal(t, schema.ErrKindInfra, outs[0].Result.Error.Kind)
 	require.Contains(t, outs[0].Result.Error.Message, "metric name")
 }
 
 func TestWorkerConfigValidated(t *testing.T) {
 	srv := testutil.StartNATS(t, "embedded")
 	q := srv.Queue(t, queue.Options{})
-	noop := worker.ExecutorFunc(func(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) { return okResult(), nil })
+	noop := worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
+		return okResult(), nil
+	})
 	_, err := worker.New(q, noop, worker.Config{Pools: []string{"cpu", "cpu"}})
 	require.ErrorIs(t, err, worker.ErrInvalidConfig)
 	_, err = worker.New(q, noop, worker.Config{Pools: []string{"a b"}})
@@ -239,7 +242,7 @@ func TestWorkerRequirements(t *testing.T) {
 		q := srv.Queue(t, queue.Options{})
 		ran := make(chan string, 4)
 		exec := func(id string) worker.Executor {
-			return worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+			return worker.ExecutorFunc(func(ctx context.Context, task *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
 				ran <- id
 				return okResult(), nil
 			})
@@ -251,7 +254,7 @@ func TestWorkerRequirements(t *testing.T) {
 		cuda.NodeID, cuda.Requires = "needs-nvcc", []string{"nvcc"}
 		omp := tasks(1)[0]
 		omp.NodeID, omp.Requires = "needs-openmp", []string{"openmp"}
-		outs := execAll(t, q, []*queue.NodeTask{cuda, omp})
+		outs := execAll(t, q, []*schema.NodeTask{cuda, omp})
 		require.True(t, outs[1].OK())
 		require.NotNil(t, outs[0].DeadLetter, "nobody in the pool has nvcc")
 		require.Equal(t, "no worker in pool cpu has nvcc", outs[0].DeadLetter.Reason)
@@ -267,7 +270,7 @@ func TestWorkerRequirements(t *testing.T) {
 		})
 		cuda2 := *cuda
 		cuda2.NodeID = "needs-nvcc-2"
-		outs = execAll(t, q, []*queue.NodeTask{&cuda2})
+		outs = execAll(t, q, []*schema.NodeTask{&cuda2})
 		require.True(t, outs[0].OK())
 		require.Equal(t, "gpu", outs[0].Result.Worker)
 	})
@@ -286,7 +289,7 @@ func TestSlotGPUs(t *testing.T) {
 	srv := testutil.StartNATS(t, "embedded")
 	q := srv.Queue(t, queue.Options{})
 	var mu sync.Mutex
-	exec := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+	exec := worker.ExecutorFunc(func(ctx context.Context, task *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
 		mu.Lock()
 		got = append(got, s.GPUs)
 		mu.Unlock()
@@ -303,7 +306,7 @@ func TestSlotGPUs(t *testing.T) {
 func TestWorkerIdleExit(t *testing.T) {
 	srv := testutil.StartNATS(t, "embedded")
 	q := srv.Queue(t, queue.Options{})
-	exec := worker.ExecutorFunc(func(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) {
+	exec := worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
 		time.Sleep(700 * time.Millisecond) // longer than IdleExit: a running task is not idleness
 		return okResult(), nil
 	})
@@ -337,12 +340,12 @@ func TestHandBacksDoNotUseUpDeliveries(t *testing.T) {
 	w, err := q.WatchRun(ctx, "r", time.Now())
 	require.NoError(t, err)
 	defer w.Close()
-	_, err = q.PublishTask(ctx, &queue.NodeTask{V: 1, RunID: "r", NodeID: "long", Attempt: 1, Pool: "cpu",
-		Artifacts: queue.Artifacts{Run: queue.RunPhase{Commands: []string{"sleep 1000"}}}})
+	_, err = q.PublishTask(ctx, &schema.NodeTask{V: 1, RunID: "r", NodeID: "long", Attempt: 1, Pool: "cpu",
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"sleep 1000"}}}})
 	require.NoError(t, err)
 	for i := range 4 { // four workers drained in turn while they run it
 		started := make(chan struct{}, 1)
-		blocking := worker.ExecutorFunc(func(ctx context.Context, task *queue.NodeTask, s worker.Slot) (*queue.NodeResult, error) {
+		blocking := worker.ExecutorFunc(func(ctx context.Context, task *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
 			started <- struct{}{}
 			<-ctx.Done()
 			return nil, ctx.Err()
@@ -355,7 +358,7 @@ func TestHandBacksDoNotUseUpDeliveries(t *testing.T) {
 		}
 		b.stop(t)
 	}
-	startWorker(t, q, worker.ExecutorFunc(func(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) {
+	startWorker(t, q, worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
 		return okResult(), nil
 	}), worker.Config{ID: "last", Slots: 1})
 	select {
@@ -375,7 +378,7 @@ func TestWorkerDeclinesWhatCannotFit(t *testing.T) {
 	srv := testutil.StartNATS(t, "embedded")
 	q := srv.Queue(t, queue.Options{AckWait: time.Minute, MaxDeliver: 1})
 	var ranShort atomic.Int64
-	short := startWorker(t, q, worker.ExecutorFunc(func(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) {
+	short := startWorker(t, q, worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
 		ranShort.Add(1)
 		return okResult(), nil
 	}), worker.Config{ID: "short", Slots: 1, Deadline: time.Now().Add(30 * time.Second), RequeueDelay: 100 * time.Millisecond})
@@ -383,9 +386,9 @@ func TestWorkerDeclinesWhatCannotFit(t *testing.T) {
 	task := tasks(1)[0]
 	task.Limits.RunTimeoutS = 120
 	done := make(chan []scheduler.Outcome, 1)
-	go func() { done <- execAll(t, q, []*queue.NodeTask{task}) }()
+	go func() { done <- execAll(t, q, []*schema.NodeTask{task}) }()
 	time.Sleep(time.Second) // the short worker declines it (more than once)
-	startWorker(t, q, worker.ExecutorFunc(func(context.Context, *queue.NodeTask, worker.Slot) (*queue.NodeResult, error) {
+	startWorker(t, q, worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
 		return okResult(), nil
 	}), worker.Config{ID: "long", Slots: 1})
 	outs := <-done

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // Store is a results store under test.
@@ -33,19 +33,19 @@ var T0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 // Sample is a run with two nodes: one compiled with gcc and ran, one whose
 // compile failed with mpicc; and one LLM call.
 func Sample(run string) results.Rows {
-	ok := queue.NodeTask{RunID: run, NodeID: "n1", Attempt: 1, Pool: "cpu", Stage: 1, Kind: "draft",
-		Artifacts: queue.Artifacts{Compile: queue.CommandsPhase{Commands: []string{"OMP=1 /usr/bin/gcc -O3 -fopenmp -o s s.c"}},
-			Run: queue.RunPhase{MetricPatterns: []queue.MetricPattern{{Name: "gflops", Regex: "GFLOPS: (.*)"}}}}}
-	okRes := queue.NodeResult{RunID: run, NodeID: "n1", Attempt: 1, Worker: "w1", Started: T0, DurationMS: 1500,
-		Phases: []queue.PhaseResult{
+	ok := schema.NodeTask{RunID: run, NodeID: "n1", Attempt: 1, Pool: "cpu", Stage: 1, Kind: "draft",
+		Artifacts: schema.Artifacts{Compile: schema.CommandsPhase{Commands: []string{"OMP=1 /usr/bin/gcc -O3 -fopenmp -o s s.c"}},
+			Run: schema.RunPhase{MetricPatterns: []schema.MetricPattern{{Name: "gflops", Regex: "GFLOPS: (.*)"}}}}}
+	okRes := schema.NodeResult{RunID: run, NodeID: "n1", Attempt: 1, Worker: "w1", Started: T0, DurationMS: 1500,
+		Phases: []schema.PhaseResult{
 			{Name: "compile", OK: true, Started: T0, DurationMS: 500},
 			{Name: "run", OK: true, Started: T0.Add(500 * time.Millisecond), DurationMS: 1000}},
 		Metrics: map[string]float64{"gflops": 12.5, "time_s": 0.75}, MetricUnits: map[string]string{"gflops": "GFLOP/s"}}
-	bad := queue.NodeTask{RunID: run, NodeID: "n2", ParentID: "n1", Attempt: 1, Pool: "cpu", Stage: 1, Kind: "debug",
-		Artifacts: queue.Artifacts{Compile: queue.CommandsPhase{Commands: []string{"mpicc -o pi pi.c"}}}}
-	badRes := queue.NodeResult{RunID: run, NodeID: "n2", Attempt: 1, Worker: "w2", Started: T0.Add(time.Minute), DurationMS: 200,
-		Phases: []queue.PhaseResult{{Name: "compile", OK: false, ExitCode: 1, Started: T0.Add(time.Minute), DurationMS: 200}},
-		Error:  &queue.ResultError{Phase: "compile", Kind: queue.ErrKindCompileFailed, Message: "pi.c:3: error"}}
+	bad := schema.NodeTask{RunID: run, NodeID: "n2", ParentID: "n1", Attempt: 1, Pool: "cpu", Stage: 1, Kind: "debug",
+		Artifacts: schema.Artifacts{Compile: schema.CommandsPhase{Commands: []string{"mpicc -o pi pi.c"}}}}
+	badRes := schema.NodeResult{RunID: run, NodeID: "n2", Attempt: 1, Worker: "w2", Started: T0.Add(time.Minute), DurationMS: 200,
+		Phases: []schema.PhaseResult{{Name: "compile", OK: false, ExitCode: 1, Started: T0.Add(time.Minute), DurationMS: 200}},
+		Error:  &schema.ResultError{Phase: "compile", Kind: schema.ErrKindCompileFailed, Message: "pi.c:3: error"}}
 	rows := results.Rows{Runs: []results.Run{{Run: run, Status: "running", Title: "stencil", Mode: "local", Config: "{}", TS: T0}}}
 	for _, r := range []results.Rows{results.FromResult(&ok, &okRes), results.FromResult(&bad, &badRes)} {
 		rows.Nodes = append(rows.Nodes, r.Nodes...)
@@ -132,7 +132,7 @@ func Exercise(t *testing.T, open func(t *testing.T) Store) {
 		require.Equal(t, []string{"n1", "ok", "gflops", "12.5"}, strs(rows[0]))
 		require.Equal(t, []string{"n2", "failed"}, strs(rows[1])[:2])
 		rows = query("SELECT compiler, status, error_kind FROM %s WHERE run = 'r1' AND phase = 'compile' ORDER BY node", final(s, "phase_runs"))
-		require.Equal(t, [][]string{{"gcc", "ok", ""}, {"mpicc", "failed", queue.ErrKindCompileFailed}}, strsAll(rows))
+		require.Equal(t, [][]string{{"gcc", "ok", ""}, {"mpicc", "failed", schema.ErrKindCompileFailed}}, strsAll(rows))
 		rows = query("SELECT name, value, unit FROM %s WHERE run = 'r1' ORDER BY name", final(s, "metrics"))
 		require.Equal(t, [][]string{{"gflops", "12.5", "GFLOP/s"}, {"time_s", "0.75", ""}}, strsAll(rows))
 		rows = query("SELECT purpose, tokens_in + tokens_out FROM %s WHERE run = 'r1'", final(s, "llm_calls"))

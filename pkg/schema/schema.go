@@ -1,4 +1,4 @@
-package queue
+package schema
 
 import (
 	"bytes"
@@ -233,14 +233,13 @@ func msgID(run, node string, attempt int) string {
 	return run + "/" + node + "/" + strconv.Itoa(attempt)
 }
 
-// Subject is the subject the task is published on.
-func (t *NodeTask) Subject() string { return TaskSubject(t.Pool) }
-
 func fieldErr(field, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrInvalidMessage, field, fmt.Sprintf(format, args...))
 }
 
-func checkID(field, v string, required bool) error {
+// CheckID checks an id field (run, node, pool, worker): a name of letters,
+// digits, '.', '_' and '-' within MaxIDLen.
+func CheckID(field, v string, required bool) error {
 	if v == "" {
 		if required {
 			return fieldErr(field, "is required")
@@ -257,7 +256,7 @@ func checkID(field, v string, required bool) error {
 }
 
 // ValidatePool reports whether name can be a pool (a subject token).
-func ValidatePool(name string) error { return checkID("pool", name, true) }
+func ValidatePool(name string) error { return CheckID("pool", name, true) }
 
 func checkCommands(field string, cmds []string) error {
 	if len(cmds) > MaxCommands {
@@ -289,19 +288,19 @@ func (t *NodeTask) Validate() error {
 	if t.V != Version {
 		return fmt.Errorf("%w: v: %d (this build reads version %d)", ErrUnknownVersion, t.V, Version)
 	}
-	if err := checkID("run_id", t.RunID, true); err != nil {
+	if err := CheckID("run_id", t.RunID, true); err != nil {
 		return err
 	}
-	if err := checkID("node_id", t.NodeID, true); err != nil {
+	if err := CheckID("node_id", t.NodeID, true); err != nil {
 		return err
 	}
 	if t.Attempt < 1 {
 		return fieldErr("attempt", "%d, must be >= 1", t.Attempt)
 	}
-	if err := checkID("parent_id", t.ParentID, false); err != nil {
+	if err := CheckID("parent_id", t.ParentID, false); err != nil {
 		return err
 	}
-	if err := checkID("branch_id", t.BranchID, false); err != nil {
+	if err := CheckID("branch_id", t.BranchID, false); err != nil {
 		return err
 	}
 	if t.Stage < 0 || t.Stage > 4 {
@@ -622,10 +621,10 @@ func (r *NodeResult) Validate() error {
 	if r.V != Version {
 		return fmt.Errorf("%w: v: %d (this build reads version %d)", ErrUnknownVersion, r.V, Version)
 	}
-	if err := checkID("run_id", r.RunID, true); err != nil {
+	if err := CheckID("run_id", r.RunID, true); err != nil {
 		return err
 	}
-	if err := checkID("node_id", r.NodeID, true); err != nil {
+	if err := CheckID("node_id", r.NodeID, true); err != nil {
 		return err
 	}
 	if r.Attempt < 1 {

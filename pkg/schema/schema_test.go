@@ -1,4 +1,4 @@
-package queue
+package schema
 
 import (
 	"encoding/json"
@@ -29,7 +29,6 @@ func TestDecodeTaskRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, in, out)
 	require.Equal(t, "run-1/n1/1", out.MsgID())
-	require.Equal(t, "hpcq.tasks.cpu", out.Subject())
 }
 
 func TestDecodeTaskRejects(t *testing.T) {
