@@ -20,10 +20,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 )
 
-// StateBucket keeps each bridge's state: its jobs, per pool status, resume
-// requests. Keys start with the bridge's name.
-const StateBucket = "HPCQ_BRIDGE"
-
 // PoolStatus is what `slurm-bridge status` shows of a pool.
 type PoolStatus struct {
 	Pool    string `json:"pool"`
@@ -63,14 +59,9 @@ func New(ctx context.Context, q *queue.Queue, cfg *Config, log *slog.Logger) (*B
 	if log == nil {
 		log = slog.Default()
 	}
-	js, err := jetstream.New(q.Conn())
+	kv, err := q.BridgeState(ctx, true)
 	if err != nil {
-		return nil, err
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: StateBucket, Description: "hpcq slurm-bridge state",
-		History: 1, Storage: jetstream.FileStorage})
-	if err != nil {
-		return nil, fmt.Errorf("bridge: state bucket: %w", err)
+		return nil, fmt.Errorf("bridge: state: %w", err)
 	}
 	b := &Bridge{q: q, slurm: Slurm{Timeout: cfg.SbatchTimeout}, log: log.With("bridge", cfg.Name), kv: kv,
 		status: map[string]*PoolStatus{}, jobs: map[string]string{}}
@@ -218,13 +209,9 @@ func (b *Bridge) pause(pool, why string) {
 // Resume asks a running bridge (through its state bucket) to resume a
 // paused queue.
 func Resume(ctx context.Context, q *queue.Queue, name, pool string) error {
-	js, err := jetstream.New(q.Conn())
+	kv, err := q.BridgeState(ctx, false)
 	if err != nil {
-		return err
-	}
-	kv, err := js.KeyValue(ctx, StateBucket)
-	if err != nil {
-		return fmt.Errorf("bridge: no bridge state on this server: %w", err)
+		return fmt.Errorf("bridge: %w", err)
 	}
 	_, err = kv.Put(ctx, name+".resume."+pool, []byte(time.Now().UTC().Format(time.RFC3339)))
 	return err
@@ -232,13 +219,9 @@ func Resume(ctx context.Context, q *queue.Queue, name, pool string) error {
 
 // Statuses reads what a bridge last recorded, per pool.
 func Statuses(ctx context.Context, q *queue.Queue, name string) ([]PoolStatus, error) {
-	js, err := jetstream.New(q.Conn())
-	if err != nil {
-		return nil, err
-	}
-	kv, err := js.KeyValue(ctx, StateBucket)
+	kv, err := q.BridgeState(ctx, false)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, nil
+		return nil, nil // no bridge ever ran on this server
 	}
 	if err != nil {
 		return nil, err

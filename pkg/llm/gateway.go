@@ -9,10 +9,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/nats-io/nats.go"
 )
 
-// The gateway: the scheduler answers LLM requests on GatewaySubject over
+// The gateway: the scheduler answers LLM requests on queue.LLMSubject over
 // NATS, so that workers, which on clusters have no internet access, can ask
 // a model; API keys exist only in the scheduler's process. Messages are
 // versioned JSON:
@@ -22,9 +23,6 @@ import (
 //
 // kind is bad_request, no_reply, budget, retries_exhausted, too_large or
 // failed; the client maps the first four back to this package's errors.
-
-// GatewaySubject is where the scheduler answers.
-const GatewaySubject = "hpcq.llm.chat"
 
 // GatewayVersion is the message version this build reads and writes.
 const GatewayVersion = 1
@@ -92,7 +90,7 @@ func Serve(ctx context.Context, nc *nats.Conn, client Client, log *slog.Logger) 
 	if log == nil {
 		log = slog.Default()
 	}
-	sub, err := nc.QueueSubscribe(GatewaySubject, "hpcq-llm-gateway", func(m *nats.Msg) {
+	sub, err := nc.QueueSubscribe(queue.LLMSubject, queue.LLMQueueGroup, func(m *nats.Msg) {
 		go answer(ctx, nc, client, m, log)
 	})
 	if err != nil {
@@ -154,10 +152,10 @@ func (g Gateway) Chat(ctx context.Context, req Request) (Response, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	m, err := g.NC.RequestWithContext(ctx, GatewaySubject, data)
+	m, err := g.NC.RequestWithContext(ctx, queue.LLMSubject, data)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
-			return Response{}, fmt.Errorf("%w: no scheduler answers %s (is the scheduler running with its LLM configured?)", ErrGateway, GatewaySubject)
+			return Response{}, fmt.Errorf("%w: no scheduler answers %s (is the scheduler running with its LLM configured?)", ErrGateway, queue.LLMSubject)
 		}
 		return Response{}, fmt.Errorf("%w: %w", ErrGateway, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/queue"
 )
 
 // scripted answers by the last message: "big" gets a reply larger than the
@@ -71,7 +72,7 @@ func TestGateway(t *testing.T) {
 				`{"v": 1, "request": {"messages": []}}`:                                             "no messages",
 				`{"v": 1, "request": {"messages": [{"role": "user", "content": "x"}]}, "extra": 1}`: "unknown field",
 			} {
-				m, err := worker.NC.Request(GatewaySubject, []byte(raw), 5*time.Second)
+				m, err := worker.NC.Request(queue.LLMSubject, []byte(raw), 5*time.Second)
 				require.NoError(t, err)
 				var reply gatewayReply
 				require.NoError(t, json.Unmarshal(m.Data, &reply))

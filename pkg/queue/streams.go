@@ -9,30 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Stream and subject names, as DESIGN.md section 3 fixes them.
-const (
-	TasksStream   = "HPCQ_TASKS"
-	ResultsStream = "HPCQ_RESULTS"
-	DLQStream     = "HPCQ_DLQ"
-	WorkersBucket = "HPCQ_WORKERS"
-
-	taskPrefix   = "hpcq.tasks."
-	resultPrefix = "hpcq.results."
-	dlqPrefix    = "hpcq.dlq."
-)
-
-// TaskSubject is the subject of a pool's tasks.
-func TaskSubject(pool string) string { return taskPrefix + pool }
-
-// ResultSubject is the subject of a run's results.
-func ResultSubject(run string) string { return resultPrefix + run }
-
-// DLQSubject is the dead-letter subject of a pool.
-func DLQSubject(pool string) string { return dlqPrefix + pool }
-
-// ConsumerName is the durable pull consumer shared by all workers of a pool.
-func ConsumerName(pool string) string { return "pool_" + pool }
-
 // Options configure the streams, consumers and timings of the queue. The
 // zero value is valid: every field defaults as documented.
 type Options struct {
@@ -183,8 +159,3 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error
 	}
 	return nil
 }
-
-// HandBacksBucket counts, per task message, the deliveries a worker handed
-// back unrun (a walltime signal, a task that cannot fit in the remaining
-// walltime): they do not count against MaxDeliver.
-const HandBacksBucket = "HPCQ_HANDBACKS"
