@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/phases"
-	"github.com/hpcq/hpcq/pkg/scheduler"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -21,7 +21,7 @@ var examples = []string{"hello", "stencil-omp", "mpi-pi", "matmul-cuda"}
 
 func loadExample(t *testing.T, name string) *schema.NodeTask {
 	t.Helper()
-	tasks, err := scheduler.LoadTasks([]string{filepath.Join("..", "examples", name, "task.json")}, "examples")
+	tasks, err := dispatch.LoadTasks([]string{filepath.Join("..", "examples", name, "task.json")}, "examples")
 	require.NoError(t, err)
 	require.Len(t, tasks, 1)
 	return tasks[0]

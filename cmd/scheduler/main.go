@@ -23,15 +23,17 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/dispatch"
+	"github.com/hpcq/hpcq/pkg/local"
+
 	"github.com/hpcq/hpcq/internal/chdb"
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
-	"github.com/hpcq/hpcq/pkg/experiment"
+	"github.com/hpcq/hpcq/pkg/engine"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
-	"github.com/hpcq/hpcq/pkg/scheduler"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -52,9 +54,9 @@ Run "scheduler <command> -h" for the flags of a command.
 // exitError carries an exit status without a message of its own.
 type exitError = cli.ExitError
 
-func main() { cli.Main("scheduler", dispatch) }
+func main() { cli.Main("scheduler", route) }
 
-func dispatch(args []string) error {
+func route(args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
 		return exitError(2)
@@ -120,8 +122,8 @@ func cmdExec(args []string) error {
 	if err != nil {
 		return err
 	}
-	runID := scheduler.NewRunID()
-	tasks, err := scheduler.LoadTasks(fs.Args(), runID)
+	runID := dispatch.NewRunID()
+	tasks, err := dispatch.LoadTasks(fs.Args(), runID)
 	if err != nil {
 		return err
 	}
@@ -198,7 +200,7 @@ func cmdExec(args []string) error {
 	if err := sink.Write(ctx, queued); err != nil {
 		log.Warn("results rows not written", "err", err)
 	}
-	outs, execErr := scheduler.Exec(ctx, q, scheduler.ExecParams{Tasks: tasks, RunID: runID, Logger: log})
+	outs, execErr := dispatch.Exec(ctx, q, dispatch.ExecParams{Tasks: tasks, RunID: runID, Logger: log})
 	if outs == nil {
 		return execErr
 	}
@@ -213,7 +215,7 @@ func cmdExec(args []string) error {
 		for _, o := range outs {
 			_ = enc.Encode(outcomeJSON(o))
 		}
-	} else if err := scheduler.WriteOutcomes(os.Stdout, outs); err != nil {
+	} else if err := dispatch.WriteOutcomes(os.Stdout, outs); err != nil {
 		return err
 	}
 	failed := 0
@@ -233,7 +235,7 @@ func cmdExec(args []string) error {
 	return nil
 }
 
-func countUnanswered(outs []scheduler.Outcome) int {
+func countUnanswered(outs []dispatch.Outcome) int {
 	n := 0
 	for _, o := range outs {
 		if o.Result == nil && o.DeadLetter == nil {
@@ -259,7 +261,7 @@ type deadLetterJSON struct {
 	Time       time.Time `json:"time"`
 }
 
-func outcomeJSON(o scheduler.Outcome) outcomeLine {
+func outcomeJSON(o dispatch.Outcome) outcomeLine {
 	l := outcomeLine{NodeID: o.Task.NodeID, Attempt: o.Task.Attempt, Status: results.NodeNoAnswer, Result: o.Result}
 	switch {
 	case o.Result != nil && o.Result.OK():
@@ -274,7 +276,7 @@ func outcomeJSON(o scheduler.Outcome) outcomeLine {
 	return l
 }
 
-func writeResults(path string, outs []scheduler.Outcome) error {
+func writeResults(path string, outs []dispatch.Outcome) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -312,7 +314,7 @@ func openResults(ctx context.Context, cfg *config.Scheduler, runDir, runID strin
 
 // writeOutcomeRows closes the run's rows: the run's status, the nodes that
 // got no result, and (withResults) every result's rows.
-func writeOutcomeRows(ctx context.Context, sink results.Sink, run results.Run, outs []scheduler.Outcome, withResults bool) error {
+func writeOutcomeRows(ctx context.Context, sink results.Sink, run results.Run, outs []dispatch.Outcome, withResults bool) error {
 	now := time.Now()
 	rows := results.Rows{}
 	run.Status, run.TS = results.RunDone, now
@@ -371,7 +373,7 @@ func cmdStatus(args []string) error {
 	defer stop()
 
 	var q *queue.Queue
-	var snap *experiment.Snapshot
+	var snap *engine.Snapshot
 	if cfg.NATS.URL != "" && *runDir == "" {
 		if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-status"), cfg.Queue.Options(), log); err != nil {
 			return err
@@ -385,7 +387,7 @@ func cmdStatus(args []string) error {
 			}
 		}
 		// A tree search's nodes, from its files: readable while it goes.
-		if s, err := experiment.ReadSnapshot(dir); err == nil {
+		if s, err := engine.ReadSnapshot(dir); err == nil {
 			snap = &s
 		}
 		if snap != nil && !*jsonOut {
@@ -448,7 +450,7 @@ func cmdStatus(args []string) error {
 		}
 		return json.NewEncoder(os.Stdout).Encode(out)
 	}
-	return scheduler.WriteStats(os.Stdout, stats, workers)
+	return dispatch.WriteStats(os.Stdout, stats, workers)
 }
 
 func newestRun(runsDir string) (string, error) {
@@ -551,13 +553,13 @@ func cmdQuery(args []string) error {
 // nothing would run the tasks any more. closeLocal drains the workers and
 // stops the server.
 func startLocal(ctx context.Context, cfg *config.Scheduler, runDir string, pools []string, sink results.Sink, gateway bool,
-	log *slog.Logger) (*scheduler.Local, context.Context, func(), error) {
+	log *slog.Logger) (*local.Cluster, context.Context, func(), error) {
 	// The in-process workers read the settings a worker process reads
 	// (HPCQ_KILL_GRACE, HPCQ_MAX_OUTPUT_BYTES, HPCQ_FETCH_WAIT, HPCQ_ISOLATION,
 	// ...), but never exit when idle: the run decides when they stop.
 	wc := cfg.Tasks.Worker(pools)
 	wc.IdleExit, wc.Version, wc.Results = 0, version.Version, sink
-	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{
+	l, err := local.Start(ctx, local.Params{
 		RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log, GatewayInstaller: gateway,
 		Phases: cfg.Tasks.Phases(""), Worker: wc,
 	})

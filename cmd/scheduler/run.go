@@ -17,7 +17,8 @@ import (
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
-	"github.com/hpcq/hpcq/pkg/experiment"
+	"github.com/hpcq/hpcq/pkg/dispatch"
+	"github.com/hpcq/hpcq/pkg/engine"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/memory/cluster"
@@ -25,7 +26,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
-	"github.com/hpcq/hpcq/pkg/scheduler"
 )
 
 // The scripted cassette of an idea directory, and the resolved spec a run
@@ -96,7 +96,7 @@ func cmdRun(args []string) error {
 		if spec, err = loadIdea(ideaDir); err != nil {
 			return err
 		}
-		id := scheduler.NewRunID()
+		id := dispatch.NewRunID()
 		runDir = *runDirFlag
 		if runDir == "" {
 			runDir = filepath.Join(cfg.RunsDir, id)
@@ -192,7 +192,7 @@ func cmdRun(args []string) error {
 	started = true
 	terminal := isatty.IsTerminal(os.Stdout.Fd())
 	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
-	sum, runErr := experiment.Run(ctx, experiment.Params{
+	sum, runErr := engine.Run(ctx, engine.Params{
 		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
 		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: *waitWorkers, Gateway: gw, OutageMax: cfg.OutageMax,
 		Progress: os.Stdout, Terminal: terminal, Logger: log,
@@ -210,7 +210,7 @@ func cmdRun(args []string) error {
 	return nil
 }
 
-func printSummary(spec run.Spec, runDir string, sum experiment.Summary) {
+func printSummary(spec run.Spec, runDir string, sum engine.Summary) {
 	fmt.Printf("\nrun %s: %d nodes (%d buggy, %d from the result cache)", sum.RunID, sum.Nodes, sum.Buggy, sum.CacheHits)
 	if sum.HasBest {
 		fmt.Printf(", best %s: %s = %g %s\n", sum.Best.ID, spec.Metric.Name, sum.Best.Metric, spec.Metric.Unit)
@@ -366,7 +366,7 @@ func cmdExport(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	p := experiment.Params{Spec: spec, RunDir: dir, Logger: log}
+	p := engine.Params{Spec: spec, RunDir: dir, Logger: log}
 	switch info.Memory["store"] {
 	case "sqlite":
 		st, err := sqlite.Open(rundir.Dir(dir).Path(rundir.MemoryDB), sqlite.Options{Run: info.RunID})
@@ -383,7 +383,7 @@ func cmdExport(args []string) error {
 		defer logClose(log, "memory", closeStore)
 		p.MemoryStore = st
 	}
-	sum, err := experiment.Export(ctx, p)
+	sum, err := engine.Export(ctx, p)
 	if err != nil {
 		return err
 	}

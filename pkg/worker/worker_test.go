@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/queue"
-	"github.com/hpcq/hpcq/pkg/scheduler"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -73,11 +73,11 @@ func (b *bundle) stop(t *testing.T) {
 	}
 }
 
-func execAll(t *testing.T, q *queue.Queue, ts []*schema.NodeTask) []scheduler.Outcome {
+func execAll(t *testing.T, q *queue.Queue, ts []*schema.NodeTask) []dispatch.Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	outs, err := scheduler.Exec(ctx, q, scheduler.ExecParams{Tasks: ts, Logger: testutil.Logger(t)})
+	outs, err := dispatch.Exec(ctx, q, dispatch.ExecParams{Tasks: ts, Logger: testutil.Logger(t)})
 	require.NoError(t, err)
 	return outs
 }
@@ -385,7 +385,7 @@ func TestWorkerDeclinesWhatCannotFit(t *testing.T) {
 	_ = short
 	task := tasks(1)[0]
 	task.Limits.RunTimeoutS = 120
-	done := make(chan []scheduler.Outcome, 1)
+	done := make(chan []dispatch.Outcome, 1)
 	go func() { done <- execAll(t, q, []*schema.NodeTask{task}) }()
 	time.Sleep(time.Second) // the short worker declines it (more than once)
 	startWorker(t, q, worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {

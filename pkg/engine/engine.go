@@ -1,4 +1,4 @@
-package experiment
+package engine
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/prompt"
@@ -24,7 +25,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
-	"github.com/hpcq/hpcq/pkg/scheduler"
 	"github.com/hpcq/hpcq/pkg/search"
 )
 
@@ -149,7 +149,7 @@ type engine struct {
 	outage  *memory.OutageStore // the memory store, waiting out outages
 	// cancel ends the run with a cause (an outage past its limit).
 	cancel  context.CancelCauseFunc
-	disp    *scheduler.Dispatcher
+	disp    *dispatch.Dispatcher
 	logs    *prompt.Logs
 	earlier string // earlier runs of the idea, for Phase 0
 	envMu   sync.Mutex
@@ -219,7 +219,7 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 	if !live {
 		return e, nil
 	}
-	if e.disp, err = scheduler.NewDispatcher(ctx, p.Queue, e.runID); err != nil {
+	if e.disp, err = dispatch.NewDispatcher(ctx, p.Queue, e.runID); err != nil {
 		e.close()
 		return nil, err
 	}

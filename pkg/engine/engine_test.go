@@ -1,4 +1,4 @@
-package experiment
+package engine
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/local"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -21,7 +23,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/run"
-	"github.com/hpcq/hpcq/pkg/scheduler"
 	"github.com/hpcq/hpcq/pkg/search"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -83,7 +84,7 @@ func setup(t *testing.T, spec run.Spec, handle func(fakellm.Request) fakellm.Rep
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sink.Close() })
 	ctx := context.Background()
-	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: dir, Logger: log, GatewayInstaller: true,
+	l, err := local.Start(ctx, local.Params{RunDir: dir, Logger: log, GatewayInstaller: true,
 		Worker: worker.Config{Pools: []string{"cpu"}, Slots: 2, Cores: 2, Results: sink}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
@@ -204,7 +205,7 @@ func TestWholeRunWithHostileReplies(t *testing.T) {
 	tab, err = results.QuerySQLite(ctx, filepath.Join(e.dir, "hpcq.sqlite"), "SELECT node, stage, status FROM nodes ORDER BY node")
 	require.NoError(t, err)
 	require.Len(t, tab.Rows, 8)
-	require.Equal(t, "n0003 1 buggy\n", fmt.Sprintln(tab.Rows[2]...))
+	require.Equal(t, "n0003 1 not_run\n", fmt.Sprintln(tab.Rows[2]...), "no usable reply: it never ran")
 	require.Equal(t, "n0008 4 cached\n", fmt.Sprintln(tab.Rows[7]...))
 }
 

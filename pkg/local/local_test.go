@@ -1,4 +1,4 @@
-package scheduler_test
+package local_test
 
 import (
 	"context"
@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
-	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/dispatch"
+	"github.com/hpcq/hpcq/pkg/local"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -25,11 +26,11 @@ func TestLocalExecWithThePhasesExecutor(t *testing.T) {
 	t.Setenv("HOME", t.TempDir()) // bash -l without the machine's login profile
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	runDir := filepath.Join(t.TempDir(), scheduler.NewRunID())
-	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: runDir, Workers: 2,
+	runDir := filepath.Join(t.TempDir(), dispatch.NewRunID())
+	l, err := local.Start(ctx, local.Params{RunDir: runDir, Workers: 2,
 		Worker: worker.Config{Pools: []string{"cpu", "big"}, Slots: 1}, Logger: testutil.Logger(t)})
 	require.NoError(t, err)
-	outs, err := scheduler.Exec(ctx, l.Queue, scheduler.ExecParams{RunID: l.RunID, Logger: testutil.Logger(t),
+	outs, err := dispatch.Exec(ctx, l.Queue, dispatch.ExecParams{RunID: l.RunID, Logger: testutil.Logger(t),
 		Tasks: []*schema.NodeTask{task("a", "cpu"), task("b", "big"), task("c", "cpu")}})
 	require.NoError(t, err)
 	for _, o := range outs {
@@ -48,28 +49,28 @@ func TestLocalExecWithThePhasesExecutor(t *testing.T) {
 func TestExecGivesUpWhenNobodyServesThePool(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	runDir := filepath.Join(t.TempDir(), scheduler.NewRunID())
+	runDir := filepath.Join(t.TempDir(), dispatch.NewRunID())
 	noop := worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
 		return &schema.NodeResult{}, nil
 	})
-	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: runDir, Executor: noop, Logger: testutil.Logger(t)})
+	l, err := local.Start(ctx, local.Params{RunDir: runDir, Executor: noop, Logger: testutil.Logger(t)})
 	require.NoError(t, err)
 	defer l.Close()
-	outs, err := scheduler.Exec(ctx, l.Queue, scheduler.ExecParams{RunID: l.RunID, ProgressEvery: 500 * time.Millisecond,
+	outs, err := dispatch.Exec(ctx, l.Queue, dispatch.ExecParams{RunID: l.RunID, ProgressEvery: 500 * time.Millisecond,
 		Logger: testutil.Logger(t), Tasks: []*schema.NodeTask{task("ok", "cpu"), task("lonely", "gpu")}})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.True(t, outs[0].OK())
 	require.Nil(t, outs[1].Result)
 	require.Nil(t, outs[1].DeadLetter)
 
-	_, err = scheduler.Exec(context.Background(), l.Queue, scheduler.ExecParams{
+	_, err = dispatch.Exec(context.Background(), l.Queue, dispatch.ExecParams{
 		Tasks: []*schema.NodeTask{task("x", "cpu"), task("x", "cpu")}})
-	require.True(t, errors.Is(err, scheduler.ErrDuplicateTask), "%v", err)
+	require.True(t, errors.Is(err, dispatch.ErrDuplicateTask), "%v", err)
 }
 
 func TestLocalReportsAFailedWorker(t *testing.T) {
 	ctx := context.Background()
-	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: filepath.Join(t.TempDir(), "r1"),
+	l, err := local.Start(ctx, local.Params{RunDir: filepath.Join(t.TempDir(), "r1"),
 		Worker: worker.Config{Pools: []string{"bad pool"}}, Logger: testutil.Logger(t)})
 	if err == nil {
 		select {

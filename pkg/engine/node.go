@@ -1,4 +1,4 @@
-package experiment
+package engine
 
 import (
 	"context"
@@ -11,12 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
-	"github.com/hpcq/hpcq/pkg/scheduler"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/search"
 )
@@ -103,7 +103,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 		}
 		return r.end(ctx, n, &task, outcome{Node: n.ID, Buggy: true, Reason: "publish: " + err.Error()})
 	}
-	var got scheduler.Outcome
+	var got dispatch.Outcome
 	select {
 	case got = <-ch:
 	case <-ctx.Done():

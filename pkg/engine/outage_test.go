@@ -1,4 +1,4 @@
-package experiment
+package engine
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/local"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/chdb"
@@ -22,7 +24,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/run"
-	"github.com/hpcq/hpcq/pkg/scheduler"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -83,7 +84,7 @@ func newClusterRun(t *testing.T, spec run.Spec, handle func(fakellm.Request) fak
 	sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: c.dsn, SpoolDir: c.spool, Name: "scheduler", Logger: log})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sink.Close() })
-	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: dir, Logger: log, GatewayInstaller: true,
+	l, err := local.Start(ctx, local.Params{RunDir: dir, Logger: log, GatewayInstaller: true,
 		Queue:  queue.Options{AckWait: 2 * time.Second},
 		Worker: worker.Config{Pools: []string{"cpu"}, Slots: 2, Cores: 2}})
 	require.NoError(t, err)

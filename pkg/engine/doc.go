@@ -1,4 +1,4 @@
-// Package experiment is `scheduler run`: it grows a run's experiment tree
+// Package engine is `scheduler run`: the engine that grows a run's experiment tree
 // over the queue. For each node of each of the four stages it forks the
 // node's memory branch, asks the model for a Phase 0 plan and for the
 // node's code (prompts with memory, replies checked into phase artifacts),
@@ -12,4 +12,4 @@
 // same task and the dispatcher answers it from the results stream rather
 // than running it twice), nodes/<id>/result.json, plans/<id>/, and the
 // result cache, keyed by the content of a task and the workers' toolchains.
-package experiment
+package engine

@@ -1,4 +1,4 @@
-package scheduler_test
+package dispatch_test
 
 import (
 	"context"
@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/local"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
-	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/search"
 	"github.com/hpcq/hpcq/pkg/worker"
@@ -43,13 +45,13 @@ func TestDispatcher(t *testing.T) {
 		runs.Add(1)
 		return &schema.NodeResult{Metrics: map[string]float64{"score": float64(len(tk.NodeID))}}, nil
 	})
-	runDir := filepath.Join(t.TempDir(), scheduler.NewRunID())
-	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: runDir, Executor: exec, Logger: testutil.Logger(t),
+	runDir := filepath.Join(t.TempDir(), dispatch.NewRunID())
+	l, err := local.Start(ctx, local.Params{RunDir: runDir, Executor: exec, Logger: testutil.Logger(t),
 		Worker: worker.Config{Slots: 2, Toolchains: map[string]string{"gcc": "12"}}})
 	require.NoError(t, err)
 	defer l.Close()
 
-	d, err := scheduler.NewDispatcher(ctx, l.Queue, l.RunID)
+	d, err := dispatch.NewDispatcher(ctx, l.Queue, l.RunID)
 	require.NoError(t, err)
 	a, err := d.Submit(ctx, task("a", "cpu"))
 	require.NoError(t, err)
@@ -60,7 +62,7 @@ func TestDispatcher(t *testing.T) {
 	c, err := d.Submit(ctx, needs)
 	require.NoError(t, err)
 	_, err = d.Submit(ctx, task("a", "cpu"))
-	require.ErrorIs(t, err, scheduler.ErrDuplicateTask)
+	require.ErrorIs(t, err, dispatch.ErrDuplicateTask)
 	releaseOnce.Do(func() { close(release) })
 	oa, obb, oc := <-a, <-bb, <-c
 	require.Equal(t, 1.0, oa.Result.Metrics["score"])
@@ -72,7 +74,7 @@ func TestDispatcher(t *testing.T) {
 	require.EqualValues(t, 2, runs.Load())
 
 	// A resumed scheduler: the answers are in the stream.
-	d, err = scheduler.NewDispatcher(ctx, l.Queue, l.RunID)
+	d, err = dispatch.NewDispatcher(ctx, l.Queue, l.RunID)
 	require.NoError(t, err)
 	defer d.Close()
 	testutil.Eventually(t, 10*time.Second, "the earlier result", func() bool {
@@ -90,12 +92,12 @@ func TestSearchOverTheQueue(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	runDir := filepath.Join(t.TempDir(), scheduler.NewRunID())
-	l, err := scheduler.StartLocal(ctx, scheduler.LocalParams{RunDir: runDir, Workers: 2, Logger: testutil.Logger(t),
+	runDir := filepath.Join(t.TempDir(), dispatch.NewRunID())
+	l, err := local.Start(ctx, local.Params{RunDir: runDir, Workers: 2, Logger: testutil.Logger(t),
 		Worker: worker.Config{Slots: 1}})
 	require.NoError(t, err)
 	defer l.Close()
-	d, err := scheduler.NewDispatcher(ctx, l.Queue, l.RunID)
+	d, err := dispatch.NewDispatcher(ctx, l.Queue, l.RunID)
 	require.NoError(t, err)
 	defer d.Close()
 	r := runnerFunc(func(ctx context.Context, n *search.Node) (search.Result, error) {
@@ -140,3 +142,8 @@ func TestSearchOverTheQueue(t *testing.T) {
 type runnerFunc func(ctx context.Context, n *search.Node) (search.Result, error)
 
 func (f runnerFunc) Run(ctx context.Context, n *search.Node) (search.Result, error) { return f(ctx, n) }
+
+func task(node, pool string) *schema.NodeTask {
+	return &schema.NodeTask{V: 1, NodeID: node, Attempt: 1, Pool: pool,
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"echo " + node}}}}
+}

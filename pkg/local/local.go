@@ -1,4 +1,4 @@
-package scheduler
+package local
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
-// LocalParams configure a local cluster in one process.
-type LocalParams struct {
+// Params configure a local cluster in one process.
+type Params struct {
 	// RunDir is the run's directory; the embedded server keeps its
 	// JetStream files in RunDir/nats and the workers their workspaces and
 	// logs under RunDir. Its base name is the run id. Required.
@@ -44,9 +44,9 @@ type LocalParams struct {
 	Logger *slog.Logger
 }
 
-// Local is an embedded NATS server, a Queue on it, and in-process workers:
+// Cluster is an embedded NATS server, a Queue on it, and in-process workers:
 // the cluster mode with every piece in one process.
-type Local struct {
+type Cluster struct {
 	Server *queue.Embedded
 	Conn   *nats.Conn
 	Queue  *queue.Queue
@@ -63,12 +63,12 @@ type Local struct {
 // Failed is closed when a local worker stopped with an error: nothing
 // would run the tasks any more, so a caller waiting for results should
 // give up. Close returns the errors.
-func (l *Local) Failed() <-chan struct{} { return l.failed }
+func (l *Cluster) Failed() <-chan struct{} { return l.failed }
 
-// StartLocal starts the server and the workers.
-func StartLocal(ctx context.Context, p LocalParams) (*Local, error) {
+// Start starts the server and the workers.
+func Start(ctx context.Context, p Params) (*Cluster, error) {
 	if p.RunDir == "" {
-		return nil, errors.New("scheduler: LocalParams.RunDir is required")
+		return nil, errors.New("scheduler: Params.RunDir is required")
 	}
 	if p.Workers <= 0 {
 		p.Workers = 1
@@ -96,7 +96,7 @@ func StartLocal(ctx context.Context, p LocalParams) (*Local, error) {
 		srv.Shutdown()
 		return nil, err
 	}
-	l := &Local{Server: srv, Conn: nc, Queue: q, RunID: filepath.Base(runDir), failed: make(chan struct{})}
+	l := &Cluster{Server: srv, Conn: nc, Queue: q, RunID: filepath.Base(runDir), failed: make(chan struct{})}
 	exec := p.Executor
 	if exec == nil && p.Worker.Toolchains == nil {
 		tc := phases.DetectToolchains(ctx, log)
@@ -145,7 +145,7 @@ func StartLocal(ctx context.Context, p LocalParams) (*Local, error) {
 
 // Close drains the workers, then stops the server. It returns the workers'
 // errors, if any.
-func (l *Local) Close() error {
+func (l *Cluster) Close() error {
 	if l.cancel != nil {
 		l.cancel()
 	}
@@ -156,7 +156,7 @@ func (l *Local) Close() error {
 	return errors.Join(l.errs...)
 }
 
-func (l *Local) shutdown() {
+func (l *Cluster) shutdown() {
 	l.Conn.Close()
 	l.Server.Shutdown()
 }
