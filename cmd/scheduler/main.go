@@ -25,6 +25,7 @@ import (
 
 	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/local"
+	"github.com/hpcq/hpcq/pkg/stores"
 
 	"github.com/hpcq/hpcq/internal/chdb"
 	"github.com/hpcq/hpcq/internal/cli"
@@ -34,7 +35,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
-	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 const usage = `usage: scheduler <command> [flags] [args]
@@ -153,10 +153,11 @@ func cmdExec(args []string) error {
 			}
 		}
 	}()
-	sink, where, workersWrite, err := openResults(ctx, &cfg, runDir, runID, *local, log)
+	sink, where, err := stores.OpenResults(ctx, cfg.Store, rundir.Dir(runDir), log)
 	if err != nil {
 		return err
 	}
+	workersWrite := *local || cfg.Store.ClickHouseDSN != ""
 	defer logClose(log, "results", sink.Close)
 	if *local {
 		if len(pools) == 0 {
@@ -204,16 +205,16 @@ func cmdExec(args []string) error {
 	if outs == nil {
 		return execErr
 	}
-	if err := writeOutcomeRows(context.Background(), sink, runRow, outs, !workersWrite); err != nil {
+	if err := sink.Write(context.Background(), dispatch.OutcomeRows(runRow, outs, !workersWrite)); err != nil {
 		log.Warn("results rows not written", "err", err)
 	}
-	if err := writeResults(filepath.Join(runDir, "results.jsonl"), outs); err != nil {
+	if err := dispatch.WriteResultsFile(filepath.Join(runDir, "results.jsonl"), outs); err != nil {
 		log.Warn("results file not written", "err", err)
 	}
 	if *jsonOut {
 		enc := json.NewEncoder(os.Stdout)
 		for _, o := range outs {
-			_ = enc.Encode(outcomeJSON(o))
+			_ = enc.Encode(dispatch.OutcomeJSON(o))
 		}
 	} else if err := dispatch.WriteOutcomes(os.Stdout, outs); err != nil {
 		return err
@@ -225,7 +226,7 @@ func cmdExec(args []string) error {
 		}
 	}
 	if execErr != nil {
-		return fmt.Errorf("%d of %d tasks without an answer: %w", countUnanswered(outs), len(outs), execErr)
+		return fmt.Errorf("%d of %d tasks without an answer: %w", dispatch.Unanswered(outs), len(outs), execErr)
 	}
 	if failed > 0 {
 		log.Info("run finished with failures", "run_id", runID, "failed", failed, "tasks", len(outs))
@@ -233,113 +234,6 @@ func cmdExec(args []string) error {
 	}
 	log.Info("run finished", "run_id", runID, "tasks", len(outs))
 	return nil
-}
-
-func countUnanswered(outs []dispatch.Outcome) int {
-	n := 0
-	for _, o := range outs {
-		if o.Result == nil && o.DeadLetter == nil {
-			n++
-		}
-	}
-	return n
-}
-
-type outcomeLine struct {
-	NodeID     string             `json:"node_id"`
-	Attempt    int                `json:"attempt"`
-	Status     string             `json:"status"`
-	Result     *schema.NodeResult `json:"result,omitempty"`
-	DeadLetter *deadLetterJSON    `json:"dead_letter,omitempty"`
-}
-
-type deadLetterJSON struct {
-	Pool       string    `json:"pool"`
-	Reason     string    `json:"reason"`
-	Deliveries uint64    `json:"deliveries"`
-	Worker     string    `json:"worker,omitempty"`
-	Time       time.Time `json:"time"`
-}
-
-func outcomeJSON(o dispatch.Outcome) outcomeLine {
-	l := outcomeLine{NodeID: o.Task.NodeID, Attempt: o.Task.Attempt, Status: results.NodeNoAnswer, Result: o.Result}
-	switch {
-	case o.Result != nil && o.Result.OK():
-		l.Status = results.NodeOK
-	case o.Result != nil:
-		l.Status = results.NodeFailed
-	case o.DeadLetter != nil:
-		l.Status = results.NodeDeadLettered
-		d := o.DeadLetter
-		l.DeadLetter = &deadLetterJSON{Pool: d.Pool, Reason: d.Reason, Deliveries: d.Deliveries, Worker: d.Worker, Time: d.Time}
-	}
-	return l
-}
-
-func writeResults(path string, outs []dispatch.Outcome) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	enc := json.NewEncoder(f)
-	for _, o := range outs {
-		if err := enc.Encode(outcomeJSON(o)); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	return f.Close()
-}
-
-// openResults opens where the run's results go: ClickHouse when a DSN is
-// set, else the SQLite file of the run directory. workersWrite tells
-// whether the workers write the rows of their results themselves (local
-// workers, and remote ones that have ClickHouse); otherwise the scheduler
-// writes them from the results it receives.
-func openResults(ctx context.Context, cfg *config.Scheduler, runDir, runID string, local bool, log *slog.Logger) (results.Sink, map[string]string, bool, error) {
-	if cfg.Store.ClickHouseDSN != "" {
-		sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: cfg.Store.ClickHouseDSN,
-			SpoolDir: cfg.Store.SpoolDir, Name: "scheduler-" + runID, Logger: log})
-		if err != nil {
-			return nil, nil, false, err
-		}
-		return sink, map[string]string{"store": "clickhouse", "dsn": config.RedactURL(cfg.Store.ClickHouseDSN)}, true, nil
-	}
-	sink, err := results.OpenSQLite(rundir.Dir(runDir).Path(rundir.ResultsFile))
-	if err != nil {
-		return nil, nil, false, err
-	}
-	return sink, map[string]string{"store": "sqlite", "file": rundir.ResultsFile}, local, nil
-}
-
-// writeOutcomeRows closes the run's rows: the run's status, the nodes that
-// got no result, and (withResults) every result's rows.
-func writeOutcomeRows(ctx context.Context, sink results.Sink, run results.Run, outs []dispatch.Outcome, withResults bool) error {
-	now := time.Now()
-	rows := results.Rows{}
-	run.Status, run.TS = results.RunDone, now
-	for _, o := range outs {
-		t := o.Task
-		switch {
-		case o.Result != nil && withResults:
-			r := results.FromResult(t, o.Result)
-			rows.Nodes = append(rows.Nodes, r.Nodes...)
-			rows.PhaseRuns = append(rows.PhaseRuns, r.PhaseRuns...)
-			rows.Metrics = append(rows.Metrics, r.Metrics...)
-		case o.Result == nil:
-			status, kind := results.NodeNoAnswer, ""
-			if o.DeadLetter != nil {
-				status, kind = results.NodeDeadLettered, results.ErrKindDeadLetter
-			}
-			rows.Nodes = append(rows.Nodes, results.Node{Run: run.Run, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
-				Pool: t.Pool, Attempt: t.Attempt, Status: status, ErrorKind: kind, TS: now})
-		}
-		if !o.OK() {
-			run.Status = results.RunFailed
-		}
-	}
-	rows.Runs = []results.Run{run}
-	return sink.Write(ctx, rows)
 }
 
 // writeRunJSON records the run's resolved configuration, without secrets.

@@ -21,11 +21,10 @@ import (
 	"github.com/hpcq/hpcq/pkg/engine"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
-	"github.com/hpcq/hpcq/pkg/memory/cluster"
-	"github.com/hpcq/hpcq/pkg/memory/sqlite"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/stores"
 )
 
 // The scripted cassette of an idea directory, and the resolved spec a run
@@ -136,22 +135,23 @@ func cmdRun(args []string) error {
 	defer closeLLM()
 	info.LLM = llmInfo
 
-	sink, where, workersWrite, err := openResults(ctx, &cfg, runDir, runID, *local, log)
+	sink, where, err := stores.OpenResults(ctx, cfg.Store, rundir.Dir(runDir), log)
 	if err != nil {
 		return err
 	}
+	// Workers write the rows of their results when they can reach the
+	// store: in-process workers, and remote ones when it is ClickHouse.
+	workersWrite := *local || cfg.Store.ClickHouseDSN != ""
 	defer logClose(log, "results", sink.Close)
 	info.Results = where
 
 	var store memory.Store
 	info.Memory = map[string]string{"enabled": "false"}
 	if *spec.Memory.Enabled {
-		var closeStore func() error
-		store, closeStore, info.Memory, err = openMemory(ctx, &cfg, runDir, runID, log)
-		if err != nil {
+		if store, info.Memory, err = stores.OpenMemory(ctx, cfg.Store, rundir.Dir(runDir), log); err != nil {
 			return err
 		}
-		defer logClose(log, "memory", closeStore)
+		defer logClose(log, "memory", store.Close)
 	}
 	if err := os.MkdirAll(rundir.Dir(runDir).Path(rundir.MemoryDir), 0o755); err != nil {
 		return err
@@ -274,33 +274,6 @@ func runLLM(spec run.Spec, ideaDir string, log *slog.Logger) (llm.Client, func()
 	return client, closeFn, info, nil
 }
 
-// openMemory opens the run's memory: Redis + ClickHouse when both are
-// configured, else the SQLite file of the run directory.
-func openMemory(ctx context.Context, cfg *config.Scheduler, runDir, runID string, log *slog.Logger) (memory.Store, func() error, map[string]string, error) {
-	s := cfg.Store
-	if s.RedisURL != "" && s.ClickHouseDSN != "" {
-		st, err := cluster.Open(ctx, cluster.Options{Run: runID, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword, RedisTLSCA: s.RedisTLSCA,
-			ClickHouseDSN: s.ClickHouseDSN, SpoolDir: s.SpoolDir, Logger: log})
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		return st, st.Close, map[string]string{"enabled": "true", "store": "cluster", "redis": config.RedactURL(s.RedisURL),
-			"clickhouse": config.RedactURL(s.ClickHouseDSN)}, nil
-	}
-	if s.RedisURL != "" {
-		log.Warn("HPCQ_REDIS_URL is set without HPCQ_CLICKHOUSE_DSN: the cluster memory needs both; the memory stays in the run's SQLite file")
-	}
-	path := rundir.Dir(runDir).Path(rundir.MemoryDB)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, nil, nil, err
-	}
-	st, err := sqlite.Open(path, sqlite.Options{Run: runID})
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return st, st.Close, map[string]string{"enabled": "true", "store": "sqlite", "file": "memory/memory.sqlite"}, nil
-}
-
 func readJSONFile(path string, v any) (bool, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -367,20 +340,12 @@ func cmdExport(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	p := engine.Params{Spec: spec, RunDir: dir, Logger: log}
-	switch info.Memory["store"] {
-	case "sqlite":
-		st, err := sqlite.Open(rundir.Dir(dir).Path(rundir.MemoryDB), sqlite.Options{Run: info.RunID})
-		if err != nil {
-			return fmt.Errorf("open the run's memory (is the run still going?): %w", err)
-		}
+	st, err := stores.ReopenMemory(ctx, cfg.Store, rundir.Dir(dir), info.Memory["store"], log)
+	if err != nil {
+		return err
+	}
+	if st != nil {
 		defer logClose(log, "memory", st.Close)
-		p.MemoryStore = st
-	case "cluster":
-		st, closeStore, _, err := openMemory(ctx, &cfg, dir, info.RunID, log)
-		if err != nil {
-			return err
-		}
-		defer logClose(log, "memory", closeStore)
 		p.MemoryStore = st
 	}
 	sum, err := engine.Export(ctx, p)

@@ -1,0 +1,100 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"os"
+	"time"
+
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/schema"
+)
+
+// Unanswered counts the outcomes with neither a result nor a dead letter.
+func Unanswered(outs []Outcome) int {
+	n := 0
+	for _, o := range outs {
+		if o.Result == nil && o.DeadLetter == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// OutcomeLine is one line of results.jsonl (and of `scheduler exec --json`).
+type OutcomeLine struct {
+	NodeID     string             `json:"node_id"`
+	Attempt    int                `json:"attempt"`
+	Status     string             `json:"status"`
+	Result     *schema.NodeResult `json:"result,omitempty"`
+	DeadLetter *deadLetterJSON    `json:"dead_letter,omitempty"`
+}
+
+type deadLetterJSON struct {
+	Pool       string    `json:"pool"`
+	Reason     string    `json:"reason"`
+	Deliveries uint64    `json:"deliveries"`
+	Worker     string    `json:"worker,omitempty"`
+	Time       time.Time `json:"time"`
+}
+
+// OutcomeJSON is an outcome as a line of results.jsonl.
+func OutcomeJSON(o Outcome) OutcomeLine {
+	l := OutcomeLine{NodeID: o.Task.NodeID, Attempt: o.Task.Attempt, Status: results.NodeNoAnswer, Result: o.Result}
+	switch {
+	case o.Result != nil && o.Result.OK():
+		l.Status = results.NodeOK
+	case o.Result != nil:
+		l.Status = results.NodeFailed
+	case o.DeadLetter != nil:
+		l.Status = results.NodeDeadLettered
+		d := o.DeadLetter
+		l.DeadLetter = &deadLetterJSON{Pool: d.Pool, Reason: d.Reason, Deliveries: d.Deliveries, Worker: d.Worker, Time: d.Time}
+	}
+	return l
+}
+
+// WriteResultsFile writes one OutcomeLine per outcome to path.
+func WriteResultsFile(path string, outs []Outcome) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, o := range outs {
+		if err := enc.Encode(OutcomeJSON(o)); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// OutcomeRows are the rows that close an exec's run: the run's status, the
+// nodes that got no result, and (withResults) every result's rows.
+func OutcomeRows(run results.Run, outs []Outcome, withResults bool) results.Rows {
+	now := time.Now()
+	rows := results.Rows{}
+	run.Status, run.TS = results.RunDone, now
+	for _, o := range outs {
+		t := o.Task
+		switch {
+		case o.Result != nil && withResults:
+			r := results.FromResult(t, o.Result)
+			rows.Nodes = append(rows.Nodes, r.Nodes...)
+			rows.PhaseRuns = append(rows.PhaseRuns, r.PhaseRuns...)
+			rows.Metrics = append(rows.Metrics, r.Metrics...)
+		case o.Result == nil:
+			status, kind := results.NodeNoAnswer, ""
+			if o.DeadLetter != nil {
+				status, kind = results.NodeDeadLettered, results.ErrKindDeadLetter
+			}
+			rows.Nodes = append(rows.Nodes, results.Node{Run: run.Run, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
+				Pool: t.Pool, Attempt: t.Attempt, Status: status, ErrorKind: kind, TS: now})
+		}
+		if !o.OK() {
+			run.Status = results.RunFailed
+		}
+	}
+	rows.Runs = []results.Run{run}
+	return rows
+}

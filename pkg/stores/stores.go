@@ -1,0 +1,98 @@
+// Package stores opens a run's memory and results stores from the
+// settings: Redis + ClickHouse and ClickHouse in cluster mode, else the
+// SQLite files of the run directory. It is the one place that chooses a
+// backend, for `scheduler run`, `exec` and `export` alike.
+package stores
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/memory/cluster"
+	"github.com/hpcq/hpcq/pkg/memory/sqlite"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
+)
+
+// Memory backends, as run.json's "memory"."store" names them.
+const (
+	MemorySQLite  = "sqlite"
+	MemoryCluster = "cluster"
+)
+
+// OpenMemory opens the memory of the run in dir: the cluster store when
+// both Redis and ClickHouse are configured, else the SQLite file in the run
+// directory. where says which, without secrets, for run.json.
+func OpenMemory(ctx context.Context, s config.Store, dir rundir.Dir, log *slog.Logger) (st memory.Store, where map[string]string, err error) {
+	if s.RedisURL != "" && s.ClickHouseDSN != "" {
+		return openCluster(ctx, s, dir, log)
+	}
+	if s.RedisURL != "" {
+		log.Warn("HPCQ_REDIS_URL is set without HPCQ_CLICKHOUSE_DSN: the cluster memory needs both; the memory stays in the run's SQLite file")
+	}
+	return openSQLite(dir)
+}
+
+// ReopenMemory opens the memory store a run recorded in its run.json
+// (store), for an export; the cluster store needs its servers configured.
+func ReopenMemory(ctx context.Context, s config.Store, dir rundir.Dir, store string, log *slog.Logger) (memory.Store, error) {
+	switch store {
+	case MemorySQLite:
+		st, _, err := openSQLite(dir)
+		if err != nil {
+			return nil, fmt.Errorf("open the run's memory (is the run still going?): %w", err)
+		}
+		return st, nil
+	case MemoryCluster:
+		if s.RedisURL == "" || s.ClickHouseDSN == "" {
+			return nil, fmt.Errorf("run %s keeps its memory in Redis and ClickHouse: set HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN", dir.ID())
+		}
+		st, _, err := openCluster(ctx, s, dir, log)
+		return st, err
+	}
+	return nil, nil // memory was off
+}
+
+func openCluster(ctx context.Context, s config.Store, dir rundir.Dir, log *slog.Logger) (memory.Store, map[string]string, error) {
+	st, err := cluster.Open(ctx, cluster.Options{Run: dir.ID(), RedisURL: s.RedisURL, RedisPassword: s.RedisPassword, RedisTLSCA: s.RedisTLSCA,
+		ClickHouseDSN: s.ClickHouseDSN, SpoolDir: s.SpoolDir, Logger: log})
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, map[string]string{"enabled": "true", "store": MemoryCluster, "redis": config.RedactURL(s.RedisURL),
+		"clickhouse": config.RedactURL(s.ClickHouseDSN)}, nil
+}
+
+func openSQLite(dir rundir.Dir) (memory.Store, map[string]string, error) {
+	if err := os.MkdirAll(dir.Path(rundir.MemoryDir), 0o755); err != nil {
+		return nil, nil, err
+	}
+	st, err := sqlite.Open(dir.Path(rundir.MemoryDB), sqlite.Options{Run: dir.ID()})
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, map[string]string{"enabled": "true", "store": MemorySQLite, "file": rundir.MemoryDB}, nil
+}
+
+// OpenResults opens where the run's results go: ClickHouse when a DSN is
+// set (spooled under the name scheduler-<run>), else the SQLite file of the
+// run directory. where says which, for run.json.
+func OpenResults(ctx context.Context, s config.Store, dir rundir.Dir, log *slog.Logger) (sink results.Sink, where map[string]string, err error) {
+	if s.ClickHouseDSN != "" {
+		ch, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: s.ClickHouseDSN, SpoolDir: s.SpoolDir,
+			Name: "scheduler-" + dir.ID(), Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return ch, map[string]string{"store": "clickhouse", "dsn": config.RedactURL(s.ClickHouseDSN)}, nil
+	}
+	sq, err := results.OpenSQLite(dir.Path(rundir.ResultsFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	return sq, map[string]string{"store": "sqlite", "file": rundir.ResultsFile}, nil
+}
