@@ -1,4 +1,4 @@
-package main
+package scheduler
 
 import (
 	"context"
@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -33,182 +31,6 @@ const (
 	ideaCassette = "cassette.jsonl"
 	runSpecFile  = rundir.SpecFile
 )
-
-func cmdRun(args []string) error {
-	var cfg config.Scheduler
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	fs := newFlags("run", &cfg, "IDEA_DIR | --resume RUN_DIR")
-	local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
-	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
-	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
-	runDirFlag := fs.String("run-dir", "", "the run's directory (default: --runs-dir/<run id>)")
-	resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
-	waitWorkers := fs.Duration("wait-workers", 30*time.Second, "how long to wait at start for a live worker of the run's pool (then the run goes on: workers started on demand come when tasks wait)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if (*resume == "") == (fs.NArg() != 1) || (*resume != "" && fs.NArg() != 0) {
-		fs.Usage()
-		return exitError(2)
-	}
-	log, err := cfg.Log.Logger(os.Stderr)
-	if err != nil {
-		return err
-	}
-	if cfg.NATS.URL == "" && !*local {
-		*local = true
-	}
-	mode := "cluster"
-	if *local {
-		mode = "local"
-	}
-
-	var spec run.Spec
-	var info rundir.Info
-	var runDir string
-	if *resume != "" {
-		runDir = *resume
-		var err error
-		switch info, err = rundir.Dir(runDir).ReadInfo(); {
-		case err != nil:
-			return fmt.Errorf("%s is not the directory of a `scheduler run`: %w", runDir, err)
-		case info.Command != "run":
-			return fmt.Errorf("%s is not the directory of a `scheduler run`: its run.json is of `scheduler %s`", runDir, info.Command)
-		}
-		switch ok, err := readJSONFile(filepath.Join(runDir, runSpecFile), &spec); {
-		case err != nil:
-			return fmt.Errorf("%s/%s: %w", runDir, runSpecFile, err)
-		case !ok:
-			return fmt.Errorf("%s has no %s: it cannot be resumed", runDir, runSpecFile)
-		}
-		if err := spec.Validate(); err != nil {
-			return fmt.Errorf("%s/%s: %w", runDir, runSpecFile, err)
-		}
-		if info.Mode != mode {
-			return fmt.Errorf("run %s ran in %s mode; resume it in the same mode", info.RunID, info.Mode)
-		}
-		info.Resumes++
-	} else {
-		ideaDir := fs.Arg(0)
-		if spec, err = loadIdea(ideaDir); err != nil {
-			return err
-		}
-		id := dispatch.NewRunID()
-		runDir = *runDirFlag
-		if runDir == "" {
-			runDir = filepath.Join(cfg.RunsDir, id)
-		}
-		if _, err := os.Stat(rundir.Dir(runDir).Path(rundir.InfoFile)); err == nil {
-			return fmt.Errorf("%s holds a run already: use --resume %s, or another --run-dir", runDir, runDir)
-		}
-		abs, _ := filepath.Abs(ideaDir)
-		info = rundir.Info{RunID: filepath.Base(runDir), Command: "run", Mode: mode, IdeaDir: abs, Version: version.Version,
-			Started: time.Now().UTC(), LocalWorkers: cfg.Workers, Slots: cfg.Slots}
-	}
-	// A new run whose start fails (NATS, Redis or ClickHouse unreachable,
-	// a bad endpoint) leaves no directory behind: it would pass for the
-	// newest run.
-	_, statErr := os.Stat(runDir)
-	created := *resume == "" && errors.Is(statErr, os.ErrNotExist)
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return err
-	}
-	started := false
-	defer func() {
-		if created && !started {
-			if err := os.RemoveAll(runDir); err != nil {
-				log.Warn("could not remove the directory of a run that did not start", "dir", runDir, "err", err)
-			}
-		}
-	}()
-	runID := filepath.Base(runDir)
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-
-	client, closeLLM, llmInfo, err := runLLM(spec, info.IdeaDir, log)
-	if err != nil {
-		return err
-	}
-	defer closeLLM()
-	info.LLM = llmInfo
-
-	sink, where, err := stores.OpenResults(ctx, cfg.Store, rundir.Dir(runDir), log)
-	if err != nil {
-		return err
-	}
-	// Workers write the rows of their results when they can reach the
-	// store: in-process workers, and remote ones when it is ClickHouse.
-	workersWrite := *local || cfg.Store.ClickHouseDSN != ""
-	defer logClose(log, "results", sink.Close)
-	info.Results = where
-
-	var store memory.Store
-	info.Memory = map[string]string{"enabled": "false"}
-	if *spec.Memory.Enabled {
-		if store, info.Memory, err = stores.OpenMemory(ctx, cfg.Store, rundir.Dir(runDir), log); err != nil {
-			return err
-		}
-		defer logClose(log, "memory", store.Close)
-	}
-	if err := os.MkdirAll(rundir.Dir(runDir).Path(rundir.MemoryDir), 0o755); err != nil {
-		return err
-	}
-	calls, err := os.OpenFile(rundir.Dir(runDir).Path(rundir.MemoryCalls), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	defer calls.Close()
-
-	var q *queue.Queue
-	var gw *nats.Conn
-	if *local {
-		l, lctx, closeLocal, err := startLocal(ctx, &cfg, runDir, []string{spec.Pool}, sink, true, log)
-		if err != nil {
-			return err
-		}
-		defer closeLocal()
-		q, ctx = l.Queue, lctx
-		gw = l.Conn
-		info.NATSURL = "embedded"
-	} else {
-		conn, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-scheduler"), log)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		if q, err = queue.New(ctx, conn, cfg.Queue.Options(), log); err != nil {
-			return err
-		}
-		defer q.Close()
-		gw = conn
-		info.NATSURL = config.RedactURL(cfg.NATS.URL)
-	}
-	if err := rundir.Dir(runDir).WriteInfo(info); err != nil {
-		return err
-	}
-	started = true
-	terminal := isatty.IsTerminal(os.Stdout.Fd())
-	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
-	sum, runErr := engine.Run(ctx, engine.Params{
-		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
-		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: *waitWorkers, Gateway: gw, OutageMax: cfg.OutageMax,
-		Progress: os.Stdout, Terminal: terminal, Logger: log,
-	})
-	if sum.RunID == "" {
-		return runErr
-	}
-	printSummary(spec, runDir, sum)
-	if runErr != nil {
-		return runErr
-	}
-	if !sum.HasBest {
-		return exitError(1)
-	}
-	return nil
-}
 
 func printSummary(spec run.Spec, runDir string, sum engine.Summary) {
 	fmt.Printf("\nrun %s: %d nodes (%d buggy, %d from the result cache)", sum.RunID, sum.Nodes, sum.Buggy, sum.CacheHits)
@@ -297,27 +119,194 @@ func writeJSONFile(path string, v any) error {
 	return os.Rename(tmp, path)
 }
 
-// cmdExport writes a finished (or interrupted) run's outputs again from its
-// directory: tree.json, tree.html, report.md and the memory export.
-func cmdExport(args []string) error {
-	var cfg config.Scheduler
-	if err := config.Load(&cfg); err != nil {
+// logClose calls close and logs its failure: for what a command closes on
+// its way out, when the command's own result is already decided.
+func logClose(log *slog.Logger, what string, close func() error) {
+	if err := close(); err != nil {
+		log.Error(what, "err", err)
+	}
+}
+
+// RunOptions are what `scheduler run` is asked.
+type RunOptions struct {
+	Local bool
+	// IdeaDir starts a new run in RunDir (default: the runs directory's
+	// <run id>); Resume continues the run in that directory instead.
+	IdeaDir, RunDir, Resume string
+	// WaitWorkers bounds the wait for a live worker at start.
+	WaitWorkers time.Duration
+	Log         *slog.Logger
+}
+
+// Run is `scheduler run`: the tree search of an idea, or the resume of a
+// run. A run that ends with no node producing the metric returns
+// ExitError(1); one interrupted returns the reason.
+func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
+	log := o.Log
+	var err error
+	local := o.Local
+	if cfg.NATS.URL == "" && !local {
+		local = true
+	}
+	mode := "cluster"
+	if local {
+		mode = "local"
+	}
+
+	var spec run.Spec
+	var info rundir.Info
+	var runDir string
+	if o.Resume != "" {
+		runDir = o.Resume
+		var err error
+		switch info, err = rundir.Dir(runDir).ReadInfo(); {
+		case err != nil:
+			return fmt.Errorf("%s is not the directory of a `scheduler run`: %w", runDir, err)
+		case info.Command != "run":
+			return fmt.Errorf("%s is not the directory of a `scheduler run`: its run.json is of `scheduler %s`", runDir, info.Command)
+		}
+		switch ok, err := readJSONFile(filepath.Join(runDir, runSpecFile), &spec); {
+		case err != nil:
+			return fmt.Errorf("%s/%s: %w", runDir, runSpecFile, err)
+		case !ok:
+			return fmt.Errorf("%s has no %s: it cannot be resumed", runDir, runSpecFile)
+		}
+		if err := spec.Validate(); err != nil {
+			return fmt.Errorf("%s/%s: %w", runDir, runSpecFile, err)
+		}
+		if info.Mode != mode {
+			return fmt.Errorf("run %s ran in %s mode; resume it in the same mode", info.RunID, info.Mode)
+		}
+		info.Resumes++
+	} else {
+		ideaDir := o.IdeaDir
+		if spec, err = loadIdea(ideaDir); err != nil {
+			return err
+		}
+		id := dispatch.NewRunID()
+		runDir = o.RunDir
+		if runDir == "" {
+			runDir = filepath.Join(cfg.RunsDir, id)
+		}
+		if _, err := os.Stat(rundir.Dir(runDir).Path(rundir.InfoFile)); err == nil {
+			return fmt.Errorf("%s holds a run already: use --resume %s, or another --run-dir", runDir, runDir)
+		}
+		abs, _ := filepath.Abs(ideaDir)
+		info = rundir.Info{RunID: filepath.Base(runDir), Command: "run", Mode: mode, IdeaDir: abs, Version: version.Version,
+			Started: time.Now().UTC(), LocalWorkers: cfg.Workers, Slots: cfg.Slots}
+	}
+	// A new run whose start fails (NATS, Redis or ClickHouse unreachable,
+	// a bad endpoint) leaves no directory behind: it would pass for the
+	// newest run.
+	_, statErr := os.Stat(runDir)
+	created := o.Resume == "" && errors.Is(statErr, os.ErrNotExist)
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
 		return err
 	}
-	fs := newFlags("export", &cfg, "")
-	runDir := fs.String("run-dir", "", "the run (default: the newest under --runs-dir)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		fs.Usage()
-		return exitError(2)
-	}
-	log, err := cfg.Log.Logger(os.Stderr)
+	started := false
+	defer func() {
+		if created && !started {
+			if err := os.RemoveAll(runDir); err != nil {
+				log.Warn("could not remove the directory of a run that did not start", "dir", runDir, "err", err)
+			}
+		}
+	}()
+	runID := filepath.Base(runDir)
+
+	client, closeLLM, llmInfo, err := runLLM(spec, info.IdeaDir, log)
 	if err != nil {
 		return err
 	}
-	dir := *runDir
+	defer closeLLM()
+	info.LLM = llmInfo
+
+	sink, where, err := stores.OpenResults(ctx, cfg.Store, rundir.Dir(runDir), log)
+	if err != nil {
+		return err
+	}
+	// Workers write the rows of their results when they can reach the
+	// store: in-process workers, and remote ones when it is ClickHouse.
+	workersWrite := local || cfg.Store.ClickHouseDSN != ""
+	defer logClose(log, "results", sink.Close)
+	info.Results = where
+
+	var store memory.Store
+	info.Memory = map[string]string{"enabled": "false"}
+	if *spec.Memory.Enabled {
+		if store, info.Memory, err = stores.OpenMemory(ctx, cfg.Store, rundir.Dir(runDir), log); err != nil {
+			return err
+		}
+		defer logClose(log, "memory", store.Close)
+	}
+	if err := os.MkdirAll(rundir.Dir(runDir).Path(rundir.MemoryDir), 0o755); err != nil {
+		return err
+	}
+	calls, err := os.OpenFile(rundir.Dir(runDir).Path(rundir.MemoryCalls), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer calls.Close()
+
+	var q *queue.Queue
+	var gw *nats.Conn
+	if local {
+		l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, []string{spec.Pool}, sink, true, log)
+		if err != nil {
+			return err
+		}
+		defer closeLocal()
+		q, ctx = l.Queue, lctx
+		gw = l.Conn
+		info.NATSURL = "embedded"
+	} else {
+		conn, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-scheduler"), log)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if q, err = queue.New(ctx, conn, cfg.Queue.Options(), log); err != nil {
+			return err
+		}
+		defer q.Close()
+		gw = conn
+		info.NATSURL = config.RedactURL(cfg.NATS.URL)
+	}
+	if err := rundir.Dir(runDir).WriteInfo(info); err != nil {
+		return err
+	}
+	started = true
+	terminal := isatty.IsTerminal(os.Stdout.Fd())
+	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
+	sum, runErr := engine.Run(ctx, engine.Params{
+		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
+		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, OutageMax: cfg.OutageMax,
+		Progress: os.Stdout, Terminal: terminal, Logger: log,
+	})
+	if sum.RunID == "" {
+		return runErr
+	}
+	printSummary(spec, runDir, sum)
+	if runErr != nil {
+		return runErr
+	}
+	if !sum.HasBest {
+		return exitError(1)
+	}
+	return nil
+}
+
+// ExportOptions are what `scheduler export` is asked.
+type ExportOptions struct {
+	RunDir string
+	Log    *slog.Logger
+}
+
+// Export writes a finished (or interrupted) run's outputs again from its
+// directory: tree.json, tree.html, report.md and the memory export.
+func Export(ctx context.Context, cfg *config.Scheduler, o ExportOptions) error {
+	log := o.Log
+	var err error
+	dir := o.RunDir
 	if dir == "" {
 		if dir, err = newestRun(cfg.RunsDir); err != nil {
 			return err
@@ -337,8 +326,6 @@ func cmdExport(args []string) error {
 	case !ok:
 		return fmt.Errorf("%s has no %s", dir, runSpecFile)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	p := engine.Params{Spec: spec, RunDir: dir, Logger: log}
 	st, err := stores.ReopenMemory(ctx, cfg.Store, rundir.Dir(dir), info.Memory["store"], log)
 	if err != nil {
@@ -357,12 +344,4 @@ func cmdExport(args []string) error {
 		fmt.Printf("memory: %s\n", filepath.Join(dir, "memory", "final_memory_for_paper.md"))
 	}
 	return nil
-}
-
-// logClose calls close and logs its failure: for what a command closes on
-// its way out, when the command's own result is already decided.
-func logClose(log *slog.Logger, what string, close func() error) {
-	if err := close(); err != nil {
-		log.Error(what, "err", err)
-	}
 }

@@ -1,0 +1,75 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hpcq/hpcq/internal/chdb"
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
+)
+
+// QueryOptions are what `scheduler query` is asked.
+type QueryOptions struct {
+	// RunDir is the run; without it, ClickHouse when configured, else the
+	// newest run.
+	RunDir  string
+	SQL     string
+	Format  string // table, csv or json
+	Timeout time.Duration
+}
+
+// Query runs one read-only statement on a run's results: the SQLite file of
+// a local run (or of a cluster run without ClickHouse), or ClickHouse when
+// the run's run.json says so or, without RunDir, when it is configured.
+func Query(ctx context.Context, cfg *config.Scheduler, o QueryOptions) error {
+	store := "clickhouse"
+	dir := o.RunDir
+	if dir != "" || cfg.Store.ClickHouseDSN == "" {
+		if dir == "" {
+			var err error
+			if dir, err = newestRun(cfg.RunsDir); err != nil {
+				return err
+			}
+		}
+		info, err := rundir.Dir(dir).ReadInfo()
+		if err != nil {
+			return fmt.Errorf("%s is not a run directory: %w", dir, err)
+		}
+		store = info.Results["store"]
+		if store == "" {
+			store = "sqlite" // runs recorded before results were kept
+		}
+	}
+	var tab *results.Table
+	var err error
+	switch store {
+	case "clickhouse":
+		if cfg.Store.ClickHouseDSN == "" {
+			return fmt.Errorf("run %s keeps its results in ClickHouse: set HPCQ_CLICKHOUSE_DSN (or --clickhouse-dsn)", dir)
+		}
+		conn, cerr := chdb.Open(ctx, cfg.Store.ClickHouseDSN)
+		if cerr != nil {
+			return cerr
+		}
+		defer conn.Close()
+		qctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+		tab, err = results.QueryClickHouse(qctx, conn, o.SQL)
+	default:
+		path := rundir.Dir(dir).Path(rundir.ResultsFile)
+		if _, serr := os.Stat(path); serr != nil {
+			return fmt.Errorf("run %s has no results file: %w", dir, serr)
+		}
+		qctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		defer cancel()
+		tab, err = results.QuerySQLite(qctx, path, o.SQL)
+	}
+	if err != nil {
+		return err
+	}
+	return tab.Write(os.Stdout, o.Format)
+}
