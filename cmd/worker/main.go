@@ -106,14 +106,14 @@ func run(args []string) error {
 	}
 	// The iterative installer asks the model through the scheduler's LLM
 	// gateway: a worker holds no API key.
-	pc := cfg.Tasks.Phases(cfg.WorkDir)
+	pc := phases.ConfigFrom(cfg.Tasks, cfg.WorkDir)
 	pc.Installer = prompt.NewInstaller(llm.Gateway{NC: q.Conn()})
 	exec, err := phases.NewExecutor(pc)
 	if err != nil {
 		return err
 	}
 	log.Info("task commands isolated", "isolation", exec.Isolation())
-	wc := cfg.Tasks.Worker(cfg.Pools)
+	wc := worker.ConfigFrom(cfg.Tasks, cfg.Pools)
 	wc.ID, wc.Cores, wc.Toolchains, wc.GPUIDs, wc.GPUDevices = id, cores, tc.Versions, gpuIDs, tc.GPUs
 	wc.Version, wc.Logger, wc.SlurmJobID, wc.Deadline = version.Version, log, jobID, deadline
 	if cfg.Store.ClickHouseDSN != "" {

@@ -16,9 +16,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
-	"github.com/hpcq/hpcq/pkg/worker"
 )
 
 // Prefix of every environment variable.
@@ -113,11 +111,6 @@ type Isolation struct {
 	Writable []string `envconfig:"SANDBOX_WRITABLE" desc:"directories besides the workspace that task commands may write (absolute paths)"`
 }
 
-// Sandbox is the phases configuration.
-func (i Isolation) Sandbox() phases.SandboxConfig {
-	return phases.SandboxConfig{Mode: i.Mode, User: i.User, Writable: i.Writable}
-}
-
 // Common settings of every command.
 type Common struct {
 	NATS
@@ -146,18 +139,6 @@ type Tasks struct {
 	// task sets limits.max_output_bytes.
 	MaxOutput int64 `envconfig:"MAX_OUTPUT_BYTES" default:"8388608" desc:"output kept in memory per stream of a phase"`
 	Isolation
-}
-
-// Phases is the executor configuration the settings give, for workspaces
-// and logs under runsDir.
-func (t Tasks) Phases(runsDir string) phases.Config {
-	return phases.Config{RunsDir: runsDir, KillGrace: t.Grace, MaxOutputBytes: t.MaxOutput, Sandbox: t.Isolation.Sandbox()}
-}
-
-// Worker is the worker configuration the settings give; the caller adds
-// what it knows of the machine (cores, toolchains, Slurm) and its identity.
-func (t Tasks) Worker(pools []string) worker.Config {
-	return worker.Config{Pools: pools, Slots: t.Slots, FetchWait: t.FetchMax, IdleExit: t.IdleExit}
 }
 
 // LLM settings: the model the scheduler asks. Only the scheduler's process

@@ -197,7 +197,7 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 	}
 	l := p.Spec.LLM
 	e.metered = &llm.Metered{Client: llm.Defaults{Client: p.LLM, Model: l.Model, Temperature: l.Temperature, MaxTokens: l.MaxTokens},
-		Sink: p.Results, Run: e.runID, Prices: l.Prices, Budget: l.Budget, Logger: e.log}
+		Record: e.recordCall, Run: e.runID, Prices: l.Prices, Budget: l.Budget, Logger: e.log}
 	if u, err := loadUsage(filepath.Join(dir, journalDir, "usage.json")); err != nil {
 		e.close()
 		return nil, err
@@ -224,6 +224,18 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// recordCall writes an LLM call as an llm_calls row.
+func (e *engine) recordCall(ctx context.Context, c llm.Call) {
+	if e.p.Results == nil {
+		return
+	}
+	row := results.LLMCall{Run: c.Run, Node: c.Node, Purpose: c.Purpose, Model: c.Model, TokensIn: c.TokensIn, TokensOut: c.TokensOut,
+		LatencyMS: float64(c.Latency.Microseconds()) / 1000, CostUSD: c.CostUSD, CacheHit: c.CacheHit, Error: c.Error, TS: c.Started}
+	if err := e.p.Results.Write(ctx, results.Rows{LLMCalls: []results.LLMCall{row}}); err != nil {
+		e.log.Warn("llm: call not recorded", "err", err)
+	}
 }
 
 func (e *engine) close() {

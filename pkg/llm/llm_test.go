@@ -19,7 +19,6 @@ import (
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/testutil"
-	"github.com/hpcq/hpcq/pkg/results"
 )
 
 // fakeOpenAI is an httptest server speaking the chat completions API; each
@@ -360,12 +359,14 @@ func TestDefaults(t *testing.T) {
 func TestMetered(t *testing.T) {
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) { return 200, nil, "ok", 0 })
 	live, _ := client(t, f, OpenAIOptions{})
-	db := filepath.Join(t.TempDir(), "hpcq.sqlite")
-	sink, err := results.OpenSQLite(db)
-	require.NoError(t, err)
-	defer sink.Close()
-	m := &Metered{Client: live, Sink: sink, Run: "r1", Prices: Prices{"test-model": {InPerMTok: 2, OutPerMTok: 10}},
-		Budget: Budget{MaxCostUSD: 0.0011}}
+	var mu sync.Mutex
+	var calls []Call
+	m := &Metered{Client: live, Run: "r1", Prices: Prices{"test-model": {InPerMTok: 2, OutPerMTok: 10}},
+		Budget: Budget{MaxCostUSD: 0.0011}, Record: func(_ context.Context, c Call) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, c)
+		}}
 	ctx := context.Background()
 	for range 3 {
 		_, err := m.Chat(ctx, ask("x"))
@@ -378,14 +379,16 @@ func TestMetered(t *testing.T) {
 	spent, why := m.Spent()
 	require.True(t, spent)
 	require.Contains(t, why, "reached the budget of $0.0011")
-	_, err = m.Chat(ctx, ask("x"))
+	_, err := m.Chat(ctx, ask("x"))
 	require.ErrorIs(t, err, ErrBudget)
 	require.EqualValues(t, 3, f.calls.Load(), "nothing sent past the budget")
 
-	tab, err := results.QuerySQLite(ctx, db, `SELECT run, node, purpose, model, tokens_in, tokens_out, cost_usd, cache_hit, error FROM llm_calls`)
-	require.NoError(t, err)
-	require.Len(t, tab.Rows, 3, "the refused call sent nothing and is not a call")
-	require.Equal(t, []any{"r1", "n1", "draft", "test-model", int64(100), int64(20), 0.0004, int64(0), ""}, tab.Rows[0])
+	require.Len(t, calls, 3, "the refused call sent nothing and is not a call")
+	c := calls[0]
+	require.Equal(t, []any{"r1", "n1", "draft", "test-model", int64(100), int64(20), false, ""},
+		[]any{c.Run, c.Node, c.Purpose, c.Model, c.TokensIn, c.TokensOut, c.CacheHit, c.Error})
+	require.InDelta(t, 0.0004, c.CostUSD, 1e-12)
+	require.Positive(t, c.Latency)
 
 	tokens := &Metered{Client: live, Budget: Budget{MaxTokens: 200}}
 	_, err = tokens.Chat(ctx, ask("x"))

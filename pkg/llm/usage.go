@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/hpcq/hpcq/pkg/results"
 )
 
 // Price is what a model costs, in US dollars per million tokens.
@@ -49,12 +47,26 @@ type Usage struct {
 	CacheHits int64
 }
 
-// Metered wraps a client: it records every call as an llm_calls row
-// (results.Sink), adds up usage and cost, and refuses new requests once
-// the budget is spent (requests already sent finish).
+// Call is one request as Metered records it (an llm_calls row).
+type Call struct {
+	Run, Node, Purpose, Model string
+	TokensIn, TokensOut       int64
+	Latency                   time.Duration
+	CostUSD                   float64
+	CacheHit                  bool
+	// Error is the request's error, "" when it succeeded.
+	Error   string
+	Started time.Time
+}
+
+// Metered wraps a client: it records every call (Record; the engine writes
+// them to llm_calls), adds up usage and cost, and refuses new requests
+// once the budget is spent (requests already sent finish).
 type Metered struct {
 	Client Client
-	Sink   results.Sink // nil: not recorded
+	// Record receives every call sent, after it returned; nil: not
+	// recorded. It is called with a context that is not canceled.
+	Record func(ctx context.Context, c Call)
 	Run    string
 	Prices Prices
 	Budget Budget
@@ -134,15 +146,13 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 	if warn && m.Logger != nil {
 		m.Logger.Warn("llm: no price for model; its calls count as $0", "model", model)
 	}
-	if m.Sink != nil {
-		row := results.LLMCall{Run: m.Run, Node: req.Node, Purpose: req.Purpose, Model: model, TokensIn: int64(resp.TokensIn),
-			TokensOut: int64(resp.TokensOut), LatencyMS: float64(latency.Microseconds()) / 1000, CostUSD: cost, CacheHit: resp.CacheHit, TS: start}
+	if m.Record != nil {
+		c := Call{Run: m.Run, Node: req.Node, Purpose: req.Purpose, Model: model, TokensIn: int64(resp.TokensIn),
+			TokensOut: int64(resp.TokensOut), Latency: latency, CostUSD: cost, CacheHit: resp.CacheHit, Started: start}
 		if err != nil {
-			row.Error = err.Error()
+			c.Error = err.Error()
 		}
-		if werr := m.Sink.Write(context.WithoutCancel(ctx), results.Rows{LLMCalls: []results.LLMCall{row}}); werr != nil && m.Logger != nil {
-			m.Logger.Warn("llm: call not recorded", "err", werr)
-		}
+		m.Record(context.WithoutCancel(ctx), c)
 	}
 	return resp, err
 }

@@ -16,10 +16,12 @@ import (
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/local"
+	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/stores"
+	"github.com/hpcq/hpcq/pkg/worker"
 )
 
 // ExecOptions are what `scheduler exec` is asked.
@@ -173,11 +175,11 @@ func startLocal(ctx context.Context, cfg *config.Scheduler, runDir string, pools
 	// The in-process workers read the settings a worker process reads
 	// (HPCQ_KILL_GRACE, HPCQ_MAX_OUTPUT_BYTES, HPCQ_FETCH_WAIT, HPCQ_ISOLATION,
 	// ...), but never exit when idle: the run decides when they stop.
-	wc := cfg.Tasks.Worker(pools)
+	wc := worker.ConfigFrom(cfg.Tasks, pools)
 	wc.IdleExit, wc.Version, wc.Results = 0, version.Version, sink
 	l, err := local.Start(ctx, local.Params{
 		RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log, GatewayInstaller: gateway,
-		Phases: cfg.Tasks.Phases(""), Worker: wc,
+		Phases: phases.ConfigFrom(cfg.Tasks, ""), Worker: wc,
 	})
 	if err != nil {
 		return nil, nil, nil, err
