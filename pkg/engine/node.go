@@ -500,18 +500,7 @@ func (e *engine) changeIdea(n *search.Node, what string) string {
 			tried = append(tried, "- "+s.ID+": "+e.nodeSummary(s.ID))
 		}
 	}
-	var b strings.Builder
-	if what == search.Hyperparam {
-		b.WriteString("Tune one hyperparameter of the base code (a problem or block size, a thread count or schedule, a compiler flag, " +
-			"a data layout parameter): choose one that matters for the metric, try a few values in the run, keep the best.")
-	} else {
-		b.WriteString("Remove or disable one component of the base code (an optimization, a pragma, a compiler flag, a data layout choice) " +
-			"and measure what the metric loses without it: the run must report the metric of the ablated program.")
-	}
-	if len(tried) > 0 {
-		b.WriteString(" Do not repeat what these siblings did:\n" + strings.Join(tried, "\n"))
-	}
-	return b.String()
+	return prompt.Change(prompt.Kind(what), tried)
 }
 
 // nodeSummary is one line about a node: its plan's approach and outcome.

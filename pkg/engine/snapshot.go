@@ -98,3 +98,20 @@ func (s Snapshot) Write(w io.Writer) error {
 	}
 	return err
 }
+
+// ReadSpec reads the resolved spec a run directory keeps (spec.json), for
+// a resume or an export, and validates it.
+func ReadSpec(runDir string) (run.Spec, error) {
+	var spec run.Spec
+	ok, err := readJSON(filepath.Join(runDir, rundir.SpecFile), &spec)
+	switch {
+	case err != nil:
+		return spec, err
+	case !ok:
+		return spec, fmt.Errorf("%s has no %s", runDir, rundir.SpecFile)
+	}
+	if err := spec.Validate(); err != nil {
+		return spec, fmt.Errorf("%s: %w", filepath.Join(runDir, rundir.SpecFile), err)
+	}
+	return spec, nil
+}

@@ -170,3 +170,21 @@ func needs(kind Kind, c Context) error {
 	}
 	return nil
 }
+
+// Change is the change a hyperparam or ablation node is asked for (kind
+// Hyperparam or Ablation), with what its siblings already tried ("- id:
+// summary" lines), so that they do not repeat it.
+func Change(kind Kind, tried []string) string {
+	var b strings.Builder
+	if kind == Hyperparam {
+		b.WriteString("Tune one hyperparameter of the base code (a problem or block size, a thread count or schedule, a compiler flag, " +
+			"a data layout parameter): choose one that matters for the metric, try a few values in the run, keep the best.")
+	} else {
+		b.WriteString("Remove or disable one component of the base code (an optimization, a pragma, a compiler flag, a data layout choice) " +
+			"and measure what the metric loses without it: the run must report the metric of the ablated program.")
+	}
+	if len(tried) > 0 {
+		b.WriteString(" Do not repeat what these siblings did:\n" + strings.Join(tried, "\n"))
+	}
+	return b.String()
+}

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,12 +24,8 @@ import (
 	"github.com/hpcq/hpcq/pkg/stores"
 )
 
-// The scripted cassette of an idea directory, and the resolved spec a run
-// directory keeps.
-const (
-	ideaCassette = "cassette.jsonl"
-	runSpecFile  = rundir.SpecFile
-)
+// ideaCassette is the scripted cassette of an idea directory.
+const ideaCassette = "cassette.jsonl"
 
 func printSummary(spec run.Spec, runDir string, sum engine.Summary) {
 	fmt.Printf("\nrun %s: %d nodes (%d buggy, %d from the result cache)", sum.RunID, sum.Nodes, sum.Buggy, sum.CacheHits)
@@ -96,29 +91,6 @@ func runLLM(spec run.Spec, ideaDir string, log *slog.Logger) (llm.Client, func()
 	return client, closeFn, info, nil
 }
 
-func readJSONFile(path string, v any) (bool, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, json.Unmarshal(data, v)
-}
-
-func writeJSONFile(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
 // logClose calls close and logs its failure: for what a command closes on
 // its way out, when the command's own result is already decided.
 func logClose(log *slog.Logger, what string, close func() error) {
@@ -165,14 +137,8 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		case info.Command != "run":
 			return fmt.Errorf("%s is not the directory of a `scheduler run`: its run.json is of `scheduler %s`", runDir, info.Command)
 		}
-		switch ok, err := readJSONFile(filepath.Join(runDir, runSpecFile), &spec); {
-		case err != nil:
-			return fmt.Errorf("%s/%s: %w", runDir, runSpecFile, err)
-		case !ok:
-			return fmt.Errorf("%s has no %s: it cannot be resumed", runDir, runSpecFile)
-		}
-		if err := spec.Validate(); err != nil {
-			return fmt.Errorf("%s/%s: %w", runDir, runSpecFile, err)
+		if spec, err = engine.ReadSpec(runDir); err != nil {
+			return fmt.Errorf("it cannot be resumed: %w", err)
 		}
 		if info.Mode != mode {
 			return fmt.Errorf("run %s ran in %s mode; resume it in the same mode", info.RunID, info.Mode)
@@ -320,11 +286,8 @@ func Export(ctx context.Context, cfg *config.Scheduler, o ExportOptions) error {
 	if err != nil {
 		return fmt.Errorf("%s is not the directory of a `scheduler run`: %w", dir, err)
 	}
-	switch ok, err := readJSONFile(filepath.Join(dir, runSpecFile), &spec); {
-	case err != nil:
-		return fmt.Errorf("%s/%s: %w", dir, runSpecFile, err)
-	case !ok:
-		return fmt.Errorf("%s has no %s", dir, runSpecFile)
+	if spec, err = engine.ReadSpec(dir); err != nil {
+		return err
 	}
 	p := engine.Params{Spec: spec, RunDir: dir, Logger: log}
 	st, err := stores.ReopenMemory(ctx, cfg.Store, rundir.Dir(dir), info.Memory["store"], log)
