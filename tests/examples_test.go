@@ -87,7 +87,7 @@ func TestMatmulCUDA(t *testing.T) {
 	if _, err := exec.LookPath("nvcc"); err != nil {
 		t.Skip("nvcc not found: the CUDA example needs the CUDA toolkit and a GPU")
 	}
-	tc := phases.DetectToolchains(context.Background(), testutil.Logger(t))
+	tc := phases.DetectToolchains(context.Background(), os.Environ(), true, testutil.Logger(t))
 	ids := phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
 	if len(ids) == 0 {
 		t.Skip("nvcc found but no GPU reported by nvidia-smi")

@@ -313,7 +313,7 @@ func benchSpawn(p params, out, log io.Writer) error {
 	os.Setenv("HOME", home)
 	defer os.Setenv("HOME", realHome)
 	const cmd = "/bin/true"
-	argv := phases.ShellArgv(cmd)
+	argv := phases.ShellArgv(cmd, false)
 
 	// Rounds alternate hpcq and the plain loop, so that drift in the
 	// machine's speed hits both alike; the medians are printed.

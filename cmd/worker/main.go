@@ -83,7 +83,13 @@ func run(args []string) error {
 		return err
 	}
 	defer q.Close()
-	tc := phases.DetectToolchains(ctx, log)
+	// The login environment, captured once: toolchains are detected and
+	// commands run in it (HPCQ_SHELL=login: a login shell per command).
+	env, err := phases.WorkerEnv(ctx, cfg.Shell)
+	if err != nil {
+		return err
+	}
+	tc := phases.DetectToolchains(ctx, env, cfg.Shell == phases.ShellLogin, log)
 	cores, gpuIDs := runtime.NumCPU(), phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
 	var jobID string
 	var deadline time.Time
@@ -107,6 +113,7 @@ func run(args []string) error {
 	// The iterative installer asks the model through the scheduler's LLM
 	// gateway: a worker holds no API key.
 	pc := phases.ConfigFrom(cfg.Tasks, cfg.WorkDir)
+	pc.Env = env
 	pc.Installer = prompt.NewInstaller(llm.Gateway{NC: q.Conn()})
 	exec, err := phases.NewExecutor(pc)
 	if err != nil {

@@ -265,7 +265,8 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 		return fail(n.Kind, err)
 	}
 	t := &schema.NodeTask{V: schema.Version, RunID: e.runID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
-		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Artifacts: a.Phases, Limits: e.spec.Limits, Requires: e.spec.Requires}
+		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Artifacts: a.Phases, Limits: e.spec.Limits, Requires: e.spec.Requires,
+		Shell: e.spec.Shell}
 	if dl := a.Phases.Download.Commands; e.spec.Phase1.Mode == "iterative" && len(dl) > 0 {
 		// The planned download commands become the goal of the worker's
 		// iterative installer, which runs them one at a time under the

@@ -98,8 +98,17 @@ func Start(ctx context.Context, p Params) (*Cluster, error) {
 	}
 	l := &Cluster{Server: srv, Conn: nc, Queue: q, RunID: filepath.Base(runDir), failed: make(chan struct{})}
 	exec := p.Executor
+	if exec == nil && p.Phases.Env == nil {
+		// The login environment, captured once for detection and commands.
+		env, err := phases.WorkerEnv(ctx, p.Phases.Shell)
+		if err != nil {
+			l.shutdown()
+			return nil, err
+		}
+		p.Phases.Env = env
+	}
 	if exec == nil && p.Worker.Toolchains == nil {
-		tc := phases.DetectToolchains(ctx, log)
+		tc := phases.DetectToolchains(ctx, p.Phases.Env, p.Phases.Shell == phases.ShellLogin, log)
 		p.Worker.Toolchains, p.Worker.GPUDevices = tc.Versions, tc.GPUs
 		p.Worker.GPUIDs = phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
 	}

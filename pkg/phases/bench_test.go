@@ -23,7 +23,7 @@ import (
 //	go test -run '^$' -bench Spawn -benchtime 500x ./pkg/phases
 func BenchmarkSpawn(b *testing.B) {
 	b.Setenv("HOME", b.TempDir())
-	argv := ShellArgv("/bin/true")
+	argv := ShellArgv("/bin/true", false)
 	b.Run("plain", func(b *testing.B) {
 		for b.Loop() {
 			if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {

@@ -45,6 +45,13 @@ type Config struct {
 	// Sandbox says how commands are isolated; the zero value isolates them
 	// where the machine allows (see NewSandbox).
 	Sandbox SandboxConfig
+	// Shell is ShellPlain (default: bash -c in the login environment,
+	// captured once) or ShellLogin (bash -lc per command). A task may ask
+	// for ShellLogin.
+	Shell string
+	// Env is the environment commands start from (WorkerEnv), without the
+	// worker's own settings; nil: NewExecutor takes it from WorkerEnv.
+	Env []string
 }
 
 // Installer decides the commands of an iterative download phase one at a
@@ -94,7 +101,8 @@ type Executor struct {
 var _ worker.Executor = (*Executor)(nil)
 
 // NewExecutor returns an Executor. The environment of commands is the
-// worker's, without the worker's own settings and secrets (HPCQ_*,
+// worker's login environment (Config.Env, else captured once: see
+// CaptureLoginEnv), without the worker's own settings and secrets (HPCQ_*,
 // OPENAI_*, NATS_*), plus the task's variables.
 func NewExecutor(cfg Config) (*Executor, error) {
 	cfg = cfg.withDefaults()
@@ -107,8 +115,14 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	base := cfg.Env
+	if base == nil {
+		if base, err = WorkerEnv(context.Background(), cfg.Shell); err != nil {
+			return nil, err
+		}
+	}
 	var env []string
-	for _, kv := range os.Environ() {
+	for _, kv := range base {
 		if strings.HasPrefix(kv, "HPCQ_") || strings.HasPrefix(kv, "OPENAI_") || strings.HasPrefix(kv, "NATS_") {
 			continue
 		}
@@ -204,7 +218,8 @@ func (e *Executor) Execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	if t.Limits.MaxOutputBytes > 0 {
 		maxOut = t.Limits.MaxOutputBytes
 	}
-	run := phaseRun{ws: ws, env: env, maxOut: maxOut, noNetwork: t.Limits.NoNetwork(), rlimits: Rlimits{
+	run := phaseRun{ws: ws, env: env, maxOut: maxOut, noNetwork: t.Limits.NoNetwork(),
+		login: e.cfg.Shell == ShellLogin || t.Shell == ShellLogin, rlimits: Rlimits{
 		AddressSpaceMB: t.Limits.AddressSpaceMB, FileSizeMB: t.Limits.FileSizeMB, OpenFiles: t.Limits.OpenFiles}}
 	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
 	if err != nil { // Validate compiled them already
@@ -333,6 +348,7 @@ type phaseRun struct {
 	maxOut    int64
 	rlimits   Rlimits
 	noNetwork bool // for the compile and run phases
+	login     bool // bash -lc per command
 }
 
 // lockedWriter serializes writes from the two output streams.
@@ -379,7 +395,7 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 			left = time.Millisecond
 		}
 		o, err := Run(ctx, Command{Line: line, Dir: run.ws, Env: run.env, Timeout: left, KillGrace: e.cfg.KillGrace,
-			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits, Sandbox: e.sandbox,
+			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits, Sandbox: e.sandbox, Login: run.login,
 			NoNetwork: run.noNetwork && ph.name != schema.PhaseDownload})
 		for _, c := range closers {
 			c.Close()

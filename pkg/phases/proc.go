@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Command is one shell command line, run with bash -lc in its own process
-// group.
+// Command is one shell command line, run with bash -c (or bash -lc) in its
+// own process group.
 type Command struct {
 	// Line is the command line passed to bash -lc.
 	Line string
@@ -39,8 +39,9 @@ type Command struct {
 	Sandbox *Sandbox
 	// NoNetwork takes the network away (with a Sandbox only).
 	NoNetwork bool
-	// noLogin runs bash -c rather than bash -lc (the sandbox probe).
-	noLogin bool
+	// Login runs the line in a login shell (bash -lc) rather than bash -c:
+	// for environments the worker did not capture (see CaptureLoginEnv).
+	Login bool
 }
 
 // Rlimits are resource limits of a command; zero means unlimited.
@@ -85,13 +86,14 @@ type Outcome struct {
 // those are the worker's problem, not the task's.
 var ErrStart = errors.New("cannot start command")
 
-// shell is the interpreter of every command line. bash -lc gives commands
-// the login environment users expect on clusters (environment modules,
-// profile.d), as on an interactive shell.
-var shell = []string{"/bin/bash", "-lc"}
-
-// ShellArgv is the argv a command line runs as.
-func ShellArgv(line string) []string { return append(append([]string(nil), shell...), line) }
+// ShellArgv is the argv a command line runs as: bash -c, or with login a
+// login shell (bash -lc) that reads the profile first.
+func ShellArgv(line string, login bool) []string {
+	if login {
+		return []string{"/bin/bash", "-lc", line}
+	}
+	return []string{"/bin/bash", "-c", line}
+}
 
 // Run runs c and waits for it. The command gets a new process group; when
 // its leader exits, whatever it left running in that group is killed too,
@@ -114,10 +116,7 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 		outW.Close()
 		return Outcome{}, fmt.Errorf("%w: pipe: %v", ErrStart, err)
 	}
-	argv := ShellArgv(c.Rlimits.script(c.Line))
-	if c.noLogin {
-		argv[1] = "-c"
-	}
+	argv := ShellArgv(c.Rlimits.script(c.Line), c.Login)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = c.Dir
 	cmd.Env = c.Env

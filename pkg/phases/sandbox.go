@@ -142,7 +142,7 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig, reachDir string) (*Sandb
 		var out bytes.Buffer
 		w := &lockedWriter{w: &out}
 		o, err := Run(ctx, Command{Line: "exit 0", Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}, Timeout: 20 * time.Second,
-			Stdout: w, Stderr: w, Sandbox: s, NoNetwork: true, noLogin: true})
+			Stdout: w, Stderr: w, Sandbox: s, NoNetwork: true})
 		if err != nil {
 			return err
 		}

@@ -6,6 +6,6 @@ import "github.com/hpcq/hpcq/internal/config"
 // worker process and the in-process workers of local mode read alike), for
 // workspaces and logs under runsDir.
 func ConfigFrom(t config.Tasks, runsDir string) Config {
-	return Config{RunsDir: runsDir, KillGrace: t.Grace, MaxOutputBytes: t.MaxOutput,
+	return Config{RunsDir: runsDir, KillGrace: t.Grace, MaxOutputBytes: t.MaxOutput, Shell: t.Shell,
 		Sandbox: SandboxConfig{Mode: t.Isolation.Mode, User: t.Isolation.User, Writable: t.Isolation.Writable}}
 }

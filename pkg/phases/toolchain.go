@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -63,9 +62,10 @@ var (
 	mpichRe   = regexp.MustCompile(`Version:\s+(\d+\.\d+(?:\.\d+)?)`)
 )
 
-// DetectToolchains probes the machine. It never fails: what cannot be
-// probed is absent, and the reason is logged.
-func DetectToolchains(ctx context.Context, log *slog.Logger) Toolchains {
+// DetectToolchains probes the machine in env, the environment commands run
+// in (WorkerEnv; with login, in a login shell). It never fails: what cannot
+// be probed is absent, and the reason is logged.
+func DetectToolchains(ctx context.Context, env []string, login bool, log *slog.Logger) Toolchains {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -73,8 +73,7 @@ func DetectToolchains(ctx context.Context, log *slog.Logger) Toolchains {
 	defer cancel()
 	var out strings.Builder
 	c := NewCapture(1 << 20)
-	env := os.Environ()
-	o, err := Run(ctx, Command{Line: detectScript, Env: env, Stdout: c, Stderr: c, KillGrace: time.Second})
+	o, err := Run(ctx, Command{Line: detectScript, Env: env, Stdout: c, Stderr: c, KillGrace: time.Second, Login: login})
 	if err != nil || o.TimedOut {
 		log.Warn("toolchain detection failed", "err", err, "timed_out", o.TimedOut)
 	}

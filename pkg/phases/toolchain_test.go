@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"testing"
 
@@ -64,7 +65,7 @@ p.c:1:10: fatal error: 'omp.h' file not found
 
 func TestDetectToolchainsHere(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
-	tc := DetectToolchains(context.Background(), testutil.Logger(t))
+	tc := DetectToolchains(context.Background(), os.Environ(), true, testutil.Logger(t))
 	if _, err := exec.LookPath("gcc"); err == nil {
 		require.NotEmpty(t, tc.Versions["gcc"])
 		require.Contains(t, tc.Versions["openmp"], "gcc", "gcc -fopenmp compiles and runs the probe here")

@@ -36,6 +36,10 @@ type Spec struct {
 	LogPrompts *bool         `yaml:"log_prompts"`
 	// Resources is a resources.yaml/.json file (relative to run.yaml).
 	Resources string `yaml:"resources"`
+	// Shell "login" runs every command of the run's tasks in a login shell
+	// of its own (bash -lc); default: bash -c in each worker's login
+	// environment, captured once at its start.
+	Shell string `yaml:"shell"`
 }
 
 // Metric is what the search optimizes.
@@ -177,6 +181,11 @@ func loadSpec(path string, fill func(*Spec)) (Spec, error) {
 
 // Validate reports the first invalid field.
 func (s Spec) Validate() error {
+	switch s.Shell {
+	case "", "plain", "login":
+	default:
+		return fmt.Errorf("run.yaml: shell: %q, must be plain or login", s.Shell)
+	}
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrSpec, field, fmt.Sprintf(format, args...))
 	}

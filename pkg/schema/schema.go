@@ -94,6 +94,10 @@ type NodeTask struct {
 	// at a time, runs it and reports the result, until the model says done
 	// or MaxSteps commands have run. Download commands, if any, run first.
 	Install *Install `json:"install,omitempty"`
+	// Shell "login" runs every command of the task in a login shell of its
+	// own (bash -lc); "" or "plain" in the worker's login environment,
+	// captured once, with bash -c.
+	Shell string `json:"shell,omitempty"`
 }
 
 // Install is an iterative download phase (phase1_mode iterative).
@@ -285,6 +289,11 @@ func checkCommands(field string, cmds []string) error {
 // field. The paths of workspace files get their full check when the worker
 // writes them; Validate rejects only what is never acceptable.
 func (t *NodeTask) Validate() error {
+	switch t.Shell {
+	case "", "plain", "login":
+	default:
+		return fieldErr("shell", "%q, must be plain or login", t.Shell)
+	}
 	if t.V != Version {
 		return fmt.Errorf("%w: v: %d (this build reads version %d)", ErrUnknownVersion, t.V, Version)
 	}
