@@ -220,7 +220,7 @@ func (e *Executor) Execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	}
 	run := phaseRun{ws: ws, env: env, maxOut: maxOut, noNetwork: t.Limits.NoNetwork(),
 		login: e.cfg.Shell == ShellLogin || t.Shell == ShellLogin, rlimits: Rlimits{
-		AddressSpaceMB: t.Limits.AddressSpaceMB, FileSizeMB: t.Limits.FileSizeMB, OpenFiles: t.Limits.OpenFiles}}
+			AddressSpaceMB: t.Limits.AddressSpaceMB, FileSizeMB: t.Limits.FileSizeMB, OpenFiles: t.Limits.OpenFiles}}
 	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
 	if err != nil { // Validate compiled them already
 		res.Error = &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindInvalidTask, Message: err.Error()}
