@@ -3,6 +3,7 @@ package chdb
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -31,11 +32,48 @@ func Open(ctx context.Context, dsn string) (driver.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chdb: clickhouse: %w", err)
 	}
-	if err := conn.Ping(ctx); err != nil {
+	err = conn.Ping(ctx)
+	var ex *clickhouse.Exception
+	if err != nil && errors.As(err, &ex) && ex.Code == unknownDatabase {
+		// The database of the DSN is made on first use.
+		conn.Close()
+		if err := createDatabase(ctx, *opts); err != nil {
+			return nil, err
+		}
+		if conn, err = clickhouse.Open(opts); err != nil {
+			return nil, fmt.Errorf("chdb: clickhouse: %w", err)
+		}
+		err = conn.Ping(ctx)
+	}
+	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("chdb: clickhouse at %s: %w", strings.Join(opts.Addr, ","), err)
 	}
 	return conn, nil
+}
+
+// unknownDatabase is ClickHouse's error code UNKNOWN_DATABASE.
+const unknownDatabase = 81
+
+// createDatabase creates the database opts names, connected to the
+// server's default database.
+func createDatabase(ctx context.Context, opts clickhouse.Options) error {
+	name := opts.Auth.Database
+	for _, r := range name {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return fmt.Errorf("chdb: database %q: only letters, digits and '_' (create it yourself otherwise)", name)
+		}
+	}
+	opts.Auth.Database = "default"
+	conn, err := clickhouse.Open(&opts)
+	if err != nil {
+		return fmt.Errorf("chdb: clickhouse: %w", err)
+	}
+	defer conn.Close()
+	if err := conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+name); err != nil {
+		return fmt.Errorf("chdb: create database %s: %w", name, err)
+	}
+	return nil
 }
 
 // Migrate applies the embedded schema migrations that the database does not
