@@ -13,7 +13,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"os/user"
+	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -108,7 +111,19 @@ func run(args []string) error {
 		if deadline, err = worker.SlurmDeadline(ctx, jobID); err != nil {
 			log.Warn("walltime of the Slurm job unknown: tasks are not checked against it", "job_id", jobID, "err", err)
 		}
-		log.Info("running as a Slurm job", "job_id", jobID, "cpus", cores, "gpus", gpuIDs, "ends", deadline)
+		// Unless configured, workspaces, logs and the spool go to a
+		// node-local directory, not the job's submit directory.
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		local := worker.NodeLocalDir(os.Getenv, currentUser())
+		if _, env := os.LookupEnv("HPCQ_WORK_DIR"); !env && !set["work-dir"] {
+			cfg.WorkDir = filepath.Join(local, "work")
+		}
+		if _, env := os.LookupEnv("HPCQ_SPOOL_DIR"); !env {
+			cfg.Store.SpoolDir = filepath.Join(local, "spool")
+		}
+		log.Info("running as a Slurm job", "job_id", jobID, "cpus", cores, "gpus", gpuIDs, "ends", deadline,
+			"work_dir", cfg.WorkDir, "spool_dir", cfg.Store.SpoolDir)
 	}
 	// The iterative installer asks the model through the scheduler's LLM
 	// gateway: a worker holds no API key.
@@ -143,4 +158,13 @@ func run(args []string) error {
 		return err
 	}
 	return w.Run(ctx)
+}
+
+// currentUser is the name of the worker's user, for its node-local
+// directory.
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(os.Getuid())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -76,4 +77,23 @@ func ParseSlurmTime(s string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("slurm time %q: %w", s, err)
 	}
 	return t, nil
+}
+
+// NodeLocalDir is where a worker in a Slurm job keeps its workspaces, logs
+// and spool when none is configured: a node-local directory per user
+// ($SLURM_TMPDIR, else $TMPDIR, else /tmp, then hpcq-<user>), never the
+// directory the job was submitted from, which is usually on a shared file
+// system and shared by every worker of the job.
+func NodeLocalDir(getenv func(string) string, user string) string {
+	base := strings.TrimSpace(getenv("SLURM_TMPDIR"))
+	if base == "" {
+		base = strings.TrimSpace(getenv("TMPDIR"))
+	}
+	if base == "" || !filepath.IsAbs(base) {
+		base = "/tmp"
+	}
+	if user == "" {
+		user = "unknown"
+	}
+	return filepath.Join(base, "hpcq-"+strings.NewReplacer("/", "_", "..", "_").Replace(user))
 }

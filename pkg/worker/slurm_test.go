@@ -41,3 +41,13 @@ func TestParseSlurmTime(t *testing.T) {
 	_, err = worker.ParseSlurmTime("tomorrow")
 	require.Error(t, err)
 }
+
+func TestNodeLocalDir(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	require.Equal(t, "/scratch/job7/hpcq-ana", worker.NodeLocalDir(env(map[string]string{"SLURM_TMPDIR": "/scratch/job7", "TMPDIR": "/tmp/x"}), "ana"))
+	require.Equal(t, "/tmp/x/hpcq-ana", worker.NodeLocalDir(env(map[string]string{"TMPDIR": "/tmp/x"}), "ana"))
+	require.Equal(t, "/tmp/hpcq-ana", worker.NodeLocalDir(env(nil), "ana"))
+	require.Equal(t, "/tmp/hpcq-ana", worker.NodeLocalDir(env(map[string]string{"TMPDIR": "relative"}), "ana"), "never a relative path")
+	require.Equal(t, "/tmp/hpcq-_etc", worker.NodeLocalDir(env(nil), "/etc"))
+	require.Equal(t, "/tmp/hpcq-unknown", worker.NodeLocalDir(env(nil), ""))
+}
