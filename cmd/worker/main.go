@@ -87,7 +87,7 @@ func run(args []string) error {
 	}
 	defer q.Close()
 	// The login environment, captured once: toolchains are detected and
-	// commands run in it (HPCQ_SHELL=login: a login shell per command).
+	// commands run in it (HPCQ_TASK_SHELL=login: a login shell per command).
 	env, err := phases.WorkerEnv(ctx, cfg.Shell)
 	if err != nil {
 		return err

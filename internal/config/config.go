@@ -140,7 +140,7 @@ type Tasks struct {
 	MaxOutput int64 `envconfig:"MAX_OUTPUT_BYTES" default:"8388608" desc:"output kept in memory per stream of a phase"`
 	// Shell is plain (bash -c in the login environment captured once at
 	// start) or login (bash -lc per command).
-	Shell string `envconfig:"SHELL" default:"plain" desc:"plain (bash -c in the login environment captured once at start) or login (a login shell per command)"`
+	Shell string `envconfig:"TASK_SHELL" default:"plain" desc:"plain (bash -c in the login environment captured once at start) or login (a login shell per command)"`
 	Isolation
 }
 

@@ -58,3 +58,23 @@ func TestRedactURL(t *testing.T) {
 	require.Equal(t, "nats://h:4222", RedactURL("nats://h:4222"))
 	require.Equal(t, "", RedactURL(""))
 }
+
+// TestNoUnprefixedFallback: envconfig falls back to the name without the
+// prefix when the prefixed one is unset; no setting may take a variable
+// every shell has (SHELL=/bin/bash once became the task shell this way).
+func TestNoUnprefixedFallback(t *testing.T) {
+	for _, kv := range [][2]string{{"SHELL", "/bin/bash"}, {"USER", "someone"}, {"HOME", "/home/someone"}, {"PATH", "/usr/bin"},
+		{"TMPDIR", "/scratch"}, {"HOSTNAME", "node7"}, {"LANG", "C"}, {"PWD", "/work"}, {"TERM", "xterm"}} {
+		t.Setenv(kv[0], kv[1])
+	}
+	var w Worker
+	require.NoError(t, Load(&w))
+	require.Equal(t, "plain", w.Shell)
+	require.Equal(t, "nobody", w.Isolation.User)
+	require.Empty(t, w.NATS.User)
+	require.Equal(t, "hpcq-work", w.WorkDir)
+	var s Scheduler
+	require.NoError(t, Load(&s))
+	require.Equal(t, "plain", s.Shell)
+	require.Equal(t, "runs", s.RunsDir)
+}

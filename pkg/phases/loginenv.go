@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Shell modes (HPCQ_SHELL, and a task's shell).
+// Shell modes (HPCQ_TASK_SHELL, and a task's shell).
 const (
 	// ShellPlain runs every command with bash -c in the login environment
 	// the worker captured once at start. The default.
@@ -53,7 +53,7 @@ func CaptureLoginEnv(ctx context.Context, env []string, timeout time.Duration) (
 		return nil, fmt.Errorf("%w: %v", ErrLoginEnv, err)
 	case o.TimedOut:
 		return nil, fmt.Errorf("%w: bash -lc did not finish within %v (a login profile that waits for a lock or input?); "+
-			"fix the profile or set HPCQ_SHELL=login to run every command in its own login shell", ErrLoginEnv, timeout)
+			"fix the profile or set HPCQ_TASK_SHELL=login to run every command in its own login shell", ErrLoginEnv, timeout)
 	case o.Canceled:
 		return nil, fmt.Errorf("%w: %w", ErrLoginEnv, ctx.Err())
 	case o.ExitCode != 0:
@@ -90,5 +90,5 @@ func WorkerEnv(ctx context.Context, shell string) ([]string, error) {
 	case ShellLogin:
 		return os.Environ(), nil
 	}
-	return nil, fmt.Errorf("phases: HPCQ_SHELL=%q: must be plain or login", shell)
+	return nil, fmt.Errorf("phases: HPCQ_TASK_SHELL=%q: must be plain or login", shell)
 }

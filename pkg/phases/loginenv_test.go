@@ -63,7 +63,7 @@ func TestCaptureLoginEnv(t *testing.T) {
 	require.ErrorContains(t, err, "exited with status 3")
 
 	_, err = WorkerEnv(context.Background(), "sometimes")
-	require.ErrorContains(t, err, `HPCQ_SHELL="sometimes": must be plain or login`)
+	require.ErrorContains(t, err, `HPCQ_TASK_SHELL="sometimes": must be plain or login`)
 }
 
 // TestExecutorReadsTheProfileOnce: in plain mode a task's commands run in
