@@ -49,16 +49,20 @@ const sqliteLimitAttached = 7
 // read-only, query_only and defensive mode are on, and no database can be
 // attached, so no statement can create, change or vacuum a file. Without a
 // deadline in ctx, the query stops after DefaultQueryTimeout.
-func QuerySQLite(ctx context.Context, path, query string) (*Table, error) {
+//
+// attach names other SQLite files to open read-only beside it (as mem, mem2,
+// ...), before attaching is closed to the query: a run's memory file, whose
+// archival and recall_events views then answer unqualified names.
+func QuerySQLite(ctx context.Context, path, query string, attach ...string) (*Table, error) {
 	if err := CheckStatement(DialectSQLite, query); err != nil {
 		return nil, err
 	}
-	return runSQLite(ctx, path, query)
+	return runSQLite(ctx, path, query, attach...)
 }
 
 // runSQLite is QuerySQLite without the statement check: the database's
 // read-only mode alone.
-func runSQLite(ctx context.Context, path, query string) (*Table, error) {
+func runSQLite(ctx context.Context, path, query string, attach ...string) (*Table, error) {
 	ctx, cancel := withQueryTimeout(ctx)
 	defer cancel()
 	if _, err := os.Stat(path); err != nil {
@@ -75,6 +79,18 @@ func runSQLite(ctx context.Context, path, query string) (*Table, error) {
 		return nil, fmt.Errorf("results: open %s: %w", path, err)
 	}
 	defer conn.Close()
+	for i, a := range attach {
+		name := "mem"
+		if i > 0 {
+			name = fmt.Sprintf("mem%d", i+1)
+		}
+		if strings.ContainsAny(a, "'?#") {
+			return nil, fmt.Errorf("results: cannot attach %q: quotes, '?' and '#' are not allowed in the path", a)
+		}
+		if _, err := conn.ExecContext(ctx, "ATTACH DATABASE 'file:"+a+"?mode=ro' AS "+name); err != nil {
+			return nil, fmt.Errorf("results: attach %s read-only: %w", a, err)
+		}
+	}
 	if _, err := sqlite.Limit(conn, sqliteLimitAttached, 0); err != nil {
 		return nil, fmt.Errorf("results: open %s read-only: %w", path, err)
 	}

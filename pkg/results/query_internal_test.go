@@ -2,6 +2,7 @@ package results
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,7 +76,7 @@ func TestSQLiteReadOnly(t *testing.T) {
 	_, err = QuerySQLite(ctx, path, "SELECT 1; SELECT 2")
 	require.ErrorContains(t, err, "one statement per call, this query has 2")
 	_, err = QuerySQLite(ctx, path, "DELETE FROM nodes")
-	require.ErrorContains(t, err, "read-only: a DELETE statement")
+	require.ErrorContains(t, err, "read-only: DELETE may change data or files")
 	tab, err := QuerySQLite(ctx, path, "SELECT node FROM nodes WHERE node = 'n1';  -- trailing comment")
 	require.NoError(t, err)
 	require.Equal(t, [][]any{{"n1"}}, tab.Rows)
@@ -211,4 +212,36 @@ func FuzzCheckStatement(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSQLiteAttachedReadOnly: a file the caller attaches (a run's memory)
+// answers unqualified names, cannot be written through, and the query
+// still cannot attach anything itself.
+func TestSQLiteAttachedReadOnly(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hpcq.sqlite")
+	s, err := OpenSQLite(path)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	mem := filepath.Join(dir, "memory.sqlite")
+	db, err := sql.Open("sqlite", mem)
+	require.NoError(t, err)
+	_, err = db.Exec("CREATE TABLE things (a); INSERT INTO things VALUES (1), (2); CREATE VIEW notes AS SELECT a FROM things")
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	tab, err := QuerySQLite(ctx, path, "SELECT count(*) FROM notes", mem)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, tab.Rows[0][0])
+	_, err = runSQLite(ctx, path, "DELETE FROM mem.things", mem)
+	require.Error(t, err, "the attached file is read-only")
+	_, err = runSQLite(ctx, path, "ATTACH DATABASE '"+filepath.Join(dir, "x.db")+"' AS x", mem)
+	require.Error(t, err)
+	require.NoFileExists(t, filepath.Join(dir, "x.db"))
+	tab, err = QuerySQLite(ctx, path, "SELECT count(*) FROM things", mem)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, tab.Rows[0][0])
+	_, err = QuerySQLite(ctx, path, "SELECT 1", "/tmp/it's.db")
+	require.ErrorContains(t, err, "cannot attach")
 }

@@ -56,7 +56,7 @@ func CheckStatement(d Dialect, query string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: queries are read-only: a %s statement may change data or files (allowed: %s)",
+	return fmt.Errorf("%w: queries are read-only: %s may change data or files (allowed: %s)",
 		ErrRefused, kw, strings.Join(allowed, ", "))
 }
 

@@ -64,12 +64,23 @@ func Query(ctx context.Context, cfg *config.Scheduler, o QueryOptions) error {
 		if _, serr := os.Stat(path); serr != nil {
 			return fmt.Errorf("run %s has no results file: %w", dir, serr)
 		}
+		// The memory's tables (archival, recall_events) are in the memory
+		// file: attached read-only, so the documented queries on them work.
+		var attach []string
+		if mem := rundir.Dir(dir).Path(rundir.MemoryDB); fileExists(mem) {
+			attach = append(attach, mem)
+		}
 		qctx, cancel := context.WithTimeout(ctx, o.Timeout)
 		defer cancel()
-		tab, err = results.QuerySQLite(qctx, path, o.SQL)
+		tab, err = results.QuerySQLite(qctx, path, o.SQL, attach...)
 	}
 	if err != nil {
 		return err
 	}
 	return tab.Write(os.Stdout, o.Format)
+}
+
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
