@@ -147,15 +147,17 @@ type engine struct {
 	client  llm.Client
 	mem     *memory.Memory
 	outage  *memory.OutageStore // the memory store, waiting out outages
-	// cancel ends the run with a cause (an outage past its limit).
-	cancel  context.CancelCauseFunc
-	disp    *dispatch.Dispatcher
-	logs    *prompt.Logs
-	earlier string // earlier runs of the idea, for Phase 0
-	envMu   sync.Mutex
-	env     environment
-	slots   int
-	stage   atomic.Pointer[stageState] // read by the progress display
+	// cancel ends the run with a cause (an outage past its limit), and
+	// outageStop says that one did.
+	cancel     context.CancelCauseFunc
+	outageStop atomic.Bool
+	disp       *dispatch.Dispatcher
+	logs       *prompt.Logs
+	earlier    string // earlier runs of the idea, for Phase 0
+	envMu      sync.Mutex
+	env        environment
+	slots      int
+	stage      atomic.Pointer[stageState] // read by the progress display
 }
 
 // Directories of a run, under its RunDir.
@@ -498,8 +500,8 @@ func (e *engine) flush(ctx context.Context, stoppedBy string) []string {
 	if limit <= 0 {
 		limit = 10 * time.Minute
 	}
-	if strings.Contains(stoppedBy, memory.ErrOutage.Error()) {
-		limit = 15 * time.Second
+	if e.outageStop.Load() {
+		limit = 15 * time.Second // the servers were away for OutageMax already
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()

@@ -205,6 +205,7 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 		if errors.Is(err, memory.ErrOutage) {
 			// Not the node's fault: the run stops, resumable, and the node
 			// is prepared again when it resumes.
+			e.outageStop.Store(true)
 			e.cancel(fmt.Errorf("%s: %w", stage, err))
 			return nil, "", err
 		}

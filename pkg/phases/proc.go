@@ -106,6 +106,18 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	if grace <= 0 {
 		grace = 5 * time.Second
 	}
+	argv := ShellArgv(c.Rlimits.script(c.Line), c.Login)
+	cmd := &exec.Cmd{Path: argv[0], Args: argv, Dir: c.Dir, Env: c.Env, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+	if c.Sandbox != nil {
+		// The worker's own executable, started again as the namespaces'
+		// first process, runs argv (see sandboxInit).
+		args, err := c.Sandbox.helperArgv(c.Dir, c.NoNetwork, argv)
+		if err != nil {
+			return Outcome{}, fmt.Errorf("%w: sandbox: %v", ErrStart, err)
+		}
+		cmd = &exec.Cmd{Path: "/proc/self/exe", Args: args, Dir: c.Dir, Env: append(c.Sandbox.env(c.Env, c.Dir), sandboxEnv+"=1"),
+			SysProcAttr: c.Sandbox.sysProcAttr(c.NoNetwork)}
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return Outcome{}, fmt.Errorf("%w: pipe: %v", ErrStart, err)
@@ -115,23 +127,6 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 		outR.Close()
 		outW.Close()
 		return Outcome{}, fmt.Errorf("%w: pipe: %v", ErrStart, err)
-	}
-	argv := ShellArgv(c.Rlimits.script(c.Line), c.Login)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = c.Dir
-	cmd.Env = c.Env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if c.Sandbox != nil {
-		if cmd.Args, err = c.Sandbox.helperArgv(c.Dir, c.NoNetwork, argv); err != nil {
-			outR.Close()
-			outW.Close()
-			errR.Close()
-			errW.Close()
-			return Outcome{}, fmt.Errorf("%w: sandbox: %v", ErrStart, err)
-		}
-		cmd.Path = "/proc/self/exe"
-		cmd.Env = append(c.Sandbox.env(c.Env, c.Dir), sandboxEnv+"=1")
-		cmd.SysProcAttr = c.Sandbox.sysProcAttr(c.NoNetwork)
 	}
 	cmd.Stdout = outW
 	cmd.Stderr = errW

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/schema"
+	"golang.org/x/sys/unix"
 )
 
 // Isolation modes (HPCQ_ISOLATION).
@@ -158,7 +159,8 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig, reachDir string) (*Sandb
 		s.hideFS = false
 		// Without its own mounts the sandbox user needs a way in.
 		if s.uid >= 0 {
-			if d, uerr := unreachable(dir, s.uid, s.gid); uerr != nil {
+			abs, _ := filepath.Abs(dir)
+			if d, uerr := firstClosed(abs, true, s.uid, s.gid); uerr != nil {
 				return fail(fmt.Sprintf("the file system could not be hidden (%v) and the sandbox user %s cannot reach %s (%v): "+
 					"use a runs directory it can reach or set HPCQ_SANDBOX_USER", err, s.userName, d, uerr))
 			}
@@ -215,7 +217,8 @@ func (s *Sandbox) ChownWorkspace(dir string) error {
 	})
 }
 
-// homeFor is HOME for commands run as the sandbox user: their workspace.
+// env is the environment of a command run as the sandbox user: HOME is its
+// workspace, and the worker's USER and LOGNAME are left out.
 func (s *Sandbox) env(env []string, dir string) []string {
 	if s == nil || s.uid < 0 {
 		return env
@@ -252,28 +255,28 @@ func lookupUser(name string) (uid, gid int, err error) {
 	return uid, gid, nil
 }
 
-// unreachable returns the first directory on dir's path that uid/gid may
-// not search.
-func unreachable(dir string, uid, gid int) (string, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return dir, err
+// firstClosed is the outermost directory on the way to p (p's ancestors,
+// and p itself with self) that uid/gid may not search, with why; "" when
+// every one is open to them.
+func firstClosed(p string, self bool, uid, gid int) (string, error) {
+	var dirs []string
+	if self {
+		dirs = append(dirs, p)
 	}
-	for p := abs; ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err != nil {
-			return p, err
+	for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
+		dirs = append(dirs, d)
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		var st unix.Stat_t
+		if err := unix.Stat(dirs[i], &st); err != nil {
+			return dirs[i], err
 		}
-		st := fi.Sys().(*syscall.Stat_t)
-		perm := fi.Mode().Perm()
-		ok := perm&0o001 != 0 || (int(st.Uid) == uid && perm&0o100 != 0) || (int(st.Gid) == gid && perm&0o010 != 0)
-		if !ok {
-			return p, fmt.Errorf("mode %v, owner %d:%d", perm, st.Uid, st.Gid)
-		}
-		if p == filepath.Dir(p) {
-			return "", nil
+		m := st.Mode
+		if m&0o001 == 0 && !(int(st.Uid) == uid && m&0o100 != 0) && !(int(st.Gid) == gid && m&0o010 != 0) {
+			return dirs[i], fmt.Errorf("mode %v, owner %d:%d", os.FileMode(m).Perm(), st.Uid, st.Gid)
 		}
 	}
+	return "", nil
 }
 
 // sysProcAttr is how the helper is started: new namespaces, killed with

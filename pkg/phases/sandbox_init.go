@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -129,7 +128,7 @@ func hideFS(spec sandboxSpec) error {
 	covers := []string{"/tmp", "/var/tmp", "/dev/shm"}
 	if spec.UID >= 0 {
 		for _, p := range keep {
-			if d := firstClosed(p, spec.UID, spec.GID); d != "" {
+			if d, _ := firstClosed(p, false, spec.UID, spec.GID); d != "" {
 				covers = append(covers, d)
 			}
 		}
@@ -161,26 +160,6 @@ func hideFS(spec sandboxSpec) error {
 		}
 	}
 	return nil
-}
-
-// firstClosed is the outermost directory on p's path that uid/gid may not
-// search, or "".
-func firstClosed(p string, uid, gid int) string {
-	var dirs []string
-	for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
-		dirs = append(dirs, d)
-	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		var st unix.Stat_t
-		if err := unix.Stat(dirs[i], &st); err != nil {
-			return ""
-		}
-		m := st.Mode
-		if m&0o001 == 0 && !(int(st.Uid) == uid && m&0o100 != 0) && !(int(st.Gid) == gid && m&0o010 != 0) {
-			return dirs[i]
-		}
-	}
-	return ""
 }
 
 // under reports whether p is one of dirs or below one.

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -156,23 +155,23 @@ func outerNamespace(t *testing.T, mode string, extraEnv ...string) (*exec.Cmd, *
 	cmd := exec.Command("unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
 		"/bin/sh", "-c", `"$@"; echo "worker exited: $?"; sleep 60`, "sh", os.Args[0], "-test.run=^TestSandboxHostileChild$", "-test.v")
 	cmd.Env = append(append(os.Environ(), hostileEnv+"="+mode, "HPCQ_TEST_RUNS="+t.TempDir()), extraEnv...)
-	out := &syncBuffer{}
+	out := newSyncBuffer()
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd, out
 }
 
 // syncBuffer is a buffer a child's output is copied into while the test
-// reads it.
+// reads it: the executor's lockedWriter, readable under its lock.
 type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+	lockedWriter
+	b strings.Builder
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
+func newSyncBuffer() *syncBuffer {
+	s := &syncBuffer{}
+	s.w = &s.b
+	return s
 }
 
 func (s *syncBuffer) String() string {
