@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
@@ -186,7 +185,7 @@ func cmdRun(args []string) error {
 	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
 	runDir := fs.String("run-dir", "", "the run's directory (default: --runs-dir/<run id>)")
 	resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
-	waitWorkers := fs.Duration("wait-workers", 30*time.Second, "how long to wait at start for a live worker of the run's pool (then the run goes on: workers started on demand come when tasks wait)")
+	waitWorkers := fs.Duration("wait-workers", 0, "how long to wait at start for a live worker of the run's pool before the first nodes are published (default: no wait; workers slurm-bridge starts come when tasks wait, and the prompts describe the pool's toolchains once a worker registered)")
 	log, err := start(fs, &cfg, args, func() bool {
 		return (*resume == "") == (fs.NArg() == 1) && (*resume == "" || fs.NArg() == 0)
 	})

@@ -55,8 +55,9 @@ type Params struct {
 	// else the slots of the pool's live workers.
 	Slots int
 	// WaitWorkers bounds the wait for a live worker of the pool at start
-	// [30s]; without one by then the run goes on (workers started on
-	// demand come when tasks wait) with slots from run.yaml, else 4.
+	// (0: none, the first nodes are published at once); without one the run
+	// goes on (workers started on demand come when tasks wait) with slots
+	// from run.yaml, else 4, until workers registered.
 	WaitWorkers time.Duration
 	// Progress receives the live display (Terminal: redrawn in place) or,
 	// when not a terminal, a progress line every ProgressEvery [10s].
@@ -268,23 +269,12 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 		e.log.Warn("runs row not written", "err", err)
 	}
 	var err error
-	wait := e.p.WaitWorkers
-	if wait <= 0 {
-		wait = 30 * time.Second
-	}
-	if e.env, err = e.environment(ctx, wait); err != nil {
+	if e.env, err = e.environment(ctx, e.p.WaitWorkers); err != nil {
 		return Summary{}, err
 	}
-	e.slots = e.p.Slots
-	if e.slots <= 0 {
-		e.slots = e.spec.Search.Slots
-	}
-	if e.slots <= 0 {
-		e.slots = e.env.slots
-	}
-	if e.slots <= 0 {
-		e.slots = 4
-		e.log.Warn("no live worker of the pool yet: 4 nodes in flight at once (set search.slots in run.yaml)", "pool", e.spec.Pool)
+	e.slots = e.stageSlots()
+	if e.slots == defaultSlots && e.env.workers == 0 {
+		e.log.Warn("no live worker of the pool yet: the first nodes are published at once, 4 in flight (set search.slots in run.yaml)", "pool", e.spec.Pool)
 	}
 	if err := e.setupMemory(ctx); err != nil {
 		return Summary{}, err
@@ -316,6 +306,27 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 		return sum, fmt.Errorf("run %s interrupted (resume with --resume %s): %w", e.runID, e.dir, context.Cause(ctx))
 	}
 	return sum, nil
+}
+
+// defaultSlots are the nodes in flight when neither the settings nor a
+// live worker say how many.
+const defaultSlots = 4
+
+// stageSlots is how many nodes run at once in the stage starting: the
+// setting, else run.yaml's search.slots, else the slots of the pool's live
+// workers as last read (workers started on demand may have registered since
+// the run started), else defaultSlots.
+func (e *engine) stageSlots() int {
+	switch {
+	case e.p.Slots > 0:
+		return e.p.Slots
+	case e.spec.Search.Slots > 0:
+		return e.spec.Search.Slots
+	}
+	if env := e.currentEnv(); env.slots > 0 {
+		return env.slots
+	}
+	return defaultSlots
 }
 
 func (e *engine) title() string {
@@ -370,6 +381,7 @@ func (e *engine) stages(ctx context.Context) (stoppedBy string, notes map[int]st
 			}
 		}
 		e.log.Info("stage", "stage", stage, "name", search.StageName(stage), "max_iterations", max, "base", pol.Base)
+		e.slots = e.stageSlots()
 		st := search.Run(ctx, e.tree, pol, rn, e.slots, max, search.Async)
 		if err := e.tree.Err(); err != nil {
 			return "journal: " + err.Error(), notes

@@ -395,15 +395,15 @@ func (l *lockedBuilder) Write(p []byte) (int, error) {
 }
 
 // TestRunWithoutWorkersYet: workers that start on demand (slurm-bridge)
-// come only when tasks wait: a run with no live worker at start goes on,
+// come only when tasks wait: a run with no live worker at start publishes
+// its first nodes at once (the default WaitWorkers is 0) and goes on,
 // its first task waits in the queue, and the environment is read again once
 // a worker registered.
 func TestRunWithoutWorkersYet(t *testing.T) {
 	spec := newSpec(t)
 	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 2, 2, 1
 	e := setup(t, spec, normal, "")
-	e.p.Spec.Pool = "later" // no worker serves it yet
-	e.p.WaitWorkers = 100 * time.Millisecond
+	e.p.Spec.Pool = "later" // no worker serves it yet; WaitWorkers 0: published at once
 	srvDir := t.TempDir()
 	go func() {
 		// A worker of the pool arrives once the first task waits.
