@@ -177,8 +177,8 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	case o.Cached:
 		row.Status = results.NodeCached
 	}
-	if o.Metric != nil {
-		row.MetricValue = *o.Metric
+	if o.Metric != nil && !o.Buggy {
+		row.MetricValue = o.Metric
 	}
 	rows.Nodes = append(rows.Nodes, row)
 	if err := e.p.Results.Write(ctx, rows); err != nil {

@@ -20,7 +20,7 @@ func hostileRows() Rows {
 	ts := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	return Rows{
 		Runs:      []Run{{Run: "r1", Status: "done", Title: "t", Mode: "local", Config: "{}", TS: ts}},
-		Nodes:     []Node{{Run: "r1", Node: "n1", Stage: 1, Kind: "draft", Status: "ok", MetricName: "gflops", MetricValue: 2, TS: ts}},
+		Nodes:     []Node{{Run: "r1", Node: "n1", Stage: 1, Kind: "draft", Status: "ok", MetricName: "gflops", MetricValue: ptr(2.0), TS: ts}},
 		PhaseRuns: []PhaseRun{{Run: "r1", Node: "n1", Attempt: 1, Phase: "run", Status: "ok", TS: ts}},
 		Metrics:   []Metric{{Run: "r1", Node: "n1", Attempt: 1, Name: "gflops", Value: 2, TS: ts}},
 	}
@@ -245,3 +245,5 @@ func TestSQLiteAttachedReadOnly(t *testing.T) {
 	_, err = QuerySQLite(ctx, path, "SELECT 1", "/tmp/it's.db")
 	require.ErrorContains(t, err, "cannot attach")
 }
+
+func ptr[T any](v T) *T { return &v }

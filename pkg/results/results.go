@@ -25,17 +25,19 @@ type (
 		TS     time.Time `json:"ts"`
 	}
 	Node struct {
-		Run         string    `json:"run"`
-		Node        string    `json:"node"`
-		Parent      string    `json:"parent"`
-		Stage       int       `json:"stage"`
-		Kind        string    `json:"kind"`
-		Pool        string    `json:"pool"`
-		Attempt     int       `json:"attempt"`
-		Status      string    `json:"status"`
-		ErrorKind   string    `json:"error_kind"`
-		MetricName  string    `json:"metric_name"`
-		MetricValue float64   `json:"metric_value"`
+		Run        string `json:"run"`
+		Node       string `json:"node"`
+		Parent     string `json:"parent"`
+		Stage      int    `json:"stage"`
+		Kind       string `json:"kind"`
+		Pool       string `json:"pool"`
+		Attempt    int    `json:"attempt"`
+		Status     string `json:"status"`
+		ErrorKind  string `json:"error_kind"`
+		MetricName string `json:"metric_name"`
+		// MetricValue is nil (NULL in the table) when the node has no value
+		// of its metric: it failed, never ran, or did not report it.
+		MetricValue *float64  `json:"metric_value"`
 		TS          time.Time `json:"ts"`
 	}
 	PhaseRun struct {
@@ -202,7 +204,10 @@ func FromResult(t *schema.NodeTask, r *schema.NodeResult) Rows {
 				break
 			}
 		}
-		node.MetricValue = r.Metrics[node.MetricName]
+		if r.Error == nil {
+			v := r.Metrics[node.MetricName]
+			node.MetricValue = &v
+		}
 	}
 	rows.Nodes = append(rows.Nodes, node)
 	return rows

@@ -36,8 +36,9 @@ func TestFromResult(t *testing.T) {
 	require.Len(t, rows.Metrics, 2)
 	require.Equal(t, "GFLOP/s", rows.Metrics[0].Unit)
 	require.Equal(t, "gflops", rows.Nodes[0].MetricName, "the metric the run phase names")
-	require.Equal(t, 12.5, rows.Nodes[0].MetricValue)
+	require.Equal(t, 12.5, *rows.Nodes[0].MetricValue)
 	require.Equal(t, "failed", rows.Nodes[1].Status)
+	require.Nil(t, rows.Nodes[1].MetricValue, "a failed node has no metric value")
 	require.Equal(t, "n1", rows.Nodes[1].Parent)
 	require.Equal(t, t0.Add(1500*time.Millisecond), rows.Metrics[0].TS)
 }
@@ -91,6 +92,26 @@ func TestSQLite(t *testing.T) {
 	require.ErrorAs(t, err, &qe)
 	require.Contains(t, err.Error(), "no such column: nope")
 	require.Contains(t, err.Error(), "query: SELECT nope FROM nodes")
+}
+
+// TestSQLiteNullableMetric: a results file written when metric_value was NOT
+// NULL (a run resumed from it) takes a node without a value; its rows stay.
+func TestSQLiteNullableMetric(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.sqlite")
+	out, err := exec.Command("sqlite3", path, `CREATE TABLE nodes (
+  run TEXT NOT NULL, node TEXT NOT NULL, parent TEXT NOT NULL, stage INTEGER NOT NULL, kind TEXT NOT NULL,
+  pool TEXT NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL, error_kind TEXT NOT NULL,
+  metric_name TEXT NOT NULL, metric_value REAL NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
+  PRIMARY KEY (run, node));
+INSERT INTO nodes VALUES ('r1','n1','',1,'draft','cpu',1,'ok','','gflops',3.5,1,'2026-11-22 11:00:00');`).CombinedOutput()
+	require.NoError(t, err, string(out))
+	s, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	require.NoError(t, s.Write(context.Background(), sample("r2")))
+	require.NoError(t, s.Close())
+	out, err = exec.Command("sqlite3", "-readonly", path, "SELECT run, node, ifnull(metric_value, 'NULL') FROM nodes ORDER BY run, node").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Equal(t, "r1|n1|3.5\nr2|n1|12.5\nr2|n2|NULL\n", string(out))
 }
 
 func TestTableFormats(t *testing.T) {

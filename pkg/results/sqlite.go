@@ -20,11 +20,7 @@ const sqliteSchema = `
 CREATE TABLE IF NOT EXISTS runs (
   run TEXT NOT NULL, status TEXT NOT NULL, title TEXT NOT NULL, mode TEXT NOT NULL, config TEXT NOT NULL,
   ts_ms INTEGER NOT NULL, ts TEXT NOT NULL, PRIMARY KEY (run));
-CREATE TABLE IF NOT EXISTS nodes (
-  run TEXT NOT NULL, node TEXT NOT NULL, parent TEXT NOT NULL, stage INTEGER NOT NULL, kind TEXT NOT NULL,
-  pool TEXT NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL, error_kind TEXT NOT NULL,
-  metric_name TEXT NOT NULL, metric_value REAL NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
-  PRIMARY KEY (run, node));
+` + sqliteNodesTable + `;
 CREATE TABLE IF NOT EXISTS phase_runs (
   run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, worker TEXT NOT NULL, phase TEXT NOT NULL,
   status TEXT NOT NULL, exit_code INTEGER NOT NULL, duration_ms REAL NOT NULL, compiler TEXT NOT NULL,
@@ -38,6 +34,13 @@ CREATE TABLE IF NOT EXISTS llm_calls (
   cache_hit INTEGER NOT NULL, error TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
   PRIMARY KEY (run, node, call_id));
 `
+
+// sqliteNodesTable: metric_value is NULL for a node without a value.
+const sqliteNodesTable = `CREATE TABLE IF NOT EXISTS nodes (
+  run TEXT NOT NULL, node TEXT NOT NULL, parent TEXT NOT NULL, stage INTEGER NOT NULL, kind TEXT NOT NULL,
+  pool TEXT NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL, error_kind TEXT NOT NULL,
+  metric_name TEXT NOT NULL, metric_value REAL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
+  PRIMARY KEY (run, node))`
 
 // SQLite is the sink of a local run: the run's SQLite file.
 type SQLite struct {
@@ -60,7 +63,39 @@ func OpenSQLite(path string) (*SQLite, error) {
 		db.Close()
 		return nil, fmt.Errorf("results: schema of %s: %w", path, err)
 	}
+	if err := nullableMetric(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("results: schema of %s: %w", path, err)
+	}
 	return &SQLite{db: db}, nil
+}
+
+// nullableMetric lets nodes.metric_value of a file written before it could
+// be NULL take NULL (a run resumed from such a file): SQLite cannot drop a
+// NOT NULL constraint, so the table is copied into a new one. Rows written
+// before keep their values.
+func nullableMetric(db *sql.DB) error {
+	var notNull int
+	err := db.QueryRow(`SELECT "notnull" FROM pragma_table_info('nodes') WHERE name = 'metric_value'`).Scan(&notNull)
+	if err != nil || notNull == 0 {
+		return err
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, stmt := range []string{
+		`ALTER TABLE nodes RENAME TO nodes_notnull`,
+		sqliteNodesTable,
+		`INSERT INTO nodes SELECT * FROM nodes_notnull`,
+		`DROP TABLE nodes_notnull`,
+	} {
+		if _, err := tx.Exec(stmt); err != nil {
+			return fmt.Errorf("nodes.metric_value to nullable: %w", err)
+		}
+	}
+	return tx.Commit()
 }
 
 // sqliteTime is how ts is stored: as ClickHouse prints a DateTime (UTC).

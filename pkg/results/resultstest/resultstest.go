@@ -7,6 +7,7 @@ package resultstest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -131,6 +132,8 @@ func Exercise(t *testing.T, open func(t *testing.T) Store) {
 		require.Len(t, rows, 2)
 		require.Equal(t, []string{"n1", "ok", "gflops", "12.5"}, strs(rows[0]))
 		require.Equal(t, []string{"n2", "failed"}, strs(rows[1])[:2])
+		require.Equal(t, [][]string{{"n2"}}, strsAll(query("SELECT node FROM %s WHERE run = 'r1' AND metric_value IS NULL", final(s, "nodes"))),
+			"a failed node's metric is NULL, not 0")
 		rows = query("SELECT compiler, status, error_kind FROM %s WHERE run = 'r1' AND phase = 'compile' ORDER BY node", final(s, "phase_runs"))
 		require.Equal(t, [][]string{{"gcc", "ok", ""}, {"mpicc", "failed", schema.ErrKindCompileFailed}}, strsAll(rows))
 		rows = query("SELECT name, value, unit FROM %s WHERE run = 'r1' ORDER BY name", final(s, "metrics"))
@@ -173,9 +176,15 @@ func Exercise(t *testing.T, open func(t *testing.T) Store) {
 func strs(row []any) []string {
 	out := make([]string, len(row))
 	for i, v := range row {
-		out[i] = fmt.Sprint(v)
-		if p, ok := v.(*string); ok && p != nil {
-			out[i] = *p
+		rv := reflect.ValueOf(v)
+		for rv.Kind() == reflect.Pointer && !rv.IsNil() {
+			rv = rv.Elem()
+		}
+		switch {
+		case !rv.IsValid() || rv.Kind() == reflect.Pointer:
+			out[i] = "NULL"
+		default:
+			out[i] = fmt.Sprint(rv.Interface())
 		}
 	}
 	return out
