@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,6 +43,18 @@ func TestRunExampleOffline(t *testing.T) {
 		"SELECT count(*) AS n FROM nodes WHERE status IN ('ok', 'cached') AND metric_name = 'gflops'")
 	require.Equal(t, 0, code, q)
 	require.Regexp(t, `n\n[1-8]\n`, q)
+
+	// The logs came home through the object store, and report.md links the best node's.
+	require.Contains(t, string(rep), "### Its files")
+	best := regexp.MustCompile(`best (n\d+):`).FindStringSubmatch(out)[1]
+	require.Contains(t, string(rep), "[run.log](nodes/"+best+"/logs/run.log)")
+	log, err := os.ReadFile(filepath.Join(runDir, "nodes", best, "logs", "run.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(log), "GFLOP")
+	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT path FROM artifacts WHERE node = '"+best+"' AND kind = 'log' AND name = 'run.log'")
+	require.Equal(t, 0, code, q)
+	require.Equal(t, "path\nnodes/"+best+"/logs/run.log\n", q)
 }
 
 func requireTool(t *testing.T, name string) {

@@ -130,6 +130,9 @@ func run(args []string) error {
 	pc := phases.ConfigFrom(cfg.Tasks, cfg.WorkDir)
 	pc.Env = env
 	pc.Installer = prompt.NewInstaller(llm.Gateway{NC: q.Conn()})
+	if pc.ArtifactStore, err = q.Artifacts(ctx); err != nil {
+		return err
+	}
 	exec, err := phases.NewExecutor(pc)
 	if err != nil {
 		return err

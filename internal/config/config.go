@@ -48,11 +48,14 @@ type Queue struct {
 	DedupWindow time.Duration `envconfig:"DEDUP_WINDOW" default:"10m" desc:"server-side duplicate detection window"`
 	Heartbeat   time.Duration `envconfig:"HEARTBEAT" default:"5s" desc:"worker registry heartbeat period"`
 	Replicas    int           `envconfig:"NATS_REPLICAS" default:"1" desc:"replicas of the streams and buckets (3 on a NATS cluster of 3)"`
+	// ArtifactsMaxAge is the retention of the artifacts object store.
+	ArtifactsMaxAge time.Duration `envconfig:"ARTIFACTS_MAX_AGE" default:"168h" desc:"how long the object store keeps the logs, outputs and plots workers uploaded"`
 }
 
 // Options for pkg/queue.
 func (q Queue) Options() queue.Options {
-	return queue.Options{AckWait: q.AckWait, MaxDeliver: q.MaxDeliver, DedupWindow: q.DedupWindow, HeartbeatPeriod: q.Heartbeat, Replicas: q.Replicas}
+	return queue.Options{AckWait: q.AckWait, MaxDeliver: q.MaxDeliver, DedupWindow: q.DedupWindow, HeartbeatPeriod: q.Heartbeat, Replicas: q.Replicas,
+		ArtifactsMaxAge: q.ArtifactsMaxAge}
 }
 
 // Log settings.
@@ -141,6 +144,9 @@ type Tasks struct {
 	// Shell is plain (bash -c in the login environment captured once at
 	// start) or login (bash -lc per command).
 	Shell string `envconfig:"TASK_SHELL" default:"plain" desc:"plain (bash -c in the login environment captured once at start) or login (a login shell per command)"`
+	// Caps on what one task brings home through the object store.
+	ArtifactFileMax int64 `envconfig:"ARTIFACT_FILE_BYTES" default:"16777216" desc:"largest log, output or plot a task uploads (a log is cut to it)"`
+	ArtifactNodeMax int64 `envconfig:"ARTIFACT_NODE_BYTES" default:"67108864" desc:"most bytes one task attempt uploads in all"`
 	Isolation
 }
 

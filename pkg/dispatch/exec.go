@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/artifacts"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -34,6 +35,9 @@ type ExecParams struct {
 	ProgressEvery time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// RunDir, when set, receives every result's artifacts as it arrives
+	// (artifacts.Fetch: nodes/<id>/logs, nodes/<id>/outputs).
+	RunDir string
 }
 
 // Outcome is the fate of one task of an exec.
@@ -43,6 +47,9 @@ type Outcome struct {
 	Result *schema.NodeResult
 	// DeadLetter is set when the task was dead-lettered instead.
 	DeadLetter *queue.DeadLetter
+	// ArtifactsError says which of the result's files could not be
+	// fetched into the run directory, and why.
+	ArtifactsError string
 }
 
 // OK reports whether the task ran and every phase succeeded.
@@ -103,6 +110,12 @@ func Exec(ctx context.Context, q *queue.Queue, p ExecParams) ([]Outcome, error) 
 			out[i].Result = r
 			left--
 			log.Debug("result", "node_id", r.NodeID, "ok", r.OK(), "worker", r.Worker)
+			if p.RunDir != "" {
+				if err := FetchArtifacts(ctx, q, p.RunDir, r); err != nil {
+					out[i].ArtifactsError = err.Error()
+					log.Error("artifacts not fetched", "node_id", r.NodeID, "err", err)
+				}
+			}
 		case d := <-w.DeadLetters:
 			i, ok := index[queue.ResultKey{NodeID: d.NodeID, Attempt: d.Attempt}]
 			if !ok || out[i].Result != nil || out[i].DeadLetter != nil {
@@ -118,6 +131,18 @@ func Exec(ctx context.Context, q *queue.Queue, p ExecParams) ([]Outcome, error) 
 		}
 	}
 	return out, nil
+}
+
+// FetchArtifacts brings a result's artifacts into runDir (artifacts.Fetch).
+func FetchArtifacts(ctx context.Context, q *queue.Queue, runDir string, r *schema.NodeResult) error {
+	if len(r.Artifacts) == 0 {
+		return nil
+	}
+	store, err := q.Artifacts(ctx)
+	if err != nil {
+		return fmt.Errorf("artifacts of node %s: %w", r.NodeID, err)
+	}
+	return artifacts.Fetch(ctx, store, runDir, r)
 }
 
 func logProgress(ctx context.Context, q *queue.Queue, log *slog.Logger, done, total int) {

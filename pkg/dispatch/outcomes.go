@@ -27,6 +27,8 @@ type OutcomeLine struct {
 	Status     string             `json:"status"`
 	Result     *schema.NodeResult `json:"result,omitempty"`
 	DeadLetter *deadLetterJSON    `json:"dead_letter,omitempty"`
+	// ArtifactsError: files of the result that could not be fetched.
+	ArtifactsError string `json:"artifacts_error,omitempty"`
 }
 
 type deadLetterJSON struct {
@@ -39,7 +41,7 @@ type deadLetterJSON struct {
 
 // OutcomeJSON is an outcome as a line of results.jsonl.
 func OutcomeJSON(o Outcome) OutcomeLine {
-	l := OutcomeLine{NodeID: o.Task.NodeID, Attempt: o.Task.Attempt, Status: results.NodeNoAnswer, Result: o.Result}
+	l := OutcomeLine{NodeID: o.Task.NodeID, Attempt: o.Task.Attempt, Status: results.NodeNoAnswer, Result: o.Result, ArtifactsError: o.ArtifactsError}
 	switch {
 	case o.Result != nil && o.Result.OK():
 		l.Status = results.NodeOK

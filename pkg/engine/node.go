@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -17,6 +18,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/search"
 )
@@ -40,6 +42,9 @@ type outcome struct {
 	Cached     bool               `json:"cached,omitempty"`
 	Result     *schema.NodeResult `json:"result,omitempty"`
 	DeadLetter *queue.DeadLetter  `json:"dead_letter,omitempty"`
+	// ArtifactsError says which files of the result could not be fetched
+	// into the node's directory, and why.
+	ArtifactsError string `json:"artifacts_error,omitempty"`
 }
 
 func (o outcome) searchResult() search.Result {
@@ -91,6 +96,8 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 	key := search.CacheKey(&task, e.currentEnv().toolchains)
 	if res, hit := e.cache.Get(key); hit {
 		res.RunID, res.NodeID, res.Attempt = e.runID, task.NodeID, task.Attempt
+		// The files are those of the node that ran, not of this one.
+		res.Artifacts, res.ArtifactsNote = nil, "not run: the result of an identical earlier node was reused; its files are in that node's directory"
 		o = e.evaluate(n.ID, &res, nil)
 		o.Cached = true
 		e.log.Info("result cache hit: the node was not run again", "node_id", n.ID)
@@ -110,6 +117,14 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 		return search.Result{}, ctx.Err()
 	}
 	o = e.evaluate(n.ID, got.Result, got.DeadLetter)
+	if got.Result != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		if err := dispatch.FetchArtifacts(fctx, e.p.Queue, e.dir, got.Result); err != nil {
+			o.ArtifactsError = err.Error()
+			e.log.Error("artifacts not fetched", "node_id", n.ID, "err", err)
+		}
+		cancel()
+	}
 	if got.Result != nil && got.Result.OK() {
 		if err := e.cache.Put(key, *got.Result); err != nil {
 			e.log.Warn("result cache", "err", err)
@@ -536,10 +551,61 @@ func (e *engine) bestDetail(id string) string {
 		}
 		b.WriteString("\n")
 	}
+	if ok, _ := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); ok && o.Result != nil {
+		b.WriteString(artifactLinks(id, o))
+	}
 	if code := e.nodeCode(id); code != "" {
 		b.WriteString("### Its code\n\n" + code + "\n")
 	}
 	return b.String()
+}
+
+// artifactLinks is markdown linking a node's logs and outputs in the run
+// directory (report.md is at its top), its plots shown inline, and what
+// did not come home.
+func artifactLinks(id string, o outcome) string {
+	var logs, outputs, plots []string
+	for _, a := range o.Result.Artifacts {
+		link := rundir.NodeFile(id, a.Dir(), a.Name)
+		switch a.Kind {
+		case schema.ArtifactLog:
+			logs = append(logs, fmt.Sprintf("[%s](%s)", a.Name, mdURL(link)))
+		case schema.ArtifactPlot:
+			plots = append(plots, fmt.Sprintf("![%s](%s)", mdText(a.Name), mdURL(link)))
+		default:
+			outputs = append(outputs, fmt.Sprintf("[%s](%s)", mdText(a.Name), mdURL(link)))
+		}
+	}
+	var b strings.Builder
+	if len(logs)+len(outputs)+len(plots) > 0 || o.Result.ArtifactsNote != "" || o.ArtifactsError != "" {
+		b.WriteString("### Its files\n\n")
+	}
+	if len(logs) > 0 {
+		b.WriteString("Logs: " + strings.Join(logs, ", ") + "\n\n")
+	}
+	if len(outputs) > 0 {
+		b.WriteString("Outputs: " + strings.Join(outputs, ", ") + "\n\n")
+	}
+	for _, p := range plots {
+		b.WriteString(p + "\n\n")
+	}
+	if o.Result.ArtifactsNote != "" {
+		b.WriteString("Left out: " + mdText(o.Result.ArtifactsNote) + "\n\n")
+	}
+	if o.ArtifactsError != "" {
+		b.WriteString("Not fetched: " + mdText(o.ArtifactsError) + "\n\n")
+	}
+	return b.String()
+}
+
+// mdURL escapes a relative path for a markdown link target.
+func mdURL(p string) string {
+	return (&url.URL{Path: p}).EscapedPath()
+}
+
+// mdText keeps a file name or message from being read as markdown.
+func mdText(s string) string {
+	return strings.NewReplacer("\\", "\\\\", "[", "\\[", "]", "\\]", "*", "\\*", "_", "\\_", "`", "\\`", "<", "&lt;", "\n", " ").Replace(s)
 }
 
 func (e *engine) cachedNode(id string) bool {

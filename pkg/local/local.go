@@ -118,6 +118,10 @@ func Start(ctx context.Context, p Params) (*Cluster, error) {
 		if p.GatewayInstaller && pc.Installer == nil {
 			pc.Installer = prompt.NewInstaller(llm.Gateway{NC: nc})
 		}
+		if pc.ArtifactStore, err = q.Artifacts(ctx); err != nil {
+			l.shutdown()
+			return nil, err
+		}
 		e, err := phases.NewExecutor(pc)
 		if err != nil {
 			l.shutdown()

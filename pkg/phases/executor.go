@@ -16,8 +16,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hpcq/hpcq/pkg/artifacts"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Config configures the Executor. Every field has a default.
@@ -52,6 +54,11 @@ type Config struct {
 	// Env is the environment commands start from (WorkerEnv), without the
 	// worker's own settings; nil: NewExecutor takes it from WorkerEnv.
 	Env []string
+	// ArtifactStore, when set, receives every attempt's phase logs, found
+	// outputs and plots (*.png, *.svg in the workspace), within
+	// ArtifactLimits; the result lists them (queue.Queue.Artifacts).
+	ArtifactStore  jetstream.ObjectStore
+	ArtifactLimits artifacts.Limits
 }
 
 // Installer decides the commands of an iterative download phase one at a
@@ -154,8 +161,78 @@ func seconds(s int, def time.Duration) time.Duration {
 
 // Execute writes the workspace, then runs the download, compile and run
 // commands, stopping at the first failure, then checks the expected outputs
-// and extracts the metrics.
+// and extracts the metrics. With Config.Artifacts it then uploads the
+// attempt's files; an upload that fails is said in the result, which
+// stands.
 func (e *Executor) Execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot) (*schema.NodeResult, error) {
+	res, err := e.execute(ctx, t, slot)
+	if err != nil || e.cfg.ArtifactStore == nil {
+		return res, err
+	}
+	// The upload is bounded on its own: a drain must not lose the result.
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	up := artifacts.Uploader{Store: e.cfg.ArtifactStore, Limits: e.cfg.ArtifactLimits}
+	arts, note, uerr := up.Upload(uctx, t, e.artifactFiles(t, res))
+	res.Artifacts, res.ArtifactsNote = arts, note
+	if uerr != nil {
+		res.ArtifactsNote = strings.TrimPrefix(res.ArtifactsNote+"; "+uerr.Error(), "; ")
+	}
+	return res, nil
+}
+
+// Plots are looked for in the workspace up to this depth and count.
+const (
+	plotDepth   = 6
+	plotMax     = 64
+	plotVisited = 20000
+)
+
+// artifactFiles are the files of an attempt to bring home: the phase logs,
+// the expected outputs found, and the plots (*.png, *.svg) of the
+// workspace, not following symbolic links.
+func (e *Executor) artifactFiles(t *schema.NodeTask, res *schema.NodeResult) []artifacts.File {
+	var files []artifacts.File
+	logDir := e.LogDir(t)
+	for _, p := range res.Phases {
+		if p.Name == schema.PhaseCoding {
+			continue
+		}
+		files = append(files, artifacts.File{Kind: schema.ArtifactLog, Name: p.Name + ".log", Dir: logDir, Rel: p.Name + ".log"})
+	}
+	ws := e.WorkspaceDir(t)
+	outputs := map[string]bool{}
+	for _, o := range res.OutputsFound {
+		outputs[o] = true
+		files = append(files, artifacts.File{Kind: schema.ArtifactOutput, Name: o, Dir: ws, Rel: o})
+	}
+	plots, visited := 0, 0
+	_ = filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
+		visited++
+		if err != nil || visited > plotVisited || plots >= plotMax {
+			return filepath.SkipAll
+		}
+		rel, rerr := filepath.Rel(ws, p)
+		if rerr != nil {
+			return nil
+		}
+		if d.IsDir() {
+			if rel != "." && strings.Count(rel, string(filepath.Separator)) >= plotDepth {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		ext := strings.ToLower(filepath.Ext(p))
+		if (ext == ".png" || ext == ".svg") && d.Type().IsRegular() && !outputs[rel] {
+			plots++
+			files = append(files, artifacts.File{Kind: schema.ArtifactPlot, Name: filepath.ToSlash(rel), Dir: ws, Rel: rel})
+		}
+		return nil
+	})
+	return files
+}
+
+func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot) (*schema.NodeResult, error) {
 	res := &schema.NodeResult{Started: time.Now().UTC()}
 	defer func() { res.DurationMS = time.Since(res.Started).Milliseconds() }()
 

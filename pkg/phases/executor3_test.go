@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/artifacts"
+	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -234,4 +236,43 @@ func TestHostilePathCorpus(t *testing.T) {
 		_, err = os.Stat("/tmp/hpcq-pwned")
 		require.True(t, os.IsNotExist(err))
 	}
+}
+
+// TestArtifactsUploaded: with an object store, an attempt's phase logs, its
+// expected outputs and the plots it wrote are uploaded and listed in the
+// result; a plot that is a link out of the workspace is not.
+func TestArtifactsUploaded(t *testing.T) {
+	requireGCC(t)
+	t.Setenv("HOME", t.TempDir())
+	q := testutil.StartNATS(t, "embedded").Queue(t, queue.Options{})
+	st, err := q.Artifacts(context.Background())
+	require.NoError(t, err)
+	e, err := NewExecutor(Config{RunsDir: t.TempDir(), KillGrace: 200 * time.Millisecond, ArtifactStore: st})
+	require.NoError(t, err)
+	task := cTask("plots")
+	task.Artifacts.Run.Commands = append(task.Artifacts.Run.Commands,
+		"mkdir -p fig && printf '<svg xmlns=\"http://www.w3.org/2000/svg\"/>' > fig/speedup.svg", "ln -s /etc/passwd leak.png")
+	res, err := e.Execute(context.Background(), task, worker.Slot{})
+	require.NoError(t, err)
+	require.Nil(t, res.Error)
+	byName := map[string]schema.Artifact{}
+	for _, a := range res.Artifacts {
+		byName[a.Dir()+"/"+a.Name] = a
+	}
+	require.Len(t, byName, 4, "%+v", res.Artifacts)
+	for _, k := range []string{"logs/compile.log", "logs/run.log", "outputs/out.txt", "outputs/fig/speedup.svg"} {
+		require.Contains(t, byName, k)
+	}
+	require.Equal(t, schema.ArtifactPlot, byName["outputs/fig/speedup.svg"].Kind)
+	require.Empty(t, res.ArtifactsNote)
+	res.V, res.RunID, res.NodeID, res.Attempt, res.Worker = schema.Version, task.RunID, task.NodeID, task.Attempt, "w"
+	require.NoError(t, res.Validate())
+	runDir := t.TempDir()
+	require.NoError(t, artifacts.Fetch(context.Background(), st, runDir, res))
+	out, err := os.ReadFile(filepath.Join(runDir, "nodes/plots/outputs/out.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "sum=4\n", string(out))
+	log, err := os.ReadFile(filepath.Join(runDir, "nodes/plots/logs/run.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(log), "sum=4")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -48,6 +49,9 @@ type Queue struct {
 	handbacks jetstream.KeyValue
 	// owned is set when the Queue opened the connection (Dial).
 	owned bool
+
+	artifactsMu sync.Mutex
+	artifacts   jetstream.ObjectStore
 }
 
 // Dial connects to the external server c describes and returns a Queue

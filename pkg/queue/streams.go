@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,6 +28,9 @@ const (
 	// BridgeBucket keeps each slurm-bridge's state: its jobs, per pool
 	// status, resume requests; keys start with the bridge's name.
 	BridgeBucket = "HPCQ_BRIDGE"
+	// ArtifactsBucket is the object store of the files workers bring home
+	// (phase logs, outputs, plots), named <run>/<node>/<attempt>/<dir>/<name>.
+	ArtifactsBucket = "HPCQ_ARTIFACTS"
 )
 
 // Subjects.
@@ -72,6 +76,29 @@ func (q *Queue) BridgeState(ctx context.Context, create bool) (jetstream.KeyValu
 	return kv, nil
 }
 
+// Artifacts opens the artifacts object store, creating it (or updating its
+// retention) the first time a process asks.
+func (q *Queue) Artifacts(ctx context.Context) (jetstream.ObjectStore, error) {
+	q.artifactsMu.Lock()
+	defer q.artifactsMu.Unlock()
+	if q.artifacts != nil {
+		return q.artifacts, nil
+	}
+	st, err := q.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: ArtifactsBucket,
+		Description: "hpcq artifacts: phase logs, outputs and plots of every node attempt",
+		TTL:         q.opts.ArtifactsMaxAge, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
+	if err != nil {
+		return nil, fmt.Errorf("queue: object store %s: %w", ArtifactsBucket, err)
+	}
+	q.artifacts = st
+	return st, nil
+}
+
+// ArtifactObject is the object name of an artifact of a node attempt.
+func ArtifactObject(run, node string, attempt int, dir, name string) string {
+	return run + "/" + node + "/" + strconv.Itoa(attempt) + "/" + dir + "/" + name
+}
+
 // Options configure the streams, consumers and timings of the queue. The
 // zero value is valid: every field defaults as documented.
 type Options struct {
@@ -87,6 +114,10 @@ type Options struct {
 	// ResultsMaxAge is how long results and dead letters are kept. Defaults
 	// to 30 days.
 	ResultsMaxAge time.Duration
+	// ArtifactsMaxAge is how long the artifacts object store keeps a file
+	// (the scheduler fetches them as results arrive; `scheduler purge`
+	// deletes a run's at once). Defaults to 7 days.
+	ArtifactsMaxAge time.Duration
 	// Replicas of every stream and bucket (1 for a single server). Defaults to 1.
 	Replicas int
 	// HeartbeatPeriod is how often workers refresh their registry entry; a
@@ -112,6 +143,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Replicas == 0 {
 		o.Replicas = 1
+	}
+	if o.ArtifactsMaxAge == 0 {
+		o.ArtifactsMaxAge = 7 * 24 * time.Hour
 	}
 	if o.HeartbeatPeriod == 0 {
 		o.HeartbeatPeriod = 5 * time.Second

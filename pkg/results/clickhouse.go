@@ -98,6 +98,7 @@ func appendRows(a, b Rows) Rows {
 	a.PhaseRuns = append(a.PhaseRuns, b.PhaseRuns...)
 	a.Metrics = append(a.Metrics, b.Metrics...)
 	a.LLMCalls = append(a.LLMCalls, b.LLMCalls...)
+	a.Artifacts = append(a.Artifacts, b.Artifacts...)
 	return a
 }
 
@@ -191,7 +192,7 @@ func (c *ClickHouse) send(ctx context.Context) error {
 		c.queued = Rows{
 			Runs: c.queued.Runs[len(rows.Runs):], Nodes: c.queued.Nodes[len(rows.Nodes):],
 			PhaseRuns: c.queued.PhaseRuns[len(rows.PhaseRuns):], Metrics: c.queued.Metrics[len(rows.Metrics):],
-			LLMCalls: c.queued.LLMCalls[len(rows.LLMCalls):],
+			LLMCalls: c.queued.LLMCalls[len(rows.LLMCalls):], Artifacts: c.queued.Artifacts[len(rows.Artifacts):],
 		}
 		if c.queued.Len() == 0 {
 			if rerr := c.jr.Reset(); rerr != nil {

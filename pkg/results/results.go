@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -62,6 +63,21 @@ type (
 		Unit    string    `json:"unit"`
 		TS      time.Time `json:"ts"`
 	}
+	// Artifact is a file of a node attempt brought into the run directory.
+	Artifact struct {
+		Run     string `json:"run"`
+		Node    string `json:"node"`
+		Attempt int    `json:"attempt"`
+		// Kind is log, output or plot.
+		Kind string `json:"kind"`
+		Name string `json:"name"`
+		// Path is relative to the run directory: nodes/<id>/logs/<name>
+		// or nodes/<id>/outputs/<name>.
+		Path   string    `json:"path"`
+		Bytes  int64     `json:"bytes"`
+		SHA256 string    `json:"sha256"`
+		TS     time.Time `json:"ts"`
+	}
 	LLMCall struct {
 		Run  string `json:"run"`
 		Node string `json:"node"`
@@ -86,11 +102,12 @@ type Rows struct {
 	PhaseRuns []PhaseRun `json:"phase_runs,omitempty"`
 	Metrics   []Metric   `json:"metrics,omitempty"`
 	LLMCalls  []LLMCall  `json:"llm_calls,omitempty"`
+	Artifacts []Artifact `json:"artifacts,omitempty"`
 }
 
 // Len is the number of rows.
 func (r Rows) Len() int {
-	return len(r.Runs) + len(r.Nodes) + len(r.PhaseRuns) + len(r.Metrics) + len(r.LLMCalls)
+	return len(r.Runs) + len(r.Nodes) + len(r.PhaseRuns) + len(r.Metrics) + len(r.LLMCalls) + len(r.Artifacts)
 }
 
 // Sink stores rows. Write returns once they are durable where the sink
@@ -109,10 +126,11 @@ var Columns = map[string][]string{
 	"phase_runs": {"run", "node", "attempt", "worker", "phase", "status", "exit_code", "duration_ms", "compiler", "error_kind", "ts_ms", "ts"},
 	"metrics":    {"run", "node", "attempt", "name", "value", "unit", "ts_ms", "ts"},
 	"llm_calls":  {"run", "node", "call_id", "purpose", "model", "tokens_in", "tokens_out", "latency_ms", "cost_usd", "cache_hit", "error", "ts_ms", "ts"},
+	"artifacts":  {"run", "node", "attempt", "kind", "name", "path", "bytes", "sha256", "ts_ms", "ts"},
 }
 
 // Tables lists the tables in a fixed order.
-var Tables = []string{"runs", "nodes", "phase_runs", "metrics", "llm_calls"}
+var Tables = []string{"runs", "nodes", "phase_runs", "metrics", "llm_calls", "artifacts"}
 
 // values returns each table's rows as column values, in Columns order, with
 // the Go types the ClickHouse columns take (SQLite takes them too).
@@ -139,6 +157,10 @@ func (r Rows) values() map[string][][]any {
 		}
 		out["llm_calls"] = append(out["llm_calls"], []any{x.Run, x.Node, x.CallID, x.Purpose, x.Model, uint64(x.TokensIn), uint64(x.TokensOut),
 			x.LatencyMS, x.CostUSD, hit, x.Error, x.TS.UnixMilli(), x.TS})
+	}
+	for _, x := range r.Artifacts {
+		out["artifacts"] = append(out["artifacts"], []any{x.Run, x.Node, uint32(x.Attempt), x.Kind, x.Name, x.Path, uint64(x.Bytes), x.SHA256,
+			x.TS.UnixMilli(), x.TS})
 	}
 	return out
 }
@@ -210,6 +232,10 @@ func FromResult(t *schema.NodeTask, r *schema.NodeResult) Rows {
 		}
 	}
 	rows.Nodes = append(rows.Nodes, node)
+	for _, a := range r.Artifacts {
+		rows.Artifacts = append(rows.Artifacts, Artifact{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Kind: a.Kind, Name: a.Name,
+			Path: rundir.NodeFile(r.NodeID, a.Dir(), a.Name), Bytes: a.Bytes, SHA256: a.SHA256, TS: end})
+	}
 	return rows
 }
 

@@ -33,6 +33,10 @@ CREATE TABLE IF NOT EXISTS llm_calls (
   tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, latency_ms REAL NOT NULL, cost_usd REAL NOT NULL,
   cache_hit INTEGER NOT NULL, error TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
   PRIMARY KEY (run, node, call_id));
+CREATE TABLE IF NOT EXISTS artifacts (
+  run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
+  path TEXT NOT NULL, bytes INTEGER NOT NULL, sha256 TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
+  PRIMARY KEY (run, node, attempt, kind, name));
 `
 
 // sqliteNodesTable: metric_value is NULL for a node without a value.

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"time"
 )
@@ -32,6 +33,13 @@ const (
 type Dir string
 
 // Path is the path of name (one of the names above) in d.
+// NodeFile is the slash-separated path, relative to the run directory, of
+// a file of a node: nodes/<id>/<elem>...; artifacts land at
+// NodeFile(id, "logs", "<phase>.log") and NodeFile(id, "outputs", name).
+func NodeFile(node string, elem ...string) string {
+	return path.Join(append([]string{NodesDir, node}, elem...)...)
+}
+
 func (d Dir) Path(name string) string { return filepath.Join(string(d), filepath.FromSlash(name)) }
 
 // ID is the run id.

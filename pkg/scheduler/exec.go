@@ -118,7 +118,7 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 	if err := sink.Write(ctx, queued); err != nil {
 		log.Warn("results rows not written", "err", err)
 	}
-	outs, execErr := dispatch.Exec(ctx, q, dispatch.ExecParams{Tasks: tasks, RunID: runID, Logger: log})
+	outs, execErr := dispatch.Exec(ctx, q, dispatch.ExecParams{Tasks: tasks, RunID: runID, Logger: log, RunDir: runDir})
 	if outs == nil {
 		return execErr
 	}

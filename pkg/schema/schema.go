@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -562,6 +564,78 @@ type NodeResult struct {
 	Toolchain   map[string]string `json:"toolchain,omitempty"`
 	// Isolation is what the task's commands ran in.
 	Isolation *Isolation `json:"isolation,omitempty"`
+	// Host and SlurmJobID say where the worker ran.
+	Host       string `json:"host,omitempty"`
+	SlurmJobID string `json:"slurm_job_id,omitempty"`
+	// Artifacts are the files of the attempt stored in the object store
+	// (phase logs, declared outputs, plots), to be fetched into the run
+	// directory; ArtifactsNote says what was left out and why.
+	Artifacts     []Artifact `json:"artifacts,omitempty"`
+	ArtifactsNote string     `json:"artifacts_note,omitempty"`
+	// Limits says how the task's resource limits were enforced.
+	Limits *Enforced `json:"limits,omitempty"`
+}
+
+// Artifact kinds: a phase log goes to the node's logs/ directory, an output
+// or a plot to its outputs/ directory.
+const (
+	ArtifactLog    = "log"
+	ArtifactOutput = "output"
+	ArtifactPlot   = "plot"
+)
+
+// MaxArtifacts is the most artifacts one result lists.
+const MaxArtifacts = 512
+
+// Artifact is one file of an attempt brought home.
+type Artifact struct {
+	Kind string `json:"kind"`
+	// Name is the file's path under the node's logs/ (a log: <phase>.log)
+	// or outputs/ directory (its path in the workspace).
+	Name   string `json:"name"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Dir is the node directory an artifact of kind goes to: "logs" or
+// "outputs".
+func (a Artifact) Dir() string {
+	if a.Kind == ArtifactLog {
+		return "logs"
+	}
+	return "outputs"
+}
+
+// Enforced says how a task's resource limits were enforced on the worker.
+type Enforced struct {
+	// CPUs the task's processes were bound to (a cpuset list, "0-3"); empty
+	// when the worker could not bind them.
+	CPUs string `json:"cpus,omitempty"`
+	// Memory is the mechanism of the memory limit: "cgroup" (a cgroup v2
+	// memory.max), "rlimit" (RLIMIT_AS), or "" with no limit.
+	Memory   string `json:"memory,omitempty"`
+	MemoryMB int    `json:"memory_mb,omitempty"`
+	// GPUs given to the task alone (CUDA_VISIBLE_DEVICES).
+	GPUs []string `json:"gpus,omitempty"`
+	// Note says what could not be enforced and why.
+	Note string `json:"note,omitempty"`
+}
+
+// CheckArtifactName checks an artifact's name: a clean relative path of at
+// most 1024 bytes without control or format characters.
+func CheckArtifactName(p string) error {
+	switch {
+	case p == "" || len(p) > 1024 || !utf8.ValidString(p):
+		return fmt.Errorf("%q: empty, longer than 1024 bytes or not UTF-8", firstBytes([]byte(p), 64))
+	case strings.HasPrefix(p, "/") || strings.Contains(p, `\`) || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../"):
+		return fmt.Errorf("%q: not a clean relative path", p)
+	}
+	for _, r := range p {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return fmt.Errorf("%q: contains a control or format character (%U)", p, r)
+		}
+	}
+	return nil
 }
 
 // Isolation is the sandbox a task's commands ran in.
@@ -653,6 +727,31 @@ func (r *NodeResult) Validate() error {
 		}
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return fieldErr("metrics."+name, "%v is not a finite number", v)
+		}
+	}
+	if len(r.Artifacts) > MaxArtifacts {
+		return fieldErr("artifacts", "%d, at most %d", len(r.Artifacts), MaxArtifacts)
+	}
+	seen := make(map[string]bool, len(r.Artifacts))
+	for i, a := range r.Artifacts {
+		f := fmt.Sprintf("artifacts[%d]", i)
+		switch a.Kind {
+		case ArtifactLog, ArtifactOutput, ArtifactPlot:
+		default:
+			return fieldErr(f+".kind", "%q: must be log, output or plot", a.Kind)
+		}
+		if err := CheckArtifactName(a.Name); err != nil {
+			return fieldErr(f+".name", "%v", err)
+		}
+		if seen[a.Dir()+"/"+a.Name] {
+			return fieldErr(f+".name", "%s/%s listed twice", a.Dir(), a.Name)
+		}
+		seen[a.Dir()+"/"+a.Name] = true
+		if a.Bytes < 0 {
+			return fieldErr(f+".bytes", "%d, must be >= 0", a.Bytes)
+		}
+		if len(a.SHA256) != 64 || strings.Trim(a.SHA256, "0123456789abcdef") != "" {
+			return fieldErr(f+".sha256", "%q: must be 64 lower-case hex digits", firstBytes([]byte(a.SHA256), 80))
 		}
 	}
 	if r.Error != nil {

@@ -181,6 +181,7 @@ type Worker struct {
 	reg       *queue.Registration
 	// lastActive is when a task last started or ended (unix nanoseconds).
 	lastActive atomic.Int64
+	host       string
 }
 
 // New returns a worker; Run starts it.
@@ -192,7 +193,8 @@ func New(q *queue.Queue, exec Executor, cfg Config) (*Worker, error) {
 	if exec == nil {
 		return nil, fmt.Errorf("%w: no executor", ErrInvalidConfig)
 	}
-	w := &Worker{q: q, exec: exec, cfg: cfg, log: cfg.Logger.With("worker", cfg.ID), slots: make(chan int, cfg.Slots),
+	host, _ := os.Hostname()
+	w := &Worker{q: q, exec: exec, cfg: cfg, log: cfg.Logger.With("worker", cfg.ID), slots: make(chan int, cfg.Slots), host: host,
 		answering: make(chan struct{}, cfg.Slots)}
 	for i := range cfg.Slots {
 		w.slots <- i
@@ -219,9 +221,8 @@ func (w *Worker) ID() string { return w.cfg.ID }
 // its running tasks and hands them back at once for another worker,
 // unregisters, and returns nil.
 func (w *Worker) Run(ctx context.Context) error {
-	host, _ := os.Hostname()
 	reg, err := w.q.RegisterWorker(ctx, queue.WorkerInfo{
-		ID: w.cfg.ID, Host: host, PID: os.Getpid(), Pools: w.cfg.Pools, Slots: w.cfg.Slots,
+		ID: w.cfg.ID, Host: w.host, PID: os.Getpid(), Pools: w.cfg.Pools, Slots: w.cfg.Slots,
 		Cores: w.cfg.Cores, GPUs: w.cfg.GPUs, GPUDevices: w.cfg.GPUDevices, Toolchains: w.cfg.Toolchains, Version: w.cfg.Version,
 		SlurmJobID: w.cfg.SlurmJobID, Deadline: w.cfg.Deadline,
 	})
@@ -441,7 +442,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	}
 	res.V = schema.Version
 	res.RunID, res.NodeID, res.Attempt, res.Pool = t.RunID, t.NodeID, t.Attempt, t.Pool
-	res.Worker = w.cfg.ID
+	res.Worker, res.Host, res.SlurmJobID = w.cfg.ID, w.host, w.cfg.SlurmJobID
 	if res.Toolchain == nil && len(w.cfg.Toolchains) > 0 {
 		res.Toolchain = w.cfg.Toolchains
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,7 +33,8 @@ type Store struct {
 var T0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 // Sample is a run with two nodes: one compiled with gcc and ran, one whose
-// compile failed with mpicc; and one LLM call.
+// compile failed with mpicc; and one LLM call. The first brought home its
+// compile log and a plot.
 func Sample(run string) results.Rows {
 	ok := schema.NodeTask{RunID: run, NodeID: "n1", Attempt: 1, Pool: "cpu", Stage: 1, Kind: "draft",
 		Artifacts: schema.Artifacts{Compile: schema.CommandsPhase{Commands: []string{"OMP=1 /usr/bin/gcc -O3 -fopenmp -o s s.c"}},
@@ -41,7 +43,10 @@ func Sample(run string) results.Rows {
 		Phases: []schema.PhaseResult{
 			{Name: "compile", OK: true, Started: T0, DurationMS: 500},
 			{Name: "run", OK: true, Started: T0.Add(500 * time.Millisecond), DurationMS: 1000}},
-		Metrics: map[string]float64{"gflops": 12.5, "time_s": 0.75}, MetricUnits: map[string]string{"gflops": "GFLOP/s"}}
+		Metrics: map[string]float64{"gflops": 12.5, "time_s": 0.75}, MetricUnits: map[string]string{"gflops": "GFLOP/s"},
+		Artifacts: []schema.Artifact{
+			{Kind: schema.ArtifactLog, Name: "compile.log", Bytes: 120, SHA256: strings.Repeat("a", 64)},
+			{Kind: schema.ArtifactPlot, Name: "plots/gflops.svg", Bytes: 2048, SHA256: strings.Repeat("b", 64)}}}
 	bad := schema.NodeTask{RunID: run, NodeID: "n2", ParentID: "n1", Attempt: 1, Pool: "cpu", Stage: 1, Kind: "debug",
 		Artifacts: schema.Artifacts{Compile: schema.CommandsPhase{Commands: []string{"mpicc -o pi pi.c"}}}}
 	badRes := schema.NodeResult{RunID: run, NodeID: "n2", Attempt: 1, Worker: "w2", Started: T0.Add(time.Minute), DurationMS: 200,
@@ -52,6 +57,7 @@ func Sample(run string) results.Rows {
 		rows.Nodes = append(rows.Nodes, r.Nodes...)
 		rows.PhaseRuns = append(rows.PhaseRuns, r.PhaseRuns...)
 		rows.Metrics = append(rows.Metrics, r.Metrics...)
+		rows.Artifacts = append(rows.Artifacts, r.Artifacts...)
 	}
 	rows.LLMCalls = []results.LLMCall{{Run: run, Node: "n1", CallID: "c1", Purpose: "draft", Model: "gpt-x", TokensIn: 1200, TokensOut: 300,
 		LatencyMS: 850, CostUSD: 0.0042, TS: T0}}
@@ -124,7 +130,7 @@ func Exercise(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("EveryTable", func(t *testing.T) {
 		s, query := setup(t)
 		require.NoError(t, s.Sink.Write(ctx, Sample("r1")))
-		want := map[string]string{"runs": "1", "nodes": "2", "phase_runs": "3", "metrics": "2", "llm_calls": "1"}
+		want := map[string]string{"runs": "1", "nodes": "2", "phase_runs": "3", "metrics": "2", "llm_calls": "1", "artifacts": "2"}
 		for _, table := range results.Tables {
 			require.Equal(t, want[table], count(t, s, query, table, "r1"), table)
 		}
@@ -140,6 +146,8 @@ func Exercise(t *testing.T, open func(t *testing.T) Store) {
 		require.Equal(t, [][]string{{"gflops", "12.5", "GFLOP/s"}, {"time_s", "0.75", ""}}, strsAll(rows))
 		rows = query("SELECT purpose, tokens_in + tokens_out FROM %s WHERE run = 'r1'", final(s, "llm_calls"))
 		require.Equal(t, [][]string{{"draft", "1500"}}, strsAll(rows))
+		rows = query("SELECT node, kind, path, bytes FROM %s WHERE run = 'r1' ORDER BY path", final(s, "artifacts"))
+		require.Equal(t, [][]string{{"n1", "log", "nodes/n1/logs/compile.log", "120"}, {"n1", "plot", "nodes/n1/outputs/plots/gflops.svg", "2048"}}, strsAll(rows))
 	})
 
 	t.Run("WritesAreIdempotent", func(t *testing.T) {
@@ -147,7 +155,7 @@ func Exercise(t *testing.T, open func(t *testing.T) Store) {
 		for range 3 {
 			require.NoError(t, s.Sink.Write(ctx, Sample("r2")))
 		}
-		want := map[string]string{"runs": "1", "nodes": "2", "phase_runs": "3", "metrics": "2", "llm_calls": "1"}
+		want := map[string]string{"runs": "1", "nodes": "2", "phase_runs": "3", "metrics": "2", "llm_calls": "1", "artifacts": "2"}
 		for _, table := range results.Tables {
 			require.Equal(t, want[table], count(t, s, query, table, "r2"), "%s: a row written three times is one row", table)
 		}

@@ -1,0 +1,293 @@
+package artifacts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
+)
+
+// Limits cap what one task attempt uploads.
+type Limits struct {
+	// PerFile is the largest file uploaded; a log over it is cut to its
+	// first PerFile bytes, an output or plot over it is left out. Defaults
+	// to 16 MiB.
+	PerFile int64
+	// PerNode is the most bytes of one attempt; what does not fit is left
+	// out. Defaults to 64 MiB.
+	PerNode int64
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.PerFile <= 0 {
+		l.PerFile = 16 << 20
+	}
+	if l.PerNode <= 0 {
+		l.PerNode = 64 << 20
+	}
+	return l
+}
+
+// File is a file of an attempt to bring home.
+type File struct {
+	// Kind is schema.ArtifactLog, ArtifactOutput or ArtifactPlot.
+	Kind string
+	// Name under the node's logs/ or outputs/ directory.
+	Name string
+	// Dir and Rel locate the file on the worker: it is read through an
+	// os.Root at Dir, so a symbolic link in a workspace cannot make the
+	// worker upload a file from outside it.
+	Dir, Rel string
+}
+
+// Uploader puts the files of task attempts in the artifacts object store.
+type Uploader struct {
+	Store  jetstream.ObjectStore
+	Limits Limits
+}
+
+// Upload stores files in order until the caps are reached and returns what
+// it stored, and a note naming what it left out (empty when nothing was).
+// A file that cannot be read is left out with the reason; an error of the
+// object store ends the upload with an error (the result says so).
+func (u *Uploader) Upload(ctx context.Context, t *schema.NodeTask, files []File) ([]schema.Artifact, string, error) {
+	lim := u.Limits.withDefaults()
+	var out []schema.Artifact
+	var left []string
+	var total int64
+	seen := map[string]bool{}
+	for _, f := range files {
+		a := schema.Artifact{Kind: f.Kind, Name: f.Name}
+		key := a.Dir() + "/" + a.Name
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		if err := schema.CheckArtifactName(f.Name); err != nil {
+			left = append(left, fmt.Sprintf("%s: %v", key, err))
+			continue
+		}
+		if len(out) == schema.MaxArtifacts {
+			left = append(left, fmt.Sprintf("%s: more than %d files", key, schema.MaxArtifacts))
+			continue
+		}
+		root, err := os.OpenRoot(f.Dir)
+		if err != nil {
+			left = append(left, fmt.Sprintf("%s: %v", key, err))
+			continue
+		}
+		fi, err := root.Lstat(f.Rel)
+		if err != nil {
+			root.Close()
+			left = append(left, fmt.Sprintf("%s: %v", key, err))
+			continue
+		}
+		if !fi.Mode().IsRegular() {
+			root.Close()
+			left = append(left, key+": not a regular file")
+			continue
+		}
+		size := fi.Size()
+		if size > lim.PerFile {
+			if f.Kind != schema.ArtifactLog {
+				root.Close()
+				left = append(left, fmt.Sprintf("%s: %s, over the %s per-file cap", key, human(size), human(lim.PerFile)))
+				continue
+			}
+			left = append(left, fmt.Sprintf("%s: %s, only its first %s kept (per-file cap)", key, human(size), human(lim.PerFile)))
+			size = lim.PerFile
+		}
+		if total+size > lim.PerNode {
+			root.Close()
+			left = append(left, fmt.Sprintf("%s: %s, over the %s per-node cap", key, human(size), human(lim.PerNode)))
+			continue
+		}
+		n, sum, err := u.put(ctx, queue.ArtifactObject(t.RunID, t.NodeID, t.Attempt, a.Dir(), a.Name), root, f.Rel, size)
+		root.Close()
+		if errors.Is(err, errLocal) {
+			left = append(left, fmt.Sprintf("%s: %v", key, err))
+			continue
+		}
+		if err != nil {
+			return out, strings.Join(left, "; "), fmt.Errorf("artifacts: upload %s of node %s: %w", key, t.NodeID, err)
+		}
+		a.Bytes, a.SHA256 = n, sum
+		total += n
+		out = append(out, a)
+	}
+	return out, strings.Join(left, "; "), nil
+}
+
+// errLocal marks a failure to read the worker's file, as opposed to one of
+// the object store.
+var errLocal = errors.New("unreadable")
+
+// put uploads the first size bytes of the file rel of root as name.
+func (u *Uploader) put(ctx context.Context, name string, root *os.Root, rel string, size int64) (int64, string, error) {
+	f, err := root.Open(rel)
+	if err != nil {
+		return 0, "", fmt.Errorf("%w: %v", errLocal, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	r := &countingReader{r: io.TeeReader(io.LimitReader(f, size), h)}
+	if _, err := u.Store.Put(ctx, jetstream.ObjectMeta{Name: name}, r); err != nil {
+		if r.err != nil {
+			return 0, "", fmt.Errorf("%w: %v", errLocal, r.err)
+		}
+		return 0, "", err
+	}
+	return r.n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+type countingReader struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil && err != io.EOF {
+		c.err = err
+	}
+	return n, err
+}
+
+// Fetch writes the artifacts of res into the run directory runDir
+// (rundir.NodeFile(node, a.Dir(), a.Name)), checking every file's size and SHA-256 against the result.
+// Files already there with the right digest are not fetched again. A missing
+// or corrupt object is an error naming the node and the file; the other
+// files are still fetched, and a corrupt file is not left in place.
+func Fetch(ctx context.Context, store jetstream.ObjectStore, runDir string, res *schema.NodeResult) error {
+	if len(res.Artifacts) == 0 {
+		return nil
+	}
+	dir := rundir.Dir(runDir).Path(rundir.NodeFile(res.NodeID))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("artifacts of node %s: %w", res.NodeID, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("artifacts of node %s: %w", res.NodeID, err)
+	}
+	defer root.Close()
+	var errs []error
+	for _, a := range res.Artifacts {
+		if err := fetchOne(ctx, store, root, res, a); err != nil {
+			errs = append(errs, fmt.Errorf("artifacts of node %s (attempt %d): %s/%s: %w", res.NodeID, res.Attempt, a.Dir(), a.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ErrCorrupt is wrapped when an object's size or digest is not the one the
+// result lists.
+var ErrCorrupt = errors.New("corrupt artifact")
+
+func fetchOne(ctx context.Context, store jetstream.ObjectStore, root *os.Root, res *schema.NodeResult, a schema.Artifact) error {
+	if err := schema.CheckArtifactName(a.Name); err != nil {
+		return err
+	}
+	rel := path.Join(a.Dir(), a.Name)
+	if sum, err := fileSum(root, rel); err == nil && sum == a.SHA256 {
+		return nil
+	}
+	obj, err := store.Get(ctx, queue.ArtifactObject(res.RunID, res.NodeID, res.Attempt, a.Dir(), a.Name))
+	if err != nil {
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			return fmt.Errorf("not in the object store (older than HPCQ_ARTIFACTS_MAX_AGE, or purged): %w", err)
+		}
+		return err
+	}
+	defer obj.Close()
+	if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+		return err
+	}
+	tmp := rel + ".part"
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(obj, a.Bytes+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = check(n, h, a)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+		return err
+	}
+	return root.Rename(tmp, rel)
+}
+
+func check(n int64, h hash.Hash, a schema.Artifact) error {
+	if n != a.Bytes {
+		return fmt.Errorf("%w: %d bytes, the result says %d", ErrCorrupt, n, a.Bytes)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != a.SHA256 {
+		return fmt.Errorf("%w: sha256 %s, the result says %s", ErrCorrupt, sum, a.SHA256)
+	}
+	return nil
+}
+
+func fileSum(root *os.Root, rel string) (string, error) {
+	f, err := root.Open(rel)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Purge deletes every object of run from the store and returns how many.
+func Purge(ctx context.Context, store jetstream.ObjectStore, run string) (int, error) {
+	list, err := store.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("artifacts: list: %w", err)
+	}
+	n := 0
+	for _, o := range list {
+		if !strings.HasPrefix(o.Name, run+"/") {
+			continue
+		}
+		if err := store.Delete(ctx, o.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			return n, fmt.Errorf("artifacts: delete %s: %w", o.Name, err)
+		}
+		n++
+	}
+	return n, nil
+}
+
+func human(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
