@@ -459,7 +459,7 @@ func TestExecAgainstExternalServer(t *testing.T) {
 		require.Regexp(t, `bad\s+1\s+failed\s+\S+\s+run=3\s+w1\s+-\s+run_failed in run: run command 1 \(exit 3\) exited with status 3`, out)
 
 		nc := srv.Connect(t)
-		_, err = nc.Request("hpcq.tasks.cpu", []byte("{not json"), 5*time.Second)
+		_, err = nc.Request("hpcq.tasks.cpu.handmade", []byte("{not json"), 5*time.Second)
 		require.NoError(t, err)
 		testutil.Eventually(t, 30*time.Second, "the poison message to be dead-lettered", func() bool {
 			out, code := run(t, env, "scheduler", "status")

@@ -6,6 +6,10 @@
 //	scheduler status [--run-dir DIR]                      a run's nodes and best metric; pools, backlog, workers
 //	scheduler query [--run-dir DIR] [--format F] "SQL"    query a run's results
 //	scheduler export [--run-dir DIR]                      write a run's report, tree and memory export again
+//	scheduler ls [--run-dir DIR] [--json]                 a line per node: status, worker, Slurm job, time, metric
+//	scheduler logs [--run-dir DIR] [--follow] NODE        a node's phase logs, or a running node's live output
+//	scheduler cancel [--run-dir DIR] [NODE...]            stop a run (or nodes): queued tasks removed, running ones stopped
+//	scheduler purge [--run-dir DIR]                       delete a run's tasks, results and artifacts from the server
 package main
 
 import (
@@ -34,6 +38,11 @@ Commands:
   query [--run-dir DIR] [--format table|csv|json] [--timeout D] "SQL"
                                                            one read-only SQL statement on a run's results (SQLite file or ClickHouse)
   export [--run-dir DIR]                                   write a run's report, tree.json/html and memory export again
+  ls [--run-dir DIR] [--json]                              a line per node: stage, kind, status, attempt, worker, Slurm job, started, duration, metric
+  logs [--run-dir DIR] [--phase P] [--attempt N] [--follow] NODE
+                                                           a node's phase logs; a running node's output as it comes
+  cancel [--run-dir DIR] [--reason TEXT] [NODE...]         stop the run (or the nodes): no new node, queued tasks removed, running ones stopped
+  purge [--run-dir DIR]                                    delete a finished run's tasks, results and artifacts from the NATS server
 
 Run "scheduler <command> -h" for the flags of a command.
 `
@@ -59,6 +68,14 @@ func route(args []string) error {
 		return cmdRun(args[1:])
 	case "export":
 		return cmdExport(args[1:])
+	case "ls":
+		return cmdLs(args[1:])
+	case "logs":
+		return cmdLogs(args[1:])
+	case "cancel":
+		return cmdCancel(args[1:])
+	case "purge":
+		return cmdPurge(args[1:])
 	case "version", "--version":
 		fmt.Println(version.Version)
 		return nil

@@ -130,7 +130,7 @@ func run(args []string) error {
 	pc := phases.ConfigFrom(cfg.Tasks, cfg.WorkDir)
 	pc.Env = env
 	pc.Installer = prompt.NewInstaller(llm.Gateway{NC: q.Conn()})
-	if pc.ArtifactStore, err = q.Artifacts(ctx); err != nil {
+	if err := pc.UseQueue(ctx, q); err != nil {
 		return err
 	}
 	exec, err := phases.NewExecutor(pc)

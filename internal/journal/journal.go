@@ -68,6 +68,21 @@ func Open(path string, o Options, fn func(payload []byte) error) (*Journal, erro
 	return &Journal{f: f, path: path, size: good, sync: o.Sync}, nil
 }
 
+// Read feeds the intact records of the journal at path to fn without
+// changing the file: a reader beside the process that appends to it (a
+// record being written is not seen yet).
+func Read(path string, fn func(payload []byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	defer f.Close()
+	if _, err := scan(f, fn); err != nil {
+		return fmt.Errorf("journal %s: %w", path, err)
+	}
+	return nil
+}
+
 // scan feeds the intact records of f to fn and returns the offset just
 // past the last one.
 func scan(f *os.File, fn func([]byte) error) (int64, error) {

@@ -4,13 +4,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/artifacts"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -92,6 +96,15 @@ func Exec(ctx context.Context, q *queue.Queue, p ExecParams) ([]Outcome, error) 
 	for i := range out {
 		tasks[i] = out[i].Task
 	}
+	if p.RunDir != "" {
+		// nodes/<id>/task.json, as a tree search keeps them: scheduler ls
+		// and logs read them while the exec goes.
+		for _, t := range tasks {
+			if err := writeNodeFile(p.RunDir, t.NodeID, rundir.TaskFile, t); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if _, err := q.PublishTasks(ctx, tasks); err != nil {
 		return nil, err
 	}
@@ -115,6 +128,9 @@ func Exec(ctx context.Context, q *queue.Queue, p ExecParams) ([]Outcome, error) 
 					out[i].ArtifactsError = err.Error()
 					log.Error("artifacts not fetched", "node_id", r.NodeID, "err", err)
 				}
+				if err := writeNodeFile(p.RunDir, r.NodeID, rundir.ResultFile, OutcomeJSON(out[i])); err != nil {
+					log.Warn("result.json not written", "node_id", r.NodeID, "err", err)
+				}
 			}
 		case d := <-w.DeadLetters:
 			i, ok := index[queue.ResultKey{NodeID: d.NodeID, Attempt: d.Attempt}]
@@ -124,6 +140,11 @@ func Exec(ctx context.Context, q *queue.Queue, p ExecParams) ([]Outcome, error) 
 			out[i].DeadLetter = &d
 			left--
 			log.Warn("task dead-lettered", "node_id", d.NodeID, "reason", d.Reason)
+			if p.RunDir != "" {
+				if err := writeNodeFile(p.RunDir, d.NodeID, rundir.ResultFile, OutcomeJSON(out[i])); err != nil {
+					log.Warn("result.json not written", "node_id", d.NodeID, "err", err)
+				}
+			}
 		case <-tick.C:
 			logProgress(ctx, q, log, len(out)-left, len(out))
 		case <-ctx.Done():
@@ -131,6 +152,22 @@ func Exec(ctx context.Context, q *queue.Queue, p ExecParams) ([]Outcome, error) 
 		}
 	}
 	return out, nil
+}
+
+// writeNodeFile writes v as nodes/<node>/<name> of runDir, atomically.
+func writeNodeFile(runDir, node, name string, v any) error {
+	p := rundir.Dir(runDir).Path(rundir.NodeFile(node, name))
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(p+".tmp", append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(p+".tmp", p)
 }
 
 // FetchArtifacts brings a result's artifacts into runDir (artifacts.Fetch).

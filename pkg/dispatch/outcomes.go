@@ -45,6 +45,8 @@ func OutcomeJSON(o Outcome) OutcomeLine {
 	switch {
 	case o.Result != nil && o.Result.OK():
 		l.Status = results.NodeOK
+	case o.Result != nil && o.Result.Error.Kind == schema.ErrKindCanceled:
+		l.Status = results.NodeCanceled
 	case o.Result != nil:
 		l.Status = results.NodeFailed
 	case o.DeadLetter != nil:
@@ -72,8 +74,9 @@ func WriteResultsFile(path string, outs []Outcome) error {
 }
 
 // OutcomeRows are the rows that close an exec's run: the run's status, the
-// nodes that got no result, and (withResults) every result's rows.
-func OutcomeRows(run results.Run, outs []Outcome, withResults bool) results.Rows {
+// nodes that got no result, and (withResults) every result's rows. With
+// canceled, the run and the tasks without an answer are canceled.
+func OutcomeRows(run results.Run, outs []Outcome, withResults, canceled bool) results.Rows {
 	now := time.Now()
 	rows := results.Rows{}
 	run.Status, run.TS = results.RunDone, now
@@ -81,14 +84,15 @@ func OutcomeRows(run results.Run, outs []Outcome, withResults bool) results.Rows
 		t := o.Task
 		switch {
 		case o.Result != nil && withResults:
-			r := results.FromResult(t, o.Result)
-			rows.Nodes = append(rows.Nodes, r.Nodes...)
-			rows.PhaseRuns = append(rows.PhaseRuns, r.PhaseRuns...)
-			rows.Metrics = append(rows.Metrics, r.Metrics...)
+			rows = rows.Append(results.FromResult(t, o.Result))
+			rows.Runs = nil
 		case o.Result == nil:
 			status, kind := results.NodeNoAnswer, ""
-			if o.DeadLetter != nil {
+			switch {
+			case o.DeadLetter != nil:
 				status, kind = results.NodeDeadLettered, results.ErrKindDeadLetter
+			case canceled:
+				status, kind = results.NodeCanceled, schema.ErrKindCanceled
 			}
 			rows.Nodes = append(rows.Nodes, results.Node{Run: run.Run, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
 				Pool: t.Pool, Attempt: t.Attempt, Status: status, ErrorKind: kind, TS: now})
@@ -96,6 +100,9 @@ func OutcomeRows(run results.Run, outs []Outcome, withResults bool) results.Rows
 		if !o.OK() {
 			run.Status = results.RunFailed
 		}
+	}
+	if canceled {
+		run.Status = results.RunCanceled
 	}
 	rows.Runs = []results.Run{run}
 	return rows

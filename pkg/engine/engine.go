@@ -102,6 +102,9 @@ type Summary struct {
 // fails for any reason is buggy with the reason, and the run goes on. At
 // the end it writes tree.json, tree.html, report.md and the memory export.
 func Run(ctx context.Context, p Params) (Summary, error) {
+	if err := checkNotCanceled(ctx, p.RunDir, p.Queue); err != nil {
+		return Summary{}, err
+	}
 	e, err := newEngine(ctx, p, true)
 	if err != nil {
 		return Summary{}, err
@@ -132,6 +135,8 @@ func Export(ctx context.Context, p Params) (Summary, error) {
 type runEnd struct {
 	StoppedBy string         `json:"stopped_by,omitempty"`
 	Notes     map[int]string `json:"stage_notes,omitempty"`
+	// Canceled is the reason of a cancel that ended the run.
+	Canceled string `json:"canceled,omitempty"`
 }
 
 const endFile = "end.json"
@@ -159,6 +164,11 @@ type engine struct {
 	env        environment
 	slots      int
 	stage      atomic.Pointer[stageState] // read by the progress display
+	// canceled is set when the run was canceled; cancels, under cancelMu,
+	// are its nodes' cancels.
+	canceled atomic.Pointer[queue.Cancel]
+	cancelMu sync.Mutex
+	cancels  cancels
 }
 
 // Directories of a run, under its RunDir.
@@ -291,16 +301,30 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 			}
 		}()
 	}
+	if cancels, err := e.p.Queue.WatchCancels(ctx); err != nil {
+		e.log.Warn("cancels not watched: scheduler cancel cannot stop this run", "err", err)
+	} else {
+		go e.watchCancels(cancels)
+	}
 	stopProgress := e.startProgress(ctx)
 	stoppedBy, notes := e.stages(ctx)
 	stopProgress()
 
-	if ctx.Err() != nil && stoppedBy == "" {
+	if c := e.canceled.Load(); c != nil {
+		stoppedBy = "canceled"
+		if c.Reason != "" {
+			stoppedBy += ": " + c.Reason
+		}
+		e.endInFlight(context.WithoutCancel(ctx), c.Reason)
+	} else if ctx.Err() != nil && stoppedBy == "" {
 		stoppedBy = "interrupted: " + context.Cause(ctx).Error()
 	}
 	sum, err := e.finish(context.WithoutCancel(ctx), runRow, stoppedBy, notes)
 	if err != nil {
 		return sum, err
+	}
+	if e.canceled.Load() != nil {
+		return sum, fmt.Errorf("run %s %s: %w", e.runID, stoppedBy, ErrRunCanceled)
 	}
 	if ctx.Err() != nil {
 		return sum, fmt.Errorf("run %s interrupted (resume with --resume %s): %w", e.runID, e.dir, context.Cause(ctx))
@@ -437,7 +461,14 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 		if err := saveUsage(filepath.Join(e.dir, journalDir, "usage.json"), u); err != nil {
 			e.log.Warn("usage not saved", "err", err)
 		}
-		if err := writeJSON(filepath.Join(e.dir, journalDir, endFile), runEnd{StoppedBy: stoppedBy, Notes: notes}); err != nil {
+		end := runEnd{StoppedBy: stoppedBy, Notes: notes}
+		if c := e.canceled.Load(); c != nil {
+			end.Canceled = c.Reason
+			if end.Canceled == "" {
+				end.Canceled = "scheduler cancel"
+			}
+		}
+		if err := writeJSON(filepath.Join(e.dir, journalDir, endFile), end); err != nil {
 			e.log.Warn("end of run not saved", "err", err)
 		}
 	}
@@ -488,6 +519,8 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 	}
 	runRow.Status, runRow.TS = results.RunDone, time.Now()
 	switch {
+	case e.canceled.Load() != nil:
+		runRow.Status = results.RunCanceled
 	case ctxDone(stoppedBy):
 		runRow.Status = results.RunInterrupted
 	case stoppedBy != "":

@@ -25,8 +25,8 @@ import (
 
 // Files of a node, under nodes/<id>/ (plans/<id>/ for Phase 0).
 const (
-	taskFile    = "task.json"   // the task as published: written before the publish
-	outcomeFile = "result.json" // how the node ended: written before the journal records it
+	taskFile    = rundir.TaskFile   // the task as published: written before the publish
+	outcomeFile = rundir.ResultFile // how the node ended: written before the journal records it
 	planFile    = "phase0_plan.json"
 	planRawFile = "phase0_llm_output.txt"
 )
@@ -45,6 +45,8 @@ type outcome struct {
 	// ArtifactsError says which files of the result could not be fetched
 	// into the node's directory, and why.
 	ArtifactsError string `json:"artifacts_error,omitempty"`
+	// Canceled: scheduler cancel stopped the node (before or while it ran).
+	Canceled bool `json:"canceled,omitempty"`
 }
 
 func (o outcome) searchResult() search.Result {
@@ -103,6 +105,12 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 		e.log.Info("result cache hit: the node was not run again", "node_id", n.ID)
 		return r.end(ctx, n, &task, o)
 	}
+	canceled, why := e.nodeCanceled(n.ID)
+	select {
+	case <-canceled:
+		return r.end(ctx, n, &task, canceledOutcome(n.ID, why()))
+	default:
+	}
 	ch, err := e.disp.Submit(ctx, &task)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -113,6 +121,10 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 	var got dispatch.Outcome
 	select {
 	case got = <-ch:
+	case <-canceled:
+		// The worker stops it (or answers it without running it); its
+		// answer is not waited for.
+		return r.end(ctx, n, &task, canceledOutcome(n.ID, why()))
 	case <-ctx.Done():
 		return search.Result{}, ctx.Err()
 	}
@@ -141,6 +153,8 @@ func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLet
 		o.Buggy, o.Reason = true, "dead-lettered: "+dl.Reason
 	case res == nil:
 		o.Buggy, o.Reason = true, "no answer"
+	case res.Error != nil && res.Error.Kind == schema.ErrKindCanceled:
+		o.Buggy, o.NotRun, o.Canceled, o.Reason = true, true, true, res.Error.Message
 	case res.Error != nil:
 		o.Buggy, o.Reason = true, fmt.Sprintf("%s in %s: %s", res.Error.Kind, res.Error.Phase, res.Error.Message)
 		if len(res.Diagnostics) > 0 {
@@ -181,6 +195,8 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	row := results.Node{Run: e.runID, Node: n.ID, Parent: n.Parent, Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Attempt: 1,
 		Status: results.NodeOK, MetricName: e.spec.Metric.Name, TS: time.Now()}
 	switch {
+	case o.Canceled:
+		row.Status, row.ErrorKind = results.NodeCanceled, schema.ErrKindCanceled
 	case o.Buggy && o.DeadLetter != nil:
 		row.Status, row.ErrorKind = results.NodeDeadLettered, results.ErrKindDeadLetter
 	case o.Buggy && o.Result != nil && o.Result.Error != nil:

@@ -2,6 +2,8 @@ package local
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,6 +60,7 @@ type Cluster struct {
 	errs       []error
 	failed     chan struct{}
 	failedOnce sync.Once
+	dir        rundir.Dir
 }
 
 // Failed is closed when a local worker stopped with an error: nothing
@@ -81,22 +84,36 @@ func Start(ctx context.Context, p Params) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: rundir.Dir(runDir).Path(rundir.NATSDir)})
+	// The server also listens on a loopback port, with a password recorded
+	// in the run directory (mode 0600), so that other processes of the user
+	// (scheduler status, ls, logs, cancel) reach the run while it goes.
+	password, err := randomSecret()
 	if err != nil {
 		return nil, err
 	}
+	srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: rundir.Dir(runDir).Path(rundir.NATSDir),
+		Listen: true, Host: "127.0.0.1", User: "hpcq", Password: password})
+	if err != nil {
+		return nil, err
+	}
+	if err := rundir.Dir(runDir).WriteServer(rundir.Server{URL: srv.ClientURL(), User: "hpcq", Password: password, PID: os.Getpid()}); err != nil {
+		srv.Shutdown()
+		return nil, fmt.Errorf("local: %s: %w", rundir.ServerFile, err)
+	}
 	nc, err := srv.Connect("hpcq-local")
 	if err != nil {
+		_ = os.Remove(rundir.Dir(runDir).Path(rundir.ServerFile))
 		srv.Shutdown()
 		return nil, err
 	}
 	q, err := queue.New(ctx, nc, p.Queue, log)
 	if err != nil {
 		nc.Close()
+		_ = os.Remove(rundir.Dir(runDir).Path(rundir.ServerFile))
 		srv.Shutdown()
 		return nil, err
 	}
-	l := &Cluster{Server: srv, Conn: nc, Queue: q, RunID: filepath.Base(runDir), failed: make(chan struct{})}
+	l := &Cluster{Server: srv, Conn: nc, Queue: q, RunID: filepath.Base(runDir), failed: make(chan struct{}), dir: rundir.Dir(runDir)}
 	exec := p.Executor
 	if exec == nil && p.Phases.Env == nil {
 		// The login environment, captured once for detection and commands.
@@ -118,7 +135,7 @@ func Start(ctx context.Context, p Params) (*Cluster, error) {
 		if p.GatewayInstaller && pc.Installer == nil {
 			pc.Installer = prompt.NewInstaller(llm.Gateway{NC: nc})
 		}
-		if pc.ArtifactStore, err = q.Artifacts(ctx); err != nil {
+		if err := pc.UseQueue(ctx, q); err != nil {
 			l.shutdown()
 			return nil, err
 		}
@@ -170,6 +187,16 @@ func (l *Cluster) Close() error {
 }
 
 func (l *Cluster) shutdown() {
+	_ = os.Remove(l.dir.Path(rundir.ServerFile))
 	l.Conn.Close()
 	l.Server.Shutdown()
+}
+
+// randomSecret is 24 random bytes, hex.
+func randomSecret() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }

@@ -59,6 +59,10 @@ type Config struct {
 	// ArtifactLimits; the result lists them (queue.Queue.Artifacts).
 	ArtifactStore  jetstream.ObjectStore
 	ArtifactLimits artifacts.Limits
+	// LiveLog, when set, receives each phase's log as the commands write
+	// it (scheduler logs --follow); it is closed when the phase's task
+	// ends. queue.Queue.LogWriter is the one workers use.
+	LiveLog func(t *schema.NodeTask, phase string) io.WriteCloser
 }
 
 // Installer decides the commands of an iterative download phase one at a
@@ -306,6 +310,14 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	if err := logs().err; err != nil {
 		return nil, err
 	}
+	if e.cfg.LiveLog != nil {
+		run.live = make(map[string]io.Writer, len(names))
+		for _, n := range names {
+			lw := e.cfg.LiveLog(t, n)
+			run.live[n] = lw
+			defer lw.Close()
+		}
+	}
 	for _, ph := range phases {
 		if ph.name == schema.PhaseDownload && t.Install != nil {
 			pr, rerr, err := e.iterativeDownload(ctx, t, ph, run, logs().files[ph.name])
@@ -426,6 +438,8 @@ type phaseRun struct {
 	rlimits   Rlimits
 	noNetwork bool // for the compile and run phases
 	login     bool // bash -lc per command
+	// live receives each phase's log as it is written (LiveLog), by phase.
+	live map[string]io.Writer
 }
 
 // lockedWriter serializes writes from the two output streams.
@@ -450,7 +464,11 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 	limit := int(min(run.maxOut, 1<<30))
 	stdoutCap, stderrCap := NewCapture(limit), NewCapture(limit)
 	both := NewCapture(2 * e.cfg.LogTailBytes) // the interleaved tail for the result
-	log := &lockedWriter{w: io.MultiWriter(both, &cappedWriter{w: f, left: e.cfg.MaxLogBytes})}
+	var file io.Writer = f
+	if lw := run.live[ph.name]; lw != nil {
+		file = io.MultiWriter(f, lw)
+	}
+	log := &lockedWriter{w: io.MultiWriter(both, &cappedWriter{w: file, left: e.cfg.MaxLogBytes})}
 	outs := []io.Writer{stdoutCap, log}
 	errs := []io.Writer{stderrCap, log}
 	var closers []*lineWriter

@@ -145,8 +145,8 @@ func (c *PoolConsumer) accept(ctx context.Context, msg jetstream.Msg) *Delivery 
 		return nil
 	}
 	task, err := schema.DecodeTask(msg.Data())
-	if err == nil && task.Pool != c.pool {
-		err = fmt.Errorf("%w: pool: %q, but the task arrived on %s", schema.ErrInvalidMessage, task.Pool, msg.Subject())
+	if err == nil && (task.Pool != c.pool || msg.Subject() != TaskSubject(task.Pool, task.RunID)) {
+		err = fmt.Errorf("%w: pool: %q, run_id: %q, but the task arrived on %s", schema.ErrInvalidMessage, task.Pool, task.RunID, msg.Subject())
 	}
 	if err != nil {
 		if derr := c.q.deadLetter(ctx, c.pool, msg, "rejected: "+err.Error(), c.worker); derr != nil {

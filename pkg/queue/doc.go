@@ -5,10 +5,11 @@
 //
 // # Streams and subjects
 //
-//	HPCQ_TASKS    hpcq.tasks.<pool>    work queue, file storage
-//	HPCQ_RESULTS  hpcq.results.<run>   limits retention, file storage
-//	HPCQ_DLQ      hpcq.dlq.<pool>      limits retention, file storage
-//	HPCQ_WORKERS  key-value bucket     one entry per worker, heartbeated
+//	HPCQ_TASKS      hpcq.tasks.<pool>.<run>  work queue, file storage
+//	HPCQ_RESULTS    hpcq.results.<run>       limits retention, file storage
+//	HPCQ_DLQ        hpcq.dlq.<pool>          limits retention, file storage
+//	HPCQ_WORKERS    key-value bucket         one entry per worker, heartbeated
+//	HPCQ_ARTIFACTS  object store             logs, outputs, plots of node attempts
 //
 // [New] creates or updates all of them; every process may call it at start.
 //

@@ -52,6 +52,8 @@ type Queue struct {
 
 	artifactsMu sync.Mutex
 	artifacts   jetstream.ObjectStore
+	cancelMu    sync.Mutex
+	cancelKV    jetstream.KeyValue
 }
 
 // Dial connects to the external server c describes and returns a Queue
@@ -142,7 +144,7 @@ func (q *Queue) PublishTask(ctx context.Context, t *schema.NodeTask) (duplicate 
 	}
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
-	ack, err := q.js.Publish(ctx, TaskSubject(t.Pool), data, jetstream.WithMsgID(t.MsgID()), jetstream.WithExpectStream(TasksStream))
+	ack, err := q.js.Publish(ctx, TaskSubject(t.Pool, t.RunID), data, jetstream.WithMsgID(t.MsgID()), jetstream.WithExpectStream(TasksStream))
 	if err != nil {
 		return false, fmt.Errorf("queue: publish task %s: %w", t.MsgID(), err)
 	}
@@ -209,7 +211,7 @@ func (q *Queue) PublishTasks(ctx context.Context, tasks []*schema.NodeTask) ([]P
 			fail(i, err)
 			continue
 		}
-		m := nats.NewMsg(TaskSubject(t.Pool))
+		m := nats.NewMsg(TaskSubject(t.Pool, t.RunID))
 		m.Data = data
 		m.Header.Set(jetstream.MsgIDHeader, t.MsgID())
 		m.Header.Set(jetstream.ExpectedStreamHeader, TasksStream)
@@ -289,7 +291,7 @@ func (q *Queue) deadLetter(ctx context.Context, pool string, msg jetstream.Msg, 
 		Attempt int    `json:"attempt"`
 	}
 	if json.Unmarshal(msg.Data(), &id) == nil {
-		if schema.CheckID("run_id", id.RunID, true) == nil {
+		if schema.CheckToken("run_id", id.RunID, true) == nil {
 			m.Header.Set(HeaderRun, id.RunID)
 		}
 		if schema.CheckID("node_id", id.NodeID, true) == nil {

@@ -73,7 +73,7 @@ func TestStreamsCreatedIdempotently(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, jetstream.WorkQueuePolicy, info.Config.Retention)
 		require.Equal(t, jetstream.FileStorage, info.Config.Storage)
-		require.Equal(t, []string{"hpcq.tasks.*"}, info.Config.Subjects)
+		require.Equal(t, []string{"hpcq.tasks.*.*"}, info.Config.Subjects)
 		for name, subj := range map[string]string{queue.ResultsStream: "hpcq.results.*", queue.DLQStream: "hpcq.dlq.*"} {
 			s, err := q.JetStream().Stream(ctx, name)
 			require.NoError(t, err)
@@ -88,7 +88,7 @@ func TestStreamsCreatedIdempotently(t *testing.T) {
 		c, err := q.JetStream().Consumer(ctx, queue.TasksStream, queue.ConsumerName("cpu"))
 		require.NoError(t, err)
 		ci := c.CachedInfo()
-		require.Equal(t, "hpcq.tasks.cpu", ci.Config.FilterSubject)
+		require.Equal(t, "hpcq.tasks.cpu.*", ci.Config.FilterSubject)
 		require.Equal(t, jetstream.AckExplicitPolicy, ci.Config.AckPolicy)
 		// The consumer follows the config of the process that set it up last:
 		// every process of a cluster must share HPCQ_ACK_WAIT.
@@ -162,14 +162,15 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 			"unknown version": `{"v":9,"run_id":"r","node_id":"v9","attempt":1,"pool":"cpu"}`,
 			"missing field":   `{"v":1,"run_id":"r","node_id":"nopool","attempt":1,"artifacts":{"run":{"commands":["x"]}}}`,
 			"wrong pool":      `{"v":1,"run_id":"r","node_id":"gpu","attempt":1,"pool":"gpu","artifacts":{"run":{"commands":["x"]}}}`,
+			"wrong run":       `{"v":1,"run_id":"other","node_id":"x","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`,
 		}
 		for _, body := range poison {
-			_, err := js.Publish(ctx, "hpcq.tasks.cpu", []byte(body))
+			_, err := js.Publish(ctx, "hpcq.tasks.cpu.r", []byte(body))
 			require.NoError(t, err)
 		}
 		good, err := json.Marshal(task("r", "good"))
 		require.NoError(t, err)
-		_, err = js.Publish(ctx, "hpcq.tasks.cpu", good)
+		_, err = js.Publish(ctx, "hpcq.tasks.cpu.r", good)
 		require.NoError(t, err)
 
 		got := fetchAll(t, c, 10)
@@ -193,12 +194,13 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 		require.Contains(t, reasons[poison["unknown version"]].Reason, "unknown version: v: 9")
 		require.Equal(t, "v9", reasons[poison["unknown version"]].NodeID)
 		require.Contains(t, reasons[poison["missing field"]].Reason, "pool: is required")
-		require.Contains(t, reasons[poison["wrong pool"]].Reason, `pool: "gpu", but the task arrived on hpcq.tasks.cpu`)
+		require.Contains(t, reasons[poison["wrong pool"]].Reason, `pool: "gpu", run_id: "r", but the task arrived on hpcq.tasks.cpu.r`)
+		require.Contains(t, reasons[poison["wrong run"]].Reason, `pool: "cpu", run_id: "other", but the task arrived on hpcq.tasks.cpu.r`)
 
 		stats, err := q.Stats(ctx)
 		require.NoError(t, err)
 		require.Len(t, stats, 1)
-		require.EqualValues(t, 4, stats[0].DeadLettered)
+		require.EqualValues(t, len(poison), stats[0].DeadLettered)
 		require.EqualValues(t, 0, stats[0].Pending)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,14 +32,24 @@ type WorkerInfo struct {
 	// HeartbeatMS is the worker's heartbeat period, so that readers know
 	// when to call it lost.
 	HeartbeatMS int64 `json:"heartbeat_ms"`
-	// Running is the number of tasks it runs now.
-	Running int `json:"running"`
+	// Running is the number of tasks it runs now; Tasks are they (as of
+	// the last heartbeat).
+	Running int           `json:"running"`
+	Tasks   []RunningTask `json:"tasks,omitempty"`
 	// Draining is set once the worker stopped pulling.
 	Draining bool `json:"draining,omitempty"`
 	// SlurmJobID is the Slurm job the worker runs in; Deadline the end of
 	// its allocation.
 	SlurmJobID string    `json:"slurm_job_id,omitempty"`
 	Deadline   time.Time `json:"deadline,omitzero"`
+}
+
+// RunningTask is a task a worker runs.
+type RunningTask struct {
+	Run     string    `json:"run"`
+	Node    string    `json:"node"`
+	Attempt int       `json:"attempt"`
+	Started time.Time `json:"started"`
 }
 
 // GPUDevice is one GPU of a worker.
@@ -232,23 +243,23 @@ func (q *Queue) Stats(ctx context.Context) ([]PoolStats, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue: stats: %w", err)
 	}
-	ti, err := tasks.Info(ctx, jetstream.WithSubjectFilter(taskPrefix+"*"))
+	ti, err := tasks.Info(ctx, jetstream.WithSubjectFilter(taskPrefix+"*.*"))
 	if err != nil {
 		return nil, fmt.Errorf("queue: stats: %w", err)
 	}
 	queued := map[string]uint64{}
 	for subj, n := range ti.State.Subjects {
-		p := subj[len(taskPrefix):]
-		queued[p] = n
+		p, _, _ := strings.Cut(strings.TrimPrefix(subj, taskPrefix), ".")
+		queued[p] += n
 		get(p)
 	}
 	cl := tasks.ListConsumers(ctx)
 	for ci := range cl.Info() {
-		p := ci.Config.FilterSubject
-		if len(p) <= len(taskPrefix) || ci.Name != ConsumerName(p[len(taskPrefix):]) {
+		p, ok := strings.CutSuffix(strings.TrimPrefix(ci.Config.FilterSubject, taskPrefix), ".*")
+		if !ok || p == "" || ci.Name != ConsumerName(p) {
 			continue
 		}
-		s := get(p[len(taskPrefix):])
+		s := get(p)
 		s.InFlight = uint64(ci.NumAckPending)
 	}
 	if err := cl.Err(); err != nil {

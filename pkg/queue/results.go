@@ -31,7 +31,7 @@ type Watch struct {
 // subject, and the dead letters of every pool that name run and were
 // written after since. Results that do not validate are logged and skipped.
 func (q *Queue) WatchRun(ctx context.Context, run string, since time.Time) (*Watch, error) {
-	if err := schema.CheckID("run_id", run, true); err != nil {
+	if err := schema.CheckToken("run_id", run, true); err != nil {
 		return nil, err
 	}
 	results := make(chan *schema.NodeResult, 1024)

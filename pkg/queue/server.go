@@ -25,12 +25,16 @@ type EmbeddedOptions struct {
 	Host string
 	// Port to listen on; 0 picks a free port. Used only with Listen.
 	Port int
+	// User and Password, when set, are required of every client, the
+	// in-process ones included (Connect passes them).
+	User, Password string
 }
 
 // Embedded is a running in-process nats-server.
 type Embedded struct {
-	srv  *server.Server
-	lock *os.File // flock on the store: one server per store
+	srv        *server.Server
+	lock       *os.File // flock on the store: one server per store
+	user, pass string
 }
 
 // StartEmbedded starts a nats-server with JetStream on disk in o.StoreDir
@@ -70,6 +74,8 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		DontListen:         !o.Listen,
 		Host:               o.Host,
 		Port:               o.Port,
+		Username:           o.User,
+		Password:           o.Password,
 	}
 	if o.Listen {
 		if sopts.Host == "" {
@@ -90,7 +96,7 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 		lock.Close()
 		return nil, errors.New("queue: embedded server did not become ready within 10s")
 	}
-	return &Embedded{srv: srv, lock: lock}, nil
+	return &Embedded{srv: srv, lock: lock, user: o.User, pass: o.Password}, nil
 }
 
 // ClientURL is the TCP URL of the server, or "" when it does not listen.
@@ -103,7 +109,11 @@ func (e *Embedded) ClientURL() string {
 
 // Connect opens an in-process client connection to the server.
 func (e *Embedded) Connect(name string) (*nats.Conn, error) {
-	nc, err := nats.Connect("", nats.InProcessServer(e.srv), nats.Name(name), nats.MaxReconnects(-1))
+	opts := []nats.Option{nats.InProcessServer(e.srv), nats.Name(name), nats.MaxReconnects(-1)}
+	if e.user != "" {
+		opts = append(opts, nats.UserInfo(e.user, e.pass))
+	}
+	nc, err := nats.Connect("", opts...)
 	if err != nil {
 		return nil, fmt.Errorf("queue: connect to embedded server: %w", err)
 	}

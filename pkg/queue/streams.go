@@ -19,6 +19,9 @@ const (
 	TasksStream   = "HPCQ_TASKS"
 	ResultsStream = "HPCQ_RESULTS"
 	DLQStream     = "HPCQ_DLQ"
+	// LogsStream keeps the live output of running tasks for a day
+	// (scheduler logs --follow); the whole logs come home as artifacts.
+	LogsStream = "HPCQ_LOGS"
 	// WorkersBucket is the worker registry.
 	WorkersBucket = "HPCQ_WORKERS"
 	// HandBacksBucket counts, per task message, the deliveries a worker handed
@@ -31,6 +34,9 @@ const (
 	// ArtifactsBucket is the object store of the files workers bring home
 	// (phase logs, outputs, plots), named <run>/<node>/<attempt>/<dir>/<name>.
 	ArtifactsBucket = "HPCQ_ARTIFACTS"
+	// CancelBucket records canceled runs (key <run>) and nodes (key
+	// <run>.<node>); workers and schedulers watch it.
+	CancelBucket = "HPCQ_CANCELED"
 )
 
 // Subjects.
@@ -38,6 +44,7 @@ const (
 	taskPrefix   = "hpcq.tasks."
 	resultPrefix = "hpcq.results."
 	dlqPrefix    = "hpcq.dlq."
+	logPrefix    = "hpcq.logs."
 
 	// LLMSubject is where the scheduler's LLM gateway answers the workers'
 	// requests, in the queue group LLMQueueGroup.
@@ -45,11 +52,26 @@ const (
 	LLMQueueGroup = "hpcq-llm-gateway"
 )
 
-// TaskSubject is the subject of a pool's tasks.
-func TaskSubject(pool string) string { return taskPrefix + pool }
+// TaskSubject is the subject of a run's tasks in a pool:
+// hpcq.tasks.<pool>.<run>. The run in the subject lets a canceled run's
+// queued tasks be removed from the work queue (PurgeRunTasks).
+func TaskSubject(pool, run string) string { return taskPrefix + pool + "." + run }
+
+// poolTasks is the subjects of a pool's tasks, of every run.
+func poolTasks(pool string) string { return taskPrefix + pool + ".*" }
+
+// runTasks is the subjects of a run's tasks, in every pool.
+func runTasks(run string) string { return taskPrefix + "*." + run }
 
 // ResultSubject is the subject of a run's results.
 func ResultSubject(run string) string { return resultPrefix + run }
+
+// LogSubject is where a task attempt's phase output is streamed while it
+// runs: hpcq.logs.<run>.<attempt>.<phase>.<node> (the node last: its id may
+// hold '.', which only adds tokens there).
+func LogSubject(run, node string, attempt int, phase string) string {
+	return logPrefix + run + "." + strconv.Itoa(attempt) + "." + phase + "." + node
+}
 
 // DLQSubject is the dead-letter subject of a pool.
 func DLQSubject(pool string) string { return dlqPrefix + pool }
@@ -173,8 +195,8 @@ func streamConfigs(o Options) []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{
 			Name:        TasksStream,
-			Description: "hpcq node tasks, one subject per pool",
-			Subjects:    []string{taskPrefix + "*"},
+			Description: "hpcq node tasks, one subject per pool and run",
+			Subjects:    []string{taskPrefix + "*.*"},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     jetstream.FileStorage,
 			Duplicates:  o.DedupWindow,
@@ -188,6 +210,17 @@ func streamConfigs(o Options) []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			Duplicates:  o.DedupWindow,
 			MaxAge:      o.ResultsMaxAge,
+			Replicas:    o.Replicas,
+		},
+		{
+			Name:        LogsStream,
+			Description: "hpcq live output of running tasks, per run, attempt, phase and node",
+			Subjects:    []string{logPrefix + ">"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			MaxAge:      24 * time.Hour,
+			MaxBytes:    1 << 30,
+			Discard:     jetstream.DiscardOld,
 			Replicas:    o.Replicas,
 		},
 		{
@@ -213,7 +246,7 @@ func consumerConfig(pool string, o Options) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       ConsumerName(pool),
 		Description:   "hpcq workers of pool " + pool,
-		FilterSubject: TaskSubject(pool),
+		FilterSubject: poolTasks(pool),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       o.AckWait,
 		MaxDeliver:    -1,

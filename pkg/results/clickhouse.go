@@ -78,7 +78,7 @@ func OpenClickHouse(ctx context.Context, o ClickHouseOptions) (*ClickHouse, erro
 		if err := json.Unmarshal(p, &r); err != nil {
 			return fmt.Errorf("results spool: %w", err)
 		}
-		c.queued = appendRows(c.queued, r)
+		c.queued = c.queued.Append(r)
 		return nil
 	})
 	if err != nil {
@@ -90,16 +90,6 @@ func OpenClickHouse(ctx context.Context, o ClickHouseOptions) (*ClickHouse, erro
 		c.kick()
 	}
 	return c, nil
-}
-
-func appendRows(a, b Rows) Rows {
-	a.Runs = append(a.Runs, b.Runs...)
-	a.Nodes = append(a.Nodes, b.Nodes...)
-	a.PhaseRuns = append(a.PhaseRuns, b.PhaseRuns...)
-	a.Metrics = append(a.Metrics, b.Metrics...)
-	a.LLMCalls = append(a.LLMCalls, b.LLMCalls...)
-	a.Artifacts = append(a.Artifacts, b.Artifacts...)
-	return a
 }
 
 func (c *ClickHouse) kick() {
@@ -133,7 +123,7 @@ func (c *ClickHouse) Write(_ context.Context, rows Rows) error {
 			return fmt.Errorf("results: spool: %w", err)
 		}
 	}
-	c.queued = appendRows(c.queued, rows)
+	c.queued = c.queued.Append(rows)
 	return nil
 }
 

@@ -105,6 +105,17 @@ type Rows struct {
 	Artifacts []Artifact `json:"artifacts,omitempty"`
 }
 
+// Append returns r with the rows of o after its own.
+func (r Rows) Append(o Rows) Rows {
+	r.Runs = append(r.Runs, o.Runs...)
+	r.Nodes = append(r.Nodes, o.Nodes...)
+	r.PhaseRuns = append(r.PhaseRuns, o.PhaseRuns...)
+	r.Metrics = append(r.Metrics, o.Metrics...)
+	r.LLMCalls = append(r.LLMCalls, o.LLMCalls...)
+	r.Artifacts = append(r.Artifacts, o.Artifacts...)
+	return r
+}
+
 // Len is the number of rows.
 func (r Rows) Len() int {
 	return len(r.Runs) + len(r.Nodes) + len(r.PhaseRuns) + len(r.Metrics) + len(r.LLMCalls) + len(r.Artifacts)
@@ -212,7 +223,10 @@ func FromResult(t *schema.NodeTask, r *schema.NodeResult) Rows {
 			Unit: r.MetricUnits[n], TS: end})
 	}
 	status := NodeOK
-	if r.Error != nil {
+	switch {
+	case r.Error != nil && r.Error.Kind == schema.ErrKindCanceled:
+		status = NodeCanceled
+	case r.Error != nil:
 		status = NodeFailed
 	}
 	node := Node{Run: r.RunID, Node: r.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind, Pool: t.Pool, Attempt: r.Attempt,

@@ -11,6 +11,7 @@ const (
 	RunFailed      = "failed"      // it ended and no node produced the metric (exec: some task failed)
 	RunStopped     = "stopped"     // the search stopped early (the budget was spent)
 	RunInterrupted = "interrupted" // a signal or a server outage ended it: resumable
+	RunCanceled    = "canceled"    // scheduler cancel (or Ctrl-C on exec) stopped it: not resumable
 )
 
 // Status of a nodes row.
@@ -22,6 +23,7 @@ const (
 	NodeCached       = "cached"        // not run again: the result of an identical node was reused
 	NodeDeadLettered = "dead_lettered" // its task was dead-lettered (error_kind "dead_letter")
 	NodeNoAnswer     = "no_answer"     // the run ended without an answer for it
+	NodeCanceled     = "canceled"      // canceled before or while it ran (error_kind "canceled")
 )
 
 // Status of a phase_runs row.

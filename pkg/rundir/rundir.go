@@ -21,8 +21,11 @@ const (
 	SpecFile    = "spec.json"                 // the resolved run.yaml, for --resume and later runs of the idea
 	ResultsFile = "hpcq.sqlite"               // the results tables of a run without ClickHouse
 	NATSDir     = "nats"                      // the embedded JetStream store (local mode)
+	ServerFile  = "server.json"               // how to reach a going local run's embedded server (mode 0600)
 	JournalDir  = "journal"                   // the tree journal, result cache, LLM usage
 	NodesDir    = "nodes"                     // nodes/<id>/task.json, result.json
+	TaskFile    = "task.json"                 // nodes/<id>/task.json: the task as published
+	ResultFile  = "result.json"               // nodes/<id>/result.json: how the node ended
 	PlansDir    = "plans"                     // plans/<id>/phase0_plan.json and the raw reply
 	MemoryDir   = "memory"                    // the memory's files
 	MemoryDB    = "memory/memory.sqlite"      // the local memory store
@@ -41,6 +44,67 @@ func NodeFile(node string, elem ...string) string {
 }
 
 func (d Dir) Path(name string) string { return filepath.Join(string(d), filepath.FromSlash(name)) }
+
+// Server is server.json: the address and credentials of a local run's
+// embedded server while the run goes, for other processes (scheduler
+// status, ls, logs, cancel).
+type Server struct {
+	URL      string `json:"url"`
+	User     string `json:"user"`
+	Password string `json:"password"`
+	PID      int    `json:"pid"`
+}
+
+// WriteServer writes server.json, readable by its owner only.
+func (d Dir) WriteServer(s Server) error {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	p := d.Path(ServerFile)
+	tmp := p + ".tmp"
+	_ = os.Remove(tmp)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}
+
+// ErrNotRunning: a local run has no server.json: it is not going.
+var ErrNotRunning = errors.New("the run is not going")
+
+// ReadServer reads server.json. It refuses a file others can read: its
+// password would not be a secret.
+func (d Dir) ReadServer() (Server, error) {
+	var s Server
+	p := d.Path(ServerFile)
+	fi, err := os.Stat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return s, fmt.Errorf("%w (%s has no %s)", ErrNotRunning, string(d), ServerFile)
+	}
+	if err != nil {
+		return s, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return s, fmt.Errorf("%s is mode %v: it holds a password, it must be readable by its owner only (chmod 600)", p, fi.Mode().Perm())
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("%s: %w", p, err)
+	}
+	return s, nil
+}
 
 // ID is the run id.
 func (d Dir) ID() string { return filepath.Base(string(d)) }

@@ -122,7 +122,20 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 	if outs == nil {
 		return execErr
 	}
-	if err := sink.Write(context.Background(), dispatch.OutcomeRows(runRow, outs, !workersWrite)); err != nil {
+	canceled := execErr != nil && dispatch.Unanswered(outs) > 0
+	if canceled {
+		// Nobody will collect the answers: the tasks still queued are
+		// removed, the running ones stopped on their workers.
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		n, err := q.CancelRun(cctx, runID, "scheduler exec ended: "+context.Cause(ctx).Error())
+		cancel()
+		if err != nil {
+			log.Error("the exec's tasks could not be canceled: they may still run", "err", err)
+		} else {
+			log.Warn("exec ended before every answer: its tasks are canceled", "removed_from_queue", n, "unanswered", dispatch.Unanswered(outs))
+		}
+	}
+	if err := sink.Write(context.Background(), dispatch.OutcomeRows(runRow, outs, !workersWrite, canceled)); err != nil {
 		log.Warn("results rows not written", "err", err)
 	}
 	if err := dispatch.WriteResultsFile(filepath.Join(runDir, "results.jsonl"), outs); err != nil {

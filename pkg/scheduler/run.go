@@ -21,6 +21,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/stores"
 )
 
@@ -156,6 +157,9 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		}
 		if _, err := os.Stat(rundir.Dir(runDir).Path(rundir.InfoFile)); err == nil {
 			return fmt.Errorf("%s holds a run already: use --resume %s, or another --run-dir", runDir, runDir)
+		}
+		if err := schema.CheckToken("run id", filepath.Base(runDir), true); err != nil {
+			return fmt.Errorf("--run-dir %s: its name is the run id: %w", runDir, err)
 		}
 		abs, _ := filepath.Abs(ideaDir)
 		info = rundir.Info{RunID: filepath.Base(runDir), Command: "run", Mode: mode, IdeaDir: abs, Version: version.Version,

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -52,42 +51,23 @@ func Status(ctx context.Context, cfg *config.Scheduler, o StatusOptions) error {
 			}
 			fmt.Println()
 		}
-		if cfg.NATS.URL != "" {
+		if _, ierr := rundir.Dir(dir).ReadInfo(); ierr != nil && cfg.NATS.URL != "" {
+			// Not a run directory hpcq wrote: the configured server.
 			if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-status"), cfg.Queue.Options(), log); err != nil {
 				return err
 			}
 			defer q.Close()
 		} else {
-			store := rundir.Dir(dir).Path(rundir.NATSDir)
-			if _, err := os.Stat(store); err != nil {
-				return fmt.Errorf("run dir %s has no local NATS store: %w", dir, err)
-			}
-			srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: store})
-			if err != nil {
-				if snap != nil && errors.Is(err, queue.ErrStoreInUse) {
-					// The run holds its store: its queue is its own until it ends.
-					if o.JSON {
-						return json.NewEncoder(os.Stdout).Encode(map[string]any{"run": snap})
-					}
-					fmt.Println("(the run is going: its embedded queue is readable once it ends)")
-					return nil
-				}
-				if errors.Is(err, queue.ErrStoreInUse) {
-					return fmt.Errorf("the run is going (its process holds its NATS store); status reads its queue once it ends: %w", err)
-				}
-				return fmt.Errorf("open the run's NATS store: %w", err)
-			}
-			defer srv.Shutdown()
-			nc, err := srv.Connect("hpcq-status")
-			if err != nil {
+			// The run's server: the configured one (cluster), the going local
+			// run's embedded one (server.json), or the store of a local run
+			// that ended.
+			var closeQ func()
+			if q, closeQ, err = runQueue(ctx, cfg, dir, "hpcq-status", true, log); err != nil {
 				return err
 			}
-			defer nc.Close()
-			if q, err = queue.New(ctx, nc, cfg.Queue.Options(), log); err != nil {
-				return err
-			}
+			defer closeQ()
 			if snap == nil && !o.JSON {
-				fmt.Printf("run %s (local)\n\n", filepath.Base(dir))
+				fmt.Printf("run %s\n\n", filepath.Base(dir))
 			}
 		}
 	}

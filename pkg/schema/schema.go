@@ -74,7 +74,7 @@ func validID(v string) bool {
 var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // NodeTask is one node of a run, ready to execute: the message published on
-// hpcq.tasks.<pool>.
+// hpcq.tasks.<pool>.<run>.
 type NodeTask struct {
 	V         int               `json:"v"`
 	RunID     string            `json:"run_id"`
@@ -261,8 +261,20 @@ func CheckID(field, v string, required bool) error {
 	return nil
 }
 
+// CheckToken checks an id that becomes one NATS subject token (a run, a
+// pool): CheckID without '.', which would split it into two tokens.
+func CheckToken(field, v string, required bool) error {
+	if err := CheckID(field, v, required); err != nil {
+		return err
+	}
+	if strings.Contains(v, ".") {
+		return fieldErr(field, "%q may not contain '.' (it names a NATS subject token)", v)
+	}
+	return nil
+}
+
 // ValidatePool reports whether name can be a pool (a subject token).
-func ValidatePool(name string) error { return CheckID("pool", name, true) }
+func ValidatePool(name string) error { return CheckToken("pool", name, true) }
 
 func checkCommands(field string, cmds []string) error {
 	if len(cmds) > MaxCommands {
@@ -299,7 +311,7 @@ func (t *NodeTask) Validate() error {
 	if t.V != Version {
 		return fmt.Errorf("%w: v: %d (this build reads version %d)", ErrUnknownVersion, t.V, Version)
 	}
-	if err := CheckID("run_id", t.RunID, true); err != nil {
+	if err := CheckToken("run_id", t.RunID, true); err != nil {
 		return err
 	}
 	if err := CheckID("node_id", t.NodeID, true); err != nil {
@@ -704,7 +716,7 @@ func (r *NodeResult) Validate() error {
 	if r.V != Version {
 		return fmt.Errorf("%w: v: %d (this build reads version %d)", ErrUnknownVersion, r.V, Version)
 	}
-	if err := CheckID("run_id", r.RunID, true); err != nil {
+	if err := CheckToken("run_id", r.RunID, true); err != nil {
 		return err
 	}
 	if err := CheckID("node_id", r.NodeID, true); err != nil {

@@ -37,6 +37,24 @@ func OpenTree(path string) (*Tree, error) {
 	return t, nil
 }
 
+// ReadTree reads the tree a journal holds without opening it for writing:
+// a reader beside the running search (scheduler ls).
+func ReadTree(path string) (*Tree, error) {
+	t := NewTree()
+	err := journal.Read(path, func(p []byte) error {
+		var e event
+		if err := json.Unmarshal(p, &e); err != nil {
+			return fmt.Errorf("tree journal: %w", err)
+		}
+		t.apply(e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
 // apply replays an event; the caller holds t.mu (or owns t).
 func (t *Tree) apply(e event) {
 	switch e.Type {

@@ -182,7 +182,16 @@ type Worker struct {
 	// lastActive is when a task last started or ended (unix nanoseconds).
 	lastActive atomic.Int64
 	host       string
+
+	// cancelMu guards the cancels seen (by Cancel key: run, run/node) and
+	// the running tasks' cancel functions.
+	cancelMu sync.Mutex
+	canceled map[string]queue.Cancel
+	stoppers map[*schema.NodeTask]context.CancelCauseFunc
 }
+
+// ErrCanceled is the cause of a task context ended by a cancel.
+var ErrCanceled = errors.New("canceled")
 
 // New returns a worker; Run starts it.
 func New(q *queue.Queue, exec Executor, cfg Config) (*Worker, error) {
@@ -195,6 +204,7 @@ func New(q *queue.Queue, exec Executor, cfg Config) (*Worker, error) {
 	}
 	host, _ := os.Hostname()
 	w := &Worker{q: q, exec: exec, cfg: cfg, log: cfg.Logger.With("worker", cfg.ID), slots: make(chan int, cfg.Slots), host: host,
+		canceled: map[string]queue.Cancel{}, stoppers: map[*schema.NodeTask]context.CancelCauseFunc{},
 		answering: make(chan struct{}, cfg.Slots)}
 	for i := range cfg.Slots {
 		w.slots <- i
@@ -242,6 +252,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker started", "pools", w.cfg.Pools, "slots", w.cfg.Slots, "cores", w.cfg.Cores)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	if cancels, err := w.q.WatchCancels(ctx); err != nil {
+		w.log.Warn("cancels not watched: a canceled run's tasks run to their end on this worker", "err", err)
+	} else {
+		go w.watchCancels(cancels)
+	}
 	w.lastActive.Store(time.Now().UnixNano())
 	if w.cfg.IdleExit > 0 {
 		go w.idleWatch(ctx, stop)
@@ -274,6 +289,59 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info("worker stopped")
 	return nil
+}
+
+// watchCancels records every cancel and stops the running tasks it covers.
+func (w *Worker) watchCancels(cancels <-chan queue.Cancel) {
+	for c := range cancels {
+		w.cancelMu.Lock()
+		key := c.Run + "/" + c.Node
+		w.canceled[key] = c
+		for t, stop := range w.stoppers {
+			if c.Matches(t.RunID, t.NodeID) {
+				w.log.Info("stopping a canceled task", "run_id", t.RunID, "node_id", t.NodeID, "reason", c.Reason)
+				stop(ErrCanceled)
+			}
+		}
+		w.cancelMu.Unlock()
+	}
+}
+
+// cancelOf returns the cancel covering t, if one was seen.
+func (w *Worker) cancelOf(t *schema.NodeTask) (queue.Cancel, bool) {
+	w.cancelMu.Lock()
+	defer w.cancelMu.Unlock()
+	if c, ok := w.canceled[t.RunID+"/"]; ok {
+		return c, true
+	}
+	c, ok := w.canceled[t.RunID+"/"+t.NodeID]
+	return c, ok
+}
+
+// track registers a running task's stop function; the returned func
+// forgets it.
+func (w *Worker) track(t *schema.NodeTask, stop context.CancelCauseFunc) func() {
+	w.cancelMu.Lock()
+	w.stoppers[t] = stop
+	w.cancelMu.Unlock()
+	return func() {
+		w.cancelMu.Lock()
+		delete(w.stoppers, t)
+		w.cancelMu.Unlock()
+	}
+}
+
+// canceledResult is the answer of a task canceled before or while it ran.
+func canceledResult(c queue.Cancel, started time.Time, ran bool) *schema.NodeResult {
+	what := "canceled before it ran"
+	if ran {
+		what = "canceled while running: its commands were stopped"
+	}
+	if c.Reason != "" {
+		what += " (" + c.Reason + ")"
+	}
+	return &schema.NodeResult{Started: started.UTC(), DurationMS: time.Since(started).Milliseconds(),
+		Error: &schema.ResultError{Phase: "cancel", Kind: schema.ErrKindCanceled, Message: what}}
 }
 
 // idleWatch ends the worker once it has been idle for IdleExit.
@@ -363,7 +431,11 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	log := func() *slog.Logger {
 		return w.log.With("run_id", t.RunID, "node_id", t.NodeID, "attempt", t.Attempt, "delivery", d.NumDelivered)
 	}
-	w.reg.Update(func(i *queue.WorkerInfo) { i.Running = int(w.running.Load()) })
+	rt := queue.RunningTask{Run: t.RunID, Node: t.NodeID, Attempt: t.Attempt, Started: time.Now().UTC()}
+	w.reg.Update(func(i *queue.WorkerInfo) {
+		i.Running = int(w.running.Load())
+		i.Tasks = append(i.Tasks, rt)
+	})
 	w.lastActive.Store(time.Now().UnixNano())
 
 	// Keep the delivery alive until it is answered: an InProgress every
@@ -391,9 +463,19 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		hbMu.Unlock()
 		w.lastActive.Store(time.Now().UnixNano())
 		w.running.Add(-1)
-		w.reg.Update(func(i *queue.WorkerInfo) { i.Running = int(w.running.Load()) })
+		w.reg.Update(func(i *queue.WorkerInfo) {
+			i.Running = int(w.running.Load())
+			i.Tasks = slices.DeleteFunc(i.Tasks, func(x queue.RunningTask) bool { return x == rt })
+		})
 	}()
 
+	started := time.Now()
+	if c, ok := w.cancelOf(t); ok {
+		// Answered without running: the scheduler learns the node's fate.
+		w.slots <- slot
+		w.answer(drain, d, canceledResult(c, started, false), log)
+		return
+	}
 	if missing := MissingToolchains(w.cfg.Toolchains, t.Requires); len(missing) > 0 {
 		w.slots <- slot
 		w.handBackUnfit(d, missing, log)
@@ -409,7 +491,14 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		}
 		return
 	}
-	res, err := w.execute(drain, t, Slot{Index: slot, Cores: max(1, w.cfg.Cores/w.cfg.Slots), GPUs: slotGPUs(slot, w.cfg.Slots, w.cfg.GPUIDs)})
+	tctx, stop := context.WithCancelCause(drain)
+	forget := w.track(t, stop)
+	if _, ok := w.cancelOf(t); ok { // canceled since the check above
+		stop(ErrCanceled)
+	}
+	res, err := w.execute(tctx, t, Slot{Index: slot, Cores: max(1, w.cfg.Cores/w.cfg.Slots), GPUs: slotGPUs(slot, w.cfg.Slots, w.cfg.GPUIDs)})
+	forget()
+	stop(nil)
 	// The machine is free: answering needs no cores, so the slot goes back
 	// before the result is stored, within the bound on pending answers.
 	w.answering <- struct{}{}
@@ -417,6 +506,11 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	defer func() { <-w.answering }()
 
 	switch {
+	case err != nil && drain.Err() == nil && errors.Is(context.Cause(tctx), ErrCanceled):
+		c, _ := w.cancelOf(t)
+		log().Info("task canceled", "reason", c.Reason)
+		w.answer(drain, d, canceledResult(c, started, true), log)
+		return
 	case err != nil && drain.Err() != nil:
 		// Drain: hand it back at once, for another worker, without using
 		// up one of its deliveries (a walltime signal is not its fault).
@@ -440,6 +534,13 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		}
 		return
 	}
+	w.answer(drain, d, res, log)
+}
+
+// answer publishes the result of the delivery's task (and its results rows
+// when the worker writes them), then acks the delivery.
+func (w *Worker) answer(drain context.Context, d *queue.Delivery, res *schema.NodeResult, log func() *slog.Logger) {
+	t := d.Task
 	res.V = schema.Version
 	res.RunID, res.NodeID, res.Attempt, res.Pool = t.RunID, t.NodeID, t.Attempt, t.Pool
 	res.Worker, res.Host, res.SlurmJobID = w.cfg.ID, w.host, w.cfg.SlurmJobID
