@@ -1,0 +1,121 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/testutil"
+)
+
+// TestLocalRunControl: while a local run goes, a second process reaches it
+// through the loopback server recorded in the run directory (mode 0600):
+// status sees its worker, ls its running node with the worker, logs its
+// live output (and --follow until the node ends); cancel stops it: the
+// running command is killed, the run and node end canceled, and --resume
+// says the run was canceled.
+func TestLocalRunControl(t *testing.T) {
+	t.Parallel()
+	marker := fmt.Sprintf("hpcq-control-%d", time.Now().UnixNano())
+	srv := draftsLLM(t, func(n int) string {
+		return runScript(fmt.Sprintf("echo started %d\nbash -c 'sleep 120; true' %s\necho 'METRIC score=%d'\n", n, marker, n))
+	})
+	idea := writeIdea(t, 3, 1)
+	runDir := filepath.Join(t.TempDir(), "run-control")
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
+	p := start(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)
+	testutil.Eventually(t, 90*time.Second, "the first node's command to run", func() bool { return len(testutil.ProcessesWith(marker)) > 0 })
+
+	fi, err := os.Stat(filepath.Join(runDir, "server.json"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "server.json holds a password")
+
+	st, code := run(t, env, "scheduler", "status", "--run-dir", runDir)
+	require.Equal(t, 0, code, st)
+	require.Contains(t, st, "local-1", "status reaches the going run's queue and sees its worker")
+
+	testutil.Eventually(t, 30*time.Second, "ls to show the node running on its worker", func() bool {
+		out, code := run(t, env, "scheduler", "ls", "--run-dir", runDir)
+		require.Equal(t, 0, code, out)
+		return regexpMatch(`(?m)^n0001\s+1\s+draft\s+running\s+1\s+local-1\s+-\s+\d\d:\d\d:\d\d\s+\S+\s+-$`, out)
+	})
+	out, code := run(t, env, "scheduler", "ls", "--run-dir", runDir, "--json")
+	require.Equal(t, 0, code, out)
+	var first map[string]any
+	require.NoError(t, json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &first))
+	require.Equal(t, "n0001", first["node"])
+	require.Equal(t, "running", first["status"])
+
+	out, code = run(t, env, "scheduler", "logs", "--run-dir", runDir, "n0001")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "started 1", "the live output so far")
+	follow := start(t, env, "scheduler", "logs", "--run-dir", runDir, "--follow", "n0001")
+
+	out, code = run(t, env, "scheduler", "cancel", "--run-dir", runDir, "--reason", "enough")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "canceled")
+	code = p.wait(t, 60*time.Second)
+	require.NotEqual(t, 0, code, p.output())
+	require.Contains(t, p.output(), "canceled: enough")
+	testutil.RequireNoProcessWith(t, marker)
+	require.Equal(t, 0, follow.wait(t, 30*time.Second), follow.output())
+	require.Contains(t, follow.output(), "started 1")
+	require.NoFileExists(t, filepath.Join(runDir, "server.json"), "removed when the run ends")
+
+	out, code = run(t, env, "scheduler", "ls", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `(?m)^n0001\s+1\s+draft\s+canceled\s`, out)
+	q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT status FROM runs; SELECT 1")
+	require.NotEqual(t, 0, code, q)
+	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv", "SELECT status FROM runs")
+	require.Equal(t, 0, code, q)
+	require.Equal(t, "status\ncanceled\n", q)
+	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT node, status, error_kind FROM nodes WHERE node = 'n0001'")
+	require.Equal(t, 0, code, q)
+	require.Equal(t, "node,status,error_kind\nn0001,canceled,canceled\n", q)
+
+	out, code = run(t, env, "scheduler", "run", "--local", "--resume", runDir)
+	require.NotEqual(t, 0, code, out)
+	require.Contains(t, out, "was canceled (enough): it cannot be resumed")
+
+	// A run that is not going cannot be canceled, and says why.
+	out, code = run(t, env, "scheduler", "cancel", "--run-dir", runDir)
+	require.NotEqual(t, 0, code, out)
+	require.Contains(t, out, "the run is not going")
+}
+
+// TestExecInterruptCancels: Ctrl-C on scheduler exec cancels its tasks: the
+// running command is killed, not left to run to its end, and the run and
+// the task are canceled in the results.
+func TestExecInterruptCancels(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	marker := fmt.Sprintf("hpcq-exec-int-%d", time.Now().UnixNano())
+	taskFile := writeTask(t, dir, map[string]any{"v": 1, "node_id": "long", "attempt": 1, "pool": "cpu",
+		"artifacts": map[string]any{"run": map[string]any{"commands": []string{"echo begun; sleep 120 # " + marker}}}})
+	env := baseEnv(t, "HPCQ_RUNS_DIR="+filepath.Join(dir, "runs"))
+	p := start(t, env, "scheduler", "exec", "--local", taskFile)
+	testutil.Eventually(t, 60*time.Second, "the task's command to run", func() bool { return len(testutil.ProcessesWith(marker)) > 0 })
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	code := p.wait(t, 60*time.Second)
+	require.NotEqual(t, 0, code, p.output())
+	testutil.RequireNoProcessWith(t, marker)
+	runs, _ := filepath.Glob(filepath.Join(dir, "runs", "*", "run.json"))
+	require.Len(t, runs, 1)
+	runDir := filepath.Dir(runs[0])
+	q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv", "SELECT status FROM runs")
+	require.Equal(t, 0, code, q)
+	require.Equal(t, "status\ncanceled\n", q)
+	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv", "SELECT node, status FROM nodes")
+	require.Equal(t, 0, code, q)
+	require.Equal(t, "node,status\nlong,canceled\n", q)
+}
