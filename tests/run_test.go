@@ -55,6 +55,14 @@ func TestRunExampleOffline(t *testing.T) {
 		"SELECT path FROM artifacts WHERE node = '"+best+"' AND kind = 'log' AND name = 'run.log'")
 	require.Equal(t, 0, code, q)
 	require.Equal(t, "path\nnodes/"+best+"/logs/run.log\n", q)
+
+	// The in-process worker wrote the node's phase events into its branch as
+	// they happened; each once (the scheduler did not write them again).
+	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT kind, count(*) AS n FROM recall_events WHERE branch = '"+best+"' AND kind IN ('coding_complete', 'compile_started', "+
+			"'compile_complete', 'run_started', 'run_complete', 'metrics_extracted', 'node_result') GROUP BY kind ORDER BY kind")
+	require.Equal(t, 0, code, q)
+	require.Equal(t, "kind,n\ncoding_complete,1\ncompile_complete,1\ncompile_started,1\nmetrics_extracted,1\nnode_result,1\nrun_complete,1\nrun_started,1\n", q)
 }
 
 func requireTool(t *testing.T, name string) {

@@ -29,6 +29,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/stores"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -132,6 +133,18 @@ func run(args []string) error {
 	pc.Installer = prompt.NewInstaller(llm.Gateway{NC: q.Conn()})
 	if err := pc.UseQueue(ctx, q); err != nil {
 		return err
+	}
+	// Recall events go to the node's branch in Redis as each phase happens;
+	// without the memory servers they go back with the result.
+	if rw := stores.RecallWriter(cfg.Store, filepath.Join(cfg.Store.SpoolDir, "memory-"+id), log); rw != nil {
+		pc.Recall = rw
+		defer func() {
+			if err := rw.Close(); err != nil {
+				log.Error("memory", "err", err)
+			}
+		}()
+	} else {
+		log.Info("no HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN: nodes' recall events go to the scheduler with their results")
 	}
 	exec, err := phases.NewExecutor(pc)
 	if err != nil {

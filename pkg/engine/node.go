@@ -186,7 +186,7 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	}
 	ctx = context.WithoutCancel(ctx)
 	if e.mem != nil {
-		e.memoryAfter(ctx, n, o)
+		e.memoryAfter(ctx, n, task, o)
 	}
 	rows := results.Rows{}
 	if o.Result != nil && !o.Cached && !e.p.WorkersWriteResults && task != nil {
@@ -299,6 +299,12 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 	t := &schema.NodeTask{V: schema.Version, RunID: e.runID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
 		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Artifacts: a.Phases, Limits: e.spec.Limits, Requires: e.spec.Requires,
 		Shell: e.spec.Shell}
+	if e.mem != nil {
+		// The worker appends the node's phase events to its branch as they
+		// happen (the branch exists: forked above).
+		redact := e.spec.Memory.Config.RedactSecrets
+		t.Recall = &schema.TaskRecall{RedactSecrets: redact == nil || *redact}
+	}
 	if dl := a.Phases.Download.Commands; e.spec.Phase1.Mode == "iterative" && len(dl) > 0 {
 		// The planned download commands become the goal of the worker's
 		// iterative installer, which runs them one at a time under the
@@ -381,14 +387,25 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 
 // memoryAfter writes the events of seed 003 for a node that ended: one per
 // phase, node_result, and the [SUCCESS, stage:X] or [ERROR] archival entry.
-func (e *engine) memoryAfter(ctx context.Context, n *search.Node, o outcome) {
+func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.NodeTask, o outcome) {
 	stage := search.StageName(max(n.Stage, 1))
 	warn := func(err error) {
 		if err != nil {
 			e.log.Warn("memory write after the node failed", "node_id", n.ID, "err", err)
 		}
 	}
-	if o.Result != nil && !o.Cached {
+	switch {
+	case o.Result == nil || o.Cached:
+	case task != nil && task.Recall != nil:
+		// The worker stored the phase events as they happened; those it
+		// could not store came back with the result.
+		for _, ev := range o.Result.RecallPending {
+			_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: ev.Kind, NodeID: n.ID, Phase: ev.Phase, Payload: ev.Payload})
+			warn(err)
+		}
+	default:
+		// A task published without Recall (a run resumed from an earlier
+		// version): the events from the result, after the fact.
 		for _, ph := range o.Result.Phases {
 			kind, payload := ph.Name+"_complete", fmt.Sprintf("exit %d in %d ms", ph.ExitCode, ph.DurationMS)
 			if !ph.OK {

@@ -63,6 +63,10 @@ type Config struct {
 	// it (scheduler logs --follow); it is closed when the phase's task
 	// ends. queue.Queue.LogWriter is the one workers use.
 	LiveLog func(t *schema.NodeTask, phase string) io.WriteCloser
+	// Recall, when set, stores the recall events of tasks that ask for
+	// them (NodeTask.Recall) as each phase happens; without it they come
+	// back in the result for the scheduler to store.
+	Recall RecallSink
 }
 
 // Installer decides the commands of an iterative download phase one at a
@@ -238,7 +242,11 @@ func (e *Executor) artifactFiles(t *schema.NodeTask, res *schema.NodeResult) []a
 
 func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot) (*schema.NodeResult, error) {
 	res := &schema.NodeResult{Started: time.Now().UTC()}
-	defer func() { res.DurationMS = time.Since(res.Started).Milliseconds() }()
+	rec := e.recorder(ctx, t)
+	defer func() {
+		res.DurationMS = time.Since(res.Started).Milliseconds()
+		rec.finish(res)
+	}()
 
 	ws := e.WorkspaceDir(t)
 	phases := []phaseSpec{
@@ -274,6 +282,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		coding.ExitCode = -1
 		coding.LogTail = werr.Error()
 		res.Phases = append(res.Phases, coding)
+		rec.add("coding_failed", schema.PhaseCoding, werr.Error())
 		if errors.Is(werr, ErrInvalidWorkspace) {
 			res.Error = &schema.ResultError{Phase: schema.PhaseCoding, Kind: schema.ErrKindInvalidWorkspace, Message: werr.Error()}
 			return res, nil
@@ -281,6 +290,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		return nil, werr
 	}
 	res.Phases = append(res.Phases, coding)
+	rec.add("coding_complete", schema.PhaseCoding, filesWritten(files))
 	res.Isolation = e.sandbox.Isolation(t.Limits.NoNetwork(), e.isolation)
 	if err := e.sandbox.ChownWorkspace(ws); err != nil {
 		return nil, fmt.Errorf("workspace for the sandbox user: %w", err)
@@ -320,11 +330,13 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	}
 	for _, ph := range phases {
 		if ph.name == schema.PhaseDownload && t.Install != nil {
+			rec.add("download_started", ph.name, strings.TrimSpace(phaseStarted(ph.cmds)+fmt.Sprintf("\nthen up to %d install commands asked of the model", t.Install.MaxSteps)))
 			pr, rerr, err := e.iterativeDownload(ctx, t, ph, run, logs().files[ph.name])
 			if err != nil {
 				return nil, err
 			}
 			res.Phases = append(res.Phases, pr)
+			rec.phaseEnded(pr, rerr)
 			if rerr != nil {
 				res.Error = rerr
 				return res, nil
@@ -342,6 +354,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		case schema.PhaseRun:
 			stdoutLine = met.stdoutLine
 		}
+		rec.add(ph.name+"_started", ph.name, phaseStarted(ph.cmds))
 		pr, rerr, err := e.runPhase(ctx, ph, run, logs().files[ph.name], diags, stdoutLine)
 		if err != nil {
 			return nil, err
@@ -352,8 +365,14 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 			if len(res.Diagnostics) > 0 {
 				d := res.Diagnostics[0]
 				rerr.Message += fmt.Sprintf("; first diagnostic: %s:%d:%d: %s: %s", d.File, d.Line, d.Column, d.Severity, d.Message)
+				var b strings.Builder
+				for _, d := range res.Diagnostics[:min(10, len(res.Diagnostics))] {
+					fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.File, d.Line, d.Column, d.Severity, d.Message)
+				}
+				rec.add("compile_diagnostics", ph.name, strings.TrimSpace(b.String()))
 			}
 		}
+		rec.phaseEnded(pr, rerr)
 		if rerr != nil {
 			res.Error = rerr
 			return res, nil
@@ -391,6 +410,18 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	}
 	var bad []string
 	res.Metrics, res.MetricUnits, bad = met.finish()
+	switch {
+	case len(missing) > 0:
+		rec.add("outputs_missing", schema.PhaseRun, "expected outputs not found: "+strings.Join(missing, ", "))
+	case len(res.OutputsFound) > 0:
+		rec.add("outputs_found", schema.PhaseRun, strings.Join(res.OutputsFound, ", "))
+	}
+	if len(res.Metrics) > 0 {
+		rec.add("metrics_extracted", schema.PhaseRun, metricsText(res.Metrics, res.MetricUnits))
+	}
+	if len(bad) > 0 {
+		rec.add("metrics_bad", schema.PhaseRun, strings.Join(bad, "; "))
+	}
 	switch {
 	case len(missing) > 0:
 		res.Error = &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindMissingOutput,

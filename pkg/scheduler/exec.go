@@ -16,6 +16,7 @@ import (
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/local"
+	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
@@ -87,7 +88,7 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 			}
 			sort.Strings(pools)
 		}
-		l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, pools, sink, false, log)
+		l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, pools, sink, false, nil, log)
 		if err != nil {
 			return err
 		}
@@ -184,15 +185,21 @@ func writeRunJSON(dir rundir.Dir, mode string, where map[string]string, cfg *con
 // nothing would run the tasks any more. closeLocal drains the workers and
 // stops the server.
 func startLocal(ctx context.Context, cfg *config.Scheduler, runDir string, pools []string, sink results.Sink, gateway bool,
-	log *slog.Logger) (*local.Cluster, context.Context, func(), error) {
+	mem memory.Store, log *slog.Logger) (*local.Cluster, context.Context, func(), error) {
 	// The in-process workers read the settings a worker process reads
 	// (HPCQ_KILL_GRACE, HPCQ_MAX_OUTPUT_BYTES, HPCQ_FETCH_WAIT, HPCQ_ISOLATION,
 	// ...), but never exit when idle: the run decides when they stop.
 	wc := worker.ConfigFrom(cfg.Tasks, pools)
 	wc.IdleExit, wc.Version, wc.Results = 0, version.Version, sink
+	pc := phases.ConfigFrom(cfg.Tasks, "")
+	if mem != nil {
+		// The workers write the nodes' recall events into the run's memory
+		// as each phase happens, as cluster workers do into Redis.
+		pc.Recall = stores.SharedRecall(mem)
+	}
 	l, err := local.Start(ctx, local.Params{
 		RunDir: runDir, Workers: cfg.Workers, Queue: cfg.Queue.Options(), Logger: log, GatewayInstaller: gateway,
-		Phases: phases.ConfigFrom(cfg.Tasks, ""), Worker: wc,
+		Phases: pc, Worker: wc,
 	})
 	if err != nil {
 		return nil, nil, nil, err

@@ -220,7 +220,7 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	var q *queue.Queue
 	var gw *nats.Conn
 	if local {
-		l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, []string{spec.Pool}, sink, true, log)
+		l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, []string{spec.Pool}, sink, true, store, log)
 		if err != nil {
 			return err
 		}

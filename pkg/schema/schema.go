@@ -100,7 +100,33 @@ type NodeTask struct {
 	// own (bash -lc); "" or "plain" in the worker's login environment,
 	// captured once, with bash -c.
 	Shell string `json:"shell,omitempty"`
+	// Recall, when set, asks the worker to append the node's recall events
+	// (phase started, complete or failed, diagnostics, outputs, metrics) to
+	// the memory branch BranchID as each phase happens. Events it cannot
+	// store come back in NodeResult.RecallPending.
+	Recall *TaskRecall `json:"recall,omitempty"`
 }
+
+// TaskRecall says how a worker writes a node's recall events.
+type TaskRecall struct {
+	// RedactSecrets: the run's memory redacts secrets from what it stores.
+	RedactSecrets bool `json:"redact_secrets"`
+}
+
+// RecallEvent is a recall event a worker could not store itself, for the
+// scheduler to store.
+type RecallEvent struct {
+	Kind    string    `json:"kind"`
+	Phase   string    `json:"phase,omitempty"`
+	Payload string    `json:"payload"`
+	TS      time.Time `json:"ts"`
+}
+
+// Limits on the recall events a result carries back.
+const (
+	MaxRecallEvents       = 64
+	MaxRecallPayloadBytes = 8 << 10
+)
 
 // Install is an iterative download phase (phase1_mode iterative).
 type Install struct {
@@ -323,7 +349,7 @@ func (t *NodeTask) Validate() error {
 	if err := CheckID("parent_id", t.ParentID, false); err != nil {
 		return err
 	}
-	if err := CheckID("branch_id", t.BranchID, false); err != nil {
+	if err := CheckID("branch_id", t.BranchID, t.Recall != nil); err != nil {
 		return err
 	}
 	if t.Stage < 0 || t.Stage > 4 {
@@ -586,6 +612,11 @@ type NodeResult struct {
 	ArtifactsNote string     `json:"artifacts_note,omitempty"`
 	// Limits says how the task's resource limits were enforced.
 	Limits *Enforced `json:"limits,omitempty"`
+	// RecallStored counts the recall events the worker stored in the
+	// node's branch; RecallPending are those it could not (no memory
+	// store configured, or a write failed), for the scheduler to store.
+	RecallStored  int           `json:"recall_stored,omitempty"`
+	RecallPending []RecallEvent `json:"recall_pending,omitempty"`
 }
 
 // Artifact kinds: a phase log goes to the node's logs/ directory, an output
@@ -739,6 +770,17 @@ func (r *NodeResult) Validate() error {
 		}
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return fieldErr("metrics."+name, "%v is not a finite number", v)
+		}
+	}
+	if len(r.RecallPending) > MaxRecallEvents {
+		return fieldErr("recall_pending", "%d events, at most %d", len(r.RecallPending), MaxRecallEvents)
+	}
+	for i, ev := range r.RecallPending {
+		if ev.Kind == "" || len(ev.Kind) > 64 {
+			return fieldErr(fmt.Sprintf("recall_pending[%d].kind", i), "empty or longer than 64 bytes")
+		}
+		if len(ev.Payload) > MaxRecallPayloadBytes {
+			return fieldErr(fmt.Sprintf("recall_pending[%d].payload", i), "%d bytes, at most %d", len(ev.Payload), MaxRecallPayloadBytes)
 		}
 	}
 	if len(r.Artifacts) > MaxArtifacts {

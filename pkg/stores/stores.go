@@ -96,3 +96,28 @@ func OpenResults(ctx context.Context, s config.Store, dir rundir.Dir, log *slog.
 	}
 	return sq, map[string]string{"store": "sqlite", "file": rundir.ResultsFile}, nil
 }
+
+// RecallWriter is a worker's writer of nodes' recall events into the
+// cluster memory (Redis and ClickHouse, each run's store opened on first
+// use, writes spooled in spoolDir while a server is away); nil when the
+// settings do not name both servers: the events then go back to the
+// scheduler with the results.
+func RecallWriter(s config.Store, spoolDir string, log *slog.Logger) *memory.RecallWriter {
+	if s.RedisURL == "" || s.ClickHouseDSN == "" {
+		return nil
+	}
+	return memory.NewRecallWriter(func(ctx context.Context, run string) (memory.Store, func() error, error) {
+		st, err := cluster.Open(ctx, cluster.Options{Run: run, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword, RedisTLSCA: s.RedisTLSCA,
+			ClickHouseDSN: s.ClickHouseDSN, SpoolDir: spoolDir, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, st.Close, nil
+	})
+}
+
+// SharedRecall is the recall writer of in-process workers: the run's own
+// store, which the run closes.
+func SharedRecall(st memory.Store) *memory.RecallWriter {
+	return memory.NewRecallWriter(func(context.Context, string) (memory.Store, func() error, error) { return st, nil, nil })
+}
