@@ -136,7 +136,7 @@ func TestRunKilledAndResumed(t *testing.T) {
 	st, code := run(t, env, "scheduler", "status", "--run-dir", runDir)
 	require.Equal(t, 0, code, st)
 	require.Regexp(t, `nodes: \d+ started, \d+ done \(0 buggy, 0 from the result cache\), \d+ running; best n\d+: score = \d`, st)
-	require.Contains(t, st, "the run is going", "status reads a running run from its files")
+	require.Contains(t, st, "local-1", "status reaches the going local run's queue (server.json) and sees its worker")
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	p.wait(t, 30*time.Second)
 	finished := map[string][]byte{}

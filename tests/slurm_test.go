@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -372,12 +374,17 @@ func TestRunOnSlurm(t *testing.T) {
 		"SELECT count(*) AS n FROM phase_runs WHERE phase = 'run' AND status = 'ok'")
 	require.Equal(t, 0, code, q)
 	require.Contains(t, q, "n\n3\n", "the scheduler wrote the remote workers' rows")
+	var scores []string
 	for i := 1; i <= 3; i++ {
 		// Each node's run log came home from the Slurm job through the object store.
 		log, err := os.ReadFile(filepath.Join(runDir, "nodes", fmt.Sprintf("n%04d", i), "logs", "run.log"))
 		require.NoError(t, err)
-		require.Contains(t, string(log), fmt.Sprintf("METRIC score=%d", i))
+		m := regexp.MustCompile(`METRIC score=(\d)`).FindStringSubmatch(string(log))
+		require.NotNil(t, m, string(log))
+		scores = append(scores, m[1])
 	}
+	sort.Strings(scores)
+	require.Equal(t, []string{"1", "2", "3"}, scores)
 	testutil.Eventually(t, 60*time.Second, "the worker job to end idle", func() bool { return len(e.jobs(t, "run-cpu", false)) == 0 })
 	all := e.jobs(t, "run-cpu", true)
 	require.Len(t, all, 1, "one worker job ran the nodes")

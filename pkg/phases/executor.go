@@ -111,6 +111,9 @@ type Executor struct {
 	sandbox *Sandbox
 	// isolation describes the sandbox, or why there is none.
 	isolation string
+	// cgroups limit tasks' memory; nil (cgroupWhy says why): RLIMIT_AS.
+	cgroups   *memCgroups
+	cgroupWhy string
 }
 
 var _ worker.Executor = (*Executor)(nil)
@@ -143,7 +146,8 @@ func NewExecutor(cfg Config) (*Executor, error) {
 		}
 		env = append(env, kv)
 	}
-	return &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc}, nil
+	cg, why := detectMemCgroups()
+	return &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc, cgroups: cg, cgroupWhy: why}, nil
 }
 
 // Isolation says in one line how the executor isolates commands, or why it
@@ -312,6 +316,10 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	run := phaseRun{ws: ws, env: env, maxOut: maxOut, noNetwork: t.Limits.NoNetwork(),
 		login: e.cfg.Shell == ShellLogin || t.Shell == ShellLogin, rlimits: Rlimits{
 			AddressSpaceMB: t.Limits.AddressSpaceMB, FileSizeMB: t.Limits.FileSizeMB, OpenFiles: t.Limits.OpenFiles}}
+	res.Limits = e.enforce(t, slot, &run)
+	if run.cgroup != nil {
+		defer run.cgroup.close()
+	}
 	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
 	if err != nil { // Validate compiled them already
 		res.Error = &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindInvalidTask, Message: err.Error()}
@@ -471,6 +479,12 @@ type phaseRun struct {
 	login     bool // bash -lc per command
 	// live receives each phase's log as it is written (LiveLog), by phase.
 	live map[string]io.Writer
+	// cpus bind the commands; cgroup limits their memory (nil: none).
+	cpus   []int
+	cgroup *taskCgroup
+	// memoryMB is the task's memory limit, memory how it is enforced.
+	memoryMB int
+	memory   string
 }
 
 // lockedWriter serializes writes from the two output streams.
@@ -520,9 +534,13 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		if left <= 0 {
 			left = time.Millisecond
 		}
-		o, err := Run(ctx, Command{Line: line, Dir: run.ws, Env: run.env, Timeout: left, KillGrace: e.cfg.KillGrace,
+		cmd := Command{Line: line, Dir: run.ws, Env: run.env, Timeout: left, KillGrace: e.cfg.KillGrace,
 			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits, Sandbox: e.sandbox, Login: run.login,
-			NoNetwork: run.noNetwork && ph.name != schema.PhaseDownload})
+			NoNetwork: run.noNetwork && ph.name != schema.PhaseDownload, CPUs: run.cpus}
+		if run.cgroup != nil {
+			cmd.CgroupFD = run.cgroup.fd
+		}
+		o, err := Run(ctx, cmd)
 		for _, c := range closers {
 			c.Close()
 		}
@@ -561,6 +579,9 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 	pr.OK = rerr == nil
 	pr.DurationMS = time.Since(pr.Started).Milliseconds()
 	pr.LogTail = both.Tail(e.cfg.LogTailBytes)
+	if rerr != nil && rerr.Kind != schema.ErrKindTimeout {
+		rerr.Message += memoryReason(run, pr)
+	}
 	return pr, rerr, nil
 }
 
@@ -722,4 +743,62 @@ func (c *cappedWriter) Write(p []byte) (int, error) {
 		c.left = 0 // a full disk must not fail the command
 	}
 	return n, nil
+}
+
+// enforce applies the slot's resources to the task's commands: its CPUs
+// (affinity), its memory limit (a cgroup where the worker may create one,
+// else RLIMIT_AS), and says how in the result.
+func (e *Executor) enforce(t *schema.NodeTask, slot worker.Slot, run *phaseRun) *schema.Enforced {
+	enf := &schema.Enforced{GPUs: slot.GPUs}
+	var notes []string
+	if len(slot.CPUs) > 0 {
+		run.cpus = slot.CPUs
+		enf.CPUs = worker.CPUList(slot.CPUs)
+	} else if t.Limits.CPUs > 0 {
+		notes = append(notes, "CPUs counted, not bound: the worker was given more cores than it may run on")
+	}
+	if mb := slot.MemoryMB; mb > 0 {
+		run.memoryMB, enf.MemoryMB = mb, mb
+		if e.cgroups != nil {
+			cg, err := e.cgroups.create(mb)
+			if err == nil {
+				run.cgroup, run.memory, enf.Memory = cg, "cgroup", "cgroup"
+			} else {
+				notes = append(notes, err.Error())
+			}
+		}
+		if run.cgroup == nil {
+			run.memory, enf.Memory = "rlimit", "rlimit"
+			if run.rlimits.AddressSpaceMB == 0 || run.rlimits.AddressSpaceMB > mb {
+				run.rlimits.AddressSpaceMB = mb
+			}
+			why := e.cgroupWhy
+			if why == "" {
+				why = "no memory cgroup"
+			}
+			notes = append(notes, "memory limited as RLIMIT_AS (virtual memory of each process) because "+why)
+		}
+	}
+	enf.Note = strings.Join(notes, "; ")
+	if enf.CPUs == "" && enf.Memory == "" && len(enf.GPUs) == 0 && enf.Note == "" {
+		return nil
+	}
+	return enf
+}
+
+// memoryReason says when a failed command met the task's memory limit: the
+// cgroup's OOM kill, or (RLIMIT_AS) the signs of an allocation refused.
+func memoryReason(run phaseRun, pr schema.PhaseResult) string {
+	switch run.memory {
+	case "cgroup":
+		if run.cgroup.oomKilled() {
+			return fmt.Sprintf("; killed by the task's memory limit (limits.memory_mb = %d MB, cgroup memory.max)", run.memoryMB)
+		}
+	case "rlimit":
+		tail := strings.ToLower(pr.LogTail)
+		if pr.ExitCode == 134 || pr.ExitCode == 137 || pr.ExitCode == 139 || strings.Contains(tail, "memory") || strings.Contains(tail, "bad_alloc") {
+			return fmt.Sprintf("; the task's memory limit (limits.memory_mb = %d MB, as RLIMIT_AS) refuses allocations beyond it", run.memoryMB)
+		}
+	}
+	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -42,6 +43,11 @@ type Command struct {
 	// Login runs the line in a login shell (bash -lc) rather than bash -c:
 	// for environments the worker did not capture (see CaptureLoginEnv).
 	Login bool
+	// CPUs, when set, bind the command and everything it starts to those
+	// CPUs (its affinity, inherited).
+	CPUs []int
+	// CgroupFD, when > 0, is a cgroup v2 directory the command starts in.
+	CgroupFD int
 }
 
 // Rlimits are resource limits of a command; zero means unlimited.
@@ -118,6 +124,9 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 		cmd = &exec.Cmd{Path: "/proc/self/exe", Args: args, Dir: c.Dir, Env: append(c.Sandbox.env(c.Env, c.Dir), sandboxEnv+"=1"),
 			SysProcAttr: c.Sandbox.sysProcAttr(c.NoNetwork)}
 	}
+	if c.CgroupFD > 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, c.CgroupFD
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return Outcome{}, fmt.Errorf("%w: pipe: %v", ErrStart, err)
@@ -131,7 +140,7 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	cmd.Stdout = outW
 	cmd.Stderr = errW
 	start := time.Now()
-	err = cmd.Start()
+	err = startBound(cmd, c.CPUs)
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -225,4 +234,34 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	outR.Close()
 	errR.Close()
 	return o, nil
+}
+
+// startBound starts cmd bound to cpus: the calling thread takes their
+// affinity for the fork, which the child inherits, then gets its own back.
+// (Go cannot run code in the child between fork and exec.)
+func startBound(cmd *exec.Cmd, cpus []int) error {
+	if len(cpus) == 0 {
+		return cmd.Start()
+	}
+	runtime.LockOSThread()
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("cpu affinity: %w", err)
+	}
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("bind to CPUs %v: %w", cpus, err)
+	}
+	err := cmd.Start()
+	if rerr := unix.SchedSetaffinity(0, &old); rerr != nil {
+		// The thread keeps the narrow mask: it stays locked, and is
+		// discarded when this goroutine ends, rather than run others.
+		return err
+	}
+	runtime.UnlockOSThread()
+	return err
 }

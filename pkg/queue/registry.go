@@ -23,6 +23,7 @@ type WorkerInfo struct {
 	Slots      int               `json:"slots"`
 	Cores      int               `json:"cores"`
 	GPUs       int               `json:"gpus"`
+	MemoryMB   int               `json:"memory_mb,omitempty"`
 	Toolchains map[string]string `json:"toolchains,omitempty"`
 	// GPUDevices are the GPUs found (nvidia-smi).
 	GPUDevices []GPUDevice `json:"gpu_devices,omitempty"`

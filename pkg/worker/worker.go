@@ -23,10 +23,15 @@ import (
 type Slot struct {
 	// Index of the slot, 0 to Slots-1.
 	Index int
-	// Cores the task may use (OMP_NUM_THREADS).
+	// Cores the task may use (OMP_NUM_THREADS): len(CPUs) when set.
 	Cores int
-	// GPUs are the device ids the task may use (CUDA_VISIBLE_DEVICES).
+	// CPUs the task's commands are bound to, its alone; empty: not bound.
+	CPUs []int
+	// GPUs are the device ids the task may use (CUDA_VISIBLE_DEVICES), its
+	// alone.
 	GPUs []string
+	// MemoryMB is the task's memory limit (limits.memory_mb); 0: none.
+	MemoryMB int
 }
 
 // Executor runs one task. It returns the task's result, whatever the task
@@ -54,8 +59,15 @@ type Config struct {
 	Pools []string
 	// Slots is how many tasks run at once. Defaults to the number of cores.
 	Slots int
-	// Cores of the machine the slots share. Defaults to runtime.NumCPU().
+	// Cores of the machine the slots share. Defaults to len(CPUSet).
 	Cores int
+	// CPUSet are the CPUs tasks are bound to, each task to a disjoint part.
+	// Defaults to the process's affinity (a Slurm job's cpuset), cut to
+	// Cores.
+	CPUSet []int
+	// MemoryMB the tasks may use in all; a task asking for more is
+	// declined. Defaults to the cgroup's limit, else the machine's memory.
+	MemoryMB int
 	// GPUs of the machine. Defaults to len(GPUIDs).
 	GPUs int
 	// GPUIDs are the device ids handed out to slots as CUDA_VISIBLE_DEVICES:
@@ -101,8 +113,20 @@ type Config struct {
 var ErrInvalidConfig = errors.New("invalid worker config")
 
 func (c Config) withDefaults() Config {
+	if len(c.CPUSet) == 0 {
+		c.CPUSet, _ = AffinityCPUs()
+	}
+	if c.Cores <= 0 {
+		c.Cores = len(c.CPUSet)
+	}
 	if c.Cores <= 0 {
 		c.Cores = runtime.NumCPU()
+	}
+	if len(c.CPUSet) > c.Cores {
+		c.CPUSet = c.CPUSet[:c.Cores]
+	}
+	if c.MemoryMB <= 0 {
+		c.MemoryMB = MemoryMB()
 	}
 	if c.Slots <= 0 {
 		c.Slots = c.Cores
@@ -188,6 +212,8 @@ type Worker struct {
 	cancelMu sync.Mutex
 	canceled map[string]queue.Cancel
 	stoppers map[*schema.NodeTask]context.CancelCauseFunc
+	// res hands out CPUs and GPUs to running tasks.
+	res *resources
 }
 
 // ErrCanceled is the cause of a task context ended by a cancel.
@@ -205,6 +231,7 @@ func New(q *queue.Queue, exec Executor, cfg Config) (*Worker, error) {
 	host, _ := os.Hostname()
 	w := &Worker{q: q, exec: exec, cfg: cfg, log: cfg.Logger.With("worker", cfg.ID), slots: make(chan int, cfg.Slots), host: host,
 		canceled: map[string]queue.Cancel{}, stoppers: map[*schema.NodeTask]context.CancelCauseFunc{},
+		res:       newResources(cfg.CPUSet, cfg.Cores, cfg.GPUIDs, cfg.MemoryMB),
 		answering: make(chan struct{}, cfg.Slots)}
 	for i := range cfg.Slots {
 		w.slots <- i
@@ -233,7 +260,7 @@ func (w *Worker) ID() string { return w.cfg.ID }
 func (w *Worker) Run(ctx context.Context) error {
 	reg, err := w.q.RegisterWorker(ctx, queue.WorkerInfo{
 		ID: w.cfg.ID, Host: w.host, PID: os.Getpid(), Pools: w.cfg.Pools, Slots: w.cfg.Slots,
-		Cores: w.cfg.Cores, GPUs: w.cfg.GPUs, GPUDevices: w.cfg.GPUDevices, Toolchains: w.cfg.Toolchains, Version: w.cfg.Version,
+		Cores: w.cfg.Cores, GPUs: w.cfg.GPUs, MemoryMB: w.cfg.MemoryMB, GPUDevices: w.cfg.GPUDevices, Toolchains: w.cfg.Toolchains, Version: w.cfg.Version,
 		SlurmJobID: w.cfg.SlurmJobID, Deadline: w.cfg.Deadline,
 	})
 	if err != nil {
@@ -478,10 +505,40 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	}
 	if missing := MissingToolchains(w.cfg.Toolchains, t.Requires); len(missing) > 0 {
 		w.slots <- slot
-		w.handBackUnfit(d, missing, log)
+		w.handBackUnfit(d, fmt.Sprintf("no worker in pool %s has %s", t.Pool, strings.Join(missing, ", ")),
+			func(o queue.WorkerStatus) bool { return len(MissingToolchains(o.Toolchains, t.Requires)) == 0 }, log)
 		return
 	}
+	if why := w.res.exceeds(t, w.cfg.Slots); why != "" {
+		w.slots <- slot
+		cpus, gpus := w.res.need(t, w.cfg.Slots)
+		w.handBackUnfit(d, fmt.Sprintf("declined: %s; no live worker of pool %s has that much", why, t.Pool),
+			func(o queue.WorkerStatus) bool {
+				return o.Cores >= cpus && o.GPUs >= gpus && (o.MemoryMB == 0 || o.MemoryMB >= t.Limits.MemoryMB)
+			}, log)
+		return
+	}
+	cpus, gpus, ok := w.res.take(t, w.cfg.Slots)
+	if !ok {
+		// Other tasks hold the CPUs or GPUs it needs: later, or another worker.
+		w.slots <- slot
+		if err := d.HandBack(context.Background(), w.cfg.RequeueDelay); err != nil {
+			log().Warn("hand-back failed; the task returns after AckWait", "err", err)
+		} else {
+			log().Info("task handed back: the CPUs or GPUs it needs are busy", "limits_cpus", t.Limits.CPUs, "limits_gpus", t.Limits.GPUs)
+		}
+		return
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			w.res.give(cpus, gpus)
+		}
+	}
+	defer release()
 	if need := DeclaredLimit(t); need > 0 && !w.cfg.Deadline.IsZero() && time.Until(w.cfg.Deadline) < need+walltimeMargin {
+		release()
 		w.slots <- slot
 		left := time.Until(w.cfg.Deadline).Round(time.Second)
 		if err := d.HandBack(context.Background(), w.cfg.RequeueDelay); err != nil {
@@ -496,12 +553,17 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	if _, ok := w.cancelOf(t); ok { // canceled since the check above
 		stop(ErrCanceled)
 	}
-	res, err := w.execute(tctx, t, Slot{Index: slot, Cores: max(1, w.cfg.Cores/w.cfg.Slots), GPUs: slotGPUs(slot, w.cfg.Slots, w.cfg.GPUIDs)})
+	sl := Slot{Index: slot, Cores: max(1, len(cpus)), GPUs: gpus, MemoryMB: t.Limits.MemoryMB}
+	if w.res.bind {
+		sl.CPUs = cpus
+	}
+	res, err := w.execute(tctx, t, sl)
 	forget()
 	stop(nil)
 	// The machine is free: answering needs no cores, so the slot goes back
 	// before the result is stored, within the bound on pending answers.
 	w.answering <- struct{}{}
+	release()
 	w.slots <- slot
 	defer func() { <-w.answering }()
 
@@ -583,10 +645,11 @@ func MissingToolchains(versions map[string]string, requires []string) []string {
 	return out
 }
 
-// handBackUnfit answers a task the worker lacks toolchains for: if another
-// live worker of the pool has them all, the task goes back with a delay for
-// it; if none has, it is dead-lettered with the reason.
-func (w *Worker) handBackUnfit(d *queue.Delivery, missing []string, log func() *slog.Logger) {
+// handBackUnfit answers a task the worker cannot run (a toolchain it lacks,
+// limits beyond its capacity): if another live worker of the pool fits, the
+// task goes back with a delay for it; if none does, it is dead-lettered
+// with the reason.
+func (w *Worker) handBackUnfit(d *queue.Delivery, reason string, fits func(queue.WorkerStatus) bool, log func() *slog.Logger) {
 	t := d.Task
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -600,30 +663,17 @@ func (w *Worker) handBackUnfit(d *queue.Delivery, missing []string, log func() *
 		if o.Lost || o.Draining || o.ID == w.cfg.ID || !slices.Contains(o.Pools, t.Pool) {
 			continue
 		}
-		if len(MissingToolchains(o.Toolchains, t.Requires)) == 0 {
-			log().Info("task handed back: this worker lacks a required toolchain", "missing", missing, "capable_worker", o.ID)
+		if fits(o) {
+			log().Info("task handed back: this worker cannot run it, another can", "reason", reason, "capable_worker", o.ID)
 			if err := d.NakWithDelay(w.cfg.RequeueDelay); err != nil {
 				log().Warn("hand-back failed; the task returns after AckWait", "err", err)
 			}
 			return
 		}
 	}
-	reason := fmt.Sprintf("no worker in pool %s has %s", t.Pool, strings.Join(missing, ", "))
 	if err := d.DeadLetter(ctx, reason); err != nil {
 		log().Error("dead letter failed", "err", err)
 	}
-}
-
-// slotGPUs is the share of ids of slot i of n.
-func slotGPUs(i, n int, ids []string) []string {
-	switch {
-	case len(ids) == 0 || n <= 0:
-		return nil
-	case len(ids) >= n:
-		per := len(ids) / n
-		return ids[i*per : (i+1)*per]
-	}
-	return []string{ids[i%len(ids)]}
 }
 
 // execute calls the executor, turning a panic into an error.

@@ -297,7 +297,11 @@ func TestSlotGPUs(t *testing.T) {
 		return okResult(), nil
 	})
 	startWorker(t, q, exec, worker.Config{Slots: 4, Cores: 8, GPUIDs: []string{"0", "1", "2", "3"}})
-	execAll(t, q, tasks(4))
+	ts := tasks(4)
+	for _, task := range ts {
+		task.Limits.GPUs = 1
+	}
+	execAll(t, q, ts)
 	mu.Lock()
 	defer mu.Unlock()
 	require.ElementsMatch(t, [][]string{{"0"}, {"1"}, {"2"}, {"3"}}, got, "4 GPUs, 4 slots: one GPU each")
