@@ -48,9 +48,9 @@ bench-memory: ## memory benchmark: bench-memory lines per trace and store, then 
 bench-search: ## tree-search benchmark: asynchronous expansion against lockstep batches (simulated nodes)
 	$(GO) run ./bench/search
 
-bench-slurm: build ## 50 tasks as one sbatch job each vs hpcq workers started by slurm-bridge, same local Slurm; prints the bench-slurm line
+bench-slurm: build ## 1000 tasks (TASKS=N) as one sbatch job each vs hpcq workers started by slurm-bridge, same local Slurm; prints the bench-slurm line
 	scripts/services.sh install slurm nats
-	$(GO) run ./bench/slurm --bin $(BIN)
+	$(GO) run ./bench/slurm --bin $(BIN) $(if $(TASKS),-tasks $(TASKS))
 
 services-install: ## install the servers the tests need (Debian packages) if missing
 	scripts/services.sh install

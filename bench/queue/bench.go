@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,9 +26,9 @@ import (
 )
 
 type params struct {
-	N, SpawnN, Rate int
-	LatencyFor      time.Duration
-	Only            string
+	N, SpawnN, SpawnHomeN, Rate int
+	LatencyFor                  time.Duration
+	Only                        string
 	// Reps of each throughput measurement; the median is printed.
 	Reps int
 }
@@ -302,38 +303,56 @@ func benchLatency(p params, out, log io.Writer) error {
 }
 
 func benchSpawn(p params, out, log io.Writer) error {
-	// bash -l reads the login profile; both sides get an empty HOME so that
-	// a slow profile on the machine does not hide the difference measured.
+	// First in the environment users have: the machine's own HOME, whose
+	// login profile a login shell per command pays every time (the plain
+	// loop) and a worker pays once at start (its captured environment).
+	if err := spawnRounds(p, p.SpawnHomeN, "spawn", "", out, log); err != nil {
+		return err
+	}
+	// Then with an empty HOME, so that a slow profile does not hide what
+	// hpcq itself costs per task (queue, workspace, logs, sandbox).
 	home, err := os.MkdirTemp("", "hpcq-bench-home-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(home)
-	realHome := os.Getenv("HOME")
-	os.Setenv("HOME", home)
-	defer os.Setenv("HOME", realHome)
+	return spawnRounds(p, p.SpawnN, "spawn_empty_home", home, out, log)
+}
+
+// spawnRounds times n tasks of /bin/true through hpcq against a login
+// shell per command, with HOME set to home ("": the machine's own).
+func spawnRounds(p params, n int, name, home string, out, log io.Writer) error {
+	if home != "" {
+		realHome := os.Getenv("HOME")
+		os.Setenv("HOME", home)
+		defer os.Setenv("HOME", realHome)
+	}
 	const cmd = "/bin/true"
-	argv := phases.ShellArgv(cmd, false)
+	argv := phases.ShellArgv(cmd, true)
 
 	// Rounds alternate hpcq and the plain loop, so that drift in the
 	// machine's speed hits both alike; the medians are printed.
 	var hs, ps []float64
 	for r := range p.Reps {
-		h, err := spawnHpcq(p.SpawnN, cmd, r)
+		h, err := spawnHpcq(n, cmd, r)
 		if err != nil {
 			return err
 		}
-		pl, err := spawnPlain(p.SpawnN, argv)
+		pl, err := spawnPlain(n, argv)
 		if err != nil {
 			return err
 		}
 		hs, ps = append(hs, h), append(ps, pl)
-		fmt.Fprintf(log, "  spawn round %d: hpcq %.3f s, plain %.3f s, ratio %.3f\n", r+1, h, pl, h/pl)
+		fmt.Fprintf(log, "  %s round %d: hpcq %.3f s, plain %.3f s, ratio %.3f\n", name, r+1, h, pl, h/pl)
 	}
 	h, pl := median(hs), median(ps)
-	fmt.Fprintf(out, "bench-queue spawn n=%d hpcq_s=%.3f plain_s=%.3f ratio=%.3f\n", p.SpawnN, h, pl, h/pl)
-	fmt.Fprintf(log, "  spawn: %.3f ms per task through hpcq, %.3f ms per plain spawn of %q\n",
-		h*1000/float64(p.SpawnN), pl*1000/float64(p.SpawnN), argv)
+	fmt.Fprintf(out, "bench-queue %s n=%d hpcq_s=%.3f plain_s=%.3f ratio=%.3f\n", name, n, h, pl, h/pl)
+	nologin, err := spawnPlain(min(n, 200), phases.ShellArgv(cmd, false))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "  %s: %.3f ms per task through hpcq, %.3f ms per plain spawn of %q (HOME %s); bash -c without a login: %.3f ms\n",
+		name, h*1000/float64(n), pl*1000/float64(n), argv, cmp.Or(home, os.Getenv("HOME")), nologin*1000/float64(min(n, 200)))
 	return nil
 }
 

@@ -11,7 +11,7 @@ import (
 // checks that it prints exactly the fixed lines.
 func TestBenchSmall(t *testing.T) {
 	var out, log bytes.Buffer
-	err := run(params{N: 500, SpawnN: 20, Rate: 200, LatencyFor: 500 * time.Millisecond, Reps: 1}, &out, &log)
+	err := run(params{N: 500, SpawnN: 20, SpawnHomeN: 5, Rate: 200, LatencyFor: 500 * time.Millisecond, Reps: 1}, &out, &log)
 	if err != nil {
 		t.Fatal(err, log.String())
 	}
@@ -20,7 +20,8 @@ func TestBenchSmall(t *testing.T) {
 		`^bench-queue drain n=500 c=2 tasks_per_s=[0-9.]+$`,
 		`^bench-queue drain n=500 c=64 tasks_per_s=[0-9.]+$`,
 		`^bench-queue latency rate=200 p50_ms=[0-9.]+ p95_ms=[0-9.]+ p99_ms=[0-9.]+ max_ms=[0-9.]+$`,
-		`^bench-queue spawn n=20 hpcq_s=[0-9.]+ plain_s=[0-9.]+ ratio=[0-9.]+$`,
+		`^bench-queue spawn n=5 hpcq_s=[0-9.]+ plain_s=[0-9.]+ ratio=[0-9.]+$`,
+		`^bench-queue spawn_empty_home n=20 hpcq_s=[0-9.]+ plain_s=[0-9.]+ ratio=[0-9.]+$`,
 	}
 	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
 	if len(lines) != len(want) {

@@ -7,7 +7,8 @@
 //	bench-queue drain n=100000 c=2 tasks_per_s=<float>
 //	bench-queue drain n=100000 c=64 tasks_per_s=<float>
 //	bench-queue latency rate=500 p50_ms=<f> p95_ms=<f> p99_ms=<f> max_ms=<f>
-//	bench-queue spawn n=2000 hpcq_s=<f> plain_s=<f> ratio=<f>
+//	bench-queue spawn n=200 hpcq_s=<f> plain_s=<f> ratio=<f>
+//	bench-queue spawn_empty_home n=2000 hpcq_s=<f> plain_s=<f> ratio=<f>
 package main
 
 import (
@@ -19,14 +20,15 @@ import (
 func main() {
 	var p params
 	flag.IntVar(&p.N, "n", 100_000, "tasks for enqueue and drain")
-	flag.IntVar(&p.SpawnN, "spawn-n", 2000, "tasks for spawn")
+	flag.IntVar(&p.SpawnHomeN, "spawn-home-n", 200, "tasks for spawn with the machine's HOME (its login profile makes the baseline slow)")
+	flag.IntVar(&p.SpawnN, "spawn-n", 2000, "tasks for spawn with an empty HOME")
 	flag.IntVar(&p.Rate, "rate", 500, "tasks per second for latency")
 	flag.DurationVar(&p.LatencyFor, "latency-for", 10_000_000_000, "duration of the latency run")
 	flag.IntVar(&p.Reps, "reps", 3, "repetitions of each throughput measurement (the median is printed)")
 	flag.StringVar(&p.Only, "only", "", "run one part: enqueue, drain, latency or spawn")
 	flag.Parse()
-	if p.Reps < 1 || p.N < 1 || p.SpawnN < 1 || p.Rate < 1 {
-		fmt.Fprintln(os.Stderr, "bench-queue: -reps, -n, -spawn-n and -rate must be >= 1")
+	if p.Reps < 1 || p.N < 1 || p.SpawnN < 1 || p.SpawnHomeN < 1 || p.Rate < 1 {
+		fmt.Fprintln(os.Stderr, "bench-queue: -reps, -n, -spawn-n, -spawn-home-n and -rate must be >= 1")
 		os.Exit(2)
 	}
 	if err := run(p, os.Stdout, os.Stderr); err != nil {

@@ -1,10 +1,10 @@
-// Command slurm is the benchmark behind `make bench-slurm`: 50 tasks of
+// Command slurm is the benchmark behind `make bench-slurm`: 1000 tasks of
 // `sleep 0.1` on the same local Slurm (scripts/services.sh), first as one
 // sbatch job per task, then as hpcq tasks run by workers that slurm-bridge
 // starts as Slurm jobs. Each side is timed from the first submission to the
 // last task done. It prints:
 //
-//	bench-slurm tasks=50 sbatch_per_task_s=<f> hpcq_s=<f> ratio=<f>
+//	bench-slurm tasks=1000 sbatch_per_task_s=<f> hpcq_s=<f> ratio=<f>
 //
 // where ratio = sbatch_per_task_s / hpcq_s.
 package main
@@ -27,7 +27,7 @@ import (
 )
 
 func main() {
-	tasks := flag.Int("tasks", 50, "tasks on each side")
+	tasks := flag.Int("tasks", 1000, "tasks on each side")
 	bin := flag.String("bin", "bin", "directory of the hpcq binaries (make build)")
 	services := flag.String("services", "scripts/services.sh", "services.sh")
 	flag.Parse()
@@ -67,7 +67,7 @@ func run(n int, binDir, services string) error {
 		id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
 		ids = append(ids, id)
 	}
-	if err := waitGone("bench-sbatch", 10*time.Minute); err != nil {
+	if err := waitGone("bench-sbatch", 60*time.Minute); err != nil {
 		return err
 	}
 	sbatchS := time.Since(t0).Seconds()
@@ -109,13 +109,13 @@ queues:
 	}()
 	var ts []*schema.NodeTask
 	for i := range n {
-		ts = append(ts, &schema.NodeTask{V: schema.Version, RunID: run, NodeID: fmt.Sprintf("t%03d", i), Attempt: 1, Pool: "cpu",
+		ts = append(ts, &schema.NodeTask{V: schema.Version, RunID: run, NodeID: fmt.Sprintf("t%05d", i), Attempt: 1, Pool: "cpu",
 			Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"sleep 0.1"}}}})
 	}
 	if _, err := q.PublishTasks(ctx, ts); err != nil {
 		return err
 	}
-	deadline := time.After(10 * time.Minute)
+	deadline := time.After(30 * time.Minute)
 	for done := 0; done < n; {
 		select {
 		case r := <-w.Results:
@@ -126,7 +126,7 @@ queues:
 		case d := <-w.DeadLetters:
 			return fmt.Errorf("task %s dead-lettered: %s", d.NodeID, d.Reason)
 		case <-deadline:
-			return fmt.Errorf("hpcq side: %d of %d tasks done after 10 minutes", done, n)
+			return fmt.Errorf("hpcq side: %d of %d tasks done after 30 minutes", done, n)
 		}
 	}
 	hpcqS := time.Since(t1).Seconds()
