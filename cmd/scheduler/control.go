@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"flag"
+	"log/slog"
 	"strings"
 
 	"github.com/hpcq/hpcq/internal/config"
@@ -8,72 +11,44 @@ import (
 )
 
 func cmdLs(args []string) error {
-	var cfg config.Scheduler
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	fs := newFlags("ls", &cfg, "")
-	runDir := fs.String("run-dir", "", "the run (default: the newest under --runs-dir)")
-	asJSON := fs.Bool("json", false, "one JSON object per node")
-	log, err := start(fs, &cfg, args, func() bool { return fs.NArg() == 0 })
-	if err != nil {
-		return err
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	return scheduler.Ls(ctx, &cfg, scheduler.LsOptions{RunDir: *runDir, JSON: *asJSON, Log: log})
+	return command("ls", "", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+		runDir := runDirFlag(fs)
+		asJSON := fs.Bool("json", false, "one JSON object per node")
+		return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
+			return scheduler.Ls(ctx, cfg, scheduler.LsOptions{RunDir: *runDir, JSON: *asJSON, Log: log})
+		}
+	})
 }
 
 func cmdLogs(args []string) error {
-	var cfg config.Scheduler
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	fs := newFlags("logs", &cfg, "NODE")
-	runDir := fs.String("run-dir", "", "the run (default: the newest under --runs-dir)")
-	phase := fs.String("phase", "", "download, compile or run (default: every phase that ran)")
-	attempt := fs.Int("attempt", 0, "the attempt (default: the node's last)")
-	follow := fs.Bool("follow", false, "on a running node: print its output as it comes, until it ends")
-	fs.BoolVar(follow, "f", false, "short for --follow")
-	log, err := start(fs, &cfg, args, func() bool { return fs.NArg() == 1 })
-	if err != nil {
-		return err
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	return scheduler.Logs(ctx, &cfg, scheduler.LogsOptions{RunDir: *runDir, Node: fs.Arg(0), Phase: *phase, Attempt: *attempt,
-		Follow: *follow, Log: log})
+	return command("logs", "NODE", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+		runDir := runDirFlag(fs)
+		phase := fs.String("phase", "", "download, compile or run (default: every phase that ran)")
+		attempt := fs.Int("attempt", 0, "the attempt (default: the node's last)")
+		follow := fs.Bool("follow", false, "on a running node: print its output as it comes, until it ends")
+		fs.BoolVar(follow, "f", false, "short for --follow")
+		return func() bool { return fs.NArg() == 1 }, func(ctx context.Context, log *slog.Logger) error {
+			return scheduler.Logs(ctx, cfg, scheduler.LogsOptions{RunDir: *runDir, Node: fs.Arg(0), Phase: *phase, Attempt: *attempt,
+				Follow: *follow, Log: log})
+		}
+	})
 }
 
 func cmdCancel(args []string) error {
-	var cfg config.Scheduler
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	fs := newFlags("cancel", &cfg, "[NODE...]")
-	runDir := fs.String("run-dir", "", "the run (default: the newest under --runs-dir)")
-	reason := fs.String("reason", "", "why, recorded with the cancel")
-	log, err := start(fs, &cfg, args, func() bool { return true })
-	if err != nil {
-		return err
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	return scheduler.Cancel(ctx, &cfg, scheduler.CancelOptions{RunDir: *runDir, Nodes: fs.Args(), Reason: strings.TrimSpace(*reason), Log: log})
+	return command("cancel", "[NODE...]", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+		runDir := runDirFlag(fs)
+		reason := fs.String("reason", "", "why, recorded with the cancel")
+		return func() bool { return true }, func(ctx context.Context, log *slog.Logger) error {
+			return scheduler.Cancel(ctx, cfg, scheduler.CancelOptions{RunDir: *runDir, Nodes: fs.Args(), Reason: strings.TrimSpace(*reason), Log: log})
+		}
+	})
 }
 
 func cmdPurge(args []string) error {
-	var cfg config.Scheduler
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	fs := newFlags("purge", &cfg, "")
-	runDir := fs.String("run-dir", "", "the run (default: the newest under --runs-dir)")
-	log, err := start(fs, &cfg, args, func() bool { return fs.NArg() == 0 })
-	if err != nil {
-		return err
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	return scheduler.Purge(ctx, &cfg, scheduler.PurgeOptions{RunDir: *runDir, Log: log})
+	return command("purge", "", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+		runDir := runDirFlag(fs)
+		return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
+			return scheduler.Purge(ctx, cfg, scheduler.PurgeOptions{RunDir: *runDir, Log: log})
+		}
+	})
 }

@@ -120,113 +120,105 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 }
 
-func cmdExec(args []string) error {
+// command parses a subcommand's flags (define declares them and returns
+// the check of its arguments and what it does), then runs it until it ends
+// or SIGTERM/SIGINT.
+func command(name, argsUsage string, args []string,
+	define func(fs *flag.FlagSet, cfg *config.Scheduler) (argsOK func() bool, run func(ctx context.Context, log *slog.Logger) error)) error {
 	var cfg config.Scheduler
 	if err := config.Load(&cfg); err != nil {
 		return err
 	}
-	fs := newFlags("exec", &cfg, "TASK.json...")
-	local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
-	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
-	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
-	var pools []string
-	fs.Var(config.ListFlag{P: &pools}, "pools", "pools of the in-process workers with --local (default: the pools of the tasks)")
-	timeout := fs.Duration("timeout", 0, "give up waiting after this long (0: wait for every result)")
-	jsonOut := fs.Bool("json", false, "print the results as JSON lines instead of a table")
-	log, err := start(fs, &cfg, args, func() bool { return fs.NArg() > 0 })
+	fs := newFlags(name, &cfg, argsUsage)
+	argsOK, run := define(fs, &cfg)
+	log, err := start(fs, &cfg, args, argsOK)
 	if err != nil {
 		return err
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
-		defer cancel()
-	}
-	return scheduler.Exec(ctx, &cfg, scheduler.ExecOptions{Local: *local, Pools: pools, Files: fs.Args(), JSON: *jsonOut, Log: log})
+	return run(ctx, log)
+}
+
+// runDirFlag is --run-dir of the commands about one run.
+func runDirFlag(fs *flag.FlagSet) *string {
+	return fs.String("run-dir", "", "the run (default: the newest under --runs-dir)")
+}
+
+func noArgs(fs *flag.FlagSet) func() bool { return func() bool { return fs.NArg() == 0 } }
+
+func cmdExec(args []string) error {
+	return command("exec", "TASK.json...", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+		local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
+		fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
+		fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
+		var pools []string
+		fs.Var(config.ListFlag{P: &pools}, "pools", "pools of the in-process workers with --local (default: the pools of the tasks)")
+		timeout := fs.Duration("timeout", 0, "give up waiting after this long (0: wait for every result)")
+		jsonOut := fs.Bool("json", false, "print the results as JSON lines instead of a table")
+		return func() bool { return fs.NArg() > 0 }, func(ctx context.Context, log *slog.Logger) error {
+			if *timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, *timeout)
+				defer cancel()
+			}
+			return scheduler.Exec(ctx, cfg, scheduler.ExecOptions{Local: *local, Pools: pools, Files: fs.Args(), JSON: *jsonOut, Log: log})
+		}
+	})
 }
 
 func cmdStatus(args []string) error {
-	var cfg config.Scheduler
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	fs := newFlags("status", &cfg, "")
-	runDir := fs.String("run-dir", "", "run to inspect: its nodes and best metric, and a local run's queue (default: the newest under --runs-dir when no NATS URL is set)")
-	jsonOut := fs.Bool("json", false, "print JSON")
-	log, err := start(fs, &cfg, args, func() bool { return fs.NArg() == 0 })
-	if err != nil {
-		return err
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	return scheduler.Status(ctx, &cfg, scheduler.StatusOptions{RunDir: *runDir, JSON: *jsonOut, Log: log})
+	return command("status", "", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+		runDir := fs.String("run-dir", "", "run to inspect: its nodes and best metric, and its queue (default: the newest under --runs-dir when no NATS URL is set)")
+		jsonOut := fs.Bool("json", false, "print JSON")
+		return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
+			return scheduler.Status(ctx, cfg, scheduler.StatusOptions{RunDir: *runDir, JSON: *jsonOut, Log: log})
+		}
+	})
 }
 
 func cmdQuery(args []string) error {
-	var cfg config.Scheduler
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	fs := newFlags("query", &cfg, `"SQL"`)
-	runDir := fs.String("run-dir", "", "run whose results to query (default: ClickHouse if HPCQ_CLICKHOUSE_DSN is set, else the newest run under --runs-dir)")
-	format := fs.String("format", "table", "table, csv or json")
-	timeout := fs.Duration("timeout", results.DefaultQueryTimeout, "stop the query after this long")
-	if _, err := start(fs, &cfg, args, func() bool { return fs.NArg() == 1 }); err != nil {
-		return err
-	}
-	switch *format {
-	case "table", "csv", "json":
-	default:
-		fmt.Fprintf(os.Stderr, "scheduler query: --format %q: must be table, csv or json\n", *format)
-		return exitError(2)
-	}
-	if *timeout <= 0 {
-		fmt.Fprintf(os.Stderr, "scheduler query: --timeout %v: must be positive\n", *timeout)
-		return exitError(2)
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	return scheduler.Query(ctx, &cfg, scheduler.QueryOptions{RunDir: *runDir, SQL: fs.Arg(0), Format: *format, Timeout: *timeout})
+	return command("query", `"SQL"`, args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+		runDir := fs.String("run-dir", "", "run whose results to query (default: ClickHouse if HPCQ_CLICKHOUSE_DSN is set, else the newest run under --runs-dir)")
+		format := fs.String("format", "table", "table, csv or json")
+		timeout := fs.Duration("timeout", results.DefaultQueryTimeout, "stop the query after this long")
+		return func() bool { return fs.NArg() == 1 }, func(ctx context.Context, _ *slog.Logger) error {
+			switch *format {
+			case "table", "csv", "json":
+			default:
+				fmt.Fprintf(os.Stderr, "scheduler query: --format %q: must be table, csv or json\n", *format)
+				return exitError(2)
+			}
+			if *timeout <= 0 {
+				fmt.Fprintf(os.Stderr, "scheduler query: --timeout %v: must be positive\n", *timeout)
+				return exitError(2)
+			}
+			return scheduler.Query(ctx, cfg, scheduler.QueryOptions{RunDir: *runDir, SQL: fs.Arg(0), Format: *format, Timeout: *timeout})
+		}
+	})
 }
 
 func cmdRun(args []string) error {
-	var cfg config.Scheduler
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	fs := newFlags("run", &cfg, "IDEA_DIR | --resume RUN_DIR")
-	local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
-	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
-	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
-	runDir := fs.String("run-dir", "", "the run's directory (default: --runs-dir/<run id>)")
-	resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
-	waitWorkers := fs.Duration("wait-workers", 0, "how long to wait at start for a live worker of the run's pool before the first nodes are published (default: no wait; workers slurm-bridge starts come when tasks wait, and the prompts describe the pool's toolchains once a worker registered)")
-	log, err := start(fs, &cfg, args, func() bool {
-		return (*resume == "") == (fs.NArg() == 1) && (*resume == "" || fs.NArg() == 0)
+	return command("run", "IDEA_DIR | --resume RUN_DIR", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+		local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
+		fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
+		fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
+		runDir := fs.String("run-dir", "", "the run's directory (default: --runs-dir/<run id>)")
+		resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
+		waitWorkers := fs.Duration("wait-workers", 0, "how long to wait at start for a live worker of the run's pool before the first nodes are published (default: no wait; workers slurm-bridge starts come when tasks wait, and the prompts describe the pool's toolchains once a worker registered)")
+		argsOK := func() bool { return (*resume == "") == (fs.NArg() == 1) && (*resume == "" || fs.NArg() == 0) }
+		return argsOK, func(ctx context.Context, log *slog.Logger) error {
+			return scheduler.Run(ctx, cfg, scheduler.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume,
+				WaitWorkers: *waitWorkers, Log: log})
+		}
 	})
-	if err != nil {
-		return err
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	return scheduler.Run(ctx, &cfg, scheduler.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume,
-		WaitWorkers: *waitWorkers, Log: log})
 }
 
 func cmdExport(args []string) error {
-	var cfg config.Scheduler
-	if err := config.Load(&cfg); err != nil {
-		return err
-	}
-	fs := newFlags("export", &cfg, "")
-	runDir := fs.String("run-dir", "", "the run (default: the newest under --runs-dir)")
-	log, err := start(fs, &cfg, args, func() bool { return fs.NArg() == 0 })
-	if err != nil {
-		return err
-	}
-	ctx, stop := signalContext()
-	defer stop()
-	return scheduler.Export(ctx, &cfg, scheduler.ExportOptions{RunDir: *runDir, Log: log})
+	return command("export", "", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+		runDir := runDirFlag(fs)
+		return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
+			return scheduler.Export(ctx, cfg, scheduler.ExportOptions{RunDir: *runDir, Log: log})
+		}
+	})
 }

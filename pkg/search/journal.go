@@ -22,14 +22,7 @@ type event struct {
 // created but have no result are Unfinished, and Run runs them first.
 func OpenTree(path string) (*Tree, error) {
 	t := NewTree()
-	jr, err := journal.Open(path, journal.Options{}, func(p []byte) error {
-		var e event
-		if err := json.Unmarshal(p, &e); err != nil {
-			return fmt.Errorf("tree journal: %w", err)
-		}
-		t.apply(e)
-		return nil
-	})
+	jr, err := journal.Open(path, journal.Options{}, t.replay)
 	if err != nil {
 		return nil, err
 	}
@@ -41,18 +34,20 @@ func OpenTree(path string) (*Tree, error) {
 // a reader beside the running search (scheduler ls).
 func ReadTree(path string) (*Tree, error) {
 	t := NewTree()
-	err := journal.Read(path, func(p []byte) error {
-		var e event
-		if err := json.Unmarshal(p, &e); err != nil {
-			return fmt.Errorf("tree journal: %w", err)
-		}
-		t.apply(e)
-		return nil
-	})
-	if err != nil {
+	if err := journal.Read(path, t.replay); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// replay applies one journal record.
+func (t *Tree) replay(p []byte) error {
+	var e event
+	if err := json.Unmarshal(p, &e); err != nil {
+		return fmt.Errorf("tree journal: %w", err)
+	}
+	t.apply(e)
+	return nil
 }
 
 // apply replays an event; the caller holds t.mu (or owns t).
