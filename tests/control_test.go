@@ -119,3 +119,60 @@ func TestExecInterruptCancels(t *testing.T) {
 	require.Equal(t, 0, code, q)
 	require.Equal(t, "node,status\nlong,canceled\n", q)
 }
+
+// TestClusterRunControl: the same control on a cluster: nats-server, a
+// worker process with Redis and ClickHouse settings, the scheduler in
+// cluster mode. ls shows the running node on that worker; cancel reaches
+// the worker process, which stops the command; the node's recall events
+// were written to Redis by the worker; purge empties the server of the run.
+func TestClusterRunControl(t *testing.T) {
+	t.Parallel()
+	nats := testutil.StartNATS(t, "nats-server")
+	redis := testutil.StartService(t, "redis")
+	ch := testutil.StartService(t, "clickhouse")
+	marker := fmt.Sprintf("hpcq-cluster-control-%d", time.Now().UnixNano())
+	srv := draftsLLM(t, func(n int) string {
+		return runScript(fmt.Sprintf("echo started %d\nbash -c 'sleep 120; true' %s\n", n, marker))
+	})
+	idea := writeIdea(t, 2, 1)
+	stores := []string{"HPCQ_NATS_URL=" + nats.URL, "HPCQ_REDIS_URL=" + redis.Env["HPCQ_REDIS_URL"],
+		"HPCQ_CLICKHOUSE_DSN=" + ch.Env["HPCQ_CLICKHOUSE_DSN"]}
+	workerEnv := baseEnv(t, append(stores, "HPCQ_WORK_DIR="+t.TempDir(), "HPCQ_SPOOL_DIR="+t.TempDir(), "HPCQ_WORKER_ID=cw1")...)
+	wk := start(t, workerEnv, "worker", "--pools", "cpu", "--slots", "1")
+	env := baseEnv(t, append(stores, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_SPOOL_DIR="+t.TempDir())...)
+	runDir := filepath.Join(t.TempDir(), "run-cluster-control")
+	p := start(t, env, "scheduler", "run", "--run-dir", runDir, idea)
+	testutil.Eventually(t, 90*time.Second, "the first node's command to run", func() bool { return len(testutil.ProcessesWith(marker)) > 0 })
+	testutil.Eventually(t, 30*time.Second, "ls to show the node running on the worker process", func() bool {
+		out, code := run(t, env, "scheduler", "ls", "--run-dir", runDir)
+		require.Equal(t, 0, code, out)
+		return regexpMatch(`(?m)^n0001\s+1\s+draft\s+running\s+1\s+cw1\s`, out)
+	})
+	out, code := run(t, env, "scheduler", "logs", "--run-dir", runDir, "--phase", "run", "n0001")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "started 1")
+
+	out, code = run(t, env, "scheduler", "cancel", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	code = p.wait(t, 60*time.Second)
+	require.NotEqual(t, 0, code, p.output())
+	testutil.Eventually(t, 30*time.Second, "the worker to stop the canceled command", func() bool {
+		return len(testutil.ProcessesWith(marker)) == 0
+	})
+	require.Contains(t, wk.output(), "stopping a canceled task")
+
+	// The worker process wrote n0001's phase events into Redis (mirrored to ClickHouse).
+	testutil.Eventually(t, 30*time.Second, "the worker's recall events in ClickHouse", func() bool {
+		q, code := run(t, env, "scheduler", "query", "--format", "csv",
+			"SELECT count() AS n FROM recall_events WHERE run = 'run-cluster-control' AND branch = 'n0001' AND kind IN ('coding_complete', 'run_started')")
+		return code == 0 && strings.Contains(q, "n\n2\n")
+	})
+	q, code := run(t, env, "scheduler", "query", "--format", "csv",
+		"SELECT status FROM runs FINAL WHERE run = 'run-cluster-control'")
+	require.Equal(t, 0, code, q)
+	require.Equal(t, "status\ncanceled\n", q)
+
+	out, code = run(t, env, "scheduler", "purge", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `run run-cluster-control purged from the server: \d+ task\(s\), \d+ result\(s\), \d+ artifact\(s\)`, out)
+}
