@@ -56,6 +56,13 @@ func TestRunExampleOffline(t *testing.T) {
 	require.Equal(t, 0, code, q)
 	require.Equal(t, "path\nnodes/"+best+"/logs/run.log\n", q)
 
+	out, code = run(t, env, "scheduler", "logs", "--run-dir", runDir, "--phase", "run", best)
+	require.Equal(t, 0, code, out)
+	require.Equal(t, string(log), out, "logs prints the stored log")
+	out, code = run(t, env, "scheduler", "logs", "--run-dir", runDir, "--attempt", "2", best)
+	require.NotEqual(t, 0, code, out)
+	require.Contains(t, out, "no logs of node "+best+" attempt 2 in the object store", "another attempt's logs come from the run's store")
+
 	// The in-process worker wrote the node's phase events into its branch as
 	// they happened; each once (the scheduler did not write them again).
 	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
