@@ -192,7 +192,7 @@ func enqueueOnce(n, rep int) (raw, rate float64, err error) {
 	js := e.q.JetStream()
 	t0 := time.Now()
 	for i, data := range payloads {
-		if _, err := js.PublishAsync("hpcq.tasks.base", data, jetstream.WithMsgID("b"+strconv.Itoa(i))); err != nil {
+		if _, err := js.PublishAsync(queue.TaskSubject(tasks[0].Pool, tasks[0].RunID), data, jetstream.WithMsgID("b"+strconv.Itoa(i))); err != nil {
 			return 0, 0, err
 		}
 	}
