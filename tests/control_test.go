@@ -33,6 +33,9 @@ func TestLocalRunControl(t *testing.T) {
 	p := start(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)
 	testutil.Eventually(t, 90*time.Second, "the first node's command to run", func() bool { return len(testutil.ProcessesWith(marker)) > 0 })
 
+	if strings.Contains(p.output(), "own PID and mount namespaces") {
+		require.Contains(t, p.output(), "helper: "+filepath.Join(binDir, "hpcq-sandbox"), "the small helper beside the binary starts the commands")
+	}
 	fi, err := os.Stat(filepath.Join(runDir, "server.json"))
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "server.json holds a password")

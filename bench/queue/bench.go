@@ -28,7 +28,9 @@ import (
 type params struct {
 	N, SpawnN, SpawnHomeN, Rate int
 	LatencyFor                  time.Duration
-	Only                        string
+	// Isolation is the executor's sandbox mode for spawn ("": auto).
+	Isolation string
+	Only      string
 	// Reps of each throughput measurement; the median is printed.
 	Reps int
 }
@@ -334,7 +336,7 @@ func spawnRounds(p params, n int, name, home string, out, log io.Writer) error {
 	// machine's speed hits both alike; the medians are printed.
 	var hs, ps []float64
 	for r := range p.Reps {
-		h, err := spawnHpcq(n, cmd, r)
+		h, err := spawnHpcq(n, cmd, r, p.Isolation)
 		if err != nil {
 			return err
 		}
@@ -358,13 +360,13 @@ func spawnRounds(p params, n int, name, home string, out, log io.Writer) error {
 
 // spawnHpcq enqueues n tasks running cmd on a fresh server, then times one
 // worker with one slot and the real executor until every result is in.
-func spawnHpcq(n int, cmd string, rep int) (float64, error) {
+func spawnHpcq(n int, cmd string, rep int, isolation string) (float64, error) {
 	e, err := newEnv(queue.Options{})
 	if err != nil {
 		return 0, err
 	}
 	defer e.close()
-	ex, err := phases.NewExecutor(phases.Config{RunsDir: filepath.Join(e.dir, "runs")})
+	ex, err := phases.NewExecutor(phases.Config{RunsDir: filepath.Join(e.dir, "runs"), Sandbox: phases.SandboxConfig{Mode: isolation}})
 	if err != nil {
 		return 0, err
 	}

@@ -25,6 +25,7 @@ func main() {
 	flag.IntVar(&p.Rate, "rate", 500, "tasks per second for latency")
 	flag.DurationVar(&p.LatencyFor, "latency-for", 10_000_000_000, "duration of the latency run")
 	flag.IntVar(&p.Reps, "reps", 3, "repetitions of each throughput measurement (the median is printed)")
+	flag.StringVar(&p.Isolation, "isolation", "", "sandbox of the spawn tasks: auto (default), required or off")
 	flag.StringVar(&p.Only, "only", "", "run one part: enqueue, drain, latency or spawn")
 	flag.Parse()
 	if p.Reps < 1 || p.N < 1 || p.SpawnN < 1 || p.SpawnHomeN < 1 || p.Rate < 1 {

@@ -31,9 +31,10 @@
 // network namespace with loopback only for the compile and run phases of a
 // task with limits.network false), as an unprivileged user when the worker
 // is root, with the file system read-only outside the workspace and a
-// private /tmp. The namespaces are made by the worker's own executable
-// started again through /proc/self/exe: an init in this package recognises
-// it and acts as the namespace's first process. [NewSandbox] probes what
+// private /tmp. The namespaces are made by a helper (internal/nsinit), the
+// namespace's first process: the hpcq-sandbox binary beside the worker's
+// executable, else the worker's own executable started again through
+// /proc/self/exe, which an init in this package recognises. [NewSandbox] probes what
 // the machine allows; each result's Isolation says what a task got.
 //
 // # Results

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/nsinit"
 	"golang.org/x/sys/unix"
 )
 
@@ -116,12 +117,12 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	cmd := &exec.Cmd{Path: argv[0], Args: argv, Dir: c.Dir, Env: c.Env, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 	if c.Sandbox != nil {
 		// The worker's own executable, started again as the namespaces'
-		// first process, runs argv (see sandboxInit).
+		// first process, runs argv (see internal/nsinit).
 		args, err := c.Sandbox.helperArgv(c.Dir, c.NoNetwork, argv)
 		if err != nil {
 			return Outcome{}, fmt.Errorf("%w: sandbox: %v", ErrStart, err)
 		}
-		cmd = &exec.Cmd{Path: "/proc/self/exe", Args: args, Dir: c.Dir, Env: append(c.Sandbox.env(c.Env, c.Dir), sandboxEnv+"=1"),
+		cmd = &exec.Cmd{Path: c.Sandbox.helper, Args: args, Dir: c.Dir, Env: append(c.Sandbox.env(c.Env, c.Dir), nsinit.Env+"=1"),
 			SysProcAttr: c.Sandbox.sysProcAttr(c.NoNetwork)}
 	}
 	if c.CgroupFD > 0 {

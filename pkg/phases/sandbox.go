@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/nsinit"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"golang.org/x/sys/unix"
 )
@@ -54,34 +55,20 @@ type SandboxConfig struct {
 // worker running as root runs commands as an unprivileged user. A nil
 // *Sandbox runs commands in a plain process group.
 //
-// The namespaces are made by a helper: the worker's own executable,
-// started again as the new namespaces' first process (see sandboxInit). It
+// The namespaces are made by a helper (internal/nsinit), the new
+// namespaces' first process: hpcq-sandbox beside the worker's executable
+// when it is there, else the worker's own executable started again. It
 // mounts a fresh /proc, makes the file system read-only but for the
 // workspace, drops to the sandbox user and runs the command; when it ends,
 // the kernel kills whatever is left in the namespace.
 type Sandbox struct {
-	uid, gid int  // the user commands run as; -1: the worker's own
-	userNS   bool // a user namespace maps the worker's user to root inside
+	helper   string // the helper's path
+	uid, gid int    // the user commands run as; -1: the worker's own
+	userNS   bool   // a user namespace maps the worker's user to root inside
 	hideFS   bool
 	userName string
 	writable []string
 	note     string // what could not be had, for every result
-}
-
-// sandboxEnv marks the helper's process; sandboxArg0 is its argv[0].
-const (
-	sandboxEnv  = "HPCQ_SANDBOX_INIT"
-	sandboxArg0 = "hpcq-sandbox"
-)
-
-// sandboxSpec is what the helper is told, as JSON in its argv[1].
-type sandboxSpec struct {
-	Dir       string   `json:"dir"`
-	UID       int      `json:"uid"`
-	GID       int      `json:"gid"`
-	HideFS    bool     `json:"hide_fs"`
-	Writable  []string `json:"writable,omitempty"`
-	NoNetwork bool     `json:"no_network,omitempty"`
 }
 
 // NewSandbox finds out what isolation this machine allows by running a
@@ -103,7 +90,7 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig, reachDir string) (*Sandb
 		}
 		return nil, "no isolation: " + why + "; commands run in a process group as the worker's user", nil
 	}
-	s := &Sandbox{uid: -1, gid: -1, hideFS: true}
+	s := &Sandbox{helper: helperPath(), uid: -1, gid: -1, hideFS: true}
 	for _, w := range cfg.Writable {
 		if !filepath.IsAbs(w) {
 			return nil, "", fmt.Errorf("phases: sandbox writable directory %q: must be an absolute path", w)
@@ -160,7 +147,7 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig, reachDir string) (*Sandb
 		// Without its own mounts the sandbox user needs a way in.
 		if s.uid >= 0 {
 			abs, _ := filepath.Abs(dir)
-			if d, uerr := firstClosed(abs, true, s.uid, s.gid); uerr != nil {
+			if d, uerr := nsinit.FirstClosed(abs, true, s.uid, s.gid); uerr != nil {
 				return fail(fmt.Sprintf("the file system could not be hidden (%v) and the sandbox user %s cannot reach %s (%v): "+
 					"use a runs directory it can reach or set HPCQ_SANDBOX_USER", err, s.userName, d, uerr))
 			}
@@ -187,6 +174,11 @@ func (s *Sandbox) Describe() string {
 	}
 	if s.note != "" {
 		d += "; " + s.note
+	}
+	if s.helper == "/proc/self/exe" {
+		d += "; helper: this executable (install " + nsinit.Arg0 + " beside it to start commands faster)"
+	} else {
+		d += "; helper: " + s.helper
 	}
 	return d
 }
@@ -255,30 +247,6 @@ func lookupUser(name string) (uid, gid int, err error) {
 	return uid, gid, nil
 }
 
-// firstClosed is the outermost directory on the way to p (p's ancestors,
-// and p itself with self) that uid/gid may not search, with why; "" when
-// every one is open to them.
-func firstClosed(p string, self bool, uid, gid int) (string, error) {
-	var dirs []string
-	if self {
-		dirs = append(dirs, p)
-	}
-	for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
-		dirs = append(dirs, d)
-	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		var st unix.Stat_t
-		if err := unix.Stat(dirs[i], &st); err != nil {
-			return dirs[i], err
-		}
-		m := st.Mode
-		if m&0o001 == 0 && !(int(st.Uid) == uid && m&0o100 != 0) && !(int(st.Gid) == gid && m&0o010 != 0) {
-			return dirs[i], fmt.Errorf("mode %v, owner %d:%d", os.FileMode(m).Perm(), st.Uid, st.Gid)
-		}
-	}
-	return "", nil
-}
-
 // sysProcAttr is how the helper is started: new namespaces, killed with
 // the worker.
 func (s *Sandbox) sysProcAttr(noNetwork bool) *syscall.SysProcAttr {
@@ -298,15 +266,34 @@ func (s *Sandbox) sysProcAttr(noNetwork bool) *syscall.SysProcAttr {
 
 // helperArgv is the helper's argv for a command line in dir.
 func (s *Sandbox) helperArgv(dir string, noNetwork bool, argv []string) ([]string, error) {
-	spec, err := json.Marshal(sandboxSpec{Dir: dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: noNetwork})
+	spec, err := json.Marshal(nsinit.Spec{Dir: dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: noNetwork})
 	if err != nil {
 		return nil, err
 	}
-	return append([]string{sandboxArg0, string(spec)}, argv...), nil
+	return append([]string{nsinit.Arg0, string(spec)}, argv...), nil
+}
+
+// helperPath is hpcq-sandbox beside this executable, when it is a regular
+// executable file only its owner (root or the worker's user) may change;
+// else this executable, started again (/proc/self/exe), which costs its
+// whole start-up (about 25 ms for the worker's) per command.
+func helperPath() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "/proc/self/exe"
+	}
+	p := filepath.Join(filepath.Dir(exe), nsinit.Arg0)
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 ||
+		st.Mode&0o022 != 0 || (st.Uid != 0 && int(st.Uid) != os.Geteuid()) {
+		return "/proc/self/exe"
+	}
+	return p
 }
 
 func init() {
-	if os.Getenv(sandboxEnv) == "1" && len(os.Args) > 2 && os.Args[0] == sandboxArg0 {
-		os.Exit(sandboxInit(os.Args[1], os.Args[2:]))
+	// The fallback helper: this executable started again (see helperPath).
+	if nsinit.IsHelper() {
+		os.Exit(nsinit.Main(os.Args[1], os.Args[2:]))
 	}
 }

@@ -1,4 +1,11 @@
-package phases
+// Package nsinit is the sandbox helper of hpcq workers: the first process
+// of a task command's new namespaces. It sets them up (private mounts, the
+// file system read-only but the workspace, fresh /tmp and /proc, loopback),
+// runs the command as the sandbox user, passes signals on, reaps orphans
+// and returns the command's status. It is kept small, with no dependency
+// beyond the standard library and x/sys, so that cmd/hpcq-sandbox starts in
+// about a millisecond: it runs once per command.
+package nsinit
 
 import (
 	"encoding/json"
@@ -6,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -13,15 +21,36 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sandboxInit is the helper's main: the first process of the new PID
+// Env marks the helper's process; Arg0 is its argv[0].
+const (
+	Env  = "HPCQ_SANDBOX_INIT"
+	Arg0 = "hpcq-sandbox"
+)
+
+// Spec is what the helper is told, as JSON in its argv[1].
+type Spec struct {
+	Dir       string   `json:"dir"`
+	UID       int      `json:"uid"`
+	GID       int      `json:"gid"`
+	HideFS    bool     `json:"hide_fs"`
+	Writable  []string `json:"writable,omitempty"`
+	NoNetwork bool     `json:"no_network,omitempty"`
+}
+
+// IsHelper reports whether this process was started as the helper.
+func IsHelper() bool {
+	return os.Getenv(Env) == "1" && len(os.Args) > 2 && os.Args[0] == Arg0
+}
+
+// Main is the helper's main: the first process of the new PID
 // namespace. It sets the namespace up (setupSandbox), runs argv as the
 // sandbox user, passes SIGTERM, SIGINT and SIGHUP on to every process of
 // the namespace, reaps what is orphaned, and returns the command's exit
 // status (128+signal when a signal ended it). When it returns, the kernel
 // kills whatever is left in the namespace. Status 125 means the sandbox
 // could not be set up; the reason is on stderr.
-func sandboxInit(specJSON string, argv []string) int {
-	var spec sandboxSpec
+func Main(specJSON string, argv []string) int {
+	var spec Spec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		fmt.Fprintf(os.Stderr, "hpcq-sandbox: bad spec: %v\n", err)
 		return 125
@@ -32,7 +61,7 @@ func sandboxInit(specJSON string, argv []string) int {
 	}
 	env := make([]string, 0, len(os.Environ()))
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, sandboxEnv+"=") {
+		if !strings.HasPrefix(kv, Env+"=") {
 			env = append(env, kv)
 		}
 	}
@@ -81,7 +110,7 @@ func sandboxInit(specJSON string, argv []string) int {
 // replaced by empty ones holding just the paths it needs; a fresh /proc
 // that shows the namespace's processes only; the loopback interface up in
 // a new network namespace; the working directory.
-func setupSandbox(spec sandboxSpec) error {
+func setupSandbox(spec Spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
@@ -104,7 +133,7 @@ func setupSandbox(spec sandboxSpec) error {
 	return nil
 }
 
-func hideFS(spec sandboxSpec) error {
+func hideFS(spec Spec) error {
 	keep := append([]string{spec.Dir}, spec.Writable...)
 	// Detached copies of the writable trees, taken before anything is made
 	// read-only or covered.
@@ -128,7 +157,7 @@ func hideFS(spec sandboxSpec) error {
 	covers := []string{"/tmp", "/var/tmp", "/dev/shm"}
 	if spec.UID >= 0 {
 		for _, p := range keep {
-			if d, _ := firstClosed(p, false, spec.UID, spec.GID); d != "" {
+			if d, _ := FirstClosed(p, false, spec.UID, spec.GID); d != "" {
 				covers = append(covers, d)
 			}
 		}
@@ -189,4 +218,28 @@ func loopbackUp() error {
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// FirstClosed is the outermost directory on the way to p (p's ancestors,
+// and p itself with self) that uid/gid may not search, with why; "" when
+// every one is open to them.
+func FirstClosed(p string, self bool, uid, gid int) (string, error) {
+	var dirs []string
+	if self {
+		dirs = append(dirs, p)
+	}
+	for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
+		dirs = append(dirs, d)
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		var st unix.Stat_t
+		if err := unix.Stat(dirs[i], &st); err != nil {
+			return dirs[i], err
+		}
+		m := st.Mode
+		if m&0o001 == 0 && !(int(st.Uid) == uid && m&0o100 != 0) && !(int(st.Gid) == gid && m&0o010 != 0) {
+			return dirs[i], fmt.Errorf("mode %v, owner %d:%d", os.FileMode(m).Perm(), st.Uid, st.Gid)
+		}
+	}
+	return "", nil
 }
