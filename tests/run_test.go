@@ -250,3 +250,43 @@ func quote(s string) string {
 	data, _ := json.Marshal(s)
 	return string(data)
 }
+
+// TestProgressOnATerminal: under a real pseudo-terminal of 120 columns the
+// progress line fits the width and never shares a row with a log record:
+// records are written above it, and it is drawn again below them.
+func TestProgressOnATerminal(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "gcc")
+	const cols = 120
+	master, slave := testutil.Pty(t, cols, 40)
+	dir := t.TempDir()
+	cmd := exec.Command(filepath.Join(binDir, "scheduler"), "run", "--local", "../examples/stencil-omp")
+	cmd.Env = baseEnv(t, "HPCQ_RUNS_DIR="+filepath.Join(dir, "runs"))
+	cmd.Stdout, cmd.Stderr = slave, slave
+	require.NoError(t, cmd.Start())
+	slave.Close()
+	var out []byte
+	buf := make([]byte, 4096)
+	for {
+		n, err := master.Read(buf)
+		out = append(out, buf[:n]...)
+		if err != nil {
+			break // EIO: the program and its children closed the terminal
+		}
+	}
+	require.NoError(t, cmd.Wait(), string(out))
+	rows := testutil.Screen(out, cols)
+	progress := regexp.MustCompile(`\[\d\d:\d\d:\d\d\] stage \d`)
+	seen := 0
+	for _, row := range rows {
+		loc := progress.FindStringIndex(row)
+		if loc == nil {
+			continue
+		}
+		seen++
+		require.Zero(t, loc[0], "the progress line starts its row: %q", row)
+		require.NotContains(t, row, "level=", "a log record on the progress line's row: %q", row)
+		require.LessOrEqual(t, len([]rune(row)), cols-1, "the progress line fits the width: %q", row)
+	}
+	require.Positive(t, seen, "the progress line is shown:\n%s", strings.Join(rows, "\n"))
+}

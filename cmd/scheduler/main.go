@@ -16,6 +16,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/scheduler"
@@ -112,8 +114,21 @@ func start(fs *flag.FlagSet, cfg *config.Scheduler, args []string, usageOK func(
 		fs.Usage()
 		return nil, exitError(2)
 	}
-	return cfg.Log.Logger(os.Stderr)
+	var w io.Writer = os.Stderr
+	if screen != nil {
+		w = screen.Writer(os.Stderr)
+	}
+	return cfg.Log.Logger(w)
 }
+
+// screen is the terminal when stdout and stderr both are one: `run` draws
+// its progress line there, and log records are written above it.
+var screen = func() *term.Screen {
+	if term.IsTerminal(os.Stdout) && term.IsTerminal(os.Stderr) {
+		return term.New(os.Stdout)
+	}
+	return nil
+}()
 
 // signalContext is the context a command runs in: SIGTERM or SIGINT end it.
 func signalContext() (context.Context, context.CancelFunc) {
@@ -208,8 +223,11 @@ func cmdRun(args []string) error {
 		waitWorkers := fs.Duration("wait-workers", 0, "how long to wait at start for a live worker of the run's pool before the first nodes are published (default: no wait; workers slurm-bridge starts come when tasks wait, and the prompts describe the pool's toolchains once a worker registered)")
 		argsOK := func() bool { return (*resume == "") == (fs.NArg() == 1) && (*resume == "" || fs.NArg() == 0) }
 		return argsOK, func(ctx context.Context, log *slog.Logger) error {
-			return scheduler.Run(ctx, cfg, scheduler.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume,
-				WaitWorkers: *waitWorkers, Log: log})
+			o := scheduler.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume, WaitWorkers: *waitWorkers, Log: log}
+			if screen != nil {
+				o.Status = screen
+			}
+			return scheduler.Run(ctx, cfg, o)
 		}
 	})
 }

@@ -59,10 +59,11 @@ type Params struct {
 	// goes on (workers started on demand come when tasks wait) with slots
 	// from run.yaml, else 4, until workers registered.
 	WaitWorkers time.Duration
-	// Progress receives the live display (Terminal: redrawn in place) or,
-	// when not a terminal, a progress line every ProgressEvery [10s].
+	// Status, on a terminal, shows the progress in place, redrawn every
+	// second (internal/term.Screen); else Progress receives a progress line
+	// every ProgressEvery [10s].
+	Status        StatusLine
 	Progress      io.Writer
-	Terminal      bool
 	ProgressEvery time.Duration
 	Logger        *slog.Logger
 	// OutageMax is how long the memory store may stay unreachable: while a

@@ -49,19 +49,26 @@ func (e *engine) progressLine() string {
 		strings.Join(parts, ", "), best, u.Calls, u.TokensIn+u.TokensOut, u.CostUSD)
 }
 
+// StatusLine shows one line in place on a terminal, log records above it.
+type StatusLine interface {
+	Status(line string)
+	// Done draws the line a last time and leaves it.
+	Done(line string)
+}
+
 // startProgress shows the run's progress until the returned function is
 // called: redrawn in place every second on a terminal, a plain line every
 // ProgressEvery otherwise.
 func (e *engine) startProgress(ctx context.Context) func() {
-	w := e.p.Progress
-	if w == nil {
+	w, status := e.p.Progress, e.p.Status
+	if w == nil && status == nil {
 		return func() {}
 	}
 	every := e.p.ProgressEvery
 	if every <= 0 {
 		every = 10 * time.Second
 	}
-	if e.p.Terminal {
+	if status != nil {
 		every = time.Second
 	}
 	done := make(chan struct{})
@@ -74,14 +81,14 @@ func (e *engine) startProgress(ctx context.Context) func() {
 		for {
 			select {
 			case <-t.C:
-				if e.p.Terminal {
-					fmt.Fprintf(w, "\r\033[K%s", e.progressLine())
+				if status != nil {
+					status.Status(e.progressLine())
 				} else {
 					fmt.Fprintln(w, e.progressLine())
 				}
 			case <-done:
-				if e.p.Terminal {
-					fmt.Fprintf(w, "\r\033[K%s\n", e.progressLine())
+				if status != nil {
+					status.Done(e.progressLine())
 				}
 				return
 			case <-ctx.Done():

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/mattn/go-isatty"
 	"github.com/nats-io/nats.go"
 
 	"github.com/hpcq/hpcq/internal/config"
@@ -108,7 +107,10 @@ type RunOptions struct {
 	IdeaDir, RunDir, Resume string
 	// WaitWorkers bounds the wait for a live worker at start.
 	WaitWorkers time.Duration
-	Log         *slog.Logger
+	// Status, when stdout is a terminal, shows the progress in place (the
+	// log must write through the same Screen); nil: a line every 10 s.
+	Status engine.StatusLine
+	Log    *slog.Logger
 }
 
 // Run is `scheduler run`: the tree search of an idea, or the resume of a
@@ -245,12 +247,11 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		return err
 	}
 	started = true
-	terminal := isatty.IsTerminal(os.Stdout.Fd())
 	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
 	sum, runErr := engine.Run(ctx, engine.Params{
 		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
 		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, OutageMax: cfg.OutageMax,
-		Progress: os.Stdout, Terminal: terminal, Logger: log,
+		Status: o.Status, Progress: os.Stdout, Logger: log,
 	})
 	if sum.RunID == "" {
 		return runErr
