@@ -1,6 +1,7 @@
 package results
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/csv"
@@ -271,20 +272,42 @@ func (t *Table) Write(w io.Writer, format string) error {
 		cw.Flush()
 		return cw.Error()
 	case "json":
-		out := make([]map[string]any, len(t.Rows))
+		// An array of objects whose keys keep the SELECT's column order
+		// (a map would sort them).
+		var b bytes.Buffer
+		b.WriteString("[")
 		for i, r := range t.Rows {
-			m := make(map[string]any, len(r))
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString("\n  {")
 			for j, v := range r {
 				if tm, ok := v.(time.Time); ok {
 					v = tm.UTC().Format(time.DateTime)
 				}
-				m[t.Columns[j]] = v
+				k, err := json.Marshal(t.Columns[j])
+				if err != nil {
+					return err
+				}
+				val, err := json.Marshal(v)
+				if err != nil {
+					return err
+				}
+				if j > 0 {
+					b.WriteString(", ")
+				}
+				b.Write(k)
+				b.WriteString(": ")
+				b.Write(val)
 			}
-			out[i] = m
+			b.WriteString("}")
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		if len(t.Rows) > 0 {
+			b.WriteString("\n")
+		}
+		b.WriteString("]\n")
+		_, err := w.Write(b.Bytes())
+		return err
 	}
 	return fmt.Errorf("results: format %q: must be table, csv or json", format)
 }

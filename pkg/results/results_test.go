@@ -127,6 +127,11 @@ func TestTableFormats(t *testing.T) {
 	var got []map[string]any
 	require.NoError(t, json.Unmarshal(b.Bytes(), &got))
 	require.Equal(t, []map[string]any{{"node": "n1", "value": 12.5, "ts": "2026-11-22 10:00:00"}, {"node": "n,2", "value": nil, "ts": "2026-11-22 10:00:00"}}, got)
+	require.Equal(t, "[\n  {\"node\": \"n1\", \"value\": 12.5, \"ts\": \"2026-11-22 10:00:00\"},\n  {\"node\": \"n,2\", \"value\": null, \"ts\": \"2026-11-22 10:00:00\"}\n]\n",
+		b.String(), "the keys keep the SELECT's column order")
+	b.Reset()
+	require.NoError(t, (&results.Table{Columns: []string{"n"}}).Write(&b, "json"))
+	require.Equal(t, "[]\n", b.String(), "no rows: an empty array")
 	require.Error(t, tab.Write(&b, "yaml"))
 }
 
