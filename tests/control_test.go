@@ -179,3 +179,12 @@ func TestClusterRunControl(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `run run-cluster-control purged from the server: \d+ task\(s\), \d+ result\(s\), \d+ artifact\(s\)`, out)
 }
+
+// TestVersion: every binary answers --version with its name and version.
+func TestVersion(t *testing.T) {
+	for _, bin := range []string{"scheduler", "worker", "slurm-bridge"} {
+		out, code := run(t, baseEnv(t), bin, "--version")
+		require.Equal(t, 0, code, out)
+		require.Regexp(t, "^"+bin+` \S+\n$`, out)
+	}
+}

@@ -25,7 +25,6 @@ import (
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/term"
-	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/scheduler"
 )
@@ -46,7 +45,7 @@ Commands:
   cancel [--run-dir DIR] [--reason TEXT] [NODE...]         stop the run (or the nodes): no new node, queued tasks removed, running ones stopped
   purge [--run-dir DIR]                                    delete a finished run's tasks, results and artifacts from the NATS server
 
-Run "scheduler <command> -h" for the flags of a command.
+Run "scheduler <command> -h" for the flags of a command; "scheduler --version" prints the version.
 `
 
 // exitError carries an exit status without a message of its own.
@@ -78,9 +77,6 @@ func route(args []string) error {
 		return cmdCancel(args[1:])
 	case "purge":
 		return cmdPurge(args[1:])
-	case "version", "--version":
-		fmt.Println(version.Version)
-		return nil
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return nil

@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+
+	"github.com/hpcq/hpcq/internal/version"
 )
 
 // ExitError carries an exit status without a message of its own (the
@@ -18,8 +20,13 @@ func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", int(e))
 
 // Main runs a command's dispatch on the process's arguments and exits:
 // 0 on success, the status of an ExitError, else 1 after printing
-// "<name>: <error>" on stderr.
+// "<name>: <error>" on stderr. "--version" (or "version") alone prints the
+// build's version, for every command alike.
 func Main(name string, dispatch func(args []string) error) {
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "version") {
+		fmt.Println(name, version.Version)
+		os.Exit(0)
+	}
 	err := dispatch(os.Args[1:])
 	var ee ExitError
 	switch {
