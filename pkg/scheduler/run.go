@@ -42,8 +42,22 @@ func printSummary(spec run.Spec, runDir string, sum engine.Summary) {
 	}
 	u := sum.Usage
 	fmt.Printf("LLM: %d calls, %d tokens in, %d out, $%.4f\n", u.Calls, u.TokensIn, u.TokensOut, u.CostUSD)
-	fmt.Printf("report: %s\ntree:   %s\nquery:  bin/scheduler query --run-dir %s \"SELECT node, stage, kind, status, metric_value FROM nodes ORDER BY node\"\n",
-		sum.Report, filepath.Join(runDir, "tree.html"), runDir)
+	// Absolute paths, and the binary that ran: the hint works from any
+	// directory.
+	abs, err := filepath.Abs(runDir)
+	if err != nil {
+		abs = runDir
+	}
+	fmt.Printf("report: %s\ntree:   %s\nquery:  %s query --run-dir %s \"SELECT node, stage, kind, status, metric_value FROM nodes ORDER BY node\"\n",
+		filepath.Join(abs, "report.md"), filepath.Join(abs, "tree.html"), selfPath(), abs)
+}
+
+// selfPath is the running scheduler binary's path, for hints to type.
+func selfPath() string {
+	if exe, err := os.Executable(); err == nil {
+		return exe
+	}
+	return os.Args[0]
 }
 
 // loadIdea reads an idea directory (run.LoadIdeaDir).
