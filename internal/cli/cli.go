@@ -1,6 +1,8 @@
 // Package cli is what hpcq's commands share around their flags: exit
 // statuses without a message of their own, and flag parsing that maps
-// -h to status 0 and a bad flag to status 2.
+// -h to status 0 and a bad flag to status 2. Exit statuses: 0 success, 1 a
+// failure (tasks failed, no node produced the metric, a run canceled or
+// interrupted, a server unreachable), 2 a usage error or invalid input.
 package cli
 
 import (
@@ -18,6 +20,11 @@ type ExitError int
 
 func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
+// ErrInvalidInput marks an error in what the user gave (a task file, an
+// idea directory, a run directory that is not one): exit status 2, like a
+// usage error, so that scripts tell it from a run whose tasks failed (1).
+var ErrInvalidInput = errors.New("invalid input")
+
 // Main runs a command's dispatch on the process's arguments and exits:
 // 0 on success, the status of an ExitError, else 1 after printing
 // "<name>: <error>" on stderr. "--version" (or "version") alone prints the
@@ -33,6 +40,9 @@ func Main(name string, dispatch func(args []string) error) {
 	case err == nil:
 	case errors.As(err, &ee):
 		os.Exit(int(ee))
+	case errors.Is(err, ErrInvalidInput):
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/dispatch"
@@ -48,7 +49,7 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 	runID := dispatch.NewRunID()
 	tasks, err := dispatch.LoadTasks(o.Files, runID)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
 	}
 	pools := append([]string(nil), o.Pools...)
 	local := o.Local

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/dispatch"
@@ -150,7 +151,7 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		var err error
 		switch info, err = rundir.Dir(runDir).ReadInfo(); {
 		case err != nil:
-			return fmt.Errorf("%s is not the directory of a `scheduler run`: %w", runDir, err)
+			return fmt.Errorf("%w: %s is not the directory of a `scheduler run`: %w", cli.ErrInvalidInput, runDir, err)
 		case info.Command != "run":
 			return fmt.Errorf("%s is not the directory of a `scheduler run`: its run.json is of `scheduler %s`", runDir, info.Command)
 		}
@@ -164,7 +165,7 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	} else {
 		ideaDir := o.IdeaDir
 		if spec, err = loadIdea(ideaDir); err != nil {
-			return err
+			return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
 		}
 		id := dispatch.NewRunID()
 		runDir = o.RunDir
