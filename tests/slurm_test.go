@@ -391,3 +391,18 @@ func TestRunOnSlurm(t *testing.T) {
 	require.NoError(t, bridge.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, bridge.wait(t, 30*time.Second), bridge.output())
 }
+
+// TestBridgeChecksWorkerBin: a worker_bin that is not there is a
+// configuration error at start, not a job failing later on a node.
+func TestBridgeChecksWorkerBin(t *testing.T) {
+	t.Parallel()
+	n := testutil.StartNATS(t, "nats-server")
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "bridge.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte(fmt.Sprintf("name: wb\nlog_dir: %s\nworker_bin: %s\nqueues:\n  cpu: {partition: debug}\n",
+		filepath.Join(dir, "logs"), filepath.Join(dir, "no-worker"))), 0o644))
+	out, code := run(t, baseEnv(t, "HPCQ_NATS_URL="+n.URL), "slurm-bridge", "--config", cfg)
+	require.NotEqual(t, 0, code, out)
+	require.Contains(t, out, "worker_bin "+filepath.Join(dir, "no-worker")+": ")
+	require.Contains(t, out, "no such file")
+}

@@ -102,12 +102,15 @@ type Script struct {
 }
 
 func (b *Bridge) setConfig(cfg *Config) error {
-	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
-		return err
-	}
 	logDir, err := filepath.Abs(cfg.LogDir)
 	if err != nil {
 		return err
+	}
+	if _, err := os.Stat(logDir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			return fmt.Errorf("%w: log_dir: %w", ErrConfig, err)
+		}
+		b.log.Info("log_dir created: the worker jobs' output goes there", "log_dir", logDir)
 	}
 	bin := cfg.WorkerBin
 	if bin == "" {
@@ -116,6 +119,18 @@ func (b *Bridge) setConfig(cfg *Config) error {
 			return err
 		}
 		bin = filepath.Join(filepath.Dir(self), "worker")
+	}
+	// Checked here, not when the first job fails on a compute node.
+	if fi, err := os.Stat(bin); err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		why := "not an executable file"
+		if err != nil {
+			why = err.Error()
+		}
+		return fmt.Errorf("%w: worker_bin %s: %s (set worker_bin to the worker binary's path on the compute nodes)", ErrConfig, bin, why)
+	}
+	if _, err := os.Stat(filepath.Join(filepath.Dir(bin), "hpcq-sandbox")); err != nil {
+		b.log.Warn("no hpcq-sandbox beside the worker binary: workers start their task commands through themselves, about 25 ms more per command",
+			"worker_bin", bin)
 	}
 	scripts := map[string]string{}
 	for _, pool := range cfg.Pools() {
