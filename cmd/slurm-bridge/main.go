@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -183,20 +184,31 @@ func cmdStatus(args []string) error {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "POOL\tBACKLOG\tWORKERS\tJOBS PENDING\tJOBS RUNNING\tSUBMITTED\tPAUSED\tUPDATED\tLAST ERROR")
 	for _, st := range sts {
-		paused, last := "no", st.LastError
+		paused := "no"
 		if st.Paused {
-			paused, last = "yes", st.PausedReason
-			if st.LastError != "" && st.LastError != st.PausedReason {
-				last += "; since: " + st.LastError
-			}
-		}
-		if st.NoQueue {
-			last = "no allocation queue serves this pool"
+			paused = "yes"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", st.Pool, st.Backlog, st.Workers, st.Pending, st.Running, st.Submitted, paused,
-			st.Updated.Local().Format("15:04:05"), last)
+			st.Updated.Local().Format("15:04:05"), lastError(st))
 	}
 	return tw.Flush()
+}
+
+// lastError is the LAST ERROR cell of a pool: why it is paused, or its last
+// error, on one line (sbatch errors often span several).
+func lastError(st bridge.PoolStatus) string {
+	reason, lastErr := strings.TrimSpace(st.PausedReason), strings.TrimSpace(st.LastError)
+	last := lastErr
+	if st.Paused {
+		last = reason
+		if lastErr != "" && lastErr != reason {
+			last += "; since: " + lastErr
+		}
+	}
+	if st.NoQueue {
+		last = "no allocation queue serves this pool"
+	}
+	return strings.Join(strings.Fields(last), " ")
 }
 
 func cmdResume(args []string) error {
