@@ -36,23 +36,6 @@ func (c Cancel) key() string {
 	return c.Run + "." + c.Node
 }
 
-// cancels opens the cancel bucket, creating it the first time.
-func (q *Queue) cancels(ctx context.Context) (jetstream.KeyValue, error) {
-	q.cancelMu.Lock()
-	defer q.cancelMu.Unlock()
-	if q.cancelKV != nil {
-		return q.cancelKV, nil
-	}
-	kv, err := q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: CancelBucket,
-		Description: "hpcq canceled runs and nodes", History: 1, TTL: 7 * 24 * time.Hour,
-		Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
-	if err != nil {
-		return nil, fmt.Errorf("queue: bucket %s: %w", CancelBucket, err)
-	}
-	q.cancelKV = kv
-	return kv, nil
-}
-
 // CancelRun cancels run: it records the cancel (workers and the run's
 // scheduler watch for it) and removes the run's queued tasks from the work
 // queue. It returns how many queued tasks were removed.

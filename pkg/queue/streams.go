@@ -79,17 +79,38 @@ func DLQSubject(pool string) string { return dlqPrefix + pool }
 // ConsumerName is the durable pull consumer shared by all workers of a pool.
 func ConsumerName(pool string) string { return "pool_" + pool }
 
+// keyValue creates or updates a bucket of hpcq's (one value per key, file
+// storage, the queue's replicas); ttl 0 keeps values until deleted.
+func (q *Queue) keyValue(ctx context.Context, bucket, description string, ttl time.Duration) (jetstream.KeyValue, error) {
+	kv, err := q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Description: description,
+		History: 1, TTL: ttl, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
+	if err != nil {
+		return nil, fmt.Errorf("queue: bucket %s: %w", bucket, err)
+	}
+	return kv, nil
+}
+
+// cancels opens the cancel bucket, creating it the first time.
+func (q *Queue) cancels(ctx context.Context) (jetstream.KeyValue, error) {
+	q.cancelMu.Lock()
+	defer q.cancelMu.Unlock()
+	if q.cancelKV != nil {
+		return q.cancelKV, nil
+	}
+	kv, err := q.keyValue(ctx, CancelBucket, "hpcq canceled runs and nodes", 7*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	q.cancelKV = kv
+	return kv, nil
+}
+
 // BridgeState opens the slurm-bridges' state bucket; with create, it is
 // made when missing (a bridge), else its absence is an error (a command
 // that talks to a running bridge).
 func (q *Queue) BridgeState(ctx context.Context, create bool) (jetstream.KeyValue, error) {
 	if create {
-		kv, err := q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BridgeBucket, Description: "hpcq slurm-bridge state",
-			History: 1, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
-		if err != nil {
-			return nil, fmt.Errorf("queue: bucket %s: %w", BridgeBucket, err)
-		}
-		return kv, nil
+		return q.keyValue(ctx, BridgeBucket, "hpcq slurm-bridge state", 0)
 	}
 	kv, err := q.js.KeyValue(ctx, BridgeBucket)
 	if err != nil {
