@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -187,4 +188,23 @@ func TestVersion(t *testing.T) {
 		require.Equal(t, 0, code, out)
 		require.Regexp(t, "^"+bin+` \S+\n$`, out)
 	}
+}
+
+// TestCompletion: the completion scripts work in bash: subcommands, then
+// the subcommand's flags.
+func TestCompletion(t *testing.T) {
+	for _, c := range []struct{ bin, words, want string }{
+		{"scheduler", "scheduler l", "logs ls"},
+		{"scheduler", "scheduler logs --fo", "--follow"},
+		{"worker", "worker --slo", "--slots"},
+		{"slurm-bridge", "slurm-bridge status --js", "--json"},
+	} {
+		script := fmt.Sprintf(`source <(%s completion bash); COMP_WORDS=(%s); COMP_CWORD=$((${#COMP_WORDS[@]}-1)); _%s; echo "${COMPREPLY[@]}"`,
+			filepath.Join(binDir, c.bin), c.words, strings.ReplaceAll(c.bin, "-", "_"))
+		out, err := exec.Command("bash", "-c", script).CombinedOutput()
+		require.NoError(t, err, string(out))
+		require.Equal(t, c.want, strings.TrimSpace(string(out)), c.words)
+	}
+	out, code := run(t, baseEnv(t), "scheduler", "completion", "tcsh")
+	require.Equal(t, 2, code, out)
 }

@@ -10,45 +10,37 @@ import (
 	"github.com/hpcq/hpcq/pkg/scheduler"
 )
 
-func cmdLs(args []string) error {
-	return command("ls", "", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
-		runDir := runDirFlag(fs)
-		asJSON := fs.Bool("json", false, "one JSON object per node")
-		return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
-			return scheduler.Ls(ctx, cfg, scheduler.LsOptions{RunDir: *runDir, JSON: *asJSON, Log: log})
-		}
-	})
+func defineLs(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	runDir := runDirFlag(fs)
+	asJSON := fs.Bool("json", false, "one JSON object per node")
+	return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
+		return scheduler.Ls(ctx, cfg, scheduler.LsOptions{RunDir: *runDir, JSON: *asJSON, Log: log})
+	}
 }
 
-func cmdLogs(args []string) error {
-	return command("logs", "NODE", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
-		runDir := runDirFlag(fs)
-		phase := fs.String("phase", "", "download, compile or run (default: every phase that ran)")
-		attempt := fs.Int("attempt", 0, "the attempt (default: the node's last)")
-		follow := fs.Bool("follow", false, "on a running node: print its output as it comes, until it ends")
-		fs.BoolVar(follow, "f", false, "short for --follow")
-		return func() bool { return fs.NArg() == 1 }, func(ctx context.Context, log *slog.Logger) error {
-			return scheduler.Logs(ctx, cfg, scheduler.LogsOptions{RunDir: *runDir, Node: fs.Arg(0), Phase: *phase, Attempt: *attempt,
-				Follow: *follow, Log: log})
-		}
-	})
+func defineLogs(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	runDir := runDirFlag(fs)
+	phase := fs.String("phase", "", "download, compile or run (default: every phase that ran)")
+	attempt := fs.Int("attempt", 0, "the attempt (default: the node's last)")
+	follow := fs.Bool("follow", false, "on a running node: print its output as it comes, until it ends")
+	fs.BoolVar(follow, "f", false, "short for --follow")
+	return func() bool { return fs.NArg() == 1 }, func(ctx context.Context, log *slog.Logger) error {
+		return scheduler.Logs(ctx, cfg, scheduler.LogsOptions{RunDir: *runDir, Node: fs.Arg(0), Phase: *phase, Attempt: *attempt,
+			Follow: *follow, Log: log})
+	}
 }
 
-func cmdCancel(args []string) error {
-	return command("cancel", "[NODE...]", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
-		runDir := runDirFlag(fs)
-		reason := fs.String("reason", "", "why, recorded with the cancel")
-		return func() bool { return true }, func(ctx context.Context, log *slog.Logger) error {
-			return scheduler.Cancel(ctx, cfg, scheduler.CancelOptions{RunDir: *runDir, Nodes: fs.Args(), Reason: strings.TrimSpace(*reason), Log: log})
-		}
-	})
+func defineCancel(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	runDir := runDirFlag(fs)
+	reason := fs.String("reason", "", "why, recorded with the cancel")
+	return func() bool { return true }, func(ctx context.Context, log *slog.Logger) error {
+		return scheduler.Cancel(ctx, cfg, scheduler.CancelOptions{RunDir: *runDir, Nodes: fs.Args(), Reason: strings.TrimSpace(*reason), Log: log})
+	}
 }
 
-func cmdPurge(args []string) error {
-	return command("purge", "", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
-		runDir := runDirFlag(fs)
-		return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
-			return scheduler.Purge(ctx, cfg, scheduler.PurgeOptions{RunDir: *runDir, Log: log})
-		}
-	})
+func definePurge(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	runDir := runDirFlag(fs)
+	return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
+		return scheduler.Purge(ctx, cfg, scheduler.PurgeOptions{RunDir: *runDir, Log: log})
+	}
 }

@@ -44,6 +44,7 @@ Commands:
                                                            a node's phase logs; a running node's output as it comes
   cancel [--run-dir DIR] [--reason TEXT] [NODE...]         stop the run (or the nodes): no new node, queued tasks removed, running ones stopped
   purge [--run-dir DIR]                                    delete a finished run's tasks, results and artifacts from the NATS server
+  completion bash|zsh|fish                                 the shell's completion script (e.g. source <(scheduler completion bash))
 
 Run "scheduler <command> -h" for the flags of a command; "scheduler --version" prints the version.
 `
@@ -53,30 +54,38 @@ type exitError = cli.ExitError
 
 func main() { cli.Main("scheduler", route) }
 
+// definer declares a command's flags and returns the check of its
+// arguments and what it does.
+type definer func(fs *flag.FlagSet, cfg *config.Scheduler) (argsOK func() bool, run func(ctx context.Context, log *slog.Logger) error)
+
+// commands are the scheduler's commands: the arguments they take (for the
+// usage line) and their definitions.
+var commands = map[string]struct {
+	args   string
+	define definer
+}{
+	"run":    {"IDEA_DIR | --resume RUN_DIR", defineRun},
+	"exec":   {"TASK.json...", defineExec},
+	"status": {"", defineStatus},
+	"query":  {`"SQL"`, defineQuery},
+	"export": {"", defineExport},
+	"ls":     {"", defineLs},
+	"logs":   {"NODE", defineLogs},
+	"cancel": {"[NODE...]", defineCancel},
+	"purge":  {"", definePurge},
+}
+
 func route(args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
 		return exitError(2)
 	}
+	if c, ok := commands[args[0]]; ok {
+		return command(args[0], c.args, args[1:], c.define)
+	}
 	switch args[0] {
-	case "exec":
-		return cmdExec(args[1:])
-	case "status":
-		return cmdStatus(args[1:])
-	case "query":
-		return cmdQuery(args[1:])
-	case "run":
-		return cmdRun(args[1:])
-	case "export":
-		return cmdExport(args[1:])
-	case "ls":
-		return cmdLs(args[1:])
-	case "logs":
-		return cmdLogs(args[1:])
-	case "cancel":
-		return cmdCancel(args[1:])
-	case "purge":
-		return cmdPurge(args[1:])
+	case "completion":
+		return completion(args[1:])
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return nil
@@ -134,8 +143,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 // command parses a subcommand's flags (define declares them and returns
 // the check of its arguments and what it does), then runs it until it ends
 // or SIGTERM/SIGINT.
-func command(name, argsUsage string, args []string,
-	define func(fs *flag.FlagSet, cfg *config.Scheduler) (argsOK func() bool, run func(ctx context.Context, log *slog.Logger) error)) error {
+func command(name, argsUsage string, args []string, define definer) error {
 	var cfg config.Scheduler
 	if err := config.Load(&cfg); err != nil {
 		return err
@@ -158,81 +166,71 @@ func runDirFlag(fs *flag.FlagSet) *string {
 
 func noArgs(fs *flag.FlagSet) func() bool { return func() bool { return fs.NArg() == 0 } }
 
-func cmdExec(args []string) error {
-	return command("exec", "TASK.json...", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
-		local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
-		fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
-		fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
-		var pools []string
-		fs.Var(config.ListFlag{P: &pools}, "pools", "pools of the in-process workers with --local (default: the pools of the tasks)")
-		timeout := fs.Duration("timeout", 0, "give up waiting after this long (0: wait for every result)")
-		jsonOut := fs.Bool("json", false, "print the results as JSON lines instead of a table")
-		return func() bool { return fs.NArg() > 0 }, func(ctx context.Context, log *slog.Logger) error {
-			if *timeout > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, *timeout)
-				defer cancel()
-			}
-			return scheduler.Exec(ctx, cfg, scheduler.ExecOptions{Local: *local, Pools: pools, Files: fs.Args(), JSON: *jsonOut, Log: log})
+func defineExec(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
+	var pools []string
+	fs.Var(config.ListFlag{P: &pools}, "pools", "pools of the in-process workers with --local (default: the pools of the tasks)")
+	timeout := fs.Duration("timeout", 0, "give up waiting after this long (0: wait for every result)")
+	jsonOut := fs.Bool("json", false, "print the results as JSON lines instead of a table")
+	return func() bool { return fs.NArg() > 0 }, func(ctx context.Context, log *slog.Logger) error {
+		if *timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, *timeout)
+			defer cancel()
 		}
-	})
+		return scheduler.Exec(ctx, cfg, scheduler.ExecOptions{Local: *local, Pools: pools, Files: fs.Args(), JSON: *jsonOut, Log: log})
+	}
 }
 
-func cmdStatus(args []string) error {
-	return command("status", "", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
-		runDir := fs.String("run-dir", "", "run to inspect: its nodes and best metric, and its queue (default: the newest under --runs-dir when no NATS URL is set)")
-		jsonOut := fs.Bool("json", false, "print JSON")
-		return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
-			return scheduler.Status(ctx, cfg, scheduler.StatusOptions{RunDir: *runDir, JSON: *jsonOut, Log: log})
-		}
-	})
+func defineStatus(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	runDir := fs.String("run-dir", "", "run to inspect: its nodes and best metric, and its queue (default: the newest under --runs-dir when no NATS URL is set)")
+	jsonOut := fs.Bool("json", false, "print JSON")
+	return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
+		return scheduler.Status(ctx, cfg, scheduler.StatusOptions{RunDir: *runDir, JSON: *jsonOut, Log: log})
+	}
 }
 
-func cmdQuery(args []string) error {
-	return command("query", `"SQL"`, args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
-		runDir := fs.String("run-dir", "", "run whose results to query (default: ClickHouse if HPCQ_CLICKHOUSE_DSN is set, else the newest run under --runs-dir)")
-		format := fs.String("format", "table", "table, csv or json")
-		timeout := fs.Duration("timeout", results.DefaultQueryTimeout, "stop the query after this long")
-		return func() bool { return fs.NArg() == 1 }, func(ctx context.Context, _ *slog.Logger) error {
-			switch *format {
-			case "table", "csv", "json":
-			default:
-				fmt.Fprintf(os.Stderr, "scheduler query: --format %q: must be table, csv or json\n", *format)
-				return exitError(2)
-			}
-			if *timeout <= 0 {
-				fmt.Fprintf(os.Stderr, "scheduler query: --timeout %v: must be positive\n", *timeout)
-				return exitError(2)
-			}
-			return scheduler.Query(ctx, cfg, scheduler.QueryOptions{RunDir: *runDir, SQL: fs.Arg(0), Format: *format, Timeout: *timeout})
+func defineQuery(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	runDir := fs.String("run-dir", "", "run whose results to query (default: ClickHouse if HPCQ_CLICKHOUSE_DSN is set, else the newest run under --runs-dir)")
+	format := fs.String("format", "table", "table, csv or json")
+	timeout := fs.Duration("timeout", results.DefaultQueryTimeout, "stop the query after this long")
+	return func() bool { return fs.NArg() == 1 }, func(ctx context.Context, _ *slog.Logger) error {
+		switch *format {
+		case "table", "csv", "json":
+		default:
+			fmt.Fprintf(os.Stderr, "scheduler query: --format %q: must be table, csv or json\n", *format)
+			return exitError(2)
 		}
-	})
+		if *timeout <= 0 {
+			fmt.Fprintf(os.Stderr, "scheduler query: --timeout %v: must be positive\n", *timeout)
+			return exitError(2)
+		}
+		return scheduler.Query(ctx, cfg, scheduler.QueryOptions{RunDir: *runDir, SQL: fs.Arg(0), Format: *format, Timeout: *timeout})
+	}
 }
 
-func cmdRun(args []string) error {
-	return command("run", "IDEA_DIR | --resume RUN_DIR", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
-		local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
-		fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
-		fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
-		runDir := fs.String("run-dir", "", "the run's directory (default: --runs-dir/<run id>)")
-		resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
-		waitWorkers := fs.Duration("wait-workers", 0, "how long to wait at start for a live worker of the run's pool before the first nodes are published (default: no wait; workers slurm-bridge starts come when tasks wait, and the prompts describe the pool's toolchains once a worker registered)")
-		argsOK := func() bool { return (*resume == "") == (fs.NArg() == 1) && (*resume == "" || fs.NArg() == 0) }
-		return argsOK, func(ctx context.Context, log *slog.Logger) error {
-			o := scheduler.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume, WaitWorkers: *waitWorkers, Log: log}
-			if screen != nil {
-				o.Status = screen
-			}
-			return scheduler.Run(ctx, cfg, o)
+func defineRun(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
+	runDir := fs.String("run-dir", "", "the run's directory (default: --runs-dir/<run id>)")
+	resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
+	waitWorkers := fs.Duration("wait-workers", 0, "how long to wait at start for a live worker of the run's pool before the first nodes are published (default: no wait; workers slurm-bridge starts come when tasks wait, and the prompts describe the pool's toolchains once a worker registered)")
+	argsOK := func() bool { return (*resume == "") == (fs.NArg() == 1) && (*resume == "" || fs.NArg() == 0) }
+	return argsOK, func(ctx context.Context, log *slog.Logger) error {
+		o := scheduler.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume, WaitWorkers: *waitWorkers, Log: log}
+		if screen != nil {
+			o.Status = screen
 		}
-	})
+		return scheduler.Run(ctx, cfg, o)
+	}
 }
 
-func cmdExport(args []string) error {
-	return command("export", "", args, func(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
-		runDir := runDirFlag(fs)
-		return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
-			return scheduler.Export(ctx, cfg, scheduler.ExportOptions{RunDir: *runDir, Log: log})
-		}
-	})
+func defineExport(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	runDir := runDirFlag(fs)
+	return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
+		return scheduler.Export(ctx, cfg, scheduler.ExportOptions{RunDir: *runDir, Log: log})
+	}
 }

@@ -40,6 +40,8 @@ func dispatch(args []string) error {
 			return cmdStatus(args[1:])
 		case "resume":
 			return cmdResume(args[1:])
+		case "completion":
+			return completion(args[1:])
 		}
 	}
 	return cmdRun(args)

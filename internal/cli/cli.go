@@ -10,6 +10,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"sort"
+	"strings"
 
 	"github.com/hpcq/hpcq/internal/version"
 )
@@ -59,4 +61,59 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		return ExitError(2)
 	}
 	return nil
+}
+
+// FlagNames are the flags of fs as typed: "--name", sorted.
+func FlagNames(fs *flag.FlagSet) []string {
+	var out []string
+	fs.VisitAll(func(f *flag.Flag) { out = append(out, "--"+f.Name) })
+	sort.Strings(out)
+	return out
+}
+
+// Completion is a completion script for shell (bash, zsh or fish) of prog:
+// commands maps each subcommand to its flags, "" to the flags of prog run
+// without one. Words are completed; file names where nothing matches.
+func Completion(shell, prog string, commands map[string][]string) (string, error) {
+	names := make([]string, 0, len(commands))
+	for c := range commands {
+		if c != "" {
+			names = append(names, c)
+		}
+	}
+	sort.Strings(names)
+	root := strings.Join(commands[""], " ")
+	fn := "_" + strings.NewReplacer("-", "_").Replace(prog)
+	var b strings.Builder
+	switch shell {
+	case "bash", "zsh":
+		if shell == "zsh" {
+			b.WriteString("autoload -U +X bashcompinit && bashcompinit\n")
+		}
+		fmt.Fprintf(&b, "%s() {\n  local cur=\"${COMP_WORDS[COMP_CWORD]}\" sub=\"${COMP_WORDS[1]}\"\n", fn)
+		fmt.Fprintf(&b, "  if [ \"$COMP_CWORD\" -eq 1 ]; then COMPREPLY=($(compgen -W %q -- \"$cur\")); else\n",
+			strings.TrimSpace(strings.Join(names, " ")+" "+root))
+		b.WriteString("  case \"$sub\" in\n")
+		for _, c := range names {
+			fmt.Fprintf(&b, "    %s) COMPREPLY=($(compgen -W %q -- \"$cur\"));;\n", c, strings.Join(commands[c], " "))
+		}
+		fmt.Fprintf(&b, "    *) COMPREPLY=($(compgen -W %q -- \"$cur\"));;\n  esac\n  fi\n", root)
+		b.WriteString("  if [ ${#COMPREPLY[@]} -eq 0 ]; then COMPREPLY=($(compgen -f -- \"$cur\")); fi\n}\n")
+		fmt.Fprintf(&b, "complete -F %s %s\n", fn, prog)
+	case "fish":
+		if len(names) > 0 {
+			fmt.Fprintf(&b, "complete -c %s -n '__fish_use_subcommand' -a %q\n", prog, strings.Join(names, " "))
+		}
+		for _, c := range names {
+			for _, f := range commands[c] {
+				fmt.Fprintf(&b, "complete -c %s -n '__fish_seen_subcommand_from %s' -l %s\n", prog, c, strings.TrimPrefix(f, "--"))
+			}
+		}
+		for _, f := range commands[""] {
+			fmt.Fprintf(&b, "complete -c %s -l %s\n", prog, strings.TrimPrefix(f, "--"))
+		}
+	default:
+		return "", fmt.Errorf("shell %q: bash, zsh or fish", shell)
+	}
+	return b.String(), nil
 }
