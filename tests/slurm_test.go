@@ -135,6 +135,19 @@ func TestBridgeScalesWithinMaxJobs(t *testing.T) {
 	})
 	require.NoError(t, bridge.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, bridge.wait(t, 30*time.Second), bridge.output())
+
+	// The configuration loses the pool: its recorded status is stale, and can be cleared.
+	moved := e.bridgeConfig(t, "scale", `  gpu: {partition: debug}
+`)
+	st, code := run(t, e.env, "slurm-bridge", "status", "--config", moved)
+	require.Equal(t, 0, code, st)
+	require.Regexp(t, `(?m)^cpu\s.*stale: no longer in the configuration`, st)
+	st, code = run(t, e.env, "slurm-bridge", "status", "--config", moved, "--clear-stale")
+	require.Equal(t, 0, code, st)
+	require.Contains(t, st, "cleared the status of pool cpu")
+	st, code = run(t, e.env, "slurm-bridge", "status", "--config", moved)
+	require.Equal(t, 0, code, st)
+	require.NotRegexp(t, `(?m)^cpu\s`, st)
 }
 
 // TestBridgeBadPartitionPauses: a queue whose dry run fails is paused with

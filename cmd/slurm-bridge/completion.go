@@ -23,7 +23,7 @@ func completion(args []string) error {
 	}
 	script, err := cli.Completion(args[0], "slurm-bridge", map[string][]string{
 		"":       names(func(fs *flag.FlagSet) { fs.Bool("cancel-running", false, "") }),
-		"status": names(func(fs *flag.FlagSet) { fs.Bool("json", false, "") }),
+		"status": names(func(fs *flag.FlagSet) { fs.Bool("json", false, ""); fs.Bool("clear-stale", false, "") }),
 		"resume": names(nil),
 	})
 	if err != nil {

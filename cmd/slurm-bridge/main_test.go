@@ -15,4 +15,5 @@ func TestLastErrorOneLine(t *testing.T) {
 	require.Equal(t, "sbatch: error: invalid partition specified: nope; since: sbatch: error: Batch job submission failed: Invalid partition name specified",
 		lastError(st))
 	require.Equal(t, "no allocation queue serves this pool", lastError(bridge.PoolStatus{NoQueue: true, LastError: "x"}))
+	require.Equal(t, "stale: no longer in the configuration (--clear-stale removes it)", lastError(bridge.PoolStatus{Stale: true}))
 }

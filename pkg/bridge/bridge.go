@@ -38,6 +38,9 @@ type PoolStatus struct {
 	// NoQueue: tasks wait in a pool no allocation queue serves.
 	NoQueue bool      `json:"no_queue,omitempty"`
 	Updated time.Time `json:"updated"`
+	// Stale: the pool is no longer in the bridge's configuration (set by
+	// Statuses from the configuration it is given, not stored).
+	Stale bool `json:"stale,omitempty"`
 }
 
 // Bridge starts workers as Slurm jobs when a pool's backlog needs them.
@@ -233,7 +236,8 @@ func Resume(ctx context.Context, q *queue.Queue, name, pool string) error {
 }
 
 // Statuses reads what a bridge last recorded, per pool.
-func Statuses(ctx context.Context, q *queue.Queue, name string) ([]PoolStatus, error) {
+func Statuses(ctx context.Context, q *queue.Queue, cfg *Config) ([]PoolStatus, error) {
+	name := cfg.Name
 	kv, err := q.BridgeState(ctx, false)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil // no bridge ever ran on this server
@@ -257,11 +261,26 @@ func Statuses(ctx context.Context, q *queue.Queue, name string) ([]PoolStatus, e
 		}
 		var st PoolStatus
 		if json.Unmarshal(e.Value(), &st) == nil {
+			_, configured := cfg.Queues[st.Pool]
+			st.Stale = !configured && !st.NoQueue
 			out = append(out, st)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pool < out[j].Pool })
 	return out, nil
+}
+
+// ClearStatus removes the recorded status of a pool of the bridge name
+// (a stale one: the bridge no longer serves it).
+func ClearStatus(ctx context.Context, q *queue.Queue, name, pool string) error {
+	kv, err := q.BridgeState(ctx, false)
+	if err != nil {
+		return err
+	}
+	if err := kv.Delete(ctx, name+".status."+pool); err != nil {
+		return fmt.Errorf("bridge: clear the status of %s: %w", pool, err)
+	}
+	return nil
 }
 
 // Run checks the queue every Interval and submits the worker jobs the
