@@ -3,6 +3,9 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,6 +64,7 @@ func TestLocalRunControl(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "started 1", "the live output so far")
 	follow := start(t, env, "scheduler", "logs", "--run-dir", runDir, "--follow", "n0001")
+	testutil.Eventually(t, 30*time.Second, "logs --follow to be following", func() bool { return strings.Contains(follow.output(), "started 1") })
 
 	out, code = run(t, env, "scheduler", "cancel", "--run-dir", runDir, "--reason", "enough")
 	require.Equal(t, 0, code, out)
@@ -207,4 +211,52 @@ func TestCompletion(t *testing.T) {
 	}
 	out, code := run(t, baseEnv(t), "scheduler", "completion", "tcsh")
 	require.Equal(t, 2, code, out)
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// scrape reads http://addr/metrics; "" when it does not answer.
+func scrape(addr string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return string(data)
+}
+
+// TestMetricsEndpoints: a worker and the scheduler of a cluster run serve
+// Prometheus metrics: tasks by pool and status, phase durations, slots;
+// LLM calls by purpose and model, nodes by kind and status.
+func TestMetricsEndpoints(t *testing.T) {
+	t.Parallel()
+	nats := testutil.StartNATS(t, "nats-server")
+	srv := draftsLLM(t, func(n int) string { return runScript("sleep 2\necho 'METRIC score=4'\n") })
+	idea := writeIdea(t, 1, 1)
+	waddr, saddr := freeAddr(t), freeAddr(t)
+	start(t, baseEnv(t, "HPCQ_NATS_URL="+nats.URL, "HPCQ_WORK_DIR="+t.TempDir()), "worker", "--pools", "cpu", "--slots", "1", "--metrics-addr", waddr)
+	p := start(t, baseEnv(t, "HPCQ_NATS_URL="+nats.URL, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key"),
+		"scheduler", "run", "--run-dir", filepath.Join(t.TempDir(), "run-metrics"), "--metrics-addr", saddr, idea)
+	var sched string
+	testutil.Eventually(t, 60*time.Second, "the scheduler's LLM calls in its metrics", func() bool {
+		sched = scrape(saddr)
+		return strings.Contains(sched, `hpcq_llm_calls_total{model="test-model",outcome="ok",purpose="draft"} 1`)
+	})
+	require.Contains(t, sched, "hpcq_llm_latency_seconds_bucket{")
+	require.Contains(t, sched, "go_goroutines ")
+	require.Equal(t, 0, p.wait(t, 60*time.Second), p.output())
+	w := scrape(waddr)
+	require.Contains(t, w, `hpcq_worker_tasks_total{pool="cpu",status="ok"} 1`)
+	require.Contains(t, w, `hpcq_worker_phase_duration_seconds_count{phase="run",pool="cpu"} 1`)
+	require.Contains(t, w, `hpcq_worker_slots{state="total"} 1`)
+	require.Contains(t, w, `hpcq_worker_slots{state="busy"} 0`)
 }

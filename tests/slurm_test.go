@@ -376,7 +376,8 @@ func TestRunOnSlurm(t *testing.T) {
 	idea := writeIdea(t, 3, 2)
 	cfg := e.bridgeConfig(t, "run", `  cpu: {partition: debug, slots: 2, max_jobs: 1, idle_timeout: 3s, time_limit: "10"}
 `)
-	bridge := start(t, e.env, "slurm-bridge", "--config", cfg)
+	maddr := freeAddr(t)
+	bridge := start(t, e.env, "slurm-bridge", "--config", cfg, "--metrics-addr", maddr)
 	runDir := filepath.Join(e.dir, "run-slurm")
 	out, code := run(t, append(e.env, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key"),
 		"scheduler", "run", "--wait-workers", "1s", "--run-dir", runDir, idea)
@@ -401,6 +402,9 @@ func TestRunOnSlurm(t *testing.T) {
 	testutil.Eventually(t, 60*time.Second, "the worker job to end idle", func() bool { return len(e.jobs(t, "run-cpu", false)) == 0 })
 	all := e.jobs(t, "run-cpu", true)
 	require.Len(t, all, 1, "one worker job ran the nodes")
+	m := scrape(maddr)
+	require.Contains(t, m, `hpcq_bridge_submissions_total{pool="cpu"} 1`, "the bridge's metrics")
+	require.Contains(t, m, `hpcq_bridge_paused{pool="cpu"} 0`)
 	require.NoError(t, bridge.cmd.Process.Signal(syscall.SIGTERM))
 	require.Equal(t, 0, bridge.wait(t, 30*time.Second), bridge.output())
 }

@@ -217,10 +217,12 @@ func defineRun(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(conte
 	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
 	runDir := fs.String("run-dir", "", "the run's directory (default: --runs-dir/<run id>)")
 	resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics while the run goes")
 	waitWorkers := fs.Duration("wait-workers", 0, "how long to wait at start for a live worker of the run's pool before the first nodes are published (default: no wait; workers slurm-bridge starts come when tasks wait, and the prompts describe the pool's toolchains once a worker registered)")
 	argsOK := func() bool { return (*resume == "") == (fs.NArg() == 1) && (*resume == "" || fs.NArg() == 0) }
 	return argsOK, func(ctx context.Context, log *slog.Logger) error {
-		o := scheduler.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume, WaitWorkers: *waitWorkers, Log: log}
+		o := scheduler.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume, WaitWorkers: *waitWorkers,
+			MetricsAddr: *metricsAddr, Log: log}
 		if screen != nil {
 			o.Status = screen
 		}

@@ -22,7 +22,7 @@ func completion(args []string) error {
 		return cli.FlagNames(fs)
 	}
 	script, err := cli.Completion(args[0], "slurm-bridge", map[string][]string{
-		"":       names(func(fs *flag.FlagSet) { fs.Bool("cancel-running", false, "") }),
+		"":       names(func(fs *flag.FlagSet) { fs.Bool("cancel-running", false, ""); fs.String("metrics-addr", "", "") }),
 		"status": names(func(fs *flag.FlagSet) { fs.Bool("json", false, ""); fs.Bool("clear-stale", false, "") }),
 		"resume": names(nil),
 	})

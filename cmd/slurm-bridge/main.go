@@ -23,6 +23,7 @@ import (
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/pkg/bridge"
+	"github.com/hpcq/hpcq/pkg/metrics"
 	"github.com/hpcq/hpcq/pkg/queue"
 )
 
@@ -84,9 +85,10 @@ func setup(args []string, name, usage string, extra func(*flag.FlagSet)) (*setti
 }
 
 func cmdRun(args []string) error {
-	cancelRunning := false
+	cancelRunning, metricsAddr := false, ""
 	s, fs, err := setup(args, "", "", func(fs *flag.FlagSet) {
 		fs.BoolVar(&cancelRunning, "cancel-running", false, "at shutdown cancel the bridge's running jobs too (default: only pending ones)")
+		fs.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics")
 	})
 	if err != nil {
 		return err
@@ -113,6 +115,13 @@ func cmdRun(args []string) error {
 	b, err := bridge.New(ctx, q, cfg, log)
 	if err != nil {
 		return err
+	}
+	if metricsAddr != "" {
+		reg := metrics.NewRegistry()
+		b.Metrics = metrics.NewBridge(reg)
+		if _, err := metrics.Serve(ctx, metricsAddr, reg, log); err != nil {
+			return err
+		}
 	}
 	if err := b.DryRun(ctx); err != nil {
 		log.Error("dry run", "err", err) // the failing queues are paused; the others run

@@ -25,6 +25,7 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/metrics"
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/queue"
@@ -48,6 +49,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.ID, "id", cfg.ID, "registry id (env HPCQ_WORKER_ID)")
 	fs.DurationVar(&cfg.Grace, "kill-grace", cfg.Grace, "SIGTERM to SIGKILL grace for commands (env HPCQ_KILL_GRACE)")
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", cfg.IdleExit, "exit after this long with nothing to do, 0: never (env HPCQ_IDLE_EXIT)")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "serve Prometheus metrics at http://ADDR/metrics (env HPCQ_METRICS_ADDR)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: worker [flags]\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -181,6 +183,13 @@ func run(args []string) error {
 			}
 		}()
 		wc.Results = sink
+	}
+	if cfg.MetricsAddr != "" {
+		reg := metrics.NewRegistry()
+		wc.Metrics = metrics.NewWorker(reg)
+		if _, err := metrics.Serve(ctx, cfg.MetricsAddr, reg, log); err != nil {
+			return err
+		}
 	}
 	w, err := worker.New(q, exec, wc)
 	if err != nil {

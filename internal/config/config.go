@@ -128,6 +128,8 @@ type Worker struct {
 	Pools   []string `envconfig:"POOLS" default:"cpu" desc:"pools to pull tasks from"`
 	WorkDir string   `envconfig:"WORK_DIR" default:"hpcq-work" desc:"directory of workspaces and phase logs"`
 	ID      string   `envconfig:"WORKER_ID" desc:"registry id (default: host-pid-n)"`
+	// MetricsAddr serves Prometheus metrics at /metrics (host:port).
+	MetricsAddr string `envconfig:"METRICS_ADDR" desc:"serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464; empty: off)"`
 	Tasks
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	slurmfiles "github.com/hpcq/hpcq/deploy/slurm"
+	"github.com/hpcq/hpcq/pkg/metrics"
 	"github.com/hpcq/hpcq/pkg/queue"
 )
 
@@ -55,6 +56,9 @@ type Bridge struct {
 	scripts map[string]string // pool -> rendered script
 	status  map[string]*PoolStatus
 	jobs    map[string]string // job id -> pool: every job this bridge submitted and saw alive
+	// Metrics, when set before Run, records jobs, backlogs, submissions
+	// (slurm-bridge --metrics-addr).
+	Metrics *metrics.Bridge
 }
 
 // New opens the bridge's state and renders its job scripts.
@@ -404,6 +408,7 @@ func (b *Bridge) Tick(ctx context.Context) error {
 		}
 		for range want {
 			id, err := b.slurm.Submit(ctx, scripts[pool])
+			b.Metrics.Submitted(pool, err == nil)
 			b.mu.Lock()
 			if err != nil {
 				st.Failures++
@@ -464,6 +469,9 @@ func (b *Bridge) saveStatus(ctx context.Context) {
 	}
 	jobs, _ := json.Marshal(b.jobs)
 	b.mu.Unlock()
+	for _, st := range sts {
+		b.Metrics.Pool(st.Pool, st.Backlog, st.Workers, st.Pending, st.Running, st.Paused)
+	}
 	for _, st := range sts {
 		data, _ := json.Marshal(st)
 		if _, err := b.kv.Put(ctx, name+".status."+st.Pool, data); err != nil {

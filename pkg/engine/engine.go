@@ -20,6 +20,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/metrics"
 	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
@@ -66,6 +67,8 @@ type Params struct {
 	Progress      io.Writer
 	ProgressEvery time.Duration
 	Logger        *slog.Logger
+	// Metrics, when set, records nodes and LLM calls (run --metrics-addr).
+	Metrics *metrics.Scheduler
 	// OutageMax is how long the memory store may stay unreachable: while a
 	// server is away the run holds the nodes it prepares and starts no new
 	// one; past OutageMax it ends as interrupted (resumable) [10m].
@@ -242,6 +245,7 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 
 // recordCall writes an LLM call as an llm_calls row.
 func (e *engine) recordCall(ctx context.Context, c llm.Call) {
+	e.p.Metrics.Call(c.Purpose, c.Model, c.TokensIn, c.TokensOut, c.CostUSD, c.Latency, c.Error != "")
 	if e.p.Results == nil {
 		return
 	}

@@ -212,6 +212,7 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 		row.MetricValue = o.Metric
 	}
 	rows.Nodes = append(rows.Nodes, row)
+	e.p.Metrics.Node(n.Kind, row.Status)
 	if err := e.p.Results.Write(ctx, rows); err != nil {
 		e.log.Warn("results rows not written", "node_id", n.ID, "err", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/engine"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/metrics"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -125,7 +126,9 @@ type RunOptions struct {
 	// Status, when stdout is a terminal, shows the progress in place (the
 	// log must write through the same Screen); nil: a line every 10 s.
 	Status engine.StatusLine
-	Log    *slog.Logger
+	// MetricsAddr serves Prometheus metrics at /metrics while the run goes.
+	MetricsAddr string
+	Log         *slog.Logger
 }
 
 // Run is `scheduler run`: the tree search of an idea, or the resume of a
@@ -262,11 +265,19 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		return err
 	}
 	started = true
+	var met *metrics.Scheduler
+	if o.MetricsAddr != "" {
+		reg := metrics.NewRegistry()
+		met = metrics.NewScheduler(reg)
+		if _, err := metrics.Serve(ctx, o.MetricsAddr, reg, log); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
 	sum, runErr := engine.Run(ctx, engine.Params{
 		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
 		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, OutageMax: cfg.OutageMax,
-		Status: o.Status, Progress: os.Stdout, Logger: log,
+		Status: o.Status, Progress: os.Stdout, Logger: log, Metrics: met,
 	})
 	if sum.RunID == "" {
 		return runErr

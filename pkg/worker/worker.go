@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/metrics"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -107,6 +108,9 @@ type Config struct {
 	Results results.Sink
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Metrics, when set, records the tasks answered, phase durations and
+	// busy slots (worker --metrics-addr).
+	Metrics *metrics.Worker
 }
 
 // ErrInvalidConfig is wrapped by configuration errors.
@@ -463,6 +467,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		i.Running = int(w.running.Load())
 		i.Tasks = append(i.Tasks, rt)
 	})
+	w.cfg.Metrics.SetSlots(w.cfg.Slots, int(w.running.Load()))
 	w.lastActive.Store(time.Now().UnixNano())
 
 	// Keep the delivery alive until it is answered: an InProgress every
@@ -494,6 +499,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 			i.Running = int(w.running.Load())
 			i.Tasks = slices.DeleteFunc(i.Tasks, func(x queue.RunningTask) bool { return x == rt })
 		})
+		w.cfg.Metrics.SetSlots(w.cfg.Slots, int(w.running.Load()))
 	}()
 
 	started := time.Now()
@@ -522,6 +528,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	if !ok {
 		// Other tasks hold the CPUs or GPUs it needs: later, or another worker.
 		w.slots <- slot
+		w.cfg.Metrics.Task(d.Task.Pool, "handed_back", nil)
 		if err := d.HandBack(context.Background(), w.cfg.RequeueDelay); err != nil {
 			log().Warn("hand-back failed; the task returns after AckWait", "err", err)
 		} else {
@@ -541,6 +548,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		release()
 		w.slots <- slot
 		left := time.Until(w.cfg.Deadline).Round(time.Second)
+		w.cfg.Metrics.Task(d.Task.Pool, "handed_back", nil)
 		if err := d.HandBack(context.Background(), w.cfg.RequeueDelay); err != nil {
 			log().Warn("hand-back failed; the task returns after AckWait", "err", err)
 		} else {
@@ -576,6 +584,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	case err != nil && drain.Err() != nil:
 		// Drain: hand it back at once, for another worker, without using
 		// up one of its deliveries (a walltime signal is not its fault).
+		w.cfg.Metrics.Task(d.Task.Pool, "handed_back", nil)
 		if err := d.HandBack(context.Background(), 0); err != nil {
 			log().Warn("hand-back failed; the task returns after AckWait", "err", err)
 		} else {
@@ -585,6 +594,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	case err != nil:
 		if d.LastDelivery() {
 			reason := fmt.Sprintf("worker %s could not run it on delivery %d of %d: %v", w.cfg.ID, d.NumDelivered, w.q.Options().MaxDeliver, err)
+			w.cfg.Metrics.Task(d.Task.Pool, "dead_lettered", nil)
 			if derr := d.DeadLetter(context.Background(), reason); derr != nil {
 				log().Error("dead letter failed", "err", derr)
 			}
@@ -605,6 +615,20 @@ func (w *Worker) answer(drain context.Context, d *queue.Delivery, res *schema.No
 	t := d.Task
 	res.V = schema.Version
 	res.RunID, res.NodeID, res.Attempt, res.Pool = t.RunID, t.NodeID, t.Attempt, t.Pool
+	if w.cfg.Metrics != nil {
+		status := "ok"
+		switch {
+		case res.Error != nil && res.Error.Kind == schema.ErrKindCanceled:
+			status = "canceled"
+		case res.Error != nil:
+			status = "failed"
+		}
+		phases := make(map[string]time.Duration, len(res.Phases))
+		for _, p := range res.Phases {
+			phases[p.Name] = time.Duration(p.DurationMS) * time.Millisecond
+		}
+		w.cfg.Metrics.Task(t.Pool, status, phases)
+	}
 	res.Worker, res.Host, res.SlurmJobID = w.cfg.ID, w.host, w.cfg.SlurmJobID
 	if res.Toolchain == nil && len(w.cfg.Toolchains) > 0 {
 		res.Toolchain = w.cfg.Toolchains
@@ -671,6 +695,7 @@ func (w *Worker) handBackUnfit(d *queue.Delivery, reason string, fits func(queue
 			return
 		}
 	}
+	w.cfg.Metrics.Task(d.Task.Pool, "dead_lettered", nil)
 	if err := d.DeadLetter(ctx, reason); err != nil {
 		log().Error("dead letter failed", "err", err)
 	}

@@ -1,0 +1,211 @@
+// Package metrics defines hpcq's Prometheus metrics, all named hpcq_* with
+// their unit in the name and bounded labels (pools, phases, statuses,
+// purposes, models: never a node or run id), and serves them.
+//
+// Each process registers the set it updates on its own registry: a worker
+// (Worker), slurm-bridge (Bridge), the scheduler (Scheduler). A nil set
+// records nothing, so the code that updates them needs no checks.
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Worker is what a worker records.
+type Worker struct {
+	// Tasks counts tasks answered, by pool and status: ok, failed,
+	// canceled, handed_back, dead_lettered.
+	Tasks *prometheus.CounterVec
+	// PhaseSeconds is the duration of each phase that ran.
+	PhaseSeconds *prometheus.HistogramVec
+	// Slots is the worker's slots by state: total, busy.
+	Slots *prometheus.GaugeVec
+}
+
+// NewWorker registers a worker's metrics on reg.
+func NewWorker(reg prometheus.Registerer) *Worker {
+	m := &Worker{
+		Tasks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hpcq_worker_tasks_total",
+			Help: "Tasks the worker answered, by pool and status (ok, failed, canceled, handed_back, dead_lettered)."}, []string{"pool", "status"}),
+		PhaseSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hpcq_worker_phase_duration_seconds",
+			Help:    "Duration of the phases the worker ran, by pool and phase.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600}}, []string{"pool", "phase"}),
+		Slots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hpcq_worker_slots",
+			Help: "The worker's task slots, by state (total, busy)."}, []string{"state"}),
+	}
+	reg.MustRegister(m.Tasks, m.PhaseSeconds, m.Slots)
+	return m
+}
+
+// Task records a task answered with status, and the phases it ran.
+func (m *Worker) Task(pool, status string, phases map[string]time.Duration) {
+	if m == nil {
+		return
+	}
+	m.Tasks.WithLabelValues(pool, status).Inc()
+	for ph, d := range phases {
+		m.PhaseSeconds.WithLabelValues(pool, ph).Observe(d.Seconds())
+	}
+}
+
+// SetSlots records the worker's slots and how many are busy.
+func (m *Worker) SetSlots(total, busy int) {
+	if m == nil {
+		return
+	}
+	m.Slots.WithLabelValues("total").Set(float64(total))
+	m.Slots.WithLabelValues("busy").Set(float64(busy))
+}
+
+// Bridge is what slurm-bridge records.
+type Bridge struct {
+	Jobs        *prometheus.GaugeVec
+	Backlog     *prometheus.GaugeVec
+	Workers     *prometheus.GaugeVec
+	Submissions *prometheus.CounterVec
+	Failures    *prometheus.CounterVec
+	Paused      *prometheus.GaugeVec
+}
+
+// NewBridge registers slurm-bridge's metrics on reg.
+func NewBridge(reg prometheus.Registerer) *Bridge {
+	m := &Bridge{
+		Jobs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hpcq_bridge_jobs",
+			Help: "The bridge's worker jobs in Slurm, by pool and state (pending, running)."}, []string{"pool", "state"}),
+		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hpcq_bridge_backlog_tasks",
+			Help: "Tasks pending or in flight in a pool, as the bridge last saw them."}, []string{"pool"}),
+		Workers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hpcq_bridge_live_workers",
+			Help: "Live workers of a pool, as the bridge last saw them."}, []string{"pool"}),
+		Submissions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hpcq_bridge_submissions_total",
+			Help: "Worker jobs the bridge submitted, by pool."}, []string{"pool"}),
+		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hpcq_bridge_submit_failures_total",
+			Help: "sbatch calls that failed, by pool."}, []string{"pool"}),
+		Paused: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hpcq_bridge_paused",
+			Help: "1 when the pool's queue is paused (its configuration must be fixed), else 0."}, []string{"pool"}),
+	}
+	reg.MustRegister(m.Jobs, m.Backlog, m.Workers, m.Submissions, m.Failures, m.Paused)
+	return m
+}
+
+// Pool records what the bridge saw of a pool at its last look.
+func (m *Bridge) Pool(pool string, backlog uint64, workers, pending, running int, paused bool) {
+	if m == nil {
+		return
+	}
+	m.Backlog.WithLabelValues(pool).Set(float64(backlog))
+	m.Workers.WithLabelValues(pool).Set(float64(workers))
+	m.Jobs.WithLabelValues(pool, "pending").Set(float64(pending))
+	m.Jobs.WithLabelValues(pool, "running").Set(float64(running))
+	p := 0.0
+	if paused {
+		p = 1
+	}
+	m.Paused.WithLabelValues(pool).Set(p)
+}
+
+// Submitted records n submissions of a pool, failed ones among them.
+func (m *Bridge) Submitted(pool string, ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.Submissions.WithLabelValues(pool).Inc()
+	} else {
+		m.Failures.WithLabelValues(pool).Inc()
+	}
+}
+
+// Scheduler is what the scheduler of a run records.
+type Scheduler struct {
+	Nodes      *prometheus.CounterVec
+	LLMCalls   *prometheus.CounterVec
+	LLMTokens  *prometheus.CounterVec
+	LLMCost    *prometheus.CounterVec
+	LLMLatency *prometheus.HistogramVec
+}
+
+// NewScheduler registers the scheduler's metrics on reg.
+func NewScheduler(reg prometheus.Registerer) *Scheduler {
+	m := &Scheduler{
+		Nodes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hpcq_scheduler_nodes_total",
+			Help: "Nodes of the tree search that ended, by kind and status (the nodes table's words)."}, []string{"kind", "status"}),
+		LLMCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hpcq_llm_calls_total",
+			Help: "LLM requests, by purpose, model and outcome (ok, error)."}, []string{"purpose", "model", "outcome"}),
+		LLMTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hpcq_llm_tokens_total",
+			Help: "LLM tokens, by purpose, model and direction (in, out)."}, []string{"purpose", "model", "direction"}),
+		LLMCost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hpcq_llm_cost_usd_total",
+			Help: "LLM cost in US dollars, by purpose and model."}, []string{"purpose", "model"}),
+		LLMLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hpcq_llm_latency_seconds",
+			Help:    "LLM request latency, by purpose and model.",
+			Buckets: []float64{0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}}, []string{"purpose", "model"}),
+	}
+	reg.MustRegister(m.Nodes, m.LLMCalls, m.LLMTokens, m.LLMCost, m.LLMLatency)
+	return m
+}
+
+// Node records a node that ended.
+func (m *Scheduler) Node(kind, status string) {
+	if m == nil {
+		return
+	}
+	m.Nodes.WithLabelValues(kind, status).Inc()
+}
+
+// Call records an LLM call.
+func (m *Scheduler) Call(purpose, model string, tokensIn, tokensOut int64, costUSD float64, latency time.Duration, failed bool) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if failed {
+		outcome = "error"
+	}
+	m.LLMCalls.WithLabelValues(purpose, model, outcome).Inc()
+	m.LLMTokens.WithLabelValues(purpose, model, "in").Add(float64(tokensIn))
+	m.LLMTokens.WithLabelValues(purpose, model, "out").Add(float64(tokensOut))
+	m.LLMCost.WithLabelValues(purpose, model).Add(costUSD)
+	m.LLMLatency.WithLabelValues(purpose, model).Observe(latency.Seconds())
+}
+
+// NewRegistry is a registry with the Go runtime's and the process's own
+// metrics.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Serve serves reg at /metrics on addr until ctx ends. It returns once the
+// listener is open (an error if it cannot be), with the address it got.
+func Serve(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("metrics: listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics server", "err", err)
+		}
+	}()
+	log.Info("metrics served", "url", "http://"+ln.Addr().String()+"/metrics")
+	return ln.Addr().String(), nil
+}
