@@ -84,12 +84,22 @@ func setup(args []string, name, usage string, extra func(*flag.FlagSet)) (*setti
 	return &s, fs, nil
 }
 
+// runOptions are the flags of the bridge's run beside the common ones.
+type runOptions struct {
+	cancelRunning bool
+	metricsAddr   string
+}
+
+func runFlags(o *runOptions) func(*flag.FlagSet) {
+	return func(fs *flag.FlagSet) {
+		fs.BoolVar(&o.cancelRunning, "cancel-running", false, "at shutdown cancel the bridge's running jobs too (default: only pending ones)")
+		fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics")
+	}
+}
+
 func cmdRun(args []string) error {
-	cancelRunning, metricsAddr := false, ""
-	s, fs, err := setup(args, "", "", func(fs *flag.FlagSet) {
-		fs.BoolVar(&cancelRunning, "cancel-running", false, "at shutdown cancel the bridge's running jobs too (default: only pending ones)")
-		fs.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics")
-	})
+	var o runOptions
+	s, fs, err := setup(args, "", "", runFlags(&o))
 	if err != nil {
 		return err
 	}
@@ -116,10 +126,10 @@ func cmdRun(args []string) error {
 	if err != nil {
 		return err
 	}
-	if metricsAddr != "" {
+	if o.metricsAddr != "" {
 		reg := metrics.NewRegistry()
 		b.Metrics = metrics.NewBridge(reg)
-		if _, err := metrics.Serve(ctx, metricsAddr, reg, log); err != nil {
+		if _, err := metrics.Serve(ctx, o.metricsAddr, reg, log); err != nil {
 			return err
 		}
 	}
@@ -145,7 +155,7 @@ func cmdRun(args []string) error {
 	runErr := b.Run(ctx)
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := b.Shutdown(sctx, cancelRunning); err != nil {
+	if err := b.Shutdown(sctx, o.cancelRunning); err != nil {
 		log.Error("shutdown: jobs not cancelled", "err", err)
 		return errors.Join(runErr, err)
 	}

@@ -14,12 +14,19 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 )
 
+// statusOptions are the flags of `status` beside the common ones.
+type statusOptions struct{ jsonOut, clearStale bool }
+
+func statusFlags(o *statusOptions) func(*flag.FlagSet) {
+	return func(fs *flag.FlagSet) {
+		fs.BoolVar(&o.jsonOut, "json", false, "print JSON")
+		fs.BoolVar(&o.clearStale, "clear-stale", false, "remove the recorded status of pools no longer in the configuration")
+	}
+}
+
 func cmdStatus(args []string) error {
-	jsonOut, clearStale := false, false
-	s, fs, err := setup(args, "status ", "", func(fs *flag.FlagSet) {
-		fs.BoolVar(&jsonOut, "json", false, "print JSON")
-		fs.BoolVar(&clearStale, "clear-stale", false, "remove the recorded status of pools no longer in the configuration")
-	})
+	var o statusOptions
+	s, fs, err := setup(args, "status ", "", statusFlags(&o))
 	if err != nil {
 		return err
 	}
@@ -46,7 +53,7 @@ func cmdStatus(args []string) error {
 	if err != nil {
 		return err
 	}
-	if clearStale {
+	if o.clearStale {
 		kept := sts[:0]
 		for _, st := range sts {
 			if !st.Stale {
@@ -60,7 +67,7 @@ func cmdStatus(args []string) error {
 		}
 		sts = kept
 	}
-	if jsonOut {
+	if o.jsonOut {
 		return json.NewEncoder(os.Stdout).Encode(sts)
 	}
 	if len(sts) == 0 {

@@ -57,17 +57,7 @@ func run(args []string) error {
 		config.Usage(fs.Output(), &cfg)
 	}
 	if len(args) > 0 && args[0] == "completion" {
-		if len(args) != 2 {
-			fmt.Fprintln(os.Stderr, "usage: worker completion bash|zsh|fish")
-			return cli.ExitError(2)
-		}
-		script, err := cli.Completion(args[1], "worker", map[string][]string{"": cli.FlagNames(fs)})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "worker completion:", err)
-			return cli.ExitError(2)
-		}
-		fmt.Print(script)
-		return nil
+		return cli.PrintCompletion("worker", args[1:], map[string][]string{"": cli.FlagNames(fs)})
 	}
 	if err := cli.Parse(fs, args); err != nil {
 		return err

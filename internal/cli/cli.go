@@ -117,3 +117,19 @@ func Completion(shell, prog string, commands map[string][]string) (string, error
 	}
 	return b.String(), nil
 }
+
+// PrintCompletion is the "completion SHELL" command of prog: args are its
+// arguments; flags as for Completion.
+func PrintCompletion(prog string, args []string, flags map[string][]string) error {
+	if len(args) != 1 {
+		fmt.Fprintf(os.Stderr, "usage: %s completion bash|zsh|fish\n", prog)
+		return ExitError(2)
+	}
+	script, err := Completion(args[0], prog, flags)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s completion: %v\n", prog, err)
+		return ExitError(2)
+	}
+	fmt.Print(script)
+	return nil
+}
