@@ -10,7 +10,9 @@
 #   services.sh env DIR                print DIR/services.env
 #
 # SERVICE: nats, redis, clickhouse, slurm (a single-node Slurm: munged,
-# slurmctld, slurmd; clients need its SLURM_CONF). install also knows "mpi" (Open MPI:
+# slurmctld, slurmd; clients need its SLURM_CONF), prometheus (started only
+# by `start`, with the scrape configuration DIR/prometheus.yml the caller
+# wrote; not part of `up`). install also knows "mpi" (Open MPI:
 # mpicc, mpirun) and "sqlite3" (the CLI the results tests query with),
 # which run no server. Every command is idempotent:
 # starting a running service prints its env again; stopping a stopped one
@@ -19,7 +21,7 @@
 set -euo pipefail
 
 ALL_SERVICES=(nats redis clickhouse slurm)
-INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm)
+INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus)
 
 die() { echo "services.sh: $*" >&2; exit 1; }
 
@@ -31,7 +33,8 @@ package_of() {
     redis) echo redis-server ;;
     clickhouse) echo clickhouse-server clickhouse-client ;;
     slurm) echo slurmctld slurmd slurm-client munge ;;
-    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]})" ;;
+    prometheus) echo prometheus ;;
+    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus)" ;;
   esac
 }
 
@@ -43,6 +46,7 @@ binary_of() {
     redis) echo redis-server ;;
     clickhouse) echo clickhouse-server ;;
     slurm) echo slurmctld ;;
+    prometheus) echo prometheus ;;
     *) die "unknown service '$1'" ;;
   esac
 }
@@ -185,6 +189,31 @@ redis_ready() {
 # command line); clients pass it as HPCQ_REDIS_PASSWORD. With
 # HPCQ_REDIS_TLS_CERT and HPCQ_REDIS_TLS_KEY (PEM files) set at its first
 # start, it speaks only TLS (copies kept in DIR/tls) and its URL is rediss://.
+# start_prometheus runs a Prometheus server on a loopback port with the
+# scrape configuration DIR/prometheus.yml (written by the caller), its data
+# in DIR/data.
+start_prometheus() {
+  local dir=$1 port launched
+  [ -s "$dir/prometheus.yml" ] || die "prometheus: write the scrape configuration $dir/prometheus.yml first"
+  mkdir -p "$dir/data"
+  already_running "$dir" prometheus && return 0
+  need prometheus prometheus
+  port=$(port_for "$dir" prometheus)
+  (cd "$dir" && exec prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+    --web.listen-address="127.0.0.1:$port" </dev/null >"$dir/prometheus.log" 2>&1) &
+  launched=$!
+  echo "$launched" >"$dir/prometheus.pid"
+  try_ready "$launched" 30 prometheus "$dir/prometheus.log" prometheus_ready "$port" ||
+    die "prometheus exited at start; see $dir/prometheus.log"
+  printf 'HPCQ_PROMETHEUS_URL=http://127.0.0.1:%s\nHPCQ_PROMETHEUS_PID=%s\n' "$port" "$launched" | tee "$dir/prometheus.env"
+}
+
+prometheus_ready() {
+  exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+  printf 'GET /-/ready HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+  grep -q "200 OK" <&3
+}
+
 start_redis() {
   local dir=$1 port conf=() pass="" tls=() cli=() scheme=redis
   mkdir -p "$dir/data"
@@ -411,6 +440,7 @@ cmd_start() {
     redis) start_redis "$dir" ;;
     clickhouse) start_clickhouse "$dir" ;;
     slurm) start_slurm "$dir" ;;
+    prometheus) start_prometheus "$dir" ;;
     *) die "unknown service '$svc'" ;;
   esac
 }
@@ -421,7 +451,7 @@ cmd_stop() {
   [ -d "$2" ] || return 0
   dir=$(cd "$2" && pwd)
   case "$svc" in
-    nats|redis|clickhouse) stop_pidfile "$dir" "$svc" ;;
+    nats|redis|clickhouse|prometheus) stop_pidfile "$dir" "$svc" ;;
     slurm) stop_slurm "$dir" ;;
     *) die "unknown service '$svc'" ;;
   esac

@@ -3,6 +3,9 @@ package tests
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -422,4 +425,47 @@ func TestBridgeChecksWorkerBin(t *testing.T) {
 	require.NotEqual(t, 0, code, out)
 	require.Contains(t, out, "worker_bin "+filepath.Join(dir, "no-worker")+": ")
 	require.Contains(t, out, "no such file")
+}
+
+// TestPrometheusScrapes: a real Prometheus server scrapes the three
+// processes of a cluster (a worker, slurm-bridge, the scheduler of a run)
+// and their series read back through its HTTP API.
+func TestPrometheusScrapes(t *testing.T) {
+	t.Parallel()
+	e := startSlurm(t)
+	waddr, baddr, saddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	prom := testutil.StartServiceWith(t, "prometheus", func(dir string) {
+		cfg := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 1s}\nscrape_configs:\n  - job_name: hpcq\n    static_configs:\n      - targets: [%q, %q, %q]\n",
+			waddr, baddr, saddr)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
+	})
+	api := prom.Env["HPCQ_PROMETHEUS_URL"] + "/api/v1/query?query="
+	query := func(q string) string {
+		resp, err := http.Get(api + url.QueryEscape(q))
+		if err != nil {
+			return ""
+		}
+		defer resp.Body.Close()
+		data, _ := io.ReadAll(resp.Body)
+		return string(data)
+	}
+	start(t, append(e.env, "HPCQ_WORK_DIR="+t.TempDir()), "worker", "--pools", "cpu", "--slots", "1", "--metrics-addr", waddr)
+	cfg := e.bridgeConfig(t, "prom", `  cpu: {partition: debug, slots: 1, max_jobs: 1, idle_timeout: 3s, time_limit: "10"}
+`)
+	start(t, e.env, "slurm-bridge", "--config", cfg, "--metrics-addr", baddr)
+	srv := draftsLLM(t, func(n int) string { return runScript("sleep 8\necho 'METRIC score=2'\n") })
+	p := start(t, append(e.env, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key"),
+		"scheduler", "run", "--run-dir", filepath.Join(e.dir, "run-prom"), "--metrics-addr", saddr, writeIdea(t, 1, 1))
+	testutil.Eventually(t, 60*time.Second, "Prometheus to scrape all three", func() bool {
+		return strings.Count(query(`up{job="hpcq"} == 1`), `"instance"`) == 3
+	})
+	testutil.Eventually(t, 30*time.Second, "the scheduler's LLM calls in Prometheus", func() bool {
+		return strings.Contains(query(`hpcq_llm_calls_total{purpose="draft"}`), `"model":"test-model"`)
+	})
+	require.Contains(t, query(`hpcq_bridge_paused`), `"pool":"cpu"`)
+	require.Contains(t, query(`hpcq_worker_slots{state="total"}`), `"value":[`)
+	require.Equal(t, 0, p.wait(t, 60*time.Second), p.output())
+	testutil.Eventually(t, 30*time.Second, "the worker's task in Prometheus", func() bool {
+		return strings.Contains(query(`hpcq_worker_tasks_total{status="ok"}`), `"pool":"cpu"`)
+	})
 }

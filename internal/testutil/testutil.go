@@ -286,13 +286,24 @@ func (s *Server) Start() { s.start() }
 // through scripts/services.sh, stopped by its pid when the test ends.
 func StartService(t testing.TB, service string) *Server {
 	t.Helper()
-	bins := map[string]string{"nats": "nats-server", "redis": "redis-server", "clickhouse": "clickhouse-server", "slurm": "slurmctld"}
+	return StartServiceWith(t, service, nil)
+}
+
+// StartServiceWith is StartService with prepare called on the service's
+// directory first (prometheus reads its prometheus.yml there).
+func StartServiceWith(t testing.TB, service string, prepare func(dir string)) *Server {
+	t.Helper()
+	bins := map[string]string{"nats": "nats-server", "redis": "redis-server", "clickhouse": "clickhouse-server", "slurm": "slurmctld",
+		"prometheus": "prometheus"}
 	bin, ok := bins[service]
 	if !ok {
 		t.Fatalf("unknown service %q", service)
 	}
 	RequireBinary(t, bin, "scripts/services.sh install "+service)
 	dir := t.TempDir()
+	if prepare != nil {
+		prepare(dir)
+	}
 	s := &Server{Dir: dir}
 	stopped := true
 	s.start = func() {
