@@ -252,6 +252,10 @@ func TestMetricsEndpoints(t *testing.T) {
 		return strings.Contains(sched, `hpcq_llm_calls_total{model="test-model",outcome="ok",purpose="draft"} 1`)
 	})
 	require.Contains(t, sched, "hpcq_llm_latency_seconds_bucket{")
+	require.Contains(t, sched, `hpcq_queue_tasks{pool="cpu",state="pending"}`, "the queue's pools, read at scrape time")
+	testutil.Eventually(t, 30*time.Second, "the live worker in the scheduler's queue metrics", func() bool {
+		return strings.Contains(scrape(saddr), `hpcq_queue_workers{pool="cpu",state="live"} 1`)
+	})
 	require.Contains(t, sched, "go_goroutines ")
 	require.Equal(t, 0, p.wait(t, 60*time.Second), p.output())
 	w := scrape(waddr)

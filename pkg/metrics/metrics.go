@@ -209,3 +209,50 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, log *slog
 	log.Info("metrics served", "url", "http://"+ln.Addr().String()+"/metrics")
 	return ln.Addr().String(), nil
 }
+
+// PoolCounts is what the queue says of a pool.
+type PoolCounts struct {
+	Pool                            string
+	Pending, InFlight, DeadLettered uint64
+	Workers, LostWorkers            int
+}
+
+// queueCollector reads the queue's pools at scrape time (a scrape while
+// the server is away reports nothing of them).
+type queueCollector struct {
+	stats                          func(ctx context.Context) ([]PoolCounts, error)
+	pending, deadLettered, workers *prometheus.Desc
+}
+
+// NewQueueCollector registers the queue's per pool gauges on reg:
+// hpcq_queue_tasks{pool,state=pending|in_flight}, hpcq_queue_dead_letters
+// {pool}, hpcq_queue_workers{pool,state=live|lost}.
+func NewQueueCollector(reg prometheus.Registerer, stats func(ctx context.Context) ([]PoolCounts, error)) {
+	reg.MustRegister(&queueCollector{stats: stats,
+		pending:      prometheus.NewDesc("hpcq_queue_tasks", "Tasks of a pool, by state (pending, in_flight).", []string{"pool", "state"}, nil),
+		deadLettered: prometheus.NewDesc("hpcq_queue_dead_letters", "Dead-lettered tasks of a pool kept.", []string{"pool"}, nil),
+		workers:      prometheus.NewDesc("hpcq_queue_workers", "Workers of a pool in the registry, by state (live, lost).", []string{"pool", "state"}, nil),
+	})
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.pending
+	ch <- c.deadLettered
+	ch <- c.workers
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	pools, err := c.stats(ctx)
+	if err != nil {
+		return
+	}
+	for _, p := range pools {
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(p.Pending), p.Pool, "pending")
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(p.InFlight), p.Pool, "in_flight")
+		ch <- prometheus.MustNewConstMetric(c.deadLettered, prometheus.GaugeValue, float64(p.DeadLettered), p.Pool)
+		ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(p.Workers), p.Pool, "live")
+		ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(p.LostWorkers), p.Pool, "lost")
+	}
+}

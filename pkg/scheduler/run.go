@@ -269,6 +269,15 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	if o.MetricsAddr != "" {
 		reg := metrics.NewRegistry()
 		met = metrics.NewScheduler(reg)
+		metrics.NewQueueCollector(reg, func(ctx context.Context) ([]metrics.PoolCounts, error) {
+			stats, err := q.Stats(ctx)
+			out := make([]metrics.PoolCounts, len(stats))
+			for i, p := range stats {
+				out[i] = metrics.PoolCounts{Pool: p.Pool, Pending: p.Pending, InFlight: p.InFlight, DeadLettered: p.DeadLettered,
+					Workers: p.Workers, LostWorkers: p.LostWorkers}
+			}
+			return out, err
+		})
 		if _, err := metrics.Serve(ctx, o.MetricsAddr, reg, log); err != nil {
 			return err
 		}
