@@ -253,6 +253,7 @@ func TestMetricsEndpoints(t *testing.T) {
 	})
 	require.Contains(t, sched, "hpcq_llm_latency_seconds_bucket{")
 	require.Contains(t, sched, `hpcq_queue_tasks{pool="cpu",state="pending"}`, "the queue's pools, read at scrape time")
+	require.Contains(t, sched, `hpcq_memory_op_duration_seconds_count{op="fork",outcome="ok"}`, "memory operations")
 	testutil.Eventually(t, 30*time.Second, "the live worker in the scheduler's queue metrics", func() bool {
 		return strings.Contains(scrape(saddr), `hpcq_queue_workers{pool="cpu",state="live"} 1`)
 	})

@@ -227,7 +227,7 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 		e.mem = memory.New(e.outage, p.Spec.Memory.Config, memory.Options{
 			Summarizer: prompt.Summarizer{Client: e.metered},
 			Compressor: prompt.Compressor{Client: e.metered},
-			Logger:     e.log, Calls: p.MemoryCalls,
+			Logger:     e.log, Calls: p.MemoryCalls, Observe: p.Metrics.MemoryOp,
 		})
 	}
 	if *p.Spec.LogPrompts {

@@ -111,6 +111,9 @@ type Options struct {
 	// Compressor shortens sections over budget; without one they are
 	// truncated with a marker.
 	Compressor Compressor
+	// Observe, when set, is told every operation's name, duration and
+	// error (the scheduler's metrics).
+	Observe func(op string, d time.Duration, err error)
 }
 
 // Memory is the model on top of a Store: redaction, recall folding, the
@@ -188,6 +191,9 @@ type call struct {
 }
 
 func (m *Memory) record(branch, op string, start time.Time, in, out, items int, err error) {
+	if m.opts.Observe != nil {
+		m.opts.Observe(op, time.Since(start), err)
+	}
 	if m.opts.Calls == nil {
 		return
 	}

@@ -132,6 +132,9 @@ type Scheduler struct {
 	LLMTokens  *prometheus.CounterVec
 	LLMCost    *prometheus.CounterVec
 	LLMLatency *prometheus.HistogramVec
+	// MemoryOps is the latency of memory operations, by operation and
+	// outcome.
+	MemoryOps *prometheus.HistogramVec
 }
 
 // NewScheduler registers the scheduler's metrics on reg.
@@ -149,8 +152,23 @@ func NewScheduler(reg prometheus.Registerer) *Scheduler {
 			Help:    "LLM request latency, by purpose and model.",
 			Buckets: []float64{0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}}, []string{"purpose", "model"}),
 	}
-	reg.MustRegister(m.Nodes, m.LLMCalls, m.LLMTokens, m.LLMCost, m.LLMLatency)
+	m.MemoryOps = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hpcq_memory_op_duration_seconds",
+		Help:    "Latency of memory operations (fork, core_set, recall_append, render, archival_search, ...), by operation and outcome.",
+		Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5}}, []string{"op", "outcome"})
+	reg.MustRegister(m.Nodes, m.LLMCalls, m.LLMTokens, m.LLMCost, m.LLMLatency, m.MemoryOps)
 	return m
+}
+
+// MemoryOp records a memory operation.
+func (m *Scheduler) MemoryOp(op string, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.MemoryOps.WithLabelValues(op, outcome).Observe(d.Seconds())
 }
 
 // Node records a node that ended.
