@@ -265,6 +265,11 @@ func TestResumeRunsNothingTwice(t *testing.T) {
 		before[f] = data
 	}
 	draftsBefore := e.srv.Count("draft")
+	// A draft asked for when the cancel came has no task yet: its reply was
+	// lost with the run and it is asked for again (at most one: one slot).
+	published, _ := filepath.Glob(filepath.Join(dir, nodesDir, "*", taskFile))
+	lost := draftsBefore - len(published)
+	require.LessOrEqual(t, lost, 1, "at most the request in flight at the cancel is lost")
 
 	sum, err := Run(context.Background(), e.p)
 	require.NoError(t, err)
@@ -274,7 +279,8 @@ func TestResumeRunsNothingTwice(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(data), string(now), "a finished node is kept as it was")
 	}
-	require.Equal(t, 4, e.srv.Count("draft"), "every node's code was asked for once (before the resume: %d)", draftsBefore)
+	require.Equal(t, 4+lost, e.srv.Count("draft"), "every published node's code was asked for once (before the resume: %d, %d published)",
+		draftsBefore, len(published))
 	tree, err := search.OpenTree(filepath.Join(dir, journalDir, "tree.journal"))
 	require.NoError(t, err)
 	defer tree.Close()
