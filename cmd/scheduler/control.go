@@ -44,3 +44,12 @@ func definePurge(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(con
 		return scheduler.Purge(ctx, cfg, scheduler.PurgeOptions{RunDir: *runDir, Log: log})
 	}
 }
+
+func defineServe(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	addr := fs.String("http", scheduler.DefaultHTTPAddr, "address of the dashboard, the JSON API and /metrics (another address than loopback needs HPCQ_HTTP_TOKEN)")
+	runDir := fs.String("run-dir", "", "serve this run only")
+	runs := fs.String("runs", "", "serve every run under this directory (default: --runs-dir)")
+	return func() bool { return fs.NArg() == 0 && (*runDir == "" || *runs == "") }, func(ctx context.Context, log *slog.Logger) error {
+		return scheduler.Serve(ctx, cfg, scheduler.ServeOptions{HTTP: *addr, RunDir: *runDir, Runs: *runs, Log: log})
+	}
+}

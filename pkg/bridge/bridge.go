@@ -23,6 +23,8 @@ import (
 
 // PoolStatus is what `slurm-bridge status` shows of a pool.
 type PoolStatus struct {
+	// Bridge is the bridge's name (set by AllStatuses, not stored).
+	Bridge  string `json:"bridge,omitempty"`
 	Pool    string `json:"pool"`
 	Backlog uint64 `json:"backlog"` // tasks pending + in flight
 	Workers int    `json:"workers"` // live workers of the pool
@@ -271,6 +273,41 @@ func Statuses(ctx context.Context, q *queue.Queue, cfg *Config) ([]PoolStatus, e
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pool < out[j].Pool })
+	return out, nil
+}
+
+// AllStatuses reads what every bridge of the server last recorded, per
+// bridge and pool (for a reader without the bridges' configuration: Stale
+// is not set).
+func AllStatuses(ctx context.Context, q *queue.Queue) ([]PoolStatus, error) {
+	kv, err := q.BridgeState(ctx, false)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []PoolStatus
+	for k := range keys.Keys() {
+		name, _, ok := strings.Cut(k, ".status.")
+		if !ok {
+			continue
+		}
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue
+		}
+		var st PoolStatus
+		if json.Unmarshal(e.Value(), &st) == nil {
+			st.Bridge = name
+			out = append(out, st)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Bridge+"\x00"+out[i].Pool < out[j].Bridge+"\x00"+out[j].Pool })
 	return out, nil
 }
 

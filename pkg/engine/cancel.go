@@ -88,7 +88,7 @@ var ErrRunCanceled = errors.New("the run was canceled")
 // record (journal/end.json), or by a cancel recorded on the server while
 // no scheduler ran it.
 func checkNotCanceled(ctx context.Context, dir string, q *queue.Queue) error {
-	var end runEnd
+	var end End
 	if _, err := readJSON(filepath.Join(dir, journalDir, endFile), &end); err != nil {
 		return err
 	}

@@ -128,15 +128,17 @@ func Export(ctx context.Context, p Params) (Summary, error) {
 		return Summary{}, err
 	}
 	defer e.close()
-	var end runEnd
+	var end End
 	if _, err := readJSON(filepath.Join(e.dir, journalDir, endFile), &end); err != nil {
 		return Summary{}, err
 	}
 	return e.finish(ctx, results.Run{}, end.StoppedBy, end.Notes)
 }
 
-// runEnd is how the last session of a run ended (journal/end.json).
-type runEnd struct {
+// End is how the last session of a run ended (journal/end.json): a run
+// with one has ended (by itself, or canceled); one without is going or was
+// interrupted.
+type End struct {
 	StoppedBy string         `json:"stopped_by,omitempty"`
 	Notes     map[int]string `json:"stage_notes,omitempty"`
 	// Canceled is the reason of a cancel that ended the run.
@@ -466,7 +468,7 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 		if err := saveUsage(filepath.Join(e.dir, journalDir, "usage.json"), u); err != nil {
 			e.log.Warn("usage not saved", "err", err)
 		}
-		end := runEnd{StoppedBy: stoppedBy, Notes: notes}
+		end := End{StoppedBy: stoppedBy, Notes: notes}
 		if c := e.canceled.Load(); c != nil {
 			end.Canceled = c.Reason
 			if end.Canceled == "" {

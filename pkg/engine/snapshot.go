@@ -77,7 +77,7 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 	if s.Usage, err = loadUsage(filepath.Join(runDir, journalDir, "usage.json")); err != nil {
 		return s, err
 	}
-	var end runEnd
+	var end End
 	if _, err := readJSON(filepath.Join(runDir, journalDir, endFile), &end); err != nil {
 		return s, err
 	}
@@ -114,4 +114,10 @@ func ReadSpec(runDir string) (run.Spec, error) {
 		return spec, fmt.Errorf("%s: %w", filepath.Join(runDir, rundir.SpecFile), err)
 	}
 	return spec, nil
+}
+
+// ReadEnd reads how a run ended; ok is false for a run that has not ended.
+func ReadEnd(runDir string) (end End, ok bool, err error) {
+	ok, err = readJSON(filepath.Join(runDir, journalDir, endFile), &end)
+	return end, ok, err
 }

@@ -211,7 +211,7 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, log *slog
 		return "", fmt.Errorf("metrics: listen on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("/metrics", Handler(reg))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -226,6 +226,11 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, log *slog
 	}()
 	log.Info("metrics served", "url", "http://"+ln.Addr().String()+"/metrics")
 	return ln.Addr().String(), nil
+}
+
+// Handler serves reg's metrics in the Prometheus exposition format.
+func Handler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
 }
 
 // PoolCounts is what the queue says of a pool.

@@ -13,6 +13,7 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/runview"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -47,11 +48,11 @@ func Logs(ctx context.Context, cfg *config.Scheduler, o LogsOptions) error {
 	if err != nil {
 		return err
 	}
-	lines, err := ListNodes(dir)
+	lines, err := runview.ListNodes(dir)
 	if err != nil {
 		return err
 	}
-	var node *NodeLine
+	var node *runview.NodeLine
 	for i := range lines {
 		if lines[i].Node == o.Node {
 			node = &lines[i]
@@ -60,8 +61,8 @@ func Logs(ctx context.Context, cfg *config.Scheduler, o LogsOptions) error {
 	if node == nil {
 		return fmt.Errorf("run %s has no node %q (scheduler ls --run-dir %s lists them)", rundir.Dir(dir).ID(), o.Node, dir)
 	}
-	finished := node.Status != lsPreparing && node.Status != lsQueued
-	if node.Status == lsPreparing {
+	finished := node.Status != runview.Preparing && node.Status != runview.Queued
+	if node.Status == runview.Preparing {
 		return fmt.Errorf("node %s has not been published yet: its code is being asked of the model", o.Node)
 	}
 	if finished && (o.Attempt == 0 || o.Attempt == node.Attempt) {

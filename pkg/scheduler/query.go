@@ -26,58 +26,58 @@ type QueryOptions struct {
 // a local run (or of a cluster run without ClickHouse), or ClickHouse when
 // the run's run.json says so or, without RunDir, when it is configured.
 func Query(ctx context.Context, cfg *config.Scheduler, o QueryOptions) error {
-	store := "clickhouse"
 	dir := o.RunDir
-	if dir != "" || cfg.Store.ClickHouseDSN == "" {
-		if dir == "" {
-			var err error
-			if dir, err = newestRun(cfg.RunsDir); err != nil {
-				return err
-			}
+	if dir == "" && cfg.Store.ClickHouseDSN == "" {
+		var err error
+		if dir, err = newestRun(cfg.RunsDir); err != nil {
+			return err
 		}
+	}
+	qctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	tab, err := queryRun(qctx, cfg, dir, o.SQL)
+	if err != nil {
+		return err
+	}
+	return tab.Write(os.Stdout, o.Format)
+}
+
+// queryRun runs one read-only statement on the results of the run in dir,
+// where its run.json says they are; dir "" is ClickHouse.
+func queryRun(ctx context.Context, cfg *config.Scheduler, dir, sql string) (*results.Table, error) {
+	store := "clickhouse"
+	if dir != "" {
 		info, err := rundir.Dir(dir).ReadInfo()
 		if err != nil {
-			return fmt.Errorf("%s is not a run directory: %w", dir, err)
+			return nil, fmt.Errorf("%s is not a run directory: %w", dir, err)
 		}
 		store = info.Results["store"]
 		if store == "" {
 			store = "sqlite" // runs recorded before results were kept
 		}
 	}
-	var tab *results.Table
-	var err error
-	switch store {
-	case "clickhouse":
+	if store == "clickhouse" {
 		if cfg.Store.ClickHouseDSN == "" {
-			return fmt.Errorf("run %s keeps its results in ClickHouse: set HPCQ_CLICKHOUSE_DSN (or --clickhouse-dsn)", dir)
+			return nil, fmt.Errorf("run %s keeps its results in ClickHouse: set HPCQ_CLICKHOUSE_DSN (or --clickhouse-dsn)", dir)
 		}
-		conn, cerr := chdb.Open(ctx, cfg.Store.ClickHouseDSN)
-		if cerr != nil {
-			return cerr
+		conn, err := chdb.Open(ctx, cfg.Store.ClickHouseDSN)
+		if err != nil {
+			return nil, err
 		}
 		defer conn.Close()
-		qctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		defer cancel()
-		tab, err = results.QueryClickHouse(qctx, conn, o.SQL)
-	default:
-		path := rundir.Dir(dir).Path(rundir.ResultsFile)
-		if _, serr := os.Stat(path); serr != nil {
-			return fmt.Errorf("run %s has no results file: %w", dir, serr)
-		}
-		// The memory's tables (archival, recall_events) are in the memory
-		// file: attached read-only, so the documented queries on them work.
-		var attach []string
-		if mem := rundir.Dir(dir).Path(rundir.MemoryDB); fileExists(mem) {
-			attach = append(attach, mem)
-		}
-		qctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		defer cancel()
-		tab, err = results.QuerySQLite(qctx, path, o.SQL, attach...)
+		return results.QueryClickHouse(ctx, conn, sql)
 	}
-	if err != nil {
-		return err
+	path := rundir.Dir(dir).Path(rundir.ResultsFile)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("run %s has no results file: %w", dir, err)
 	}
-	return tab.Write(os.Stdout, o.Format)
+	// The memory's tables (archival, recall_events) are in the memory
+	// file: attached read-only, so the documented queries on them work.
+	var attach []string
+	if mem := rundir.Dir(dir).Path(rundir.MemoryDB); fileExists(mem) {
+		attach = append(attach, mem)
+	}
+	return results.QuerySQLite(ctx, path, sql, attach...)
 }
 
 func fileExists(path string) bool {

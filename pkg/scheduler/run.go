@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/stores"
+	"github.com/hpcq/hpcq/pkg/web"
 )
 
 // ideaCassette is the scripted cassette of an idea directory.
@@ -128,7 +130,10 @@ type RunOptions struct {
 	Status engine.StatusLine
 	// MetricsAddr serves Prometheus metrics at /metrics while the run goes.
 	MetricsAddr string
-	Log         *slog.Logger
+	// HTTP serves the dashboard, the JSON API and /metrics while the run
+	// goes.
+	HTTP string
+	Log  *slog.Logger
 }
 
 // Run is `scheduler run`: the tree search of an idea, or the resume of a
@@ -144,6 +149,15 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	mode := "cluster"
 	if local {
 		mode = "local"
+	}
+
+	// The dashboard's address is checked (and taken) before anything starts.
+	var httpLn net.Listener
+	if o.HTTP != "" {
+		if httpLn, err = web.Listen(o.HTTP, os.Getenv(web.TokenEnv)); err != nil {
+			return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+		}
+		defer httpLn.Close()
 	}
 
 	var spec run.Spec
@@ -266,20 +280,21 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	}
 	started = true
 	var met *metrics.Scheduler
-	if o.MetricsAddr != "" {
+	if o.MetricsAddr != "" || o.HTTP != "" {
 		reg := metrics.NewRegistry()
 		met = metrics.NewScheduler(reg)
-		metrics.NewQueueCollector(reg, func(ctx context.Context) ([]metrics.PoolCounts, error) {
-			stats, err := q.Stats(ctx)
-			out := make([]metrics.PoolCounts, len(stats))
-			for i, p := range stats {
-				out[i] = metrics.PoolCounts{Pool: p.Pool, Pending: p.Pending, InFlight: p.InFlight, DeadLettered: p.DeadLettered,
-					Workers: p.Workers, LostWorkers: p.LostWorkers}
+		queueCollector(reg, func(context.Context) (*queue.Queue, error) { return q, nil })
+		if o.MetricsAddr != "" {
+			if _, err := metrics.Serve(ctx, o.MetricsAddr, reg, log); err != nil {
+				return err
 			}
-			return out, err
-		})
-		if _, err := metrics.Serve(ctx, o.MetricsAddr, reg, log); err != nil {
-			return err
+		}
+		if o.HTTP != "" {
+			addr, err := serveRun(ctx, cfg, httpLn, runDir, store, q, reg, log)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("dashboard: http://%s/\n", addr)
 		}
 	}
 	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)

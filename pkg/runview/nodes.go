@@ -1,0 +1,179 @@
+package runview
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
+	"github.com/hpcq/hpcq/pkg/search"
+)
+
+// NodeLine is one node as `scheduler ls` shows it.
+type NodeLine struct {
+	Node       string     `json:"node"`
+	Parent     string     `json:"parent,omitempty"`
+	Stage      int        `json:"stage,omitempty"`
+	Kind       string     `json:"kind,omitempty"`
+	Status     string     `json:"status"`
+	Attempt    int        `json:"attempt,omitempty"`
+	Worker     string     `json:"worker,omitempty"`
+	Host       string     `json:"host,omitempty"`
+	SlurmJobID string     `json:"slurm_job_id,omitempty"`
+	Started    *time.Time `json:"started,omitempty"`
+	DurationMS *int64     `json:"duration_ms,omitempty"`
+	Metric     string     `json:"metric,omitempty"`
+	// Value is the metric of a tree search's node that produced it.
+	Value  *float64 `json:"value,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+}
+
+// Status of a node not finished, besides the results table's words.
+const (
+	Preparing = "preparing" // its plan and code are being asked of the model
+	Queued    = "queued"    // published; no worker reported it running (yet)
+	Running   = "running"
+)
+
+// nodeRecord reads nodes/<id>/result.json of both kinds of runs: a tree
+// search's outcome and an exec's result line.
+type nodeRecord struct {
+	Status     string             `json:"status"` // exec
+	Buggy      bool               `json:"buggy"`
+	NotRun     bool               `json:"not_run"`
+	Canceled   bool               `json:"canceled"`
+	Cached     bool               `json:"cached"`
+	Reason     string             `json:"reason"`
+	Metric     *float64           `json:"metric"`
+	Result     *schema.NodeResult `json:"result"`
+	DeadLetter *json.RawMessage   `json:"dead_letter"`
+}
+
+func (r nodeRecord) status() string {
+	switch {
+	case r.Status != "":
+		return r.Status
+	case r.Canceled:
+		return results.NodeCanceled
+	case r.DeadLetter != nil:
+		return results.NodeDeadLettered
+	case r.Cached:
+		return results.NodeCached
+	case r.NotRun:
+		return results.NodeNotRun
+	case r.Buggy:
+		return results.NodeFailed
+	}
+	return results.NodeOK
+}
+
+// FillRunning fills in the worker, Slurm job and start of the nodes the
+// registry's live workers run now.
+func FillRunning(lines []NodeLine, run string, workers []queue.WorkerStatus) {
+	at := map[string]int{}
+	for i, l := range lines {
+		at[l.Node] = i
+	}
+	for _, w := range workers {
+		if w.Lost {
+			continue
+		}
+		for _, t := range w.Tasks {
+			i, ok := at[t.Node]
+			if t.Run != run || !ok || lines[i].Status != Queued {
+				continue
+			}
+			l := &lines[i]
+			started := t.Started
+			l.Status, l.Worker, l.Host, l.SlurmJobID, l.Attempt, l.Started = Running, w.ID, w.Host, w.SlurmJobID, t.Attempt, &started
+			d := time.Since(t.Started).Milliseconds()
+			l.DurationMS = &d
+		}
+	}
+}
+
+// ListNodes reads a run directory's nodes (tree search or exec), in node
+// order: what each is, and how it ended or where it stands.
+func ListNodes(dir string) ([]NodeLine, error) {
+	d := rundir.Dir(dir)
+	byID := map[string]*NodeLine{}
+	var order []string
+	add := func(id string) *NodeLine {
+		if l, ok := byID[id]; ok {
+			return l
+		}
+		byID[id] = &NodeLine{Node: id, Status: Preparing}
+		order = append(order, id)
+		return byID[id]
+	}
+	// A tree search's nodes, also those whose code is still being asked.
+	if tree, err := search.ReadTree(d.Path(filepath.Join(rundir.JournalDir, "tree.journal"))); err == nil {
+		for _, n := range tree.Nodes() {
+			l := add(n.ID)
+			l.Parent, l.Stage, l.Kind = n.Parent, n.Stage, n.Kind
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	entries, err := os.ReadDir(d.Path(rundir.NodesDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		l := add(e.Name())
+		nd := d.Path(rundir.NodeFile(e.Name()))
+		var task schema.NodeTask
+		if data, err := os.ReadFile(filepath.Join(nd, rundir.TaskFile)); err == nil && json.Unmarshal(data, &task) == nil {
+			l.Status, l.Attempt = Queued, task.Attempt
+			if l.Kind == "" {
+				l.Parent, l.Stage, l.Kind = task.ParentID, task.Stage, task.Kind
+			}
+		}
+		data, err := os.ReadFile(filepath.Join(nd, rundir.ResultFile))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var rec nodeRecord
+		if err := json.Unmarshal(data, &rec); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(nd, rundir.ResultFile), err)
+		}
+		l.Status, l.Reason = rec.status(), rec.Reason
+		if r := rec.Result; r != nil && !rec.Cached {
+			started, dur := r.Started, r.DurationMS
+			l.Worker, l.Host, l.SlurmJobID, l.Attempt, l.Started, l.DurationMS = r.Worker, r.Host, r.SlurmJobID, r.Attempt, &started, &dur
+		}
+		switch {
+		case rec.Metric != nil && !rec.Buggy:
+			l.Metric = strconv.FormatFloat(*rec.Metric, 'g', 6, 64)
+			v := *rec.Metric
+			l.Value = &v
+		case rec.Result != nil && len(rec.Result.Metrics) > 0 && rec.Status != "":
+			names := make([]string, 0, len(rec.Result.Metrics))
+			for k := range rec.Result.Metrics {
+				names = append(names, k)
+			}
+			sort.Strings(names)
+			l.Metric = names[0] + "=" + strconv.FormatFloat(rec.Result.Metrics[names[0]], 'g', 6, 64)
+		}
+	}
+	out := make([]NodeLine, 0, len(order))
+	sort.Strings(order)
+	for _, id := range order {
+		out = append(out, *byID[id])
+	}
+	return out, nil
+}

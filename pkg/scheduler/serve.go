@@ -1,0 +1,258 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/pkg/bridge"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/metrics"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/stores"
+	"github.com/hpcq/hpcq/pkg/web"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultHTTPAddr is where the dashboard listens without --http.
+const DefaultHTTPAddr = "127.0.0.1:8780"
+
+// ServeOptions are what `scheduler serve` is asked.
+type ServeOptions struct {
+	// HTTP is the address to listen on (default DefaultHTTPAddr).
+	HTTP string
+	// RunDir serves one run; Runs every run under a directory (default:
+	// the runs directory).
+	RunDir, Runs string
+	Log          *slog.Logger
+}
+
+// Serve is `scheduler serve`: the dashboard, the JSON API and /metrics
+// over run directories, until ctx ends.
+func Serve(ctx context.Context, cfg *config.Scheduler, o ServeOptions) error {
+	if o.HTTP == "" {
+		o.HTTP = DefaultHTTPAddr
+	}
+	if o.RunDir == "" && o.Runs == "" {
+		o.Runs = cfg.RunsDir
+	}
+	token := os.Getenv(web.TokenEnv)
+	ln, err := web.Listen(o.HTTP, token)
+	if err != nil {
+		return err
+	}
+	queues := newQueueCache(cfg, o.Log)
+	defer queues.close()
+	reg := metrics.NewRegistry()
+	if cfg.NATS.URL != "" {
+		queueCollector(reg, func(ctx context.Context) (*queue.Queue, error) { return queues.get(ctx, "") })
+	}
+	srv, err := web.New(web.Options{
+		RunDir: o.RunDir, RunsDir: o.Runs, Token: token, Secrets: secrets(cfg), Log: o.Log,
+		Query: func(ctx context.Context, dir, sql string) (*results.Table, error) {
+			return queryRun(ctx, cfg, dir, sql)
+		},
+		Memory: func(ctx context.Context, dir string) (memory.Store, func(), error) {
+			return reopenMemory(ctx, cfg, dir, o.Log)
+		},
+		Cluster: func(ctx context.Context, dir string) (*web.Cluster, error) { return clusterOf(ctx, queues, dir) },
+		Metrics: metrics.Handler(reg),
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	fmt.Printf("dashboard: http://%s/\n", ln.Addr())
+	return srv.Serve(ctx, ln)
+}
+
+// serveRun serves the dashboard of the run going in this process on ln
+// (from web.Listen), until ctx ends: its live memory store and queue.
+func serveRun(ctx context.Context, cfg *config.Scheduler, ln net.Listener, runDir string, store memory.Store, q *queue.Queue, reg *prometheus.Registry, log *slog.Logger) (string, error) {
+	token := os.Getenv(web.TokenEnv)
+	o := web.Options{
+		RunDir: runDir, Live: rundir.Dir(runDir).ID(), Token: token, Secrets: secrets(cfg), Log: log,
+		Query: func(ctx context.Context, dir, sql string) (*results.Table, error) {
+			return queryRun(ctx, cfg, dir, sql)
+		},
+		Cluster: func(ctx context.Context, _ string) (*web.Cluster, error) { return cluster(ctx, q), nil },
+		Metrics: metrics.Handler(reg),
+	}
+	if store != nil {
+		o.Memory = func(context.Context, string) (memory.Store, func(), error) { return store, func() {}, nil }
+	}
+	srv, err := web.New(o)
+	if err != nil {
+		ln.Close()
+		return "", err
+	}
+	go func() {
+		if err := srv.Serve(ctx, ln); err != nil {
+			log.Error("dashboard", "err", err)
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+// reopenMemory opens a served run's memory store for one request.
+func reopenMemory(ctx context.Context, cfg *config.Scheduler, dir string, log *slog.Logger) (memory.Store, func(), error) {
+	info, err := rundir.Dir(dir).ReadInfo()
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := stores.ReopenMemory(ctx, cfg.Store, rundir.Dir(dir), info.Memory["store"], log)
+	if err != nil || st == nil {
+		return nil, nil, err
+	}
+	return st, func() {
+		if err := st.Close(); err != nil {
+			log.Warn("memory store close", "run", info.RunID, "err", err)
+		}
+	}, nil
+}
+
+// queueCache keeps one connection per server the served runs use: the
+// configured one (key ""), and each going local run's embedded server.
+type queueCache struct {
+	cfg *config.Scheduler
+	log *slog.Logger
+	mu  sync.Mutex
+	qs  map[string]*cachedQueue
+}
+
+type cachedQueue struct {
+	q     *queue.Queue
+	close func()
+}
+
+func newQueueCache(cfg *config.Scheduler, log *slog.Logger) *queueCache {
+	return &queueCache{cfg: cfg, log: log, qs: map[string]*cachedQueue{}}
+}
+
+// get returns the queue of the run in dir ("" the configured server).
+func (c *queueCache) get(ctx context.Context, dir string) (*queue.Queue, error) {
+	key := ""
+	if dir != "" {
+		info, err := rundir.Dir(dir).ReadInfo()
+		if err != nil {
+			return nil, err
+		}
+		if info.Mode == "local" {
+			key = dir
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cq := c.qs[key]; cq != nil {
+		if cq.q.Conn().IsConnected() {
+			return cq.q, nil
+		}
+		cq.close()
+		delete(c.qs, key)
+	}
+	var q *queue.Queue
+	var closeQ func()
+	var err error
+	if key == "" {
+		if c.cfg.NATS.URL == "" {
+			return nil, errors.New("no NATS server configured (HPCQ_NATS_URL): the cluster panel needs one")
+		}
+		if q, err = queue.Dial(ctx, c.cfg.NATS.Conn("hpcq-serve"), c.cfg.Queue.Options(), c.log); err == nil {
+			closeQ = q.Close
+		}
+	} else {
+		q, closeQ, err = runQueue(ctx, c.cfg, dir, "hpcq-serve", false, c.log)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.qs[key] = &cachedQueue{q: q, close: closeQ}
+	return q, nil
+}
+
+func (c *queueCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, cq := range c.qs {
+		cq.close()
+		delete(c.qs, k)
+	}
+}
+
+// clusterOf reads the queue a served run uses. A local run that is not
+// going has none.
+func clusterOf(ctx context.Context, queues *queueCache, dir string) (*web.Cluster, error) {
+	q, err := queues.get(ctx, dir)
+	if err != nil {
+		if errors.Is(err, rundir.ErrNotRunning) {
+			return &web.Cluster{Error: "the run is not going: its embedded server is stopped"}, nil
+		}
+		return nil, err
+	}
+	return cluster(ctx, q), nil
+}
+
+// cluster reads pools, workers and slurm-bridges from q; what cannot be
+// read is in Error.
+func cluster(ctx context.Context, q *queue.Queue) *web.Cluster {
+	c := &web.Cluster{}
+	var errs []string
+	var err error
+	if c.Pools, err = q.Stats(ctx); err != nil {
+		errs = append(errs, "pools: "+err.Error())
+	}
+	if c.Workers, err = q.Workers(ctx); err != nil {
+		errs = append(errs, "workers: "+err.Error())
+	}
+	bridges, err := bridge.AllStatuses(ctx, q)
+	if err != nil {
+		errs = append(errs, "slurm-bridge: "+err.Error())
+	}
+	for _, b := range bridges {
+		c.Bridges = append(c.Bridges, web.BridgePool{Bridge: b.Bridge, Pool: b.Pool, Backlog: b.Backlog, Workers: b.Workers, JobsPending: b.Pending,
+			JobsRunning: b.Running, Submitted: b.Submitted, Paused: b.Paused, PausedReason: b.PausedReason, LastError: b.LastError,
+			Failures: b.Failures, Updated: b.Updated})
+	}
+	c.Error = strings.Join(errs, "; ")
+	return c
+}
+
+// queueCollector adds the queue's pools to reg's metrics.
+func queueCollector(reg *prometheus.Registry, get func(context.Context) (*queue.Queue, error)) {
+	metrics.NewQueueCollector(reg, func(ctx context.Context) ([]metrics.PoolCounts, error) {
+		q, err := get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		stats, err := q.Stats(ctx)
+		out := make([]metrics.PoolCounts, len(stats))
+		for i, p := range stats {
+			out[i] = metrics.PoolCounts{Pool: p.Pool, Pending: p.Pending, InFlight: p.InFlight, DeadLettered: p.DeadLettered,
+				Workers: p.Workers, LostWorkers: p.LostWorkers}
+		}
+		return out, err
+	})
+}
+
+// secrets are the values of the settings no page may show: the model's
+// API key, the servers' passwords and tokens.
+func secrets(cfg *config.Scheduler) []string {
+	out := []string{os.Getenv("OPENAI_API_KEY"), cfg.NATS.Password, cfg.NATS.Token, cfg.Store.RedisPassword}
+	for _, u := range append(strings.Split(cfg.NATS.URL, ","), cfg.Store.RedisURL, cfg.Store.ClickHouseDSN) {
+		if pu, err := url.Parse(strings.TrimSpace(u)); err == nil && pu.User != nil {
+			if p, ok := pu.User.Password(); ok {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,568 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hpcq/hpcq/internal/version"
+	"github.com/hpcq/hpcq/pkg/engine"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/runview"
+)
+
+// Run statuses of the API.
+const (
+	RunRunning  = "running"  // going now
+	RunFinished = "finished" // ended by itself (all stages, or a limit: see stopped_by)
+	RunCanceled = "canceled" // ended by scheduler cancel
+	RunStopped  = "stopped"  // not going and not ended: interrupted (resumable), or going in another process of a cluster
+)
+
+// RunSummary is a run as the runs list shows it.
+type RunSummary struct {
+	ID      string    `json:"id"`
+	Title   string    `json:"title,omitempty"`
+	Command string    `json:"command"` // run or exec
+	Mode    string    `json:"mode"`    // local or cluster
+	Status  string    `json:"status"`
+	Started time.Time `json:"started"`
+	Resumes int       `json:"resumes"`
+	// Nodes counts the nodes started; Done those with an outcome, Buggy
+	// those of them that failed.
+	Nodes int `json:"nodes"`
+	Done  int `json:"done"`
+	Buggy int `json:"buggy"`
+	// Metric is what the search optimizes (maximize or minimize).
+	Metric    string   `json:"metric,omitempty"`
+	Unit      string   `json:"unit,omitempty"`
+	Direction string   `json:"direction,omitempty"`
+	Best      string   `json:"best,omitempty"`
+	BestValue *float64 `json:"best_value,omitempty"`
+	LLMCalls  int64    `json:"llm_calls"`
+	TokensIn  int64    `json:"tokens_in"`
+	TokensOut int64    `json:"tokens_out"`
+	CostUSD   float64  `json:"cost_usd"`
+	StoppedBy string   `json:"stopped_by,omitempty"`
+	Canceled  string   `json:"canceled,omitempty"`
+	// Error says what of the run directory could not be read.
+	Error string `json:"error,omitempty"`
+}
+
+// RunDetail is one run: its summary, how it was started, and its series.
+type RunDetail struct {
+	RunSummary
+	Idea       string            `json:"idea,omitempty"`
+	Results    map[string]string `json:"results,omitempty"`
+	Memory     map[string]string `json:"memory,omitempty"`
+	LLM        map[string]string `json:"llm,omitempty"`
+	NATS       string            `json:"nats_url,omitempty"`
+	Version    string            `json:"version,omitempty"`
+	Workers    int               `json:"local_workers"`
+	Slots      int               `json:"slots"`
+	StageNotes map[string]string `json:"stage_notes,omitempty"`
+	// BestPath are the nodes from the root to the best node.
+	BestPath []string `json:"best_path,omitempty"`
+	// Cost is the cost over time: cumulative, one point per LLM call (at
+	// most 500, evenly thinned).
+	Cost      []CostPoint `json:"cost"`
+	CostError string      `json:"cost_error,omitempty"`
+}
+
+// CostPoint is the run's cumulative LLM cost at a time.
+type CostPoint struct {
+	TS      time.Time `json:"ts"`
+	Calls   int       `json:"calls"`
+	CostUSD float64   `json:"cost_usd"`
+}
+
+// NodeView is a node in a list: runview's line, with the time it finished.
+type NodeView struct {
+	runview.NodeLine
+	Finished *time.Time `json:"finished,omitempty"`
+}
+
+// NodeDetail is one node: runview's Node, its memory and its LLM calls.
+type NodeDetail struct {
+	*runview.Node
+	Memory        *MemoryView      `json:"memory,omitempty"`
+	LLMCalls      []map[string]any `json:"llm_calls"`
+	LLMCallsError string           `json:"llm_calls_error,omitempty"`
+	CostUSD       float64          `json:"cost_usd"`
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", s.index)
+	mux.Handle("GET /assets/", assetHandler())
+	if s.o.Metrics != nil {
+		mux.Handle("GET /metrics", s.o.Metrics)
+	}
+	mux.HandleFunc("GET /api/version", func(w http.ResponseWriter, r *http.Request) {
+		s.writeJSON(w, map[string]string{"version": version.Version})
+	})
+	mux.HandleFunc("GET /api/runs", s.listRuns)
+	mux.HandleFunc("GET /api/runs/{run}", s.getRun)
+	mux.HandleFunc("GET /api/runs/{run}/nodes", s.listNodes)
+	mux.HandleFunc("GET /api/runs/{run}/nodes/{node}", s.getNode)
+	mux.HandleFunc("GET /api/runs/{run}/events", s.events)
+	mux.HandleFunc("GET /api/runs/{run}/cluster", s.getCluster)
+	mux.HandleFunc("GET /api/runs/{run}/files/{path...}", s.getFile)
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, http.StatusNotFound, errors.New("no such API path (GET only): see docs/api.md"))
+	})
+	return s.authenticate(secure(mux))
+}
+
+// secure sets the headers every answer carries: no framing, no sniffing,
+// no referrer, and a content security policy allowing the dashboard's own
+// scripts, styles and images only.
+func secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) writeJSON(w http.ResponseWriter, v any) {
+	data, err := s.redact.json(v)
+	if err != nil {
+		s.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// fail answers {"error": ...}; a 5xx is logged.
+func (s *Server) fail(w http.ResponseWriter, code int, err error) {
+	if code >= 500 {
+		s.log.Warn("dashboard request failed", "err", err)
+	}
+	data, _ := json.Marshal(map[string]string{"error": s.redact.text(err.Error())})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// failRun answers an error of finding or reading a run.
+func (s *Server) failRun(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, errNoRun), errors.Is(err, runview.ErrNoNode):
+		s.fail(w, http.StatusNotFound, err)
+	default:
+		s.fail(w, http.StatusInternalServerError, err)
+	}
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	dirs, err := s.runDirs()
+	if err != nil {
+		s.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	out := make([]RunSummary, 0, len(dirs))
+	for _, d := range dirs {
+		out = append(out, s.summary(d))
+	}
+	s.writeJSON(w, map[string]any{"runs": out})
+}
+
+// summary reads a run's summary; what cannot be read is in its Error.
+func (s *Server) summary(dir string) RunSummary {
+	d := rundir.Dir(dir)
+	sum := RunSummary{ID: d.ID(), Status: RunStopped}
+	info, err := d.ReadInfo()
+	if err != nil {
+		sum.Error = err.Error()
+		return sum
+	}
+	sum.Command, sum.Mode, sum.Started, sum.Resumes = info.Command, info.Mode, info.Started, info.Resumes
+	if info.Command == "run" {
+		snap, err := engine.ReadSnapshot(dir)
+		if err != nil {
+			sum.Error = err.Error()
+		}
+		sum.Title, sum.Metric, sum.Unit = snap.Title, snap.Metric, snap.Unit
+		sum.Nodes, sum.Done, sum.Buggy, sum.Best, sum.BestValue = snap.Nodes, snap.Done, snap.Buggy, snap.Best, snap.Value
+		sum.LLMCalls, sum.TokensIn, sum.TokensOut, sum.CostUSD = snap.Usage.Calls, snap.Usage.TokensIn, snap.Usage.TokensOut, snap.Usage.CostUSD
+		sum.StoppedBy = snap.Stopped
+		if spec, err := engine.ReadSpec(dir); err == nil {
+			sum.Direction = spec.Metric.Direction
+			if sum.Direction == "" {
+				sum.Direction = "maximize"
+			}
+		}
+	}
+	end, ended, err := engine.ReadEnd(dir)
+	if err != nil && sum.Error == "" {
+		sum.Error = err.Error()
+	}
+	switch {
+	case sum.ID == s.o.Live && s.o.Live != "":
+		sum.Status = RunRunning
+	case ended && end.Canceled != "":
+		sum.Status, sum.Canceled = RunCanceled, end.Canceled
+	case ended:
+		sum.Status = RunFinished
+	case alive(d):
+		sum.Status = RunRunning
+	}
+	if info.Command != "run" {
+		lines, err := runview.ListNodes(dir)
+		if err != nil && sum.Error == "" {
+			sum.Error = err.Error()
+		}
+		sum.Title = fmt.Sprintf("%d tasks", info.Tasks)
+		sum.Nodes = len(lines)
+		for _, l := range lines {
+			switch l.Status {
+			case runview.Preparing, runview.Queued, runview.Running:
+			default:
+				sum.Done++
+				if l.Status != results.NodeOK && l.Status != results.NodeCached {
+					sum.Buggy++
+				}
+			}
+		}
+		if sum.Status == RunStopped && sum.Done == info.Tasks && info.Tasks > 0 {
+			sum.Status = RunFinished
+		}
+	}
+	return sum
+}
+
+// alive says whether a local run's scheduler is going: its server.json
+// names a process that exists.
+func alive(d rundir.Dir) bool {
+	srv, err := d.ReadServer()
+	if err != nil || srv.PID <= 0 {
+		return false
+	}
+	_, err = os.Stat("/proc/" + strconv.Itoa(srv.PID))
+	return err == nil
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	dir, err := s.runDir(r.PathValue("run"))
+	if err != nil {
+		s.failRun(w, err)
+		return
+	}
+	det := RunDetail{RunSummary: s.summary(dir), Cost: []CostPoint{}}
+	if info, err := rundir.Dir(dir).ReadInfo(); err == nil {
+		det.Results, det.Memory, det.LLM, det.NATS, det.Version = info.Results, info.Memory, info.LLM, info.NATSURL, info.Version
+		det.Workers, det.Slots = info.LocalWorkers, info.Slots
+	}
+	if spec, err := engine.ReadSpec(dir); err == nil {
+		det.Idea = spec.Idea
+	}
+	if end, ok, _ := engine.ReadEnd(dir); ok && len(end.Notes) > 0 {
+		det.StageNotes = map[string]string{}
+		for k, v := range end.Notes {
+			det.StageNotes[strconv.Itoa(k)] = v
+		}
+	}
+	if det.Best != "" {
+		if lines, err := runview.ListNodes(dir); err == nil {
+			det.BestPath = bestPath(lines, det.Best)
+		}
+	}
+	det.Cost, err = s.cost(r.Context(), dir, det.ID)
+	if err != nil {
+		det.CostError = err.Error()
+	}
+	s.writeJSON(w, det)
+}
+
+// bestPath is the path from the root to best.
+func bestPath(lines []runview.NodeLine, best string) []string {
+	parent := map[string]string{}
+	for _, l := range lines {
+		parent[l.Node] = l.Parent
+	}
+	var path []string
+	for id := best; id != "" && len(path) <= len(lines); id = parent[id] {
+		path = append([]string{id}, path...)
+	}
+	return path
+}
+
+const maxCostPoints = 500
+
+// cost reads the run's LLM calls: the cumulative cost over time.
+func (s *Server) cost(ctx context.Context, dir, run string) ([]CostPoint, error) {
+	if s.o.Query == nil {
+		return []CostPoint{}, errors.New("no results store to read the LLM calls from")
+	}
+	tab, err := s.o.Query(ctx, dir, "SELECT ts, cost_usd FROM llm_calls WHERE run = "+quote(run)+" ORDER BY ts")
+	if err != nil {
+		return []CostPoint{}, err
+	}
+	all := make([]CostPoint, 0, len(tab.Rows))
+	total := 0.0
+	for i, row := range tab.Rows {
+		total += toFloat(row[1])
+		all = append(all, CostPoint{TS: toTime(row[0]), Calls: i + 1, CostUSD: total})
+	}
+	if len(all) <= maxCostPoints {
+		return all, nil
+	}
+	out := make([]CostPoint, 0, maxCostPoints)
+	for i := range maxCostPoints {
+		out = append(out, all[(i+1)*len(all)/maxCostPoints-1])
+	}
+	return out, nil
+}
+
+// quote is a SQL string literal of an id (CheckID'd: letters, digits, '-',
+// '_', '.').
+func quote(id string) string { return "'" + strings.ReplaceAll(id, "'", "''") + "'" }
+
+func toFloat(v any) float64 {
+	switch t := v.(type) {
+	case float64:
+		return t
+	case float32:
+		return float64(t)
+	case int64:
+		return float64(t)
+	case int:
+		return float64(t)
+	case string:
+		f, _ := strconv.ParseFloat(t, 64)
+		return f
+	}
+	return 0
+}
+
+func toTime(v any) time.Time {
+	switch t := v.(type) {
+	case time.Time:
+		return t.UTC()
+	case string:
+		for _, layout := range []string{"2006-01-02 15:04:05.999999999", time.RFC3339Nano} {
+			if ts, err := time.Parse(layout, t); err == nil {
+				return ts
+			}
+		}
+	}
+	return time.Time{}
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	dir, err := s.runDir(r.PathValue("run"))
+	if err != nil {
+		s.failRun(w, err)
+		return
+	}
+	views, err := s.nodeViews(r.Context(), dir)
+	if err != nil {
+		s.failRun(w, err)
+		return
+	}
+	s.writeJSON(w, map[string]any{"nodes": views})
+}
+
+// nodeViews lists a run's nodes, with the running ones from the worker
+// registry when the cluster can be read.
+func (s *Server) nodeViews(ctx context.Context, dir string) ([]NodeView, error) {
+	lines, err := runview.ListNodes(dir)
+	if err != nil {
+		return nil, err
+	}
+	if s.o.Cluster != nil && anyQueued(lines) {
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		c, err := s.o.Cluster(cctx, dir)
+		cancel()
+		if err == nil && c != nil {
+			runview.FillRunning(lines, rundir.Dir(dir).ID(), c.Workers)
+		}
+	}
+	out := make([]NodeView, len(lines))
+	for i, l := range lines {
+		out[i] = NodeView{NodeLine: l}
+		if l.Started != nil && l.DurationMS != nil && l.Status != runview.Running {
+			f := l.Started.Add(time.Duration(*l.DurationMS) * time.Millisecond)
+			out[i].Finished = &f
+		}
+	}
+	return out, nil
+}
+
+func anyQueued(lines []runview.NodeLine) bool {
+	for _, l := range lines {
+		if l.Status == runview.Queued {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
+	dir, err := s.runDir(r.PathValue("run"))
+	if err != nil {
+		s.failRun(w, err)
+		return
+	}
+	views, err := s.nodeViews(r.Context(), dir)
+	if err != nil {
+		s.failRun(w, err)
+		return
+	}
+	lines := make([]runview.NodeLine, len(views))
+	for i, v := range views {
+		lines[i] = v.NodeLine
+	}
+	n, err := runview.ReadNode(dir, r.PathValue("node"), lines)
+	if err != nil {
+		s.failRun(w, err)
+		return
+	}
+	det := NodeDetail{Node: n, LLMCalls: []map[string]any{}}
+	det.Memory = s.memoryView(r.Context(), dir, n)
+	if s.o.Query == nil {
+		det.LLMCallsError = "no results store to read the LLM calls from"
+	} else {
+		tab, err := s.o.Query(r.Context(), dir, "SELECT ts, purpose, model, tokens_in, tokens_out, latency_ms, cost_usd, cache_hit, error FROM llm_calls WHERE run = "+
+			quote(rundir.Dir(dir).ID())+" AND node = "+quote(n.NodeLine.Node)+" ORDER BY ts")
+		if err != nil {
+			det.LLMCallsError = err.Error()
+		} else {
+			for _, row := range tab.Rows {
+				m := map[string]any{}
+				for i, c := range tab.Columns {
+					m[c] = row[i]
+				}
+				det.CostUSD += toFloat(m["cost_usd"])
+				det.LLMCalls = append(det.LLMCalls, m)
+			}
+		}
+	}
+	s.writeJSON(w, det)
+}
+
+func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
+	dir, err := s.runDir(r.PathValue("run"))
+	if err != nil {
+		s.failRun(w, err)
+		return
+	}
+	if s.o.Cluster == nil {
+		s.writeJSON(w, Cluster{Error: "this server does not read the queue (serve a run with its servers configured)"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	c, err := s.o.Cluster(ctx, dir)
+	if err != nil {
+		s.writeJSON(w, Cluster{Error: err.Error()})
+		return
+	}
+	s.writeJSON(w, c)
+}
+
+// maxServedFile bounds a file served whole (a log is capped at 16 MiB on
+// the worker; an output may be larger).
+const maxServedFile = 64 << 20
+
+// getFile serves a file of a node: nodes/<id>/logs/..., nodes/<id>/outputs/...
+// or prompt_logs/<id>/*.md, read through the run directory as a root (a
+// link cannot lead out of it). Text is redacted; pictures are served as
+// they are, under a policy that runs no script in them.
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
+	dir, err := s.runDir(r.PathValue("run"))
+	if err != nil {
+		s.failRun(w, err)
+		return
+	}
+	rel := r.PathValue("path")
+	if !servable(rel) {
+		s.fail(w, http.StatusNotFound, fmt.Errorf("not a file of a node: %q", rel))
+		return
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		s.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		code := http.StatusNotFound
+		if !errors.Is(err, fs.ErrNotExist) {
+			code = http.StatusForbidden
+		}
+		s.fail(w, code, fmt.Errorf("%s: %w", rel, errors.Unwrap(err)))
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		s.fail(w, http.StatusNotFound, fmt.Errorf("%s is not a file", rel))
+		return
+	}
+	if fi.Size() > maxServedFile {
+		s.fail(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%s is %d bytes: read it in the run directory", rel, fi.Size()))
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; sandbox")
+	if ct := pictureType(rel); ct != "" {
+		h.Set("Content-Type", ct)
+		http.ServeContent(w, r, "", fi.ModTime(), f)
+		return
+	}
+	data := make([]byte, fi.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && fi.Size() > 0 {
+		s.fail(w, http.StatusInternalServerError, err)
+		return
+	}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte(s.redact.text(strings.ToValidUTF8(string(data), "\uFFFD"))))
+}
+
+// servable: a node's log or output, or a prompt log.
+func servable(rel string) bool {
+	if rel != path.Clean(rel) || path.IsAbs(rel) || strings.HasPrefix(rel, "../") || strings.Contains(rel, "\\") {
+		return false
+	}
+	parts := strings.Split(rel, "/")
+	switch {
+	case len(parts) >= 4 && parts[0] == rundir.NodesDir && (parts[2] == "logs" || parts[2] == "outputs"):
+		return true
+	case len(parts) == 3 && parts[0] == "prompt_logs" && strings.HasSuffix(parts[2], ".md"):
+		return true
+	}
+	return false
+}
+
+func pictureType(name string) string {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".png":
+		return "image/png"
+	case ".svg":
+		return "image/svg+xml"
+	case ".jpg", ".jpeg":
+		return "image/jpeg"
+	case ".gif":
+		return "image/gif"
+	case ".webp":
+		return "image/webp"
+	}
+	return ""
+}

@@ -1,0 +1,201 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// An event of a run's stream: a node whose line changed, or the run's
+// summary.
+type event struct {
+	name string // node or run
+	data []byte // JSON, redacted
+}
+
+// subscriberBuffer: a subscriber that falls this far behind is dropped;
+// its browser reconnects and gets the whole state again.
+const subscriberBuffer = 1024
+
+// heartbeat keeps proxies and tunnels from closing an idle stream.
+const heartbeat = 15 * time.Second
+
+// watcher reads one run's directory every Poll while it has subscribers
+// and sends them what changed.
+type watcher struct {
+	s     *Server
+	run   string
+	dir   string
+	subs  map[chan event]bool // under s.mu
+	stop  context.CancelFunc
+	ready chan struct{} // closed after the first read
+
+	mu    sync.Mutex
+	nodes map[string][]byte // the nodes and summary as last read
+	sum   []byte
+}
+
+// subscribe adds a subscriber to the run's watcher, starting it; it
+// returns the subscriber's channel, the run's state now, and the function
+// that removes the subscriber (and stops the watcher after the last).
+// Changes read after the state was taken come on the channel; one may
+// come both ways, never neither.
+func (s *Server) subscribe(run, dir string) (<-chan event, []event, func()) {
+	s.mu.Lock()
+	w := s.watchers[run]
+	if w == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		w = &watcher{s: s, run: run, dir: dir, subs: map[chan event]bool{}, stop: cancel, ready: make(chan struct{}), nodes: map[string][]byte{}}
+		s.watchers[run] = w
+		go w.loop(ctx)
+	}
+	ch := make(chan event, subscriberBuffer)
+	w.subs[ch] = true
+	s.mu.Unlock()
+	<-w.ready
+	return ch, w.state(), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if w.subs[ch] {
+			delete(w.subs, ch)
+			close(ch)
+		}
+		if len(w.subs) == 0 && s.watchers[run] == w {
+			delete(s.watchers, run)
+			w.stop()
+		}
+	}
+}
+
+// state is every node and the summary as last read.
+func (w *watcher) state() []event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]event, 0, len(w.nodes)+1)
+	for _, id := range slices.Sorted(maps.Keys(w.nodes)) {
+		out = append(out, event{"node", w.nodes[id]})
+	}
+	if w.sum != nil {
+		out = append(out, event{"run", w.sum})
+	}
+	return out
+}
+
+func (w *watcher) loop(ctx context.Context) {
+	w.read(ctx)
+	close(w.ready)
+	t := time.NewTicker(w.s.o.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		changed := w.read(ctx)
+		if len(changed) == 0 {
+			continue
+		}
+		w.s.mu.Lock()
+		for ch := range w.subs {
+			for _, ev := range changed {
+				select {
+				case ch <- ev:
+					continue
+				default: // too far behind: dropped, it reconnects
+					delete(w.subs, ch)
+					close(ch)
+				}
+				break
+			}
+		}
+		w.s.mu.Unlock()
+	}
+}
+
+// read reads the run and returns what changed since the last read. A read
+// that fails leaves the last state as it was.
+func (w *watcher) read(ctx context.Context) []event {
+	views, err := w.s.nodeViews(ctx, w.dir)
+	if err != nil {
+		w.s.log.Warn("dashboard: run directory unreadable", "run", w.run, "err", err)
+		return nil
+	}
+	sum, sumErr := w.s.redact.json(w.s.summary(w.dir))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var changed []event
+	for _, v := range views {
+		data, err := w.s.redact.json(v)
+		if err != nil {
+			continue
+		}
+		if !bytes.Equal(w.nodes[v.Node], data) {
+			w.nodes[v.Node] = data
+			changed = append(changed, event{"node", data})
+		}
+	}
+	if sumErr == nil && !bytes.Equal(sum, w.sum) {
+		w.sum = sum
+		changed = append(changed, event{"run", sum})
+	}
+	return changed
+}
+
+// events streams a run's changes as server-sent events: on connecting,
+// every node ("node" events) and the summary ("run"); then each node whose
+// line changed and the summary when it changed, as the run goes.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	run := r.PathValue("run")
+	dir, err := s.runDir(run)
+	if err != nil {
+		s.failRun(w, err)
+		return
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		s.fail(w, http.StatusInternalServerError, fmt.Errorf("streaming unsupported"))
+		return
+	}
+	ch, initial, unsubscribe := s.subscribe(run, dir)
+	defer unsubscribe()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	send := func(ev event) error {
+		_, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
+		return err
+	}
+	_, _ = fmt.Fprintf(w, "retry: 2000\n\n")
+	for _, ev := range initial {
+		if send(ev) != nil {
+			return
+		}
+	}
+	flusher.Flush()
+	beat := time.NewTicker(heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-beat.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+		case ev, ok := <-ch:
+			if !ok {
+				return // dropped: the browser reconnects
+			}
+			if send(ev) != nil {
+				return
+			}
+		}
+		flusher.Flush()
+	}
+}
