@@ -13,7 +13,8 @@
 # slurmctld, slurmd; clients need its SLURM_CONF), prometheus (started only
 # by `start`, with the scrape configuration DIR/prometheus.yml the caller
 # wrote; not part of `up`). install also knows "mpi" (Open MPI:
-# mpicc, mpirun) and "sqlite3" (the CLI the results tests query with),
+# mpicc, mpirun), "sqlite3" (the CLI the results tests query with) and
+# "chromium" (the headless browser of the dashboard tests),
 # which run no server. Every command is idempotent:
 # starting a running service prints its env again; stopping a stopped one
 # does nothing. Processes are stopped only through the pid files this script
@@ -21,7 +22,7 @@
 set -euo pipefail
 
 ALL_SERVICES=(nats redis clickhouse slurm)
-INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus)
+INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus chromium)
 
 die() { echo "services.sh: $*" >&2; exit 1; }
 
@@ -34,7 +35,8 @@ package_of() {
     clickhouse) echo clickhouse-server clickhouse-client ;;
     slurm) echo slurmctld slurmd slurm-client munge ;;
     prometheus) echo prometheus ;;
-    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus)" ;;
+    chromium) echo chromium ;;
+    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus chromium)" ;;
   esac
 }
 
@@ -47,6 +49,7 @@ binary_of() {
     clickhouse) echo clickhouse-server ;;
     slurm) echo slurmctld ;;
     prometheus) echo prometheus ;;
+    chromium) echo chromium ;;
     *) die "unknown service '$1'" ;;
   esac
 }
