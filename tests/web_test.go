@@ -1,0 +1,250 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/testutil"
+)
+
+// browser is a headless Chromium driven through the DevTools protocol: it
+// records what the page reports as errors (exceptions, console errors,
+// failed loads), and saves a screenshot when the test fails.
+type browser struct {
+	ctx  context.Context
+	mu   sync.Mutex
+	errs []string
+}
+
+const chromiumPath = "/usr/bin/chromium"
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is missing: scripts/services.sh install chromium", chromiumPath)
+		}
+		t.Skipf("headless browser tests need Debian's chromium (%s; scripts/services.sh install chromium)", chromiumPath)
+	}
+	// The profile is not in t.TempDir: Chromium's helpers may still write
+	// there for a moment after it is told to stop.
+	profile, err := os.MkdirTemp("", "hpcq-chromium-")
+	require.NoError(t, err)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumPath), chromedp.NoSandbox, chromedp.WindowSize(1280, 800),
+		chromedp.UserDataDir(profile), chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	b := &browser{ctx: ctx}
+	t.Cleanup(func() {
+		cancelCtx()
+		cancelAlloc()
+		for i := 0; i < 20 && os.RemoveAll(profile) != nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	chromedp.ListenTarget(ctx, func(ev any) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			msg := e.ExceptionDetails.Text
+			if e.ExceptionDetails.Exception != nil {
+				msg += " " + e.ExceptionDetails.Exception.Description
+			}
+			b.errs = append(b.errs, "exception: "+msg)
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.APITypeError {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, string(a.Value)+a.Description)
+				}
+				b.errs = append(b.errs, "console.error: "+strings.Join(parts, " "))
+			}
+		case *cdplog.EventEntryAdded:
+			if e.Entry.Level == cdplog.LevelError {
+				b.errs = append(b.errs, "log: "+e.Entry.Text+" "+e.Entry.URL)
+			}
+		}
+	})
+	// The first Run starts the browser; on ctx itself, so that it lives as
+	// long as ctx (one on a context with a timeout would end with it).
+	require.NoError(t, chromedp.Run(ctx, cdplog.Enable()))
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		var png []byte
+		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+		defer cancel()
+		if err := chromedp.Run(ctx, chromedp.FullScreenshot(&png, 100)); err == nil {
+			p := filepath.Join(os.TempDir(), "hpcq-"+strings.ReplaceAll(t.Name(), "/", "-")+".png")
+			if os.WriteFile(p, png, 0o644) == nil {
+				t.Logf("screenshot of the page when the test failed: %s", p)
+			}
+		}
+	})
+	return b
+}
+
+func (b *browser) run(t *testing.T, actions ...chromedp.Action) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 60*time.Second)
+	defer cancel()
+	require.NoError(t, chromedp.Run(ctx, actions...))
+}
+
+// text is the text of the first element matching sel.
+func (b *browser) text(t *testing.T, sel string) string {
+	t.Helper()
+	var s string
+	b.run(t, chromedp.WaitVisible(sel, chromedp.ByQuery), chromedp.Text(sel, &s, chromedp.ByQuery))
+	return s
+}
+
+func (b *browser) count(t *testing.T, sel string) int {
+	t.Helper()
+	var n int
+	b.run(t, chromedp.Evaluate(fmt.Sprintf("document.querySelectorAll(%q).length", sel), &n))
+	return n
+}
+
+// waitFor waits until the JavaScript expression is true.
+func (b *browser) waitFor(t *testing.T, what, expr string) {
+	t.Helper()
+	testutil.Eventually(t, 60*time.Second, what, func() bool {
+		var ok bool
+		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer cancel()
+		return chromedp.Run(ctx, chromedp.Evaluate(expr, &ok)) == nil && ok
+	})
+}
+
+func (b *browser) requireNoErrors(t *testing.T) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	require.Empty(t, b.errs, "the page reported errors")
+}
+
+var dashboardURL = regexp.MustCompile(`dashboard: (http://\S+/)`)
+
+func waitDashboard(t *testing.T, p *proc) string {
+	t.Helper()
+	var url string
+	testutil.Eventually(t, 60*time.Second, "the dashboard's address", func() bool {
+		m := dashboardURL.FindStringSubmatch(p.output())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	})
+	return url
+}
+
+// TestDashboardLive: `scheduler run --http` serves the run as it goes: a
+// node changes state on the page without a reload; clicking it shows its
+// code and logs; the API key never reaches the page.
+func TestDashboardLive(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	shared := filepath.Join(t.TempDir(), "shared")
+	require.NoError(t, os.Mkdir(shared, 0o777))
+	require.NoError(t, os.Chmod(shared, 0o777))
+	const key = "hpcq-browser-key-5521"
+	srv := draftsLLM(t, func(n int) string {
+		return runScript(fmt.Sprintf("# deploy key %s\nwhile [ ! -e %s/go%d ]; do sleep 0.1; done\necho 'line for the log %d'\necho 'METRIC score=%d'\n",
+			key, shared, n, n, n))
+	})
+	idea := writeIdea(t, 2, 1)
+	runDir := filepath.Join(t.TempDir(), "run-web")
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY="+key, "HPCQ_SANDBOX_WRITABLE="+shared)
+	p := start(t, env, "scheduler", "run", "--local", "--run-dir", runDir, "--http", "127.0.0.1:0", idea)
+	url := waitDashboard(t, p)
+
+	b.run(t, chromedp.Navigate(url+"#/run/run-web"), chromedp.WaitVisible(`.node[data-node="n0001"]`, chromedp.ByQuery))
+	b.waitFor(t, "n0001 shown as running", `document.querySelector('.node[data-node="n0001"]').dataset.status === 'running'`)
+	b.run(t, chromedp.Evaluate(`window.hpcqMark = 42`, nil))
+	require.NoError(t, os.WriteFile(filepath.Join(shared, "go1"), nil, 0o644))
+	b.waitFor(t, "n0001 shown as ok, live", `document.querySelector('.node[data-node="n0001"]').dataset.status === 'ok'`)
+	var mark int
+	b.run(t, chromedp.Evaluate(`window.hpcqMark`, &mark))
+	require.Equal(t, 42, mark, "the page changed without a reload")
+
+	b.run(t, chromedp.Click(`.node[data-node="n0001"]`, chromedp.ByQuery), chromedp.WaitVisible(`.tabs button[data-tab="code"]`, chromedp.ByQuery),
+		chromedp.Click(`.tabs button[data-tab="code"]`, chromedp.ByQuery))
+	code := b.text(t, `#tab[data-tab="code"] pre.code`)
+	require.Contains(t, code, "echo 'METRIC score=1'")
+	require.Contains(t, code, "deploy key [REDACTED]")
+	b.run(t, chromedp.Click(`.tabs button[data-tab="logs"]`, chromedp.ByQuery))
+	require.Contains(t, b.text(t, `#tab[data-tab="logs"] pre[data-log="run.log"]`), "line for the log 1")
+	var html string
+	b.run(t, chromedp.OuterHTML("html", &html, chromedp.ByQuery))
+	require.NotContains(t, html, key)
+	require.Equal(t, 2, b.count(t, ".node"))
+	b.requireNoErrors(t)
+
+	require.NoError(t, os.WriteFile(filepath.Join(shared, "go2"), nil, 0o644))
+	require.Equal(t, 0, p.wait(t, 90*time.Second), p.output())
+}
+
+// TestDashboardFinishedRuns: `scheduler serve` over the runs of the bundled
+// example: the runs list compares two runs in one chart; a run's page shows
+// every node of its tree; a node's panel its code, logs, memory and LLM
+// calls; no errors on any page. With HPCQ_SCREENSHOT=FILE it saves the
+// screenshot the README shows.
+func TestDashboardFinishedRuns(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "gcc")
+	b := newBrowser(t)
+	runs := filepath.Join(t.TempDir(), "runs")
+	env := baseEnv(t, "HPCQ_RUNS_DIR="+runs)
+	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", filepath.Join(runs, "stencil-a"), "../examples/stencil-omp")
+	require.Equal(t, 0, code, out)
+	best := regexp.MustCompile(`best (n\d+):`).FindStringSubmatch(out)[1]
+	// A second run to compare with: the same, copied.
+	require.NoError(t, exec.Command("cp", "-a", filepath.Join(runs, "stencil-a"), filepath.Join(runs, "stencil-b")).Run())
+	ls, code := run(t, env, "scheduler", "ls", "--run-dir", filepath.Join(runs, "stencil-a"))
+	require.Equal(t, 0, code, ls)
+	nodes := len(strings.Split(strings.TrimSpace(ls), "\n")) - 1
+
+	p := start(t, env, "scheduler", "serve", "--http", "127.0.0.1:0")
+	url := waitDashboard(t, p)
+
+	b.run(t, chromedp.Navigate(url), chromedp.WaitVisible(`tr[data-run="stencil-a"]`, chromedp.ByQuery))
+	b.waitFor(t, "the comparison chart of the two runs", `document.querySelectorAll('#compare svg path.series').length === 2`)
+
+	b.run(t, chromedp.Navigate(url+"#/run/stencil-a/node/"+best), chromedp.WaitVisible(`.node[data-node="`+best+`"]`, chromedp.ByQuery))
+	require.Equal(t, nodes, b.count(t, ".node"), "every node of the tree is on the page")
+	require.Equal(t, 1, b.count(t, ".node .star"), "the best node is marked")
+	require.GreaterOrEqual(t, b.count(t, ".node.best-path"), 2, "and its path")
+	b.waitFor(t, "the node panel", `!!document.querySelector('#panel h1') && document.querySelector('#panel h1').textContent.startsWith('`+best+`')`)
+	b.waitFor(t, "the charts", `document.querySelectorAll('#charts svg').length === 3`)
+	if shot := os.Getenv("HPCQ_SCREENSHOT"); shot != "" {
+		var png []byte
+		b.run(t, chromedp.CaptureScreenshot(&png))
+		require.NoError(t, os.WriteFile(shot, png, 0o644))
+	}
+	b.run(t, chromedp.Click(`.tabs button[data-tab="code"]`, chromedp.ByQuery))
+	require.Contains(t, b.text(t, `#tab[data-tab="code"] pre.code`), "omp")
+	b.run(t, chromedp.Click(`.tabs button[data-tab="logs"]`, chromedp.ByQuery))
+	require.Contains(t, b.text(t, `#tab[data-tab="logs"] pre[data-log="run.log"]`), "METRIC gflops=")
+	b.run(t, chromedp.Click(`.tabs button[data-tab="memory"]`, chromedp.ByQuery))
+	require.Contains(t, b.text(t, `#tab[data-tab="memory"]`), "CURRENT_STAGE", "the core the branch sees")
+	b.run(t, chromedp.Click(`.tabs button[data-tab="llm"]`, chromedp.ByQuery))
+	require.Regexp(t, `[1-9]\d* calls`, b.text(t, `#tab[data-tab="llm"]`))
+	b.requireNoErrors(t)
+}
