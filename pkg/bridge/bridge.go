@@ -243,36 +243,19 @@ func Resume(ctx context.Context, q *queue.Queue, name, pool string) error {
 
 // Statuses reads what a bridge last recorded, per pool.
 func Statuses(ctx context.Context, q *queue.Queue, cfg *Config) ([]PoolStatus, error) {
-	name := cfg.Name
-	kv, err := q.BridgeState(ctx, false)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, nil // no bridge ever ran on this server
-	}
-	if err != nil {
-		return nil, err
-	}
-	keys, err := kv.ListKeys(ctx)
+	all, err := AllStatuses(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	var out []PoolStatus
-	prefix := name + ".status."
-	for k := range keys.Keys() {
-		if !strings.HasPrefix(k, prefix) {
+	for _, st := range all {
+		if st.Bridge != cfg.Name {
 			continue
 		}
-		e, err := kv.Get(ctx, k)
-		if err != nil {
-			continue
-		}
-		var st PoolStatus
-		if json.Unmarshal(e.Value(), &st) == nil {
-			_, configured := cfg.Queues[st.Pool]
-			st.Stale = !configured && !st.NoQueue
-			out = append(out, st)
-		}
+		_, configured := cfg.Queues[st.Pool]
+		st.Stale = !configured && !st.NoQueue
+		out = append(out, st)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Pool < out[j].Pool })
 	return out, nil
 }
 

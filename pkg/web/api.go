@@ -365,17 +365,23 @@ func toTime(v any) time.Time {
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	if _, views, ok := s.runNodes(w, r); ok {
+		s.writeJSON(w, map[string]any{"nodes": views})
+	}
+}
+
+// runNodes finds the request's run and reads its nodes; it answers the
+// error itself (ok false).
+func (s *Server) runNodes(w http.ResponseWriter, r *http.Request) (dir string, views []NodeView, ok bool) {
 	dir, err := s.runDir(r.PathValue("run"))
+	if err == nil {
+		views, err = s.nodeViews(r.Context(), dir)
+	}
 	if err != nil {
 		s.failRun(w, err)
-		return
+		return "", nil, false
 	}
-	views, err := s.nodeViews(r.Context(), dir)
-	if err != nil {
-		s.failRun(w, err)
-		return
-	}
-	s.writeJSON(w, map[string]any{"nodes": views})
+	return dir, views, true
 }
 
 // nodeViews lists a run's nodes, with the running ones from the worker
@@ -414,14 +420,8 @@ func anyQueued(lines []runview.NodeLine) bool {
 }
 
 func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
-	dir, err := s.runDir(r.PathValue("run"))
-	if err != nil {
-		s.failRun(w, err)
-		return
-	}
-	views, err := s.nodeViews(r.Context(), dir)
-	if err != nil {
-		s.failRun(w, err)
+	dir, views, ok := s.runNodes(w, r)
+	if !ok {
 		return
 	}
 	lines := make([]runview.NodeLine, len(views))
