@@ -153,11 +153,18 @@ start_nats() {
   printf 'HPCQ_NATS_URL=%s\nHPCQ_NATS_PID=%s\n' "$(nats_url "$ports")" "$launched" | tee "$dir/nats.env"
 }
 
-# free_port: a loopback TCP port nothing listens on now.
+# free_port: a loopback TCP port nothing listens on now, below the
+# kernel's ephemeral range: a port from that range can be taken between
+# this check and the server's bind by any outgoing connection's source
+# port or any listener on port 0 (tests, browsers), which made a server
+# fail at start now and then.
 free_port() {
-  local p i
+  local p i low=32768 span
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  span=$(( low - 10000 ))
+  [ "$span" -ge 1000 ] || die "the ephemeral port range starts at $low: no room below it for private ports"
   for i in $(seq 1 50); do
-    p=$(( (RANDOM << 1 | RANDOM & 1) % 30000 + 20000 ))
+    p=$(( (RANDOM << 15 | RANDOM) % span + 10000 ))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p"; return 0
     fi

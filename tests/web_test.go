@@ -223,6 +223,7 @@ func TestDashboardFinishedRuns(t *testing.T) {
 
 	p := start(t, env, "scheduler", "serve", "--http", "127.0.0.1:0")
 	url := waitDashboard(t, p)
+	require.Contains(t, scrape(strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")), "process_cpu_seconds_total", "serve has /metrics")
 
 	b.run(t, chromedp.Navigate(url), chromedp.WaitVisible(`tr[data-run="stencil-a"]`, chromedp.ByQuery))
 	b.waitFor(t, "the comparison chart of the two runs", `document.querySelectorAll('#compare svg path.series').length === 2`)
