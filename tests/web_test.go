@@ -2,7 +2,9 @@ package tests
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -231,7 +233,16 @@ func TestDashboardFinishedRuns(t *testing.T) {
 	b.run(t, chromedp.Navigate(url+"#/run/stencil-a/node/"+best), chromedp.WaitVisible(`.node[data-node="`+best+`"]`, chromedp.ByQuery))
 	require.Equal(t, nodes, b.count(t, ".node"), "every node of the tree is on the page")
 	require.Equal(t, 1, b.count(t, ".node .star"), "the best node is marked")
-	require.GreaterOrEqual(t, b.count(t, ".node.best-path"), 2, "and its path")
+	resp, err := http.Get(url + "api/runs/stencil-a")
+	require.NoError(t, err)
+	var detail struct {
+		BestPath []string `json:"best_path"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&detail))
+	resp.Body.Close()
+	require.NotEmpty(t, detail.BestPath)
+	require.Equal(t, best, detail.BestPath[len(detail.BestPath)-1])
+	require.Equal(t, len(detail.BestPath), b.count(t, ".node.best-path"), "and its path from the root")
 	b.waitFor(t, "the node panel", `!!document.querySelector('#panel h1') && document.querySelector('#panel h1').textContent.startsWith('`+best+`')`)
 	b.waitFor(t, "the charts", `document.querySelectorAll('#charts svg').length === 3`)
 	if shot := os.Getenv("HPCQ_SCREENSHOT"); shot != "" {
