@@ -252,5 +252,20 @@ func RedactURL(urls string) string {
 	return strings.Join(parts, ",")
 }
 
+// Secrets are the values of the scheduler's settings that no page, answer
+// or log may show: the model's API key, the NATS, Redis and ClickHouse
+// passwords and tokens (also those inside their URLs).
+func (c *Scheduler) Secrets() []string {
+	out := []string{os.Getenv("OPENAI_API_KEY"), c.NATS.Password, c.NATS.Token, c.Store.RedisPassword}
+	for _, u := range append(strings.Split(c.NATS.URL, ","), c.Store.RedisURL, c.Store.ClickHouseDSN) {
+		if pu, err := url.Parse(strings.TrimSpace(u)); err == nil && pu.User != nil {
+			if p, ok := pu.User.Password(); ok {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
 // Stderr is where commands log.
 var Stderr io.Writer = os.Stderr

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -57,7 +56,7 @@ func Serve(ctx context.Context, cfg *config.Scheduler, o ServeOptions) error {
 		queueCollector(reg, func(ctx context.Context) (*queue.Queue, error) { return queues.get(ctx, "") })
 	}
 	srv, err := web.New(web.Options{
-		RunDir: o.RunDir, RunsDir: o.Runs, Token: token, Secrets: secrets(cfg), Log: o.Log,
+		RunDir: o.RunDir, RunsDir: o.Runs, Token: token, Secrets: cfg.Secrets(), Log: o.Log,
 		Query: func(ctx context.Context, dir, sql string) (*results.Table, error) {
 			return queryRun(ctx, cfg, dir, sql)
 		},
@@ -80,7 +79,7 @@ func Serve(ctx context.Context, cfg *config.Scheduler, o ServeOptions) error {
 func serveRun(ctx context.Context, cfg *config.Scheduler, ln net.Listener, runDir string, store memory.Store, q *queue.Queue, reg *prometheus.Registry, log *slog.Logger) (string, error) {
 	token := os.Getenv(web.TokenEnv)
 	o := web.Options{
-		RunDir: runDir, Live: rundir.Dir(runDir).ID(), Token: token, Secrets: secrets(cfg), Log: log,
+		RunDir: runDir, Live: rundir.Dir(runDir).ID(), Token: token, Secrets: cfg.Secrets(), Log: log,
 		Query: func(ctx context.Context, dir, sql string) (*results.Table, error) {
 			return queryRun(ctx, cfg, dir, sql)
 		},
@@ -241,18 +240,4 @@ func queueCollector(reg *prometheus.Registry, get func(context.Context) (*queue.
 		}
 		return out, err
 	})
-}
-
-// secrets are the values of the settings no page may show: the model's
-// API key, the servers' passwords and tokens.
-func secrets(cfg *config.Scheduler) []string {
-	out := []string{os.Getenv("OPENAI_API_KEY"), cfg.NATS.Password, cfg.NATS.Token, cfg.Store.RedisPassword}
-	for _, u := range append(strings.Split(cfg.NATS.URL, ","), cfg.Store.RedisURL, cfg.Store.ClickHouseDSN) {
-		if pu, err := url.Parse(strings.TrimSpace(u)); err == nil && pu.User != nil {
-			if p, ok := pu.User.Password(); ok {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
 }

@@ -3,12 +3,17 @@ package web
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // An event of a run's stream: a node whose line changed, or the run's
@@ -35,8 +40,14 @@ type watcher struct {
 	stop  context.CancelFunc
 	ready chan struct{} // closed after the first read
 
+	// raw, fp and reads are the loop's own: each node's view as last read
+	// (before redaction), the run's files' fingerprint, the reads so far.
+	raw   map[string][]byte
+	fp    string
+	reads int
+
 	mu    sync.Mutex
-	nodes map[string][]byte // the nodes and summary as last read
+	nodes map[string][]byte // the nodes and summary as last read, redacted
 	sum   []byte
 }
 
@@ -50,7 +61,7 @@ func (s *Server) subscribe(run, dir string) (<-chan event, []event, func()) {
 	w := s.watchers[run]
 	if w == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		w = &watcher{s: s, run: run, dir: dir, subs: map[chan event]bool{}, stop: cancel, ready: make(chan struct{}), nodes: map[string][]byte{}}
+		w = &watcher{s: s, run: run, dir: dir, subs: map[chan event]bool{}, stop: cancel, ready: make(chan struct{}), nodes: map[string][]byte{}, raw: map[string][]byte{}}
 		s.watchers[run] = w
 		go w.loop(ctx)
 	}
@@ -119,32 +130,71 @@ func (w *watcher) loop(ctx context.Context) {
 }
 
 // read reads the run and returns what changed since the last read. A read
-// that fails leaves the last state as it was.
+// that fails leaves the last state as it was. Only the nodes whose view
+// changed are redacted; the summary (which reads every node's outcome
+// again) is read when a node changed, when one of the run's own files
+// changed, and every summaryEvery reads (a scheduler killed without a
+// trace).
 func (w *watcher) read(ctx context.Context) []event {
 	views, err := w.s.nodeViews(ctx, w.dir)
 	if err != nil {
 		w.s.log.Warn("dashboard: run directory unreadable", "run", w.run, "err", err)
 		return nil
 	}
-	sum, sumErr := w.s.redact.json(w.s.summary(w.dir))
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	var changed []event
 	for _, v := range views {
+		raw, err := json.Marshal(v)
+		if err != nil || bytes.Equal(w.raw[v.Node], raw) {
+			continue
+		}
 		data, err := w.s.redact.json(v)
 		if err != nil {
 			continue
 		}
-		if !bytes.Equal(w.nodes[v.Node], data) {
-			w.nodes[v.Node] = data
-			changed = append(changed, event{"node", data})
+		w.raw[v.Node] = raw
+		changed = append(changed, event{"node", data})
+	}
+	w.reads++
+	fp := runFiles(w.dir)
+	var sum []byte
+	if len(changed) > 0 || fp != w.fp || w.reads%summaryEvery == 0 || w.sum == nil {
+		w.fp = fp
+		if data, err := w.s.redact.json(w.s.summary(w.dir)); err == nil && !bytes.Equal(data, w.sum) {
+			sum = data
+			changed = append(changed, event{"run", data})
 		}
 	}
-	if sumErr == nil && !bytes.Equal(sum, w.sum) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ev := range changed {
+		if ev.name == "node" {
+			var id struct{ Node string }
+			if json.Unmarshal(ev.data, &id) == nil {
+				w.nodes[id.Node] = ev.data
+			}
+		}
+	}
+	if sum != nil {
 		w.sum = sum
-		changed = append(changed, event{"run", sum})
 	}
 	return changed
+}
+
+// summaryEvery: the summary is read at least every this many reads.
+const summaryEvery = 5
+
+// runFiles is a fingerprint of the files of the run itself that the
+// summary reads besides the nodes: how it ended, its LLM usage, its
+// server.json.
+func runFiles(dir string) string {
+	var b strings.Builder
+	d := rundir.Dir(dir)
+	for _, name := range []string{rundir.JournalDir + "/end.json", rundir.JournalDir + "/usage.json", rundir.ServerFile, rundir.InfoFile} {
+		if fi, err := os.Stat(d.Path(name)); err == nil {
+			fmt.Fprintf(&b, "%s %d %d;", name, fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	return b.String()
 }
 
 // events streams a run's changes as server-sent events: on connecting,
