@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hpcq/hpcq/internal/chdb"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/pkg/bridge"
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -55,7 +58,7 @@ func Serve(ctx context.Context, cfg *config.Scheduler, o ServeOptions) error {
 	if cfg.NATS.URL != "" {
 		queueCollector(reg, func(ctx context.Context) (*queue.Queue, error) { return queues.get(ctx, "") })
 	}
-	srv, err := web.New(web.Options{
+	wo := web.Options{
 		RunDir: o.RunDir, RunsDir: o.Runs, Token: token, Secrets: cfg.Secrets(), Log: o.Log,
 		Query: func(ctx context.Context, dir, sql string) (*results.Table, error) {
 			return queryRun(ctx, cfg, dir, sql)
@@ -65,7 +68,13 @@ func Serve(ctx context.Context, cfg *config.Scheduler, o ServeOptions) error {
 		},
 		Cluster: func(ctx context.Context, dir string) (*web.Cluster, error) { return clusterOf(ctx, queues, dir) },
 		Metrics: metrics.Handler(reg),
-	})
+	}
+	if cfg.Store.ClickHouseDSN != "" && o.RunDir == "" {
+		a := &archive{dsn: cfg.Store.ClickHouseDSN}
+		defer a.close()
+		wo.Archive = a.query
+	}
+	srv, err := web.New(wo)
 	if err != nil {
 		ln.Close()
 		return err
@@ -100,6 +109,38 @@ func serveRun(ctx context.Context, cfg *config.Scheduler, ln net.Listener, runDi
 		}
 	}()
 	return ln.Addr().String(), nil
+}
+
+// archive queries the cluster's ClickHouse for `serve --runs`: one
+// connection (a pool), opened at the first query and again after a failed
+// open.
+type archive struct {
+	dsn  string
+	mu   sync.Mutex
+	conn driver.Conn
+}
+
+func (a *archive) query(ctx context.Context, sql string) (*results.Table, error) {
+	a.mu.Lock()
+	if a.conn == nil {
+		c, err := chdb.Open(ctx, a.dsn)
+		if err != nil {
+			a.mu.Unlock()
+			return nil, err
+		}
+		a.conn = c
+	}
+	c := a.conn
+	a.mu.Unlock()
+	return results.QueryClickHouse(ctx, c, sql)
+}
+
+func (a *archive) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.conn != nil {
+		a.conn.Close()
+	}
 }
 
 // reopenMemory opens a served run's memory store for one request.

@@ -54,6 +54,9 @@ type RunSummary struct {
 	CostUSD   float64  `json:"cost_usd"`
 	StoppedBy string   `json:"stopped_by,omitempty"`
 	Canceled  string   `json:"canceled,omitempty"`
+	// Source is "dir" (a run directory) or "clickhouse" (only the results
+	// store's tables know the run: no plans, code, logs or memory).
+	Source string `json:"source"`
 	// Error says what of the run directory could not be read.
 	Error string `json:"error,omitempty"`
 }
@@ -176,16 +179,26 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]RunSummary, 0, len(dirs))
+	seen := map[string]bool{}
 	for _, d := range dirs {
 		out = append(out, s.summary(d))
+		seen[rundir.Dir(d).ID()] = true
 	}
-	s.writeJSON(w, map[string]any{"runs": out})
+	answer := map[string]any{"runs": out}
+	if s.o.Archive != nil {
+		archived, err := s.archivedRuns(r.Context(), seen)
+		if err != nil {
+			answer["archive_error"] = err.Error()
+		}
+		answer["runs"] = append(out, archived...)
+	}
+	s.writeJSON(w, answer)
 }
 
 // summary reads a run's summary; what cannot be read is in its Error.
 func (s *Server) summary(dir string) RunSummary {
 	d := rundir.Dir(dir)
-	sum := RunSummary{ID: d.ID(), Status: RunStopped}
+	sum := RunSummary{ID: d.ID(), Status: RunStopped, Source: SourceDir}
 	info, err := d.ReadInfo()
 	if err != nil {
 		sum.Error = err.Error()
@@ -258,11 +271,21 @@ func alive(d rundir.Dir) bool {
 }
 
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
-	dir, err := s.runDir(r.PathValue("run"))
+	ref, err := s.find(r.Context(), r.PathValue("run"))
 	if err != nil {
 		s.failRun(w, err)
 		return
 	}
+	if ref.archived() {
+		det, err := s.archivedDetail(r.Context(), ref.id)
+		if err != nil {
+			s.failRun(w, err)
+			return
+		}
+		s.writeJSON(w, det)
+		return
+	}
+	dir := ref.dir
 	det := RunDetail{RunSummary: s.summary(dir), Cost: []CostPoint{}}
 	if info, err := rundir.Dir(dir).ReadInfo(); err == nil {
 		det.Results, det.Memory, det.LLM, det.NATS, det.Version = info.Results, info.Memory, info.LLM, info.NATSURL, info.Version
@@ -282,7 +305,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 			det.BestPath = bestPath(lines, det.Best)
 		}
 	}
-	det.Cost, err = s.cost(r.Context(), dir, det.ID)
+	det.Cost, err = s.costFrom(r.Context(), s.queryOf(dir), det.ID)
 	if err != nil {
 		det.CostError = err.Error()
 	}
@@ -304,12 +327,25 @@ func bestPath(lines []runview.NodeLine, best string) []string {
 
 const maxCostPoints = 500
 
-// cost reads the run's LLM calls: the cumulative cost over time.
-func (s *Server) cost(ctx context.Context, dir, run string) ([]CostPoint, error) {
+// query runs one read statement on a run's results.
+type query func(ctx context.Context, sql string) (*results.Table, error)
+
+// queryOf queries the results of the run in dir; nil without Options.Query.
+func (s *Server) queryOf(dir string) query {
 	if s.o.Query == nil {
-		return []CostPoint{}, errors.New("no results store to read the LLM calls from")
+		return nil
 	}
-	tab, err := s.o.Query(ctx, dir, "SELECT ts, cost_usd FROM llm_calls WHERE run = "+quote(run)+" ORDER BY ts")
+	return func(ctx context.Context, sql string) (*results.Table, error) { return s.o.Query(ctx, dir, sql) }
+}
+
+var errNoResults = errors.New("no results store to read the LLM calls from")
+
+// costFrom reads the run's LLM calls: the cumulative cost over time.
+func (s *Server) costFrom(ctx context.Context, q query, run string) ([]CostPoint, error) {
+	if q == nil {
+		return []CostPoint{}, errNoResults
+	}
+	tab, err := q(ctx, "SELECT ts, cost_usd FROM llm_calls WHERE run = "+quote(run)+" ORDER BY ts")
 	if err != nil {
 		return []CostPoint{}, err
 	}
@@ -329,25 +365,40 @@ func (s *Server) cost(ctx context.Context, dir, run string) ([]CostPoint, error)
 	return out, nil
 }
 
+// llmCalls reads node's LLM calls and their total cost.
+func (s *Server) llmCalls(ctx context.Context, q query, run, node string) ([]map[string]any, float64, error) {
+	calls := []map[string]any{}
+	if q == nil {
+		return calls, 0, errNoResults
+	}
+	tab, err := q(ctx, "SELECT ts, purpose, model, tokens_in, tokens_out, latency_ms, cost_usd, cache_hit, error FROM llm_calls WHERE run = "+
+		quote(run)+" AND node = "+quote(node)+" ORDER BY ts")
+	if err != nil {
+		return calls, 0, err
+	}
+	total := 0.0
+	for _, row := range tab.Rows {
+		m := map[string]any{}
+		for i, c := range tab.Columns {
+			m[c] = row[i]
+		}
+		total += toFloat(m["cost_usd"])
+		calls = append(calls, m)
+	}
+	return calls, total, nil
+}
+
 // quote is a SQL string literal of an id (CheckID'd: letters, digits, '-',
 // '_', '.').
 func quote(id string) string { return "'" + strings.ReplaceAll(id, "'", "''") + "'" }
 
 func toFloat(v any) float64 {
-	switch t := v.(type) {
-	case float64:
-		return t
-	case float32:
-		return float64(t)
-	case int64:
-		return float64(t)
-	case int:
-		return float64(t)
-	case string:
+	if t, ok := v.(string); ok {
 		f, _ := strconv.ParseFloat(t, 64)
 		return f
 	}
-	return 0
+	f, _ := number(v)
+	return f
 }
 
 func toTime(v any) time.Time {
@@ -372,16 +423,24 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 
 // runNodes finds the request's run and reads its nodes; it answers the
 // error itself (ok false).
-func (s *Server) runNodes(w http.ResponseWriter, r *http.Request) (dir string, views []NodeView, ok bool) {
-	dir, err := s.runDir(r.PathValue("run"))
+func (s *Server) runNodes(w http.ResponseWriter, r *http.Request) (ref runRef, views []NodeView, ok bool) {
+	ref, err := s.find(r.Context(), r.PathValue("run"))
 	if err == nil {
-		views, err = s.nodeViews(r.Context(), dir)
+		views, err = s.views(r.Context(), ref)
 	}
 	if err != nil {
 		s.failRun(w, err)
-		return "", nil, false
+		return ref, nil, false
 	}
-	return dir, views, true
+	return ref, views, true
+}
+
+// views lists a run's nodes, from its directory or the archive.
+func (s *Server) views(ctx context.Context, ref runRef) ([]NodeView, error) {
+	if ref.archived() {
+		return s.archivedNodes(ctx, ref.id)
+	}
+	return s.nodeViews(ctx, ref.dir)
 }
 
 // nodeViews lists a run's nodes, with the running ones from the worker
@@ -420,10 +479,20 @@ func anyQueued(lines []runview.NodeLine) bool {
 }
 
 func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
-	dir, views, ok := s.runNodes(w, r)
+	ref, views, ok := s.runNodes(w, r)
 	if !ok {
 		return
 	}
+	if ref.archived() {
+		det, err := s.archivedNode(r.Context(), ref.id, r.PathValue("node"), views)
+		if err != nil {
+			s.failRun(w, err)
+			return
+		}
+		s.writeJSON(w, det)
+		return
+	}
+	dir := ref.dir
 	lines := make([]runview.NodeLine, len(views))
 	for i, v := range views {
 		lines[i] = v.NodeLine
@@ -435,33 +504,20 @@ func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
 	}
 	det := NodeDetail{Node: n, LLMCalls: []map[string]any{}}
 	det.Memory = s.memoryView(r.Context(), dir, n)
-	if s.o.Query == nil {
-		det.LLMCallsError = "no results store to read the LLM calls from"
-	} else {
-		tab, err := s.o.Query(r.Context(), dir, "SELECT ts, purpose, model, tokens_in, tokens_out, latency_ms, cost_usd, cache_hit, error FROM llm_calls WHERE run = "+
-			quote(rundir.Dir(dir).ID())+" AND node = "+quote(n.NodeLine.Node)+" ORDER BY ts")
-		if err != nil {
-			det.LLMCallsError = err.Error()
-		} else {
-			for _, row := range tab.Rows {
-				m := map[string]any{}
-				for i, c := range tab.Columns {
-					m[c] = row[i]
-				}
-				det.CostUSD += toFloat(m["cost_usd"])
-				det.LLMCalls = append(det.LLMCalls, m)
-			}
-		}
+	var err2 error
+	if det.LLMCalls, det.CostUSD, err2 = s.llmCalls(r.Context(), s.queryOf(dir), ref.id, n.NodeLine.Node); err2 != nil {
+		det.LLMCallsError = err2.Error()
 	}
 	s.writeJSON(w, det)
 }
 
 func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
-	dir, err := s.runDir(r.PathValue("run"))
+	ref, err := s.find(r.Context(), r.PathValue("run"))
 	if err != nil {
 		s.failRun(w, err)
 		return
 	}
+	dir := ref.dir // "" for an archived run: the configured server
 	if s.o.Cluster == nil {
 		s.writeJSON(w, Cluster{Error: "this server does not read the queue (serve a run with its servers configured)"})
 		return
@@ -485,11 +541,16 @@ const maxServedFile = 64 << 20
 // link cannot lead out of it). Text is redacted; pictures are served as
 // they are, under a policy that runs no script in them.
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
-	dir, err := s.runDir(r.PathValue("run"))
+	ref, err := s.find(r.Context(), r.PathValue("run"))
 	if err != nil {
 		s.failRun(w, err)
 		return
 	}
+	if ref.archived() {
+		s.fail(w, http.StatusNotFound, fmt.Errorf("run %s: its directory is not on this server", ref.id))
+		return
+	}
+	dir := ref.dir
 	rel := r.PathValue("path")
 	if !servable(rel) {
 		s.fail(w, http.StatusNotFound, fmt.Errorf("not a file of a node: %q", rel))

@@ -34,8 +34,7 @@ const heartbeat = 15 * time.Second
 // and sends them what changed.
 type watcher struct {
 	s     *Server
-	run   string
-	dir   string
+	ref   runRef
 	subs  map[chan event]bool // under s.mu
 	stop  context.CancelFunc
 	ready chan struct{} // closed after the first read
@@ -56,12 +55,13 @@ type watcher struct {
 // that removes the subscriber (and stops the watcher after the last).
 // Changes read after the state was taken come on the channel; one may
 // come both ways, never neither.
-func (s *Server) subscribe(run, dir string) (<-chan event, []event, func()) {
+func (s *Server) subscribe(ref runRef) (<-chan event, []event, func()) {
+	run := ref.id
 	s.mu.Lock()
 	w := s.watchers[run]
 	if w == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		w = &watcher{s: s, run: run, dir: dir, subs: map[chan event]bool{}, stop: cancel, ready: make(chan struct{}), nodes: map[string][]byte{}, raw: map[string][]byte{}}
+		w = &watcher{s: s, ref: ref, subs: map[chan event]bool{}, stop: cancel, ready: make(chan struct{}), nodes: map[string][]byte{}, raw: map[string][]byte{}}
 		s.watchers[run] = w
 		go w.loop(ctx)
 	}
@@ -136,9 +136,13 @@ func (w *watcher) loop(ctx context.Context) {
 // changed, and every summaryEvery reads (a scheduler killed without a
 // trace).
 func (w *watcher) read(ctx context.Context) []event {
-	views, err := w.s.nodeViews(ctx, w.dir)
+	w.reads++
+	if w.ref.archived() && w.reads%archiveEvery != 1 {
+		return nil
+	}
+	views, err := w.s.views(ctx, w.ref)
 	if err != nil {
-		w.s.log.Warn("dashboard: run directory unreadable", "run", w.run, "err", err)
+		w.s.log.Warn("dashboard: run unreadable", "run", w.ref.id, "err", err)
 		return nil
 	}
 	var changed []event
@@ -154,12 +158,11 @@ func (w *watcher) read(ctx context.Context) []event {
 		w.raw[v.Node] = raw
 		changed = append(changed, event{"node", data})
 	}
-	w.reads++
-	fp := runFiles(w.dir)
+	fp := runFiles(w.ref)
 	var sum []byte
 	if len(changed) > 0 || fp != w.fp || w.reads%summaryEvery == 0 || w.sum == nil {
 		w.fp = fp
-		if data, err := w.s.redact.json(w.s.summary(w.dir)); err == nil && !bytes.Equal(data, w.sum) {
+		if data, err := w.s.redact.json(w.s.summaryOf(ctx, w.ref)); err == nil && !bytes.Equal(data, w.sum) {
 			sum = data
 			changed = append(changed, event{"run", data})
 		}
@@ -180,15 +183,38 @@ func (w *watcher) read(ctx context.Context) []event {
 	return changed
 }
 
-// summaryEvery: the summary is read at least every this many reads.
-const summaryEvery = 5
+// summaryEvery: the summary is read at least every this many reads;
+// archiveEvery: an archived run (a database, not files) is read once every
+// this many polls.
+const (
+	summaryEvery = 5
+	archiveEvery = 5
+)
+
+// summaryOf is a run's summary, from its directory or the archive.
+func (s *Server) summaryOf(ctx context.Context, ref runRef) RunSummary {
+	if !ref.archived() {
+		return s.summary(ref.dir)
+	}
+	sums, err := s.archiveSummaries(ctx, ref.id)
+	if err == nil && len(sums) == 0 {
+		err = errNoRun
+	}
+	if err != nil {
+		return RunSummary{ID: ref.id, Source: SourceArchive, Error: "archive: " + err.Error()}
+	}
+	return sums[0]
+}
 
 // runFiles is a fingerprint of the files of the run itself that the
 // summary reads besides the nodes: how it ended, its LLM usage, its
 // server.json.
-func runFiles(dir string) string {
+func runFiles(ref runRef) string {
+	if ref.archived() {
+		return ""
+	}
 	var b strings.Builder
-	d := rundir.Dir(dir)
+	d := rundir.Dir(ref.dir)
 	for _, name := range []string{rundir.JournalDir + "/end.json", rundir.JournalDir + "/usage.json", rundir.ServerFile, rundir.InfoFile} {
 		if fi, err := os.Stat(d.Path(name)); err == nil {
 			fmt.Fprintf(&b, "%s %d %d;", name, fi.Size(), fi.ModTime().UnixNano())
@@ -201,8 +227,7 @@ func runFiles(dir string) string {
 // every node ("node" events) and the summary ("run"); then each node whose
 // line changed and the summary when it changed, as the run goes.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	run := r.PathValue("run")
-	dir, err := s.runDir(run)
+	ref, err := s.find(r.Context(), r.PathValue("run"))
 	if err != nil {
 		s.failRun(w, err)
 		return
@@ -212,7 +237,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusInternalServerError, fmt.Errorf("streaming unsupported"))
 		return
 	}
-	ch, initial, unsubscribe := s.subscribe(run, dir)
+	ch, initial, unsubscribe := s.subscribe(ref)
 	defer unsubscribe()
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

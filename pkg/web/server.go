@@ -41,7 +41,12 @@ type Options struct {
 	// Memory opens the memory store of the run in dir; the function
 	// returned closes it. Nil: no memory view.
 	Memory func(ctx context.Context, dir string) (memory.Store, func(), error)
-	// Cluster reads the queue's state as the run in dir sees it. Nil: no
+	// Archive, when set, runs one read statement on the cluster's results
+	// store (ClickHouse): runs it knows that have no directory here are
+	// listed and shown from its tables.
+	Archive func(ctx context.Context, sql string) (*results.Table, error)
+	// Cluster reads the queue's state as the run in dir sees it ("" for
+	// a run only the archive knows: the configured server). Nil: no
 	// cluster panel.
 	Cluster func(ctx context.Context, dir string) (*Cluster, error)
 	// Metrics, when set, is served at /metrics.
@@ -255,6 +260,28 @@ func (s *Server) runDirs() ([]string, error) {
 
 // errNoRun: the id names no run served.
 var errNoRun = errors.New("no such run")
+
+// runRef is a run served: its directory, or "" for a run only the
+// archive knows.
+type runRef struct{ id, dir string }
+
+func (r runRef) archived() bool { return r.dir == "" }
+
+// find finds run id: among the directories served, else in the archive.
+func (s *Server) find(ctx context.Context, id string) (runRef, error) {
+	dir, err := s.runDir(id)
+	if err == nil || s.o.Archive == nil || !errors.Is(err, errNoRun) || schema.CheckID("run id", id, true) != nil {
+		return runRef{id: id, dir: dir}, err
+	}
+	tab, qerr := s.o.Archive(ctx, "SELECT count() FROM runs FINAL WHERE run = "+quote(id))
+	if qerr != nil {
+		return runRef{}, qerr
+	}
+	if len(tab.Rows) == 0 || toFloat(tab.Rows[0][0]) == 0 {
+		return runRef{}, err
+	}
+	return runRef{id: id}, nil
+}
 
 // runDir finds the directory of run id among those served.
 func (s *Server) runDir(id string) (string, error) {

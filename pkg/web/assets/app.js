@@ -165,8 +165,8 @@ function failure(err) { return el('div', { class: 'card error' }, String(err.mes
 
 async function showRuns() {
   crumbs(el('a', { href: '#/' }, 'runs'));
-  let runs;
-  try { runs = (await api('/api/runs')).runs; } catch (err) { setMain(failure(err)); return; }
+  let runs, archiveError;
+  try { ({ runs, archive_error: archiveError } = await api('/api/runs')); } catch (err) { setMain(failure(err)); return; }
   const compare = el('div', { id: 'compare' });
   const chosen = new Set(runs.slice(0, Math.min(2, runs.length)).filter(r => r.nodes > 0).map(r => r.id));
   const rows = runs.map(r => el('tr', { 'data-run': r.id },
@@ -176,7 +176,7 @@ async function showRuns() {
     } })),
     el('td', {}, el('a', { href: '#/run/' + encodeURIComponent(r.id) }, r.id), el('div', { class: 'muted' }, r.title || '')),
     el('td', {}, badge(r.status), r.error ? el('div', { class: 'error' }, r.error) : null),
-    el('td', {}, r.mode, ' ', r.command),
+    el('td', {}, r.mode, ' ', r.command, r.source === 'clickhouse' ? el('div', { class: 'muted', title: 'known from ClickHouse only: no run directory here' }, 'ClickHouse') : null),
     el('td', { class: 'num' }, `${r.done}/${r.nodes}`, r.buggy ? el('div', { class: 'muted' }, r.buggy + ' buggy') : null),
     el('td', { class: 'num' }, r.best_value !== undefined ? `${fmtNum(r.best_value)} ${r.unit || ''}` : '–', r.best ? el('div', { class: 'muted' }, r.best) : null),
     el('td', { class: 'num' }, fmtCost(r.cost_usd), el('div', { class: 'muted' }, r.llm_calls + ' calls')),
@@ -188,7 +188,8 @@ async function showRuns() {
           el('thead', {}, el('tr', {}, el('th', {}, ''), el('th', {}, 'run'), el('th', {}, 'status'), el('th', {}, 'mode'),
             el('th', { class: 'num' }, 'nodes'), el('th', { class: 'num' }, 'best'), el('th', { class: 'num' }, 'cost'), el('th', {}, 'started'))),
           el('tbody', {}, rows)),
-      el('p', { class: 'hint' }, 'Tick runs to compare their metric over their nodes.')),
+      el('p', { class: 'hint' }, 'Tick runs to compare their metric over their nodes.'),
+      archiveError ? el('p', { class: 'error' }, 'Runs in ClickHouse could not be listed: ' + archiveError) : null),
     compare);
   drawCompare(runs, chosen, compare);
 }
@@ -441,6 +442,12 @@ function kv(obj) {
     el('dd', {}, Array.isArray(v) ? v.map(x => typeof x === 'object' ? JSON.stringify(x) : String(x)).join('; ') : (v && typeof v === 'object' ? JSON.stringify(v) : String(v)))]));
 }
 
+// archived: the run is known from the results store only (source
+// clickhouse): what only its directory keeps cannot be shown.
+function archived(d) {
+  return view.run.source === 'clickhouse' ? el('p', { class: 'muted' }, d.artifacts_note || 'This run\'s directory is not on this server.') : null;
+}
+
 const TAB_VIEWS = {
   overview(d) {
     const out = [];
@@ -465,6 +472,7 @@ const TAB_VIEWS = {
     return out.length ? out : el('p', { class: 'muted' }, 'Nothing yet: the node has not run.');
   },
   code(d) {
+    if (archived(d)) return archived(d);
     const out = [];
     for (const f of d.files || []) {
       const pre = el('pre', { class: 'code' });
@@ -478,17 +486,20 @@ const TAB_VIEWS = {
     return out.length ? out : el('p', { class: 'muted' }, 'No code yet: the model is writing it.');
   },
   logs(d) {
+    if (archived(d)) return archived(d);
     if (!d.logs || !d.logs.length) return el('p', { class: 'muted' }, 'No log has come home yet.');
     return d.logs.map(l => [el('h3', {}, l.name, ' ', el('a', { href: fileURL(view.run.id, l.path), target: '_blank', rel: 'noopener' }, `whole log (${fmtBytes(l.bytes)})`)),
       l.truncated ? el('p', { class: 'hint' }, 'The end of the log:') : null, el('pre', { class: 'wrap log', 'data-log': l.name }, l.tail || '(empty)')]);
   },
   plots(d) {
+    if (archived(d)) return archived(d);
     const out = [];
     for (const p of d.plots || []) out.push(el('figure', {}, el('img', { src: fileURL(view.run.id, p.path), alt: p.name, loading: 'lazy' }), el('figcaption', {}, p.name)));
     if (d.outputs && d.outputs.length) out.push(el('h3', {}, 'Outputs'), el('ul', {}, d.outputs.map(o => el('li', {}, el('a', { href: fileURL(view.run.id, o.path), target: '_blank', rel: 'noopener' }, o.name), ' ', el('span', { class: 'muted' }, fmtBytes(o.bytes))))));
     return out.length ? el('div', { class: 'plots' }, out) : el('p', { class: 'muted' }, 'The node wrote no plot or output that came home.');
   },
   memory(d) {
+    if (archived(d)) return archived(d);
     const m = d.memory;
     if (!m) return el('p', { class: 'muted' }, 'The run keeps no memory, or the node has no branch yet.');
     const out = [el('p', { class: 'hint' }, 'As branch ' + m.branch + ' sees it: its own writes and its ancestors\' before it forked.')];
