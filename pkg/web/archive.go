@@ -98,13 +98,18 @@ func (s *Server) archiveSummaries(ctx context.Context, id string) ([]RunSummary,
 			r.Best, r.BestValue = str(best), &f
 		}
 	}
-	calls, err := s.o.Archive(ctx, "SELECT run, count(), sum(tokens_in), sum(tokens_out), sum(cost_usd) FROM llm_calls FINAL"+where+" GROUP BY run")
+	// The runs row keeps its last write (its end); its first LLM call (Phase
+	// 0 of the first node) is the run's start.
+	calls, err := s.o.Archive(ctx, "SELECT run, count(), sum(tokens_in), sum(tokens_out), sum(cost_usd), min(ts) FROM llm_calls FINAL"+where+" GROUP BY run")
 	if err != nil {
 		return nil, err
 	}
 	for _, row := range calls.Rows {
 		if r := byID[str(row[0])]; r != nil {
 			r.LLMCalls, r.TokensIn, r.TokensOut, r.CostUSD = int64(toFloat(row[1])), int64(toFloat(row[2])), int64(toFloat(row[3])), toFloat(row[4])
+			if first := toTime(row[5]); !first.IsZero() && first.Before(r.Started) {
+				r.Started = first
+			}
 		}
 	}
 	return out, nil
