@@ -53,3 +53,10 @@ func defineServe(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(con
 		return scheduler.Serve(ctx, cfg, scheduler.ServeOptions{HTTP: *addr, RunDir: *runDir, Runs: *runs, Log: log})
 	}
 }
+
+func defineCheck(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	config.AddMemoryFlags(fs, &cfg.Memory)
+	return func() bool { return fs.NArg() == 1 }, func(context.Context, *slog.Logger) error {
+		return scheduler.Check(cfg, scheduler.CheckOptions{IdeaDir: fs.Arg(0)})
+	}
+}

@@ -10,6 +10,7 @@
 //	scheduler logs [--run-dir DIR] [--follow] NODE        a node's phase logs, or a running node's live output
 //	scheduler cancel [--run-dir DIR] [NODE...]            stop a run (or nodes): queued tasks removed, running ones stopped
 //	scheduler purge [--run-dir DIR]                       delete a run's tasks, results and artifacts from the server
+//	scheduler check IDEA_DIR                              validate an idea directory; print the resolved settings
 //	scheduler serve [--http ADDR] [--run-dir DIR | --runs DIR]  the dashboard, JSON API and /metrics
 package main
 
@@ -34,6 +35,8 @@ const usage = `usage: scheduler <command> [flags] [args]
 
 Commands:
   run [--local] [--workers N] [--slots N] [--run-dir DIR] IDEA_DIR   the tree search (IDEA_DIR: run.yaml, idea.md, resources.yaml?)
+  run ... --enable_memgpt --memory_db FILE --memory_core_max_chars N --memory_recall_max_events N
+          --memory_retrieval_k N --memory_max_compression_iterations N   the seed's memory flags (over HPCQ_MEMORY_*, over run.yaml)
   run ... --http ADDR                                      serve the live dashboard while the run goes (as serve does)
   run [--local] --resume RUN_DIR                           continue a run after a crash, kill -9 or interrupt
   exec [--local] [--workers N] [--slots N] TASK.json...   publish tasks, wait for their results, print a table
@@ -46,6 +49,7 @@ Commands:
                                                            a node's phase logs; a running node's output as it comes
   cancel [--run-dir DIR] [--reason TEXT] [NODE...]         stop the run (or the nodes): no new node, queued tasks removed, running ones stopped
   purge [--run-dir DIR]                                    delete a finished run's tasks, results and artifacts from the NATS server
+  check [memory flags] IDEA_DIR                            validate an idea directory and print the settings a run would use (starts nothing)
   serve [--http ADDR] [--run-dir DIR | --runs DIR]        the web dashboard, JSON API (/api/runs) and /metrics of finished or going runs
                                                            (default 127.0.0.1:8780; another address needs HPCQ_HTTP_TOKEN)
   completion bash|zsh|fish                                 the shell's completion script (e.g. source <(scheduler completion bash))
@@ -78,6 +82,7 @@ var commands = map[string]struct {
 	"cancel": {"[NODE...]", defineCancel},
 	"purge":  {"", definePurge},
 	"serve":  {"", defineServe},
+	"check":  {"IDEA_DIR", defineCheck},
 }
 
 func route(args []string) error {
@@ -224,6 +229,7 @@ func defineRun(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(conte
 	resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
 	metricsAddr := fs.String("metrics-addr", "", "serve only Prometheus metrics at http://ADDR/metrics while the run goes (--http serves them too)")
 	httpAddr := fs.String("http", "", "serve the live dashboard, the JSON API and /metrics at http://ADDR/ while the run goes (127.0.0.1:PORT; another address needs HPCQ_HTTP_TOKEN)")
+	config.AddMemoryFlags(fs, &cfg.Memory)
 	waitWorkers := fs.Duration("wait-workers", 0, "how long to wait at start for a live worker of the run's pool before the first nodes are published (default: no wait; workers slurm-bridge starts come when tasks wait, and the prompts describe the pool's toolchains once a worker registered)")
 	argsOK := func() bool { return (*resume == "") == (fs.NArg() == 1) && (*resume == "" || fs.NArg() == 0) }
 	return argsOK, func(ctx context.Context, log *slog.Logger) error {

@@ -4,12 +4,14 @@ package config
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -187,6 +189,81 @@ type Scheduler struct {
 	// Tasks configure the in-process workers of local mode, as they do a
 	// worker process.
 	Tasks
+	// Memory overrides run.yaml's memory block; the seed's flags set it
+	// too (flags over environment over run.yaml).
+	Memory
+}
+
+// Memory settings of a run given outside run.yaml. Nil: run.yaml's.
+type Memory struct {
+	MemoryEnabled  *bool   `envconfig:"MEMORY_ENABLED" desc:"memory on or off, over run.yaml's memory.enabled (flag --enable_memgpt)"`
+	MemoryDB       *string `envconfig:"MEMORY_DB" desc:"the SQLite memory file, over memory.db_path (flag --memory_db)"`
+	MemoryCoreMax  *int    `envconfig:"MEMORY_CORE_MAX_CHARS" desc:"over memory.core_max_chars (flag --memory_core_max_chars)"`
+	MemoryRecall   *int    `envconfig:"MEMORY_RECALL_MAX_EVENTS" desc:"over memory.recall_max_events (flag --memory_recall_max_events)"`
+	MemoryK        *int    `envconfig:"MEMORY_RETRIEVAL_K" desc:"over memory.retrieval_k (flag --memory_retrieval_k)"`
+	MemoryCompress *int    `envconfig:"MEMORY_MAX_COMPRESSION_ITERATIONS" desc:"over memory.max_compression_iterations (flag --memory_max_compression_iterations)"`
+}
+
+// AddMemoryFlags binds the seed's memory flags to m: set, a flag wins over
+// the environment.
+func AddMemoryFlags(fs *flag.FlagSet, m *Memory) {
+	fs.Var(optBool{&m.MemoryEnabled}, "enable_memgpt", "turn the memory on (--enable_memgpt=false: off), over run.yaml and HPCQ_MEMORY_ENABLED")
+	fs.Var(optString{&m.MemoryDB}, "memory_db", "the SQLite memory file (default RUN_DIR/memory/memory.sqlite), over memory.db_path and HPCQ_MEMORY_DB")
+	fs.Var(optInt{&m.MemoryCoreMax}, "memory_core_max_chars", "core memory limit, over memory.core_max_chars")
+	fs.Var(optInt{&m.MemoryRecall}, "memory_recall_max_events", "recall window, over memory.recall_max_events")
+	fs.Var(optInt{&m.MemoryK}, "memory_retrieval_k", "archival hits per search, over memory.retrieval_k")
+	fs.Var(optInt{&m.MemoryCompress}, "memory_max_compression_iterations", "compression rounds, over memory.max_compression_iterations")
+}
+
+// Flags whose unset state is nil.
+type (
+	optBool   struct{ p **bool }
+	optString struct{ p **string }
+	optInt    struct{ p **int }
+)
+
+func (o optBool) IsBoolFlag() bool { return true }
+func (o optBool) String() string {
+	if o.p == nil || *o.p == nil {
+		return ""
+	}
+	return strconv.FormatBool(**o.p)
+}
+func (o optBool) Set(v string) error {
+	b, err := strconv.ParseBool(v)
+	if err == nil {
+		*o.p = &b
+	}
+	return err
+}
+func (o optString) String() string {
+	if o.p == nil || *o.p == nil {
+		return ""
+	}
+	return **o.p
+}
+func (o optString) Set(v string) error {
+	if v == "" {
+		return errors.New("must not be empty")
+	}
+	*o.p = &v
+	return nil
+}
+func (o optInt) String() string {
+	if o.p == nil || *o.p == nil {
+		return ""
+	}
+	return strconv.Itoa(**o.p)
+}
+func (o optInt) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err == nil && n <= 0 {
+		err = errors.New("must be positive")
+	}
+	if err == nil {
+		*o.p = &n
+	}
+	return err
 }
 
 // Load fills cfg from defaults and the environment.

@@ -91,7 +91,10 @@ type Phase1 struct {
 
 // Memory settings: on or off, and the memory's own configuration.
 type Memory struct {
-	Enabled       *bool `yaml:"enabled"`
+	Enabled *bool `yaml:"enabled"`
+	// DBPath is the SQLite memory file (the seed's db_path; default:
+	// RUN_DIR/memory/memory.sqlite). Unused with the cluster store.
+	DBPath        string `yaml:"db_path"`
 	memory.Config `yaml:",inline"`
 }
 
@@ -172,6 +175,9 @@ func loadSpec(path string, fill func(*Spec)) (Spec, error) {
 	}
 	if s.Resources != "" && !filepath.IsAbs(s.Resources) {
 		s.Resources = filepath.Join(dir, s.Resources)
+	}
+	if s.Memory.DBPath != "" && !filepath.IsAbs(s.Memory.DBPath) {
+		s.Memory.DBPath = filepath.Join(dir, s.Memory.DBPath)
 	}
 	if err := s.Validate(); err != nil {
 		return Spec{}, fmt.Errorf("%s: %w", path, err)

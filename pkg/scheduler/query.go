@@ -10,6 +10,7 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/stores"
 )
 
 // QueryOptions are what `scheduler query` is asked.
@@ -46,8 +47,10 @@ func Query(ctx context.Context, cfg *config.Scheduler, o QueryOptions) error {
 // where its run.json says they are; dir "" is ClickHouse.
 func queryRun(ctx context.Context, cfg *config.Scheduler, dir, sql string) (*results.Table, error) {
 	store := "clickhouse"
+	var info rundir.Info
 	if dir != "" {
-		info, err := rundir.Dir(dir).ReadInfo()
+		var err error
+		info, err = rundir.Dir(dir).ReadInfo()
 		if err != nil {
 			return nil, fmt.Errorf("%s is not a run directory: %w", dir, err)
 		}
@@ -74,7 +77,7 @@ func queryRun(ctx context.Context, cfg *config.Scheduler, dir, sql string) (*res
 	// The memory's tables (archival, recall_events) are in the memory
 	// file: attached read-only, so the documented queries on them work.
 	var attach []string
-	if mem := rundir.Dir(dir).Path(rundir.MemoryDB); fileExists(mem) {
+	if mem := stores.MemoryFile(rundir.Dir(dir), info.Memory); mem != "" && fileExists(mem) {
 		attach = append(attach, mem)
 	}
 	return results.QuerySQLite(ctx, path, sql, attach...)

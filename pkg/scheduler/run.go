@@ -76,9 +76,27 @@ func loadIdea(dir string) (run.Spec, error) {
 // OPENAI_BASE_URL / OPENAI_API_KEY (model from HPCQ_LLM_MODEL or run.yaml);
 // else the idea directory's scripted cassette, said loudly.
 func runLLM(spec run.Spec, ideaDir string, log *slog.Logger) (llm.Client, func() error, map[string]string, error) {
-	c, err := config.LoadLLM()
+	c, info, err := llmChoice(spec, ideaDir)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if info["scripted"] != "" {
+		delete(info, "scripted")
+		fmt.Printf("no model configured: replaying the scripted replies of %s (not a live model; set OPENAI_API_KEY for one)\n", c.Replay)
+	}
+	client, closeFn, err := llm.FromConfig(c, log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return client, closeFn, info, nil
+}
+
+// llmChoice is the model runLLM picks, and what run.json says of it
+// ("scripted" set when it is the idea directory's cassette).
+func llmChoice(spec run.Spec, ideaDir string) (config.LLM, map[string]string, error) {
+	c, err := config.LoadLLM()
+	if err != nil {
+		return c, nil, err
 	}
 	if c.Model == "" {
 		c.Model = spec.LLM.Model
@@ -95,18 +113,13 @@ func runLLM(spec run.Spec, ideaDir string, log *slog.Logger) (llm.Client, func()
 	default:
 		cassette := filepath.Join(ideaDir, ideaCassette)
 		if _, err := os.Stat(cassette); err != nil {
-			return nil, nil, nil, errors.New("no model configured: set OPENAI_API_KEY (and OPENAI_BASE_URL, HPCQ_LLM_MODEL) for a live model, " +
+			return c, nil, errors.New("no model configured: set OPENAI_API_KEY (and OPENAI_BASE_URL, HPCQ_LLM_MODEL) for a live model, " +
 				"or HPCQ_LLM_REPLAY to a cassette")
 		}
 		c.Replay = cassette
-		info["backend"], info["cassette"] = "replay", cassette
-		fmt.Printf("no model configured: replaying the scripted replies of %s (not a live model; set OPENAI_API_KEY for one)\n", cassette)
+		info["backend"], info["cassette"], info["scripted"] = "replay", cassette, "true"
 	}
-	client, closeFn, err := llm.FromConfig(c, log)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return client, closeFn, info, nil
+	return c, info, nil
 }
 
 // logClose calls close and logs its failure: for what a command closes on
@@ -175,6 +188,9 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		if spec, err = engine.ReadSpec(runDir); err != nil {
 			return fmt.Errorf("it cannot be resumed: %w", err)
 		}
+		if memoryOverrides(cfg) != (run.MemoryOverrides{}) {
+			log.Warn("the memory flags and HPCQ_MEMORY_* are ignored on --resume: a run keeps the memory settings it started with (spec.json)")
+		}
 		if info.Mode != mode {
 			return fmt.Errorf("run %s ran in %s mode; resume it in the same mode", info.RunID, info.Mode)
 		}
@@ -182,6 +198,9 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	} else {
 		ideaDir := o.IdeaDir
 		if spec, err = loadIdea(ideaDir); err != nil {
+			return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+		}
+		if err := memoryOverrides(cfg).Apply(&spec); err != nil {
 			return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
 		}
 		id := dispatch.NewRunID()
@@ -237,7 +256,7 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	var store memory.Store
 	info.Memory = map[string]string{"enabled": "false"}
 	if *spec.Memory.Enabled {
-		if store, info.Memory, err = stores.OpenMemory(ctx, cfg.Store, rundir.Dir(runDir), log); err != nil {
+		if store, info.Memory, err = stores.OpenMemory(ctx, cfg.Store, rundir.Dir(runDir), spec.Memory.DBPath, log); err != nil {
 			return err
 		}
 		defer logClose(log, "memory", store.Close)
@@ -345,7 +364,7 @@ func Export(ctx context.Context, cfg *config.Scheduler, o ExportOptions) error {
 		return err
 	}
 	p := engine.Params{Spec: spec, RunDir: dir, Logger: log}
-	st, err := stores.ReopenMemory(ctx, cfg.Store, rundir.Dir(dir), info.Memory["store"], log)
+	st, err := stores.ReopenMemory(ctx, cfg.Store, rundir.Dir(dir), info.Memory, log)
 	if err != nil {
 		return err
 	}

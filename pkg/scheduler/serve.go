@@ -149,7 +149,7 @@ func reopenMemory(ctx context.Context, cfg *config.Scheduler, dir string, log *s
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := stores.ReopenMemory(ctx, cfg.Store, rundir.Dir(dir), info.Memory["store"], log)
+	st, err := stores.ReopenMemory(ctx, cfg.Store, rundir.Dir(dir), info.Memory, log)
 	if err != nil || st == nil {
 		return nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -25,24 +26,47 @@ const (
 )
 
 // OpenMemory opens the memory of the run in dir: the cluster store when
-// both Redis and ClickHouse are configured, else the SQLite file in the run
-// directory. where says which, without secrets, for run.json.
-func OpenMemory(ctx context.Context, s config.Store, dir rundir.Dir, log *slog.Logger) (st memory.Store, where map[string]string, err error) {
+// both Redis and ClickHouse are configured, else a SQLite file: file (an
+// absolute path, the seed's db_path), or "" for the run directory's. where
+// says which, without secrets, for run.json.
+func OpenMemory(ctx context.Context, s config.Store, dir rundir.Dir, file string, log *slog.Logger) (st memory.Store, where map[string]string, err error) {
 	if s.RedisURL != "" && s.ClickHouseDSN != "" {
 		return openCluster(ctx, s, dir, log)
 	}
 	if s.RedisURL != "" {
 		log.Warn("HPCQ_REDIS_URL is set without HPCQ_CLICKHOUSE_DSN: the cluster memory needs both; the memory stays in the run's SQLite file")
 	}
-	return openSQLite(dir)
+	where = map[string]string{"enabled": "true", "store": MemorySQLite, "file": rundir.MemoryDB}
+	if file != "" {
+		where["file"] = file
+	}
+	st, err = openSQLite(dir, where)
+	return st, where, err
+}
+
+// MemoryFile is the SQLite memory file of a run whose run.json says where
+// (its "memory"), "" when the run keeps none.
+func MemoryFile(dir rundir.Dir, where map[string]string) string {
+	if where["store"] != MemorySQLite {
+		return ""
+	}
+	f := where["file"]
+	if f == "" {
+		f = rundir.MemoryDB
+	}
+	if filepath.IsAbs(f) {
+		return f
+	}
+	return dir.Path(f)
 }
 
 // ReopenMemory opens the memory store a run recorded in its run.json
-// (store), for an export; the cluster store needs its servers configured.
-func ReopenMemory(ctx context.Context, s config.Store, dir rundir.Dir, store string, log *slog.Logger) (memory.Store, error) {
-	switch store {
+// (where: its "memory"), for an export or the dashboard; the cluster store
+// needs its servers configured.
+func ReopenMemory(ctx context.Context, s config.Store, dir rundir.Dir, where map[string]string, log *slog.Logger) (memory.Store, error) {
+	switch where["store"] {
 	case MemorySQLite:
-		st, _, err := openSQLite(dir)
+		st, err := openSQLite(dir, where)
 		if err != nil {
 			return nil, fmt.Errorf("open the run's memory (is the run still going?): %w", err)
 		}
@@ -67,15 +91,12 @@ func openCluster(ctx context.Context, s config.Store, dir rundir.Dir, log *slog.
 		"clickhouse": config.RedactURL(s.ClickHouseDSN)}, nil
 }
 
-func openSQLite(dir rundir.Dir) (memory.Store, map[string]string, error) {
-	if err := os.MkdirAll(dir.Path(rundir.MemoryDir), 0o755); err != nil {
-		return nil, nil, err
+func openSQLite(dir rundir.Dir, where map[string]string) (memory.Store, error) {
+	file := MemoryFile(dir, where)
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return nil, err
 	}
-	st, err := sqlite.Open(dir.Path(rundir.MemoryDB), sqlite.Options{Run: dir.ID()})
-	if err != nil {
-		return nil, nil, err
-	}
-	return st, map[string]string{"enabled": "true", "store": MemorySQLite, "file": rundir.MemoryDB}, nil
+	return sqlite.Open(file, sqlite.Options{Run: dir.ID()})
 }
 
 // OpenResults opens where the run's results go: ClickHouse when a DSN is

@@ -36,7 +36,7 @@ func TestLocalStores(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 
-	mem, where, err := stores.OpenMemory(ctx, config.Store{RedisURL: "redis://127.0.0.1:1/0"}, dir, log)
+	mem, where, err := stores.OpenMemory(ctx, config.Store{RedisURL: "redis://127.0.0.1:1/0"}, dir, "", log)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"enabled": "true", "store": stores.MemorySQLite, "file": rundir.MemoryDB}, where)
 	require.Contains(t, logs.String(), "HPCQ_REDIS_URL is set without HPCQ_CLICKHOUSE_DSN")
@@ -54,15 +54,15 @@ func TestLocalStores(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [][]any{{"done"}}, tab.Rows)
 
-	again, err := stores.ReopenMemory(ctx, config.Store{}, dir, stores.MemorySQLite, log)
+	again, err := stores.ReopenMemory(ctx, config.Store{}, dir, map[string]string{"store": stores.MemorySQLite}, log)
 	require.NoError(t, err)
 	_, err = again.BranchGet(ctx, "root")
 	require.NoError(t, err, "the export sees what the run wrote")
 	require.NoError(t, again.Close())
-	none, err := stores.ReopenMemory(ctx, config.Store{}, dir, "", log)
+	none, err := stores.ReopenMemory(ctx, config.Store{}, dir, nil, log)
 	require.NoError(t, err)
 	require.Nil(t, none, "a run with memory off has none to reopen")
-	_, err = stores.ReopenMemory(ctx, config.Store{}, dir, stores.MemoryCluster, log)
+	_, err = stores.ReopenMemory(ctx, config.Store{}, dir, map[string]string{"store": stores.MemoryCluster}, log)
 	require.ErrorContains(t, err, "set HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN")
 }
 

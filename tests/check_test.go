@@ -1,0 +1,90 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hpcq/hpcq/internal/fakellm"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCheckAndSeedMemoryFlags: `scheduler check` prints the settings a run
+// would use, the seed's memory flags over HPCQ_MEMORY_* over run.yaml; a
+// run started with --memory_db keeps its memory in that file, and query
+// and export find it there.
+func TestCheckAndSeedMemoryFlags(t *testing.T) {
+	t.Parallel()
+	idea := writeIdea(t, 1, 1)
+	f, err := os.OpenFile(filepath.Join(idea, "run.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("memory: {retrieval_k: 4}\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	srv := draftsLLM(t, func(n int) string { return runScript("echo 'METRIC score=3'\n") })
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
+
+	out, code := run(t, env, "scheduler", "check", idea)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "retrieval_k: 4", "run.yaml's")
+	require.Contains(t, out, "model:   test-model at "+srv.BaseURL())
+	require.NotContains(t, out, "test-key")
+	envK := append(append([]string{}, env...), "HPCQ_MEMORY_RETRIEVAL_K=5")
+	out, code = run(t, envK, "scheduler", "check", idea)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "retrieval_k: 5", "the environment over run.yaml")
+	out, code = run(t, envK, "scheduler", "check", "--memory_retrieval_k", "7", "--memory_core_max_chars", "9000", idea)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "retrieval_k: 7", "the flag over the environment")
+	require.Contains(t, out, "core_max_chars: 9000")
+	out, code = run(t, env, "scheduler", "check", "--memory_recall_max_events", "-3", idea)
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "must be positive")
+	bad := writeIdea(t, 1, 1)
+	require.NoError(t, os.WriteFile(filepath.Join(bad, "run.yaml"), []byte("metric: {name: score}\nmemory: {retreival_k: 3}\n"), 0o644))
+	out, code = run(t, env, "scheduler", "check", bad)
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "retreival_k")
+
+	tmp := t.TempDir()
+	runDir, db := filepath.Join(tmp, "run-db"), filepath.Join(tmp, "elsewhere", "memory.sqlite")
+	out, code = run(t, env, "scheduler", "run", "--local", "--run-dir", runDir, "--memory_db", db, "--memory_recall_max_events", "12", idea)
+	require.Equal(t, 0, code, out)
+	require.FileExists(t, db)
+	require.NoFileExists(t, filepath.Join(runDir, "memory", "memory.sqlite"))
+	var info struct {
+		Memory map[string]string `json:"memory"`
+	}
+	data, err := os.ReadFile(filepath.Join(runDir, "run.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &info))
+	require.Equal(t, db, info.Memory["file"])
+	spec, err := os.ReadFile(filepath.Join(runDir, "spec.json"))
+	require.NoError(t, err)
+	require.Contains(t, string(spec), `"recall_max_events": 12`)
+	q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv", "SELECT count(*) > 0 AS some FROM recall_events")
+	require.Equal(t, 0, code, q)
+	require.Equal(t, "some\n1\n", q, "query attaches the memory file where it is")
+	out, code = run(t, env, "scheduler", "export", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	require.FileExists(t, filepath.Join(runDir, "memory", "final_memory_for_paper.md"))
+
+	// Without memory the prompts ask for no memory block: replies without one.
+	plain := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		switch r.Kind {
+		case "phase0":
+			return fakellm.Reply{Content: fakellm.Plan("a script")}
+		case "draft":
+			return fakellm.Reply{Content: runScript("echo 'METRIC score=3'\n")}
+		}
+		return fakellm.Reply{Status: 400}
+	})
+	offDir := filepath.Join(tmp, "run-off")
+	out, code = run(t, baseEnv(t, "OPENAI_BASE_URL="+plain.BaseURL(), "OPENAI_API_KEY=test-key"), "scheduler", "run", "--local", "--run-dir", offDir, "--enable_memgpt=false", idea)
+	require.Equal(t, 0, code, out)
+	data, err = os.ReadFile(filepath.Join(offDir, "run.json"))
+	require.NoError(t, err)
+	require.True(t, strings.Contains(string(data), `"enabled": "false"`) || strings.Contains(string(data), `"enabled":"false"`), string(data))
+}
