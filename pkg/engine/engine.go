@@ -228,7 +228,7 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 		e.outage = memory.NewOutageStore(p.MemoryStore, memory.OutageOptions{Max: p.OutageMax, Logger: e.log})
 		e.mem = memory.New(e.outage, p.Spec.Memory.Config, memory.Options{
 			Summarizer: prompt.Summarizer{Client: e.metered},
-			Compressor: prompt.Compressor{Client: e.metered},
+			Compressor: compressor(p.Spec.Memory, e.metered),
 			Logger:     e.log, Calls: p.MemoryCalls, Observe: p.Metrics.MemoryOp,
 		})
 	}
@@ -512,12 +512,13 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 	if err := os.WriteFile(filepath.Join(e.dir, "tree.html"), []byte(html.String()), 0o644); err != nil {
 		return sum, err
 	}
-	if e.mem != nil {
+	if e.mem != nil && run.On(e.spec.Memory.FinalMemoryEnabled) {
 		best := RootBranch
 		if sum.HasBest {
 			best = sum.Best.ID
 		}
-		if _, err := e.mem.Export(ctx, memory.ExportParams{Root: RootBranch, Best: best, Dir: filepath.Join(e.dir, memoryDir)}); err != nil {
+		md, js := e.spec.Memory.ExportNames()
+		if _, err := e.mem.Export(ctx, memory.ExportParams{Root: RootBranch, Best: best, Dir: filepath.Join(e.dir, memoryDir), Markdown: md, JSON: js}); err != nil {
 			e.log.Warn("memory export failed", "err", err)
 		}
 	}

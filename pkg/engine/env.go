@@ -8,8 +8,12 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/prompt"
+	"github.com/hpcq/hpcq/pkg/run"
 )
 
 // environment is what the prompts say about where nodes run: the
@@ -127,11 +131,16 @@ func (e *engine) setupMemory(ctx context.Context) error {
 		return err
 	}
 	idea := strings.TrimSpace(e.spec.Idea)
-	if len(idea) > 2000 {
-		idea = idea[:2000] + "..."
+	if run.On(e.spec.Memory.PersistIdeaMD) {
+		if _, _, err := e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: RootBranch, Text: idea, Tags: []string{"IDEA_MD", "ROOT_IDEA"}, Context: "idea"}); err != nil {
+			return err
+		}
 	}
-	if _, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "IDEA_SUMMARY", Value: idea, Importance: 5}); err != nil {
-		return err
+	if run.On(e.spec.Memory.AlwaysInjectIdeaSummary) {
+		summary := e.section(ctx, idea, "idea_summary", "a summary of the research idea as short bullet points: the goal, the constraints, the metric")
+		if _, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "IDEA_SUMMARY", Value: summary, Importance: 5}); err != nil {
+			return err
+		}
 	}
 	if len(idx.Items) > 0 {
 		if err := e.mem.IngestResources(ctx, RootBranch, idx); err != nil {
@@ -163,4 +172,36 @@ func (e *engine) currentEnv() environment {
 	e.envMu.Lock()
 	defer e.envMu.Unlock()
 	return e.env
+}
+
+// compressor is the memory's compressor: the model (compression_model,
+// default the run's), or none when use_llm_compression is off: sections
+// over budget are then cut, with a marker.
+func compressor(m run.Memory, client llm.Client) memory.Compressor {
+	if !run.On(m.UseLLMCompression) {
+		return nil
+	}
+	return prompt.Compressor{Client: client, Model: m.CompressionModel}
+}
+
+// section brings text within the budget of a section (the seed's
+// section_budgets: key): as it is, compressed by the memory's model, or cut
+// with a marker when the run has no memory or compression is off.
+func (e *engine) section(ctx context.Context, text, key, hint string) string {
+	budget := e.spec.Memory.SectionBudgets[key]
+	if budget <= 0 {
+		budget = memory.Defaults().SectionBudgets[key]
+	}
+	if budget <= 0 || len(text) <= budget {
+		return text
+	}
+	if e.mem != nil {
+		return e.mem.Shorten(ctx, text, budget, hint)
+	}
+	marker := fmt.Sprintf("\n[... cut to %d of %d chars ...]", budget, len(text))
+	keep := max(0, budget-len(marker))
+	for keep > 0 && !utf8.RuneStart(text[keep]) {
+		keep--
+	}
+	return text[:keep] + marker
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/search"
@@ -270,9 +271,10 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 	if err != nil {
 		return fail("phase 0", err)
 	}
-	pc := prompt.Context{Idea: e.spec.Idea, Environment: env.text, Resources: env.resources, Phase0Plan: plan, WithMemory: e.mem != nil}
+	pc := prompt.Context{Idea: e.ideaSection(ctx), Environment: env.text, Resources: env.resources, Phase0Plan: plan, WithMemory: e.mem != nil}
 	if n.Parent != "" {
-		pc.Code, pc.ExecutionOutput = e.nodeCode(n.Parent), e.nodeOutput(n.Parent)
+		pc.Code = e.nodeCode(n.Parent)
+		pc.ExecutionOutput = e.section(ctx, e.nodeOutput(n.Parent), "results", "the execution output of a node: keep its errors, diagnostics and metrics")
 	}
 	switch n.Kind {
 	case search.Hyperparam:
@@ -353,7 +355,7 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 		return string(data), nil
 	}
 	env := e.currentEnv()
-	pc := prompt.Context{Idea: e.spec.Idea, History: e.history(n.ID), Environment: env.text, Resources: env.resources, WithMemory: e.mem != nil}
+	pc := prompt.Context{Idea: e.ideaSection(ctx), History: e.history(n.ID), Environment: env.text, Resources: env.resources, WithMemory: e.mem != nil}
 	if e.mem != nil {
 		rd, err := e.mem.RenderForPrompt(ctx, n.ID, "phase0", 0)
 		if err != nil {
@@ -383,7 +385,40 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	if err := writeFileAtomic(filepath.Join(dir, planFile), append(plan.Raw, '\n')); err != nil {
 		return "", err
 	}
+	if e.mem != nil {
+		if err := e.memoryPhase0(ctx, n.ID, payload, plan); err != nil {
+			e.log.Warn("phase 0 not kept in memory", "node_id", n.ID, "err", err)
+		}
+	}
 	return string(plan.Raw), nil
+}
+
+// ideaSection is the Research idea section of the prompts: the idea within
+// section_budgets.idea_section_limit.
+func (e *engine) ideaSection(ctx context.Context) string {
+	return e.section(ctx, e.spec.Idea, "idea_section_limit", "the research idea, for the prompt's Research idea section")
+}
+
+// memoryPhase0 keeps a node's Phase 0 in its branch, per the seed's
+// toggles: the whole output in archival memory (PHASE0_INTERNAL), and the
+// plan's summary in core (PHASE0_SUMMARY) unless the model wrote one for
+// this node itself.
+func (e *engine) memoryPhase0(ctx context.Context, node, output string, plan prompt.Plan) error {
+	if run.On(e.spec.Memory.PersistPhase0Internal) {
+		if _, _, err := e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: node, Text: output, Tags: []string{"PHASE0_INTERNAL", "node:" + node},
+			Context: "phase0"}); err != nil {
+			return err
+		}
+	}
+	if !run.On(e.spec.Memory.AlwaysInjectPhase0Summary) {
+		return nil
+	}
+	if cur, ok, err := e.mem.CoreGet(ctx, node, "PHASE0_SUMMARY"); err != nil || (ok && cur.Branch == node) {
+		return err
+	}
+	summary := e.section(ctx, plan.Summary(), "phase0_summary", "the node's Phase 0 plan: approach, toolchain, build, run, metric")
+	_, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: node, Key: "PHASE0_SUMMARY", Value: summary, Importance: 4})
+	return err
 }
 
 // memoryAfter writes the events of seed 003 for a node that ended: one per

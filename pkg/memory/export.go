@@ -24,6 +24,9 @@ type ExportParams struct {
 	Root string
 	Best string
 	Dir  string
+	// Markdown and JSON name the files (default ExportMarkdown and
+	// ExportJSON: the seed's final_memory_filename_md and _json).
+	Markdown, JSON string
 }
 
 // ExportEvent is a recall event in the export.
@@ -78,7 +81,7 @@ func isResult(kind string) bool {
 func (m *Memory) Export(ctx context.Context, p ExportParams) (Exported, error) {
 	start := time.Now()
 	e, err := m.export(ctx, p)
-	m.record(p.Best, "export", start, 0, 0, len(e.Decisions), err)
+	m.record(p.Best, "export", start, "", "", len(e.Decisions), err)
 	return e, err
 }
 
@@ -150,10 +153,16 @@ func (m *Memory) export(ctx context.Context, p ExportParams) (Exported, error) {
 	if err != nil {
 		return out, err
 	}
-	if err := writeFile(filepath.Join(p.Dir, ExportJSON), append(data, '\n')); err != nil {
+	if p.Markdown == "" {
+		p.Markdown = ExportMarkdown
+	}
+	if p.JSON == "" {
+		p.JSON = ExportJSON
+	}
+	if err := writeFile(filepath.Join(p.Dir, p.JSON), append(data, '\n')); err != nil {
 		return out, err
 	}
-	if err := writeFile(filepath.Join(p.Dir, ExportMarkdown), []byte(exportMarkdown(out))); err != nil {
+	if err := writeFile(filepath.Join(p.Dir, p.Markdown), []byte(exportMarkdown(out))); err != nil {
 		return out, err
 	}
 	snap := []byte("{}\n")

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -32,6 +33,9 @@ type Config struct {
 	// so the seed's keyword fallback for a missing FTS5 has no case to
 	// serve; false is refused by Validate rather than silently ignored.
 	UseFTS string `json:"use_fts" yaml:"use_fts"`
+	// LogMaxChars cuts what the call log (memory_calls.jsonl) keeps of
+	// each operation's input and output (the seed's memory_log_max_chars).
+	LogMaxChars int `json:"memory_log_max_chars" yaml:"memory_log_max_chars"`
 }
 
 // sectionBudgetKeys are the section_budgets keys hpcq knows.
@@ -45,7 +49,7 @@ func (c Config) Validate() error {
 		v   int
 	}{{"core_max_chars", c.CoreMaxChars}, {"recall_max_events", c.RecallMaxEvents}, {"retrieval_k", c.RetrievalK},
 		{"memory_budget_chars", c.MemoryBudgetChars}, {"max_compression_iterations", c.MaxCompressionIterations},
-		{"max_memory_read_rounds", c.MaxMemoryReadRounds}} {
+		{"max_memory_read_rounds", c.MaxMemoryReadRounds}, {"memory_log_max_chars", c.LogMaxChars}} {
 		if f.v < 0 {
 			return fmt.Errorf("memory config: %s is %d, must not be negative", f.key, f.v)
 		}
@@ -83,7 +87,7 @@ func Defaults() Config {
 		MemoryBudgetChars: 24000, MaxCompressionIterations: 3, MaxMemoryReadRounds: 2,
 		SectionBudgets: map[string]int{"idea_summary": 9600, "idea_section_limit": 4800, "phase0_summary": 5000,
 			"archival_snippet": 3000, "results": 4000},
-		UseFTS: "auto",
+		UseFTS: "auto", LogMaxChars: 1600,
 	}
 }
 
@@ -156,6 +160,9 @@ func New(store Store, cfg Config, opts Options) *Memory {
 	if cfg.UseFTS == "" {
 		cfg.UseFTS = d.UseFTS
 	}
+	if cfg.LogMaxChars <= 0 {
+		cfg.LogMaxChars = d.LogMaxChars
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -180,25 +187,29 @@ func (m *Memory) redact(s string) string {
 
 // call is one line of memory_calls.jsonl.
 type call struct {
-	TS         time.Time `json:"ts"`
-	Branch     string    `json:"branch"`
-	Op         string    `json:"op"`
-	InBytes    int       `json:"in_bytes"`
-	OutBytes   int       `json:"out_bytes"`
-	Items      int       `json:"items,omitempty"`
-	DurationMS float64   `json:"duration_ms"`
-	Error      string    `json:"error,omitempty"`
+	TS       time.Time `json:"ts"`
+	Branch   string    `json:"branch"`
+	Op       string    `json:"op"`
+	InBytes  int       `json:"in_bytes"`
+	OutBytes int       `json:"out_bytes"`
+	// Input and Output are what went in and came out, redacted and cut to
+	// memory_log_max_chars (the seed's memory log).
+	Input      string  `json:"input,omitempty"`
+	Output     string  `json:"output,omitempty"`
+	Items      int     `json:"items,omitempty"`
+	DurationMS float64 `json:"duration_ms"`
+	Error      string  `json:"error,omitempty"`
 }
 
-func (m *Memory) record(branch, op string, start time.Time, in, out, items int, err error) {
+func (m *Memory) record(branch, op string, start time.Time, in, out string, items int, err error) {
 	if m.opts.Observe != nil {
 		m.opts.Observe(op, time.Since(start), err)
 	}
 	if m.opts.Calls == nil {
 		return
 	}
-	c := call{TS: m.opts.Now().UTC(), Branch: branch, Op: op, InBytes: in, OutBytes: out, Items: items,
-		DurationMS: float64(time.Since(start).Microseconds()) / 1000}
+	c := call{TS: m.opts.Now().UTC(), Branch: branch, Op: op, InBytes: len(in), OutBytes: len(out), Items: items,
+		Input: m.logText(in), Output: m.logText(out), DurationMS: float64(time.Since(start).Microseconds()) / 1000}
 	if err != nil {
 		c.Error = m.redact(err.Error())
 	}
@@ -210,11 +221,21 @@ func (m *Memory) record(branch, op string, start time.Time, in, out, items int, 
 	}
 }
 
+// logText is text as the call log keeps it: redacted, cut to
+// memory_log_max_chars (on a rune boundary, marked).
+func (m *Memory) logText(text string) string {
+	text = m.redact(text)
+	if n := m.cfg.LogMaxChars; len(text) > n {
+		text = text[:cutUTF8(text, n)] + "…[cut]"
+	}
+	return text
+}
+
 // Fork creates the branch of a node.
 func (m *Memory) Fork(ctx context.Context, branch, parent string) (Branch, error) {
 	start := time.Now()
 	b, err := m.store.Fork(ctx, ForkParams{Branch: branch, Parent: parent})
-	m.record(branch, "fork", start, len(parent), 0, 0, err)
+	m.record(branch, "fork", start, parent, "", 0, err)
 	return b, err
 }
 
@@ -226,7 +247,7 @@ func (m *Memory) CoreSet(ctx context.Context, p CoreSetParams) (CoreEntry, error
 	start := time.Now()
 	p.Value = m.redact(p.Value)
 	e, err := m.store.CoreSet(ctx, p)
-	m.record(p.Branch, "core_set", start, len(p.Key)+len(p.Value), 0, 1, err)
+	m.record(p.Branch, "core_set", start, p.Key+": "+p.Value, "", 1, err)
 	return e, err
 }
 
@@ -234,7 +255,7 @@ func (m *Memory) CoreSet(ctx context.Context, p CoreSetParams) (CoreEntry, error
 func (m *Memory) CoreGet(ctx context.Context, branch, key string) (CoreEntry, bool, error) {
 	start := time.Now()
 	e, ok, err := m.store.CoreGet(ctx, CoreKeyParams{Branch: branch, Key: key})
-	m.record(branch, "core_get", start, len(key), len(e.Value), 0, err)
+	m.record(branch, "core_get", start, key, e.Value, 0, err)
 	return e, ok, err
 }
 
@@ -242,7 +263,7 @@ func (m *Memory) CoreGet(ctx context.Context, branch, key string) (CoreEntry, bo
 func (m *Memory) CoreDelete(ctx context.Context, branch, key string) error {
 	start := time.Now()
 	err := m.store.CoreDelete(ctx, CoreKeyParams{Branch: branch, Key: key})
-	m.record(branch, "core_delete", start, len(key), 0, 1, err)
+	m.record(branch, "core_delete", start, key, "", 1, err)
 	return err
 }
 
@@ -251,7 +272,7 @@ func (m *Memory) ArchivalWrite(ctx context.Context, p ArchivalWriteParams) (Arch
 	start := time.Now()
 	p.Text = m.redact(p.Text)
 	it, dup, err := m.store.ArchivalWrite(ctx, p)
-	m.record(p.Branch, "archival_write", start, len(p.Text), 0, 1, err)
+	m.record(p.Branch, "archival_write", start, p.Text, "", 1, err)
 	return it, dup, err
 }
 
@@ -263,11 +284,11 @@ func (m *Memory) ArchivalSearch(ctx context.Context, p ArchivalSearchParams) ([]
 		p.K = m.cfg.RetrievalK
 	}
 	hits, err := m.store.ArchivalSearch(ctx, p)
-	out := 0
+	var out strings.Builder
 	for _, h := range hits {
-		out += len(h.Text)
+		out.WriteString(h.Text + "\n")
 	}
-	m.record(p.Branch, "archival_search", start, len(p.Query), out, len(hits), err)
+	m.record(p.Branch, "archival_search", start, p.Query, out.String(), len(hits), err)
 	return hits, err
 }
 
@@ -275,7 +296,7 @@ func (m *Memory) ArchivalSearch(ctx context.Context, p ArchivalSearchParams) ([]
 func (m *Memory) RecallSearch(ctx context.Context, p RecallSearchParams) ([]RecallEvent, error) {
 	start := time.Now()
 	hits, err := m.store.RecallSearch(ctx, p)
-	m.record(p.Branch, "recall_search", start, len(p.Query), 0, len(hits), err)
+	m.record(p.Branch, "recall_search", start, p.Query, "", len(hits), err)
 	return hits, err
 }
 
@@ -286,7 +307,7 @@ func (m *Memory) RecallAppend(ctx context.Context, branch string, ev RecallEvent
 	start := time.Now()
 	ev.Payload = m.redact(ev.Payload)
 	ev, err := m.store.RecallAppend(ctx, RecallAppendParams{Branch: branch, Event: ev})
-	m.record(branch, "recall_append", start, len(ev.Payload), 0, 1, err)
+	m.record(branch, "recall_append", start, ev.Kind+": "+ev.Payload, "", 1, err)
 	if err != nil {
 		return ev, err
 	}
@@ -312,7 +333,7 @@ func (m *Memory) fold(ctx context.Context, branch string) error {
 		}
 		start := time.Now()
 		text, err := m.opts.Summarizer.Summarize(ctx, sum.Text, oldest[0])
-		m.record(branch, "recall_summarize", start, len(sum.Text)+len(oldest[0].Payload), len(text), 1, err)
+		m.record(branch, "recall_summarize", start, oldest[0].Payload, text, 1, err)
 		if err != nil {
 			// The seed's fallback: on failure nothing changes.
 			m.opts.Logger.Warn("recall summary not updated: the summarizer failed; the event stays out of the summary",
@@ -366,21 +387,21 @@ type ResultEvent struct {
 func (m *Memory) Apply(ctx context.Context, branch string, u *Update) (string, error) {
 	start := time.Now()
 	p := ApplyParams{Branch: branch, CoreDeletes: u.CoreDeletes}
-	in := 0
+	var in strings.Builder
 	for _, c := range u.CoreSets {
 		v := m.redact(c.Value)
-		in += len(c.Key) + len(v)
+		in.WriteString(c.Key + ": " + v + "\n")
 		p.CoreSets = append(p.CoreSets, CoreSetParams{Branch: branch, Key: c.Key, Value: v, Importance: c.Importance, TTL: c.TTL})
 	}
 	for _, a := range u.Archival {
 		t := m.redact(a.Text)
-		in += len(t)
+		in.WriteString(t + "\n")
 		p.Archival = append(p.Archival, ArchivalWriteParams{Branch: branch, Text: t, Tags: a.Tags, Context: "memory_update"})
 	}
 	writes := len(p.CoreSets) + len(p.CoreDeletes) + len(p.Archival)
 	if writes > 0 {
 		err := m.store.Apply(ctx, p)
-		m.record(branch, "memory_update_writes", start, in, 0, writes, err)
+		m.record(branch, "memory_update_writes", start, in.String(), "", writes, err)
 		if err != nil {
 			return "", fmt.Errorf("memory: apply <memory_update> writes (none applied): %w", err)
 		}

@@ -171,7 +171,7 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 		out.Sections = append(out.Sections, info)
 	}
 	out.Text = b.String()
-	m.record(branch, "render", start, len(taskHint), len(out.Text), len(out.Sections), nil)
+	m.record(branch, "render", start, taskHint, out.Text, len(out.Sections), nil)
 	return out, nil
 }
 
@@ -191,6 +191,14 @@ func (m *Memory) capValues(entries []CoreEntry) []CoreEntry {
 		}
 		out[i] = e
 	}
+	return out
+}
+
+// Shorten brings text within room characters as a section over its budget
+// is: as it is, compressed by the model (use_llm_compression), or cut with
+// a marker. hint says what the text is.
+func (m *Memory) Shorten(ctx context.Context, text string, room int, hint string) string {
+	out, _ := m.fit(ctx, text, room, hint, SectionInfo{})
 	return out
 }
 

@@ -63,3 +63,15 @@ func ParsePlan(payload string) (Plan, error) {
 	p.Raw = b.Bytes()
 	return p, nil
 }
+
+// Summary is the plan in a few lines (PHASE0_SUMMARY): goal, approach,
+// toolchain, build, run; the fields it has.
+func (p Plan) Summary() string {
+	var b strings.Builder
+	for _, f := range []struct{ name, v string }{{"goal", p.Goal}, {"approach", p.Approach}, {"toolchain", p.Toolchain}, {"build", p.Build}, {"run", p.Run}} {
+		if v := strings.TrimSpace(f.v); v != "" {
+			fmt.Fprintf(&b, "- %s: %s\n", f.name, v)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}

@@ -37,3 +37,20 @@ memory: {enabled: false, db_path: mem.sqlite, retrieval_k: 4, recall_max_events:
 	err = MemoryOverrides{RecallMaxEvents: &neg}.Apply(&s)
 	require.ErrorContains(t, err, "recall_max_events")
 }
+
+// TestTogglesAreIndependent: turning one toggle off in run.yaml leaves the
+// others on.
+func TestTogglesAreIndependent(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "idea.md", "# stencil\n")
+	write(t, dir, "run.yaml", "metric: {name: gflops}\nmemory: {enabled: false, persist_idea_md: false}\n")
+	s, err := LoadIdeaDir(dir)
+	require.NoError(t, err)
+	require.False(t, *s.Memory.Enabled)
+	require.False(t, *s.Memory.PersistIdeaMD)
+	for name, p := range map[string]*bool{"log_prompts": s.LogPrompts, "persist_phase0_internal": s.Memory.PersistPhase0Internal,
+		"always_inject_idea_summary": s.Memory.AlwaysInjectIdeaSummary, "final_memory_enabled": s.Memory.FinalMemoryEnabled,
+		"use_llm_compression": s.Memory.UseLLMCompression, "memory_log_enabled": s.Memory.LogEnabled} {
+		require.True(t, *p, name)
+	}
+}

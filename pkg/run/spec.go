@@ -94,13 +94,55 @@ type Memory struct {
 	Enabled *bool `yaml:"enabled"`
 	// DBPath is the SQLite memory file (the seed's db_path; default:
 	// RUN_DIR/memory/memory.sqlite). Unused with the cluster store.
-	DBPath        string `yaml:"db_path"`
+	DBPath string `yaml:"db_path"`
+	// The seed's persistence toggles (default true). PersistIdeaMD keeps
+	// the whole idea in archival memory (tags IDEA_MD, ROOT_IDEA);
+	// AlwaysInjectIdeaSummary keeps IDEA_SUMMARY in the root's core, so
+	// every prompt's memory section has it. PersistPhase0Internal keeps
+	// each node's whole Phase 0 output in archival memory (tag
+	// PHASE0_INTERNAL); AlwaysInjectPhase0Summary keeps the plan's summary
+	// in the node's core (PHASE0_SUMMARY).
+	PersistPhase0Internal     *bool `yaml:"persist_phase0_internal"`
+	AlwaysInjectPhase0Summary *bool `yaml:"always_inject_phase0_summary"`
+	PersistIdeaMD             *bool `yaml:"persist_idea_md"`
+	AlwaysInjectIdeaSummary   *bool `yaml:"always_inject_idea_summary"`
+	// The export at the end of the run (memory/<filename>).
+	FinalMemoryEnabled      *bool  `yaml:"final_memory_enabled"`
+	FinalMemoryFilenameMD   string `yaml:"final_memory_filename_md"`
+	FinalMemoryFilenameJSON string `yaml:"final_memory_filename_json"`
+	// UseLLMCompression: sections over budget are compressed by the model
+	// (CompressionModel, default the run's model); off, they are cut.
+	UseLLMCompression *bool  `yaml:"use_llm_compression"`
+	CompressionModel  string `yaml:"compression_model"`
+	// The memory call log (memory_calls.jsonl) in LogDir (default
+	// RUN_DIR/memory; relative to run.yaml), if LogEnabled.
+	LogEnabled    *bool  `yaml:"memory_log_enabled"`
+	LogDir        string `yaml:"memory_log_dir"`
 	memory.Config `yaml:",inline"`
+}
+
+// On reads a toggle of the memory block: nil (a spec.json written before
+// the toggle existed) is the default, on.
+func On(toggle *bool) bool { return toggle == nil || *toggle }
+
+// ExportNames are the file names of the memory export (defaults for "").
+func (m Memory) ExportNames() (md, json string) {
+	md, json = m.FinalMemoryFilenameMD, m.FinalMemoryFilenameJSON
+	if md == "" {
+		md = memory.ExportMarkdown
+	}
+	if json == "" {
+		json = memory.ExportJSON
+	}
+	return md, json
 }
 
 // Defaults are the values of a field left out.
 func Defaults() Spec {
-	t, f := true, 0.5
+	// Each toggle has a pointer of its own: decoding run.yaml writes
+	// through them, and a shared one would turn every toggle off at once.
+	on := func() *bool { t := true; return &t }
+	f := 0.5
 	return Spec{
 		Pool:       "cpu",
 		Metric:     Metric{Direction: "maximize"},
@@ -108,8 +150,10 @@ func Defaults() Spec {
 		Search:     Search{NumDrafts: 3, DebugProb: &f, MaxDebugDepth: 3},
 		LLM:        LLM{MaxTokens: 8000, Retries: 2},
 		Phase1:     Phase1{Mode: "iterative", MaxSteps: 12},
-		Memory:     Memory{Enabled: &t, Config: memory.Defaults()},
-		LogPrompts: &t,
+		Memory: Memory{Enabled: on(), Config: memory.Defaults(), PersistPhase0Internal: on(), AlwaysInjectPhase0Summary: on(),
+			PersistIdeaMD: on(), AlwaysInjectIdeaSummary: on(), FinalMemoryEnabled: on(), FinalMemoryFilenameMD: memory.ExportMarkdown,
+			FinalMemoryFilenameJSON: memory.ExportJSON, UseLLMCompression: on(), LogEnabled: on()},
+		LogPrompts: on(),
 	}
 }
 
@@ -176,8 +220,10 @@ func loadSpec(path string, fill func(*Spec)) (Spec, error) {
 	if s.Resources != "" && !filepath.IsAbs(s.Resources) {
 		s.Resources = filepath.Join(dir, s.Resources)
 	}
-	if s.Memory.DBPath != "" && !filepath.IsAbs(s.Memory.DBPath) {
-		s.Memory.DBPath = filepath.Join(dir, s.Memory.DBPath)
+	for _, p := range []*string{&s.Memory.DBPath, &s.Memory.LogDir} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
 	}
 	if err := s.Validate(); err != nil {
 		return Spec{}, fmt.Errorf("%s: %w", path, err)
@@ -251,7 +297,16 @@ func (s Spec) Validate() error {
 	if s.Phase1.MaxSteps < 1 {
 		return bad("phase1.max_steps", "%d, must be at least 1", s.Phase1.MaxSteps)
 	}
-	if err := s.Memory.Config.Validate(); err != nil {
+	for _, f := range []struct{ key, name, ext string }{{"memory.final_memory_filename_md", s.Memory.FinalMemoryFilenameMD, ".md"},
+		{"memory.final_memory_filename_json", s.Memory.FinalMemoryFilenameJSON, ".json"}} {
+		if f.name != "" && (f.name != filepath.Base(f.name) || !strings.HasSuffix(f.name, f.ext)) {
+			return bad(f.key, "%q: a file name (no directory) ending in %s", f.name, f.ext)
+		}
+	}
+	if md, js := s.Memory.ExportNames(); md == js {
+		return bad("memory.final_memory_filename_json", "the same name as final_memory_filename_md")
+	}
+		if err := s.Memory.Config.Validate(); err != nil {
 		return fmt.Errorf("%w: memory: %v", ErrSpec, err)
 	}
 	t := schema.NodeTask{V: schema.Version, RunID: "r", NodeID: "n", Attempt: 1, Kind: "draft", Pool: s.Pool, Limits: s.Limits,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -264,11 +265,23 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	if err := os.MkdirAll(rundir.Dir(runDir).Path(rundir.MemoryDir), 0o755); err != nil {
 		return err
 	}
-	calls, err := os.OpenFile(rundir.Dir(runDir).Path(rundir.MemoryCalls), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
+	// The memory call log (memory_log_enabled, memory_log_dir).
+	var calls io.Writer
+	if run.On(spec.Memory.LogEnabled) {
+		path := rundir.Dir(runDir).Path(rundir.MemoryCalls)
+		if spec.Memory.LogDir != "" {
+			if err := os.MkdirAll(spec.Memory.LogDir, 0o755); err != nil {
+				return fmt.Errorf("memory.memory_log_dir: %w", err)
+			}
+			path = filepath.Join(spec.Memory.LogDir, runID+"-"+filepath.Base(rundir.MemoryCalls)) // a directory may be shared by runs
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		calls = f
 	}
-	defer calls.Close()
 
 	var q *queue.Queue
 	var gw *nats.Conn
@@ -377,8 +390,8 @@ func Export(ctx context.Context, cfg *config.Scheduler, o ExportOptions) error {
 		return err
 	}
 	fmt.Printf("report: %s\ntree:   %s, %s\n", sum.Report, filepath.Join(dir, "tree.json"), filepath.Join(dir, "tree.html"))
-	if p.MemoryStore != nil {
-		fmt.Printf("memory: %s\n", filepath.Join(dir, "memory", "final_memory_for_paper.md"))
+	if md, _ := spec.Memory.ExportNames(); p.MemoryStore != nil && run.On(spec.Memory.FinalMemoryEnabled) {
+		fmt.Printf("memory: %s\n", filepath.Join(dir, "memory", md))
 	}
 	return nil
 }
