@@ -144,12 +144,12 @@ func Defaults() Spec {
 	on := func() *bool { t := true; return &t }
 	f := 0.5
 	return Spec{
-		Pool:       "cpu",
-		Metric:     Metric{Direction: "maximize"},
-		Stages:     Stages{InitialImplementation: Stage{8}, BaselineTuning: Stage{4}, CreativeResearch: Stage{6}, AblationStudies: Stage{3}},
-		Search:     Search{NumDrafts: 3, DebugProb: &f, MaxDebugDepth: 3},
-		LLM:        LLM{MaxTokens: 8000, Retries: 2},
-		Phase1:     Phase1{Mode: "iterative", MaxSteps: 12},
+		Pool:   "cpu",
+		Metric: Metric{Direction: "maximize"},
+		Stages: Stages{InitialImplementation: Stage{8}, BaselineTuning: Stage{4}, CreativeResearch: Stage{6}, AblationStudies: Stage{3}},
+		Search: Search{NumDrafts: 3, DebugProb: &f, MaxDebugDepth: 3},
+		LLM:    LLM{MaxTokens: 8000, Retries: 2},
+		Phase1: Phase1{Mode: "iterative", MaxSteps: 12},
 		Memory: Memory{Enabled: on(), Config: memory.Defaults(), PersistPhase0Internal: on(), AlwaysInjectPhase0Summary: on(),
 			PersistIdeaMD: on(), AlwaysInjectIdeaSummary: on(), FinalMemoryEnabled: on(), FinalMemoryFilenameMD: memory.ExportMarkdown,
 			FinalMemoryFilenameJSON: memory.ExportJSON, UseLLMCompression: on(), LogEnabled: on()},
@@ -306,7 +306,7 @@ func (s Spec) Validate() error {
 	if md, js := s.Memory.ExportNames(); md == js {
 		return bad("memory.final_memory_filename_json", "the same name as final_memory_filename_md")
 	}
-		if err := s.Memory.Config.Validate(); err != nil {
+	if err := s.Memory.Config.Validate(); err != nil {
 		return fmt.Errorf("%w: memory: %v", ErrSpec, err)
 	}
 	t := schema.NodeTask{V: schema.Version, RunID: "r", NodeID: "n", Attempt: 1, Kind: "draft", Pool: s.Pool, Limits: s.Limits,
