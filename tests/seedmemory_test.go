@@ -72,6 +72,11 @@ func TestSeedMemoryToggles(t *testing.T) {
 	}
 	require.Equal(t, "n\n1\n", q(runDir, "SELECT count(*) AS n FROM archival WHERE tags LIKE '%IDEA_MD%' AND text LIKE '%Some background on scores.%'"))
 	require.Equal(t, "n\n1\n", q(runDir, "SELECT count(*) AS n FROM archival WHERE branch = 'n0001' AND tags LIKE '%PHASE0_INTERNAL%'"))
+	require.Equal(t, "n\n1\n", q(runDir, `SELECT count(*) AS n FROM archival WHERE branch = 'n0001' AND tags LIKE '%"code:n0001"%' AND text LIKE '%METRIC score=3%'`),
+		"a snapshot of the node's code")
+	require.Equal(t, "n\n1\n", q(runDir, `SELECT count(*) AS n FROM archival WHERE branch = 'n0001' AND tags LIKE '%"results:n0001"%' AND text LIKE '%score%'`),
+		"and of its results")
+	require.FileExists(t, filepath.Join(runDir, "plans", "n0001", "phase0_history_full.json"))
 	compress := 0
 	for _, r := range srv.Requests() {
 		if r.Kind == "compress" {

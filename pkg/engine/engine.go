@@ -407,7 +407,7 @@ func (e *engine) stages(ctx context.Context) (stoppedBy string, notes map[int]st
 		}
 		e.stage.Store(&stageState{stage, search.StageName(stage)})
 		if e.mem != nil {
-			if _, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "CURRENT_STAGE", Value: search.StageName(stage), Importance: 4}); err != nil {
+			if _, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "CURRENT_STAGE", Value: search.StageName(stage), Importance: 3}); err != nil {
 				e.log.Warn("memory: CURRENT_STAGE not set", "err", err)
 			}
 		}

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -198,10 +197,5 @@ func (e *engine) section(ctx context.Context, text, key, hint string) string {
 	if e.mem != nil {
 		return e.mem.Shorten(ctx, text, budget, hint)
 	}
-	marker := fmt.Sprintf("\n[... cut to %d of %d chars ...]", budget, len(text))
-	keep := max(0, budget-len(marker))
-	for keep > 0 && !utf8.RuneStart(text[keep]) {
-		keep--
-	}
-	return text[:keep] + marker
+	return cutText(text, budget)
 }

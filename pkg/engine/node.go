@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/llm"
@@ -30,6 +31,7 @@ const (
 	outcomeFile = rundir.ResultFile // how the node ended: written before the journal records it
 	planFile    = "phase0_plan.json"
 	planRawFile = "phase0_llm_output.txt"
+	historyFile = "phase0_history_full.json"
 )
 
 // outcome is result.json: the task's result or dead letter, or why the
@@ -382,6 +384,15 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, planRawFile), []byte(payload), 0o644); err != nil {
 		return "", err
 	}
+	// What Phase 0 was given (seed 000's phase0_history_full.json).
+	given, err := json.MarshalIndent(map[string]string{"history": pc.History, "environment": pc.Environment, "resources": pc.Resources,
+		"memory": pc.Memory}, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, historyFile), append(given, '\n')); err != nil {
+		return "", err
+	}
 	if err := writeFileAtomic(filepath.Join(dir, planFile), append(plan.Raw, '\n')); err != nil {
 		return "", err
 	}
@@ -417,7 +428,7 @@ func (e *engine) memoryPhase0(ctx context.Context, node, output string, plan pro
 		return err
 	}
 	summary := e.section(ctx, plan.Summary(), "phase0_summary", "the node's Phase 0 plan: approach, toolchain, build, run, metric")
-	_, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: node, Key: "PHASE0_SUMMARY", Value: summary, Importance: 4})
+	_, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: node, Key: "PHASE0_SUMMARY", Value: summary, Importance: 5})
 	return err
 }
 
@@ -471,6 +482,35 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 	warn(err)
 	_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: text, Tags: tags, Context: "node " + n.ID})
 	warn(err)
+	// The seed's snapshots: the node's code and its results, searchable
+	// later by tag (code:<id>, results:<id>).
+	if o.Result != nil && !o.Cached {
+		if code := e.nodeCode(n.ID); code != "" {
+			_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: cutText(code, maxSnapshotChars),
+				Tags: []string{"code:" + n.ID, "stage:" + stage}, Context: "code of node " + n.ID})
+			warn(err)
+		}
+		res := e.section(ctx, e.outputText(o), "results", "the execution result of a node: keep its errors, diagnostics and metrics")
+		_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: res, Tags: []string{"results:" + n.ID, "stage:" + stage},
+			Context: "results of node " + n.ID})
+		warn(err)
+	}
+}
+
+// maxSnapshotChars bounds a code snapshot in archival memory.
+const maxSnapshotChars = 32 << 10
+
+// cutText cuts text to n bytes (on a rune boundary), marked.
+func cutText(text string, n int) string {
+	if len(text) <= n {
+		return text
+	}
+	marker := fmt.Sprintf("\n[... cut to %d of %d chars ...]", n, len(text))
+	keep := max(0, n-len(marker))
+	for keep > 0 && !utf8.RuneStart(text[keep]) {
+		keep--
+	}
+	return text[:keep] + marker
 }
 
 // nodeCode is a node's files as a prompt shows them.
@@ -501,6 +541,11 @@ func (e *engine) nodeOutput(id string) string {
 	if ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); err != nil || !ok {
 		return ""
 	}
+	return e.outputText(o)
+}
+
+// outputText is how a node ended, as a prompt shows it.
+func (e *engine) outputText(o outcome) string {
 	var b strings.Builder
 	if o.Buggy {
 		fmt.Fprintf(&b, "The node failed: %s\n\n", o.Reason)
