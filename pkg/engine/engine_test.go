@@ -312,6 +312,8 @@ func TestIterativeInstallThroughGateway(t *testing.T) {
 			switch r.Attempt {
 			case 1:
 				assert.Contains(t, r.Messages[1].Content, fetch, "the planned command is the installer's goal")
+				assert.Contains(t, r.Messages[1].Content, "# Memory", "the installer sees the node's memory")
+				assert.Contains(t, r.Messages[1].Content, "IDEA_SUMMARY")
 				return fakellm.Reply{Content: `{"command": "test -f deps/tool.sh", "reason": "is it there?"}`, TokensIn: 5, TokensOut: 5}
 			case 2:
 				assert.Contains(t, r.Last(), "Exit code: 1")

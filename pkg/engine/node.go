@@ -321,6 +321,15 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 			}
 		}
 		t.Install = &schema.Install{Goal: goal, MaxSteps: e.spec.Phase1.MaxSteps}
+		if e.mem != nil {
+			// The installer sees the node's memory: what earlier nodes
+			// found installed, missing or broken.
+			if rd, err := e.mem.RenderForPrompt(ctx, n.ID, "install download setup "+goal, installMemoryChars); err == nil {
+				t.Install.Memory = rd.Text
+			} else {
+				e.log.Warn("memory not rendered for the installer", "node_id", n.ID, "err", err)
+			}
+		}
 		t.Artifacts.Download.Commands = nil
 	}
 	if err := t.Validate(); err != nil {
@@ -496,6 +505,9 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 		warn(err)
 	}
 }
+
+// installMemoryChars is the budget of the memory the installer sees.
+const installMemoryChars = 6000
 
 // maxSnapshotChars bounds a code snapshot in archival memory.
 const maxSnapshotChars = 32 << 10

@@ -136,6 +136,9 @@ func InstallMessages(t *schema.NodeTask) []llm.Message {
 	b.WriteString(strings.TrimSpace(t.Install.Goal))
 	fmt.Fprintf(&b, "\n\n# Workspace\n\nFiles: %s\nThe compile phase will run: %s\nThe run phase will run: %s\n",
 		strings.Join(files, ", "), strings.Join(t.Artifacts.Compile.Commands, "; "), strings.Join(t.Artifacts.Run.Commands, "; "))
+	if m := strings.TrimSpace(t.Install.Memory); m != "" {
+		b.WriteString("\n# Memory\n\nWhat this experiment's earlier nodes learned (read only here):\n\n" + m + "\n")
+	}
 	fmt.Fprintf(&b, "\n# Rules\n\nAt most %d commands. There may be no root: install in user space (the workspace, pip --user, "+
 		"spack, module load) and check before you install. Answer with one JSON object and nothing else: "+
 		`{"command": "...", "done": false, "reason": "..."} for the next command, or {"done": true, "reason": "..."} when everything is in place.`,

@@ -134,7 +134,14 @@ type Install struct {
 	// commands the model planned.
 	Goal     string `json:"goal"`
 	MaxSteps int    `json:"max_steps"`
+	// Memory is the node's memory as its branch sees it (rendered by the
+	// scheduler, at most MaxInstallMemoryBytes), so that the installer
+	// knows what earlier nodes learned about this machine's software.
+	Memory string `json:"memory,omitempty"`
 }
+
+// MaxInstallMemoryBytes bounds Install.Memory.
+const MaxInstallMemoryBytes = 16 << 10
 
 // MaxInstallSteps bounds Install.MaxSteps; MaxInstallGoal the goal's bytes.
 const (
@@ -380,6 +387,9 @@ func (t *NodeTask) Validate() error {
 		}
 		if strings.TrimSpace(in.Goal) == "" || len(in.Goal) > MaxInstallGoal {
 			return fieldErr("install.goal", "must be 1 to %d bytes", MaxInstallGoal)
+		}
+		if len(in.Memory) > MaxInstallMemoryBytes {
+			return fieldErr("install.memory", "%d bytes, at most %d", len(in.Memory), MaxInstallMemoryBytes)
 		}
 	}
 	files := a.Coding.Workspace.Files
