@@ -50,6 +50,13 @@ type outcome struct {
 	ArtifactsError string `json:"artifacts_error,omitempty"`
 	// Canceled: scheduler cancel stopped the node (before or while it ran).
 	Canceled bool `json:"canceled,omitempty"`
+	// MetricFrom says where the metric came from when not from the run's
+	// own METRIC lines or patterns ("parse_metrics": the model read it).
+	MetricFrom string `json:"metric_from,omitempty"`
+	// Review is the execution review's verdict, when one was asked.
+	Review *prompt.Review `json:"review,omitempty"`
+	// Summary is the model's summary of the node (node_summary).
+	Summary string `json:"summary,omitempty"`
 }
 
 func (o outcome) searchResult() search.Result {
@@ -131,7 +138,8 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 	case <-ctx.Done():
 		return search.Result{}, ctx.Err()
 	}
-	o = e.evaluate(n.ID, got.Result, got.DeadLetter)
+	o = r.assess(ctx, n, e.evaluate(n.ID, got.Result, got.DeadLetter))
+	o.Summary = r.summarize(ctx, n, o)
 	if got.Result != nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 		if err := dispatch.FetchArtifacts(fctx, e.p.Queue, e.dir, got.Result); err != nil {
@@ -491,6 +499,11 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 	warn(err)
 	_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: text, Tags: tags, Context: "node " + n.ID})
 	warn(err)
+	if o.Summary != "" {
+		_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: o.Summary, Tags: []string{"NODE_SUMMARY", "summary:" + n.ID},
+			Context: "summary of node " + n.ID})
+		warn(err)
+	}
 	// The seed's snapshots: the node's code and its results, searchable
 	// later by tag (code:<id>, results:<id>).
 	if o.Result != nil && !o.Cached {
@@ -649,7 +662,10 @@ func (e *engine) changeIdea(n *search.Node, what string) string {
 // nodeSummary is one line about a node: its plan's approach and outcome.
 func (e *engine) nodeSummary(id string) string {
 	var s strings.Builder
-	if data, err := os.ReadFile(filepath.Join(e.dir, plansDir, id, planFile)); err == nil {
+	var o outcome
+	if ok, _ := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); ok && o.Summary != "" {
+		s.WriteString(firstLine(o.Summary) + "; ")
+	} else if data, err := os.ReadFile(filepath.Join(e.dir, plansDir, id, planFile)); err == nil {
 		var p prompt.Plan
 		if json.Unmarshal(data, &p) == nil && p.Approach != "" {
 			s.WriteString(firstLine(p.Approach) + "; ")

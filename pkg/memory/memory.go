@@ -36,6 +36,12 @@ type Config struct {
 	// LogMaxChars cuts what the call log (memory_calls.jsonl) keeps of
 	// each operation's input and output (the seed's memory_log_max_chars).
 	LogMaxChars int `json:"memory_log_max_chars" yaml:"memory_log_max_chars"`
+	// Budgets of the evaluation prompts' sections (seed 001): the output
+	// the execution review reads (metrics_extraction), the output the
+	// metrics parser reads (parse_metrics), a node summary (node_summary).
+	MetricsExtractionBudgetChars int `json:"metrics_extraction_budget_chars" yaml:"metrics_extraction_budget_chars"`
+	ParseMetricsBudgetChars      int `json:"parse_metrics_budget_chars" yaml:"parse_metrics_budget_chars"`
+	NodeSummaryBudgetChars       int `json:"node_summary_budget_chars" yaml:"node_summary_budget_chars"`
 }
 
 // sectionBudgetKeys are the section_budgets keys hpcq knows.
@@ -49,7 +55,9 @@ func (c Config) Validate() error {
 		v   int
 	}{{"core_max_chars", c.CoreMaxChars}, {"recall_max_events", c.RecallMaxEvents}, {"retrieval_k", c.RetrievalK},
 		{"memory_budget_chars", c.MemoryBudgetChars}, {"max_compression_iterations", c.MaxCompressionIterations},
-		{"max_memory_read_rounds", c.MaxMemoryReadRounds}, {"memory_log_max_chars", c.LogMaxChars}} {
+		{"max_memory_read_rounds", c.MaxMemoryReadRounds}, {"memory_log_max_chars", c.LogMaxChars},
+		{"metrics_extraction_budget_chars", c.MetricsExtractionBudgetChars}, {"parse_metrics_budget_chars", c.ParseMetricsBudgetChars},
+		{"node_summary_budget_chars", c.NodeSummaryBudgetChars}} {
 		if f.v < 0 {
 			return fmt.Errorf("memory config: %s is %d, must not be negative", f.key, f.v)
 		}
@@ -88,6 +96,7 @@ func Defaults() Config {
 		SectionBudgets: map[string]int{"idea_summary": 9600, "idea_section_limit": 4800, "phase0_summary": 5000,
 			"archival_snippet": 3000, "results": 4000},
 		UseFTS: "auto", LogMaxChars: 1600,
+		MetricsExtractionBudgetChars: 4000, ParseMetricsBudgetChars: 4000, NodeSummaryBudgetChars: 4000,
 	}
 }
 

@@ -31,6 +31,8 @@ type Spec struct {
 	LLM      LLM      `yaml:"llm"`
 	Phase1   Phase1   `yaml:"phase1"`
 	Memory   Memory   `yaml:"memory"`
+	// Evaluation turns seed 003's evaluation prompts on or off.
+	Evaluation Evaluation `yaml:"evaluation"`
 	// Limits of every node's phases (a node's task carries them).
 	Limits     schema.Limits `yaml:"limits"`
 	LogPrompts *bool         `yaml:"log_prompts"`
@@ -81,6 +83,20 @@ type LLM struct {
 	Retries     int        `yaml:"retries"` // unusable replies retried with feedback
 	Prices      llm.Prices `yaml:"prices"`
 	Budget      llm.Budget `yaml:"budget"`
+}
+
+// Evaluation: the model's judgement of a node's run where exit codes and
+// the metric scanners cannot decide (default: all on).
+type Evaluation struct {
+	// ExecutionReview judges a run that exited 0 but reported no metric,
+	// or whose output looks wrong (NaN, errors): bug or not, and why.
+	ExecutionReview *bool `yaml:"execution_review"`
+	// ParseMetrics reads the metrics from a run's output when the
+	// scanners found none of the run's metric.
+	ParseMetrics *bool `yaml:"parse_metrics"`
+	// NodeSummary writes a summary of each node that ran (result.json, the
+	// memory, the report's judge).
+	NodeSummary *bool `yaml:"node_summary"`
 }
 
 // Phase1 is the download/install phase.
@@ -154,6 +170,7 @@ func Defaults() Spec {
 			PersistIdeaMD: on(), AlwaysInjectIdeaSummary: on(), FinalMemoryEnabled: on(), FinalMemoryFilenameMD: memory.ExportMarkdown,
 			FinalMemoryFilenameJSON: memory.ExportJSON, UseLLMCompression: on(), LogEnabled: on()},
 		LogPrompts: on(),
+		Evaluation: Evaluation{ExecutionReview: on(), ParseMetrics: on(), NodeSummary: on()},
 	}
 }
 
