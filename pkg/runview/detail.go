@@ -58,6 +58,12 @@ type Node struct {
 	// why files could not be brought home.
 	ArtifactsNote  string `json:"artifacts_note,omitempty"`
 	ArtifactsError string `json:"artifacts_error,omitempty"`
+	// Summary is the model's summary of the node; Review the execution
+	// review's verdict; MetricFrom where the metric came from when the
+	// model read it (parse_metrics).
+	Summary    string          `json:"summary,omitempty"`
+	Review     json.RawMessage `json:"review,omitempty"`
+	MetricFrom string          `json:"metric_from,omitempty"`
 	// Prompts are the node's prompt logs (prompt_logs/<id>/*.md), by name.
 	Prompts []string `json:"prompts,omitempty"`
 	// Children are the nodes grown from this one.
@@ -196,12 +202,15 @@ func (n *Node) readResult(p string) error {
 	}
 	var rec struct {
 		nodeRecord
-		ArtifactsError string `json:"artifacts_error"`
+		ArtifactsError string          `json:"artifacts_error"`
+		Summary        string          `json:"summary"`
+		Review         json.RawMessage `json:"review"`
+		MetricFrom     string          `json:"metric_from"`
 	}
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
-	n.ArtifactsError = rec.ArtifactsError
+	n.ArtifactsError, n.Summary, n.Review, n.MetricFrom = rec.ArtifactsError, rec.Summary, rec.Review, rec.MetricFrom
 	r := rec.Result
 	if r == nil {
 		return nil

@@ -451,6 +451,9 @@ function archived(d) {
 const TAB_VIEWS = {
   overview(d) {
     const out = [];
+    if (d.summary) out.push(el('h3', {}, 'Summary'), el('p', {}, d.summary));
+    if (d.review) out.push(el('h3', {}, 'Execution review'), el('p', { class: d.review.is_bug ? 'error' : '' }, (d.review.is_bug ? 'bug: ' : 'no bug: ') + d.review.summary));
+    if (d.metric_from) out.push(el('p', { class: 'hint' }, 'The metric was read from the output by the model (' + d.metric_from + ').'));
     if (d.plan) out.push(el('h3', {}, 'Plan'), kv(d.plan));
     if (d.error) out.push(el('h3', {}, 'Error'), el('p', { class: 'error' }, `${d.error.phase}: ${d.error.kind}: ${d.error.message}`));
     if (d.phases && d.phases.length) {
