@@ -86,3 +86,47 @@ func TestEvaluationPrompts(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(data), `the run reported no \"score\" metric`)
 }
+
+// TestPromptSectionsFromRunYAML: run.yaml's system message and domain
+// reach every prompt; a debug prompt has the Time feedback of its parent.
+func TestPromptSectionsFromRunYAML(t *testing.T) {
+	t.Parallel()
+	handle := func(r fakellm.Request) fakellm.Reply {
+		switch r.Kind {
+		case "phase0":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("a script"))}
+		case "draft":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", runScript("echo 'no metric here'\n"))}
+		case "debug":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", runScript("echo 'METRIC score=2'\n"))}
+		}
+		return fakellm.Reply{Status: 400}
+	}
+	srv := fakellm.New(t, handle)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "idea.md"), []byte("# Print a score\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.yaml"), []byte(`metric: {name: score}
+stages: {initial_implementation: {max_iterations: 2}, baseline_tuning: {max_iterations: 0}, creative_research: {max_iterations: 0}, ablation_studies: {max_iterations: 0}}
+search: {num_drafts: 1, slots: 1, debug_prob: 1}
+llm: {model: test-model}
+limits: {run_timeout_s: 60}
+prompt: {system: "You are the test system of this run.", domain: "Stencils are memory bound on this machine."}
+evaluation: {execution_review: false, parse_metrics: false, node_summary: false}
+`), 0o644))
+	out, code := run(t, baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key"), "scheduler", "run", "--local",
+		"--run-dir", filepath.Join(t.TempDir(), "run-sections"), dir)
+	require.Equal(t, 0, code, out)
+	debugs := 0
+	for _, r := range srv.Requests() {
+		if r.Kind == "" {
+			continue
+		}
+		require.Equal(t, "You are the test system of this run.", r.Messages[0].Content, r.Kind)
+		require.Contains(t, r.Messages[1].Content, "# Domain\n\nStencils are memory bound on this machine.", r.Kind)
+		if r.Kind == "debug" {
+			debugs++
+			require.Regexp(t, `# Time feedback\n\n- run: \d+\.\d s of its 60 s limit`, r.Last())
+		}
+	}
+	require.Equal(t, 1, debugs)
+}

@@ -103,7 +103,8 @@ func (r *runner) summarize(ctx context.Context, n *search.Node, o outcome) strin
 // unusable reply is retried with the reason, as node replies are).
 func (r *runner) evaluation(ctx context.Context, n *search.Node, kind prompt.Kind, output, shape string, parse func(string) error) error {
 	e := r.e
-	pc := prompt.Context{Idea: e.ideaSection(ctx), ExecutionOutput: output, WithMemory: e.mem != nil}
+	pc := e.promptContext(ctx)
+	pc.ExecutionOutput = output
 	if kind == prompt.Summary {
 		pc.Code = e.nodeCode(n.ID)
 	}

@@ -281,10 +281,14 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 	if err != nil {
 		return fail("phase 0", err)
 	}
-	pc := prompt.Context{Idea: e.ideaSection(ctx), Environment: env.text, Resources: env.resources, Phase0Plan: plan, WithMemory: e.mem != nil}
+	pc := e.promptContext(ctx)
+	pc.Environment, pc.Resources, pc.Phase0Plan = env.text, env.resources, plan
 	if n.Parent != "" {
 		pc.Code = e.nodeCode(n.Parent)
 		pc.ExecutionOutput = e.section(ctx, e.nodeOutput(n.Parent), "results", "the execution output of a node: keep its errors, diagnostics and metrics")
+		if n.Kind == search.Debug || n.Kind == search.Improve {
+			pc.TimeFeedback, pc.PlotFeedback = e.feedback(n.Parent)
+		}
 	}
 	switch n.Kind {
 	case search.Hyperparam:
@@ -374,7 +378,8 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 		return string(data), nil
 	}
 	env := e.currentEnv()
-	pc := prompt.Context{Idea: e.ideaSection(ctx), History: e.history(n.ID), Environment: env.text, Resources: env.resources, WithMemory: e.mem != nil}
+	pc := e.promptContext(ctx)
+	pc.History, pc.Environment, pc.Resources = e.history(n.ID), env.text, env.resources
 	if e.mem != nil {
 		rd, err := e.mem.RenderForPrompt(ctx, n.ID, "phase0", 0)
 		if err != nil {
@@ -419,6 +424,46 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 		}
 	}
 	return string(plan.Raw), nil
+}
+
+// promptContext is what every prompt of the run has: the research idea
+// within its limit, run.yaml's system message and domain section, and
+// whether the memory is on.
+func (e *engine) promptContext(ctx context.Context) prompt.Context {
+	return prompt.Context{Idea: e.ideaSection(ctx), System: e.spec.Prompt.System, Domain: e.spec.Prompt.Domain, WithMemory: e.mem != nil}
+}
+
+// feedback are the Time feedback and Plot feedback sections (seed 003) of
+// a prompt about node id's code: how long its phases took against their
+// limits, and the plots it wrote.
+func (e *engine) feedback(id string) (timing, plots string) {
+	var o outcome
+	if ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); err != nil || !ok || o.Result == nil {
+		return "", ""
+	}
+	limits := map[string]int{schema.PhaseDownload: e.spec.Limits.DownloadTimeoutS, schema.PhaseCompile: e.spec.Limits.CompileTimeoutS,
+		schema.PhaseRun: e.spec.Limits.RunTimeoutS}
+	var t strings.Builder
+	for _, ph := range o.Result.Phases {
+		if ph.Name == schema.PhaseCoding {
+			continue
+		}
+		fmt.Fprintf(&t, "- %s: %.1f s", ph.Name, float64(ph.DurationMS)/1000)
+		if l := limits[ph.Name]; l > 0 {
+			fmt.Fprintf(&t, " of its %d s limit (%.0f%%)", l, 100*float64(ph.DurationMS)/1000/float64(l))
+		}
+		t.WriteString("\n")
+	}
+	var names []string
+	for _, a := range o.Result.Artifacts {
+		if a.Kind == schema.ArtifactPlot {
+			names = append(names, a.Name)
+		}
+	}
+	if len(names) > 0 {
+		plots = "The node wrote these plots (brought home to the run directory): " + strings.Join(names, ", ") + "."
+	}
+	return strings.TrimSpace(t.String()), plots
 }
 
 // ideaSection is the Research idea section of the prompts: the idea within

@@ -31,6 +31,9 @@ type Spec struct {
 	LLM      LLM      `yaml:"llm"`
 	Phase1   Phase1   `yaml:"phase1"`
 	Memory   Memory   `yaml:"memory"`
+	// Prompt sets the System message and the Domain section of every
+	// prompt (default: hpcq's system message, no Domain section).
+	Prompt Prompt `yaml:"prompt"`
 	// Evaluation turns seed 003's evaluation prompts on or off.
 	Evaluation Evaluation `yaml:"evaluation"`
 	// Limits of every node's phases (a node's task carries them).
@@ -83,6 +86,12 @@ type LLM struct {
 	Retries     int        `yaml:"retries"` // unusable replies retried with feedback
 	Prices      llm.Prices `yaml:"prices"`
 	Budget      llm.Budget `yaml:"budget"`
+}
+
+// Prompt: text of the run's own for every prompt.
+type Prompt struct {
+	System string `yaml:"system"`
+	Domain string `yaml:"domain"`
 }
 
 // Evaluation: the model's judgement of a node's run where exit codes and
