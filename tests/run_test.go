@@ -48,6 +48,8 @@ func TestRunExampleOffline(t *testing.T) {
 	require.Contains(t, string(rep), "### Its files")
 	best := regexp.MustCompile(`best (n\d+):`).FindStringSubmatch(out)[1]
 	require.Contains(t, string(rep), "[run.log](nodes/"+best+"/logs/run.log)")
+	require.Contains(t, string(rep), "![scaling.svg](nodes/"+best+"/outputs/scaling.svg)", "the example's plot, shown in the report")
+	require.FileExists(t, filepath.Join(runDir, "nodes", best, "outputs", "scaling.svg"))
 	log, err := os.ReadFile(filepath.Join(runDir, "nodes", best, "logs", "run.log"))
 	require.NoError(t, err)
 	require.Contains(t, string(log), "GFLOP")
@@ -67,9 +69,9 @@ func TestRunExampleOffline(t *testing.T) {
 	// they happened; each once (the scheduler did not write them again).
 	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
 		"SELECT kind, count(*) AS n FROM recall_events WHERE branch = '"+best+"' AND kind IN ('coding_complete', 'compile_started', "+
-			"'compile_complete', 'run_started', 'run_complete', 'metrics_extracted', 'node_result') GROUP BY kind ORDER BY kind")
+			"'compile_complete', 'run_started', 'run_complete', 'metrics_extracted', 'node_result', 'plot_generated') GROUP BY kind ORDER BY kind")
 	require.Equal(t, 0, code, q)
-	require.Equal(t, "kind,n\ncoding_complete,1\ncompile_complete,1\ncompile_started,1\nmetrics_extracted,1\nnode_result,1\nrun_complete,1\nrun_started,1\n", q)
+	require.Equal(t, "kind,n\ncoding_complete,1\ncompile_complete,1\ncompile_started,1\nmetrics_extracted,1\nnode_result,1\nplot_generated,1\nrun_complete,1\nrun_started,1\n", q)
 }
 
 func requireTool(t *testing.T, name string) {

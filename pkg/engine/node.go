@@ -525,6 +525,15 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 			warn(err)
 		}
 	}
+	if o.Result != nil && !o.Cached {
+		for _, a := range o.Result.Artifacts {
+			if a.Kind == schema.ArtifactPlot {
+				_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "plot_generated", NodeID: n.ID, Phase: schema.PhaseRun,
+					Payload: fmt.Sprintf("%s (%d bytes), in nodes/%s/outputs/", a.Name, a.Bytes, n.ID)})
+				warn(err)
+			}
+		}
+	}
 	var text string
 	var tags []string
 	if o.Buggy {
