@@ -172,7 +172,7 @@ func TestClusterRunControl(t *testing.T) {
 	// The worker process wrote n0001's phase events into Redis (mirrored to ClickHouse).
 	testutil.Eventually(t, 30*time.Second, "the worker's recall events in ClickHouse", func() bool {
 		q, code := run(t, env, "scheduler", "query", "--format", "csv",
-			"SELECT count() AS n FROM recall_events WHERE run = 'run-cluster-control' AND branch = 'n0001' AND kind IN ('coding_complete', 'run_started')")
+			"SELECT count() AS n FROM recall_events WHERE run = 'run-cluster-control' AND branch = 'n0001' AND kind IN ('phase_complete', 'phase_started') AND phase IN ('coding', 'run')")
 		return code == 0 && strings.Contains(q, "n\n2\n")
 	})
 	q, code := run(t, env, "scheduler", "query", "--format", "csv",

@@ -68,10 +68,12 @@ func TestRunExampleOffline(t *testing.T) {
 	// The in-process worker wrote the node's phase events into its branch as
 	// they happened; each once (the scheduler did not write them again).
 	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
-		"SELECT kind, count(*) AS n FROM recall_events WHERE branch = '"+best+"' AND kind IN ('coding_complete', 'compile_started', "+
-			"'compile_complete', 'run_started', 'run_complete', 'metrics_extracted', 'node_result', 'plot_generated') GROUP BY kind ORDER BY kind")
+		"SELECT kind, phase, count(*) AS n FROM recall_events WHERE branch = '"+best+"' AND kind IN ('code_generated', 'phase_started', "+
+			"'phase_complete', 'execution_result', 'metric_extracted', 'node_result', 'plot_generated', 'memory_context_injected') "+
+			"GROUP BY kind, phase ORDER BY kind, phase")
 	require.Equal(t, 0, code, q)
-	require.Equal(t, "kind,n\ncoding_complete,1\ncompile_complete,1\ncompile_started,1\nmetrics_extracted,1\nnode_result,1\nplot_generated,1\nrun_complete,1\nrun_started,1\n", q)
+	require.Equal(t, "kind,phase,n\ncode_generated,coding,1\nexecution_result,run,1\nmemory_context_injected,,2\nmetric_extracted,run,1\n"+
+		"node_result,,1\nphase_complete,coding,1\nphase_complete,compile,1\nphase_started,compile,1\nphase_started,run,1\nplot_generated,run,1\n", q)
 }
 
 func requireTool(t *testing.T, name string) {

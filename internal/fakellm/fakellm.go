@@ -5,6 +5,7 @@
 package fakellm
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -93,20 +94,32 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		Model          string        `json:"model"`
-		Messages       []llm.Message `json:"messages"`
+		Model    string `json:"model"`
+		Messages []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
 		ResponseFormat *struct {
 			Type string `json:"type"`
 		} `json:"response_format"`
 	}
 	data, _ := io.ReadAll(r.Body)
-	if err := json.Unmarshal(data, &body); err != nil || len(body.Messages) == 0 {
+	msgs, err := []llm.Message(nil), json.Unmarshal(data, &body)
+	for _, m := range body.Messages {
+		if err != nil {
+			break
+		}
+		var msg llm.Message
+		msg, err = message(m.Role, m.Content)
+		msgs = append(msgs, msg)
+	}
+	if err != nil || len(msgs) == 0 {
 		http.Error(w, `{"error": {"message": "bad request"}}`, http.StatusBadRequest)
 		return
 	}
-	req := Request{Model: body.Model, Messages: body.Messages, Kind: KindOf(body.Messages), Attempt: 1,
+	req := Request{Model: body.Model, Messages: msgs, Kind: KindOf(msgs), Attempt: 1,
 		JSON: body.ResponseFormat != nil && body.ResponseFormat.Type == "json_object"}
-	for _, m := range body.Messages {
+	for _, m := range msgs {
 		if m.Role == "assistant" {
 			req.Attempt++
 		}
@@ -162,6 +175,7 @@ var kinds = []struct{ phrase, kind string }{
 	{"Review the execution output of an HPC experiment node", "execution_review"},
 	{"Summarize the experiment node below", "summary"},
 	{"Extract the metrics from the execution output", "parse_metrics"},
+	{"Look at the plots an HPC experiment node made", "vlm_analysis"},
 	{"running summary", "summarize"},
 	{"Compress the following", "compress"},
 	{"one shell command at a time", "install"},
@@ -212,4 +226,40 @@ func Plan(approach string) string {
 // WithMemory puts a <memory_update> block (JSON) before a payload.
 func WithMemory(update, payload string) string {
 	return "<memory_update>\n" + update + "\n</memory_update>\n" + payload
+}
+
+// message reads a request's message: its content a string, or parts (text
+// and image_url with a data URL: the images).
+func message(role string, content json.RawMessage) (llm.Message, error) {
+	m := llm.Message{Role: role}
+	if json.Unmarshal(content, &m.Content) == nil {
+		return m, nil
+	}
+	var parts []struct {
+		Type     string `json:"type"`
+		Text     string `json:"text"`
+		ImageURL *struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
+	}
+	if err := json.Unmarshal(content, &parts); err != nil {
+		return m, err
+	}
+	for _, p := range parts {
+		switch {
+		case p.Type == "text":
+			m.Content += p.Text
+		case p.Type == "image_url" && p.ImageURL != nil:
+			head, b64, ok := strings.Cut(strings.TrimPrefix(p.ImageURL.URL, "data:"), ";base64,")
+			if !ok {
+				return m, fmt.Errorf("image_url is not a data URL")
+			}
+			data, err := base64.StdEncoding.DecodeString(b64)
+			if err != nil {
+				return m, err
+			}
+			m.Images = append(m.Images, llm.Image{MIME: head, Data: data})
+		}
+	}
+	return m, nil
 }

@@ -106,19 +106,7 @@ func (e *engine) setupMemory(ctx context.Context) error {
 		if idx, err = memory.LoadResources(e.spec.Resources, filepath.Dir(e.spec.Resources)); err != nil {
 			return err
 		}
-		var lines []string
-		for _, r := range idx.Items {
-			where := r.Path
-			if where == "" {
-				where = r.URL
-			}
-			line := fmt.Sprintf("- %s (%s, %s): %s", r.Name, r.Class, r.FetchStatus, where)
-			if r.Summary != "" {
-				line += " - " + r.Summary
-			}
-			lines = append(lines, line)
-		}
-		e.env.resources = strings.Join(lines, "\n")
+		e.env.resources = idx.Text()
 	}
 	if e.mem == nil {
 		return nil
@@ -171,6 +159,22 @@ func (e *engine) currentEnv() environment {
 	e.envMu.Lock()
 	defer e.envMu.Unlock()
 	return e.env
+}
+
+// resources is the Resources section of a prompt about node: each
+// resource with its fetch status as the node's branch knows it (a Phase 1
+// of an ancestor may have fetched it), within datasets_tested_budget_chars.
+func (e *engine) resources(ctx context.Context, node string) string {
+	text := e.currentEnv().resources
+	if e.mem != nil && text != "" {
+		idx, ok, err := e.mem.Resources(ctx, node)
+		if err != nil {
+			e.log.Warn("resources of the node's memory", "node_id", node, "err", err)
+		} else if ok {
+			text = idx.Text()
+		}
+	}
+	return cutText(text, budgetOr(e.spec.Memory.Config.DatasetsTestedBudgetChars))
 }
 
 // compressor is the memory's compressor: the model (compression_model,

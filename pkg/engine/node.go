@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -57,6 +58,8 @@ type outcome struct {
 	Review *prompt.Review `json:"review,omitempty"`
 	// Summary is the model's summary of the node (node_summary).
 	Summary string `json:"summary,omitempty"`
+	// PlotAnalysis is the vision model's analysis of the node's plots.
+	PlotAnalysis string `json:"plot_analysis,omitempty"`
 }
 
 func (o outcome) searchResult() search.Result {
@@ -147,6 +150,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 			e.log.Error("artifacts not fetched", "node_id", n.ID, "err", err)
 		}
 		cancel()
+		o.PlotAnalysis = r.analyzePlots(ctx, n, o)
 	}
 	if got.Result != nil && got.Result.OK() {
 		if err := e.cache.Put(key, *got.Result); err != nil {
@@ -282,7 +286,7 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 		return fail("phase 0", err)
 	}
 	pc := e.promptContext(ctx)
-	pc.Environment, pc.Resources, pc.Phase0Plan = env.text, env.resources, plan
+	pc.Environment, pc.Resources, pc.Phase0Plan = env.text, e.resources(ctx, n.ID), plan
 	if n.Parent != "" {
 		pc.Code = e.nodeCode(n.Parent)
 		pc.ExecutionOutput = e.section(ctx, e.nodeOutput(n.Parent), "results", "the execution output of a node: keep its errors, diagnostics and metrics")
@@ -299,11 +303,11 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 		pc.ExecutionOutput = ""
 	}
 	if e.mem != nil {
-		rd, err := e.mem.RenderForPrompt(ctx, n.ID, n.Kind, 0)
+		text, err := e.injectMemory(ctx, n.ID, n.Kind)
 		if err != nil {
 			return fail("memory", err)
 		}
-		pc.Memory = rd.Text
+		pc.Memory = text
 	}
 	msgs, err := prompt.Build(prompt.Kind(n.Kind), pc)
 	if err != nil {
@@ -347,6 +351,18 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 	if err := t.Validate(); err != nil {
 		return fail("task", err)
 	}
+	if e.mem != nil {
+		files := make([]string, 0, len(a.Phases.Coding.Workspace.Files))
+		for _, f := range a.Phases.Coding.Workspace.Files {
+			files = append(files, fmt.Sprintf("%s (%d bytes)", f.Path, len(f.Content)))
+		}
+		payload := fmt.Sprintf("%s code: %s; commands: download %d, compile %d, run %d", n.Kind, strings.Join(files, ", "),
+			len(a.Phases.Download.Commands), len(a.Phases.Compile.Commands), len(a.Phases.Run.Commands))
+		if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "code_generated", NodeID: n.ID, Phase: schema.PhaseCoding,
+			Payload: payload}); err != nil {
+			return fail("memory", err)
+		}
+	}
 	return t, "", nil
 }
 
@@ -379,13 +395,13 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	}
 	env := e.currentEnv()
 	pc := e.promptContext(ctx)
-	pc.History, pc.Environment, pc.Resources = e.history(n.ID), env.text, env.resources
+	pc.History, pc.Environment, pc.Resources = e.history(n.ID), env.text, e.resources(ctx, n.ID)
 	if e.mem != nil {
-		rd, err := e.mem.RenderForPrompt(ctx, n.ID, "phase0", 0)
+		text, err := e.injectMemory(ctx, n.ID, "phase0")
 		if err != nil {
 			return "", err
 		}
-		pc.Memory = rd.Text
+		pc.Memory = text
 	}
 	msgs, err := prompt.Build(prompt.Phase0, pc)
 	if err != nil {
@@ -426,6 +442,34 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	return string(plan.Raw), nil
 }
 
+// injectMemory renders node's memory for its Phase 0 or code prompt
+// (purpose) and records the seed's memory_context_injected event: what
+// each section carried of its budget. The evaluation prompts about the
+// node render it without the event, which would otherwise crowd the recall
+// window the next prompts see.
+func (e *engine) injectMemory(ctx context.Context, node, purpose string) (string, error) {
+	rd, err := e.mem.RenderForPrompt(ctx, node, purpose, 0)
+	if err != nil {
+		return "", err
+	}
+	parts := make([]string, 0, len(rd.Sections))
+	for _, s := range rd.Sections {
+		p := fmt.Sprintf("%s %d/%d", s.Name, s.Chars, s.Budget)
+		if s.Compressed {
+			p += " compressed"
+		}
+		if s.Truncated {
+			p += " cut"
+		}
+		parts = append(parts, p)
+	}
+	payload := fmt.Sprintf("%s prompt: %d chars of memory (%s)", purpose, len(rd.Text), strings.Join(parts, ", "))
+	if _, err := e.mem.RecallAppend(ctx, node, memory.RecallEvent{Kind: "memory_context_injected", NodeID: node, Payload: payload}); err != nil {
+		return "", err
+	}
+	return rd.Text, nil
+}
+
 // promptContext is what every prompt of the run has: the research idea
 // within its limit, run.yaml's system message and domain section, and
 // whether the memory is on.
@@ -462,6 +506,9 @@ func (e *engine) feedback(id string) (timing, plots string) {
 	}
 	if len(names) > 0 {
 		plots = "The node wrote these plots (brought home to the run directory): " + strings.Join(names, ", ") + "."
+	}
+	if o.PlotAnalysis != "" {
+		plots += "\n\nWhat the vision model saw in them:\n" + o.PlotAnalysis
 	}
 	return strings.TrimSpace(t.String()), plots
 }
@@ -516,13 +563,35 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 		// A task published without Recall (a run resumed from an earlier
 		// version): the events from the result, after the fact.
 		for _, ph := range o.Result.Phases {
-			kind, payload := ph.Name+"_complete", fmt.Sprintf("exit %d in %d ms", ph.ExitCode, ph.DurationMS)
-			if !ph.OK {
-				kind = ph.Name + "_failed"
+			kind, payload := "phase_complete", fmt.Sprintf("exit %d in %d ms", ph.ExitCode, ph.DurationMS)
+			switch {
+			case !ph.OK:
+				kind = "error_encountered"
+				payload += "\n" + tail(ph.LogTail, 1500)
+			case ph.Name == schema.PhaseRun:
+				kind = "execution_result"
 				payload += "\n" + tail(ph.LogTail, 1500)
 			}
 			_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: kind, NodeID: n.ID, Phase: ph.Name, Payload: payload})
 			warn(err)
+		}
+	}
+	if o.Result != nil && !o.Cached && task != nil {
+		for _, ph := range o.Result.Phases {
+			if ph.Name != schema.PhaseDownload {
+				continue
+			}
+			cmds := task.Artifacts.Download.Commands
+			if task.Install != nil {
+				cmds = append(slices.Clip(cmds), task.Install.Goal) // the planned commands the installer ran or adapted
+			}
+			changed, err := e.mem.RefreshResources(ctx, n.ID, cmds, ph.OK)
+			warn(err)
+			if len(changed) > 0 {
+				_, err = e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "resources_refreshed", NodeID: n.ID, Phase: schema.PhaseDownload,
+					Payload: strings.Join(changed, "; ")})
+				warn(err)
+			}
 		}
 	}
 	if o.Result != nil && !o.Cached {
@@ -556,6 +625,11 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 	if o.Summary != "" {
 		_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: o.Summary, Tags: []string{"NODE_SUMMARY", "summary:" + n.ID},
 			Context: "summary of node " + n.ID})
+		warn(err)
+	}
+	if o.PlotAnalysis != "" {
+		_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: o.PlotAnalysis,
+			Tags: []string{"VLM_ANALYSIS", "plots:" + n.ID}, Context: "analysis of node " + n.ID + "'s plots"})
 		warn(err)
 	}
 	// The seed's snapshots: the node's code and its results, searchable
@@ -784,6 +858,9 @@ func artifactLinks(id string, o outcome) string {
 	}
 	for _, p := range plots {
 		b.WriteString(p + "\n\n")
+	}
+	if o.PlotAnalysis != "" {
+		b.WriteString("What the vision model saw in the plots: " + mdText(o.PlotAnalysis) + "\n\n")
 	}
 	if o.Result.ArtifactsNote != "" {
 		b.WriteString("Left out: " + mdText(o.Result.ArtifactsNote) + "\n\n")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -12,6 +13,37 @@ import (
 type Message struct {
 	Role    string `json:"role"` // system, user or assistant
 	Content string `json:"content"`
+	// Images go with a user message as image content, for a model that
+	// accepts images (run.yaml llm.vision or llm.vlm_model).
+	Images []Image `json:"images,omitempty"`
+}
+
+// Image is a picture sent to the model.
+type Image struct {
+	MIME string `json:"mime"` // image/png, image/jpeg, image/gif or image/webp
+	Data []byte `json:"data"`
+}
+
+// Limits of the images of a request.
+const (
+	MaxImages     = 8
+	MaxImageBytes = 4 << 20
+)
+
+// ImageMIME is the MIME type of an image file the models accept, by its
+// extension; "" for others (SVG is sent as text).
+func ImageMIME(name string) string {
+	switch strings.ToLower(filepath.Ext(name)) {
+	case ".png":
+		return "image/png"
+	case ".jpg", ".jpeg":
+		return "image/jpeg"
+	case ".gif":
+		return "image/gif"
+	case ".webp":
+		return "image/webp"
+	}
+	return ""
 }
 
 // Request is one chat completion request.
@@ -61,12 +93,26 @@ func (r Request) validate() error {
 	if len(r.Messages) == 0 {
 		return fmt.Errorf("%w: no messages", ErrBadRequest)
 	}
+	images := 0
 	for i, m := range r.Messages {
 		switch m.Role {
 		case "system", "user", "assistant":
 		default:
 			return fmt.Errorf("%w: message %d has role %q (system, user or assistant)", ErrBadRequest, i+1, m.Role)
 		}
+		if len(m.Images) > 0 && m.Role != "user" {
+			return fmt.Errorf("%w: message %d (%s) has images: only user messages may", ErrBadRequest, i+1, m.Role)
+		}
+		for j, img := range m.Images {
+			if ImageMIME("x."+strings.TrimPrefix(img.MIME, "image/")) != img.MIME || len(img.Data) == 0 || len(img.Data) > MaxImageBytes {
+				return fmt.Errorf("%w: message %d image %d: %s of %d bytes (png, jpeg, gif or webp, 1 byte to %d)", ErrBadRequest, i+1, j+1,
+					img.MIME, len(img.Data), MaxImageBytes)
+			}
+		}
+		images += len(m.Images)
+	}
+	if images > MaxImages {
+		return fmt.Errorf("%w: %d images, at most %d", ErrBadRequest, images, MaxImages)
 	}
 	if r.MaxTokens < 0 {
 		return fmt.Errorf("%w: max_tokens %d", ErrBadRequest, r.MaxTokens)

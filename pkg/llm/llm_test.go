@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -476,4 +477,50 @@ func TestNotACompletionIsRetried(t *testing.T) {
 	require.EqualValues(t, 5, calls.Load())
 	_, err = c.Chat(context.Background(), ask("x"))
 	require.ErrorContains(t, err, "not a chat completion")
+}
+
+// TestImages: a user message's images go as image_url content parts (data
+// URLs) after its text; images where they cannot go, of another type, empty,
+// too large or too many are refused before anything is sent.
+func TestImages(t *testing.T) {
+	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
+		return 200, nil, `{"summary": "ok"}`, 0
+	})
+	c, _ := client(t, f, OpenAIOptions{})
+	png := []byte("\x89PNG\r\n\x1a\nrest")
+	req := ask("look at the plot")
+	req.Messages[1].Images = []Image{{MIME: "image/png", Data: png}}
+	_, err := c.Chat(context.Background(), req)
+	require.NoError(t, err)
+	msgs := f.bodies[0]["messages"].([]any)
+	require.Equal(t, "You write HPC code.", msgs[0].(map[string]any)["content"], "a message without images stays a string")
+	parts := msgs[1].(map[string]any)["content"].([]any)
+	require.Equal(t, []any{
+		map[string]any{"type": "text", "text": "look at the plot"},
+		map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64," + base64.StdEncoding.EncodeToString(png), "detail": "auto"}},
+	}, parts)
+
+	many := make([]Image, MaxImages+1)
+	for i := range many {
+		many[i] = Image{MIME: "image/jpeg", Data: []byte{1}}
+	}
+	for name, tc := range map[string]struct {
+		role   string
+		images []Image
+		want   string
+	}{
+		"system":    {"system", []Image{{MIME: "image/png", Data: png}}, "only user messages may"},
+		"svg":       {"user", []Image{{MIME: "image/svg+xml", Data: []byte("<svg/>")}}, "image/svg+xml of 6 bytes"},
+		"empty":     {"user", []Image{{MIME: "image/gif"}}, "image/gif of 0 bytes"},
+		"too large": {"user", []Image{{MIME: "image/webp", Data: make([]byte, MaxImageBytes+1)}}, "image/webp of 4194305 bytes"},
+		"too many":  {"user", many, "9 images, at most 8"},
+	} {
+		req := Request{Messages: []Message{{Role: tc.role, Content: "x", Images: tc.images}}}
+		_, err := c.Chat(context.Background(), req)
+		require.ErrorIs(t, err, ErrBadRequest, name)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+	require.EqualValues(t, 1, f.calls.Load(), "nothing else was sent")
+	require.Equal(t, "image/jpeg", ImageMIME("plot.JPG"))
+	require.Empty(t, ImageMIME("plot.svg"))
 }

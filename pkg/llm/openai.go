@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -192,7 +193,16 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (Response, error) {
 		creq.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
 	}
 	for _, m := range req.Messages {
-		creq.Messages = append(creq.Messages, openai.ChatCompletionMessage{Role: m.Role, Content: m.Content})
+		if len(m.Images) == 0 {
+			creq.Messages = append(creq.Messages, openai.ChatCompletionMessage{Role: m.Role, Content: m.Content})
+			continue
+		}
+		parts := []openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: m.Content}}
+		for _, img := range m.Images {
+			parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{
+				URL: "data:" + img.MIME + ";base64," + base64.StdEncoding.EncodeToString(img.Data), Detail: openai.ImageURLDetailAuto}})
+		}
+		creq.Messages = append(creq.Messages, openai.ChatCompletionMessage{Role: m.Role, MultiContent: parts})
 	}
 	start := time.Now()
 	var last error

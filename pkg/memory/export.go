@@ -68,7 +68,7 @@ func isFailure(kind string) bool {
 
 func isResult(kind string) bool {
 	switch kind {
-	case "node_result", "metric_extracted", "execution_result", "run_complete", "phase_complete":
+	case "node_result", "metric_extracted", "execution_result", "run_complete":
 		return true
 	}
 	return false

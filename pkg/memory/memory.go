@@ -38,10 +38,18 @@ type Config struct {
 	LogMaxChars int `json:"memory_log_max_chars" yaml:"memory_log_max_chars"`
 	// Budgets of the evaluation prompts' sections (seed 001): the output
 	// the execution review reads (metrics_extraction), the output the
-	// metrics parser reads (parse_metrics), a node summary (node_summary).
+	// metrics parser reads (parse_metrics), a node summary (node_summary);
+	// the plot analysis: the commands that made the plots it reads
+	// (plotting_code), the Plots section (plot_selection: names and SVG
+	// sources), the analysis kept (vlm_analysis); the Resources section of
+	// the prompts, with each resource's fetch status (datasets_tested).
 	MetricsExtractionBudgetChars int `json:"metrics_extraction_budget_chars" yaml:"metrics_extraction_budget_chars"`
 	ParseMetricsBudgetChars      int `json:"parse_metrics_budget_chars" yaml:"parse_metrics_budget_chars"`
 	NodeSummaryBudgetChars       int `json:"node_summary_budget_chars" yaml:"node_summary_budget_chars"`
+	PlottingCodeBudgetChars      int `json:"plotting_code_budget_chars" yaml:"plotting_code_budget_chars"`
+	PlotSelectionBudgetChars     int `json:"plot_selection_budget_chars" yaml:"plot_selection_budget_chars"`
+	VLMAnalysisBudgetChars       int `json:"vlm_analysis_budget_chars" yaml:"vlm_analysis_budget_chars"`
+	DatasetsTestedBudgetChars    int `json:"datasets_tested_budget_chars" yaml:"datasets_tested_budget_chars"`
 }
 
 // sectionBudgetKeys are the section_budgets keys hpcq knows.
@@ -57,7 +65,9 @@ func (c Config) Validate() error {
 		{"memory_budget_chars", c.MemoryBudgetChars}, {"max_compression_iterations", c.MaxCompressionIterations},
 		{"max_memory_read_rounds", c.MaxMemoryReadRounds}, {"memory_log_max_chars", c.LogMaxChars},
 		{"metrics_extraction_budget_chars", c.MetricsExtractionBudgetChars}, {"parse_metrics_budget_chars", c.ParseMetricsBudgetChars},
-		{"node_summary_budget_chars", c.NodeSummaryBudgetChars}} {
+		{"node_summary_budget_chars", c.NodeSummaryBudgetChars}, {"plotting_code_budget_chars", c.PlottingCodeBudgetChars},
+		{"plot_selection_budget_chars", c.PlotSelectionBudgetChars}, {"vlm_analysis_budget_chars", c.VLMAnalysisBudgetChars},
+		{"datasets_tested_budget_chars", c.DatasetsTestedBudgetChars}} {
 		if f.v < 0 {
 			return fmt.Errorf("memory config: %s is %d, must not be negative", f.key, f.v)
 		}
@@ -97,6 +107,7 @@ func Defaults() Config {
 			"archival_snippet": 3000, "results": 4000},
 		UseFTS: "auto", LogMaxChars: 1600,
 		MetricsExtractionBudgetChars: 4000, ParseMetricsBudgetChars: 4000, NodeSummaryBudgetChars: 4000,
+		PlottingCodeBudgetChars: 4000, PlotSelectionBudgetChars: 4000, VLMAnalysisBudgetChars: 4000, DatasetsTestedBudgetChars: 4000,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -242,4 +243,77 @@ func (m *Memory) SetResourceStatus(ctx context.Context, branch, name, status str
 	data, _ := json.Marshal(idx)
 	_, err = m.store.CoreSet(ctx, CoreSetParams{Branch: branch, Key: "RESOURCE_INDEX", Value: string(data), Importance: 4})
 	return err
+}
+
+// Resources is the RESOURCE_INDEX as branch sees it (ok false: the run
+// has none).
+func (m *Memory) Resources(ctx context.Context, branch string) (ResourceIndex, bool, error) {
+	e, ok, err := m.store.CoreGet(ctx, CoreKeyParams{Branch: branch, Key: "RESOURCE_INDEX"})
+	if err != nil || !ok {
+		return ResourceIndex{}, false, err
+	}
+	var idx ResourceIndex
+	if err := json.Unmarshal([]byte(e.Value), &idx); err != nil {
+		return ResourceIndex{}, false, fmt.Errorf("RESOURCE_INDEX of %s: %w", branch, err)
+	}
+	return idx, true, nil
+}
+
+// Text is the index as the prompts' Resources section shows it: one line
+// per resource with its fetch status.
+func (idx ResourceIndex) Text() string {
+	lines := make([]string, 0, len(idx.Items))
+	for _, r := range idx.Items {
+		where := r.Path
+		if where == "" {
+			where = r.URL
+		}
+		line := fmt.Sprintf("- %s (%s, %s): %s", r.Name, r.Class, r.FetchStatus, where)
+		if r.Summary != "" {
+			line += " - " + r.Summary
+		}
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// RefreshResources records what a node's Phase 1 (download) did to the
+// resources (the seed's mem_resources_resolve_and_refresh): a resource
+// that is not yet available and that the download commands name (by its
+// URL, path or name) becomes available when the phase succeeded and
+// failed when it did not. The change is the node's branch's own; its
+// descendants see it, its siblings do not. It returns the resources
+// changed.
+func (m *Memory) RefreshResources(ctx context.Context, branch string, commands []string, ok bool) ([]string, error) {
+	idx, found, err := m.Resources(ctx, branch)
+	if err != nil || !found || len(commands) == 0 {
+		return nil, err
+	}
+	cmds := strings.Join(commands, "\n")
+	status := ResourceFailed
+	if ok {
+		status = ResourceAvailable
+	}
+	var changed []string
+	for i, it := range idx.Items {
+		if it.FetchStatus == ResourceAvailable || it.FetchStatus == status {
+			continue
+		}
+		named := it.Name != "" && regexp.MustCompile(`(^|[^\w.-])`+regexp.QuoteMeta(it.Name)+`([^\w.-]|$)`).MatchString(cmds)
+		for _, s := range []string{it.URL, it.Path} {
+			if named || s != "" && strings.Contains(cmds, s) {
+				idx.Items[i].FetchStatus = status
+				changed = append(changed, it.Name+": "+status)
+				break
+			}
+		}
+	}
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	data, _ := json.Marshal(idx)
+	if _, err := m.store.CoreSet(ctx, CoreSetParams{Branch: branch, Key: "RESOURCE_INDEX", Value: string(data), Importance: 4}); err != nil {
+		return nil, err
+	}
+	return changed, nil
 }

@@ -286,7 +286,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		coding.ExitCode = -1
 		coding.LogTail = werr.Error()
 		res.Phases = append(res.Phases, coding)
-		rec.add("coding_failed", schema.PhaseCoding, werr.Error())
+		rec.add("error_encountered", schema.PhaseCoding, werr.Error())
 		if errors.Is(werr, ErrInvalidWorkspace) {
 			res.Error = &schema.ResultError{Phase: schema.PhaseCoding, Kind: schema.ErrKindInvalidWorkspace, Message: werr.Error()}
 			return res, nil
@@ -294,7 +294,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		return nil, werr
 	}
 	res.Phases = append(res.Phases, coding)
-	rec.add("coding_complete", schema.PhaseCoding, filesWritten(files))
+	rec.add("phase_complete", schema.PhaseCoding, filesWritten(files))
 	res.Isolation = e.sandbox.Isolation(t.Limits.NoNetwork(), e.isolation)
 	if err := e.sandbox.ChownWorkspace(ws); err != nil {
 		return nil, fmt.Errorf("workspace for the sandbox user: %w", err)
@@ -338,7 +338,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	}
 	for _, ph := range phases {
 		if ph.name == schema.PhaseDownload && t.Install != nil {
-			rec.add("download_started", ph.name, strings.TrimSpace(phaseStarted(ph.cmds)+fmt.Sprintf("\nthen up to %d install commands asked of the model", t.Install.MaxSteps)))
+			rec.add("phase_started", ph.name, strings.TrimSpace(phaseStarted(ph.cmds)+fmt.Sprintf("\nthen up to %d install commands asked of the model", t.Install.MaxSteps)))
 			pr, rerr, err := e.iterativeDownload(ctx, t, ph, run, logs().files[ph.name])
 			if err != nil {
 				return nil, err
@@ -362,7 +362,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		case schema.PhaseRun:
 			stdoutLine = met.stdoutLine
 		}
-		rec.add(ph.name+"_started", ph.name, phaseStarted(ph.cmds))
+		rec.add("phase_started", ph.name, phaseStarted(ph.cmds))
 		pr, rerr, err := e.runPhase(ctx, ph, run, logs().files[ph.name], diags, stdoutLine)
 		if err != nil {
 			return nil, err
@@ -425,7 +425,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		rec.add("outputs_found", schema.PhaseRun, strings.Join(res.OutputsFound, ", "))
 	}
 	if len(res.Metrics) > 0 {
-		rec.add("metrics_extracted", schema.PhaseRun, metricsText(res.Metrics, res.MetricUnits))
+		rec.add("metric_extracted", schema.PhaseRun, metricsText(res.Metrics, res.MetricUnits))
 	}
 	if len(bad) > 0 {
 		rec.add("metrics_bad", schema.PhaseRun, strings.Join(bad, "; "))

@@ -69,7 +69,7 @@ func (r *recorder) finish(res *schema.NodeResult) {
 	res.RecallStored, res.RecallPending = r.stored, r.pending
 }
 
-// phaseStarted is the payload of <phase>_started: its commands.
+// phaseStarted is the payload of phase_started: its commands.
 func phaseStarted(cmds []string) string {
 	var b strings.Builder
 	for _, c := range cmds {
@@ -78,7 +78,9 @@ func phaseStarted(cmds []string) string {
 	return strings.TrimRight(b.String(), "\n")
 }
 
-// phaseEnded records <phase>_complete or <phase>_failed.
+// phaseEnded records phase_complete, execution_result (the run phase,
+// with its output's tail) or error_encountered: the seed's events, with
+// the phase as the event's phase.
 func (r *recorder) phaseEnded(pr schema.PhaseResult, rerr *schema.ResultError) {
 	if r == nil {
 		return
@@ -89,13 +91,19 @@ func (r *recorder) phaseEnded(pr schema.PhaseResult, rerr *schema.ResultError) {
 			payload += ": " + rerr.Kind + ": " + rerr.Message
 		}
 		payload += "\n" + tailString(pr.LogTail, 1500)
-		r.add(pr.Name+"_failed", pr.Name, payload)
+		r.add("error_encountered", pr.Name, payload)
 		return
 	}
-	r.add(pr.Name+"_complete", pr.Name, payload)
+	if pr.Name == schema.PhaseRun {
+		// The run's completion carries what it printed.
+		r.add("execution_result", pr.Name, payload+"\n"+tailString(pr.LogTail, 1500))
+		return
+	}
+	r.add("phase_complete", pr.Name, payload)
 }
 
-// filesWritten is the payload of coding_complete: the files and sizes.
+// filesWritten is the payload of the coding phase's phase_complete: the
+// files and sizes.
 func filesWritten(files []schema.File) string {
 	parts := make([]string, 0, len(files))
 	for _, f := range files {
@@ -104,7 +112,7 @@ func filesWritten(files []schema.File) string {
 	return fmt.Sprintf("wrote %d files: %s", len(files), strings.Join(parts, ", "))
 }
 
-// metricsText is the payload of metrics_extracted.
+// metricsText is the payload of metric_extracted.
 func metricsText(m map[string]float64, units map[string]string) string {
 	names := make([]string, 0, len(m))
 	for k := range m {

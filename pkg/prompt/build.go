@@ -32,10 +32,11 @@ const (
 	ExecutionReview Kind = "execution_review"
 	Summary         Kind = "summary"
 	ParseMetrics    Kind = "parse_metrics"
+	VLMAnalysis     Kind = "vlm_analysis"
 )
 
 // Kinds lists every kind.
-var Kinds = []Kind{Phase0, Draft, Debug, Improve, Hyperparam, Ablation, ExecutionReview, Summary, ParseMetrics}
+var Kinds = []Kind{Phase0, Draft, Debug, Improve, Hyperparam, Ablation, ExecutionReview, Summary, ParseMetrics, VLMAnalysis}
 
 // nodeKinds answer with phase_artifacts.
 var nodeKinds = map[Kind]bool{Draft: true, Debug: true, Improve: true, Hyperparam: true, Ablation: true}
@@ -57,8 +58,11 @@ type Context struct {
 	BaseCode        string // the stage's best code (hyperparam, ablation)
 	Change          string // the hyperparam or ablation idea
 	ExecutionOutput string
-	PlotFeedback    string
-	TimeFeedback    string
+	// Plots describes a node's plots for the VLM analysis: their names,
+	// and the source of an SVG (the pictures themselves go as images).
+	Plots        string
+	PlotFeedback string
+	TimeFeedback string
 	// Memory is the rendered memory (memory.RenderForPrompt); WithMemory
 	// selects the with-memory variant, which asks for <memory_update>.
 	Memory     string
@@ -92,7 +96,7 @@ func Build(kind Kind, c Context) ([]llm.Message, error) {
 	default:
 		secs = append(secs, section{"Code", c.Code})
 	}
-	secs = append(secs, section{"Execution output", c.ExecutionOutput}, section{"Plot feedback", c.PlotFeedback},
+	secs = append(secs, section{"Execution output", c.ExecutionOutput}, section{"Plots", c.Plots}, section{"Plot feedback", c.PlotFeedback},
 		section{"Time feedback", c.TimeFeedback})
 	if nodeKinds[kind] {
 		format, err := exec("response_format", data)
@@ -158,6 +162,7 @@ func needs(kind Kind, c Context) error {
 		ExecutionReview: {{"Execution output", c.ExecutionOutput}},
 		Summary:         {{"Code", c.Code}},
 		ParseMetrics:    {{"Execution output", c.ExecutionOutput}},
+		VLMAnalysis:     {{"Plots", c.Plots}},
 	}
 	fields, ok := need[kind]
 	if !ok {

@@ -13,7 +13,7 @@ func full() Context {
 	return Context{Idea: "2-D Jacobi stencil with OpenMP; maximize GFLOP/s", Domain: "memory-bound stencils",
 		Environment: "gcc 12.2.0 with OpenMP, Open MPI 4.1.4; 32 cores", Resources: "no datasets", Phase0Plan: "tile the grid",
 		History: "run 1: 5.8 GFLOP/s", Code: "int main(){}", BaseCode: "int main(){ /* best */ }", Change: "block size 64",
-		ExecutionOutput: "stencil.c:3: error: expected ';'", Memory: "## Core\nIDEA_SUMMARY: stencil"}
+		ExecutionOutput: "stencil.c:3: error: expected ';'", Plots: "scaling.svg: <svg></svg>", Memory: "## Core\nIDEA_SUMMARY: stencil"}
 }
 
 // TestBuildEveryKind: every kind renders in both variants; the with-memory

@@ -29,6 +29,8 @@ type GenerateParams struct {
 	Retries int
 	Purpose string
 	Node    string
+	// Model, when set, asks another model than the client's (the VLM).
+	Model string
 	// Observe, when set, sees every exchange (prompt logs).
 	Observe func(Exchange)
 }
@@ -68,7 +70,7 @@ func Ask(ctx context.Context, p GenerateParams, shape string, parse func(payload
 	msgs := append([]llm.Message(nil), p.Messages...)
 	var last llm.Response
 	chat := func(attempt int) (string, error) {
-		req := llm.Request{Messages: msgs, Purpose: p.Purpose, Node: p.Node}
+		req := llm.Request{Model: p.Model, Messages: msgs, Purpose: p.Purpose, Node: p.Node}
 		resp, err := p.Client.Chat(ctx, req)
 		if p.Observe != nil {
 			p.Observe(Exchange{Attempt: attempt, Request: req, Response: resp, Err: err})

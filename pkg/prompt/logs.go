@@ -53,6 +53,10 @@ func (l *Logs) Write(node, purpose string, e Exchange) error {
 	msgs := make([]llm.Message, len(e.Request.Messages))
 	for i, m := range e.Request.Messages {
 		msgs[i] = llm.Message{Role: m.Role, Content: memory.Redact(m.Content)}
+		for _, img := range m.Images {
+			// The pictures are files of the run; the log names them.
+			msgs[i].Content += fmt.Sprintf("\n[image: %s, %d bytes]", img.MIME, len(img.Data))
+		}
 	}
 	rec := struct {
 		Time      time.Time     `json:"time"`

@@ -86,7 +86,18 @@ type LLM struct {
 	Retries     int        `yaml:"retries"` // unusable replies retried with feedback
 	Prices      llm.Prices `yaml:"prices"`
 	Budget      llm.Budget `yaml:"budget"`
+	// Vision: the model accepts images. A node's plots are then analysed
+	// (seed 003's VLM analysis): PNG, JPEG, GIF and WEBP plots sent as
+	// images, an SVG's source as text; the analysis goes into the node's
+	// memory, its result.json and report, and the Plot feedback of its
+	// children's prompts. VLMModel asks another model for it (and implies
+	// vision).
+	Vision   bool   `yaml:"vision"`
+	VLMModel string `yaml:"vlm_model"`
 }
+
+// VisionOn: plots are analysed (llm.vision or llm.vlm_model).
+func (l LLM) VisionOn() bool { return l.Vision || l.VLMModel != "" }
 
 // Prompt: text of the run's own for every prompt.
 type Prompt struct {
@@ -308,6 +319,9 @@ func (s Spec) Validate() error {
 	}
 	if s.LLM.MaxTokens < 1 || s.LLM.Retries < 0 {
 		return bad("llm", "max_tokens must be at least 1 and retries not negative")
+	}
+	if strings.TrimSpace(s.LLM.VLMModel) != s.LLM.VLMModel {
+		return bad("llm.vlm_model", "%q has spaces around it", s.LLM.VLMModel)
 	}
 	if s.LLM.Budget.MaxCostUSD < 0 || s.LLM.Budget.MaxTokens < 0 {
 		return bad("llm.budget", "must not be negative")

@@ -64,6 +64,8 @@ type Node struct {
 	Summary    string          `json:"summary,omitempty"`
 	Review     json.RawMessage `json:"review,omitempty"`
 	MetricFrom string          `json:"metric_from,omitempty"`
+	// PlotAnalysis is the vision model's analysis of the node's plots.
+	PlotAnalysis string `json:"plot_analysis,omitempty"`
 	// Prompts are the node's prompt logs (prompt_logs/<id>/*.md), by name.
 	Prompts []string `json:"prompts,omitempty"`
 	// Children are the nodes grown from this one.
@@ -206,11 +208,13 @@ func (n *Node) readResult(p string) error {
 		Summary        string          `json:"summary"`
 		Review         json.RawMessage `json:"review"`
 		MetricFrom     string          `json:"metric_from"`
+		PlotAnalysis   string          `json:"plot_analysis"`
 	}
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	n.ArtifactsError, n.Summary, n.Review, n.MetricFrom = rec.ArtifactsError, rec.Summary, rec.Review, rec.MetricFrom
+	n.PlotAnalysis = rec.PlotAnalysis
 	r := rec.Result
 	if r == nil {
 		return nil

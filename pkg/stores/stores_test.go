@@ -117,17 +117,17 @@ func TestWorkerWritesRecallToRedis(t *testing.T) {
 		require.NoError(t, err)
 		var out []string
 		for _, ev := range evs {
-			out = append(out, ev.Kind)
+			out = append(out, ev.Kind+"/"+ev.Phase)
 		}
 		return out
 	}
-	testutil.Eventually(t, time.Minute, "the run phase's start in Redis", func() bool { return slices.Contains(kinds("n1"), "run_started") })
+	testutil.Eventually(t, time.Minute, "the run phase's start in Redis", func() bool { return slices.Contains(kinds("n1"), "phase_started/run") })
 	select {
 	case d := <-ch:
 		t.Fatalf("the task ended before the gate opened: %+v %v", d.res, d.err)
 	default:
 	}
-	require.Equal(t, []string{"coding_complete", "compile_started", "compile_complete", "run_started"}, kinds("n1"),
+	require.Equal(t, []string{"phase_complete/coding", "phase_started/compile", "phase_complete/compile", "phase_started/run"}, kinds("n1"),
 		"the events are in Redis while the task runs, before any result")
 	require.Empty(t, kinds("n2"), "a sibling does not see them")
 
@@ -135,7 +135,7 @@ func TestWorkerWritesRecallToRedis(t *testing.T) {
 	d := <-ch
 	require.NoError(t, d.err)
 	require.Nil(t, d.res.Error)
-	all := []string{"coding_complete", "compile_started", "compile_complete", "run_started", "run_complete", "metrics_extracted"}
+	all := []string{"phase_complete/coding", "phase_started/compile", "phase_complete/compile", "phase_started/run", "execution_result/run", "metric_extracted/run"}
 	// A write returns once it is in the store's spool; Redis has it a moment later.
 	testutil.Eventually(t, 30*time.Second, "every event in Redis", func() bool { return slices.Equal(all, kinds("n1")) })
 	require.Equal(t, 6, d.res.RecallStored)
@@ -159,8 +159,8 @@ func TestRecallWithoutServers(t *testing.T) {
 	require.Zero(t, res.RecallStored)
 	var kinds []string
 	for _, ev := range res.RecallPending {
-		kinds = append(kinds, ev.Kind)
+		kinds = append(kinds, ev.Kind+"/"+ev.Phase)
 	}
-	require.Equal(t, []string{"coding_complete", "run_started", "run_failed"}, kinds)
+	require.Equal(t, []string{"phase_complete/coding", "phase_started/run", "error_encountered/run"}, kinds)
 	require.Contains(t, res.RecallPending[2].Payload, "exit 2")
 }

@@ -498,6 +498,7 @@ const TAB_VIEWS = {
     if (archived(d)) return archived(d);
     const out = [];
     for (const p of d.plots || []) out.push(el('figure', {}, el('img', { src: fileURL(view.run.id, p.path), alt: p.name, loading: 'lazy' }), el('figcaption', {}, p.name)));
+    if (d.plot_analysis) out.push(el('h3', {}, 'What the vision model saw'), el('p', { class: 'analysis' }, d.plot_analysis));
     if (d.outputs && d.outputs.length) out.push(el('h3', {}, 'Outputs'), el('ul', {}, d.outputs.map(o => el('li', {}, el('a', { href: fileURL(view.run.id, o.path), target: '_blank', rel: 'noopener' }, o.name), ' ', el('span', { class: 'muted' }, fmtBytes(o.bytes))))));
     return out.length ? el('div', { class: 'plots' }, out) : el('p', { class: 'muted' }, 'The node wrote no plot or output that came home.');
   },
