@@ -639,6 +639,10 @@ func eventAt(e StateEvent, l Level) string {
 // title (the first words), L1 with its tags, repeats and more words, L2
 // the whole text.
 func FactAt(text string, tags []string, count int, l Level) string {
+	return factAt(text, tags, count, l, len(text)+1)
+}
+
+func factAt(text string, tags []string, count int, l Level, maxChars int) string {
 	switch l {
 	case L0:
 		return fmt.Sprintf("- #%.8s %s", FactHash(text), words(text, titleWords))
@@ -652,7 +656,7 @@ func FactAt(text string, tags []string, count int, l Level) string {
 		}
 		return s
 	}
-	s := "- " + oneLine(text, len(text)+1)
+	s := "- " + oneLine(text, maxChars)
 	if len(tags) > 0 {
 		s += " [" + strings.Join(tags, ", ") + "]"
 	}

@@ -48,6 +48,8 @@ type SectionInfo struct {
 	Truncated  bool
 	// LeftOut names core keys left out for budget.
 	LeftOut []string
+	// Degraded: archival hits shown at detail L1 or L0 to fit.
+	Degraded int
 }
 
 // Rendered is the memory of a branch as put into a prompt.
@@ -158,6 +160,9 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 		if s.name == SectionArchival {
 			if cap := m.cfg.SectionBudgets["archival_snippet"]; cap > 0 {
 				room = min(room, cap)
+			}
+			if len(body) > room && len(hits) > 0 && strings.TrimSpace(taskHint) != "" {
+				body, info.Degraded = renderArchivalWithin(hits, room)
 			}
 		}
 		body, info = m.fit(ctx, body, room, taskHint, info)
@@ -338,16 +343,44 @@ func renderArchival(hits []ArchivalItem) string {
 	if len(hits) == 0 {
 		return "(no matching archival memory)"
 	}
-	var b strings.Builder
-	for _, h := range hits {
-		fmt.Fprintf(&b, "- %s", oneLine(h.Text, 2000))
-		if len(h.Tags) > 0 {
-			fmt.Fprintf(&b, " [%s]", strings.Join(h.Tags, ", "))
-		}
-		if h.Count > 1 {
-			fmt.Fprintf(&b, " (seen %d times)", h.Count)
-		}
-		b.WriteByte('\n')
+	levels := make([]Level, len(hits))
+	for i := range levels {
+		levels[i] = L2
 	}
-	return strings.TrimRight(b.String(), "\n")
+	return archivalAt(hits, levels)
+}
+
+func archivalAt(hits []ArchivalItem, levels []Level) string {
+	lines := make([]string, len(hits))
+	for i, h := range hits {
+		lines[i] = factAt(h.Text, h.Tags, h.Count, levels[i], maxHitChars)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// maxHitChars bounds one hit's text in full detail.
+const maxHitChars = 2000
+
+// renderArchivalWithin renders the hits (best first) within room when it
+// can by lowering their detail, the weakest hits first: each to L1 (short
+// hash, first words, tags), then each to L0 (short hash and title). The
+// best hits keep their whole text longest. It returns how many hits are
+// below L2; what is still over room is left to fit.
+func renderArchivalWithin(hits []ArchivalItem, room int) (string, int) {
+	levels := make([]Level, len(hits))
+	for i := range levels {
+		levels[i] = L2
+	}
+	body := archivalAt(hits, levels)
+	degraded := 0
+	for _, to := range []Level{L1, L0} {
+		for i := len(hits) - 1; i >= 0 && len(body) > room; i-- {
+			if levels[i] == L2 {
+				degraded++
+			}
+			levels[i] = to
+			body = archivalAt(hits, levels)
+		}
+	}
+	return body, degraded
 }

@@ -50,6 +50,7 @@ func ExerciseModel(t *testing.T, newStore NewStore) {
 		{"RenderOverBudgetTruncatesVisibly", modelRenderOverBudgetTruncatesVisibly},
 		{"RenderCompressesAndCaches", modelRenderCompressesAndCaches},
 		{"RenderBudgetsHold", modelRenderBudgetsHold},
+		{"RenderLowersDetailToFit", modelRenderLowersDetailToFit},
 		{"Export", modelExport},
 		{"Resources", modelResources},
 	}
@@ -484,4 +485,35 @@ func modelRenderSectionBudgets(t *testing.T, newMemory NewMemory) {
 			require.LessOrEqual(t, s.Chars, 150+80)
 		}
 	}
+}
+
+// modelRenderLowersDetailToFit: when the archival hits do not fit their
+// room, the weakest go to L1 then L0 (short hash and first words) before
+// anything is cut; the best hit keeps its whole text.
+func modelRenderLowersDetailToFit(t *testing.T, newMemory NewMemory) {
+	ctx := context.Background()
+	cfg := memory.Defaults()
+	cfg.SectionBudgets["archival_snippet"] = 900
+	m := newMemory(t, cfg, memory.Options{})
+	best := "stencil stencil stencil: tiling by 32 with -O3 gave 31 GFLOP/s on the 4096 grid, the best so far"
+	_, _, err := m.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: best, Tags: []string{"result"}})
+	require.NoError(t, err)
+	for i := range 8 {
+		text := fmt.Sprintf("stencil note %d: %s", i, strings.Repeat("a long observation about the halo exchange and the cache ", 3))
+		_, _, err := m.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: text})
+		require.NoError(t, err)
+	}
+	r, err := m.RenderForPrompt(ctx, "root", "stencil", 0)
+	require.NoError(t, err)
+	var arch memory.SectionInfo
+	for _, s := range r.Sections {
+		if s.Name == memory.SectionArchival {
+			arch = s
+		}
+	}
+	require.Positive(t, arch.Degraded, "hits shown with less detail")
+	require.False(t, arch.Truncated, "lower detail made it fit: nothing cut")
+	require.False(t, arch.Compressed)
+	require.Contains(t, r.Text, "- "+best+" [result]", "the best hit whole")
+	require.Regexp(t, `- #[0-9a-f]{8} stencil note \d: a long`, r.Text, "the weakest by their short hash and first words")
 }
