@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,6 +17,10 @@ const (
 	ExportMarkdown   = "final_memory_for_paper.md"
 	ExportJSON       = "final_memory_for_paper.json"
 	ResourceSnapshot = "resource_snapshot.json"
+	// ExportDelta is the best path's memory, each branch as its difference
+	// from its parent (EncodeDelta): the core keys and recall events each
+	// branch saw, lossless, in a fraction of the tokens of the JSON.
+	ExportDelta = "final_memory_path.0d"
 )
 
 // ExportParams name the run's root branch, the best branch, and where the
@@ -165,6 +170,17 @@ func (m *Memory) export(ctx context.Context, p ExportParams) (Exported, error) {
 	if err := writeFile(filepath.Join(p.Dir, p.Markdown), []byte(exportMarkdown(out))); err != nil {
 		return out, err
 	}
+	tree, err := m.pathTree(ctx, out.Path)
+	if err != nil {
+		return out, err
+	}
+	delta, err := EncodeDelta(tree)
+	if err != nil {
+		return out, err
+	}
+	if err := writeFile(filepath.Join(p.Dir, ExportDelta), []byte(delta)); err != nil {
+		return out, err
+	}
 	snap := []byte("{}\n")
 	if resources != "" {
 		if json.Valid([]byte(resources)) {
@@ -174,6 +190,35 @@ func (m *Memory) export(ctx context.Context, p ExportParams) (Exported, error) {
 		}
 	}
 	return out, writeFile(filepath.Join(p.Dir, ResourceSnapshot), snap)
+}
+
+// pathTree is the state of each branch of path (root first): its visible
+// core keys and recall events.
+func (m *Memory) pathTree(ctx context.Context, path []string) (Tree, error) {
+	var t Tree
+	for i, id := range path {
+		br := BranchState{ID: id}
+		if i > 0 {
+			br.Parent = path[i-1]
+		}
+		core, err := m.store.CoreList(ctx, CoreListParams{Branch: id})
+		if err != nil {
+			return t, err
+		}
+		for _, c := range core {
+			br.State.Core = append(br.State.Core, StateCore{Key: c.Key, Value: c.Value, Importance: c.Importance})
+		}
+		slices.SortFunc(br.State.Core, func(a, b StateCore) int { return strings.Compare(a.Key, b.Key) })
+		evs, _, err := m.store.RecallList(ctx, RecallListParams{Branch: id})
+		if err != nil {
+			return t, err
+		}
+		for _, e := range evs {
+			br.State.Recall = append(br.State.Recall, StateEvent{Kind: e.Kind, Phase: e.Phase, Node: e.NodeID, Payload: e.Payload})
+		}
+		t.Branches = append(t.Branches, br)
+	}
+	return t, nil
 }
 
 // writeFile writes atomically: a reader never sees half a file.

@@ -386,6 +386,20 @@ func modelExport(t *testing.T, newMemory NewMemory) {
 	snap, err := os.ReadFile(filepath.Join(dir, memory.ResourceSnapshot))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"items":[{"name":"gcc","status":"available"}]}`, string(snap))
+	// The path in the delta format: each branch's state, lossless.
+	delta, err := os.ReadFile(filepath.Join(dir, memory.ExportDelta))
+	require.NoError(t, err)
+	tree, err := memory.DecodeDelta(string(delta))
+	require.NoError(t, err, string(delta))
+	require.Len(t, tree.Branches, 2)
+	good := tree.Branches[1]
+	require.Equal(t, "good", good.ID)
+	require.Equal(t, "root", good.Parent)
+	require.Len(t, good.State.Recall, 5, "the root's event and the branch's four")
+	require.Equal(t, memory.StateEvent{Kind: "run_failed", Phase: "run", Node: "good", Payload: "segfault at n=4096"}, good.State.Recall[4])
+	require.Len(t, good.State.Core, 3)
+	require.NotContains(t, string(delta), "sibling result")
+	require.Contains(t, string(delta), "k 1 0\n", "the child keeps the root's event and says so, not repeats it")
 
 	_, err = m.Export(ctx, memory.ExportParams{Root: "good", Best: "bad", Dir: dir})
 	require.ErrorIs(t, err, memory.ErrInvalid)
