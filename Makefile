@@ -7,7 +7,7 @@ EXAMPLES  := examples/hello/task.json examples/stencil-omp/task.json
 # Where services.sh keeps the servers of `make services-up`.
 SERVICES_DIR ?= $(CURDIR)/.services
 
-.PHONY: help build run run-exec test test-go lint bench-queue bench-memory bench-search bench-slurm services-up services-down services-install clean
+.PHONY: help build run run-exec test test-go lint bench-queue bench-memory bench-tokens bench-search bench-slurm services-up services-down services-install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ BENCH_DIR ?= ../shared/bench
 bench-memory: ## memory benchmark: bench-memory lines per trace and store, then bench-archival lines
 	$(GO) build -o $(BIN)/bench-memory ./bench/memory
 	scripts/bench-memory.sh $(BIN)/bench-memory $(BENCH_DIR)
+
+bench-tokens: ## memory formats in cl100k_base tokens (seed 004): a bench-tokens line per trace order and format
+	$(GO) run ./bench/tokens -dir $(BENCH_DIR)
 
 bench-search: ## tree-search benchmark: asynchronous expansion against lockstep batches (simulated nodes)
 	$(GO) run ./bench/search

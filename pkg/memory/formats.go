@@ -589,7 +589,7 @@ const (
 func (l Level) String() string { return "L" + strconv.Itoa(int(l)) }
 
 const (
-	titleWords = 4
+	titleWords = 3
 	l1Words    = 12
 )
 
@@ -618,7 +618,7 @@ func RenderLevel(t Tree, l Level) string {
 func coreAt(c StateCore, l Level) string {
 	switch l {
 	case L0:
-		return "- " + c.Key
+		return c.Key
 	case L1:
 		return fmt.Sprintf("- %s (%d): %s", c.Key, c.Importance, words(c.Value, l1Words))
 	}
@@ -628,16 +628,16 @@ func coreAt(c StateCore, l Level) string {
 func eventAt(e StateEvent, l Level) string {
 	switch l {
 	case L0:
-		return "- " + e.Kind + ": " + words(e.Payload, titleWords)
+		return e.Kind + ": " + title(e.Payload)
 	case L1:
 		return fmt.Sprintf("- %s%s: %s", e.Kind, optional(" phase=", e.Phase), words(e.Payload, l1Words))
 	}
 	return fmt.Sprintf("- %s%s%s: %s", e.Kind, optional(" node=", e.Node), optional(" phase=", e.Phase), oneLine(e.Payload, len(e.Payload)+1))
 }
 
-// FactAt is an archival fact as a line at level l: L0 its short hash and
-// title (the first words), L1 with its tags, repeats and more words, L2
-// the whole text.
+// FactAt is an archival fact as a line at level l: L0 its short hash (6
+// hex digits) and title (the first three words), L1 a longer hash with its
+// first twelve words, tags and repeats, L2 the whole text.
 func FactAt(text string, tags []string, count int, l Level) string {
 	return factAt(text, tags, count, l, len(text)+1)
 }
@@ -645,7 +645,7 @@ func FactAt(text string, tags []string, count int, l Level) string {
 func factAt(text string, tags []string, count int, l Level, maxChars int) string {
 	switch l {
 	case L0:
-		return fmt.Sprintf("- #%.8s %s", FactHash(text), words(text, titleWords))
+		return fmt.Sprintf("#%.6s %s", FactHash(text), title(text))
 	case L1:
 		s := fmt.Sprintf("- #%.8s %s", FactHash(text), words(text, l1Words))
 		if len(tags) > 0 {
@@ -664,6 +664,12 @@ func factAt(text string, tags []string, count int, l Level, maxChars int) string
 		s += fmt.Sprintf(" (seen %d times)", count)
 	}
 	return s
+}
+
+// title is the first words of s: an item's title at L0.
+func title(s string) string {
+	f := strings.Fields(s)
+	return strings.Join(f[:min(len(f), titleWords)], " ")
 }
 
 // words is the first n words of s, with "..." when there were more.

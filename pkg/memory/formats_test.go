@@ -164,9 +164,9 @@ func TestLevels(t *testing.T) {
 	f := tree.Branches[0].State.Archival
 	if len(f) > 0 {
 		require.Contains(t, l2, strings.ReplaceAll(strings.ReplaceAll(f[0].Text, "\n", " "), "\r", " ")[:1])
-		require.Contains(t, l0, "#"+memory.FactHash(f[0].Text)[:8])
+		require.Contains(t, l0, "#"+memory.FactHash(f[0].Text)[:6])
 	}
-	require.Equal(t, "- #"+memory.FactHash("tile 32 with o3 beats 16 on the 4096 grid")[:8]+" tile 32 with o3 ...",
+	require.Equal(t, "#"+memory.FactHash("tile 32 with o3 beats 16 on the 4096 grid")[:6]+" tile 32 with",
 		memory.FactAt("tile 32 with o3 beats 16 on the 4096 grid", []string{"idea"}, 2, memory.L0))
 	require.Equal(t, "- tile 32 [idea] (seen 2 times)", memory.FactAt("tile 32", []string{"idea"}, 2, memory.L2))
 }

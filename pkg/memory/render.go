@@ -354,6 +354,9 @@ func archivalAt(hits []ArchivalItem, levels []Level) string {
 	lines := make([]string, len(hits))
 	for i, h := range hits {
 		lines[i] = factAt(h.Text, h.Tags, h.Count, levels[i], maxHitChars)
+		if levels[i] == L0 {
+			lines[i] = "- " + lines[i] // a list item, as the others are
+		}
 	}
 	return strings.Join(lines, "\n")
 }

@@ -285,7 +285,7 @@ func modelRenderOverBudgetTruncatesVisibly(t *testing.T, newMemory NewMemory) {
 	tiny, err := m.RenderForPrompt(ctx, "root", "stencil", 400)
 	require.NoError(t, err)
 	require.LessOrEqual(t, len(tiny.Text), 400)
-	require.Contains(t, tiny.Text, "section cut to nothing")
+	require.Regexp(t, "## Archival memory relevant to: stencil\n- #[0-9a-f]{6} ", tiny.Text, "the archival hits at L0 (short hash and title) rather than cut")
 	for _, title := range []string{"## Resources", "## Core memory", "## Recall", "## Archival"} {
 		require.Contains(t, tiny.Text, title, "no section silently disappears")
 	}
@@ -529,5 +529,5 @@ func modelRenderLowersDetailToFit(t *testing.T, newMemory NewMemory) {
 	require.False(t, arch.Truncated, "lower detail made it fit: nothing cut")
 	require.False(t, arch.Compressed)
 	require.Contains(t, r.Text, "- "+best+" [result]", "the best hit whole")
-	require.Regexp(t, `- #[0-9a-f]{8} stencil note \d: a long`, r.Text, "the weakest by their short hash and first words")
+	require.Regexp(t, `- #[0-9a-f]{8} stencil note \d: a long observation`, r.Text, "weaker hits by their hash and first words (L1)")
 }
