@@ -134,3 +134,50 @@ func ideaSection(prompt string) string {
 	sec, _, _ := strings.Cut(rest, "\n\n# ")
 	return strings.TrimSpace(sec)
 }
+
+// TestMemorySweep: seed 004's sweep in `scheduler run`: a debug node that
+// meets its parent's compile error again has the two episodes (their
+// durations aside) consolidated into one semantic fact in its branch, whose
+// count is 2; the parent's branch, with one episode, has none.
+func TestMemorySweep(t *testing.T) {
+	t.Parallel()
+	fail := fakellm.Artifacts([]fakellm.File{{Path: "m.c", Content: "int main(void) { return 0 }\n"}}, []string{"gcc -o m m.c"}, []string{"./m"})
+	srv := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		switch r.Kind {
+		case "phase0":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("a C program"))}
+		case "draft", "debug":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", fail)}
+		case "summary":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", `{"summary": "a C program that does not build"}`)}
+		}
+		return fakellm.Reply{Status: 400}
+	})
+	idea := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(idea, "idea.md"), []byte("# Build it\n\nBuild a C program.\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(idea, "run.yaml"), []byte(`metric: {name: score, direction: maximize}
+stages:
+  initial_implementation: {max_iterations: 2}
+  baseline_tuning: {max_iterations: 0}
+  creative_research: {max_iterations: 0}
+  ablation_studies: {max_iterations: 0}
+search: {num_drafts: 1, debug_prob: 1.0, max_debug_depth: 2, slots: 1}
+llm: {model: test-model}
+memory: {sweep_interval_s: 3600, consolidate_min_episodes: 2, decay_half_life_hours: 48}
+`), 0o644))
+	runDir := filepath.Join(t.TempDir(), "run-sweep")
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
+	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)
+	require.Equal(t, 1, code, "no node produced the metric: "+out)
+	q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		`SELECT branch, substr(text, 1, 50) AS fact FROM archival WHERE tags LIKE '%"SEMANTIC"%' ORDER BY seq`)
+	require.Equal(t, 0, code, q)
+	// A fact is one row however often it was seen (the store counts the
+	// repeats): the same files written, the same diagnostics, the same error.
+	require.Equal(t, "branch,fact\nn0002,[SEMANTIC] phase_complete (coding): wrote 1 files:\n"+
+		"n0002,[SEMANTIC] compile_diagnostics (compile): m.c:1:26\nn0002,[SEMANTIC] error_encountered (compile): exit 1: co\n", q,
+		"in the debug node's branch only: the draft saw each once")
+	data, err := os.ReadFile(filepath.Join(runDir, "run.json"))
+	require.NoError(t, err)
+	require.Contains(t, string(data), `"half_life": "48h0m0s"`)
+}

@@ -169,7 +169,12 @@ type engine struct {
 	envMu      sync.Mutex
 	env        environment
 	slots      int
-	stage      atomic.Pointer[stageState] // read by the progress display
+	// sweep: the branches of the nodes that ended since the last memory
+	// sweep, and when it ran.
+	sweepMu      sync.Mutex
+	sweepPending []string
+	lastSweep    time.Time
+	stage        atomic.Pointer[stageState] // read by the progress display
 	// canceled is set when the run was canceled; cancels, under cancelMu,
 	// are its nodes' cancels.
 	canceled atomic.Pointer[queue.Cancel]
@@ -511,6 +516,9 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 	}
 	if err := os.WriteFile(filepath.Join(e.dir, "tree.html"), []byte(html.String()), 0o644); err != nil {
 		return sum, err
+	}
+	if e.mem != nil {
+		e.sweep(ctx, true)
 	}
 	if e.mem != nil && run.On(e.spec.Memory.FinalMemoryEnabled) {
 		best := RootBranch

@@ -203,3 +203,36 @@ func (e *engine) section(ctx context.Context, text, key, hint string) string {
 	}
 	return cutText(text, budget)
 }
+
+// sweep is seed 004's memory sweep: every memory.sweep_interval_s (and at
+// the run's end, with all), the branches of the nodes that ended since the
+// last sweep have their repeated episodes consolidated into semantic
+// facts. Decay needs no pass of its own: ranking and forget_below apply it
+// to every read.
+func (e *engine) sweep(ctx context.Context, all bool) {
+	interval := time.Duration(e.spec.Memory.Config.SweepIntervalS) * time.Second
+	if interval <= 0 {
+		interval = time.Duration(memory.Defaults().SweepIntervalS) * time.Second
+	}
+	e.sweepMu.Lock()
+	if e.lastSweep.IsZero() {
+		e.lastSweep = time.Now() // the first interval starts with the run
+	}
+	if len(e.sweepPending) == 0 || (!all && time.Since(e.lastSweep) < interval) {
+		e.sweepMu.Unlock()
+		return
+	}
+	branches := e.sweepPending
+	e.sweepPending, e.lastSweep = nil, time.Now()
+	e.sweepMu.Unlock()
+	facts := 0
+	for _, b := range branches {
+		got, err := e.mem.Consolidate(ctx, b)
+		if err != nil {
+			e.log.Warn("memory sweep", "branch", b, "err", err)
+			continue
+		}
+		facts += len(got)
+	}
+	e.log.Debug("memory sweep", "branches", len(branches), "facts_consolidated", facts)
+}

@@ -632,6 +632,10 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 			Tags: []string{"VLM_ANALYSIS", "plots:" + n.ID}, Context: "analysis of node " + n.ID + "'s plots"})
 		warn(err)
 	}
+	e.sweepMu.Lock()
+	e.sweepPending = append(e.sweepPending, n.ID)
+	e.sweepMu.Unlock()
+	e.sweep(ctx, false)
 	// The seed's snapshots: the node's code and its results, searchable
 	// later by tag (code:<id>, results:<id>).
 	if o.Result != nil && !o.Cached {

@@ -43,28 +43,51 @@ func EpisodeHash(factHash, branch, context string) string {
 
 // Ranking weights of Rank.
 const (
-	// RecencyHalfLife: an item last seen this long ago gets half the
-	// recency boost.
-	RecencyHalfLife = 24 * time.Hour
+	// DefaultHalfLife: a fact last seen this long ago has half its
+	// confidence left (memory.decay_half_life_hours, default 24).
+	DefaultHalfLife = 24 * time.Hour
 	recencyWeight   = 0.3
 	frequencyWeight = 0.2
+	// priorConfidence is the confidence one observation gives a fact.
+	priorConfidence = 0.5
 )
 
-// Rank is the final score of an archival hit:
-//
-//	score = relevance * (1 + 0.3*recency + 0.2*frequency)
-//	relevance = bm25 (higher is better; SQLite's bm25() is negated)
-//	recency   = 2^(-age/24h), age = now - last seen, in [0, 1]
-//	frequency = log(1 + count) / log(1 + 16), capped at 1
-//
-// Relevance dominates: recency and frequency can raise a hit by at most
-// 50%, which reorders close matches but never lifts an unrelated text.
-func Rank(bm25 float64, lastSeen time.Time, count int, now time.Time) float64 {
-	age := now.Sub(lastSeen)
+// Confidence of a fact observed count times (seed 004: repeats raise it):
+// each observation is independent evidence with the prior's weight, so
+// 1 - (1-0.5)^count: 0.5, 0.75, 0.875, ...
+func Confidence(count int) float64 {
+	return 1 - math.Pow(1-priorConfidence, float64(max(count, 1)))
+}
+
+// Decay is what is left after age at the half-life: 2^(-age/halfLife), 1
+// for age <= 0; halfLife <= 0 takes DefaultHalfLife.
+func Decay(age, halfLife time.Duration) float64 {
+	if halfLife <= 0 {
+		halfLife = DefaultHalfLife
+	}
 	if age < 0 {
 		age = 0
 	}
-	recency := math.Exp2(-float64(age) / float64(RecencyHalfLife))
+	return math.Exp2(-float64(age) / float64(halfLife))
+}
+
+// Strength is a fact's confidence times its decay now (seed 004's
+// "confidence x decay"): what ranking and forgetting use.
+func Strength(count int, lastSeen, now time.Time, halfLife time.Duration) float64 {
+	return Confidence(count) * Decay(now.Sub(lastSeen), halfLife)
+}
+
+// Rank is the final score of an archival hit:
+//
+//	score     = relevance * (1 + 0.3*strength + 0.2*frequency)
+//	relevance = bm25 (higher is better; SQLite's bm25() is negated)
+//	strength  = confidence * decay: (1 - 0.5^count) * 2^(-age/halfLife),
+//	            age = now - last seen
+//	frequency = log(1 + count) / log(1 + 16), capped at 1
+//
+// Relevance dominates: strength and frequency can raise a hit by at most
+// 50%, which reorders close matches but never lifts an unrelated text.
+func Rank(bm25 float64, lastSeen time.Time, count int, now time.Time, halfLife time.Duration) float64 {
 	frequency := math.Min(1, math.Log1p(float64(count))/math.Log1p(16))
-	return bm25 * (1 + recencyWeight*recency + frequencyWeight*frequency)
+	return bm25 * (1 + recencyWeight*Strength(count, lastSeen, now, halfLife) + frequencyWeight*frequency)
 }

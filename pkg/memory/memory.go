@@ -50,6 +50,26 @@ type Config struct {
 	PlotSelectionBudgetChars     int `json:"plot_selection_budget_chars" yaml:"plot_selection_budget_chars"`
 	VLMAnalysisBudgetChars       int `json:"vlm_analysis_budget_chars" yaml:"vlm_analysis_budget_chars"`
 	DatasetsTestedBudgetChars    int `json:"datasets_tested_budget_chars" yaml:"datasets_tested_budget_chars"`
+	// Seed 004's decay and consolidation. A fact's strength is its
+	// confidence (1 - 0.5^repeats) times its decay (2^(-age/half-life));
+	// it ranks archival hits, and hits weaker than ForgetBelow are left out
+	// of searches and prompts (0: none). A sweep, every SweepIntervalS
+	// seconds of the run (over the branches of the nodes that ended since)
+	// and at its end, consolidates: recall events (episodes) of a branch
+	// repeated ConsolidateMinEpisodes times or more become one semantic
+	// archival fact, whose confidence counts the episodes.
+	DecayHalfLifeHours     float64 `json:"decay_half_life_hours" yaml:"decay_half_life_hours"`
+	ForgetBelow            float64 `json:"forget_below" yaml:"forget_below"`
+	SweepIntervalS         int     `json:"sweep_interval_s" yaml:"sweep_interval_s"`
+	ConsolidateMinEpisodes int     `json:"consolidate_min_episodes" yaml:"consolidate_min_episodes"`
+}
+
+// HalfLife is the decay half-life (default DefaultHalfLife).
+func (c Config) HalfLife() time.Duration {
+	if c.DecayHalfLifeHours <= 0 {
+		return DefaultHalfLife
+	}
+	return time.Duration(c.DecayHalfLifeHours * float64(time.Hour))
 }
 
 // sectionBudgetKeys are the section_budgets keys hpcq knows.
@@ -67,10 +87,20 @@ func (c Config) Validate() error {
 		{"metrics_extraction_budget_chars", c.MetricsExtractionBudgetChars}, {"parse_metrics_budget_chars", c.ParseMetricsBudgetChars},
 		{"node_summary_budget_chars", c.NodeSummaryBudgetChars}, {"plotting_code_budget_chars", c.PlottingCodeBudgetChars},
 		{"plot_selection_budget_chars", c.PlotSelectionBudgetChars}, {"vlm_analysis_budget_chars", c.VLMAnalysisBudgetChars},
-		{"datasets_tested_budget_chars", c.DatasetsTestedBudgetChars}} {
+		{"datasets_tested_budget_chars", c.DatasetsTestedBudgetChars}, {"sweep_interval_s", c.SweepIntervalS},
+		{"consolidate_min_episodes", c.ConsolidateMinEpisodes}} {
 		if f.v < 0 {
 			return fmt.Errorf("memory config: %s is %d, must not be negative", f.key, f.v)
 		}
+	}
+	if c.DecayHalfLifeHours < 0 {
+		return fmt.Errorf("memory config: decay_half_life_hours is %g, must not be negative", c.DecayHalfLifeHours)
+	}
+	if c.ForgetBelow < 0 || c.ForgetBelow >= 1 {
+		return fmt.Errorf("memory config: forget_below is %g, must be 0 (off) to below 1", c.ForgetBelow)
+	}
+	if c.ConsolidateMinEpisodes == 1 {
+		return fmt.Errorf("memory config: consolidate_min_episodes is 1: a fact needs at least 2 episodes to be consolidated")
 	}
 	if least := MinSectionChars * len(sectionShares); c.MemoryBudgetChars > 0 && c.MemoryBudgetChars < least {
 		return fmt.Errorf("memory config: memory_budget_chars is %d, must be at least %d (%d sections of %d)", c.MemoryBudgetChars, least, len(sectionShares), MinSectionChars)
@@ -108,6 +138,7 @@ func Defaults() Config {
 		UseFTS: "auto", LogMaxChars: 1600,
 		MetricsExtractionBudgetChars: 4000, ParseMetricsBudgetChars: 4000, NodeSummaryBudgetChars: 4000,
 		PlottingCodeBudgetChars: 4000, PlotSelectionBudgetChars: 4000, VLMAnalysisBudgetChars: 4000, DatasetsTestedBudgetChars: 4000,
+		DecayHalfLifeHours: 24, SweepIntervalS: 60, ConsolidateMinEpisodes: 2,
 	}
 }
 
@@ -303,7 +334,7 @@ func (m *Memory) ArchivalSearch(ctx context.Context, p ArchivalSearchParams) ([]
 	if p.K <= 0 {
 		p.K = m.cfg.RetrievalK
 	}
-	hits, err := m.store.ArchivalSearch(ctx, p)
+	hits, err := m.search(ctx, p)
 	var out strings.Builder
 	for _, h := range hits {
 		out.WriteString(h.Text + "\n")

@@ -120,7 +120,7 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 	}
 	var hits []ArchivalItem
 	if strings.TrimSpace(taskHint) != "" {
-		if hits, err = m.store.ArchivalSearch(ctx, ArchivalSearchParams{Branch: branch, Query: taskHint, K: m.cfg.RetrievalK}); err != nil {
+		if hits, err = m.search(ctx, ArchivalSearchParams{Branch: branch, Query: taskHint, K: m.cfg.RetrievalK}); err != nil {
 			return Rendered{}, err
 		}
 	}

@@ -257,7 +257,7 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	var store memory.Store
 	info.Memory = map[string]string{"enabled": "false"}
 	if *spec.Memory.Enabled {
-		if store, info.Memory, err = stores.OpenMemory(ctx, cfg.Store, rundir.Dir(runDir), spec.Memory.DBPath, log); err != nil {
+		if store, info.Memory, err = stores.OpenMemory(ctx, cfg.Store, rundir.Dir(runDir), spec.Memory.DBPath, spec.Memory.Config.HalfLife(), log); err != nil {
 			return err
 		}
 		defer logClose(log, "memory", store.Close)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -27,16 +28,25 @@ const (
 
 // OpenMemory opens the memory of the run in dir: the cluster store when
 // both Redis and ClickHouse are configured, else a SQLite file: file (an
-// absolute path, the seed's db_path), or "" for the run directory's. where
-// says which, without secrets, for run.json.
-func OpenMemory(ctx context.Context, s config.Store, dir rundir.Dir, file string, log *slog.Logger) (st memory.Store, where map[string]string, err error) {
+// absolute path, the seed's db_path), or "" for the run directory's.
+// halfLife is the decay half-life of a fact's confidence in ranking (0:
+// memory.DefaultHalfLife). where says which store, without secrets, and
+// the half-life, for run.json.
+func OpenMemory(ctx context.Context, s config.Store, dir rundir.Dir, file string, halfLife time.Duration, log *slog.Logger) (st memory.Store, where map[string]string, err error) {
+	if halfLife <= 0 {
+		halfLife = memory.DefaultHalfLife
+	}
 	if s.RedisURL != "" && s.ClickHouseDSN != "" {
-		return openCluster(ctx, s, dir, log)
+		st, where, err = openCluster(ctx, s, dir, halfLife, log)
+		if where != nil {
+			where["half_life"] = halfLife.String()
+		}
+		return st, where, err
 	}
 	if s.RedisURL != "" {
 		log.Warn("HPCQ_REDIS_URL is set without HPCQ_CLICKHOUSE_DSN: the cluster memory needs both; the memory stays in the run's SQLite file")
 	}
-	where = map[string]string{"enabled": "true", "store": MemorySQLite, "file": rundir.MemoryDB}
+	where = map[string]string{"enabled": "true", "store": MemorySQLite, "file": rundir.MemoryDB, "half_life": halfLife.String()}
 	if file != "" {
 		where["file"] = file
 	}
@@ -75,14 +85,24 @@ func ReopenMemory(ctx context.Context, s config.Store, dir rundir.Dir, where map
 		if s.RedisURL == "" || s.ClickHouseDSN == "" {
 			return nil, fmt.Errorf("run %s keeps its memory in Redis and ClickHouse: set HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN", dir.ID())
 		}
-		st, _, err := openCluster(ctx, s, dir, log)
+		st, _, err := openCluster(ctx, s, dir, halfLifeOf(where), log)
 		return st, err
 	}
 	return nil, nil // memory was off
 }
 
-func openCluster(ctx context.Context, s config.Store, dir rundir.Dir, log *slog.Logger) (memory.Store, map[string]string, error) {
-	st, err := cluster.Open(ctx, cluster.Options{Run: dir.ID(), RedisURL: s.RedisURL, RedisPassword: s.RedisPassword, RedisTLSCA: s.RedisTLSCA,
+// halfLifeOf is the half-life a run.json's memory records (0: the default,
+// for a run written before it was recorded).
+func halfLifeOf(where map[string]string) time.Duration {
+	d, err := time.ParseDuration(where["half_life"])
+	if err != nil {
+		return 0
+	}
+	return d
+}
+
+func openCluster(ctx context.Context, s config.Store, dir rundir.Dir, halfLife time.Duration, log *slog.Logger) (memory.Store, map[string]string, error) {
+	st, err := cluster.Open(ctx, cluster.Options{Run: dir.ID(), HalfLife: halfLife, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword, RedisTLSCA: s.RedisTLSCA,
 		ClickHouseDSN: s.ClickHouseDSN, SpoolDir: s.SpoolDir, Logger: log})
 	if err != nil {
 		return nil, nil, err
@@ -96,7 +116,7 @@ func openSQLite(dir rundir.Dir, where map[string]string) (memory.Store, error) {
 	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 		return nil, err
 	}
-	return sqlite.Open(file, sqlite.Options{Run: dir.ID()})
+	return sqlite.Open(file, sqlite.Options{Run: dir.ID(), HalfLife: halfLifeOf(where)})
 }
 
 // OpenResults opens where the run's results go: ClickHouse when a DSN is

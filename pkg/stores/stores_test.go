@@ -36,9 +36,9 @@ func TestLocalStores(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 
-	mem, where, err := stores.OpenMemory(ctx, config.Store{RedisURL: "redis://127.0.0.1:1/0"}, dir, "", log)
+	mem, where, err := stores.OpenMemory(ctx, config.Store{RedisURL: "redis://127.0.0.1:1/0"}, dir, "", 0, log)
 	require.NoError(t, err)
-	require.Equal(t, map[string]string{"enabled": "true", "store": stores.MemorySQLite, "file": rundir.MemoryDB}, where)
+	require.Equal(t, map[string]string{"enabled": "true", "store": stores.MemorySQLite, "file": rundir.MemoryDB, "half_life": "24h0m0s"}, where)
 	require.Contains(t, logs.String(), "HPCQ_REDIS_URL is set without HPCQ_CLICKHOUSE_DSN")
 	_, err = mem.Fork(ctx, memory.ForkParams{Branch: "root"})
 	require.NoError(t, err)

@@ -42,6 +42,9 @@ var ErrUnavailable = fmt.Errorf("memory/cluster: %w", memory.ErrUnavailable)
 type Options struct {
 	// Run namespaces everything: runs never see each other.
 	Run string
+	// HalfLife of a fact's confidence in ranking (memory.Rank); default
+	// memory.DefaultHalfLife.
+	HalfLife time.Duration
 	// RedisURL (HPCQ_REDIS_URL): redis://[user:password@]host:port/db, or
 	// rediss:// for TLS.
 	RedisURL string
@@ -76,6 +79,7 @@ type Store struct {
 	run          string
 	prefix       string
 	now          func() time.Time
+	halfLife     time.Duration
 	log          *slog.Logger
 	scopes       *memory.Scopes
 	closeTimeout time.Duration
@@ -221,7 +225,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		ch.Close()
 		return nil, fmt.Errorf("memory/cluster: spool: %w", err)
 	}
-	s := &Store{rdb: rdb, ch: ch, run: o.Run, prefix: "hpcq:{" + o.Run + "}:", now: o.Now, log: o.Logger,
+	s := &Store{rdb: rdb, ch: ch, run: o.Run, prefix: "hpcq:{" + o.Run + "}:", now: o.Now, halfLife: o.HalfLife, log: o.Logger,
 		closeTimeout: o.CloseTimeout, progress: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.ship = newShipper(ch, o.Run, s.complete)
 	s.scopes = &memory.Scopes{Self: unbounded, Lookup: s.branchGet}

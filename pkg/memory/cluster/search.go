@@ -73,7 +73,7 @@ func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParam
 				continue
 			}
 			it.BM25 = chunk[i].bm25
-			it.Score = memory.Rank(it.BM25, it.LastSeen, it.Count, now)
+			it.Score = memory.Rank(it.BM25, it.LastSeen, it.Count, now, s.halfLife)
 			out = append(out, it)
 		}
 	}

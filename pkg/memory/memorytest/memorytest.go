@@ -58,6 +58,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 		{"ArchivalBM25Order", testArchivalOrder},
 		{"ArchivalDedup", testArchivalDedup},
 		{"ArchivalTags", testArchivalTags},
+		{"RankConfidenceAndDecay", testRankConfidenceAndDecay},
 		{"ConcurrentWriters", testConcurrent},
 		{"ApplyAtomic", testApply},
 		{"Invalid", testInvalid},
@@ -72,6 +73,10 @@ func Exercise(t *testing.T, newStore NewStore) {
 		})
 	}
 	t.Run("Model", func(t *testing.T) { ExerciseModel(t, newStore) })
+	t.Run("DecayAndConsolidation", func(t *testing.T) {
+		t.Parallel()
+		exerciseDecay(t, newStore)
+	})
 }
 
 func fork(t *testing.T, s memory.Store, id, parent string) memory.Branch {

@@ -84,7 +84,7 @@ func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParam
 	for i, c := range cands {
 		it := c.item
 		it.BM25 = c.bm25
-		it.Score = memory.Rank(it.BM25, it.LastSeen, it.Count, now)
+		it.Score = memory.Rank(it.BM25, it.LastSeen, it.Count, now, s.halfLife)
 		items[i] = it
 	}
 	sort.SliceStable(items, func(i, j int) bool { return items[i].Score > items[j].Score })

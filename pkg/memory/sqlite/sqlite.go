@@ -40,12 +40,16 @@ type Options struct {
 	Sync bool
 	// Run is the run id the archival and recall_events views show.
 	Run string
+	// HalfLife of a fact's confidence in ranking (memory.Rank); default
+	// memory.DefaultHalfLife.
+	HalfLife time.Duration
 }
 
 // Store is a memory.Store in one SQLite file.
 type Store struct {
-	db  *sql.DB
-	now func() time.Time
+	db       *sql.DB
+	now      func() time.Time
+	halfLife time.Duration
 	// scopes computes and caches each branch's scope.
 	scopes *memory.Scopes
 	// arch indexes the archival texts for scoped BM25 search and dedup;
@@ -168,7 +172,7 @@ func Open(path string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
-	s := &Store{db: db, now: o.Now, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()}, core: newCoreMirror(), summaries: newSummaryMirror(), lock: lock, stmts: map[string]*sql.Stmt{},
+	s := &Store{db: db, now: o.Now, halfLife: o.HalfLife, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()}, core: newCoreMirror(), summaries: newSummaryMirror(), lock: lock, stmts: map[string]*sql.Stmt{},
 		committed: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
 	s.scopes = &memory.Scopes{Self: math.MaxInt64, Lookup: s.BranchGet}
 	fail := func(err error) (*Store, error) {
