@@ -268,15 +268,25 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 		}
 	}
 	if e.mem != nil {
-		if _, err := e.mem.Fork(ctx, n.ID, parent); err != nil && !errors.Is(err, memory.ErrBranchExists) {
+		_, err := e.mem.Fork(ctx, n.ID, parent)
+		redo := errors.Is(err, memory.ErrBranchExists) // a resumed run doing the node again
+		if err != nil && !redo {
 			return fail("memory", err)
+		}
+		created := false
+		if redo {
+			if created, err = e.hasEvent(ctx, n.ID, "node_created"); err != nil {
+				return fail("memory", err)
+			}
 		}
 		payload := fmt.Sprintf("%s node %s created in stage %s", n.Kind, n.ID, search.StageName(max(n.Stage, 1)))
 		if n.Parent != "" {
 			payload += " from " + n.Parent
 		}
-		if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "node_created", NodeID: n.ID, Payload: payload}); err != nil {
-			return fail("memory", err)
+		if !created {
+			if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "node_created", NodeID: n.ID, Payload: payload}); err != nil {
+				return fail("memory", err)
+			}
 		}
 	}
 	e.refreshEnvironment(ctx)
@@ -440,6 +450,21 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 		}
 	}
 	return string(plan.Raw), nil
+}
+
+// hasEvent says whether branch wrote an event of kind itself (a node done
+// again after a resume keeps the one node_created it had).
+func (e *engine) hasEvent(ctx context.Context, branch, kind string) (bool, error) {
+	evs, _, err := e.mem.RecallList(ctx, memory.RecallListParams{Branch: branch})
+	if err != nil {
+		return false, err
+	}
+	for _, ev := range evs {
+		if ev.Branch == branch && ev.Kind == kind {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // injectMemory renders node's memory for its Phase 0 or code prompt

@@ -302,6 +302,14 @@ func (m *Memory) CoreSet(ctx context.Context, p CoreSetParams) (CoreEntry, error
 	return e, err
 }
 
+// RecallList lists the branch's visible events (Store.RecallList).
+func (m *Memory) RecallList(ctx context.Context, p RecallListParams) ([]RecallEvent, int, error) {
+	start := time.Now()
+	evs, total, err := m.store.RecallList(ctx, p)
+	m.record(p.Branch, "recall_list", start, "", "", len(evs), err)
+	return evs, total, err
+}
+
 // CoreGet reads a core key.
 func (m *Memory) CoreGet(ctx context.Context, branch, key string) (CoreEntry, bool, error) {
 	start := time.Now()
