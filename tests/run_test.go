@@ -102,6 +102,16 @@ llm: {model: test-model}
 	return dir
 }
 
+// ideaDir writes an idea directory: idea.md (a title and one line) and
+// run.yaml.
+func ideaDir(t *testing.T, title, runYAML string) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "idea.md"), []byte("# "+title+"\n\n"+title+".\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.yaml"), []byte(runYAML), 0o644))
+	return dir
+}
+
 // draftsLLM is a fake endpoint whose Phase 0 replies are plans and whose
 // draft replies are payload(n) for the n-th draft; anything else is a 400.
 func draftsLLM(t *testing.T, payload func(n int) string) *fakellm.Server {

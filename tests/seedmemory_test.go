@@ -153,9 +153,7 @@ func TestMemorySweep(t *testing.T) {
 		}
 		return fakellm.Reply{Status: 400}
 	})
-	idea := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(idea, "idea.md"), []byte("# Build it\n\nBuild a C program.\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(idea, "run.yaml"), []byte(`metric: {name: score, direction: maximize}
+	idea := ideaDir(t, "Build a C program", `metric: {name: score, direction: maximize}
 stages:
   initial_implementation: {max_iterations: 2}
   baseline_tuning: {max_iterations: 0}
@@ -164,7 +162,7 @@ stages:
 search: {num_drafts: 1, debug_prob: 1.0, max_debug_depth: 2, slots: 1}
 llm: {model: test-model}
 memory: {sweep_interval_s: 3600, consolidate_min_episodes: 2, decay_half_life_hours: 48}
-`), 0o644))
+`)
 	runDir := filepath.Join(t.TempDir(), "run-sweep")
 	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
 	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)

@@ -73,9 +73,7 @@ func TestPlotAnalysis(t *testing.T) {
 		}
 		return fakellm.Reply{Status: 400}
 	})
-	idea := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(idea, "idea.md"), []byte("# Plot a score\n\nPrint a score and plot it.\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(idea, "run.yaml"), []byte(`metric: {name: score, direction: maximize}
+	idea := ideaDir(t, "Print a score and plot it", `metric: {name: score, direction: maximize}
 stages:
   initial_implementation: {max_iterations: 2}
   baseline_tuning: {max_iterations: 0}
@@ -84,7 +82,7 @@ stages:
 search: {num_drafts: 1, slots: 1}
 phase1: {mode: batch}
 llm: {model: test-model, vlm_model: test-vlm}
-`), 0o644))
+`)
 	require.NoError(t, os.WriteFile(filepath.Join(idea, "resources.yaml"), []byte(`- {name: grid, class: dataset, url: "https://data.example.org/grid.bin"}
 `), 0o644))
 	runDir := filepath.Join(t.TempDir(), "run-vlm")

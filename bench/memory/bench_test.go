@@ -39,13 +39,13 @@ func miniTrace(t *testing.T) string {
 	_, err := zw.Write([]byte(strings.Join(lines, "\n") + "\n"))
 	require.NoError(t, err)
 	require.NoError(t, zw.Close())
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "memory-trace-base.jsonl.gz"), buf.Bytes(), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "memory-trace-mini.jsonl.gz"), buf.Bytes(), 0o644))
 	return dir
 }
 
 var (
-	opLine      = regexp.MustCompile(`^bench-memory trace=base store=(\S+) op=(fork|core_set|recall_append|archival_write|render|archival_search) n=\d+ ops_per_s=[0-9.]+ p50_ms=[0-9.]+ p95_ms=[0-9.]+ p99_ms=[0-9.]+$`)
-	summaryLine = regexp.MustCompile(`^bench-memory trace=base store=(\S+) export=ok db_bytes=[1-9]\d* peak_rss_mb=[0-9.]+ renders_at_budget=\d+ renders_with_archival=5 search_zero_hits=0$`)
+	opLine      = regexp.MustCompile(`^bench-memory trace=mini store=(\S+) op=(fork|core_set|recall_append|archival_write|render|archival_search) n=\d+ ops_per_s=[0-9.]+ p50_ms=[0-9.]+ p95_ms=[0-9.]+ p99_ms=[0-9.]+$`)
+	summaryLine = regexp.MustCompile(`^bench-memory trace=mini store=(\S+) export=ok db_bytes=[1-9]\d* peak_rss_mb=[0-9.]+ renders_at_budget=\d+ renders_with_archival=5 search_zero_hits=0$`)
 	archLine    = regexp.MustCompile(`^bench-archival store=(\S+) n_docs=5000 search_p50_ms=[0-9.]+ search_p95_ms=[0-9.]+ insert_docs_per_s=[0-9.]+$`)
 )
 
@@ -53,7 +53,7 @@ var (
 // checks the lines they print.
 func checkBench(t *testing.T, store string) {
 	var out, log bytes.Buffer
-	require.NoError(t, run("base", store, miniTrace(t), &out, &log), log.String())
+	require.NoError(t, run("mini", store, miniTrace(t), &out, &log), log.String())
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 7, out.String())
 	for _, l := range lines[:6] {

@@ -10,10 +10,7 @@
 package main
 
 import (
-	"bufio"
-	"compress/gzip"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -26,26 +23,13 @@ import (
 	"strings"
 	"time"
 
+	benchtrace "github.com/hpcq/hpcq/bench/trace"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/memory/cluster"
 	"github.com/hpcq/hpcq/pkg/memory/sqlite"
 )
 
-type op struct {
-	Op     string   `json:"op"`
-	Branch string   `json:"branch"`
-	Parent *string  `json:"parent"`
-	Key    string   `json:"key"`
-	Value  string   `json:"value"`
-	Kind   string   `json:"kind"`
-	Text   string   `json:"text"`
-	Tags   []string `json:"tags"`
-	Dup    bool     `json:"dup"`
-	Budget int      `json:"budget_chars"`
-	Hint   string   `json:"task_hint"`
-	K      int      `json:"k"`
-	Query  string   `json:"query"`
-}
+type op = benchtrace.Op
 
 var order = []string{"fork", "core_set", "recall_append", "archival_write", "render", "archival_search"}
 
@@ -119,29 +103,10 @@ func openStore(ctx context.Context, name, tmp string) (*benchStore, error) {
 }
 
 func run(trace, storeName, dir string, out, log io.Writer) error {
-	f, err := os.Open(filepath.Join(dir, "memory-trace-"+trace+".jsonl.gz"))
+	ops, err := benchtrace.Read(dir, trace)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return err
-	}
-	var ops []op
-	sc := bufio.NewScanner(zr)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var o op
-		if err := json.Unmarshal(sc.Bytes(), &o); err != nil {
-			return fmt.Errorf("trace line %d: %w", len(ops)+1, err)
-		}
-		ops = append(ops, o)
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-
 	return withStore(storeName, func(ctx context.Context, store *benchStore, tmp string) error {
 		return replay(ctx, store, tmp, trace, storeName, ops, out, log)
 	})

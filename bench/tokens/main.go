@@ -18,16 +18,9 @@
 package main
 
 import (
-	"bufio"
-	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -36,14 +29,9 @@ import (
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 
+	benchtrace "github.com/hpcq/hpcq/bench/trace"
 	"github.com/hpcq/hpcq/pkg/memory"
 )
-
-// traceSHA256 are the uncompressed traces' sums (../shared/bench/README.md).
-var traceSHA256 = map[string]string{
-	"base": "01eb0a42a556d5479daaa190bd7fdf558c72cbbeae32caeb1deb0856daf8187a",
-	"10x":  "15cf22f69e1ff2e1c879fdad3bd1817436d2242c3bc51b8ddbd25e5095e56309",
-}
 
 func main() {
 	dir := flag.String("dir", "../shared/bench", "directory of the traces")
@@ -57,7 +45,7 @@ func main() {
 }
 
 func run(dir, trace string, runs int) error {
-	ops, err := readTrace(filepath.Join(dir, "memory-trace-"+trace+".jsonl.gz"), traceSHA256[trace])
+	ops, err := benchtrace.Read(dir, trace)
 	if err != nil {
 		return err
 	}
@@ -149,52 +137,7 @@ func median(n int, f func()) float64 {
 	return ts[len(ts)/2]
 }
 
-type op struct {
-	Op     string   `json:"op"`
-	Branch string   `json:"branch"`
-	Parent *string  `json:"parent"`
-	Key    string   `json:"key"`
-	Value  string   `json:"value"`
-	Kind   string   `json:"kind"`
-	Text   string   `json:"text"`
-	Tags   []string `json:"tags"`
-}
-
-func readTrace(path, sum string) ([]op, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	h := sha256.New()
-	sc := bufio.NewScanner(io.TeeReader(zr, h))
-	sc.Buffer(nil, 16<<20)
-	var ops []op
-	for sc.Scan() {
-		o, err := parse(sc.Bytes())
-		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, len(ops)+1, err)
-		}
-		ops = append(ops, o)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); sum != "" && got != sum {
-		return nil, fmt.Errorf("%s: sha256 %s, want %s (a different trace)", path, got, sum)
-	}
-	return ops, nil
-}
-
-func parse(line []byte) (op, error) {
-	var o op
-	err := json.Unmarshal(line, &o)
-	return o, err
-}
+type op = benchtrace.Op
 
 // treeOrder moves each branch's writes right after its fork.
 func treeOrder(ops []op) []op {

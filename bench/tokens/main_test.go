@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	benchtrace "github.com/hpcq/hpcq/bench/trace"
 	"github.com/hpcq/hpcq/pkg/memory"
 )
 
@@ -32,7 +33,7 @@ const mini = `{"branch":"root","op":"fork","parent":null}
 func TestBuild(t *testing.T) {
 	var ops []op
 	for _, l := range strings.Split(strings.TrimSpace(mini), "\n") {
-		o, err := parse([]byte(l))
+		o, err := benchtrace.Parse([]byte(l))
 		require.NoError(t, err)
 		ops = append(ops, o)
 	}

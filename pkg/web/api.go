@@ -15,6 +15,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/engine"
+	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/runview"
@@ -613,17 +614,8 @@ func servable(rel string) bool {
 }
 
 func pictureType(name string) string {
-	switch strings.ToLower(path.Ext(name)) {
-	case ".png":
-		return "image/png"
-	case ".svg":
+	if strings.EqualFold(path.Ext(name), ".svg") {
 		return "image/svg+xml"
-	case ".jpg", ".jpeg":
-		return "image/jpeg"
-	case ".gif":
-		return "image/gif"
-	case ".webp":
-		return "image/webp"
 	}
-	return ""
+	return llm.ImageMIME(name)
 }
