@@ -258,5 +258,13 @@ func TestDashboardFinishedRuns(t *testing.T) {
 	require.Contains(t, b.text(t, `#tab[data-tab="memory"]`), "CURRENT_STAGE", "the core the branch sees")
 	b.run(t, chromedp.Click(`.tabs button[data-tab="llm"]`, chromedp.ByQuery))
 	require.Regexp(t, `[1-9]\d* calls`, b.text(t, `#tab[data-tab="llm"]`))
+	b.run(t, chromedp.Click(`.tabs button[data-tab="plots"]`, chromedp.ByQuery))
+	require.Contains(t, strings.ToLower(b.text(t, `#tab[data-tab="plots"]`)), "what the vision model saw", "the example's plot review (llm.vision)")
+	require.Equal(t, 1, b.count(t, `#tab[data-tab="plots"] img[alt="scaling.svg"]`))
+	if shot := os.Getenv("HPCQ_SCREENSHOT_PLOTS"); shot != "" {
+		var png []byte
+		b.run(t, chromedp.FullScreenshot(&png, 100))
+		require.NoError(t, os.WriteFile(shot, png, 0o644))
+	}
 	b.requireNoErrors(t)
 }
