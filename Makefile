@@ -7,7 +7,7 @@ EXAMPLES  := examples/hello/task.json examples/stencil-omp/task.json
 # Where services.sh keeps the servers of `make services-up`.
 SERVICES_DIR ?= $(CURDIR)/.services
 
-.PHONY: help build run run-exec test test-go lint bench-queue bench-memory bench-tokens bench-search bench-slurm services-up services-down services-install clean
+.PHONY: help build run run-exec test test-go test-multihost lint bench-queue bench-memory bench-tokens bench-search bench-slurm services-up services-down services-install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -27,6 +27,10 @@ test: services-install lint test-go ## install what the tests need, then vet and
 
 test-go:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+test-multihost: build ## the cluster on network namespaces (3 NATS hosts, a head, 2 compute hosts, faults); part of `make test`; needs root
+	$(GO) test -count=1 -v -run 'TestMultiHost|TestQueueDeclaredAtOnceOnACluster' ./tests/
+	$(GO) test -count=1 ./internal/netns/
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -67,6 +68,22 @@ type Server struct {
 func New(t testing.TB, handle func(Request) Reply) *Server {
 	s := &Server{handle: handle, kindN: map[string]int{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// NewOn is New listening on addr (host:port; port 0 picks one): reachable
+// from other network namespaces through that address.
+func NewOn(t testing.TB, addr string, handle func(Request) Reply) *Server {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("fake LLM endpoint on %s: %v", addr, err)
+	}
+	s := &Server{handle: handle, kindN: map[string]int{}}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
+	_ = s.Server.Listener.Close()
+	s.Server.Listener = ln
+	s.Server.Start()
 	t.Cleanup(s.Close)
 	return s
 }

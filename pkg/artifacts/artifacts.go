@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -134,8 +135,29 @@ func (u *Uploader) Upload(ctx context.Context, t *schema.NodeTask, files []File)
 // the object store.
 var errLocal = errors.New("unreadable")
 
+// putAttempts bounds the tries of one upload. An object store put whose
+// acknowledgements are lost (its stream's leader died on a NATS cluster)
+// never returns on its own; each try has a deadline from the file's size
+// (putBase plus putRate), and a try that runs out is made again.
+const (
+	putAttempts = 3
+	putBase     = 20 * time.Second
+	putRate     = 1 << 20 // bytes per second at the least
+)
+
 // put uploads the first size bytes of the file rel of root as name.
 func (u *Uploader) put(ctx context.Context, name string, root *os.Root, rel string, size int64) (int64, string, error) {
+	for try := 1; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, putBase+time.Duration(size/putRate)*time.Second)
+		n, sum, err := u.putOnce(tctx, name, root, rel, size)
+		cancel()
+		if err == nil || try == putAttempts || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return n, sum, err
+		}
+	}
+}
+
+func (u *Uploader) putOnce(ctx context.Context, name string, root *os.Root, rel string, size int64) (int64, string, error) {
 	f, err := root.Open(rel)
 	if err != nil {
 		return 0, "", fmt.Errorf("%w: %v", errLocal, err)

@@ -29,7 +29,9 @@ func (q *Queue) PoolConsumer(ctx context.Context, pool, worker string) (*PoolCon
 	}
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
-	cons, err := q.js.CreateOrUpdateConsumer(ctx, TasksStream, consumerConfig(pool, q.opts))
+	cons, err := declare(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
+		return q.js.CreateOrUpdateConsumer(ctx, TasksStream, consumerConfig(pool, q.opts))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("queue: consumer of pool %s: %w", pool, err)
 	}

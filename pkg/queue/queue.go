@@ -103,7 +103,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options, log *slog.Logger) (*Q
 	if err != nil {
 		return nil, fmt.Errorf("queue: jetstream: %w", err)
 	}
-	ctx, cancel := withDefaultTimeout(ctx)
+	// Declaring replicated streams on a cluster takes a while (and a retry
+	// or two when several processes start at once): more than one request.
+	ctx, cancel := context.WithTimeout(ctx, 6*declareAttempt)
 	defer cancel()
 	if err := ensureStreams(ctx, js, opts); err != nil {
 		return nil, err
@@ -142,13 +144,47 @@ func (q *Queue) PublishTask(ctx context.Context, t *schema.NodeTask) (duplicate 
 	if err != nil {
 		return false, err
 	}
-	ctx, cancel := withDefaultTimeout(ctx)
-	defer cancel()
-	ack, err := q.js.Publish(ctx, TaskSubject(t.Pool, t.RunID), data, jetstream.WithMsgID(t.MsgID()), jetstream.WithExpectStream(TasksStream))
+	ack, err := publishPatiently(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+		return q.js.Publish(ctx, TaskSubject(t.Pool, t.RunID), data, jetstream.WithMsgID(t.MsgID()), jetstream.WithExpectStream(TasksStream))
+	})
 	if err != nil {
 		return false, fmt.Errorf("queue: publish task %s: %w", t.MsgID(), err)
 	}
 	return ack.Duplicate, nil
+}
+
+// publishPatience: how long a publish waits out a stream with no leader
+// (an election on a NATS cluster takes seconds after its leader died),
+// asking again every publishAttempt at most. Each message carries its
+// Nats-Msg-Id, so a publish asked twice is stored once.
+const (
+	publishPatience = time.Minute
+	publishAttempt  = 5 * time.Second
+)
+
+// publishPatiently runs publish until it is acknowledged, retrying the
+// errors of a stream that is there but has no leader for the moment (no
+// response, no responders, an attempt's deadline), within publishPatience
+// or ctx. Other errors return at once.
+func publishPatiently(ctx context.Context, publish func(context.Context) (*jetstream.PubAck, error)) (*jetstream.PubAck, error) {
+	ctx, cancel := context.WithTimeout(ctx, publishPatience)
+	defer cancel()
+	backoff := 250 * time.Millisecond
+	for {
+		actx, acancel := context.WithTimeout(ctx, publishAttempt)
+		ack, err := publish(actx)
+		acancel()
+		transient := errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded)
+		if err == nil || !transient || ctx.Err() != nil {
+			return ack, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
 }
 
 func encodeTask(t *schema.NodeTask) ([]byte, error) {
@@ -242,9 +278,9 @@ func (q *Queue) PublishResult(ctx context.Context, r *schema.NodeResult) (duplic
 	if len(data) > schema.MaxResultBytes {
 		return false, fmt.Errorf("queue: result %s: %w: %d bytes encoded, at most %d (log tails too long?)", r.MsgID(), schema.ErrInvalidMessage, len(data), schema.MaxResultBytes)
 	}
-	ctx, cancel := withDefaultTimeout(ctx)
-	defer cancel()
-	ack, err := q.js.Publish(ctx, ResultSubject(r.RunID), data, jetstream.WithMsgID(r.MsgID()), jetstream.WithExpectStream(ResultsStream))
+	ack, err := publishPatiently(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+		return q.js.Publish(ctx, ResultSubject(r.RunID), data, jetstream.WithMsgID(r.MsgID()), jetstream.WithExpectStream(ResultsStream))
+	})
 	if err != nil {
 		return false, fmt.Errorf("queue: publish result %s: %w", r.MsgID(), err)
 	}

@@ -68,7 +68,7 @@ func (q *Queue) WatchRun(ctx context.Context, run string, since time.Time) (*Wat
 		case results <- r:
 		case <-wctx.Done():
 		}
-	})
+	}, q.watchOpts("results")...)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("queue: watch results of %s: %w", run, err)
@@ -94,13 +94,26 @@ func (q *Queue) WatchRun(ctx context.Context, run string, since time.Time) (*Wat
 		case dead <- d:
 		case <-wctx.Done():
 		}
-	})
+	}, q.watchOpts("dead letters")...)
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("queue: watch dead letters of %s: %w", run, err)
 	}
 	w.ctxs = append(w.ctxs, dcc)
 	return w, nil
+}
+
+// watchHeartbeat: how soon a watch notices that its server or its
+// consumer is gone (a stream leader lost on a cluster) and starts again
+// where it was.
+const watchHeartbeat = 5 * time.Second
+
+// watchOpts are a watch's consume options: a short heartbeat, and its
+// errors logged (the ordered consumer recovers from them by itself).
+func (q *Queue) watchOpts(what string) []jetstream.PullConsumeOpt {
+	return []jetstream.PullConsumeOpt{jetstream.PullHeartbeat(watchHeartbeat), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		q.log.Warn("queue: watch of "+what+": "+err.Error()+" (it goes on)")
+	})}
 }
 
 // Close stops the watch.

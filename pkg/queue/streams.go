@@ -82,8 +82,10 @@ func ConsumerName(pool string) string { return "pool_" + pool }
 // keyValue creates or updates a bucket of hpcq's (one value per key, file
 // storage, the queue's replicas); ttl 0 keeps values until deleted.
 func (q *Queue) keyValue(ctx context.Context, bucket, description string, ttl time.Duration) (jetstream.KeyValue, error) {
-	kv, err := q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Description: description,
-		History: 1, TTL: ttl, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
+	kv, err := declare(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Description: description,
+			History: 1, TTL: ttl, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("queue: bucket %s: %w", bucket, err)
 	}
@@ -127,9 +129,11 @@ func (q *Queue) Artifacts(ctx context.Context) (jetstream.ObjectStore, error) {
 	if q.artifacts != nil {
 		return q.artifacts, nil
 	}
-	st, err := q.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: ArtifactsBucket,
-		Description: "hpcq artifacts: phase logs, outputs and plots of every node attempt",
-		TTL:         q.opts.ArtifactsMaxAge, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
+	st, err := declare(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return q.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: ArtifactsBucket,
+			Description: "hpcq artifacts: phase logs, outputs and plots of every node attempt",
+			TTL:         q.opts.ArtifactsMaxAge, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
+	})
 	if err != nil {
 		return nil, fmt.Errorf("queue: object store %s: %w", ArtifactsBucket, err)
 	}
@@ -278,15 +282,37 @@ func consumerConfig(pool string, o Options) jetstream.ConsumerConfig {
 	}
 }
 
-// ensureStreams creates or updates the three streams and the worker bucket.
-// It is idempotent and safe to call from every process at start.
+// declareAttempt bounds one request that creates or updates a stream,
+// bucket or consumer. On a NATS cluster (2.9), when several processes
+// declare the same replicated stream at once, the requests of all but one
+// can go unanswered; a later request is answered (the stream exists by
+// then), so declare asks again rather than wait out the whole deadline.
+const declareAttempt = 4 * time.Second
+
+// declare runs f (an idempotent create-or-update) until it succeeds, with
+// a fresh deadline per attempt, until ctx ends; an error the server
+// answered is returned at once.
+func declare[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, declareAttempt)
+		v, err := f(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return v, err
+		}
+	}
+}
+
+// ensureStreams creates or updates the streams and the worker and
+// hand-back buckets. It is idempotent and safe to call from every process
+// at start, at once (see declare).
 func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error {
 	for _, cfg := range streamConfigs(o) {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		if _, err := declare(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) }); err != nil {
 			return fmt.Errorf("queue: create or update stream %s: %w", cfg.Name, err)
 		}
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	for _, kv := range []jetstream.KeyValueConfig{{
 		Bucket:      WorkersBucket,
 		Description: "hpcq worker registry",
 		History:     1,
@@ -295,18 +321,17 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error
 		TTL:      24 * time.Hour,
 		Storage:  jetstream.FileStorage,
 		Replicas: o.Replicas,
-	}); err != nil {
-		return fmt.Errorf("queue: create or update bucket %s: %w", WorkersBucket, err)
-	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	}, {
 		Bucket:      HandBacksBucket,
 		Description: "hpcq task hand-backs: deliveries that do not count against MaxDeliver",
 		History:     1,
 		TTL:         7 * 24 * time.Hour,
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
-	}); err != nil {
-		return fmt.Errorf("queue: create or update bucket %s: %w", HandBacksBucket, err)
+	}} {
+		if _, err := declare(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kv) }); err != nil {
+			return fmt.Errorf("queue: create or update bucket %s: %w", kv.Bucket, err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,372 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/fakellm"
+	"github.com/hpcq/hpcq/internal/netns"
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/queue"
+)
+
+// hostProc is a process started in a host of the test's network.
+type hostProc struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	mu   sync.Mutex
+	out  bytes.Buffer
+}
+
+func (p *hostProc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *hostProc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func startOn(t *testing.T, h *netns.Host, env []string, name string, args ...string) *hostProc {
+	t.Helper()
+	bin := name
+	if !filepath.IsAbs(name) {
+		bin = filepath.Join(binDir, name)
+	}
+	p := &hostProc{cmd: h.Command(bin, args...), done: make(chan struct{})}
+	p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = env, p, p
+	require.NoError(t, h.Start(p.cmd))
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s on %s:\n%s", filepath.Base(name), h.Name, p.output())
+		}
+	})
+	return p
+}
+
+// natsCluster starts a NATS server with JetStream on each host, clustered.
+type natsCluster struct {
+	hosts []*netns.Host
+	confs []string
+	urls  []string
+}
+
+func startNATSCluster(t *testing.T, hosts []*netns.Host) *natsCluster {
+	t.Helper()
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		t.Skipf("nats-server not found: %v (scripts/services.sh install nats)", err)
+	}
+	c := &natsCluster{hosts: hosts}
+	var routes []string
+	for _, h := range hosts {
+		routes = append(routes, fmt.Sprintf("nats-route://%s:6222", h.Addr))
+		c.urls = append(c.urls, fmt.Sprintf("nats://%s:4222", h.Addr))
+	}
+	for _, h := range hosts {
+		dir := t.TempDir()
+		conf := filepath.Join(dir, "nats.conf")
+		require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(`server_name: %s
+listen: %s:4222
+jetstream { store_dir: %q }
+cluster { name: hpcq, listen: %s:6222, routes: [%s] }
+`, h.Name, h.Addr, filepath.Join(dir, "js"), h.Addr, strings.Join(routes, ", "))), 0o644))
+		c.confs = append(c.confs, conf)
+		startOn(t, h, os.Environ(), bin, "-c", conf)
+	}
+	c.ready(t)
+	return c
+}
+
+// ready waits for the cluster's JetStream to place streams on every peer.
+func (c *natsCluster) ready(t *testing.T) {
+	testutil.Eventually(t, time.Minute, "the NATS cluster's JetStream", func() bool {
+		nc, err := nats.Connect(strings.Join(c.urls, ","), nats.Timeout(2*time.Second))
+		if err != nil {
+			return false
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		// Until every peer has joined, a 3-replica stream has "no suitable
+		// peers for placement".
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "READY", Subjects: []string{"ready.probe"}, Replicas: len(c.hosts),
+			Storage: jetstream.FileStorage}); err != nil {
+			return false
+		}
+		return js.DeleteStream(ctx, "READY") == nil
+	})
+}
+
+func (c *natsCluster) restart(t *testing.T, i int) {
+	bin, _ := exec.LookPath("nats-server")
+	startOn(t, c.hosts[i], os.Environ(), bin, "-c", c.confs[i])
+}
+
+// dump logs the streams' and consumers' state (for a failed test).
+func (c *natsCluster) dump(t *testing.T) {
+	nc, err := nats.Connect(strings.Join(c.urls, ","), nats.Timeout(2*time.Second))
+	if err != nil {
+		t.Logf("NATS: %v", err)
+		return
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for name := range js.StreamNames(ctx).Name() {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Logf("stream %s: %v", name, err)
+			continue
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Logf("stream %s: %v", name, err)
+			continue
+		}
+		t.Logf("stream %s: msgs=%d first=%d last=%d cluster=%+v", name, info.State.Msgs, info.State.FirstSeq, info.State.LastSeq, info.Cluster)
+		for ci := range s.ListConsumers(ctx).Info() {
+			t.Logf("  consumer %s: pending=%d ack_pending=%d redelivered=%d waiting=%d cluster=%+v", ci.Name, ci.NumPending,
+				ci.NumAckPending, ci.NumRedelivered, ci.NumWaiting, ci.Cluster)
+		}
+	}
+}
+
+// leader is the name of the tasks stream's leader.
+func (c *natsCluster) leader(t *testing.T) string {
+	nc, err := nats.Connect(strings.Join(c.urls, ","), nats.Timeout(2*time.Second))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	var name string
+	testutil.Eventually(t, 30*time.Second, "the tasks stream's leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, queue.TasksStream)
+		if err != nil {
+			return false
+		}
+		info, err := s.Info(ctx)
+		if err != nil || info.Cluster == nil || info.Cluster.Leader == "" {
+			return false
+		}
+		name = info.Cluster.Leader
+		return true
+	})
+	return name
+}
+
+func requireNetns(t *testing.T) {
+	t.Helper()
+	if why := netns.Available(); why != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and %s", why)
+		}
+		t.Skip(why)
+	}
+}
+
+// TestQueueDeclaredAtOnceOnACluster: scheduler and workers start together
+// against a NATS cluster of 3 and each declares the replicated streams and
+// buckets: every one of them gets its queue. (NATS 2.9 leaves all but one of
+// concurrent declarations of a new replicated stream unanswered; each used
+// to wait out its whole deadline and exit.)
+func TestQueueDeclaredAtOnceOnACluster(t *testing.T) {
+	t.Parallel()
+	requireNetns(t)
+	nw, err := netns.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, nw.Close()) })
+	var hosts []*netns.Host
+	for _, name := range []string{"nats1", "nats2", "nats3"} {
+		h, err := nw.AddHost(name)
+		require.NoError(t, err)
+		hosts = append(hosts, h)
+	}
+	cl := startNATSCluster(t, hosts)
+	errs := make(chan error, 3)
+	for i := range 3 {
+		go func() {
+			nc, err := nats.Connect(cl.urls[i])
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer nc.Close()
+			_, err = queue.New(context.Background(), nc, queue.Options{Replicas: 3}, nil)
+			errs <- err
+		}()
+	}
+	for range 3 {
+		require.NoError(t, <-errs)
+	}
+}
+
+// TestMultiHost: a tree search across hosts. Three NATS hosts (a cluster
+// with JetStream; hpcq's streams and buckets with 3 replicas), a head host
+// (the scheduler) and two compute hosts (a worker each), each a network
+// namespace with its own address and hostname on a bridge of the test's
+// own. While the run goes the test kills the tasks stream's leader
+// (SIGKILL) and later restarts it, kills a compute host whole (every
+// process in it) while its tasks run and later boots its worker again,
+// and cuts the other compute host off the network and heals it. At the end
+// every node finished exactly once and none was lost.
+func TestMultiHost(t *testing.T) {
+	requireNetns(t)
+	requireTool(t, "bash")
+	nw, err := netns.New()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, nw.Close()) })
+	host := func(name string) *netns.Host {
+		h, err := nw.AddHost(name)
+		require.NoError(t, err)
+		return h
+	}
+	natsHosts := []*netns.Host{host("nats1"), host("nats2"), host("nats3")}
+	head, compute1, compute2 := host("head"), host("compute1"), host("compute2")
+	cl := startNATSCluster(t, natsHosts)
+	natsURL := strings.Join(cl.urls, ",")
+	t.Cleanup(func() {
+		if t.Failed() {
+			cl.dump(t)
+		}
+	})
+
+	// The tasks log each execution where the sandbox lets them write.
+	shared := filepath.Join(t.TempDir(), "shared")
+	require.NoError(t, os.Mkdir(shared, 0o777))
+	require.NoError(t, os.Chmod(shared, 0o777))
+	execLog := filepath.Join(shared, "executions.log")
+	const nodes = 20
+	srv := fakellm.NewOn(t, nw.Gateway+":0", func(r fakellm.Request) fakellm.Reply {
+		switch r.Kind {
+		case "phase0":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("a script"))}
+		case "draft":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", runScript(fmt.Sprintf(
+				"echo \"$HPCQ_NODE_ID $(hostname)\" >> %s\nsleep 4\necho 'METRIC score=%d'\n", execLog, r.KindN)))}
+		case "summary":
+			return fakellm.Reply{Content: fakellm.WithMemory("{}", `{"summary": "a script"}`)}
+		}
+		return fakellm.Reply{Status: 400}
+	})
+	idea := writeIdea(t, nodes, 4)
+	common := []string{"HPCQ_NATS_URL=" + natsURL, "HPCQ_NATS_REPLICAS=3", "HPCQ_ACK_WAIT=5s", "HPCQ_SANDBOX_WRITABLE=" + shared}
+	worker := func(h *netns.Host, id string) *hostProc {
+		env := baseEnv(t, append(common, "HPCQ_WORKER_ID="+id, "HPCQ_WORK_DIR="+t.TempDir(), "HPCQ_SPOOL_DIR="+t.TempDir())...)
+		return startOn(t, h, env, "worker", "--pools", "cpu", "--slots", "2")
+	}
+	runDir := filepath.Join(t.TempDir(), "run-multihost")
+	schedEnv := baseEnv(t, append(common, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_SPOOL_DIR="+t.TempDir())...)
+	sched := startOn(t, head, schedEnv, "scheduler", "run", "--run-dir", runDir, idea)
+	testutil.Eventually(t, time.Minute, "the scheduler's queue", func() bool { return strings.Contains(sched.output(), "run started") })
+	worker(compute1, "c1")
+	worker(compute2, "c2")
+	done := func() int {
+		m, _ := filepath.Glob(filepath.Join(runDir, "nodes", "*", "result.json"))
+		return len(m)
+	}
+	ran := func(host string) bool {
+		data, _ := os.ReadFile(execLog)
+		return strings.Contains(string(data), " "+host+"\n")
+	}
+	var faults []string
+	t.Cleanup(func() {
+		if t.Failed() {
+			data, _ := os.ReadFile(execLog)
+			t.Logf("executions:\n%s", data)
+		}
+	})
+
+	// 1. The tasks stream's leader is killed, then comes back.
+	testutil.Eventually(t, 3*time.Minute, "two nodes done", func() bool { return done() >= 2 })
+	leader := cl.leader(t)
+	li := -1
+	for i, h := range natsHosts {
+		if h.Name == leader {
+			li = i
+		}
+	}
+	require.GreaterOrEqual(t, li, 0, "leader %q is one of the hosts", leader)
+	natsHosts[li].Kill()
+	faults = append(faults, "nats_leader_killed")
+	after := done()
+	testutil.Eventually(t, 3*time.Minute, "two more nodes without the old leader", func() bool { return done() >= after+2 })
+	cl.restart(t, li)
+
+	// 2. A compute host dies whole while its tasks run.
+	testutil.Eventually(t, 2*time.Minute, "compute1 running a task", func() bool {
+		return ran("compute1") && len(compute1.Pids()) > 2
+	})
+	compute1.Kill()
+	faults = append(faults, "compute_host_killed")
+	after = done()
+	testutil.Eventually(t, 3*time.Minute, "a node done on the host that is left", func() bool { return done() > after })
+	worker(compute1, "c1b") // the host boots again
+
+	// 3. The other compute host is cut off for a while, then healed.
+	require.NoError(t, compute2.LinkDown())
+	faults = append(faults, "compute_host_partitioned")
+	time.Sleep(8 * time.Second)
+	require.NoError(t, compute2.LinkUp())
+
+	select {
+	case <-sched.done:
+		require.NoError(t, sched.err, sched.output())
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("the run did not end:\n%s", sched.output())
+	}
+
+	// Every node finished exactly once: one result each, status ok.
+	out, code := run(t, schedEnv, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT count(*) AS n, sum(status = 'ok') AS ok FROM nodes")
+	require.Equal(t, 0, code, out)
+	require.Equal(t, fmt.Sprintf("n,ok\n%d,%d\n", nodes, nodes), out)
+	data, err := os.ReadFile(execLog)
+	require.NoError(t, err)
+	runs := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(l)
+		require.Len(t, f, 2, l)
+		runs[f[0]]++
+	}
+	lost, duplicated := nodes-done(), 0
+	for _, n := range runs {
+		// A node may run once more when the host running it died or was
+		// cut off: that is the redelivery the faults ask for; more is not.
+		if n > 2 {
+			duplicated += n - 2
+		}
+	}
+	fmt.Printf("multihost hosts=%d nats_nodes=%d slurm_nodes=%d nodes_done=%d lost=%d duplicated=%d faults=%s\n",
+		len(nw.Hosts()), len(natsHosts), 0, done(), lost, duplicated, strings.Join(faults, ","))
+	require.Zero(t, lost)
+	require.Zero(t, duplicated)
+	require.Len(t, runs, nodes, "every node ran")
+}
