@@ -112,7 +112,7 @@ const watchHeartbeat = 5 * time.Second
 // errors logged (the ordered consumer recovers from them by itself).
 func (q *Queue) watchOpts(what string) []jetstream.PullConsumeOpt {
 	return []jetstream.PullConsumeOpt{jetstream.PullHeartbeat(watchHeartbeat), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		q.log.Warn("queue: watch of "+what+": "+err.Error()+" (it goes on)")
+		q.log.Warn("queue: watch of " + what + ": " + err.Error() + " (it goes on)")
 	})}
 }
 
