@@ -24,11 +24,9 @@ import (
 
 // hostProc is a process started in a host of the test's network.
 type hostProc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
-	mu   sync.Mutex
-	out  bytes.Buffer
+	*netns.Proc
+	mu  sync.Mutex
+	out bytes.Buffer
 }
 
 func (p *hostProc) Write(b []byte) (int, error) {
@@ -49,13 +47,12 @@ func startOn(t *testing.T, h *netns.Host, env []string, name string, args ...str
 	if !filepath.IsAbs(name) {
 		bin = filepath.Join(binDir, name)
 	}
-	p := &hostProc{cmd: h.Command(bin, args...), done: make(chan struct{})}
-	p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = env, p, p
-	require.NoError(t, h.Start(p.cmd))
-	go func() {
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
+	p := &hostProc{}
+	cmd := h.Command(bin, args...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, p, p
+	var err error
+	p.Proc, err = h.Start(cmd)
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("%s on %s:\n%s", filepath.Base(name), h.Name, p.output())
@@ -337,8 +334,8 @@ func TestMultiHost(t *testing.T) {
 	require.NoError(t, compute2.LinkUp())
 
 	select {
-	case <-sched.done:
-		require.NoError(t, sched.err, sched.output())
+	case <-sched.Done:
+		require.NoError(t, sched.Err, sched.output())
 	case <-time.After(5 * time.Minute):
 		t.Fatalf("the run did not end:\n%s", sched.output())
 	}

@@ -43,7 +43,15 @@ type Host struct {
 	veth string // the root side of its link
 
 	mu    sync.Mutex
-	procs []*exec.Cmd
+	procs []*Proc
+}
+
+// Proc is a process started in a host.
+type Proc struct {
+	Cmd *exec.Cmd
+	// Done is closed when it has exited; Err is then its Wait error.
+	Done chan struct{}
+	Err  error
 }
 
 var seq struct {
@@ -141,15 +149,21 @@ func (h *Host) Command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// Start starts cmd (from Command) and records it.
-func (h *Host) Start(cmd *exec.Cmd) error {
+// Start starts cmd (from Command) and records it; the host waits for it
+// (do not call cmd.Wait: wait on Done).
+func (h *Host) Start(cmd *exec.Cmd) (*Proc, error) {
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, err
 	}
+	p := &Proc{Cmd: cmd, Done: make(chan struct{})}
+	go func() {
+		p.Err = cmd.Wait()
+		close(p.Done)
+	}()
 	h.mu.Lock()
-	h.procs = append(h.procs, cmd)
+	h.procs = append(h.procs, p)
 	h.mu.Unlock()
-	return nil
+	return p, nil
 }
 
 // Pids are every process in the host's network namespace: those started
@@ -185,8 +199,8 @@ func (h *Host) Kill() {
 	procs := h.procs
 	h.procs = nil
 	h.mu.Unlock()
-	for _, c := range procs {
-		_ = c.Wait()
+	for _, p := range procs {
+		<-p.Done
 	}
 }
 

@@ -61,7 +61,8 @@ func TestHosts(t *testing.T) {
 
 	srv := a.Command(os.Args[0])
 	srv.Env = append(os.Environ(), "HPCQ_NETNS_LISTEN="+a.Addr+":7000")
-	require.NoError(t, a.Start(srv))
+	_, err = a.Start(srv)
+	require.NoError(t, err)
 	ask := func() (string, error) {
 		c, err := net.DialTimeout("tcp", a.Addr+":7000", time.Second)
 		if err != nil {

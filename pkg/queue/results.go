@@ -2,8 +2,10 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -25,6 +27,8 @@ type Watch struct {
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 	ctxs        []jetstream.ConsumeContext
+	resultsMu   sync.Mutex
+	results     jetstream.ConsumeContext // replaced by the watchdog
 }
 
 // WatchRun starts reading the results of run from the beginning of its
@@ -41,16 +45,13 @@ func (q *Queue) WatchRun(ctx context.Context, run string, since time.Time) (*Wat
 	setupCtx, scancel := withDefaultTimeout(ctx)
 	defer scancel()
 
-	rc, err := q.js.OrderedConsumer(setupCtx, ResultsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{ResultSubject(run)},
-	})
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("queue: watch results of %s: %w", run, err)
-	}
 	seen := map[ResultKey]bool{}
 	var mu sync.Mutex
-	rcc, err := rc.Consume(func(m jetstream.Msg) {
+	var delivered atomic.Uint64 // stream sequence of the last result read
+	handle := func(m jetstream.Msg) {
+		if md, err := m.Metadata(); err == nil {
+			delivered.Store(md.Sequence.Stream)
+		}
 		r, err := schema.DecodeResult(m.Data())
 		if err != nil {
 			q.log.Error("invalid result skipped", "subject", m.Subject(), "err", err)
@@ -68,12 +69,29 @@ func (q *Queue) WatchRun(ctx context.Context, run string, since time.Time) (*Wat
 		case results <- r:
 		case <-wctx.Done():
 		}
-	}, q.watchOpts("results")...)
+	}
+	consume := func(ctx context.Context, from uint64) (jetstream.ConsumeContext, error) {
+		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{ResultSubject(run)}}
+		if from > 0 {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+		}
+		rc, err := q.js.OrderedConsumer(ctx, ResultsStream, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return rc.Consume(handle, q.watchOpts("results")...)
+	}
+	rcc, err := consume(setupCtx, 0)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("queue: watch results of %s: %w", run, err)
 	}
-	w.ctxs = append(w.ctxs, rcc)
+	w.results = rcc
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		q.watchdog(wctx, w, run, &delivered, consume)
+	}()
 
 	start := since.Add(-time.Second)
 	dc, err := q.js.OrderedConsumer(setupCtx, DLQStream, jetstream.OrderedConsumerConfig{
@@ -116,9 +134,81 @@ func (q *Queue) watchOpts(what string) []jetstream.PullConsumeOpt {
 	})}
 }
 
+// watchCheck: how often the watchdog compares what a watch read with
+// what its stream holds.
+const watchCheck = 10 * time.Second
+
+// watchdog restarts the results watch from the last result it read when
+// it stopped reading while the stream holds newer results of the run for
+// two checks in a row. An ordered consumer can stop pulling without an
+// error when its server dies or its stream's leader moves (seen on a NATS
+// cluster of 3: results stored, none delivered, for minutes).
+func (q *Queue) watchdog(ctx context.Context, w *Watch, run string, delivered *atomic.Uint64,
+	consume func(context.Context, uint64) (jetstream.ConsumeContext, error)) {
+	t := time.NewTicker(watchCheck)
+	defer t.Stop()
+	behind, prev := false, uint64(0) // behind at the previous check, having read up to prev
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := withDefaultTimeout(ctx)
+		last, err := q.lastResultSeq(cctx, run)
+		cancel()
+		got := delivered.Load()
+		if err != nil || last <= got {
+			behind = false
+			continue
+		}
+		if !behind || prev != got {
+			behind, prev = true, got // give it until the next check
+			continue
+		}
+		q.log.Warn("queue: the results watch stopped reading; starting it again from the last result read", "run", run,
+			"read_up_to", got, "stored_up_to", last)
+		cctx, cancel = withDefaultTimeout(ctx)
+		cc, err := consume(cctx, got+1)
+		cancel()
+		if err != nil {
+			q.log.Warn("queue: results watch not started again (tried next check)", "err", err)
+			continue
+		}
+		w.resultsMu.Lock()
+		old := w.results
+		w.results = cc
+		w.resultsMu.Unlock()
+		old.Stop()
+		behind = false
+	}
+}
+
+// lastResultSeq is the stream sequence of the run's newest result (0: none).
+func (q *Queue) lastResultSeq(ctx context.Context, run string) (uint64, error) {
+	s, err := q.js.Stream(ctx, ResultsStream)
+	if err != nil {
+		return 0, err
+	}
+	m, err := s.GetLastMsgForSubject(ctx, ResultSubject(run))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return m.Sequence, nil
+}
+
 // Close stops the watch.
 func (w *Watch) Close() {
 	w.cancel()
+	w.wg.Wait()
+	w.resultsMu.Lock()
+	if w.results != nil {
+		w.results.Stop()
+	}
+	w.resultsMu.Unlock()
 	for _, c := range w.ctxs {
 		c.Stop()
 	}
