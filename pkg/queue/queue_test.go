@@ -410,3 +410,31 @@ func TestEmbeddedStoreLocked(t *testing.T) {
 	require.NoError(t, err)
 	b.Shutdown()
 }
+
+// TestWatchRunStartsAgain: a results watch whose consumer stopped reading
+// while newer results are stored starts again from the last one it read:
+// the next result arrives, the earlier one not twice.
+func TestWatchRunStartsAgain(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		q := srv.Queue(t, queue.Options{})
+		w, err := q.WatchRun(ctx, "r", time.Now())
+		require.NoError(t, err)
+		defer w.Close()
+		a := &schema.NodeResult{V: 1, RunID: "r", NodeID: "a", Attempt: 1, Worker: "w"}
+		_, err = q.PublishResult(ctx, a)
+		require.NoError(t, err)
+		require.Equal(t, "a", (<-w.Results).NodeID)
+		w.StopResultsConsumer()
+		b := *a
+		b.NodeID = "b"
+		_, err = q.PublishResult(ctx, &b)
+		require.NoError(t, err)
+		select {
+		case res := <-w.Results:
+			require.Equal(t, "b", res.NodeID)
+		case <-time.After(time.Minute):
+			t.Fatal("the watch did not start again")
+		}
+	})
+}
