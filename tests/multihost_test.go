@@ -232,8 +232,9 @@ func TestQueueDeclaredAtOnceOnACluster(t *testing.T) {
 // own. While the run goes the test kills the tasks stream's leader
 // (SIGKILL) and later restarts it, kills a compute host whole (every
 // process in it) while its tasks run and later boots its worker again,
-// and cuts the other compute host off the network and heals it. At the end
-// every node finished exactly once and none was lost.
+// cuts the other compute host off the network and heals it, and SIGKILLs
+// the scheduler and resumes it. At the end every node finished exactly
+// once and none was lost.
 func TestMultiHost(t *testing.T) {
 	requireNetns(t)
 	requireTool(t, "bash")
@@ -260,7 +261,7 @@ func TestMultiHost(t *testing.T) {
 	require.NoError(t, os.Mkdir(shared, 0o777))
 	require.NoError(t, os.Chmod(shared, 0o777))
 	execLog := filepath.Join(shared, "executions.log")
-	const nodes = 20
+	const nodes = 28
 	srv := fakellm.NewOn(t, nw.Gateway+":0", func(r fakellm.Request) fakellm.Reply {
 		switch r.Kind {
 		case "phase0":
@@ -333,9 +334,19 @@ func TestMultiHost(t *testing.T) {
 	time.Sleep(8 * time.Second)
 	require.NoError(t, compute2.LinkUp())
 
+	// 4. The scheduler is SIGKILLed (its host's every process) and resumed
+	// on the head host.
+	after = done()
+	testutil.Eventually(t, 3*time.Minute, "a node done after the heal", func() bool { return done() > after })
+	require.Less(t, done(), nodes, "nodes left for the scheduler's kill")
+	head.Kill()
+	faults = append(faults, "scheduler_killed")
+	sched = startOn(t, head, schedEnv, "scheduler", "run", "--resume", runDir)
+
 	select {
 	case <-sched.Done:
 		require.NoError(t, sched.Err, sched.output())
+		require.Contains(t, sched.output(), "resumed=true", "the run went on from its directory")
 	case <-time.After(5 * time.Minute):
 		t.Fatalf("the run did not end:\n%s", sched.output())
 	}
