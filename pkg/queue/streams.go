@@ -291,16 +291,33 @@ const declareAttempt = 4 * time.Second
 
 // declare runs f (an idempotent create-or-update) until it succeeds, with
 // a fresh deadline per attempt, until ctx ends; an error the server
-// answered is returned at once.
+// answered is returned at once, unless it says another process got there
+// first (raced).
 func declare[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	for {
 		actx, cancel := context.WithTimeout(ctx, declareAttempt)
 		v, err := f(actx)
 		cancel()
-		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || raced(err)) {
 			return v, err
 		}
 	}
+}
+
+// raced: the stream was created by another process between this one's
+// look and its create (the create then overlaps it, or finds its name
+// taken); asked again, it is found and updated.
+func raced(err error) bool {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		return false
+	}
+	switch api.ErrorCode {
+	case 10058, // stream name already in use with a different configuration
+		10065: // subjects overlap with an existing stream
+		return true
+	}
+	return false
 }
 
 // ensureStreams creates or updates the streams and the worker and
