@@ -15,7 +15,14 @@
 # wrote; not part of `up`). install also knows "mpi" (Open MPI:
 # mpicc, mpirun), "sqlite3" (the CLI the results tests query with) and
 # "chromium" (the headless browser of the dashboard tests),
-# which run no server. Every command is idempotent:
+# which run no server.
+#
+# HPCQ_SERVICES_HOST=ADDR binds redis and clickhouse to ADDR instead of
+# 127.0.0.1, and their env lines name it: a service host of a cluster (the
+# multi-host test runs them so inside a network namespace). ClickHouse then
+# accepts its user from any address (set a password: see below).
+#
+# Every command is idempotent:
 # starting a running service prints its env again; stopping a stopped one
 # does nothing. Processes are stopped only through the pid files this script
 # wrote, and only when the pid still belongs to the program started there.
@@ -25,6 +32,9 @@ ALL_SERVICES=(nats redis clickhouse slurm)
 INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus chromium)
 
 die() { echo "services.sh: $*" >&2; exit 1; }
+
+BIND=${HPCQ_SERVICES_HOST:-127.0.0.1}
+[[ "$BIND" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "HPCQ_SERVICES_HOST=$BIND: an IPv4 address, please"
 
 package_of() {
   case "$1" in
@@ -165,7 +175,7 @@ free_port() {
   [ "$span" -ge 1000 ] || die "the ephemeral port range starts at $low: no room below it for private ports"
   for i in $(seq 1 50); do
     p=$(( (RANDOM << 15 | RANDOM) % span + 10000 ))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    if ! (exec 3<>"/dev/tcp/$BIND/$p") 2>/dev/null; then
       echo "$p"; return 0
     fi
   done
@@ -178,7 +188,7 @@ port_for() {
   local f="$1/$2.port" p
   if [ -s "$f" ]; then
     p=$(cat "$f")
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    if ! (exec 3<>"/dev/tcp/$BIND/$p") 2>/dev/null; then
       echo "$p"; return 0
     fi
   fi
@@ -191,12 +201,15 @@ port_for() {
 redis_ready() {
   local port=$1 pass=${2:-}
   shift; shift || true
-  [ "$(REDISCLI_AUTH="$pass" redis-cli -h 127.0.0.1 -p "$port" "$@" ping 2>/dev/null)" = PONG ]
+  [ "$(REDISCLI_AUTH="$pass" redis-cli -h "$BIND" -p "$port" "$@" ping 2>/dev/null)" = PONG ]
 }
 
 # With HPCQ_REDIS_REQUIREPASS set at its first start, the Redis of DIR
 # requires that password (kept in DIR/redis.conf, mode 600, not on the
 # command line); clients pass it as HPCQ_REDIS_PASSWORD. With
+# HPCQ_REDIS_USER too, it is the password of that ACL user (hpcq's keys
+# only, no dangerous commands; the default user off), and the URL names
+# the user. Bound off loopback (HPCQ_SERVICES_HOST), a password is required. With
 # HPCQ_REDIS_TLS_CERT and HPCQ_REDIS_TLS_KEY (PEM files) set at its first
 # start, it speaks only TLS (copies kept in DIR/tls) and its URL is rediss://.
 # start_prometheus runs a Prometheus server on a loopback port with the
@@ -231,19 +244,43 @@ start_redis() {
   need redis-server redis
   port=$(port_for "$dir" redis)
   if [ -n "${HPCQ_REDIS_REQUIREPASS:-}" ] && [ ! -f "$dir/redis.conf" ]; then
-    (umask 077; printf 'requirepass "%s"\n' "$HPCQ_REDIS_REQUIREPASS" >"$dir/redis.conf")
+    if [ -n "${HPCQ_REDIS_USER:-}" ]; then
+      [[ "$HPCQ_REDIS_USER" =~ ^[A-Za-z0-9_.-]+$ ]] || die "HPCQ_REDIS_USER: letters, digits, _ . - only"
+      [[ "$HPCQ_REDIS_REQUIREPASS" =~ ^[^[:space:]\"\']+$ ]] || die "HPCQ_REDIS_REQUIREPASS: no spaces or quotes with an ACL user"
+      # The ACL user reaches hpcq's keys only, with every command but the
+      # dangerous ones (FLUSHALL, CONFIG, KEYS, DEBUG, ...). The default
+      # user keeps every permission behind a random password nobody is
+      # given: Redis before 7.2.12 replays the AOF's transactions (the
+      # effects of hpcq's Lua writes) as the default user and silently
+      # drops them if that user may not run them (redis/redis#14541), so
+      # "user default off" loses the data at the first restart.
+      local unused
+      unused=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
+      (umask 077; printf 'user default on >%s ~* &* +@all\nuser %s on >%s ~hpcq:* &* +@all -@dangerous\n' \
+        "$unused" "$HPCQ_REDIS_USER" "$HPCQ_REDIS_REQUIREPASS" >"$dir/redis.conf")
+    else
+      (umask 077; printf 'requirepass "%s"\n' "$HPCQ_REDIS_REQUIREPASS" >"$dir/redis.conf")
+    fi
   fi
+  local user=""
   if [ -f "$dir/redis.conf" ]; then
     conf=("$dir/redis.conf")
     pass=$(sed -n 's/^requirepass "\(.*\)"$/\1/p' "$dir/redis.conf")
+    if grep -q '^user ' "$dir/redis.conf"; then
+      read -r _ user _ pass _ < <(grep -v '^user default ' "$dir/redis.conf" | grep -m1 '^user ')
+      pass=${pass#>}
+      cli=(--user "$user")
+    fi
   fi
+  [ "$BIND" = 127.0.0.1 ] || [ -n "$pass" ] ||
+    die "redis bound to $BIND needs a password (HPCQ_REDIS_REQUIREPASS at its first start)"
   if [ -n "${HPCQ_REDIS_TLS_CERT:-}" ] && [ ! -d "$dir/tls" ]; then
     mkdir -m 700 "$dir/tls"
     cp "$HPCQ_REDIS_TLS_CERT" "$dir/tls/cert.pem"
     cp "$HPCQ_REDIS_TLS_KEY" "$dir/tls/key.pem"
   fi
   if [ -d "$dir/tls" ]; then
-    cli=(--tls --cacert "$dir/tls/cert.pem")
+    cli+=(--tls --cacert "$dir/tls/cert.pem")
     scheme=rediss
   fi
   local fresh=1 attempt launched
@@ -257,7 +294,7 @@ start_redis() {
     fi
     # appendonly with fsync every second: what survives a kill -9 is what a
     # real deployment would keep.
-    redis-server "${conf[@]}" --bind 127.0.0.1 "${tls[@]}" --dir "$dir/data" --appendonly yes --appendfsync everysec \
+    redis-server "${conf[@]}" --bind "$BIND" "${tls[@]}" --dir "$dir/data" --appendonly yes --appendfsync everysec \
       --save "" --daemonize no --logfile "$dir/redis.log" --protected-mode yes </dev/null >/dev/null 2>&1 &
     launched=$!
     echo "$launched" >"$dir/redis.pid"
@@ -274,14 +311,29 @@ start_redis() {
     die "redis-server exited at start; see $dir/redis.log"
   done
   touch "$dir/redis.port.started"
-  printf 'HPCQ_REDIS_URL=%s://127.0.0.1:%s/0\nHPCQ_REDIS_PID=%s\n' "$scheme" "$port" "$launched" | tee "$dir/redis.env"
+  printf 'HPCQ_REDIS_URL=%s://%s%s:%s/0\nHPCQ_REDIS_PID=%s\n' "$scheme" "${user:+$user@}" "$BIND" "$port" "$launched" | tee "$dir/redis.env"
 }
 
 start_clickhouse() {
-  local dir=$1 tcp http inter
+  local dir=$1 tcp http inter user=default sha=""
   mkdir -p "$dir"/{data,tmp,log,user_files,format_schemas}
   already_running "$dir" clickhouse && return 0
   need clickhouse-server clickhouse
+  # The user and password of the first start stay: the server keeps the
+  # password's SHA-256 (users.xml), clickhouse-client reads both from
+  # DIR/client.xml (mode 600), never from its command line.
+  if [ ! -f "$dir/client.xml" ]; then
+    local u=${HPCQ_CLICKHOUSE_USER:-default} p=${HPCQ_CLICKHOUSE_PASSWORD:-}
+    [[ "$u" =~ ^[A-Za-z0-9_]+$ ]] || die "HPCQ_CLICKHOUSE_USER: letters, digits and _ only"
+    [[ "$p" =~ ^[^\<\>\&]*$ ]] || die "HPCQ_CLICKHOUSE_PASSWORD: no < > & please"
+    (umask 077; printf '<config><user>%s</user><password>%s</password></config>\n' "$u" "$p" >"$dir/client.xml")
+  fi
+  user=$(sed -n 's|.*<user>\(.*\)</user>.*|\1|p' "$dir/client.xml")
+  local pw
+  pw=$(sed -n 's|.*<password>\(.*\)</password>.*|\1|p' "$dir/client.xml")
+  [ -z "$pw" ] || sha=$(printf '%s' "$pw" | sha256sum | cut -d' ' -f1)
+  [ "$BIND" = 127.0.0.1 ] || [ -n "$sha" ] ||
+    die "clickhouse bound to $BIND needs a password (HPCQ_CLICKHOUSE_PASSWORD at its first start)"
   local fresh=1 attempt
   [ -s "$dir/clickhouse-tcp.port" ] && fresh=0
   # (The loop body is not indented: it holds a heredoc.)
@@ -290,7 +342,7 @@ start_clickhouse() {
   cat >"$dir/config.xml" <<XML
 <yandex>
   <logger><level>warning</level><log>$dir/log/server.log</log><errorlog>$dir/log/error.log</errorlog><console>0</console></logger>
-  <listen_host>127.0.0.1</listen_host>
+  <listen_host>$BIND</listen_host>
   <tcp_port>$tcp</tcp_port>
   <http_port>$http</http_port>
   <interserver_http_port>$inter</interserver_http_port>
@@ -305,10 +357,13 @@ start_clickhouse() {
   <max_concurrent_queries>100</max_concurrent_queries>
 </yandex>
 XML
-  cat >"$dir/users.xml" <<'XML'
+  local networks='<ip>127.0.0.1</ip><ip>::1</ip>' password='<password></password>'
+  [ "$BIND" = 127.0.0.1 ] || networks='<ip>::/0</ip>'
+  if [ -n "$sha" ]; then password="<password_sha256_hex>$sha</password_sha256_hex>"; fi
+  cat >"$dir/users.xml" <<XML
 <yandex>
   <profiles><default></default></profiles>
-  <users><default><password></password><networks><ip>127.0.0.1</ip><ip>::1</ip></networks><profile>default</profile><quota>default</quota></default></users>
+  <users><$user>$password<networks>$networks</networks><profile>default</profile><quota>default</quota></$user></users>
   <quotas><default></default></quotas>
 </yandex>
 XML
@@ -316,7 +371,7 @@ XML
   local launched=$!
   echo "$launched" >"$dir/clickhouse.pid"
   if try_ready "$launched" 30 clickhouse-server "$dir/log/error.log" \
-    clickhouse-client --host 127.0.0.1 --port "$tcp" --query "SELECT 1"; then
+    clickhouse-client --config-file "$dir/client.xml" --host "$BIND" --port "$tcp" --query "SELECT 1"; then
     break
   fi
   # A first start whose ports were taken meanwhile picks new ones; a
@@ -327,8 +382,8 @@ XML
   fi
   die "clickhouse-server exited at start; see $dir/log/error.log"
   done
-  printf 'HPCQ_CLICKHOUSE_DSN=clickhouse://default@127.0.0.1:%s/default\nHPCQ_CLICKHOUSE_TCP_PORT=%s\nHPCQ_CLICKHOUSE_HTTP_PORT=%s\nHPCQ_CLICKHOUSE_PID=%s\n' \
-    "$tcp" "$tcp" "$http" "$launched" | tee "$dir/clickhouse.env"
+  printf 'HPCQ_CLICKHOUSE_DSN=clickhouse://%s@%s:%s/default\nHPCQ_CLICKHOUSE_CLIENT_CONFIG=%s\nHPCQ_CLICKHOUSE_TCP_PORT=%s\nHPCQ_CLICKHOUSE_HTTP_PORT=%s\nHPCQ_CLICKHOUSE_PID=%s\n' \
+    "$user" "$BIND" "$tcp" "$dir/client.xml" "$tcp" "$http" "$launched" | tee "$dir/clickhouse.env"
 }
 
 # A single-node Slurm in DIR: its own munged (key, socket), slurmctld and

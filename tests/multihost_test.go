@@ -3,7 +3,12 @@ package tests
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"io/fs"
+	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,6 +184,68 @@ func (c *natsCluster) leader(t *testing.T) string {
 	return name
 }
 
+// serviceOn starts service (redis, clickhouse) on host h through
+// scripts/services.sh, bound to the host's address, its data in dir (a
+// restart keeps it and the ports); returns its env lines.
+func serviceOn(t *testing.T, h *netns.Host, dir, verb, service string, env ...string) map[string]string {
+	t.Helper()
+	cmd := h.Command(filepath.Join(testutil.RepoRoot(t), "scripts", "services.sh"), verb, service, dir)
+	cmd.Env = append(append(os.Environ(), "HPCQ_SERVICES_HOST="+h.Addr), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "services.sh %s %s on %s: %s", verb, service, h.Name, stderr.String())
+	return testutil.ParseEnv(string(out))
+}
+
+// startServices starts Redis (ACL user hpcq) and ClickHouse (user hpcq)
+// on h with the passwords of sec, stopped (by their pids) when the test
+// ends.
+func startServices(t *testing.T, h *netns.Host, sec secrets) (dirs map[string]string, env map[string]string) {
+	t.Helper()
+	testutil.RequireBinary(t, "redis-server", "scripts/services.sh install redis")
+	testutil.RequireBinary(t, "clickhouse-server", "scripts/services.sh install clickhouse")
+	dirs, env = map[string]string{}, map[string]string{}
+	auth := []string{"HPCQ_REDIS_USER=hpcq", "HPCQ_REDIS_REQUIREPASS=" + sec.redis,
+		"HPCQ_CLICKHOUSE_USER=hpcq", "HPCQ_CLICKHOUSE_PASSWORD=" + sec.clickhouse}
+	for _, s := range []string{"redis", "clickhouse"} {
+		dirs[s] = t.TempDir()
+		for k, v := range serviceOn(t, h, dirs[s], "start", s, auth...) {
+			env[k] = v
+		}
+		t.Cleanup(func() { serviceOn(t, h, dirs[s], "stop", s) })
+	}
+	return dirs, env
+}
+
+// secrets of the multi-host run: random, handed to hpcq's processes in
+// files of mode 600.
+type secrets struct {
+	redis, clickhouse string
+	files             []string // HPCQ_*_FILE=path
+}
+
+func newSecrets(t *testing.T) secrets {
+	t.Helper()
+	random := func() string {
+		b := make([]byte, 16)
+		_, err := rand.Read(b)
+		require.NoError(t, err)
+		return hex.EncodeToString(b)
+	}
+	s := secrets{redis: "redis-" + random(), clickhouse: "ch-" + random()}
+	dir := t.TempDir()
+	for name, v := range map[string]string{"HPCQ_REDIS_PASSWORD_FILE": s.redis, "HPCQ_CLICKHOUSE_PASSWORD_FILE": s.clickhouse} {
+		p := filepath.Join(dir, strings.ToLower(name))
+		require.NoError(t, os.WriteFile(p, []byte(v+"\n"), 0o600))
+		s.files = append(s.files, name+"="+p)
+	}
+	return s
+}
+
+// all are the secret values.
+func (s secrets) all() []string { return []string{s.redis, s.clickhouse} }
+
 func requireNetns(t *testing.T) {
 	t.Helper()
 	if why := netns.Available(); why != "" {
@@ -247,8 +314,18 @@ func TestMultiHost(t *testing.T) {
 		return h
 	}
 	natsHosts := []*netns.Host{host("nats1"), host("nats2"), host("nats3")}
-	head, compute1, compute2 := host("head"), host("compute1"), host("compute2")
+	service, head, compute1, compute2 := host("service"), host("head"), host("compute1"), host("compute2")
 	cl := startNATSCluster(t, natsHosts)
+	sec := newSecrets(t)
+	svcDirs, svc := startServices(t, service, sec)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, f := range []string{filepath.Join(svcDirs["redis"], "redis.log"), filepath.Join(svcDirs["clickhouse"], "log", "error.log")} {
+				data, _ := os.ReadFile(f)
+				t.Logf("%s:\n%s", f, data)
+			}
+		}
+	})
 	natsURL := strings.Join(cl.urls, ",")
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -262,26 +339,48 @@ func TestMultiHost(t *testing.T) {
 	require.NoError(t, os.Chmod(shared, 0o777))
 	execLog := filepath.Join(shared, "executions.log")
 	const nodes = 28
+	var llmMu sync.Mutex
+	var llmAt []time.Time // when each request arrived
 	srv := fakellm.NewOn(t, nw.Gateway+":0", func(r fakellm.Request) fakellm.Reply {
+		llmMu.Lock()
+		llmAt = append(llmAt, time.Now())
+		llmMu.Unlock()
 		switch r.Kind {
 		case "phase0":
 			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("a script"))}
 		case "draft":
 			return fakellm.Reply{Content: fakellm.WithMemory("{}", runScript(fmt.Sprintf(
-				"echo \"$HPCQ_NODE_ID $(hostname) start\" >> %[1]s\nsleep 4\necho \"$HPCQ_NODE_ID $(hostname) end\" >> %[1]s\necho 'METRIC score=%[2]d'\n", execLog, r.KindN)))}
+				"echo \"$HPCQ_NODE_ID $(hostname) start $HPCQ_ATTEMPT $(date +%%T.%%N)\" >> %[1]s\nsleep 4\necho \"$HPCQ_NODE_ID $(hostname) end $HPCQ_ATTEMPT $(date +%%T.%%N)\" >> %[1]s\necho 'METRIC score=%[2]d'\n", execLog, r.KindN)))}
 		case "summary":
 			return fakellm.Reply{Content: fakellm.WithMemory("{}", `{"summary": "a script"}`)}
 		}
 		return fakellm.Reply{Status: 400}
 	})
 	idea := writeIdea(t, nodes, 4)
-	common := []string{"HPCQ_NATS_URL=" + natsURL, "HPCQ_NATS_REPLICAS=3", "HPCQ_ACK_WAIT=20s", "HPCQ_SANDBOX_WRITABLE=" + shared}
+	common := []string{"HPCQ_NATS_URL=" + natsURL, "HPCQ_NATS_REPLICAS=3", "HPCQ_ACK_WAIT=20s", "HPCQ_SANDBOX_WRITABLE=" + shared,
+		"HPCQ_REDIS_URL=" + svc["HPCQ_REDIS_URL"], "HPCQ_CLICKHOUSE_DSN=" + svc["HPCQ_CLICKHOUSE_DSN"]}
+	common = append(common, sec.files...)
+	var workers []*hostProc
+	var spools []string
+	spool := func() string {
+		d := t.TempDir()
+		spools = append(spools, d)
+		return d
+	}
+	// Each host's disk: a worker started again on it (same id) finds the
+	// spool its predecessor left and ships what it holds.
+	disks := map[*netns.Host][2]string{}
 	worker := func(h *netns.Host, id string) *hostProc {
-		env := baseEnv(t, append(common, "HPCQ_WORKER_ID="+id, "HPCQ_WORK_DIR="+t.TempDir(), "HPCQ_SPOOL_DIR="+t.TempDir())...)
-		return startOn(t, h, env, "worker", "--pools", "cpu", "--slots", "2")
+		if _, ok := disks[h]; !ok {
+			disks[h] = [2]string{spool(), spool()}
+		}
+		env := baseEnv(t, append(common, "HPCQ_WORKER_ID="+id, "HPCQ_WORK_DIR="+disks[h][0], "HPCQ_SPOOL_DIR="+disks[h][1])...)
+		p := startOn(t, h, env, "worker", "--pools", "cpu", "--slots", "2")
+		workers = append(workers, p)
+		return p
 	}
 	runDir := filepath.Join(t.TempDir(), "run-multihost")
-	schedEnv := baseEnv(t, append(common, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_SPOOL_DIR="+t.TempDir())...)
+	schedEnv := baseEnv(t, append(common, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_SPOOL_DIR="+spool())...)
 	sched := startOn(t, head, schedEnv, "scheduler", "run", "--run-dir", runDir, idea)
 	testutil.Eventually(t, time.Minute, "the scheduler's queue", func() bool { return strings.Contains(sched.output(), "run started") })
 	worker(compute1, "c1")
@@ -292,9 +391,13 @@ func TestMultiHost(t *testing.T) {
 	}
 	ran := func(host string) bool {
 		data, _ := os.ReadFile(execLog)
-		return strings.Contains(string(data), " "+host+" start\n")
+		return strings.Contains(string(data), " "+host+" start ")
 	}
 	var faults []string
+	fault := func(name string) {
+		faults = append(faults, name)
+		t.Logf("%s fault %s", time.Now().Format("15:04:05.000"), name)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			data, _ := os.ReadFile(execLog)
@@ -313,34 +416,49 @@ func TestMultiHost(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, li, 0, "leader %q is one of the hosts", leader)
 	natsHosts[li].Kill()
-	faults = append(faults, "nats_leader_killed")
+	fault("nats_leader_killed")
 	after := done()
 	testutil.Eventually(t, 3*time.Minute, "two more nodes without the old leader", func() bool { return done() >= after+2 })
 	cl.restart(t, li)
+	t.Logf("%s leader restarted", time.Now().Format("15:04:05.000"))
 
 	// 2. A compute host dies whole while its tasks run.
 	testutil.Eventually(t, 2*time.Minute, "compute1 running a task", func() bool {
 		return ran("compute1") && len(compute1.Pids()) > 2
 	})
 	compute1.Kill()
-	faults = append(faults, "compute_host_killed")
+	fault("compute_host_killed")
 	after = done()
 	testutil.Eventually(t, 3*time.Minute, "a node done on the host that is left", func() bool { return done() > after })
-	worker(compute1, "c1b") // the host boots again
+	worker(compute1, "c1") // the host boots again
 
 	// 3. The other compute host is cut off for a while, then healed.
 	require.NoError(t, compute2.LinkDown())
-	faults = append(faults, "compute_host_partitioned")
+	fault("compute_host_partitioned")
 	time.Sleep(8 * time.Second)
 	require.NoError(t, compute2.LinkUp())
+	t.Logf("%s healed", time.Now().Format("15:04:05.000"))
 
-	// 4. The scheduler is SIGKILLed (its host's every process) and resumed
+	// 4. Redis and ClickHouse are restarted (stopped, then started on the
+	// same ports with the same data).
+	for _, sv := range []string{"redis", "clickhouse"} {
+		serviceOn(t, service, svcDirs[sv], "stop", sv)
+	}
+	fault("services_restarted")
+	time.Sleep(3 * time.Second)
+	for _, sv := range []string{"redis", "clickhouse"} {
+		serviceOn(t, service, svcDirs[sv], "start", sv)
+	}
+
+	// 5. The scheduler is SIGKILLed (its host's every process) and resumed
 	// on the head host.
 	after = done()
 	testutil.Eventually(t, 3*time.Minute, "a node done after the heal", func() bool { return done() > after })
 	require.Less(t, done(), nodes, "nodes left for the scheduler's kill")
 	head.Kill()
-	faults = append(faults, "scheduler_killed")
+	killedAt := time.Now()
+	fault("scheduler_killed")
+	first := sched
 	sched = startOn(t, head, schedEnv, "scheduler", "run", "--resume", runDir)
 
 	select {
@@ -353,7 +471,7 @@ func TestMultiHost(t *testing.T) {
 
 	// Every node finished exactly once: one result each, status ok.
 	out, code := run(t, schedEnv, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
-		"SELECT count(*) AS n, sum(status = 'ok') AS ok FROM nodes")
+		"SELECT count(*) AS n, sum(status = 'ok') AS ok FROM nodes FINAL WHERE run = 'run-multihost'")
 	require.Equal(t, 0, code, out)
 	require.Equal(t, fmt.Sprintf("n,ok\n%d,%d\n", nodes, nodes), out)
 	data, err := os.ReadFile(execLog)
@@ -363,7 +481,7 @@ func TestMultiHost(t *testing.T) {
 	ended := map[string]int{}
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		f := strings.Fields(l)
-		require.Len(t, f, 3, l)
+		require.Len(t, f, 5, l)
 		if f[2] == "end" {
 			ended[f[0]]++
 		}
@@ -376,9 +494,126 @@ func TestMultiHost(t *testing.T) {
 		len(nw.Hosts()), len(natsHosts), 0, done(), lost, duplicated, strings.Join(faults, ","))
 	require.Zero(t, lost)
 	if duplicated > 0 {
-		// Open (issue 17): under -race on 2 cores some nodes still run to
-		// their end twice after the faults; reported, not yet asserted.
+		// Each node run twice, as the executions log and the processes saw it.
 		t.Logf("%d runs of nodes ended twice", duplicated)
+		for n, c := range ended {
+			if c < 2 {
+				continue
+			}
+			for _, l := range strings.Split(string(data), "\n") {
+				if strings.HasPrefix(l, n+" ") {
+					t.Logf("  %s", l)
+				}
+			}
+			for _, w := range append(workers, first, sched) {
+				for _, l := range strings.Split(w.output(), "\n") {
+					if strings.Contains(l, n) {
+						t.Logf("    %s", l)
+					}
+				}
+			}
+		}
 	}
+	require.Zero(t, duplicated, "no node runs twice beyond what a kill interrupted")
 	require.Len(t, ended, nodes, "every node ran to its end")
+
+	// Every node's logs came home.
+	for i := 1; i <= nodes; i++ {
+		log, err := os.ReadFile(filepath.Join(runDir, "nodes", fmt.Sprintf("n%04d", i), "logs", "run.log"))
+		require.NoError(t, err, "node n%04d's run log", i)
+		require.Contains(t, string(log), "METRIC score=")
+	}
+
+	// What ClickHouse holds, read with clickhouse-client.
+	client := func(q string) string {
+		out, err := exec.Command("clickhouse-client", "--config-file", svc["HPCQ_CLICKHOUSE_CLIENT_CONFIG"], "--host", service.Addr,
+			"--port", svc["HPCQ_CLICKHOUSE_TCP_PORT"], "--query", q).CombinedOutput()
+		require.NoError(t, err, "%s: %s", q, out)
+		return strings.TrimSpace(string(out))
+	}
+	const where = " WHERE run = 'run-multihost'"
+	testutil.Eventually(t, time.Minute, "one ok row per node in ClickHouse", func() bool {
+		return client("SELECT count(), uniqExact(node), countIf(status = 'ok') FROM nodes FINAL"+where) ==
+			fmt.Sprintf("%d\t%d\t%d", nodes, nodes, nodes)
+	})
+	require.Equal(t, fmt.Sprint(nodes), client("SELECT count() FROM metrics FINAL"+where+" AND name = 'score'"), "one score per node")
+	// No LLM call recorded twice, none lost but what the scheduler's kill
+	// interrupted (an answer that arrived as it died; the fake answers at
+	// once, so a call asked 2 s before the kill was recorded).
+	llmMu.Lock()
+	served, before := len(llmAt), 0
+	for _, at := range llmAt {
+		if at.Before(killedAt.Add(-2*time.Second)) || at.After(killedAt) {
+			before++
+		}
+	}
+	llmMu.Unlock()
+	var calls int
+	_, err = fmt.Sscan(client("SELECT count() FROM llm_calls FINAL"+where), &calls)
+	require.NoError(t, err)
+	require.LessOrEqual(t, calls, served, "llm_calls rows against requests the endpoint served")
+	require.GreaterOrEqual(t, calls, before, "llm_calls rows against requests answered well before or after the kill")
+	// Memory: each node created once, and ClickHouse's mirror of the recall
+	// events holds what Redis holds, branch by branch.
+	require.Equal(t, fmt.Sprintf("%d\t%d", nodes, nodes),
+		client("SELECT count(), uniqExact(node_id) FROM recall_events FINAL"+where+" AND kind = 'node_created'"))
+	ru, err := url.Parse(svc["HPCQ_REDIS_URL"])
+	require.NoError(t, err)
+	rcli := func(args ...string) string {
+		cmd := exec.Command("redis-cli", append([]string{"--user", ru.User.Username(), "-h", ru.Hostname(), "-p", ru.Port()}, args...)...)
+		cmd.Env = append(os.Environ(), "REDISCLI_AUTH="+sec.redis)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "redis-cli %v: %s", args, out)
+		return strings.TrimSpace(string(out))
+	}
+	inRedis := map[string]string{}
+	const prefix = "hpcq:{run-multihost}:recall:"
+	for _, key := range strings.Fields(rcli("--scan", "--pattern", prefix+"*")) {
+		inRedis[strings.TrimPrefix(key, prefix)] = rcli("ZCARD", key)
+	}
+	require.GreaterOrEqual(t, len(inRedis), nodes, "a recall list per node's branch at least")
+	testutil.Eventually(t, time.Minute, "ClickHouse's recall mirror equal to Redis", func() bool {
+		inCH := map[string]string{}
+		for _, l := range strings.Split(client("SELECT branch, count() FROM recall_events FINAL"+where+" GROUP BY branch"), "\n") {
+			if b, n, ok := strings.Cut(l, "\t"); ok {
+				inCH[b] = n
+			}
+		}
+		if !maps.Equal(inCH, inRedis) {
+			t.Logf("recall events per branch: redis %v, clickhouse %v", inRedis, inCH)
+			return false
+		}
+		return true
+	})
+	t.Logf("llm calls: %d served, %d recorded; recall events in %d branches", served, calls, len(inRedis))
+
+	// No secret in the run directory, the spools, the processes' logs or the
+	// results.
+	var places []string
+	for _, dir := range append([]string{runDir}, spools...) {
+		require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			require.NoError(t, err)
+			for _, s := range sec.all() {
+				require.NotContains(t, string(data), s, "a secret in %s", p)
+			}
+			places = append(places, p)
+			return nil
+		}))
+	}
+	for _, p := range append(workers, first, sched) {
+		for _, s := range sec.all() {
+			require.NotContains(t, p.output(), s, "a secret in a process's log")
+		}
+	}
+	for _, table := range []string{"runs", "nodes", "phase_runs", "metrics", "llm_calls", "artifacts", "recall_events", "archival"} {
+		rows := client("SELECT * FROM " + table + where + " FORMAT TSV")
+		for _, s := range sec.all() {
+			require.NotContains(t, rows, s, "a secret in ClickHouse's %s", table)
+		}
+	}
+	t.Logf("no secret in %d files, %d logs, 8 tables", len(places), len(workers)+2)
 }

@@ -106,7 +106,10 @@ type Store struct {
 	RedisPassword string `envconfig:"REDIS_PASSWORD" desc:"Redis AUTH password (instead of one in the URL)"`
 	RedisTLSCA    string `envconfig:"REDIS_TLS_CA" desc:"PEM file of CAs to trust for rediss://"`
 	ClickHouseDSN string `envconfig:"CLICKHOUSE_DSN" desc:"ClickHouse for archival memory and results: clickhouse://user:password@host:9000/database[?secure=true]"`
-	SpoolDir      string `envconfig:"SPOOL_DIR" default:"hpcq-spool" desc:"local spool of writes not yet in Redis or ClickHouse"`
+	// ClickHousePassword, when set, is the DSN's password (the DSN then
+	// names only the user).
+	ClickHousePassword string `envconfig:"CLICKHOUSE_PASSWORD" desc:"ClickHouse password (instead of one in the DSN)"`
+	SpoolDir           string `envconfig:"SPOOL_DIR" default:"hpcq-spool" desc:"local spool of writes not yet in Redis or ClickHouse"`
 }
 
 // Isolation is how workers isolate the commands of their tasks.
@@ -266,12 +269,125 @@ func (o optInt) Set(v string) error {
 	return err
 }
 
-// Load fills cfg from defaults and the environment.
+// Load fills cfg from defaults and the environment. For the settings of
+// Common, the secrets may come from files instead (SecretFiles), and a
+// ClickHouse password joins the DSN.
 func Load(cfg any) error {
 	if err := envconfig.Process(Prefix, cfg); err != nil {
 		return fmt.Errorf("environment: %w", err)
 	}
+	if c, ok := cfg.(interface{ common() *Common }); ok {
+		return c.common().readSecrets()
+	}
 	return nil
+}
+
+func (c *Common) common() *Common { return c }
+
+// SecretFiles are the variables naming a file that holds a secret, and the
+// variable each stands for. The file must be readable by its owner only
+// (mode 600 or 400); a trailing newline is dropped. Setting both a
+// variable and its file is an error.
+var SecretFiles = []struct{ File, Var string }{
+	{"HPCQ_NATS_PASSWORD_FILE", "HPCQ_NATS_PASSWORD"},
+	{"HPCQ_NATS_TOKEN_FILE", "HPCQ_NATS_TOKEN"},
+	{"HPCQ_REDIS_PASSWORD_FILE", "HPCQ_REDIS_PASSWORD"},
+	{"HPCQ_CLICKHOUSE_PASSWORD_FILE", "HPCQ_CLICKHOUSE_PASSWORD"},
+}
+
+func (c *Common) readSecrets() error {
+	fields := map[string]*string{"HPCQ_NATS_PASSWORD": &c.NATS.Password, "HPCQ_NATS_TOKEN": &c.NATS.Token,
+		"HPCQ_REDIS_PASSWORD": &c.Store.RedisPassword, "HPCQ_CLICKHOUSE_PASSWORD": &c.Store.ClickHousePassword}
+	for _, f := range SecretFiles {
+		path := os.Getenv(f.File)
+		if path == "" {
+			continue
+		}
+		if os.Getenv(f.Var) != "" {
+			return fmt.Errorf("environment: %s and %s are both set: use one", f.Var, f.File)
+		}
+		v, err := ReadSecretFile(path)
+		if err != nil {
+			return fmt.Errorf("environment: %s: %w", f.File, err)
+		}
+		*fields[f.Var] = v
+	}
+	dsn, err := withPassword(c.Store.ClickHouseDSN, c.Store.ClickHousePassword)
+	if err != nil {
+		return fmt.Errorf("environment: HPCQ_CLICKHOUSE_DSN: %w", err)
+	}
+	c.Store.ClickHouseDSN = dsn
+	return nil
+}
+
+// ReadSecretFile reads a secret from path, which only its owner may read.
+func ReadSecretFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("%s has mode %04o: other users may read it; chmod 600 %s", path, perm, path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimRight(string(data), "\r\n")
+	if v == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return v, nil
+}
+
+// withPassword puts password into dsn's user info (keeping its user, or
+// "default"); an empty password leaves dsn as it is.
+func withPassword(dsn, password string) (string, error) {
+	if password == "" || dsn == "" {
+		return dsn, nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "", fmt.Errorf("not a URL: %s", RedactURL(dsn))
+	}
+	user := "default"
+	if u.User != nil {
+		if _, set := u.User.Password(); set {
+			return "", errors.New("holds a password and HPCQ_CLICKHOUSE_PASSWORD is set too: use one")
+		}
+		if u.User.Username() != "" {
+			user = u.User.Username()
+		}
+	}
+	u.User = url.UserPassword(user, password)
+	return u.String(), nil
+}
+
+// dsnFlag sets the ClickHouse DSN, adding the password from the
+// environment as Load does.
+type dsnFlag struct{ s *Store }
+
+func (f dsnFlag) String() string {
+	if f.s == nil {
+		return ""
+	}
+	return RedactURL(f.s.ClickHouseDSN)
+}
+
+func (f dsnFlag) Set(v string) error {
+	dsn, err := withPassword(v, f.s.ClickHousePassword)
+	if err == nil {
+		f.s.ClickHouseDSN = dsn
+	}
+	return err
 }
 
 // Usage prints the environment variables cfg reads.
@@ -288,7 +404,7 @@ func AddCommonFlags(fs *flag.FlagSet, c *Common) {
 	fs.StringVar(&c.NATS.TLSCA, "nats-tls-ca", c.NATS.TLSCA, "PEM CA file (env HPCQ_NATS_TLS_CA)")
 	fs.DurationVar(&c.Queue.AckWait, "ack-wait", c.Queue.AckWait, "AckWait of task deliveries (env HPCQ_ACK_WAIT)")
 	fs.IntVar(&c.Queue.MaxDeliver, "max-deliver", c.Queue.MaxDeliver, "deliveries before dead-lettering (env HPCQ_MAX_DELIVER)")
-	fs.StringVar(&c.Store.ClickHouseDSN, "clickhouse-dsn", c.Store.ClickHouseDSN, "ClickHouse for results and archival memory (env HPCQ_CLICKHOUSE_DSN)")
+	fs.Var(dsnFlag{&c.Store}, "clickhouse-dsn", "ClickHouse for results and archival memory (env HPCQ_CLICKHOUSE_DSN)")
 	fs.StringVar(&c.Store.RedisURL, "redis-url", c.Store.RedisURL, "Redis for memory (env HPCQ_REDIS_URL)")
 	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn, error (env HPCQ_LOG_LEVEL)")
 	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "text or json (env HPCQ_LOG_FORMAT)")
@@ -333,7 +449,7 @@ func RedactURL(urls string) string {
 // or log may show: the model's API key, the NATS, Redis and ClickHouse
 // passwords and tokens (also those inside their URLs).
 func (c *Scheduler) Secrets() []string {
-	out := []string{os.Getenv("OPENAI_API_KEY"), c.NATS.Password, c.NATS.Token, c.Store.RedisPassword}
+	out := []string{os.Getenv("OPENAI_API_KEY"), c.NATS.Password, c.NATS.Token, c.Store.RedisPassword, c.Store.ClickHousePassword}
 	for _, u := range append(strings.Split(c.NATS.URL, ","), c.Store.RedisURL, c.Store.ClickHouseDSN) {
 		if pu, err := url.Parse(strings.TrimSpace(u)); err == nil && pu.User != nil {
 			if p, ok := pu.User.Password(); ok {

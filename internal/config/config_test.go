@@ -3,6 +3,8 @@ package config
 import (
 	"bytes"
 	"flag"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -77,4 +79,43 @@ func TestNoUnprefixedFallback(t *testing.T) {
 	require.NoError(t, Load(&s))
 	require.Equal(t, "plain", s.Shell)
 	require.Equal(t, "runs", s.RunsDir)
+}
+
+// TestSecretFiles: a secret comes from a file only its owner can read; the
+// ClickHouse password joins the DSN from the environment or a flag.
+func TestSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), mode))
+		require.NoError(t, os.Chmod(p, mode))
+		return p
+	}
+	t.Setenv("HPCQ_REDIS_PASSWORD_FILE", write("redis", "r-secret\n", 0o600))
+	t.Setenv("HPCQ_CLICKHOUSE_PASSWORD_FILE", write("ch", "c/secret@", 0o400))
+	t.Setenv("HPCQ_NATS_PASSWORD_FILE", write("nats", "n-secret", 0o600))
+	t.Setenv("HPCQ_CLICKHOUSE_DSN", "clickhouse://hpcq@10.0.0.1:9000/default")
+	var cfg Scheduler
+	require.NoError(t, Load(&cfg))
+	require.Equal(t, "r-secret", cfg.Store.RedisPassword, "the trailing newline dropped")
+	require.Equal(t, "n-secret", cfg.Conn("s").Password)
+	require.Equal(t, "clickhouse://hpcq:c%2Fsecret%40@10.0.0.1:9000/default", cfg.Store.ClickHouseDSN)
+	require.Equal(t, "clickhouse://10.0.0.1:9000/default", RedactURL(cfg.Store.ClickHouseDSN))
+	require.Subset(t, cfg.Secrets(), []string{"r-secret", "n-secret", "c/secret@"})
+
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	AddCommonFlags(fs, &cfg.Common)
+	require.NoError(t, fs.Parse([]string{"--clickhouse-dsn", "clickhouse://10.0.0.2:9000/db"}))
+	require.Equal(t, "clickhouse://default:c%2Fsecret%40@10.0.0.2:9000/db", cfg.Store.ClickHouseDSN, "a flag's DSN gets the password too")
+	require.Error(t, fs.Parse([]string{"--clickhouse-dsn", "clickhouse://u:p@10.0.0.2:9000/db"}), "two passwords")
+
+	t.Setenv("HPCQ_REDIS_PASSWORD_FILE", write("open", "x", 0o644))
+	require.ErrorContains(t, Load(&Scheduler{}), "mode 0644: other users may read it; chmod 600")
+	t.Setenv("HPCQ_REDIS_PASSWORD_FILE", write("empty", "\n", 0o600))
+	require.ErrorContains(t, Load(&Scheduler{}), "is empty")
+	t.Setenv("HPCQ_REDIS_PASSWORD_FILE", filepath.Join(dir, "missing"))
+	require.ErrorContains(t, Load(&Worker{}), "HPCQ_REDIS_PASSWORD_FILE")
+	t.Setenv("HPCQ_REDIS_PASSWORD_FILE", write("redis", "r-secret\n", 0o600))
+	t.Setenv("HPCQ_REDIS_PASSWORD", "also")
+	require.ErrorContains(t, Load(&Worker{}), "HPCQ_REDIS_PASSWORD and HPCQ_REDIS_PASSWORD_FILE are both set")
 }

@@ -144,7 +144,7 @@ func (q *Queue) PublishTask(ctx context.Context, t *schema.NodeTask) (duplicate 
 	if err != nil {
 		return false, err
 	}
-	ack, err := publishPatiently(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+	ack, err := patiently(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
 		return q.js.Publish(ctx, TaskSubject(t.Pool, t.RunID), data, jetstream.WithMsgID(t.MsgID()), jetstream.WithExpectStream(TasksStream))
 	})
 	if err != nil {
@@ -153,34 +153,36 @@ func (q *Queue) PublishTask(ctx context.Context, t *schema.NodeTask) (duplicate 
 	return ack.Duplicate, nil
 }
 
-// publishPatience: how long a publish waits out a stream with no leader
-// (an election on a NATS cluster takes seconds after its leader died),
-// asking again every publishAttempt at most. Each message carries its
-// Nats-Msg-Id, so a publish asked twice is stored once.
+// patience: how long a publish or an ack waits out a stream or consumer
+// with no leader (an election on a NATS cluster takes seconds after its
+// leader died), asking again every attempt at most. Both are safe to ask
+// twice: each message carries its Nats-Msg-Id, so a publish asked twice is
+// stored once, and the server confirms an ack of a message already acked.
 const (
-	publishPatience = time.Minute
-	publishAttempt  = 5 * time.Second
+	patience = time.Minute
+	attempt  = 5 * time.Second
 )
 
-// publishPatiently runs publish until it is acknowledged, retrying the
-// errors of a stream that is there but has no leader for the moment (no
-// response, no responders, an attempt's deadline), within publishPatience
-// or ctx. Other errors return at once.
-func publishPatiently(ctx context.Context, publish func(context.Context) (*jetstream.PubAck, error)) (*jetstream.PubAck, error) {
-	ctx, cancel := context.WithTimeout(ctx, publishPatience)
+// patiently runs try until it succeeds, retrying the errors of a stream or
+// consumer that is there but has no leader for the moment (no response, no
+// responders, an attempt's deadline), within patience or ctx. Other errors
+// return at once.
+func patiently[T any](ctx context.Context, try func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
 	backoff := 250 * time.Millisecond
 	for {
-		actx, acancel := context.WithTimeout(ctx, publishAttempt)
-		ack, err := publish(actx)
+		actx, acancel := context.WithTimeout(ctx, attempt)
+		v, err := try(actx)
 		acancel()
-		transient := errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded)
+		transient := errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 		if err == nil || !transient || ctx.Err() != nil {
-			return ack, err
+			return v, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return v, err
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)
@@ -278,7 +280,7 @@ func (q *Queue) PublishResult(ctx context.Context, r *schema.NodeResult) (duplic
 	if len(data) > schema.MaxResultBytes {
 		return false, fmt.Errorf("queue: result %s: %w: %d bytes encoded, at most %d (log tails too long?)", r.MsgID(), schema.ErrInvalidMessage, len(data), schema.MaxResultBytes)
 	}
-	ack, err := publishPatiently(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+	ack, err := patiently(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
 		return q.js.Publish(ctx, ResultSubject(r.RunID), data, jetstream.WithMsgID(r.MsgID()), jetstream.WithExpectStream(ResultsStream))
 	})
 	if err != nil {

@@ -438,3 +438,28 @@ func TestWatchRunStartsAgain(t *testing.T) {
 		}
 	})
 }
+
+// TestAckConfirmed: a confirmed ack has removed the task when it returns;
+// with the server gone it gives up at ctx's deadline with an error.
+func TestAckConfirmed(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		q := srv.Queue(t, queue.Options{})
+		c, err := q.PoolConsumer(ctx, "cpu", "w1")
+		require.NoError(t, err)
+		for _, n := range []string{"a", "b"} {
+			_, err = q.PublishTask(ctx, task("r", n))
+			require.NoError(t, err)
+		}
+		got := fetchAll(t, c, 2)
+		require.Len(t, got, 2)
+		require.NoError(t, got[0].AckConfirmed(ctx))
+		require.EqualValues(t, 1, streamMsgs(t, q, queue.TasksStream), "removed before AckConfirmed returned")
+		require.ErrorIs(t, got[0].AckConfirmed(ctx), jetstream.ErrMsgAlreadyAckd)
+
+		srv.Stop()
+		short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer cancel()
+		require.Error(t, got[1].AckConfirmed(short), "no server to confirm it")
+	})
+}
