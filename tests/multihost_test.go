@@ -71,39 +71,106 @@ type natsCluster struct {
 	hosts []*netns.Host
 	confs []string
 	urls  []string
+	auth  *natsAuth
+	procs []*hostProc
 }
 
-func startNATSCluster(t *testing.T, hosts []*netns.Host) *natsCluster {
+// natsAuth: the cluster speaks TLS only (clients and routes), with a
+// certificate of a test CA for every NATS host's address, and knows one
+// user per role, each allowed the subjects docs name for it.
+type natsAuth struct {
+	ca, key   string
+	passwords map[string]string // role -> password
+	files     map[string]string // role -> password file (mode 600)
+}
+
+// natsPermissions are the NATS users' permissions, as
+// deploy/slurm/README.md ("Credentials") documents them.
+var natsPermissions = map[string]string{
+	// The scheduler declares the streams and buckets and reads everything.
+	"scheduler": `{publish: ">", subscribe: ">"}`,
+	// A worker pulls tasks and answers them; it cannot publish tasks or
+	// change a stream.
+	"worker": `{
+      publish: {allow: [
+        "$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>",
+        "$JS.API.CONSUMER.INFO.HPCQ_TASKS.*", "$JS.API.CONSUMER.CREATE.HPCQ_TASKS.>", "$JS.API.CONSUMER.DURABLE.CREATE.HPCQ_TASKS.*",
+        "$JS.API.CONSUMER.MSG.NEXT.HPCQ_TASKS.*", "$JS.ACK.HPCQ_TASKS.>",
+        "$JS.API.CONSUMER.CREATE.KV_HPCQ_CANCELED.>", "$JS.API.CONSUMER.DELETE.KV_HPCQ_CANCELED.*",
+        "$JS.API.CONSUMER.CREATE.KV_HPCQ_WORKERS.>", "$JS.API.CONSUMER.DELETE.KV_HPCQ_WORKERS.*", "$JS.FC.>",
+        "$KV.HPCQ_WORKERS.>", "$KV.HPCQ_HANDBACKS.>",
+        "$O.HPCQ_ARTIFACTS.>", "$JS.API.STREAM.PURGE.OBJ_HPCQ_ARTIFACTS",
+        "hpcq.results.*", "hpcq.logs.>", "hpcq.dlq.*", "hpcq.llm.chat"]},
+      subscribe: {allow: ["_INBOX.>"]}
+    }`,
+}
+
+func startNATSCluster(t *testing.T, hosts []*netns.Host, auth *natsAuth) *natsCluster {
 	t.Helper()
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
 		t.Skipf("nats-server not found: %v (scripts/services.sh install nats)", err)
 	}
-	c := &natsCluster{hosts: hosts}
+	c := &natsCluster{hosts: hosts, auth: auth}
+	scheme := "nats"
+	if auth != nil {
+		scheme = "tls"
+	}
 	var routes []string
 	for _, h := range hosts {
 		routes = append(routes, fmt.Sprintf("nats-route://%s:6222", h.Addr))
-		c.urls = append(c.urls, fmt.Sprintf("nats://%s:4222", h.Addr))
+		c.urls = append(c.urls, fmt.Sprintf("%s://%s:4222", scheme, h.Addr))
 	}
 	for _, h := range hosts {
 		dir := t.TempDir()
 		conf := filepath.Join(dir, "nats.conf")
+		var tls, users string
+		if auth != nil {
+			tls = fmt.Sprintf("tls { cert_file: %q, key_file: %q, ca_file: %q, timeout: 5 }", auth.ca, auth.key, auth.ca)
+			var u []string
+			for role, perms := range natsPermissions {
+				u = append(u, fmt.Sprintf("{user: %s, password: %q, permissions: %s}", role, auth.passwords[role], perms))
+			}
+			users = "authorization { users = [\n" + strings.Join(u, "\n") + "\n] }"
+		}
 		require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(`server_name: %s
 listen: %s:4222
 jetstream { store_dir: %q }
-cluster { name: hpcq, listen: %s:6222, routes: [%s] }
-`, h.Name, h.Addr, filepath.Join(dir, "js"), h.Addr, strings.Join(routes, ", "))), 0o644))
+%s
+%s
+cluster { name: hpcq, listen: %s:6222, routes: [%s]
+  %s
+}
+`, h.Name, h.Addr, filepath.Join(dir, "js"), tls, users, h.Addr, strings.Join(routes, ", "), tls)), 0o600))
 		c.confs = append(c.confs, conf)
-		startOn(t, h, os.Environ(), bin, "-c", conf)
+		c.procs = append(c.procs, startOn(t, h, os.Environ(), bin, "-c", conf))
 	}
 	c.ready(t)
 	return c
 }
 
+// connect connects the test to the cluster, as the scheduler's user.
+func (c *natsCluster) connect() (*nats.Conn, error) {
+	opts := []nats.Option{nats.Timeout(2 * time.Second)}
+	if c.auth != nil {
+		opts = append(opts, nats.RootCAs(c.auth.ca), nats.UserInfo("scheduler", c.auth.passwords["scheduler"]))
+	}
+	return nats.Connect(strings.Join(c.urls, ","), opts...)
+}
+
+// env is what a process of role needs to connect.
+func (c *natsCluster) env(role string) []string {
+	env := []string{"HPCQ_NATS_URL=" + strings.Join(c.urls, ",")}
+	if c.auth != nil {
+		env = append(env, "HPCQ_NATS_TLS_CA="+c.auth.ca, "HPCQ_NATS_USER="+role, "HPCQ_NATS_PASSWORD_FILE="+c.auth.files[role])
+	}
+	return env
+}
+
 // ready waits for the cluster's JetStream to place streams on every peer.
 func (c *natsCluster) ready(t *testing.T) {
 	testutil.Eventually(t, time.Minute, "the NATS cluster's JetStream", func() bool {
-		nc, err := nats.Connect(strings.Join(c.urls, ","), nats.Timeout(2*time.Second))
+		nc, err := c.connect()
 		if err != nil {
 			return false
 		}
@@ -126,12 +193,12 @@ func (c *natsCluster) ready(t *testing.T) {
 
 func (c *natsCluster) restart(t *testing.T, i int) {
 	bin, _ := exec.LookPath("nats-server")
-	startOn(t, c.hosts[i], os.Environ(), bin, "-c", c.confs[i])
+	c.procs = append(c.procs, startOn(t, c.hosts[i], os.Environ(), bin, "-c", c.confs[i]))
 }
 
 // dump logs the streams' and consumers' state (for a failed test).
 func (c *natsCluster) dump(t *testing.T) {
-	nc, err := nats.Connect(strings.Join(c.urls, ","), nats.Timeout(2*time.Second))
+	nc, err := c.connect()
 	if err != nil {
 		t.Logf("NATS: %v", err)
 		return
@@ -161,7 +228,7 @@ func (c *natsCluster) dump(t *testing.T) {
 
 // leader is the name of the tasks stream's leader.
 func (c *natsCluster) leader(t *testing.T) string {
-	nc, err := nats.Connect(strings.Join(c.urls, ","), nats.Timeout(2*time.Second))
+	nc, err := c.connect()
 	require.NoError(t, err)
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -222,7 +289,8 @@ func startServices(t *testing.T, h *netns.Host, sec secrets) (dirs map[string]st
 // files of mode 600.
 type secrets struct {
 	redis, clickhouse string
-	files             []string // HPCQ_*_FILE=path
+	files             []string          // HPCQ_*_FILE=path
+	nats, natsFiles   map[string]string // role -> password, its file
 }
 
 func newSecrets(t *testing.T) secrets {
@@ -240,11 +308,23 @@ func newSecrets(t *testing.T) secrets {
 		require.NoError(t, os.WriteFile(p, []byte(v+"\n"), 0o600))
 		s.files = append(s.files, name+"="+p)
 	}
+	s.nats, s.natsFiles = map[string]string{}, map[string]string{}
+	for role := range natsPermissions {
+		s.nats[role] = "nats-" + role + "-" + random()
+		s.natsFiles[role] = filepath.Join(dir, "nats-"+role)
+		require.NoError(t, os.WriteFile(s.natsFiles[role], []byte(s.nats[role]), 0o600))
+	}
 	return s
 }
 
 // all are the secret values.
-func (s secrets) all() []string { return []string{s.redis, s.clickhouse} }
+func (s secrets) all() []string {
+	out := []string{s.redis, s.clickhouse}
+	for _, p := range s.nats {
+		out = append(out, p)
+	}
+	return out
+}
 
 func requireNetns(t *testing.T) {
 	t.Helper()
@@ -273,7 +353,7 @@ func TestQueueDeclaredAtOnceOnACluster(t *testing.T) {
 		require.NoError(t, err)
 		hosts = append(hosts, h)
 	}
-	cl := startNATSCluster(t, hosts)
+	cl := startNATSCluster(t, hosts, nil)
 	errs := make(chan error, 3)
 	for i := range 3 {
 		go func() {
@@ -315,8 +395,14 @@ func TestMultiHost(t *testing.T) {
 	}
 	natsHosts := []*netns.Host{host("nats1"), host("nats2"), host("nats3")}
 	service, head, compute1, compute2 := host("service"), host("head"), host("compute1"), host("compute2")
-	cl := startNATSCluster(t, natsHosts)
 	sec := newSecrets(t)
+	var addrs []string
+	for _, h := range natsHosts {
+		addrs = append(addrs, h.Addr)
+	}
+	auth := &natsAuth{passwords: sec.nats, files: sec.natsFiles}
+	auth.ca, auth.key = testutil.SelfSignedFor(t, t.TempDir(), addrs...)
+	cl := startNATSCluster(t, natsHosts, auth)
 	svcDirs, svc := startServices(t, service, sec)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -326,7 +412,6 @@ func TestMultiHost(t *testing.T) {
 			}
 		}
 	})
-	natsURL := strings.Join(cl.urls, ",")
 	t.Cleanup(func() {
 		if t.Failed() {
 			cl.dump(t)
@@ -357,7 +442,7 @@ func TestMultiHost(t *testing.T) {
 		return fakellm.Reply{Status: 400}
 	})
 	idea := writeIdea(t, nodes, 4)
-	common := []string{"HPCQ_NATS_URL=" + natsURL, "HPCQ_NATS_REPLICAS=3", "HPCQ_ACK_WAIT=20s", "HPCQ_SANDBOX_WRITABLE=" + shared,
+	common := []string{"HPCQ_NATS_REPLICAS=3", "HPCQ_ACK_WAIT=20s", "HPCQ_SANDBOX_WRITABLE=" + shared,
 		"HPCQ_REDIS_URL=" + svc["HPCQ_REDIS_URL"], "HPCQ_CLICKHOUSE_DSN=" + svc["HPCQ_CLICKHOUSE_DSN"]}
 	common = append(common, sec.files...)
 	var workers []*hostProc
@@ -374,15 +459,28 @@ func TestMultiHost(t *testing.T) {
 		if _, ok := disks[h]; !ok {
 			disks[h] = [2]string{spool(), spool()}
 		}
-		env := baseEnv(t, append(common, "HPCQ_WORKER_ID="+id, "HPCQ_WORK_DIR="+disks[h][0], "HPCQ_SPOOL_DIR="+disks[h][1])...)
+		env := baseEnv(t, append(append(common, cl.env("worker")...), "HPCQ_WORKER_ID="+id, "HPCQ_WORK_DIR="+disks[h][0], "HPCQ_SPOOL_DIR="+disks[h][1])...)
 		p := startOn(t, h, env, "worker", "--pools", "cpu", "--slots", "2")
 		workers = append(workers, p)
 		return p
 	}
 	runDir := filepath.Join(t.TempDir(), "run-multihost")
-	schedEnv := baseEnv(t, append(common, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_SPOOL_DIR="+spool())...)
+	schedEnv := baseEnv(t, append(append(common, cl.env("scheduler")...), "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_SPOOL_DIR="+spool())...)
 	sched := startOn(t, head, schedEnv, "scheduler", "run", "--run-dir", runDir, idea)
 	testutil.Eventually(t, time.Minute, "the scheduler's queue", func() bool { return strings.Contains(sched.output(), "run started") })
+	// A worker with a wrong password stops at once and says why.
+	wrong := filepath.Join(t.TempDir(), "wrong")
+	require.NoError(t, os.WriteFile(wrong, []byte("not-the-password"), 0o600))
+	bad := startOn(t, compute2, baseEnv(t, append(append(common, cl.env("worker")...), "HPCQ_NATS_PASSWORD_FILE="+wrong,
+		"HPCQ_WORKER_ID=bad", "HPCQ_WORK_DIR="+t.TempDir(), "HPCQ_SPOOL_DIR="+t.TempDir())...), "worker", "--pools", "cpu")
+	select {
+	case <-bad.Done:
+		require.Error(t, bad.Err)
+		require.Contains(t, strings.ToLower(bad.output()), "authorization violation", bad.output())
+		require.NotContains(t, bad.output(), "not-the-password")
+	case <-time.After(30 * time.Second):
+		t.Fatalf("a worker with a wrong password still runs:\n%s", bad.output())
+	}
 	worker(compute1, "c1")
 	worker(compute2, "c2")
 	done := func() int {
@@ -520,7 +618,10 @@ func TestMultiHost(t *testing.T) {
 	// Every node's logs came home.
 	for i := 1; i <= nodes; i++ {
 		log, err := os.ReadFile(filepath.Join(runDir, "nodes", fmt.Sprintf("n%04d", i), "logs", "run.log"))
-		require.NoError(t, err, "node n%04d's run log", i)
+		if err != nil {
+			res, _ := os.ReadFile(filepath.Join(runDir, "nodes", fmt.Sprintf("n%04d", i), "result.json"))
+			require.NoError(t, err, "node n%04d's run log; its result: %s", i, res)
+		}
 		require.Contains(t, string(log), "METRIC score=")
 	}
 
@@ -616,4 +717,11 @@ func TestMultiHost(t *testing.T) {
 		}
 	}
 	t.Logf("no secret in %d files, %d logs, 8 tables", len(places), len(workers)+2)
+
+	// The documented permissions are all each role needed.
+	for _, p := range cl.procs {
+		for _, l := range strings.Split(p.output(), "\n") {
+			require.NotContains(t, l, "Permissions Violation", "a NATS user lacks a permission its role needs")
+		}
+	}
 }

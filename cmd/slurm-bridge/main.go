@@ -117,7 +117,9 @@ func cmdRun(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	q, err := queue.Dial(ctx, s.NATS.Conn("hpcq-slurm-bridge"), s.Queue.Options(), log)
+	opts := s.Queue.Options()
+	opts.UseExisting = true // see the worker's
+	q, err := queue.Dial(ctx, s.NATS.Conn("hpcq-slurm-bridge"), opts, log)
 	if err != nil {
 		return err
 	}

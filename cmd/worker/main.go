@@ -87,7 +87,11 @@ func run(args []string) error {
 	if id == "" {
 		id = worker.DefaultID()
 	}
-	q, err := queue.Dial(ctx, cfg.NATS.Conn("hpcq-worker "+id), cfg.Queue.Options(), log)
+	// A worker uses the streams as the scheduler declared them: its NATS user
+	// needs no right to change them.
+	opts := cfg.Queue.Options()
+	opts.UseExisting = true
+	q, err := queue.Dial(ctx, cfg.NATS.Conn("hpcq-worker "+id), opts, log)
 	if err != nil {
 		return err
 	}

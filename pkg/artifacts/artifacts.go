@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hpcq/hpcq/pkg/queue"
@@ -138,9 +139,10 @@ var errLocal = errors.New("unreadable")
 // putAttempts bounds the tries of one upload. An object store put whose
 // acknowledgements are lost (its stream's leader died on a NATS cluster)
 // never returns on its own; each try has a deadline from the file's size
-// (putBase plus putRate), and a try that runs out is made again.
+// (putBase plus putRate), and a try that runs out is made again, as is one
+// the stream did not answer while it elects a leader (after a pause).
 const (
-	putAttempts = 3
+	putAttempts = 5
 	putBase     = 20 * time.Second
 	putRate     = 1 << 20 // bytes per second at the least
 )
@@ -151,10 +153,21 @@ func (u *Uploader) put(ctx context.Context, name string, root *os.Root, rel stri
 		tctx, cancel := context.WithTimeout(ctx, putBase+time.Duration(size/putRate)*time.Second)
 		n, sum, err := u.putOnce(tctx, name, root, rel, size)
 		cancel()
-		if err == nil || try == putAttempts || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil || try == putAttempts || ctx.Err() != nil || !transient(err) {
 			return n, sum, err
 		}
+		select {
+		case <-ctx.Done():
+			return n, sum, err
+		case <-time.After(time.Duration(try) * time.Second):
+		}
 	}
+}
+
+// transient errors are those of a stream with no leader for the moment.
+func transient(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout)
 }
 
 func (u *Uploader) putOnce(ctx context.Context, name string, root *os.Root, rel string, size int64) (int64, string, error) {

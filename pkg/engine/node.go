@@ -150,6 +150,12 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 			e.log.Error("artifacts not fetched", "node_id", n.ID, "err", err)
 		}
 		cancel()
+		if got.Result.ArtifactsNote != "" {
+			// The worker could not bring every file home (a size cap, an
+			// upload that failed): the user learns it here, not only in
+			// result.json.
+			e.log.Warn("artifacts incomplete", "node_id", n.ID, "note", got.Result.ArtifactsNote)
+		}
 		o.PlotAnalysis = r.analyzePlots(ctx, n, o)
 	}
 	if got.Result != nil && got.Result.OK() {

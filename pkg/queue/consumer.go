@@ -29,8 +29,21 @@ func (q *Queue) PoolConsumer(ctx context.Context, pool, worker string) (*PoolCon
 	}
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
-	cons, err := declare(ctx, func(ctx context.Context) (jetstream.Consumer, error) {
-		return q.js.CreateOrUpdateConsumer(ctx, TasksStream, consumerConfig(pool, q.opts))
+	want := consumerConfig(pool, q.opts)
+	existing := func(ctx context.Context) (jetstream.Consumer, error) {
+		c, err := q.js.Consumer(ctx, TasksStream, ConsumerName(pool))
+		if err != nil {
+			return nil, err
+		}
+		// The timings are the workers' settings: a consumer made with others
+		// is updated.
+		if got := c.CachedInfo().Config; got.AckWait != want.AckWait || got.MaxDeliver != want.MaxDeliver {
+			return nil, errors.New("consumer settings differ")
+		}
+		return c, nil
+	}
+	cons, err := use(ctx, q.opts, existing, func(ctx context.Context) (jetstream.Consumer, error) {
+		return q.js.CreateOrUpdateConsumer(ctx, TasksStream, want)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("queue: consumer of pool %s: %w", pool, err)

@@ -118,7 +118,18 @@ func New(ctx context.Context, nc *nats.Conn, opts Options, log *slog.Logger) (*Q
 	if err != nil {
 		return nil, fmt.Errorf("queue: open bucket %s: %w", HandBacksBucket, err)
 	}
-	return &Queue{nc: nc, js: js, opts: opts, log: log, kv: kv, handbacks: hb}, nil
+	q := &Queue{nc: nc, js: js, opts: opts, log: log, kv: kv, handbacks: hb}
+	if !opts.UseExisting {
+		// What workers open, declared here, so that a worker's user needs no
+		// right to create it.
+		if _, err := q.Artifacts(ctx); err != nil {
+			return nil, err
+		}
+		if _, err := q.cancels(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return q, nil
 }
 
 // Flush waits until the server has processed everything sent so far

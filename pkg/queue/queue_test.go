@@ -463,3 +463,32 @@ func TestAckConfirmed(t *testing.T) {
 		require.Error(t, got[1].AckConfirmed(short), "no server to confirm it")
 	})
 }
+
+// TestUseExisting: with UseExisting, streams that exist are used as they
+// are (a worker's user may not change them); missing ones are created.
+func TestUseExisting(t *testing.T) {
+	srv := testutil.StartNATS(t, "embedded")
+	ctx := ctxT(t)
+	nc := srv.Connect(t)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: queue.TasksStream, Subjects: []string{"hpcq.tasks.*.*"},
+		Retention: jetstream.WorkQueuePolicy, Description: "made by hand"})
+	require.NoError(t, err)
+
+	q, err := queue.New(ctx, nc, queue.Options{UseExisting: true}, nil)
+	require.NoError(t, err)
+	info, err := js.Stream(ctx, queue.TasksStream)
+	require.NoError(t, err)
+	require.Equal(t, "made by hand", info.CachedInfo().Config.Description, "an existing stream is left as it is")
+	_, err = js.Stream(ctx, queue.ResultsStream)
+	require.NoError(t, err, "a missing stream is created")
+	_, err = q.PoolConsumer(ctx, "cpu", "w1")
+	require.NoError(t, err)
+
+	_, err = queue.New(ctx, nc, queue.Options{}, nil)
+	require.NoError(t, err)
+	info, err = js.Stream(ctx, queue.TasksStream)
+	require.NoError(t, err)
+	require.NotEqual(t, "made by hand", info.CachedInfo().Config.Description, "without UseExisting, the scheduler's settings apply")
+}

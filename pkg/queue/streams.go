@@ -82,7 +82,7 @@ func ConsumerName(pool string) string { return "pool_" + pool }
 // keyValue creates or updates a bucket of hpcq's (one value per key, file
 // storage, the queue's replicas); ttl 0 keeps values until deleted.
 func (q *Queue) keyValue(ctx context.Context, bucket, description string, ttl time.Duration) (jetstream.KeyValue, error) {
-	kv, err := declare(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := use(ctx, q.opts, func(ctx context.Context) (jetstream.KeyValue, error) { return q.js.KeyValue(ctx, bucket) }, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Description: description,
 			History: 1, TTL: ttl, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
 	})
@@ -129,7 +129,9 @@ func (q *Queue) Artifacts(ctx context.Context) (jetstream.ObjectStore, error) {
 	if q.artifacts != nil {
 		return q.artifacts, nil
 	}
-	st, err := declare(ctx, func(ctx context.Context) (jetstream.ObjectStore, error) {
+	st, err := use(ctx, q.opts, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return q.js.ObjectStore(ctx, ArtifactsBucket)
+	}, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		return q.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: ArtifactsBucket,
 			Description: "hpcq artifacts: phase logs, outputs and plots of every node attempt",
 			TTL:         q.opts.ArtifactsMaxAge, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
@@ -170,6 +172,12 @@ type Options struct {
 	// HeartbeatPeriod is how often workers refresh their registry entry; a
 	// worker silent for 3 periods is reported lost. Defaults to 5s.
 	HeartbeatPeriod time.Duration
+	// UseExisting: streams, buckets and consumers that exist are used as
+	// they are, and only missing ones are created. Workers and slurm-bridges
+	// set it, so that their NATS users need no right to change a stream
+	// (docs: deploy/slurm/README.md, "Credentials"); the scheduler, which
+	// leaves it unset, creates or updates them to this build's settings.
+	UseExisting bool
 }
 
 // ErrInvalidOption is wrapped by option validation errors.
@@ -293,6 +301,20 @@ const declareAttempt = 4 * time.Second
 // a fresh deadline per attempt, until ctx ends; an error the server
 // answered is returned at once, unless it says another process got there
 // first (raced).
+// use returns what lookup finds when o.UseExisting, else (or when lookup
+// finds nothing) what declare(create) makes.
+func use[T any](ctx context.Context, o Options, lookup, create func(context.Context) (T, error)) (T, error) {
+	if o.UseExisting {
+		lctx, cancel := context.WithTimeout(ctx, declareAttempt)
+		v, err := lookup(lctx)
+		cancel()
+		if err == nil {
+			return v, nil
+		}
+	}
+	return declare(ctx, create)
+}
+
 func declare[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	for {
 		actx, cancel := context.WithTimeout(ctx, declareAttempt)
@@ -325,7 +347,8 @@ func raced(err error) bool {
 // at start, at once (see declare).
 func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error {
 	for _, cfg := range streamConfigs(o) {
-		if _, err := declare(ctx, func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) }); err != nil {
+		if _, err := use(ctx, o, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, cfg.Name) },
+			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) }); err != nil {
 			return fmt.Errorf("queue: create or update stream %s: %w", cfg.Name, err)
 		}
 	}
@@ -346,7 +369,8 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 	}} {
-		if _, err := declare(ctx, func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kv) }); err != nil {
+		if _, err := use(ctx, o, func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, kv.Bucket) },
+			func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kv) }); err != nil {
 			return fmt.Errorf("queue: create or update bucket %s: %w", kv.Bucket, err)
 		}
 	}
