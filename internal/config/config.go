@@ -270,7 +270,7 @@ func (o optInt) Set(v string) error {
 }
 
 // Load fills cfg from defaults and the environment. For the settings of
-// Common, the secrets may come from files instead (SecretFiles), and a
+// Common, the secrets may come from files instead (secretFiles), and a
 // ClickHouse password joins the DSN.
 func Load(cfg any) error {
 	if err := envconfig.Process(Prefix, cfg); err != nil {
@@ -284,21 +284,22 @@ func Load(cfg any) error {
 
 func (c *Common) common() *Common { return c }
 
-// SecretFiles are the variables naming a file that holds a secret, and the
-// variable each stands for. The file must be readable by its owner only
-// (mode 600 or 400); a trailing newline is dropped. Setting both a
-// variable and its file is an error.
-var SecretFiles = []struct{ File, Var string }{
-	{"HPCQ_NATS_PASSWORD_FILE", "HPCQ_NATS_PASSWORD"},
-	{"HPCQ_NATS_TOKEN_FILE", "HPCQ_NATS_TOKEN"},
-	{"HPCQ_REDIS_PASSWORD_FILE", "HPCQ_REDIS_PASSWORD"},
-	{"HPCQ_CLICKHOUSE_PASSWORD_FILE", "HPCQ_CLICKHOUSE_PASSWORD"},
+// secretFiles are the variables naming a file that holds a secret, the
+// variable each stands for, and the setting it fills. The file must be
+// readable by its owner only (mode 600 or 400); a trailing newline is
+// dropped. Setting both a variable and its file is an error.
+var secretFiles = []struct {
+	File, Var string
+	field     func(*Common) *string
+}{
+	{"HPCQ_NATS_PASSWORD_FILE", "HPCQ_NATS_PASSWORD", func(c *Common) *string { return &c.NATS.Password }},
+	{"HPCQ_NATS_TOKEN_FILE", "HPCQ_NATS_TOKEN", func(c *Common) *string { return &c.NATS.Token }},
+	{"HPCQ_REDIS_PASSWORD_FILE", "HPCQ_REDIS_PASSWORD", func(c *Common) *string { return &c.Store.RedisPassword }},
+	{"HPCQ_CLICKHOUSE_PASSWORD_FILE", "HPCQ_CLICKHOUSE_PASSWORD", func(c *Common) *string { return &c.Store.ClickHousePassword }},
 }
 
 func (c *Common) readSecrets() error {
-	fields := map[string]*string{"HPCQ_NATS_PASSWORD": &c.NATS.Password, "HPCQ_NATS_TOKEN": &c.NATS.Token,
-		"HPCQ_REDIS_PASSWORD": &c.Store.RedisPassword, "HPCQ_CLICKHOUSE_PASSWORD": &c.Store.ClickHousePassword}
-	for _, f := range SecretFiles {
+	for _, f := range secretFiles {
 		path := os.Getenv(f.File)
 		if path == "" {
 			continue
@@ -310,7 +311,7 @@ func (c *Common) readSecrets() error {
 		if err != nil {
 			return fmt.Errorf("environment: %s: %w", f.File, err)
 		}
-		*fields[f.Var] = v
+		*f.field(c) = v
 	}
 	dsn, err := withPassword(c.Store.ClickHouseDSN, c.Store.ClickHousePassword)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hpcq/hpcq/pkg/queue"
@@ -153,7 +152,7 @@ func (u *Uploader) put(ctx context.Context, name string, root *os.Root, rel stri
 		tctx, cancel := context.WithTimeout(ctx, putBase+time.Duration(size/putRate)*time.Second)
 		n, sum, err := u.putOnce(tctx, name, root, rel, size)
 		cancel()
-		if err == nil || try == putAttempts || ctx.Err() != nil || !transient(err) {
+		if err == nil || try == putAttempts || ctx.Err() != nil || !queue.Transient(err) {
 			return n, sum, err
 		}
 		select {
@@ -162,12 +161,6 @@ func (u *Uploader) put(ctx context.Context, name string, root *os.Root, rel stri
 		case <-time.After(time.Duration(try) * time.Second):
 		}
 	}
-}
-
-// transient errors are those of a stream with no leader for the moment.
-func transient(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrTimeout)
 }
 
 func (u *Uploader) putOnce(ctx context.Context, name string, root *os.Root, rel string, size int64) (int64, string, error) {

@@ -174,6 +174,14 @@ const (
 	attempt  = 5 * time.Second
 )
 
+// Transient reports whether err is one of a stream or consumer that is
+// there but has no leader for the moment (an election on a NATS cluster):
+// no response, no responders, a deadline. Asking again later may succeed.
+func Transient(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+}
+
 // patiently runs try until it succeeds, retrying the errors of a stream or
 // consumer that is there but has no leader for the moment (no response, no
 // responders, an attempt's deadline), within patience or ctx. Other errors
@@ -186,9 +194,7 @@ func patiently[T any](ctx context.Context, try func(context.Context) (T, error))
 		actx, acancel := context.WithTimeout(ctx, attempt)
 		v, err := try(actx)
 		acancel()
-		transient := errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
-			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
-		if err == nil || !transient || ctx.Err() != nil {
+		if err == nil || !Transient(err) || ctx.Err() != nil {
 			return v, err
 		}
 		select {

@@ -297,10 +297,6 @@ func consumerConfig(pool string, o Options) jetstream.ConsumerConfig {
 // then), so declare asks again rather than wait out the whole deadline.
 const declareAttempt = 4 * time.Second
 
-// declare runs f (an idempotent create-or-update) until it succeeds, with
-// a fresh deadline per attempt, until ctx ends; an error the server
-// answered is returned at once, unless it says another process got there
-// first (raced).
 // use returns what lookup finds when o.UseExisting, else (or when lookup
 // finds nothing) what declare(create) makes.
 func use[T any](ctx context.Context, o Options, lookup, create func(context.Context) (T, error)) (T, error) {
@@ -315,6 +311,10 @@ func use[T any](ctx context.Context, o Options, lookup, create func(context.Cont
 	return declare(ctx, create)
 }
 
+// declare runs f (an idempotent create-or-update) until it succeeds, with
+// a fresh deadline per attempt, until ctx ends; an error the server
+// answered is returned at once, unless it says another process got there
+// first (raced).
 func declare[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
 	for {
 		actx, cancel := context.WithTimeout(ctx, declareAttempt)
