@@ -20,6 +20,8 @@ const HeaderLogEnd = "Hpcq-Log-End"
 const (
 	logChunk = 32 << 10
 	logFlush = 250 * time.Millisecond
+	// logAsk bounds a question to the server about the live output.
+	logAsk = 5 * time.Second
 )
 
 // LogWriter streams a task attempt's phase output to LogsStream while it
@@ -99,48 +101,108 @@ func (w *LogWriter) Close() error {
 // FollowLogs writes the live output of a task attempt to out: what was sent
 // so far, then (with follow) what comes, until every phase in phases sent
 // its end marker, done is closed, or ctx ends. phase "" follows every
-// phase, ending when done is closed (the node's result arrived).
+// phase, ending when done is closed (the node's result arrived): it then
+// reads on up to the last message the stream holds for the attempt.
+//
+// One ordered consumer reads the whole time (it is made again by the
+// client after a server restart or a lost message). When done is closed
+// and the server cannot say how far the output goes (a local run's server
+// stops with its run), FollowLogs ends with what it has read: the whole
+// logs come home with the node's artifacts.
 func (q *Queue) FollowLogs(ctx context.Context, run, node string, attempt int, phase string, follow bool, done <-chan struct{}, out io.Writer) error {
 	p := phase
 	if p == "" {
 		p = "*"
 	}
-	cons, err := q.js.OrderedConsumer(ctx, LogsStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{LogSubject(run, node, attempt, p)},
-	})
+	subject := LogSubject(run, node, attempt, p)
+	var upto uint64 // the last stream sequence to read; 0: not known yet
+	if !follow {
+		last, err := q.lastLogSeq(ctx, subject)
+		if err != nil || last == 0 {
+			return err
+		}
+		upto = last
+	}
+	cons, err := q.js.OrderedConsumer(ctx, LogsStream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		return fmt.Errorf("queue: live output of %s: %w", node, err)
 	}
-	for {
-		batch, err := cons.FetchNoWait(256)
-		if err != nil {
-			return fmt.Errorf("queue: live output of %s: %w", node, err)
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("queue: live output of %s: %w", node, err)
+	}
+	defer it.Stop()
+	type next struct {
+		m   jetstream.Msg
+		err error
+	}
+	msgs := make(chan next)
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		for {
+			m, err := it.Next()
+			select {
+			case msgs <- next{m, err}:
+			case <-stopped:
+				return
+			}
+			if err != nil {
+				return
+			}
 		}
-		n := 0
-		for m := range batch.Messages() {
-			n++
-			if _, err := out.Write(m.Data()); err != nil {
+	}()
+	var seen uint64
+	for {
+		select {
+		case n := <-msgs:
+			if n.err != nil {
+				return fmt.Errorf("queue: live output of %s: %w", node, n.err)
+			}
+			if meta, err := n.m.Metadata(); err == nil {
+				seen = meta.Sequence.Stream
+			}
+			if _, err := out.Write(n.m.Data()); err != nil {
 				return err
 			}
-			if phase != "" && m.Headers().Get(HeaderLogEnd) != "" {
+			if phase != "" && n.m.Headers().Get(HeaderLogEnd) != "" {
 				return nil
 			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("queue: live output of %s: %w", node, err)
-		}
-		if n > 0 {
-			continue
-		}
-		if !follow {
-			return nil
-		}
-		select {
+			if upto != 0 && seen >= upto {
+				return nil
+			}
+		case <-done:
+			done = nil
+			last, err := q.lastLogSeq(ctx, subject)
+			if err != nil {
+				q.log.Warn("queue: the node ended; the rest of its live output cannot be read", "node", node, "err", err)
+				return nil
+			}
+			if last <= seen {
+				return nil
+			}
+			upto = last
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-done:
-			follow = false // one more read for what came last
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// lastLogSeq is the stream sequence of the last message on subject in
+// LogsStream, 0 when there is none. It asks for at most logAsk.
+func (q *Queue) lastLogSeq(ctx context.Context, subject string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, logAsk)
+	defer cancel()
+	s, err := q.js.Stream(ctx, LogsStream)
+	if err != nil {
+		return 0, fmt.Errorf("queue: live output: %w", err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("queue: live output: %w", err)
+	}
+	return m.Sequence, nil
 }
