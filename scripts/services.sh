@@ -10,7 +10,8 @@
 #   services.sh env DIR                print DIR/services.env
 #
 # SERVICE: nats, redis, clickhouse, slurm (a single-node Slurm: munged,
-# slurmctld, slurmd; clients need its SLURM_CONF), prometheus (started only
+# slurmctld, slurmd; clients need its SLURM_CONF; or the controller of
+# several nodes, each started with slurmd: see "Slurm in DIR"), prometheus (started only
 # by `start`, with the scrape configuration DIR/prometheus.yml the caller
 # wrote; not part of `up`). install also knows "mpi" (Open MPI:
 # mpicc, mpirun), "sqlite3" (the CLI the results tests query with) and
@@ -386,50 +387,64 @@ XML
     "$user" "$BIND" "$tcp" "$dir/client.xml" "$tcp" "$http" "$launched" | tee "$dir/clickhouse.env"
 }
 
-# A single-node Slurm in DIR: its own munged (key, socket), slurmctld and
-# slurmd on private ports, one partition "debug" of 8 CPUs (more than the
-# machine has, so that several worker jobs fit: SlurmdParameters=config_overrides).
-slurm_ready() { SLURM_CONF="$1" sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; }
+# Slurm in DIR: a munged (key DIR/munge/munge.key), slurmctld and slurmd
+# on private ports, one partition "debug".
+#
+# By default a single-node cluster: node "localhost" on 127.0.0.1 with 8
+# CPUs (more than the machine has, so that several worker jobs fit:
+# SlurmdParameters=config_overrides).
+#
+# With HPCQ_SLURM_NODES="NAME=ADDR,NAME=ADDR..." `start slurm` starts only
+# the controller (munged, slurmctld on HPCQ_SERVICES_HOST, named after this
+# host's hostname), for those nodes of HPCQ_SLURM_CPUS CPUs each [2]; then
+# `start slurmd DIR` on each node's host starts its munged and its slurmd
+# (node name: the hostname), reading DIR/slurm.conf. What a node keeps on
+# its own disk (munge socket, slurmd's pid file, spool and log) is in
+# DIR/host, the path every host's configuration names: give each host its
+# own directory there (a bind mount; the multi-host test does) or run each
+# node on a host of its own. HPCQ_SLURMD_TIMEOUT (seconds) is how long a
+# silent node stays up [300].
+slurm_ready() { SLURM_CONF="$1" sinfo -h -n "$2" -o %T 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; }
 ctld_ready() { SLURM_CONF="$1" sinfo -h >/dev/null 2>&1; }
 munge_ready() { [ -S "$1" ]; }
 
-start_slurm() {
-  local dir=$1 ctld slurmd mem launched
-  mkdir -p "$dir"/{munge,state,spool,run,log}
-  chmod 755 "$dir" "$dir/munge"
-  if pid_alive "$dir" slurmd >/dev/null && pid_alive "$dir" slurmctld >/dev/null && pid_alive "$dir" munged >/dev/null && [ -s "$dir/slurm.env" ]; then
-    cat "$dir/slurm.env"; return 0
-  fi
-  need slurmctld slurm; need munged slurm
-  if ! pid_alive "$dir" munged >/dev/null; then
-    [ -s "$dir/munge/munge.key" ] || { mungekey -c -b 1024 -k "$dir/munge/munge.key" >/dev/null 2>&1; chmod 600 "$dir/munge/munge.key"; }
-    rm -f "$dir/munge/munge.socket"
-    # --force: a test's temp dir has a parent of mode 700, which munged
-    # would refuse for its socket; every client here runs as the same user.
-    munged -F --force --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" --pid-file="$dir/run/munged.pid" \
-      --seed-file="$dir/munge/seed" --log-file="$dir/log/munged.log" </dev/null >/dev/null 2>&1 &
-    launched=$!
-    echo "$launched" >"$dir/munged.pid"
-    wait_ready "$launched" 10 munged "$dir/log/munged.log" munge_ready "$dir/munge/munge.socket"
-  fi
+# start_munged DIR: this host's munged, with the cluster's key.
+start_munged() {
+  local dir=$1 launched
+  pid_alive "$dir/host" munged >/dev/null && return 0
+  [ -s "$dir/munge/munge.key" ] || die "no munge key in $dir/munge: start the controller first (services.sh start slurm $dir)"
+  rm -f "$dir/host/munge.socket"
+  # --force: a test's temp dir has a parent of mode 700, which munged
+  # would refuse for its socket; every client here runs as the same user.
+  munged -F --force --key-file="$dir/munge/munge.key" --socket="$dir/host/munge.socket" --pid-file="$dir/host/run/munged.pid" \
+    --seed-file="$dir/host/munge.seed" --log-file="$dir/host/log/munged.log" </dev/null >/dev/null 2>&1 &
+  launched=$!
+  echo "$launched" >"$dir/host/munged.pid"
+  wait_ready "$launched" 10 munged "$dir/host/log/munged.log" munge_ready "$dir/host/munge.socket"
+}
+
+# write_slurm_conf DIR CTLD_NAME CTLD_ADDR CPUS NAME=ADDR...
+write_slurm_conf() {
+  local dir=$1 name=$2 addr=$3 cpus=$4 ctld slurmd mem node
+  shift 4
   ctld=$(port_for "$dir" slurmctld); slurmd=$(port_for "$dir" slurmd)
   mem=$(slurmd -C 2>/dev/null | grep -o 'RealMemory=[0-9]*' | cut -d= -f2)
   cat >"$dir/slurm.conf" <<CONF
 ClusterName=hpcq
-SlurmctldHost=localhost(127.0.0.1)
+SlurmctldHost=$name($addr)
 SlurmctldPort=$ctld
 SlurmdPort=$slurmd
 SlurmUser=$(id -un)
 SlurmdUser=$(id -un)
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket
+AuthInfo=socket=$dir/host/munge.socket
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
+SlurmdSpoolDir=$dir/host/spool
 SlurmctldPidFile=$dir/run/slurmctld.pid
-SlurmdPidFile=$dir/run/slurmd.pid
+SlurmdPidFile=$dir/host/run/slurmd.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
+SlurmdLogFile=$dir/host/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -446,28 +461,73 @@ ReturnToService=2
 MinJobAge=3600
 KillWait=5
 InactiveLimit=0
+SlurmdTimeout=${HPCQ_SLURMD_TIMEOUT:-300}
 SlurmdParameters=config_overrides
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=8 RealMemory=${mem:-1024} State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
+  for node in "$@"; do
+    echo "NodeName=${node%%=*} NodeAddr=${node#*=} CPUs=$cpus RealMemory=${mem:-1024} State=UNKNOWN" >>"$dir/slurm.conf"
+  done
+  echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$dir/slurm.conf"
+}
+
+# start_slurmd DIR NAME: this host's munged and slurmd as node NAME.
+start_slurmd() {
+  local dir=$1 name=$2 launched
+  [ -s "$dir/slurm.conf" ] || die "no $dir/slurm.conf: start the controller first (services.sh start slurm $dir)"
+  need slurmd slurm; need munged slurm
+  mkdir -p "$dir/host"/{spool,run,log}
+  chmod 755 "$dir/host"
+  start_munged "$dir"
+  if ! pid_alive "$dir/host" slurmd >/dev/null; then
+    # Started in DIR/host, where pid_alive finds it again.
+    (cd "$dir/host" && exec slurmd -D -c -f "$dir/slurm.conf" -N "$name" </dev/null >"$dir/host/log/slurmd.out" 2>&1) &
+    launched=$!
+    echo "$launched" >"$dir/host/slurmd.pid"
+    wait_ready "$launched" 20 slurmd "$dir/host/log/slurmd.log" slurm_ready "$dir/slurm.conf" "$name"
+  fi
+  printf 'HPCQ_SLURMD_PID=%s\n' "$(cat "$dir/host/slurmd.pid")" | tee "$dir/host/slurmd.env"
+}
+
+start_slurm() {
+  local dir=$1 launched nodes=()
+  mkdir -p "$dir"/{munge,state,run,log,host}
+  chmod 755 "$dir" "$dir/munge" "$dir/host"
+  mkdir -p "$dir/host"/{run,log}
+  if [ -n "${HPCQ_SLURM_NODES:-}" ]; then
+    IFS=, read -r -a nodes <<<"$HPCQ_SLURM_NODES"
+  else
+    nodes=(localhost=127.0.0.1)
+  fi
+  if pid_alive "$dir" slurmctld >/dev/null && pid_alive "$dir/host" munged >/dev/null && [ -s "$dir/slurm.env" ] &&
+    { [ -n "${HPCQ_SLURM_NODES:-}" ] || pid_alive "$dir/host" slurmd >/dev/null; }; then
+    cat "$dir/slurm.env"; return 0
+  fi
+  need slurmctld slurm; need munged slurm
+  [ -s "$dir/munge/munge.key" ] || { mungekey -c -b 1024 -k "$dir/munge/munge.key" >/dev/null 2>&1; chmod 600 "$dir/munge/munge.key"; }
+  start_munged "$dir"
   if ! pid_alive "$dir" slurmctld >/dev/null; then
+    if [ -n "${HPCQ_SLURM_NODES:-}" ]; then
+      write_slurm_conf "$dir" "$(hostname)" "$BIND" "${HPCQ_SLURM_CPUS:-2}" "${nodes[@]}"
+    else
+      write_slurm_conf "$dir" localhost 127.0.0.1 8 "${nodes[@]}"
+    fi
     slurmctld -D -c -f "$dir/slurm.conf" </dev/null >"$dir/log/slurmctld.out" 2>&1 &
     launched=$!
     echo "$launched" >"$dir/slurmctld.pid"
     wait_ready "$launched" 20 slurmctld "$dir/log/slurmctld.log" ctld_ready "$dir/slurm.conf"
   fi
-  if ! pid_alive "$dir" slurmd >/dev/null; then
-    slurmd -D -c -f "$dir/slurm.conf" -N localhost </dev/null >"$dir/log/slurmd.out" 2>&1 &
-    launched=$!
-    echo "$launched" >"$dir/slurmd.pid"
-    wait_ready "$launched" 20 slurmd "$dir/log/slurmd.log" slurm_ready "$dir/slurm.conf"
+  if [ -n "${HPCQ_SLURM_NODES:-}" ]; then
+    printf 'SLURM_CONF=%s\nHPCQ_SLURM_PARTITION=debug\nHPCQ_SLURMCTLD_PID=%s\n' "$dir/slurm.conf" "$(cat "$dir/slurmctld.pid")" | tee "$dir/slurm.env"
+    return 0
   fi
+  start_slurmd "$dir" localhost >/dev/null
   printf 'SLURM_CONF=%s\nHPCQ_SLURM_PARTITION=debug\nHPCQ_SLURMCTLD_PID=%s\nHPCQ_SLURMD_PID=%s\n' \
-    "$dir/slurm.conf" "$(cat "$dir/slurmctld.pid")" "$(cat "$dir/slurmd.pid")" | tee "$dir/slurm.env"
+    "$dir/slurm.conf" "$(cat "$dir/slurmctld.pid")" "$(cat "$dir/host/slurmd.pid")" | tee "$dir/slurm.env"
 }
 
 # stop_slurm DIR: cancels the jobs of this private cluster (their processes
-# would outlive slurmd), then stops slurmd, slurmctld and munged.
+# would outlive slurmd), then stops slurmd (single-node), slurmctld and
+# munged.
 stop_slurm() {
   local dir=$1 i
   if pid_alive "$dir" slurmctld >/dev/null; then
@@ -477,9 +537,9 @@ stop_slurm() {
       sleep 0.1
     done
   fi
-  stop_pidfile "$dir" slurmd
+  stop_pidfile "$dir/host" slurmd
   stop_pidfile "$dir" slurmctld
-  stop_pidfile "$dir" munged
+  stop_pidfile "$dir/host" munged
   rm -f "$dir/slurm.env"
 }
 
@@ -505,6 +565,7 @@ cmd_start() {
     redis) start_redis "$dir" ;;
     clickhouse) start_clickhouse "$dir" ;;
     slurm) start_slurm "$dir" ;;
+    slurmd) start_slurmd "$dir" "$(hostname)" ;;
     prometheus) start_prometheus "$dir" ;;
     *) die "unknown service '$svc'" ;;
   esac
@@ -518,6 +579,7 @@ cmd_stop() {
   case "$svc" in
     nats|redis|clickhouse|prometheus) stop_pidfile "$dir" "$svc" ;;
     slurm) stop_slurm "$dir" ;;
+    slurmd) stop_pidfile "$dir/host" slurmd; stop_pidfile "$dir/host" munged ;;
     *) die "unknown service '$svc'" ;;
   esac
 }

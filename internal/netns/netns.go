@@ -1,7 +1,9 @@
 // Package netns builds a cluster of hosts on one machine for tests:
 // network namespaces joined by veth pairs on a bridge of their own, each
 // host with its own address and, for the processes started in it, its own
-// hostname (a UTS namespace). Everything it creates is named
+// hostname (a UTS namespace), a hosts file naming every host (and no name
+// server), and the
+// directories it keeps to itself (Bind). Everything it creates is named
 // "hq<pid>..." after the process that created it, and removed by Close,
 // or by the next Cleanup when that process died without closing. Needs
 // root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and iproute2.
@@ -13,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -29,6 +32,7 @@ type Net struct {
 	// Gateway is the bridge's own address: the root namespace's (the test
 	// process's) address on the cluster network.
 	Gateway string
+	dir     string // the hosts file every host sees as /etc/hosts
 	mu      sync.Mutex
 	hosts   []*Host
 	closed  bool
@@ -44,6 +48,7 @@ type Host struct {
 
 	mu    sync.Mutex
 	procs []*Proc
+	binds [][2]string // source, target
 }
 
 // Proc is a process started in a host.
@@ -64,7 +69,7 @@ func Available() string {
 	if os.Geteuid() != 0 {
 		return "network namespaces need root"
 	}
-	for _, tool := range []string{"ip", "unshare"} {
+	for _, tool := range []string{"ip", "unshare", "nsenter"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return tool + " not found"
 		}
@@ -91,7 +96,16 @@ func New() (*Net, error) {
 	if len(nw.bridge) > 15 {
 		return nil, fmt.Errorf("netns: interface name %q too long", nw.bridge)
 	}
+	var err error
+	if nw.dir, err = os.MkdirTemp("", nw.prefix+"-netns-"); err != nil {
+		return nil, fmt.Errorf("netns: %w", err)
+	}
+	if err := nw.writeHosts(); err != nil {
+		nw.Close()
+		return nil, err
+	}
 	if err := ip("link", "add", nw.bridge, "type", "bridge"); err != nil {
+		nw.Close()
 		return nil, err
 	}
 	if err := ip("addr", "add", nw.Gateway+"/24", "dev", nw.bridge); err != nil {
@@ -113,6 +127,9 @@ func (nw *Net) AddHost(name string) (*Host, error) {
 		veth: fmt.Sprintf("%sv%d", nw.prefix, i)}
 	nw.hosts = append(nw.hosts, h)
 	nw.mu.Unlock()
+	if err := nw.writeHosts(); err != nil {
+		return nil, err
+	}
 	peer := h.veth + "p"
 	for _, args := range [][]string{
 		{"netns", "add", h.NS},
@@ -133,6 +150,28 @@ func (nw *Net) AddHost(name string) (*Host, error) {
 	return h, nil
 }
 
+// writeHosts writes the hosts file: every host's name and address, as a
+// cluster's DNS would answer (a name no host has is looked up as the
+// machine would, which in a namespace can wait out a resolver's timeouts).
+// It is written in place: the processes of every host see it as it grows.
+func (nw *Net) writeHosts() error {
+	var b strings.Builder
+	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost\n")
+	for _, h := range nw.Hosts() {
+		fmt.Fprintf(&b, "%s\t%s\n", h.Addr, h.Name)
+	}
+	if err := os.WriteFile(filepath.Join(nw.dir, "hosts"), []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("netns: hosts file: %w", err)
+	}
+	// No name server on the network: a name the hosts file lacks (or its
+	// IPv6 address, which getaddrinfo asks first) fails at once instead of
+	// waiting for the machine's resolver, which the hosts cannot reach.
+	if err := os.WriteFile(filepath.Join(nw.dir, "resolv.conf"), []byte("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"), 0o644); err != nil {
+		return fmt.Errorf("netns: resolv.conf: %w", err)
+	}
+	return nil
+}
+
 // Hosts are the hosts added so far.
 func (nw *Net) Hosts() []*Host {
 	nw.mu.Lock()
@@ -140,11 +179,32 @@ func (nw *Net) Hosts() []*Host {
 	return append([]*Host(nil), nw.hosts...)
 }
 
-// Command is a command to run in the host, with its hostname: start it
-// with Start (so that Kill and Close know it).
+// Bind gives the host a directory of its own at target: the processes
+// started in it afterwards see source there (a bind mount in a private
+// mount namespace), the rest of the machine still sees target. Hosts share the machine's filesystem otherwise, as
+// hosts share a cluster file system; Bind is for what a real host keeps
+// on its own disk at a path every host uses (a daemon's socket, pid file
+// or spool named in a configuration all hosts read).
+func (h *Host) Bind(source, target string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.binds = append(h.binds, [2]string{source, target})
+}
+
+// Command is a command to run in the host, with its hostname and its bound
+// directories: start it with Start (so that Kill and Close know it). It
+// enters the host's network namespace with nsenter, not ip netns exec,
+// which would mount a sysfs of the namespace over /sys and so hide the
+// machine's cgroup file systems (slurmd needs them).
 func (h *Host) Command(name string, args ...string) *exec.Cmd {
 	script := `hostname "$0" && exec "$@"`
-	cmd := exec.Command("ip", append([]string{"netns", "exec", h.NS, "unshare", "--uts", "sh", "-c", script, h.Name, name}, args...)...)
+	h.mu.Lock()
+	binds := append([][2]string{{filepath.Join(h.net.dir, "hosts"), "/etc/hosts"}, {filepath.Join(h.net.dir, "resolv.conf"), "/etc/resolv.conf"}}, h.binds...)
+	for i := len(binds) - 1; i >= 0; i-- {
+		script = fmt.Sprintf("mount --bind %s %s && %s", shellQuote(binds[i][0]), shellQuote(binds[i][1]), script)
+	}
+	h.mu.Unlock()
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + h.NS, "unshare", "--uts", "--mount", "sh", "-c", script, h.Name, name}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd
 }
@@ -232,6 +292,9 @@ func (nw *Net) Close() error {
 	if err := ip("link", "del", nw.bridge); err != nil {
 		errs = append(errs, err)
 	}
+	if nw.dir != "" {
+		errs = append(errs, os.RemoveAll(nw.dir))
+	}
 	return errors.Join(errs...)
 }
 
@@ -270,7 +333,16 @@ func Cleanup() {
 			_ = ip("link", "del", name)
 		}
 	}
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "hq*-netns-*"))
+	for _, d := range dirs {
+		if !alive(filepath.Base(d)) {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func ip(args ...string) error {
 	var stderr bytes.Buffer

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,10 @@ func TestHosts(t *testing.T) {
 	out, err := b.Command("bash", "-c", "exec 3<>/dev/tcp/"+a.Addr+"/7000 && cat <&3 && hostname").CombinedOutput()
 	require.NoError(t, err, string(out))
 	require.Equal(t, "alpha\nbravo\n", string(out))
+	// Each host knows the others by name.
+	out, err = b.Command("getent", "hosts", "alpha").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Equal(t, []string{a.Addr, "alpha"}, strings.Fields(string(out)))
 
 	require.NoError(t, a.LinkDown())
 	_, err = ask()
@@ -95,8 +100,34 @@ func TestHosts(t *testing.T) {
 	require.Error(t, err)
 
 	require.NoError(t, nw.Close())
+	require.NoDirExists(t, nw.dir)
 	list, _ := exec.Command("ip", "netns", "list").Output()
 	require.NotContains(t, string(list), nw.prefix)
 	links, _ := exec.Command("ip", "-o", "link", "show").Output()
 	require.False(t, strings.Contains(string(links), nw.prefix), string(links))
+}
+
+// TestBind: each host sees its own directory at a path all hosts use; the
+// machine still sees what was there.
+func TestBind(t *testing.T) {
+	requireNetns(t)
+	nw, err := New()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = nw.Close() })
+	shared, own := t.TempDir(), [2]string{t.TempDir(), t.TempDir()}
+	require.NoError(t, os.WriteFile(filepath.Join(shared, "f"), []byte("machine"), 0o644))
+	for i, name := range []string{"alpha", "bravo"} {
+		h, err := nw.AddHost(name)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(own[i], "f"), []byte(name), 0o644))
+		h.Bind(own[i], shared)
+		out, err := h.Command("sh", "-c", "cat $0/f && echo x > $0/g", shared).CombinedOutput()
+		require.NoError(t, err, string(out))
+		require.Equal(t, name, string(out))
+		require.FileExists(t, filepath.Join(own[i], "g"), "written to the host's own directory")
+	}
+	data, err := os.ReadFile(filepath.Join(shared, "f"))
+	require.NoError(t, err)
+	require.Equal(t, "machine", string(data))
+	require.NoFileExists(t, filepath.Join(shared, "g"))
 }

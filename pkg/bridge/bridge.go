@@ -68,11 +68,15 @@ func New(ctx context.Context, q *queue.Queue, cfg *Config, log *slog.Logger) (*B
 	if log == nil {
 		log = slog.Default()
 	}
+	env, err := JobEnv(os.Environ())
+	if err != nil {
+		return nil, err
+	}
 	kv, err := q.BridgeState(ctx, true)
 	if err != nil {
 		return nil, fmt.Errorf("bridge: state: %w", err)
 	}
-	b := &Bridge{q: q, slurm: Slurm{Timeout: cfg.SbatchTimeout}, log: log.With("bridge", cfg.Name), kv: kv,
+	b := &Bridge{q: q, slurm: Slurm{Timeout: cfg.SbatchTimeout, Env: env}, log: log.With("bridge", cfg.Name), kv: kv,
 		status: map[string]*PoolStatus{}, jobs: map[string]string{}}
 	if e, err := kv.Get(ctx, cfg.Name+".jobs"); err == nil {
 		if err := json.Unmarshal(e.Value(), &b.jobs); err != nil {

@@ -13,6 +13,8 @@ import (
 // Slurm runs the Slurm commands the bridge needs, each bounded by Timeout.
 type Slurm struct {
 	Timeout time.Duration
+	// Env of the commands (JobEnv) [the bridge's own].
+	Env []string
 }
 
 // Job is one of the bridge's jobs as squeue shows it.
@@ -35,6 +37,7 @@ func (s Slurm) run(ctx context.Context, name string, args ...string) (string, er
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.WaitDelay = time.Second
+	cmd.Env = s.Env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
