@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -145,7 +144,21 @@ func run(args []string) error {
 	}
 	// Recall events go to the node's branch in Redis as each phase happens;
 	// without the memory servers they go back with the result.
-	if rw := stores.RecallWriter(cfg.Store, filepath.Join(cfg.Store.SpoolDir, "memory-"+id), log); rw != nil {
+	if cfg.Store.ClickHouseDSN != "" {
+		// This worker's spools are its own while it runs; those of workers
+		// that died here (a killed host, a job Slurm ended) are shipped.
+		release, err := stores.HoldSpools(cfg.Store.SpoolDir, id)
+		if err != nil {
+			return err
+		}
+		defer release()
+		go func() {
+			if _, err := stores.AdoptSpools(ctx, cfg.Store, cfg.Store.SpoolDir, id, log); err != nil {
+				log.Warn("spools of workers that are gone: not all shipped (the next worker's start tries again)", "err", err)
+			}
+		}()
+	}
+	if rw := stores.RecallWriter(cfg.Store, stores.MemorySpoolDir(cfg.Store.SpoolDir, id), log); rw != nil {
 		pc.Recall = rw
 		defer func() {
 			if err := rw.Close(); err != nil {
@@ -167,7 +180,7 @@ func run(args []string) error {
 		// phase_runs, metrics and nodes rows of every task, spooled while
 		// ClickHouse is away.
 		sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: cfg.Store.ClickHouseDSN,
-			SpoolDir: cfg.Store.SpoolDir, Name: "worker-" + strings.NewReplacer("/", "_", "\\", "_").Replace(id), Logger: log})
+			SpoolDir: cfg.Store.SpoolDir, Name: stores.ResultsSpoolName(id), Logger: log})
 		if err != nil {
 			return err
 		}

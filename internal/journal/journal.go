@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 )
 
 // MaxRecord is the largest payload a record may hold.
@@ -35,7 +36,15 @@ type Journal struct {
 type Options struct {
 	// Sync fsyncs every Append before it returns.
 	Sync bool
+	// Lock holds an exclusive lock on the file (flock) while it is open:
+	// Open fails with ErrLocked while another holder has it, so that one
+	// process at a time replays and appends (a spool another process may
+	// adopt when its owner died: the lock goes with the owner's process).
+	Lock bool
 }
+
+// ErrLocked: Open with Lock found the journal locked by another holder.
+var ErrLocked = errors.New("journal: locked by another process")
 
 // Open opens (creating if needed) the journal at path, reads every intact
 // record into fn in order, and cuts off a torn or corrupt tail. An error
@@ -44,6 +53,12 @@ func Open(path string, o Options, fn func(payload []byte) error) (*Journal, erro
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("journal: %w", err)
+	}
+	if o.Lock {
+		if err := flock(f); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 	good, err := scan(f, fn)
 	if err != nil {
@@ -66,6 +81,33 @@ func Open(path string, o Options, fn func(payload []byte) error) (*Journal, erro
 		return nil, fmt.Errorf("journal: %w", err)
 	}
 	return &Journal{f: f, path: path, size: good, sync: o.Sync}, nil
+}
+
+// flock takes f's exclusive lock, or fails with ErrLocked.
+func flock(f *os.File) error {
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("%w: %s", ErrLocked, f.Name())
+		}
+		return fmt.Errorf("journal: lock %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// Lock takes the exclusive lock of the file at path (created if needed)
+// and holds it until the returned file is closed or its process ends; it
+// fails with ErrLocked while another holder has it. A process holds it to
+// say that what it keeps beside the file is its own (a worker's spools).
+func Lock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	if err := flock(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // Read feeds the intact records of the journal at path to fn without
@@ -194,7 +236,8 @@ func (j *Journal) Reset() error {
 	return nil
 }
 
-// Close closes the file; the records stay for the next Open.
+// Close closes the file (and so releases its lock); the records stay for
+// the next Open.
 func (j *Journal) Close() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()

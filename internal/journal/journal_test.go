@@ -177,3 +177,22 @@ func FuzzOpen(f *testing.F) {
 		require.Equal(t, first, second)
 	})
 }
+
+// TestLock: a locked journal cannot be opened with Lock again until its
+// holder closes it; a plain Open or Read still can.
+func TestLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "spool.journal")
+	a, err := Open(path, Options{Lock: true}, nil)
+	require.NoError(t, err)
+	require.NoError(t, a.Append([]byte("one")))
+	_, err = Open(path, Options{Lock: true}, nil)
+	require.ErrorIs(t, err, ErrLocked)
+	require.ErrorContains(t, err, path)
+	n := 0
+	require.NoError(t, Read(path, func([]byte) error { n++; return nil }))
+	require.Equal(t, 1, n)
+	require.NoError(t, a.Close())
+	b, err := Open(path, Options{Lock: true}, func(p []byte) error { require.Equal(t, "one", string(p)); return nil })
+	require.NoError(t, err, "the lock went with its holder")
+	require.NoError(t, b.Close())
+}

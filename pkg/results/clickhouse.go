@@ -73,7 +73,7 @@ func OpenClickHouse(ctx context.Context, o ClickHouseOptions) (*ClickHouse, erro
 	}
 	c := &ClickHouse{conn: conn, log: o.Logger, sent: make(chan struct{}), wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), stopped: make(chan struct{})}
-	c.jr, err = journal.Open(filepath.Join(o.SpoolDir, "results-"+o.Name+".journal"), journal.Options{}, func(p []byte) error {
+	c.jr, err = journal.Open(filepath.Join(o.SpoolDir, "results-"+o.Name+".journal"), journal.Options{Lock: true}, func(p []byte) error {
 		var r Rows
 		if err := json.Unmarshal(p, &r); err != nil {
 			return fmt.Errorf("results spool: %w", err)

@@ -230,7 +230,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	s.ship = newShipper(ch, o.Run, s.complete)
 	s.scopes = &memory.Scopes{Self: unbounded, Lookup: s.branchGet}
 	var replay []*record
-	s.jr, err = journal.Open(filepath.Join(o.SpoolDir, "spool-"+o.Run+".journal"), journal.Options{}, func(p []byte) error {
+	s.jr, err = journal.Open(filepath.Join(o.SpoolDir, "spool-"+o.Run+".journal"), journal.Options{Lock: true}, func(p []byte) error {
 		var r record
 		if err := json.Unmarshal(p, &r); err != nil {
 			return fmt.Errorf("spool record %d: %w", len(replay)+1, err)

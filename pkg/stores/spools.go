@@ -1,0 +1,191 @@
+package stores
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/journal"
+	"github.com/hpcq/hpcq/pkg/memory/cluster"
+	"github.com/hpcq/hpcq/pkg/results"
+)
+
+// A worker's spools in its spool directory: what it wrote that the
+// servers have not taken yet.
+//
+//	worker-<id>.lock               held (flock) by the worker while it runs
+//	results-worker-<id>.journal    results rows not yet in ClickHouse
+//	memory-<id>/spool-<run>.journal memory writes not yet in Redis and ClickHouse
+const (
+	spoolLockPrefix    = "worker-"
+	spoolLockSuffix    = ".lock"
+	resultsSpoolPrefix = "results-worker-"
+	memorySpoolPrefix  = "memory-"
+)
+
+// ErrSpoolsHeld: another running process holds the worker id's spools.
+var ErrSpoolsHeld = errors.New("stores: the spools of this worker id are held by another process")
+
+// SpoolName is the id as spool file names use it (no path separators).
+func SpoolName(id string) string { return strings.NewReplacer("/", "_", "\\", "_").Replace(id) }
+
+// MemorySpoolDir is where the worker id keeps its memory spools.
+func MemorySpoolDir(spoolDir, id string) string {
+	return filepath.Join(spoolDir, memorySpoolPrefix+SpoolName(id))
+}
+
+// ResultsSpoolName is the results sink's name of the worker id
+// (results.ClickHouseOptions.Name).
+func ResultsSpoolName(id string) string { return "worker-" + SpoolName(id) }
+
+// HoldSpools takes the worker id's lock in spoolDir, held until release
+// (or the process's end): while it is held no other worker adopts the
+// id's spools, and a second worker with the same id on the same spool
+// directory fails at start with ErrSpoolsHeld. Keep release reachable
+// until the end (defer it): the lock is an open file, which the garbage
+// collector would close.
+func HoldSpools(spoolDir, id string) (release func() error, err error) {
+	if err := os.MkdirAll(spoolDir, 0o755); err != nil {
+		return nil, fmt.Errorf("stores: spool directory: %w", err)
+	}
+	f, err := journal.Lock(filepath.Join(spoolDir, spoolLockPrefix+SpoolName(id)+spoolLockSuffix))
+	if errors.Is(err, journal.ErrLocked) {
+		return nil, fmt.Errorf("%w: worker id %q in %s (give each worker its own id, or its own HPCQ_SPOOL_DIR)", ErrSpoolsHeld, id, spoolDir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return f.Close, nil
+}
+
+// AdoptSpools ships what workers that died left in spoolDir: the spools
+// of every worker id but self whose lock no process holds (a worker
+// killed with its host, a job ended by Slurm; its successor has another
+// id). Each spool is opened, which replays it to the servers (replays are
+// idempotent: what reached a server before is not written twice), and
+// closed after its close timeout; what the servers could not take stays
+// for the next worker's start. A spool fully shipped is removed with its
+// lock file. It returns the ids it adopted from; the error joins what
+// could not be done, and nothing is lost by it.
+func AdoptSpools(ctx context.Context, s config.Store, spoolDir, self string, log *slog.Logger) ([]string, error) {
+	if s.ClickHouseDSN == "" {
+		return nil, nil // no server spools without ClickHouse
+	}
+	ids, err := spoolOwners(spoolDir)
+	if err != nil {
+		return nil, err
+	}
+	var adopted []string
+	var errs []error
+	for _, id := range ids {
+		if id == SpoolName(self) {
+			continue
+		}
+		release, err := HoldSpools(spoolDir, id)
+		if errors.Is(err, ErrSpoolsHeld) {
+			continue // its worker runs
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		left, err := adoptSpools(ctx, s, spoolDir, id, log)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("spools of worker %s: %w", id, err))
+		}
+		if left == 0 && err == nil {
+			_ = os.Remove(filepath.Join(spoolDir, spoolLockPrefix+id+spoolLockSuffix))
+		}
+		_ = release()
+		adopted = append(adopted, id)
+		log.Info("spools of a worker that is gone shipped", "worker", id, "left", left, "err", err)
+	}
+	return adopted, errors.Join(errs...)
+}
+
+// spoolOwners are the ids (as in file names) with a spool in spoolDir.
+func spoolOwners(spoolDir string) ([]string, error) {
+	entries, err := os.ReadDir(spoolDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stores: spool directory: %w", err)
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for _, e := range entries {
+		name := e.Name()
+		var id string
+		switch {
+		case e.IsDir() && strings.HasPrefix(name, memorySpoolPrefix):
+			id = strings.TrimPrefix(name, memorySpoolPrefix)
+		case !e.IsDir() && strings.HasPrefix(name, resultsSpoolPrefix) && strings.HasSuffix(name, ".journal"):
+			id = strings.TrimSuffix(strings.TrimPrefix(name, resultsSpoolPrefix), ".journal")
+		}
+		if id != "" && !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// adoptSpools replays the spools of id (whose lock the caller holds) and
+// returns how many are left not empty.
+func adoptSpools(ctx context.Context, s config.Store, spoolDir, id string, log *slog.Logger) (left int, err error) {
+	var errs []error
+	log = log.With("adopted_from", id)
+	if path := filepath.Join(spoolDir, resultsSpoolPrefix+id+".journal"); nonEmpty(path) {
+		sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: s.ClickHouseDSN, SpoolDir: spoolDir,
+			Name: "worker-" + id, Logger: log})
+		if err == nil {
+			err = sink.Close()
+		}
+		errs = append(errs, err)
+	}
+	removeEmpty(filepath.Join(spoolDir, resultsSpoolPrefix+id+".journal"))
+	dir := filepath.Join(spoolDir, memorySpoolPrefix+id)
+	journals, _ := filepath.Glob(filepath.Join(dir, "spool-*.journal"))
+	for _, path := range journals {
+		if !nonEmpty(path) {
+			removeEmpty(path)
+			continue
+		}
+		if s.RedisURL == "" {
+			errs = append(errs, fmt.Errorf("%s: memory writes spooled but no HPCQ_REDIS_URL to replay them to", path))
+			continue
+		}
+		run := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "spool-"), ".journal")
+		st, err := cluster.Open(ctx, cluster.Options{Run: run, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword,
+			RedisTLSCA: s.RedisTLSCA, ClickHouseDSN: s.ClickHouseDSN, SpoolDir: dir, Logger: log})
+		if err == nil {
+			err = st.Close()
+		}
+		errs = append(errs, err)
+		removeEmpty(path)
+	}
+	_ = os.Remove(dir) // only when empty
+	for _, path := range append(journals, filepath.Join(spoolDir, resultsSpoolPrefix+id+".journal")) {
+		if nonEmpty(path) {
+			left++
+		}
+	}
+	return left, errors.Join(errs...)
+}
+
+func nonEmpty(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Size() > 0
+}
+
+func removeEmpty(path string) {
+	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
+		_ = os.Remove(path)
+	}
+}

@@ -1,0 +1,155 @@
+package stores_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/chdb"
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/memory/cluster"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/stores"
+)
+
+// TestMain: with HPCQ_SPOOL_HELPER set the binary plays a worker that
+// spools and is then killed (spoolHelper).
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("HPCQ_SPOOL_HELPER"); dir != "" {
+		if err := spoolHelper(dir); err != nil {
+			fmt.Println("helper:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// spoolHelper is worker "dead" on spool directory dir: it holds its
+// spools, opens its results sink and its memory store of run "r", says
+// "open", and when told "write" on stdin (ClickHouse is stopped by then)
+// writes a metric row and a recall event, says "written", and waits to be
+// killed: both stay in its spools.
+func spoolHelper(dir string) error {
+	ctx := context.Background()
+	s := config.Store{RedisURL: os.Getenv("HPCQ_REDIS_URL"), ClickHouseDSN: os.Getenv("HPCQ_CLICKHOUSE_DSN")}
+	release, err := stores.HoldSpools(dir, "dead")
+	if err != nil {
+		return err
+	}
+	defer release()
+	sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: s.ClickHouseDSN, SpoolDir: dir, Name: stores.ResultsSpoolName("dead")})
+	if err != nil {
+		return err
+	}
+	st, err := cluster.Open(ctx, cluster.Options{Run: "r", RedisURL: s.RedisURL, ClickHouseDSN: s.ClickHouseDSN,
+		SpoolDir: stores.MemorySpoolDir(dir, "dead")})
+	if err != nil {
+		return err
+	}
+	if _, err := st.Fork(ctx, memory.ForkParams{Branch: "n1"}); err != nil {
+		return err
+	}
+	fmt.Println("open")
+	in := bufio.NewScanner(os.Stdin)
+	if !in.Scan() || in.Text() != "write" {
+		return fmt.Errorf("want write, got %q", in.Text())
+	}
+	if err := sink.Write(ctx, results.Rows{Metrics: []results.Metric{{Run: "r", Node: "n1", Attempt: 1, Name: "adopted", Value: 7, TS: time.Now()}}}); err != nil {
+		return err
+	}
+	if _, err := st.RecallAppend(ctx, memory.RecallAppendParams{Branch: "n1",
+		Event: memory.RecallEvent{Kind: "phase_started", NodeID: "n1", Phase: "run", TS: time.Now()}}); err != nil {
+		return err
+	}
+	fmt.Println("written")
+	select {}
+}
+
+// TestAdoptSpools: a worker killed while ClickHouse was away leaves rows
+// and memory writes in its spools; the next worker on the spool directory
+// (another id) ships them and removes the spools; a spool whose worker
+// runs is not touched, and a second worker with a running worker's id
+// cannot start.
+func TestAdoptSpools(t *testing.T) {
+	ctx := context.Background()
+	r := testutil.StartService(t, "redis")
+	c := testutil.StartService(t, "clickhouse")
+	s := config.Store{RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"]}
+	dir := t.TempDir()
+
+	helper := exec.Command(os.Args[0], "-test.run=^$")
+	helper.Env = append(os.Environ(), "HPCQ_SPOOL_HELPER="+dir, "HPCQ_REDIS_URL="+s.RedisURL, "HPCQ_CLICKHOUSE_DSN="+s.ClickHouseDSN)
+	stdin, err := helper.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := helper.StdoutPipe()
+	require.NoError(t, err)
+	helper.Stderr = os.Stderr
+	require.NoError(t, helper.Start())
+	t.Cleanup(func() { _ = helper.Process.Kill(); _ = helper.Wait() })
+	lines := bufio.NewScanner(stdout)
+	expect := func(want string) {
+		t.Helper()
+		require.True(t, lines.Scan(), "the helper ended early")
+		require.Equal(t, want, lines.Text())
+	}
+	expect("open")
+
+	// While the worker runs, its spools are its own.
+	_, err = stores.HoldSpools(dir, "dead")
+	require.ErrorIs(t, err, stores.ErrSpoolsHeld)
+	require.ErrorContains(t, err, `worker id "dead"`)
+	adopted, err := stores.AdoptSpools(ctx, s, dir, "self", testutil.Logger(t))
+	require.NoError(t, err)
+	require.Empty(t, adopted, "a running worker's spools are not adopted")
+
+	c.Stop()
+	_, err = fmt.Fprintln(stdin, "write")
+	require.NoError(t, err)
+	expect("written")
+	require.NoError(t, helper.Process.Kill())
+	_ = helper.Wait()
+	for _, p := range []string{filepath.Join(dir, "results-worker-dead.journal"), filepath.Join(dir, "memory-dead", "spool-r.journal")} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.NotZero(t, fi.Size(), "%s holds what ClickHouse did not take", p)
+	}
+
+	c.Start()
+	release, err := stores.HoldSpools(dir, "self")
+	require.NoError(t, err)
+	defer release()
+	adopted, err = stores.AdoptSpools(ctx, s, dir, "self", testutil.Logger(t))
+	require.NoError(t, err)
+	require.Equal(t, []string{"dead"}, adopted)
+
+	conn, err := chdb.Open(ctx, s.ClickHouseDSN)
+	require.NoError(t, err)
+	defer conn.Close()
+	var metrics, events uint64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count() FROM metrics FINAL WHERE run = 'r' AND name = 'adopted'`).Scan(&metrics))
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count() FROM recall_events FINAL WHERE run = 'r' AND branch = 'n1' AND kind = 'phase_started'`).Scan(&events))
+	require.Equal(t, uint64(1), metrics, "the dead worker's metric row")
+	require.Equal(t, uint64(1), events, "the dead worker's recall event, mirrored once")
+
+	left, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	require.Equal(t, "worker-self.lock", strings.Join(names, ","), "the dead worker's spools and lock are gone")
+	adopted, err = stores.AdoptSpools(ctx, s, dir, "self", testutil.Logger(t))
+	require.NoError(t, err)
+	require.Empty(t, adopted, "nothing left to adopt")
+}
