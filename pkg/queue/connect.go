@@ -2,8 +2,10 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -83,7 +85,11 @@ func Connect(ctx context.Context, c ConnConfig, log *slog.Logger) (*nats.Conn, e
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("nats async error", "err", err) }),
+		nats.ErrorHandler(func(nc *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("nats async error", "err", err)
+			noteRefusal(nc, err)
+		}),
+		nats.ClosedHandler(func(nc *nats.Conn) { refusals.Delete(nc) }),
 	}
 	switch {
 	case c.Token != "":
@@ -113,4 +119,53 @@ func Connect(ctx context.Context, c ConnConfig, log *slog.Logger) (*nats.Conn, e
 		return nil, fmt.Errorf("queue: connect to NATS (%s): %w", c, err)
 	}
 	return nc, nil
+}
+
+// refusals holds, per connection, the last permission violation its
+// server reported (a refusal): the server drops a request the user may not
+// publish, and the client would only see its deadline pass.
+var refusals sync.Map // *nats.Conn -> refusal
+
+type refusal struct {
+	err error
+	at  time.Time
+}
+
+// refusalMemory is how long a refusal explains a request's silence.
+const refusalMemory = time.Minute
+
+func noteRefusal(nc *nats.Conn, err error) {
+	if errors.Is(err, nats.ErrPermissionViolation) {
+		refusals.Store(nc, refusal{err: err, at: time.Now()})
+	}
+}
+
+// refused is the permission violation nc's server reported since since
+// (nil if none): what explains a request that got no answer.
+func refused(nc *nats.Conn, since time.Time) error {
+	if nc == nil {
+		return nil
+	}
+	v, ok := refusals.Load(nc)
+	if !ok {
+		return nil
+	}
+	r := v.(refusal)
+	if r.at.Before(since) {
+		return nil
+	}
+	return r.err
+}
+
+// explain adds to err, a request that got no answer, the permission
+// violation the server reported meanwhile, if any: the NATS user lacks a
+// permission (deploy/slurm/README.md, "Credentials", lists each role's).
+func explain(nc *nats.Conn, err error, since time.Time) error {
+	if err == nil || !Transient(err) {
+		return err
+	}
+	if r := refused(nc, since); r != nil {
+		return fmt.Errorf("%w (the NATS server refused this user: %v)", err, r)
+	}
+	return err
 }

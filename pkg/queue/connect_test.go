@@ -140,3 +140,21 @@ func TestConnectCreds(t *testing.T) {
 	require.NoError(t, connectAndUse(t, queue.ConnConfig{URL: url, CredsFile: credsFile}))
 	require.Error(t, connectAndUse(t, queue.ConnConfig{URL: url}), "no credentials, no entry")
 }
+
+// TestPermissionViolationExplained: a request the user may not publish is
+// dropped by the server, so the client sees only its deadline pass; hpcq
+// says which permission was missing and stops asking (a declaration would
+// otherwise be asked again until its context ends).
+func TestPermissionViolationExplained(t *testing.T) {
+	url := startAuthServer(t, func(o *server.Options) {
+		o.Users = []*server.User{{Username: "narrow", Password: "pw", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{"$JS.API.INFO", "$JS.API.STREAM.INFO.*"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+		}}}
+	})
+	err := connectAndUse(t, queue.ConnConfig{URL: url, User: "narrow", Password: "pw"})
+	require.Error(t, err)
+	require.ErrorContains(t, err, "the NATS server refused this user")
+	require.ErrorContains(t, err, `Permissions Violation for Publish to "$JS.API.STREAM.`)
+	require.NotErrorIs(t, err, context.Canceled)
+}

@@ -42,7 +42,7 @@ func (q *Queue) PoolConsumer(ctx context.Context, pool, worker string) (*PoolCon
 		}
 		return c, nil
 	}
-	cons, err := use(ctx, q.opts, existing, func(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := use(ctx, q.opts, q.nc, existing, func(ctx context.Context) (jetstream.Consumer, error) {
 		return q.js.CreateOrUpdateConsumer(ctx, TasksStream, want)
 	})
 	if err != nil {
@@ -89,7 +89,7 @@ func (d *Delivery) Ack() error { return d.msg.Ack() }
 // comes back after AckWait and its second result is dropped as a
 // duplicate.
 func (d *Delivery) AckConfirmed(ctx context.Context) error {
-	_, err := patiently(ctx, func(ctx context.Context) (struct{}, error) {
+	_, err := patiently(ctx, d.c.q.nc, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, d.msg.DoubleAck(ctx)
 	})
 	return err

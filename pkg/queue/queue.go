@@ -155,7 +155,7 @@ func (q *Queue) PublishTask(ctx context.Context, t *schema.NodeTask) (duplicate 
 	if err != nil {
 		return false, err
 	}
-	ack, err := patiently(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+	ack, err := patiently(ctx, q.nc, func(ctx context.Context) (*jetstream.PubAck, error) {
 		return q.js.Publish(ctx, TaskSubject(t.Pool, t.RunID), data, jetstream.WithMsgID(t.MsgID()), jetstream.WithExpectStream(TasksStream))
 	})
 	if err != nil {
@@ -185,17 +185,19 @@ func Transient(err error) bool {
 // patiently runs try until it succeeds, retrying the errors of a stream or
 // consumer that is there but has no leader for the moment (no response, no
 // responders, an attempt's deadline), within patience or ctx. Other errors
-// return at once.
-func patiently[T any](ctx context.Context, try func(context.Context) (T, error)) (T, error) {
+// return at once, and so does an attempt nc's user may not make (the
+// server reported a permission violation).
+func patiently[T any](ctx context.Context, nc *nats.Conn, try func(context.Context) (T, error)) (T, error) {
 	ctx, cancel := context.WithTimeout(ctx, patience)
 	defer cancel()
 	backoff := 250 * time.Millisecond
 	for {
+		start := time.Now()
 		actx, acancel := context.WithTimeout(ctx, attempt)
 		v, err := try(actx)
 		acancel()
-		if err == nil || !Transient(err) || ctx.Err() != nil {
-			return v, err
+		if err == nil || !Transient(err) || ctx.Err() != nil || refused(nc, start) != nil {
+			return v, explain(nc, err, start)
 		}
 		select {
 		case <-ctx.Done():
@@ -297,7 +299,7 @@ func (q *Queue) PublishResult(ctx context.Context, r *schema.NodeResult) (duplic
 	if len(data) > schema.MaxResultBytes {
 		return false, fmt.Errorf("queue: result %s: %w: %d bytes encoded, at most %d (log tails too long?)", r.MsgID(), schema.ErrInvalidMessage, len(data), schema.MaxResultBytes)
 	}
-	ack, err := patiently(ctx, func(ctx context.Context) (*jetstream.PubAck, error) {
+	ack, err := patiently(ctx, q.nc, func(ctx context.Context) (*jetstream.PubAck, error) {
 		return q.js.Publish(ctx, ResultSubject(r.RunID), data, jetstream.WithMsgID(r.MsgID()), jetstream.WithExpectStream(ResultsStream))
 	})
 	if err != nil {

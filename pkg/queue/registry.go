@@ -228,9 +228,10 @@ type PoolStats struct {
 
 // Stats returns every pool that has tasks, a consumer, dead letters or
 // workers, sorted by name.
-func (q *Queue) Stats(ctx context.Context) ([]PoolStats, error) {
+func (q *Queue) Stats(ctx context.Context) (stats []PoolStats, err error) {
 	ctx, cancel := withDefaultTimeout(ctx)
 	defer cancel()
+	defer func(start time.Time) { err = explain(q.nc, err, start) }(time.Now())
 	pools := map[string]*PoolStats{}
 	get := func(p string) *PoolStats {
 		if s, ok := pools[p]; ok {

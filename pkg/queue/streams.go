@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -82,7 +83,7 @@ func ConsumerName(pool string) string { return "pool_" + pool }
 // keyValue creates or updates a bucket of hpcq's (one value per key, file
 // storage, the queue's replicas); ttl 0 keeps values until deleted.
 func (q *Queue) keyValue(ctx context.Context, bucket, description string, ttl time.Duration) (jetstream.KeyValue, error) {
-	kv, err := use(ctx, q.opts, func(ctx context.Context) (jetstream.KeyValue, error) { return q.js.KeyValue(ctx, bucket) }, func(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := use(ctx, q.opts, q.nc, func(ctx context.Context) (jetstream.KeyValue, error) { return q.js.KeyValue(ctx, bucket) }, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Description: description,
 			History: 1, TTL: ttl, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
 	})
@@ -129,7 +130,7 @@ func (q *Queue) Artifacts(ctx context.Context) (jetstream.ObjectStore, error) {
 	if q.artifacts != nil {
 		return q.artifacts, nil
 	}
-	st, err := use(ctx, q.opts, func(ctx context.Context) (jetstream.ObjectStore, error) {
+	st, err := use(ctx, q.opts, q.nc, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		return q.js.ObjectStore(ctx, ArtifactsBucket)
 	}, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		return q.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: ArtifactsBucket,
@@ -299,7 +300,7 @@ const declareAttempt = 4 * time.Second
 
 // use returns what lookup finds when o.UseExisting, else (or when lookup
 // finds nothing) what declare(create) makes.
-func use[T any](ctx context.Context, o Options, lookup, create func(context.Context) (T, error)) (T, error) {
+func use[T any](ctx context.Context, o Options, nc *nats.Conn, lookup, create func(context.Context) (T, error)) (T, error) {
 	if o.UseExisting {
 		lctx, cancel := context.WithTimeout(ctx, declareAttempt)
 		v, err := lookup(lctx)
@@ -308,20 +309,27 @@ func use[T any](ctx context.Context, o Options, lookup, create func(context.Cont
 			return v, nil
 		}
 	}
-	return declare(ctx, create)
+	return declare(ctx, nc, create)
 }
 
 // declare runs f (an idempotent create-or-update) until it succeeds, with
 // a fresh deadline per attempt, until ctx ends; an error the server
 // answered is returned at once, unless it says another process got there
-// first (raced).
-func declare[T any](ctx context.Context, f func(context.Context) (T, error)) (T, error) {
+// first (raced), and so is an attempt the server did not answer because
+// nc's user may not make it (a permission violation).
+func declare[T any](ctx context.Context, nc *nats.Conn, f func(context.Context) (T, error)) (T, error) {
 	for {
+		start := time.Now()
 		actx, cancel := context.WithTimeout(ctx, declareAttempt)
 		v, err := f(actx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || raced(err)) {
-			return v, err
+			return v, explain(nc, err, start)
+		}
+		if r := refused(nc, start); r != nil {
+			// Not an election: the user may not do this. Asking again
+			// would not help.
+			return v, explain(nc, err, start)
 		}
 	}
 }
@@ -347,7 +355,7 @@ func raced(err error) bool {
 // at start, at once (see declare).
 func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error {
 	for _, cfg := range streamConfigs(o) {
-		if _, err := use(ctx, o, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, cfg.Name) },
+		if _, err := use(ctx, o, js.Conn(), func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, cfg.Name) },
 			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) }); err != nil {
 			return fmt.Errorf("queue: create or update stream %s: %w", cfg.Name, err)
 		}
@@ -369,7 +377,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 	}} {
-		if _, err := use(ctx, o, func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, kv.Bucket) },
+		if _, err := use(ctx, o, js.Conn(), func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, kv.Bucket) },
 			func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kv) }); err != nil {
 			return fmt.Errorf("queue: create or update bucket %s: %w", kv.Bucket, err)
 		}
