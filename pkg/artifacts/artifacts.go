@@ -135,32 +135,71 @@ func (u *Uploader) Upload(ctx context.Context, t *schema.NodeTask, files []File)
 // the object store.
 var errLocal = errors.New("unreadable")
 
-// putAttempts bounds the tries of one upload. An object store put whose
-// acknowledgements are lost (its stream's leader died on a NATS cluster)
-// never returns on its own; each try has a deadline from the file's size
-// (putBase plus putRate), and a try that runs out is made again, as is one
-// the stream did not answer while it elects a leader (after a pause).
+// putAttempts bounds the tries of one upload or download. An object
+// store put whose acknowledgements are lost (its stream's leader died on a
+// NATS cluster) never returns on its own, nor does a get whose chunks stop
+// coming; each try has a deadline from the file's size (putBase plus
+// putRate), and a try that runs out is made again, as is one the stream
+// did not answer while it elects a leader (after a pause).
 const (
 	putAttempts = 5
 	putBase     = 20 * time.Second
 	putRate     = 1 << 20 // bytes per second at the least
 )
 
-// put uploads the first size bytes of the file rel of root as name.
-func (u *Uploader) put(ctx context.Context, name string, root *os.Root, rel string, size int64) (int64, string, error) {
+// retry runs f, a transfer of size bytes, until it succeeds, up to
+// putAttempts tries; again says which errors are worth another try.
+func retry(ctx context.Context, size int64, again func(error) bool, f func(ctx context.Context, try int) error) error {
 	for try := 1; ; try++ {
 		tctx, cancel := context.WithTimeout(ctx, putBase+time.Duration(size/putRate)*time.Second)
-		n, sum, err := u.putOnce(tctx, name, root, rel, size)
+		err := f(tctx, try)
 		cancel()
-		if err == nil || try == putAttempts || ctx.Err() != nil || !queue.Transient(err) {
-			return n, sum, err
+		if err == nil || try == putAttempts || ctx.Err() != nil || !again(err) {
+			return err
 		}
 		select {
 		case <-ctx.Done():
-			return n, sum, err
+			return err
 		case <-time.After(time.Duration(try) * time.Second):
 		}
 	}
+}
+
+// put uploads the first size bytes of the file rel of root as name. A put
+// that succeeds after a try that did not is read back and checked against
+// the file's digest: the earlier try's chunks and metadata, sent while the
+// stream changed leaders, may have been stored in part, or after the later
+// try's, leaving an object that cannot be read whole; it is put again.
+func (u *Uploader) put(ctx context.Context, name string, root *os.Root, rel string, size int64) (n int64, sum string, err error) {
+	err = retry(ctx, size, func(err error) bool { return queue.Transient(err) || errors.Is(err, errReadBack) }, func(ctx context.Context, try int) error {
+		n, sum, err = u.putOnce(ctx, name, root, rel, size)
+		if err == nil && try > 1 {
+			err = u.verify(ctx, name, n, sum)
+		}
+		return err
+	})
+	return n, sum, err
+}
+
+// errReadBack: an object read back after a put is not what was put.
+var errReadBack = errors.New("artifacts: object read back differs from the file")
+
+// verify reads the object name back and checks its size and SHA-256.
+func (u *Uploader) verify(ctx context.Context, name string, n int64, sum string) error {
+	obj, err := u.Store.Get(ctx, name)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", errReadBack, name, err)
+	}
+	defer obj.Close()
+	h := sha256.New()
+	got, err := io.Copy(h, obj)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", errReadBack, name, err)
+	}
+	if got != n || hex.EncodeToString(h.Sum(nil)) != sum {
+		return fmt.Errorf("%w: %s: %d bytes read back, %d put", errReadBack, name, got, n)
+	}
+	return nil
 }
 
 func (u *Uploader) putOnce(ctx context.Context, name string, root *os.Root, rel string, size int64) (int64, string, error) {
@@ -234,6 +273,18 @@ func fetchOne(ctx context.Context, store jetstream.ObjectStore, root *os.Root, r
 	if sum, err := fileSum(root, rel); err == nil && sum == a.SHA256 {
 		return nil
 	}
+	if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+		return err
+	}
+	// A get made while the stream elects a leader can stop getting chunks
+	// and wait forever: each try has its deadline, and is made again.
+	return retry(ctx, a.Bytes, queue.Transient, func(ctx context.Context, _ int) error {
+		return getOnce(ctx, store, root, res, a, rel)
+	})
+}
+
+// getOnce gets one artifact into rel, through rel.part.
+func getOnce(ctx context.Context, store jetstream.ObjectStore, root *os.Root, res *schema.NodeResult, a schema.Artifact, rel string) error {
 	obj, err := store.Get(ctx, queue.ArtifactObject(res.RunID, res.NodeID, res.Attempt, a.Dir(), a.Name))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
@@ -242,9 +293,6 @@ func fetchOne(ctx context.Context, store jetstream.ObjectStore, root *os.Root, r
 		return err
 	}
 	defer obj.Close()
-	if err := root.MkdirAll(path.Dir(rel), 0o755); err != nil {
-		return err
-	}
 	tmp := rel + ".part"
 	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -260,6 +308,9 @@ func fetchOne(ctx context.Context, store jetstream.ObjectStore, root *os.Root, r
 	}
 	if err != nil {
 		_ = root.Remove(tmp)
+		if ctx.Err() != nil && !queue.Transient(err) {
+			err = fmt.Errorf("%w: %w", ctx.Err(), err) // the try's deadline cut the copy
+		}
 		return err
 	}
 	return root.Rename(tmp, rel)

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -137,4 +139,87 @@ func TestFetchNamesTheNode(t *testing.T) {
 	require.Equal(t, 2, n)
 	_, err = st.Get(ctx, queue.ArtifactObject("r2", "n3", 1, "logs", "compile.log"))
 	require.ErrorIs(t, err, jetstream.ErrObjectNotFound)
+}
+
+// electionStore is the object store as a leader election can leave it: its
+// first put times out (its acks were lost), its second succeeds but what
+// the stream then holds is not what was put (the first try's metadata
+// stored after it), from the third on it behaves.
+type electionStore struct {
+	jetstream.ObjectStore
+	puts int
+}
+
+func (s *electionStore) Put(ctx context.Context, meta jetstream.ObjectMeta, r io.Reader) (*jetstream.ObjectInfo, error) {
+	s.puts++
+	switch s.puts {
+	case 1:
+		_, _ = io.Copy(io.Discard, r)
+		return nil, nats.ErrTimeout
+	case 2:
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := s.ObjectStore.PutBytes(ctx, meta.Name, data[:len(data)/2]); err != nil {
+			return nil, err
+		}
+		return &jetstream.ObjectInfo{ObjectMeta: meta, Size: uint64(len(data))}, nil
+	}
+	return s.ObjectStore.Put(ctx, meta, r)
+}
+
+// TestPutReadBackAfterRetry: a put that succeeds after a failed try is read
+// back; an object that is not what was put is put again, and what the
+// scheduler fetches is the file.
+func TestPutReadBackAfterRetry(t *testing.T) {
+	ctx := context.Background()
+	st := &electionStore{ObjectStore: store(t, "embedded")}
+	logs, runDir := t.TempDir(), t.TempDir()
+	log := bytes.Repeat([]byte("METRIC score=1\n"), 100)
+	write(t, logs, "run.log", log)
+	up := artifacts.Uploader{Store: st}
+	task := &schema.NodeTask{RunID: "r1", NodeID: "n1", Attempt: 1}
+	arts, note, err := up.Upload(ctx, task, []artifacts.File{{Kind: schema.ArtifactLog, Name: "run.log", Dir: logs, Rel: "run.log"}})
+	require.NoError(t, err)
+	require.Empty(t, note)
+	require.Equal(t, 3, st.puts, "timed out, put but read back wrong, put again")
+	res := &schema.NodeResult{V: schema.Version, RunID: "r1", NodeID: "n1", Attempt: 1, Worker: "w", Artifacts: arts}
+	require.NoError(t, artifacts.Fetch(ctx, st.ObjectStore, runDir, res))
+	got, err := os.ReadFile(filepath.Join(runDir, "nodes/n1/logs/run.log"))
+	require.NoError(t, err)
+	require.Equal(t, log, got)
+}
+
+// stalledStore's first get is one a leader election cut: no answer.
+type stalledStore struct {
+	jetstream.ObjectStore
+	gets int
+}
+
+func (s *stalledStore) Get(ctx context.Context, name string, opts ...jetstream.GetObjectOpt) (jetstream.ObjectResult, error) {
+	s.gets++
+	if s.gets == 1 {
+		return nil, nats.ErrTimeout
+	}
+	return s.ObjectStore.Get(ctx, name, opts...)
+}
+
+// TestFetchAgainAfterAStall: a get the stream did not answer is made
+// again; the file arrives.
+func TestFetchAgainAfterAStall(t *testing.T) {
+	ctx := context.Background()
+	st := &stalledStore{ObjectStore: store(t, "embedded")}
+	logs, runDir := t.TempDir(), t.TempDir()
+	write(t, logs, "run.log", []byte("METRIC score=1\n"))
+	task := &schema.NodeTask{RunID: "r1", NodeID: "n1", Attempt: 1}
+	up := artifacts.Uploader{Store: st.ObjectStore}
+	arts, _, err := up.Upload(ctx, task, []artifacts.File{{Kind: schema.ArtifactLog, Name: "run.log", Dir: logs, Rel: "run.log"}})
+	require.NoError(t, err)
+	res := &schema.NodeResult{V: schema.Version, RunID: "r1", NodeID: "n1", Attempt: 1, Worker: "w", Artifacts: arts}
+	require.NoError(t, artifacts.Fetch(ctx, st, runDir, res))
+	require.Equal(t, 2, st.gets)
+	got, err := os.ReadFile(filepath.Join(runDir, "nodes/n1/logs/run.log"))
+	require.NoError(t, err)
+	require.Equal(t, "METRIC score=1\n", string(got))
 }
