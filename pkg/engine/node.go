@@ -245,6 +245,16 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	return o.searchResult(), nil
 }
 
+// memoryLost reports whether the memory store has lost the run's memory:
+// its root branch, which every run has from its start, is gone.
+func (e *engine) memoryLost(ctx context.Context) bool {
+	if e.outage == nil {
+		return false
+	}
+	_, err := e.outage.BranchGet(ctx, RootBranch)
+	return errors.Is(err, memory.ErrNoBranch)
+}
+
 // prepare writes a node: its memory branch, its Phase 0 plan, its code. A
 // non-empty why makes the node buggy without running it (the model gave
 // nothing usable, the budget is spent); an error means ctx ended.
@@ -255,7 +265,11 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 		parent = n.Parent
 	}
 	fail := func(stage string, err error) (*schema.NodeTask, string, error) {
-		if errors.Is(err, memory.ErrOutage) {
+		if errors.Is(err, memory.ErrNoBranch) && e.memoryLost(ctx) {
+			err = fmt.Errorf("%w (its root branch is gone: did Redis restart without its data? restore it, then resume the run): %w", memory.ErrLost, err)
+			e.log.Error("memory lost", "err", err)
+		}
+		if errors.Is(err, memory.ErrOutage) || errors.Is(err, memory.ErrLost) {
 			// Not the node's fault: the run stops, resumable, and the node
 			// is prepared again when it resumes.
 			e.outageStop.Store(true)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hpcq/hpcq/pkg/local"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/chdb"
@@ -192,4 +193,40 @@ func TestOutageLongerThanTheLimit(t *testing.T) {
 	require.Zero(t, sum.Buggy)
 	require.Equal(t, "3", c.count(t, "SELECT count() FROM nodes FINAL WHERE run = '%s' AND status = 'ok'"))
 	require.Equal(t, "3", c.count(t, "SELECT count() FROM recall_events FINAL WHERE run = '%s' AND kind = 'node_created'"))
+}
+
+// TestMemoryLost: Redis loses the run's memory mid-run (as one restarted
+// without its data would come back): the run stops, interrupted and
+// resumable, saying what happened, instead of failing the nodes that
+// follow with "no such branch".
+func TestMemoryLost(t *testing.T) {
+	spec := newSpec(t)
+	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 4, 4, 1
+	var c *clusterRun
+	var once sync.Once
+	handle := func(r fakellm.Request) fakellm.Reply {
+		if r.Kind == "draft" && r.KindN == 2 {
+			once.Do(func() {
+				opts, err := redis.ParseURL(c.redis.Env["HPCQ_REDIS_URL"])
+				if err == nil {
+					rdb := redis.NewClient(opts)
+					err = rdb.FlushAll(context.Background()).Err()
+					rdb.Close()
+				}
+				if err != nil {
+					t.Errorf("flush redis: %v", err)
+				}
+			})
+		}
+		return normal(r)
+	}
+	c = newClusterRun(t, spec, handle)
+	sum, err := Run(context.Background(), c.p)
+	require.ErrorIs(t, err, memory.ErrLost)
+	require.ErrorContains(t, err, "interrupted (resume with --resume")
+	require.ErrorContains(t, err, "did Redis restart without its data?")
+	require.Contains(t, sum.StoppedBy, "no longer holds this run's memory")
+	require.Less(t, sum.Nodes, 4)
+	t.Logf("nodes %d, buggy %d, stopped by %s", sum.Nodes, sum.Buggy, sum.StoppedBy)
+	require.Equal(t, "interrupted", c.count(t, "SELECT argMax(status, ts) FROM runs FINAL WHERE run = '%s'"))
 }

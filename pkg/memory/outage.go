@@ -17,6 +17,11 @@ var (
 	// ErrOutage: the store stayed unavailable for longer than an
 	// OutageStore's limit.
 	ErrOutage = errors.New("memory: outage longer than the limit")
+	// ErrLost: the store answers but no longer holds the run's memory (its
+	// root branch is gone: a Redis that restarted without its data). Like
+	// an outage it stops the run, resumable once the data is restored;
+	// nodes are not failed for it.
+	ErrLost = errors.New("memory: the store no longer holds this run's memory")
 )
 
 // OutageOptions configure an OutageStore. Zero values take the defaults in
