@@ -3,6 +3,7 @@ package artifacts
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -55,7 +56,11 @@ type File struct {
 
 // Uploader puts the files of task attempts in the artifacts object store.
 type Uploader struct {
-	Store  jetstream.ObjectStore
+	Store jetstream.ObjectStore
+	// Chunks, when set, says how many chunks the store holds under an
+	// object's NUID (queue.Queue.ArtifactChunks): a put made again after a
+	// failed try is checked with it.
+	Chunks func(ctx context.Context, nuid string) (uint64, error)
 	Limits Limits
 }
 
@@ -166,10 +171,10 @@ func retry(ctx context.Context, size int64, again func(error) bool, f func(ctx c
 }
 
 // put uploads the first size bytes of the file rel of root as name. A put
-// that succeeds after a try that did not is read back and checked against
-// the file's digest: the earlier try's chunks and metadata, sent while the
-// stream changed leaders, may have been stored in part, or after the later
-// try's, leaving an object that cannot be read whole; it is put again.
+// that succeeds after a try that did not is checked (verify): the earlier
+// try's chunks and metadata, sent while the stream changed leaders, may
+// have been stored in part, or after the later try's, leaving an object
+// that cannot be read whole; it is put again.
 func (u *Uploader) put(ctx context.Context, name string, root *os.Root, rel string, size int64) (n int64, sum string, err error) {
 	err = retry(ctx, size, func(err error) bool { return queue.Transient(err) || errors.Is(err, errReadBack) }, func(ctx context.Context, try int) error {
 		n, sum, err = u.putOnce(ctx, name, root, rel, size)
@@ -181,23 +186,34 @@ func (u *Uploader) put(ctx context.Context, name string, root *os.Root, rel stri
 	return n, sum, err
 }
 
-// errReadBack: an object read back after a put is not what was put.
-var errReadBack = errors.New("artifacts: object read back differs from the file")
+// errReadBack: an object looked at after a put is not what was put.
+var errReadBack = errors.New("artifacts: object in the store differs from the file")
 
-// verify reads the object name back and checks its size and SHA-256.
+// verify checks the object name as the store holds it: its metadata's
+// size and digest are the file's, and (with Chunks) the stream holds every
+// chunk the metadata names. It reads no chunk: a worker's NATS user need
+// not read the store.
 func (u *Uploader) verify(ctx context.Context, name string, n int64, sum string) error {
-	obj, err := u.Store.Get(ctx, name)
+	info, err := u.Store.GetInfo(ctx, name)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", errReadBack, name, err)
 	}
-	defer obj.Close()
-	h := sha256.New()
-	got, err := io.Copy(h, obj)
+	raw, err := hex.DecodeString(sum)
+	if err != nil {
+		return err
+	}
+	if info.Size != uint64(n) || info.Digest != "SHA-256="+base64.URLEncoding.EncodeToString(raw) {
+		return fmt.Errorf("%w: %s: %d bytes, digest %s in the store; %d bytes put", errReadBack, name, info.Size, info.Digest, n)
+	}
+	if u.Chunks == nil {
+		return nil
+	}
+	have, err := u.Chunks(ctx, info.NUID)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", errReadBack, name, err)
 	}
-	if got != n || hex.EncodeToString(h.Sum(nil)) != sum {
-		return fmt.Errorf("%w: %s: %d bytes read back, %d put", errReadBack, name, got, n)
+	if have != uint64(info.Chunks) {
+		return fmt.Errorf("%w: %s: %d of its %d chunks in the store", errReadBack, name, have, info.Chunks)
 	}
 	return nil
 }

@@ -223,3 +223,48 @@ func TestFetchAgainAfterAStall(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "METRIC score=1\n", string(got))
 }
+
+// chunklessStore's second put stores the object, then loses its chunks:
+// its metadata is right, the stream holds none of what it names.
+type chunklessStore struct {
+	jetstream.ObjectStore
+	q    *queue.Queue
+	puts int
+}
+
+func (s *chunklessStore) Put(ctx context.Context, meta jetstream.ObjectMeta, r io.Reader) (*jetstream.ObjectInfo, error) {
+	s.puts++
+	if s.puts == 1 {
+		_, _ = io.Copy(io.Discard, r)
+		return nil, nats.ErrTimeout
+	}
+	info, err := s.ObjectStore.Put(ctx, meta, r)
+	if err != nil || s.puts > 2 {
+		return info, err
+	}
+	st, err := s.q.JetStream().Stream(ctx, "OBJ_"+queue.ArtifactsBucket)
+	if err != nil {
+		return nil, err
+	}
+	return info, st.Purge(ctx, jetstream.WithPurgeSubject("$O."+queue.ArtifactsBucket+".C."+info.NUID))
+}
+
+// TestPutCheckedForItsChunks: an object whose metadata names chunks the
+// stream does not hold is put again.
+func TestPutCheckedForItsChunks(t *testing.T) {
+	ctx := context.Background()
+	q := testutil.StartNATS(t, "embedded").Queue(t, queue.Options{})
+	obs, err := q.Artifacts(ctx)
+	require.NoError(t, err)
+	st := &chunklessStore{ObjectStore: obs, q: q}
+	logs, runDir := t.TempDir(), t.TempDir()
+	write(t, logs, "run.log", []byte("METRIC score=2\n"))
+	up := artifacts.Uploader{Store: st, Chunks: q.ArtifactChunks}
+	task := &schema.NodeTask{RunID: "r1", NodeID: "n2", Attempt: 1}
+	arts, note, err := up.Upload(ctx, task, []artifacts.File{{Kind: schema.ArtifactLog, Name: "run.log", Dir: logs, Rel: "run.log"}})
+	require.NoError(t, err)
+	require.Empty(t, note)
+	require.Equal(t, 3, st.puts, "timed out, put without its chunks, put again")
+	res := &schema.NodeResult{V: schema.Version, RunID: "r1", NodeID: "n2", Attempt: 1, Worker: "w", Artifacts: arts}
+	require.NoError(t, artifacts.Fetch(ctx, obs, runDir, res))
+}

@@ -58,6 +58,7 @@ type Config struct {
 	// outputs and plots (*.png, *.svg in the workspace), within
 	// ArtifactLimits; the result lists them (queue.Queue.Artifacts).
 	ArtifactStore  jetstream.ObjectStore
+	ArtifactChunks func(ctx context.Context, nuid string) (uint64, error) // queue.Queue.ArtifactChunks
 	ArtifactLimits artifacts.Limits
 	// LiveLog, when set, receives each phase's log as the commands write
 	// it (scheduler logs --follow); it is closed when the phase's task
@@ -184,7 +185,7 @@ func (e *Executor) Execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	// The upload is bounded on its own: a drain must not lose the result.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
-	up := artifacts.Uploader{Store: e.cfg.ArtifactStore, Limits: e.cfg.ArtifactLimits}
+	up := artifacts.Uploader{Store: e.cfg.ArtifactStore, Chunks: e.cfg.ArtifactChunks, Limits: e.cfg.ArtifactLimits}
 	arts, note, uerr := up.Upload(uctx, t, e.artifactFiles(t, res))
 	res.Artifacts, res.ArtifactsNote = arts, note
 	if uerr != nil {

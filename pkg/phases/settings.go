@@ -27,7 +27,7 @@ func (c *Config) UseQueue(ctx context.Context, q *queue.Queue) error {
 	if err != nil {
 		return err
 	}
-	c.ArtifactStore = store
+	c.ArtifactStore, c.ArtifactChunks = store, q.ArtifactChunks
 	c.LiveLog = func(t *schema.NodeTask, phase string) io.WriteCloser {
 		return q.LogWriter(t.RunID, t.NodeID, t.Attempt, phase)
 	}

@@ -122,6 +122,23 @@ func (q *Queue) BridgeState(ctx context.Context, create bool) (jetstream.KeyValu
 	return kv, nil
 }
 
+// ArtifactChunks is how many chunks the artifacts object store holds
+// under nuid (an object's ObjectInfo.NUID): an object whose metadata
+// names more than the stream holds cannot be read whole. It asks for the
+// stream's info (a worker's user may), not for a consumer.
+func (q *Queue) ArtifactChunks(ctx context.Context, nuid string) (uint64, error) {
+	subject := "$O." + ArtifactsBucket + ".C." + nuid
+	s, err := q.js.Stream(ctx, "OBJ_"+ArtifactsBucket)
+	if err != nil {
+		return 0, fmt.Errorf("queue: artifacts stream: %w", err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, fmt.Errorf("queue: artifacts stream: %w", err)
+	}
+	return info.State.Subjects[subject], nil
+}
+
 // Artifacts opens the artifacts object store, creating it (or updating its
 // retention) the first time a process asks.
 func (q *Queue) Artifacts(ctx context.Context) (jetstream.ObjectStore, error) {
