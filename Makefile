@@ -28,8 +28,8 @@ test: services-install lint test-go ## install what the tests need, then vet and
 test-go:
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-test-multihost: build ## the cluster on network namespaces (3 NATS hosts, a head, 2 compute hosts, faults); part of `make test`; needs root
-	$(GO) test -count=1 -v -run 'TestMultiHost|TestQueueDeclaredAtOnceOnACluster' ./tests/
+test-multihost: build ## the cluster on network namespaces (3 NATS hosts, a service host, a head with slurmctld, 2 compute hosts with slurmd, faults); part of `make test`; needs root
+	$(GO) test -count=1 -v -run 'TestMultiHost|TestQueueDeclaredAtOnceOnACluster|TestSlurmAcrossHosts' ./tests/
 	$(GO) test -count=1 ./internal/netns/
 
 lint: ## gofmt and go vet

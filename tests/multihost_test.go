@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,6 +67,15 @@ func startOn(t *testing.T, h *netns.Host, env []string, name string, args ...str
 	return p
 }
 
+// outputs are the processes' outputs.
+func outputs(ps []*hostProc) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.output())
+	}
+	return out
+}
+
 // natsCluster starts a NATS server with JetStream on each host, clustered.
 type natsCluster struct {
 	hosts []*netns.Host
@@ -101,6 +111,19 @@ var natsPermissions = map[string]string{
         "$KV.HPCQ_WORKERS.>", "$KV.HPCQ_HANDBACKS.>",
         "$O.HPCQ_ARTIFACTS.>", "$JS.API.STREAM.PURGE.OBJ_HPCQ_ARTIFACTS",
         "hpcq.results.*", "hpcq.logs.>", "hpcq.dlq.*", "hpcq.llm.chat"]},
+      subscribe: {allow: ["_INBOX.>"]}
+    }`,
+	// The bridge reads the backlog and the worker registry, keeps its state
+	// in its bucket, and lends the workers' identity to its jobs, never its
+	// own.
+	"bridge": `{
+      publish: {allow: [
+        "$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>",
+        "$JS.API.CONSUMER.INFO.HPCQ_TASKS.*", "$JS.API.CONSUMER.LIST.HPCQ_TASKS",
+        "$JS.API.CONSUMER.CREATE.KV_HPCQ_WORKERS.>", "$JS.API.CONSUMER.DELETE.KV_HPCQ_WORKERS.*", "$JS.FC.>",
+        "$JS.API.STREAM.CREATE.KV_HPCQ_BRIDGE", "$JS.API.STREAM.UPDATE.KV_HPCQ_BRIDGE",
+        "$JS.API.CONSUMER.CREATE.KV_HPCQ_BRIDGE.>", "$JS.API.CONSUMER.DELETE.KV_HPCQ_BRIDGE.*",
+        "$KV.HPCQ_BRIDGE.>"]},
       subscribe: {allow: ["_INBOX.>"]}
     }`,
 }
@@ -404,6 +427,7 @@ func TestMultiHost(t *testing.T) {
 	auth.ca, auth.key = testutil.SelfSignedFor(t, t.TempDir(), addrs...)
 	cl := startNATSCluster(t, natsHosts, auth)
 	svcDirs, svc := startServices(t, service, sec)
+	sl := startSlurmHosts(t, head, compute1, compute2)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, f := range []string{filepath.Join(svcDirs["redis"], "redis.log"), filepath.Join(svcDirs["clickhouse"], "log", "error.log")} {
@@ -424,6 +448,10 @@ func TestMultiHost(t *testing.T) {
 	require.NoError(t, os.Chmod(shared, 0o777))
 	execLog := filepath.Join(shared, "executions.log")
 	const nodes = 28
+	// The last nodes' runs wait for the gate, opened after the scheduler's
+	// kill: however fast the rest goes, work is left for every fault.
+	const gated = 4
+	gate := filepath.Join(shared, "gate")
 	var llmMu sync.Mutex
 	var llmAt []time.Time // when each request arrived
 	srv := fakellm.NewOn(t, nw.Gateway+":0", func(r fakellm.Request) fakellm.Reply {
@@ -434,8 +462,12 @@ func TestMultiHost(t *testing.T) {
 		case "phase0":
 			return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("a script"))}
 		case "draft":
+			wait := ""
+			if r.KindN > nodes-gated {
+				wait = fmt.Sprintf("while [ ! -e %s ]; do sleep 0.2; done\n", gate)
+			}
 			return fakellm.Reply{Content: fakellm.WithMemory("{}", runScript(fmt.Sprintf(
-				"echo \"$HPCQ_NODE_ID $(hostname) start $HPCQ_ATTEMPT $(date +%%T.%%N)\" >> %[1]s\nsleep 4\necho \"$HPCQ_NODE_ID $(hostname) end $HPCQ_ATTEMPT $(date +%%T.%%N)\" >> %[1]s\necho 'METRIC score=%[2]d'\n", execLog, r.KindN)))}
+				"%[3]secho \"$HPCQ_NODE_ID $(hostname) start $HPCQ_ATTEMPT $(date +%%T.%%N)\" >> %[1]s\nsleep 4\necho \"$HPCQ_NODE_ID $(hostname) end $HPCQ_ATTEMPT $(date +%%T.%%N)\" >> %[1]s\necho 'METRIC score=%[2]d'\n", execLog, r.KindN, wait)))}
 		case "summary":
 			return fakellm.Reply{Content: fakellm.WithMemory("{}", `{"summary": "a script"}`)}
 		}
@@ -452,18 +484,6 @@ func TestMultiHost(t *testing.T) {
 		spools = append(spools, d)
 		return d
 	}
-	// Each host's disk: a worker started again on it (same id) finds the
-	// spool its predecessor left and ships what it holds.
-	disks := map[*netns.Host][2]string{}
-	worker := func(h *netns.Host, id string) *hostProc {
-		if _, ok := disks[h]; !ok {
-			disks[h] = [2]string{spool(), spool()}
-		}
-		env := baseEnv(t, append(append(common, cl.env("worker")...), "HPCQ_WORKER_ID="+id, "HPCQ_WORK_DIR="+disks[h][0], "HPCQ_SPOOL_DIR="+disks[h][1])...)
-		p := startOn(t, h, env, "worker", "--pools", "cpu", "--slots", "2")
-		workers = append(workers, p)
-		return p
-	}
 	runDir := filepath.Join(t.TempDir(), "run-multihost")
 	schedEnv := baseEnv(t, append(append(common, cl.env("scheduler")...), "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_SPOOL_DIR="+spool())...)
 	sched := startOn(t, head, schedEnv, "scheduler", "run", "--run-dir", runDir, idea)
@@ -473,6 +493,7 @@ func TestMultiHost(t *testing.T) {
 	require.NoError(t, os.WriteFile(wrong, []byte("not-the-password"), 0o600))
 	bad := startOn(t, compute2, baseEnv(t, append(append(common, cl.env("worker")...), "HPCQ_NATS_PASSWORD_FILE="+wrong,
 		"HPCQ_WORKER_ID=bad", "HPCQ_WORK_DIR="+t.TempDir(), "HPCQ_SPOOL_DIR="+t.TempDir())...), "worker", "--pools", "cpu")
+	workers = append(workers, bad)
 	select {
 	case <-bad.Done:
 		require.Error(t, bad.Err)
@@ -481,15 +502,78 @@ func TestMultiHost(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("a worker with a wrong password still runs:\n%s", bad.output())
 	}
-	worker(compute1, "c1")
-	worker(compute2, "c2")
+	// Workers come as Slurm jobs: the bridge on the head host submits them,
+	// Slurm places one on each compute host (2 CPUs each, 2 per job). The
+	// jobs share a file system with the head (log, work and spool
+	// directories) and get the workers' NATS identity, not the bridge's.
+	jobDir := t.TempDir()
+	bridgeCfg := filepath.Join(jobDir, "bridge.yaml")
+	require.NoError(t, os.WriteFile(bridgeCfg, []byte(fmt.Sprintf(`name: multihost
+interval: 1s
+log_dir: %s
+worker_bin: %s
+queues:
+  cpu:
+    partition: debug
+    cpus_per_task: 2
+    slots: 2
+    max_jobs: 2
+    backlog: 2
+    idle_timeout: 10m
+`, filepath.Join(jobDir, "logs"), filepath.Join(binDir, "worker"))), 0o644))
+	bridgeEnv := baseEnv(t, append(append(common, cl.env("bridge")...), "SLURM_CONF="+sl.env["SLURM_CONF"],
+		"HPCQ_WORKER_NATS_USER=worker", "HPCQ_WORKER_NATS_PASSWORD_FILE="+sec.natsFiles["worker"],
+		"HPCQ_WORK_DIR="+spool(), "HPCQ_SPOOL_DIR="+spool())...)
+	bridge := startOn(t, head, bridgeEnv, "slurm-bridge", "--config", bridgeCfg)
+	jobsOn := func(node string) int {
+		n := 0
+		for _, l := range strings.Split(sl.cmd(t, "squeue", "-h", "-t", "RUNNING", "-o", "%N"), "\n") {
+			if l == node {
+				n++
+			}
+		}
+		return n
+	}
+	testutil.Eventually(t, 2*time.Minute, "a worker job on each compute host", func() bool {
+		return jobsOn("compute1") == 1 && jobsOn("compute2") == 1
+	})
+	jobOutputs := func() string {
+		var b strings.Builder
+		files, _ := filepath.Glob(filepath.Join(jobDir, "logs", "*.out"))
+		for _, f := range files {
+			data, _ := os.ReadFile(f)
+			fmt.Fprintf(&b, "== %s\n%s", filepath.Base(f), data)
+		}
+		return b.String()
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("worker jobs' output:\n%s", jobOutputs())
+		}
+	})
 	done := func() int {
 		m, _ := filepath.Glob(filepath.Join(runDir, "nodes", "*", "result.json"))
 		return len(m)
 	}
-	ran := func(host string) bool {
+	// running: a node's run started on host and has not ended.
+	running := func(host string) bool {
 		data, _ := os.ReadFile(execLog)
-		return strings.Contains(string(data), " "+host+" start ")
+		open := map[string]int{}
+		for _, l := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(l); len(f) == 5 && f[1] == host {
+				if f[2] == "start" {
+					open[f[0]+"/"+f[3]]++
+				} else {
+					open[f[0]+"/"+f[3]]--
+				}
+			}
+		}
+		for _, n := range open {
+			if n > 0 {
+				return true
+			}
+		}
+		return false
 	}
 	var faults []string
 	fault := func(name string) {
@@ -516,19 +600,21 @@ func TestMultiHost(t *testing.T) {
 	natsHosts[li].Kill()
 	fault("nats_leader_killed")
 	after := done()
-	testutil.Eventually(t, 3*time.Minute, "two more nodes without the old leader", func() bool { return done() >= after+2 })
+	testutil.Eventually(t, 3*time.Minute, "two more nodes without the old leader", func() bool { return done() >= min(after+2, nodes-gated) })
 	cl.restart(t, li)
 	t.Logf("%s leader restarted", time.Now().Format("15:04:05.000"))
 
-	// 2. A compute host dies whole while its tasks run.
-	testutil.Eventually(t, 2*time.Minute, "compute1 running a task", func() bool {
-		return ran("compute1") && len(compute1.Pids()) > 2
-	})
+	// 2. A compute host dies whole while its tasks run: its worker job,
+	// slurmd and munged with it. It boots again (munged, slurmd); Slurm
+	// ends the lost job and the bridge's next job lands there.
+	testutil.Eventually(t, 2*time.Minute, "compute1 running a task", func() bool { return running("compute1") })
 	compute1.Kill()
 	fault("compute_host_killed")
 	after = done()
-	testutil.Eventually(t, 3*time.Minute, "a node done on the host that is left", func() bool { return done() > after })
-	worker(compute1, "c1") // the host boots again
+	testutil.Eventually(t, 3*time.Minute, "a node done on the host that is left", func() bool { return done() > after || done() == nodes-gated })
+	sl.startNode(t, compute1)
+	t.Logf("%s compute1 booted", time.Now().Format("15:04:05.000"))
+	testutil.Eventually(t, 3*time.Minute, "a new worker job on compute1", func() bool { return jobsOn("compute1") == 1 })
 
 	// 3. The other compute host is cut off for a while, then healed.
 	require.NoError(t, compute2.LinkDown())
@@ -548,16 +634,18 @@ func TestMultiHost(t *testing.T) {
 		serviceOn(t, service, svcDirs[sv], "start", sv)
 	}
 
-	// 5. The scheduler is SIGKILLed (its host's every process) and resumed
-	// on the head host.
+	// 5. The scheduler is SIGKILLed (its process group; the head host keeps
+	// slurmctld and the bridge) and resumed on the head host.
 	after = done()
-	testutil.Eventually(t, 3*time.Minute, "a node done after the heal", func() bool { return done() > after })
-	require.Less(t, done(), nodes, "nodes left for the scheduler's kill")
-	head.Kill()
+	testutil.Eventually(t, 3*time.Minute, "a node done after the heal", func() bool { return done() > after || done() == nodes-gated })
+	require.LessOrEqual(t, done(), nodes-gated, "nodes left for the scheduler's kill")
+	require.NoError(t, syscall.Kill(-sched.Cmd.Process.Pid, syscall.SIGKILL))
+	<-sched.Done
 	killedAt := time.Now()
 	fault("scheduler_killed")
 	first := sched
 	sched = startOn(t, head, schedEnv, "scheduler", "run", "--resume", runDir)
+	require.NoError(t, os.WriteFile(gate, nil, 0o644))
 
 	select {
 	case <-sched.Done:
@@ -589,7 +677,7 @@ func TestMultiHost(t *testing.T) {
 		duplicated += n - 1
 	}
 	fmt.Printf("multihost hosts=%d nats_nodes=%d slurm_nodes=%d nodes_done=%d lost=%d duplicated=%d faults=%s\n",
-		len(nw.Hosts()), len(natsHosts), 0, done(), lost, duplicated, strings.Join(faults, ","))
+		len(nw.Hosts()), len(natsHosts), len(sl.nodes), done(), lost, duplicated, strings.Join(faults, ","))
 	require.Zero(t, lost)
 	if duplicated > 0 {
 		// Each node run twice, as the executions log and the processes saw it.
@@ -603,8 +691,8 @@ func TestMultiHost(t *testing.T) {
 					t.Logf("  %s", l)
 				}
 			}
-			for _, w := range append(workers, first, sched) {
-				for _, l := range strings.Split(w.output(), "\n") {
+			for _, out := range append(outputs(append(workers, first, sched, bridge)), jobOutputs()) {
+				for _, l := range strings.Split(out, "\n") {
 					if strings.Contains(l, n) {
 						t.Logf("    %s", l)
 					}
@@ -614,6 +702,9 @@ func TestMultiHost(t *testing.T) {
 	}
 	require.Zero(t, duplicated, "no node runs twice beyond what a kill interrupted")
 	require.Len(t, ended, nodes, "every node ran to its end")
+	for _, h := range sl.nodes {
+		require.Contains(t, string(data), " "+h.Name+" end ", "nodes ran on %s", h.Name)
+	}
 
 	// Every node's logs came home.
 	for i := 1; i <= nodes; i++ {
@@ -691,7 +782,7 @@ func TestMultiHost(t *testing.T) {
 	// No secret in the run directory, the spools, the processes' logs or the
 	// results.
 	var places []string
-	for _, dir := range append([]string{runDir}, spools...) {
+	for _, dir := range append([]string{runDir, jobDir}, spools...) {
 		require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return err
@@ -705,9 +796,9 @@ func TestMultiHost(t *testing.T) {
 			return nil
 		}))
 	}
-	for _, p := range append(workers, first, sched) {
+	for _, out := range outputs(append(workers, first, sched, bridge)) {
 		for _, s := range sec.all() {
-			require.NotContains(t, p.output(), s, "a secret in a process's log")
+			require.NotContains(t, out, s, "a secret in a process's log")
 		}
 	}
 	for _, table := range []string{"runs", "nodes", "phase_runs", "metrics", "llm_calls", "artifacts", "recall_events", "archival"} {
@@ -716,7 +807,7 @@ func TestMultiHost(t *testing.T) {
 			require.NotContains(t, rows, s, "a secret in ClickHouse's %s", table)
 		}
 	}
-	t.Logf("no secret in %d files, %d logs, 8 tables", len(places), len(workers)+2)
+	t.Logf("no secret in %d files, %d logs, 8 tables", len(places), len(workers)+3)
 
 	// The documented permissions are all each role needed.
 	for _, p := range cl.procs {
