@@ -31,21 +31,10 @@ import (
 // hostProc is a process started in a host of the test's network.
 type hostProc struct {
 	*netns.Proc
-	mu  sync.Mutex
-	out bytes.Buffer
+	testutil.Buffer
 }
 
-func (p *hostProc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *hostProc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+func (p *hostProc) output() string { return p.String() }
 
 func startOn(t *testing.T, h *netns.Host, env []string, name string, args ...string) *hostProc {
 	t.Helper()

@@ -1,11 +1,9 @@
 package queue_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,27 +13,9 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 )
 
-// syncBuffer is a bytes.Buffer safe to read while FollowLogs writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // follow runs FollowLogs in the background; the returned channel gives its
 // error.
-func follow(ctx context.Context, q *queue.Queue, phase string, done <-chan struct{}, out *syncBuffer) <-chan error {
+func follow(ctx context.Context, q *queue.Queue, phase string, done <-chan struct{}, out *testutil.Buffer) <-chan error {
 	errc := make(chan error, 1)
 	go func() { errc <- q.FollowLogs(ctx, "r", "n1", 1, phase, true, done, out) }()
 	return errc
@@ -60,7 +40,7 @@ func TestFollowLogs(t *testing.T) {
 		ctx := ctxT(t)
 		q := srv.Queue(t, queue.Options{})
 
-		var empty syncBuffer
+		var empty testutil.Buffer
 		require.NoError(t, q.FollowLogs(ctx, "r", "n1", 1, "", false, nil, &empty), "no output yet: nothing to print")
 		require.Empty(t, empty.String())
 
@@ -70,9 +50,9 @@ func TestFollowLogs(t *testing.T) {
 		run := q.LogWriter("r", "n1", 1, "run")
 		fmt.Fprintln(run, "line 1")
 
-		var runOut syncBuffer
+		var runOut testutil.Buffer
 		runDone := follow(ctx, q, "run", nil, &runOut)
-		var allOut syncBuffer
+		var allOut testutil.Buffer
 		nodeDone := make(chan struct{})
 		allDone := follow(ctx, q, "", nodeDone, &allOut)
 		testutil.Eventually(t, 10*time.Second, "the output so far", func() bool {
@@ -95,7 +75,7 @@ func TestFollowLogs(t *testing.T) {
 		require.NoError(t, waitErr(t, allDone, 10*time.Second))
 		require.Equal(t, "compiling\nline 1\n"+want.String(), allOut.String(), "every phase, up to the last message")
 
-		var again syncBuffer
+		var again testutil.Buffer
 		require.NoError(t, q.FollowLogs(ctx, "r", "n1", 1, "", false, nil, &again))
 		require.Equal(t, allOut.String(), again.String())
 	})
@@ -110,7 +90,7 @@ func TestFollowLogsServerGone(t *testing.T) {
 		q := srv.Queue(t, queue.Options{})
 		w := q.LogWriter("r", "n1", 1, "run")
 		fmt.Fprintln(w, "before the end")
-		var out syncBuffer
+		var out testutil.Buffer
 		done := make(chan struct{})
 		errc := follow(ctx, q, "", done, &out)
 		testutil.Eventually(t, 10*time.Second, "the output so far", func() bool {
