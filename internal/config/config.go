@@ -167,6 +167,7 @@ type LLM struct {
 	// Replay: a cassette to serve replies from instead of a live model.
 	Replay      string        `envconfig:"LLM_REPLAY" desc:"JSONL cassette of recorded replies: offline, deterministic runs"`
 	Record      string        `envconfig:"LLM_RECORD" desc:"append every live exchange to this JSONL cassette"`
+	Cache       string        `envconfig:"LLM_CACHE" desc:"a directory of LLM replies shared between runs, besides each run's llm-cache/ (requests at temperature 0, or all with llm.cache: true)"`
 	Timeout     time.Duration `envconfig:"LLM_TIMEOUT" default:"120s" desc:"timeout of one request attempt"`
 	MaxAttempts int           `envconfig:"LLM_MAX_ATTEMPTS" default:"5" desc:"attempts per request (429, 5xx, timeouts are retried)"`
 	Concurrency int           `envconfig:"LLM_CONCURRENCY" default:"4" desc:"requests in flight at once"`

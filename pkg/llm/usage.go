@@ -126,8 +126,12 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 	}
 	m.mu.Lock()
 	m.usage.Calls++
-	m.usage.TokensIn += int64(resp.TokensIn)
-	m.usage.TokensOut += int64(resp.TokensOut)
+	if !resp.CacheHit {
+		// The budget counts what the model was asked for: a reply served
+		// again from a cache spends nothing.
+		m.usage.TokensIn += int64(resp.TokensIn)
+		m.usage.TokensOut += int64(resp.TokensOut)
+	}
 	m.usage.CostUSD += cost
 	if err != nil {
 		m.usage.Errors++

@@ -86,6 +86,10 @@ type LLM struct {
 	Retries     int        `yaml:"retries"` // unusable replies retried with feedback
 	Prices      llm.Prices `yaml:"prices"`
 	Budget      llm.Budget `yaml:"budget"`
+	// Cache answers every request seen before from the run's cache (and
+	// HPCQ_LLM_CACHE), not only those at temperature 0, whose replies are
+	// reproducible.
+	Cache bool `yaml:"cache"`
 	// Vision: the model accepts images. A node's plots are then analysed
 	// (seed 003's VLM analysis): PNG, JPEG, GIF and WEBP plots sent as
 	// images, an SVG's source as text; the analysis goes into the node's

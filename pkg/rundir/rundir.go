@@ -23,6 +23,7 @@ const (
 	NATSDir     = "nats"                      // the embedded JetStream store (local mode)
 	ServerFile  = "server.json"               // how to reach a going local run's embedded server (mode 0600)
 	JournalDir  = "journal"                   // the tree journal, result cache, LLM usage
+	LLMCacheDir = "llm-cache"                 // replies of reproducible LLM requests (llm.Cache)
 	NodesDir    = "nodes"                     // nodes/<id>/task.json, result.json
 	TaskFile    = "task.json"                 // nodes/<id>/task.json: the task as published
 	ResultFile  = "result.json"               // nodes/<id>/result.json: how the node ended

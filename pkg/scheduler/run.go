@@ -76,7 +76,7 @@ func loadIdea(dir string) (run.Spec, error) {
 // runLLM picks the run's model: HPCQ_LLM_REPLAY; else the endpoint of
 // OPENAI_BASE_URL / OPENAI_API_KEY (model from HPCQ_LLM_MODEL or run.yaml);
 // else the idea directory's scripted cassette, said loudly.
-func runLLM(spec run.Spec, ideaDir string, log *slog.Logger) (llm.Client, func() error, map[string]string, error) {
+func runLLM(spec run.Spec, ideaDir, runDir string, log *slog.Logger) (llm.Client, func() error, map[string]string, error) {
 	c, info, err := llmChoice(spec, ideaDir)
 	if err != nil {
 		return nil, nil, nil, err
@@ -89,7 +89,15 @@ func runLLM(spec run.Spec, ideaDir string, log *slog.Logger) (llm.Client, func()
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return client, closeFn, info, nil
+	// Identical reproducible requests are answered from the run's cache
+	// (and the shared one): a resumed run, or a later run of the idea
+	// through HPCQ_LLM_CACHE, does not pay for them twice.
+	cache := &llm.Cache{Client: client, Dirs: []string{rundir.Dir(runDir).Path(rundir.LLMCacheDir)}, All: spec.LLM.Cache, Model: c.Model, Logger: log}
+	if c.Cache != "" {
+		cache.Dirs = append(cache.Dirs, c.Cache)
+		info["cache"] = c.Cache
+	}
+	return cache, closeFn, info, nil
 }
 
 // llmChoice is the model runLLM picks, and what run.json says of it
@@ -237,7 +245,7 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	}()
 	runID := filepath.Base(runDir)
 
-	client, closeLLM, llmInfo, err := runLLM(spec, info.IdeaDir, log)
+	client, closeLLM, llmInfo, err := runLLM(spec, info.IdeaDir, runDir, log)
 	if err != nil {
 		return err
 	}
