@@ -58,8 +58,10 @@ type Reply struct {
 type Server struct {
 	*httptest.Server
 	handle func(Request) Reply
+	drop   bool // keep no request
 
 	mu    sync.Mutex
+	n     int
 	reqs  []Request
 	kindN map[string]int
 }
@@ -75,17 +77,28 @@ func New(t testing.TB, handle func(Request) Reply) *Server {
 // NewOn is New listening on addr (host:port; port 0 picks one): reachable
 // from other network namespaces through that address.
 func NewOn(t testing.TB, addr string, handle func(Request) Reply) *Server {
+	s, err := Start(addr, true, handle)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start is NewOn outside a test (a benchmark's endpoint): the caller
+// closes it. keep: Requests returns the requests (a long benchmark drops
+// them; the counts stay).
+func Start(addr string, keep bool, handle func(Request) Reply) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		t.Fatalf("fake LLM endpoint on %s: %v", addr, err)
+		return nil, fmt.Errorf("fake LLM endpoint on %s: %w", addr, err)
 	}
-	s := &Server{handle: handle, kindN: map[string]int{}}
+	s := &Server{handle: handle, kindN: map[string]int{}, drop: !keep}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	_ = s.Server.Listener.Close()
 	s.Server.Listener = ln
 	s.Server.Start()
-	t.Cleanup(s.Close)
-	return s
+	return s, nil
 }
 
 // URL of the API (OPENAI_BASE_URL).
@@ -142,12 +155,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Lock()
-	req.N = len(s.reqs) + 1
+	s.n++
+	req.N = s.n
 	if req.Attempt == 1 {
 		s.kindN[req.Kind]++
 	}
 	req.KindN = s.kindN[req.Kind]
-	s.reqs = append(s.reqs, req)
+	if !s.drop {
+		s.reqs = append(s.reqs, req)
+	}
 	s.mu.Unlock()
 
 	rep := s.handle(req)

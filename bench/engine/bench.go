@@ -1,0 +1,304 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hpcq/hpcq/internal/fakellm"
+	"github.com/hpcq/hpcq/pkg/engine"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory/sqlite"
+	"github.com/hpcq/hpcq/pkg/metrics"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/run"
+	"github.com/hpcq/hpcq/pkg/schema"
+	"github.com/hpcq/hpcq/pkg/worker"
+)
+
+// childEnv carries the embedded server's URL to the child process.
+const (
+	childEnv        = "HPCQ_BENCH_ENGINE_NATS"
+	childWorkersEnv = "HPCQ_BENCH_ENGINE_WORKERS"
+	childSlotsEnv   = "HPCQ_BENCH_ENGINE_SLOTS"
+)
+
+// spec is the run: n nodes over the four stages, a quarter each, slots
+// nodes in flight, memory on (the SQLite store).
+func spec(n, slots int) (run.Spec, error) {
+	s := run.Defaults()
+	s.Idea = "Print a score as high as possible."
+	s.Metric = run.Metric{Name: "score", Direction: "maximize", Unit: "points"}
+	q := n / 4
+	s.Stages = run.Stages{InitialImplementation: run.Stage{MaxIterations: n - 3*q}, BaselineTuning: run.Stage{MaxIterations: q},
+		CreativeResearch: run.Stage{MaxIterations: q}, AblationStudies: run.Stage{MaxIterations: q}}
+	s.Search.NumDrafts = 8
+	s.Search.Slots = slots
+	s.LLM.Model = "bench-model"
+	return s, s.Validate()
+}
+
+// reply answers every prompt at once: plans, code whose score differs per
+// node (no two nodes share files: no result cache hit), summaries.
+func reply(r fakellm.Request) fakellm.Reply {
+	switch r.Kind {
+	case "phase0":
+		return fakellm.Reply{Content: fakellm.WithMemory(`{"core": {"PHASE0_SUMMARY": "print the score"}}`, fakellm.Plan("a shell script")), TokensIn: 100, TokensOut: 50}
+	case "draft", "debug", "improve", "hyperparam", "ablation":
+		script := fmt.Sprintf("echo 'METRIC score=%d'\n", r.N)
+		return fakellm.Reply{Content: fakellm.WithMemory(`{"archival": [{"text": "wrote run.sh for node `+fmt.Sprint(r.N)+`", "tags": ["`+r.Kind+`"]}]}`,
+			fakellm.Artifacts([]fakellm.File{{Path: "run.sh", Content: script}}, nil, []string{"bash run.sh"})), TokensIn: 200, TokensOut: 100}
+	case "summarize", "summary":
+		return fakellm.Reply{Content: `{"summary": "earlier events folded"}`}
+	case "compress":
+		return fakellm.Reply{Content: "compressed"}
+	}
+	return fakellm.Reply{Status: 400}
+}
+
+// child runs the workers and the endpoint until its stdin closes; it
+// prints the endpoint's URL first.
+func child(natsURL string) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	var workers, slots int
+	if _, err := fmt.Sscan(os.Getenv(childWorkersEnv)+" "+os.Getenv(childSlotsEnv), &workers, &slots); err != nil {
+		return fmt.Errorf("workers and slots: %w", err)
+	}
+	srv, err := fakellm.Start("127.0.0.1:0", false, reply)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	nc, err := queue.Connect(ctx, queue.ConnConfig{URL: natsURL, Name: "bench-engine-workers"}, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	q, err := queue.New(ctx, nc, queue.Options{UseExisting: true}, log)
+	if err != nil {
+		return err
+	}
+	noop := worker.ExecutorFunc(func(_ context.Context, task *schema.NodeTask, _ worker.Slot) (*schema.NodeResult, error) {
+		return &schema.NodeResult{Started: time.Now(), Phases: []schema.PhaseResult{{Name: "run", OK: true}},
+			Metrics: map[string]float64{"score": float64(len(task.NodeID))}}, nil
+	})
+	errs := make(chan error, workers)
+	for i := range workers {
+		w, err := worker.New(q, noop, worker.Config{ID: fmt.Sprintf("bench-%d", i), Pools: []string{"cpu"},
+			Slots: slots / workers, Cores: slots / workers, Logger: log})
+		if err != nil {
+			return err
+		}
+		go func() { errs <- w.Run(ctx) }()
+	}
+	fmt.Println("llm", srv.BaseURL())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	<-ctx.Done()
+	for range workers {
+		<-errs
+	}
+	return nil
+}
+
+// measure grows a tree of n nodes, then resumes the finished run.
+func measure(n, workers, slots int, keep string) (string, error) {
+	ctx := context.Background()
+	base := keep
+	if base == "" {
+		tmp, err := os.MkdirTemp("", "bench-engine-")
+		if err != nil {
+			return "", err
+		}
+		defer os.RemoveAll(tmp)
+		base = tmp
+	}
+	dir := filepath.Join(base, fmt.Sprintf("run-bench-%d", n))
+	if err := os.MkdirAll(filepath.Join(dir, "memory"), 0o755); err != nil {
+		return "", err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: filepath.Join(dir, "nats"), Listen: true})
+	if err != nil {
+		return "", err
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Connect("bench-engine")
+	if err != nil {
+		return "", err
+	}
+	defer nc.Close()
+	q, err := queue.New(ctx, nc, queue.Options{}, log)
+	if err != nil {
+		return "", err
+	}
+
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), childEnv+"="+srv.ClientURL(), fmt.Sprintf("%s=%d", childWorkersEnv, workers), fmt.Sprintf("%s=%d", childSlotsEnv, slots))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	defer func() {
+		stdin.Close()
+		_ = cmd.Wait()
+	}()
+	first, err := bufio.NewReader(stdout).ReadString('\n')
+	url, ok := strings.CutPrefix(strings.TrimSpace(first), "llm ")
+	if err != nil || !ok {
+		return "", fmt.Errorf("the child did not start (%q, %v)", first, err)
+	}
+
+	sp, err := spec(n, slots)
+	if err != nil {
+		return "", err
+	}
+	client, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: url, APIKey: "bench", Model: "bench-model", Concurrency: slots, Logger: log})
+	if err != nil {
+		return "", err
+	}
+	open := func() (engine.Params, func(), error) {
+		sink, err := results.OpenSQLite(filepath.Join(dir, "hpcq.sqlite"))
+		if err != nil {
+			return engine.Params{}, nil, err
+		}
+		store, err := sqlite.Open(filepath.Join(dir, "memory", "memory.sqlite"), sqlite.Options{Run: filepath.Base(dir)})
+		if err != nil {
+			sink.Close()
+			return engine.Params{}, nil, err
+		}
+		reg := prometheus.NewRegistry()
+		p := engine.Params{Spec: sp, RunDir: dir, Queue: q, LLM: client, MemoryStore: store, Results: sink, Mode: "local",
+			Slots: slots, Progress: io.Discard, ProgressEvery: time.Hour, Logger: log, Metrics: metrics.NewScheduler(reg), Gateway: nc}
+		return p, func() { store.Close(); sink.Close() }, nil
+	}
+
+	p, closeStores, err := open()
+	if err != nil {
+		return "", err
+	}
+	perNode := make(chan []float64, 1)
+	done := make(chan struct{})
+	go func() { perNode <- sample(p.Metrics.Nodes, done) }()
+	start := time.Now()
+	sum, err := engine.Run(ctx, p)
+	wall := time.Since(start)
+	close(done)
+	cpu := <-perNode
+	closeStores()
+	if err != nil {
+		return "", fmt.Errorf("run of %d nodes: %w", n, err)
+	}
+	if sum.Nodes != n {
+		return "", fmt.Errorf("run of %d nodes: %d nodes ran (%d buggy, stopped by %q)", n, sum.Nodes, sum.Buggy, sum.StoppedBy)
+	}
+	fmt.Fprintf(os.Stderr, "bench-engine: %d nodes (%d buggy, %d from the result cache) in %.1f s\n", sum.Nodes, sum.Buggy, sum.CacheHits, wall.Seconds())
+
+	p, closeStores, err = open()
+	if err != nil {
+		return "", err
+	}
+	start = time.Now()
+	if _, err := engine.Run(ctx, p); err != nil {
+		closeStores()
+		return "", fmt.Errorf("resume of %d nodes: %w", n, err)
+	}
+	resume := time.Since(start)
+	closeStores()
+
+	var journal int64
+	_ = filepath.Walk(filepath.Join(dir, "journal"), func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			journal += fi.Size()
+		}
+		return nil
+	})
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	slices.Sort(cpu)
+	return fmt.Sprintf("bench-engine nodes=%d workers=%d slots=%d sched_cpu_ms_per_node_p50=%.3f sched_cpu_ms_per_node_p99=%.3f wall_s=%.1f resume_s=%.2f peak_rss_mb=%.0f journal_bytes=%d",
+		n, workers, slots, quantile(cpu, 0.50), quantile(cpu, 0.99), wall.Seconds(), resume.Seconds(), float64(ru.Maxrss)/1024, journal), nil
+}
+
+// sample looks at this process's CPU time and the nodes ended every 50 ms
+// until done, and returns each ended node's share of the CPU time since the
+// last look at which a node had ended.
+func sample(nodes *prometheus.CounterVec, done <-chan struct{}) []float64 {
+	var out []float64
+	lastCPU, lastNodes := cpuTime(), 0.0
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return out
+		case <-tick.C:
+		}
+		ended := total(nodes)
+		if ended <= lastNodes {
+			continue
+		}
+		now := cpuTime()
+		share := (now - lastCPU).Seconds() * 1000 / (ended - lastNodes)
+		for range int(ended - lastNodes) {
+			out = append(out, share)
+		}
+		lastCPU, lastNodes = now, ended
+	}
+}
+
+func total(c *prometheus.CounterVec) float64 {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	var sum float64
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err == nil && pb.Counter != nil {
+			sum += pb.Counter.GetValue()
+		}
+	}
+	return sum
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}

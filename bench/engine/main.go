@@ -1,0 +1,63 @@
+// Command engine is the scale benchmark behind `make bench-engine`: trees of
+// -nodes nodes (1,000 and 10,000 by default) grown by the real engine
+// (Phase 0 and node prompts built with the run's memory, the real queue on
+// an embedded server, the SQLite memory and results stores) in this
+// process, the scheduler's; the workers (64 slots in all, a no-op
+// executor that reports a metric) and an OpenAI-speaking fake endpoint
+// that answers at once run in a child process, so that this process's CPU
+// is the scheduler's and its embedded server's. It prints one line per
+// size:
+//
+//	bench-engine nodes=<int> workers=<int> slots=<int> sched_cpu_ms_per_node_p50=<f> sched_cpu_ms_per_node_p99=<f> wall_s=<f> resume_s=<f> peak_rss_mb=<f> journal_bytes=<int>
+//
+// sched_cpu_ms_per_node is this process's CPU time (user + system) between
+// two looks 50 ms apart, divided among the nodes that ended in between
+// (windows with none ended add to the next). resume_s is a second Run on
+// the finished run directory, from its start until it returns (journal
+// replayed, every stage found done, report and tree written again).
+// peak_rss_mb is this process's maximum resident set.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+func main() {
+	if url := os.Getenv(childEnv); url != "" {
+		if err := child(url); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-engine child:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	sizes := flag.String("nodes", "1000,10000", "tree sizes, comma separated")
+	workers := flag.Int("workers", 4, "worker processes' workers (in one child process)")
+	slots := flag.Int("slots", 64, "slots of all workers together")
+	keep := flag.String("keep", "", "write the run directories here and keep them")
+	flag.Parse()
+	var ns []int
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 4 {
+			fmt.Fprintf(os.Stderr, "bench-engine: -nodes %q: sizes of 4 or more\n", *sizes)
+			os.Exit(2)
+		}
+		ns = append(ns, n)
+	}
+	if *workers < 1 || *slots < *workers {
+		fmt.Fprintln(os.Stderr, "bench-engine: -workers >= 1 and -slots >= -workers")
+		os.Exit(2)
+	}
+	for _, n := range ns {
+		line, err := measure(n, *workers, *slots, *keep)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-engine:", err)
+			os.Exit(1)
+		}
+		fmt.Println(line)
+	}
+}
