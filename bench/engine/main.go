@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 )
@@ -38,7 +39,19 @@ func main() {
 	workers := flag.Int("workers", 4, "worker processes' workers (in one child process)")
 	slots := flag.Int("slots", 64, "slots of all workers together")
 	keep := flag.String("keep", "", "write the run directories here and keep them")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of this process (the scheduler's) to this file")
 	flag.Parse()
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-engine:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -55,6 +68,7 @@ func main() {
 	for _, n := range ns {
 		line, err := measure(n, *workers, *slots, *keep)
 		if err != nil {
+			pprof.StopCPUProfile()
 			fmt.Fprintln(os.Stderr, "bench-engine:", err)
 			os.Exit(1)
 		}

@@ -159,6 +159,8 @@ type engine struct {
 	client  llm.Client
 	mem     *memory.Memory
 	outage  *memory.OutageStore // the memory store, waiting out outages
+	// summaries holds nodeSummary's line of each finished node.
+	summaries sync.Map
 	// cancel ends the run with a cause (an outage past its limit), and
 	// outageStop says that one did.
 	cancel     context.CancelCauseFunc

@@ -791,16 +791,18 @@ func (e *engine) history(except string) string {
 	return strings.Join(out, "\n\n")
 }
 
+// promptNodes bounds the nodes a prompt lists (the run so far, a node's
+// siblings): the latest ones, and how many more there were.
+const promptNodes = 20
+
 func (e *engine) runHistory(except string) string {
+	nodes, more := e.tree.Last(promptNodes, func(n *search.Node) bool { return n.Done && n.ID != except })
 	var lines []string
-	for _, n := range e.tree.Nodes() {
-		if !n.Done || n.ID == except {
-			continue
-		}
-		lines = append(lines, fmt.Sprintf("- %s (%s, stage %s%s): %s", n.ID, n.Kind, search.StageName(max(n.Stage, 1)), parentText(n.Parent), e.outcomeText(n)))
+	if more > 0 {
+		lines = append(lines, fmt.Sprintf("(%d earlier nodes left out)", more))
 	}
-	if len(lines) > 20 {
-		lines = append([]string{fmt.Sprintf("(%d earlier nodes left out)", len(lines)-20)}, lines[len(lines)-20:]...)
+	for _, n := range nodes {
+		lines = append(lines, fmt.Sprintf("- %s (%s, stage %s%s): %s", n.ID, n.Kind, search.StageName(max(n.Stage, 1)), parentText(n.Parent), e.outcomeText(n)))
 	}
 	return strings.Join(lines, "\n")
 }
@@ -827,17 +829,38 @@ func (e *engine) outcomeText(n search.Node) string {
 // changeIdea is the hyperparameter or ablation a node explores: the prompt
 // asks the model for one its siblings have not tried, and lists theirs.
 func (e *engine) changeIdea(n *search.Node, what string) string {
-	var tried []string
-	for _, s := range e.tree.Nodes() {
-		if s.ID != n.ID && s.Kind == n.Kind && s.Parent == n.Parent {
-			tried = append(tried, "- "+s.ID+": "+e.nodeSummary(s.ID))
+	var siblings []search.Node
+	for _, s := range e.tree.Children(n.Parent) {
+		if s.ID != n.ID && s.Kind == n.Kind {
+			siblings = append(siblings, s)
 		}
+	}
+	var tried []string
+	if more := len(siblings) - promptNodes; more > 0 {
+		tried = append(tried, fmt.Sprintf("- (%d earlier siblings left out)", more))
+		siblings = siblings[more:]
+	}
+	for _, s := range siblings {
+		tried = append(tried, "- "+s.ID+": "+e.nodeSummary(s.ID))
 	}
 	return prompt.Change(prompt.Kind(what), tried)
 }
 
 // nodeSummary is one line about a node: its plan's approach and outcome.
+// A finished node's line does not change: it is read from its files once.
 func (e *engine) nodeSummary(id string) string {
+	if line, ok := e.summaries.Load(id); ok {
+		return line.(string)
+	}
+	n, done := e.tree.Get(id)
+	line := e.readSummary(id)
+	if done && n.Done {
+		e.summaries.Store(id, line)
+	}
+	return line
+}
+
+func (e *engine) readSummary(id string) string {
 	var s strings.Builder
 	var o outcome
 	if ok, _ := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); ok && o.Summary != "" {

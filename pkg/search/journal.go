@@ -58,8 +58,7 @@ func (t *Tree) apply(e event) {
 		if _, ok := t.byID[n.ID]; ok {
 			return
 		}
-		t.nodes = append(t.nodes, &n)
-		t.byID[n.ID] = &n
+		t.add(&n)
 	case "finished":
 		if n, ok := t.byID[e.Node.ID]; ok {
 			*n = e.Node

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -104,13 +105,56 @@ type Tree struct {
 	mu    sync.Mutex
 	nodes []*Node
 	byID  map[string]*Node
+	kids  map[string][]*Node // by parent id, in creation order
 	jr    *journal.Journal
 	// err is the first journal error: the search stops starting nodes.
 	err error
 }
 
 // NewTree returns an empty tree.
-func NewTree() *Tree { return &Tree{byID: map[string]*Node{}} }
+func NewTree() *Tree { return &Tree{byID: map[string]*Node{}, kids: map[string][]*Node{}} }
+
+// add appends n; the caller holds t.mu (or owns t).
+func (t *Tree) add(n *Node) {
+	t.nodes = append(t.nodes, n)
+	t.byID[n.ID] = n
+	if n.Parent != "" {
+		t.kids[n.Parent] = append(t.kids[n.Parent], n)
+	}
+}
+
+// Children returns copies of the nodes whose parent is id, in creation
+// order.
+func (t *Tree) Children(id string) []Node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]Node, len(t.kids[id]))
+	for i, n := range t.kids[id] {
+		out[i] = *n
+	}
+	return out
+}
+
+// Last returns copies of the last k nodes (in creation order) that keep
+// accepts, and how many more it accepts before them: a bounded view of a
+// large tree for a prompt, without copying the rest.
+func (t *Tree) Last(k int, keep func(*Node) bool) (last []Node, more int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.nodes) - 1; i >= 0; i-- {
+		n := t.nodes[i]
+		if !keep(n) {
+			continue
+		}
+		if len(last) < k {
+			last = append(last, *n)
+		} else {
+			more++
+		}
+	}
+	slices.Reverse(last)
+	return last, more
+}
 
 // Nodes returns a copy of the nodes, in creation order.
 func (t *Tree) Nodes() []Node {
@@ -219,22 +263,14 @@ func (t *Tree) next(p *Policy) *Node {
 		t.err = err
 		return nil
 	}
-	t.nodes = append(t.nodes, n)
-	t.byID[n.ID] = n
+	t.add(n)
 	return n
 }
 
 // stageOf is a node's stage, 0 read as 1.
 func stageOf(n *Node) int { return max(n.Stage, 1) }
 
-func (t *Tree) hasChild(id string) bool {
-	for _, n := range t.nodes {
-		if n.Parent == id {
-			return true
-		}
-	}
-	return false
-}
+func (t *Tree) hasChild(id string) bool { return len(t.kids[id]) > 0 }
 
 // Mode is how nodes are handed to the slots.
 type Mode int
