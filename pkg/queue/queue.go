@@ -103,9 +103,11 @@ func New(ctx context.Context, nc *nats.Conn, opts Options, log *slog.Logger) (*Q
 	if err != nil {
 		return nil, fmt.Errorf("queue: jetstream: %w", err)
 	}
-	// Declaring replicated streams on a cluster takes a while (and a retry
-	// or two when several processes start at once): more than one request.
-	ctx, cancel := context.WithTimeout(ctx, 6*declareAttempt)
+	// Declaring replicated streams on a cluster takes a while, and a retry
+	// per stream or bucket when several processes start at once (each
+	// unanswered try costs declareAttempt): the streams, buckets and object
+	// store get declareBudget together.
+	ctx, cancel := context.WithTimeout(ctx, declareBudget)
 	defer cancel()
 	if err := ensureStreams(ctx, js, opts); err != nil {
 		return nil, err

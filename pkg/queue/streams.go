@@ -315,6 +315,13 @@ func consumerConfig(pool string, o Options) jetstream.ConsumerConfig {
 // then), so declare asks again rather than wait out the whole deadline.
 const declareAttempt = 4 * time.Second
 
+// declareBudget bounds all of New's declarations together. Answered ones
+// take milliseconds; the budget is for unanswered tries during races and
+// elections (the multi-host test saw three processes need 23 s for the
+// streams and buckets, one retry each). An error the server answers, such
+// as "no suitable peers for placement", returns at once.
+const declareBudget = time.Minute
+
 // use returns what lookup finds when o.UseExisting, else (or when lookup
 // finds nothing) what declare(create) makes.
 func use[T any](ctx context.Context, o Options, nc *nats.Conn, lookup, create func(context.Context) (T, error)) (T, error) {
