@@ -169,10 +169,10 @@ func (s *electionStore) Put(ctx context.Context, meta jetstream.ObjectMeta, r io
 	return s.ObjectStore.Put(ctx, meta, r)
 }
 
-// TestPutReadBackAfterRetry: a put that succeeds after a failed try is read
-// back; an object that is not what was put is put again, and what the
+// TestPutCheckedAfterRetry: a put that succeeds after a failed try is
+// checked; an object that is not what was put is put again, and what the
 // scheduler fetches is the file.
-func TestPutReadBackAfterRetry(t *testing.T) {
+func TestPutCheckedAfterRetry(t *testing.T) {
 	ctx := context.Background()
 	st := &electionStore{ObjectStore: store(t, "embedded")}
 	logs, runDir := t.TempDir(), t.TempDir()
@@ -183,7 +183,7 @@ func TestPutReadBackAfterRetry(t *testing.T) {
 	arts, note, err := up.Upload(ctx, task, []artifacts.File{{Kind: schema.ArtifactLog, Name: "run.log", Dir: logs, Rel: "run.log"}})
 	require.NoError(t, err)
 	require.Empty(t, note)
-	require.Equal(t, 3, st.puts, "timed out, put but read back wrong, put again")
+	require.Equal(t, 3, st.puts, "timed out, put but the store holds something else, put again")
 	res := &schema.NodeResult{V: schema.Version, RunID: "r1", NodeID: "n1", Attempt: 1, Worker: "w", Artifacts: arts}
 	require.NoError(t, artifacts.Fetch(ctx, st.ObjectStore, runDir, res))
 	got, err := os.ReadFile(filepath.Join(runDir, "nodes/n1/logs/run.log"))
