@@ -462,7 +462,7 @@ func (e *engine) stageBase(ctx context.Context, stage int) (id, why string, ok b
 	cands = cands[:min(len(cands), 4)]
 	pc := make([]prompt.Candidate, len(cands))
 	for i, n := range cands {
-		pc[i] = prompt.Candidate{ID: n.ID, Metric: n.Metric, Summary: e.nodeSummary(n.ID)}
+		pc[i] = prompt.Candidate{ID: n.ID, Metric: n.Metric, Summary: e.nodeSummary(n)}
 	}
 	best, reason := prompt.Judge(ctx, e.client, e.spec.Idea, e.spec.Metric.Name, e.maximize(), pc)
 	return best, "judge: " + reason, true

@@ -841,38 +841,30 @@ func (e *engine) changeIdea(n *search.Node, what string) string {
 		siblings = siblings[more:]
 	}
 	for _, s := range siblings {
-		tried = append(tried, "- "+s.ID+": "+e.nodeSummary(s.ID))
+		tried = append(tried, "- "+s.ID+": "+e.nodeSummary(s))
 	}
 	return prompt.Change(prompt.Kind(what), tried)
 }
 
 // nodeSummary is one line about a node: its plan's approach and outcome.
 // A finished node's line does not change: it is read from its files once.
-func (e *engine) nodeSummary(id string) string {
-	if line, ok := e.summaries.Load(id); ok {
+func (e *engine) nodeSummary(n search.Node) string {
+	if line, ok := e.summaries.Load(n.ID); ok {
 		return line.(string)
 	}
-	n, done := e.tree.Get(id)
-	line := e.readSummary(id)
-	if done && n.Done {
-		e.summaries.Store(id, line)
-	}
-	return line
-}
-
-func (e *engine) readSummary(id string) string {
 	var s strings.Builder
 	var o outcome
-	if ok, _ := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); ok && o.Summary != "" {
+	if ok, _ := readJSON(filepath.Join(e.dir, nodesDir, n.ID, outcomeFile), &o); ok && o.Summary != "" {
 		s.WriteString(firstLine(o.Summary) + "; ")
-	} else if data, err := os.ReadFile(filepath.Join(e.dir, plansDir, id, planFile)); err == nil {
+	} else if data, err := os.ReadFile(filepath.Join(e.dir, plansDir, n.ID, planFile)); err == nil {
 		var p prompt.Plan
 		if json.Unmarshal(data, &p) == nil && p.Approach != "" {
 			s.WriteString(firstLine(p.Approach) + "; ")
 		}
 	}
-	if n, ok := e.tree.Get(id); ok {
-		s.WriteString(e.outcomeText(n))
+	s.WriteString(e.outcomeText(n))
+	if n.Done {
+		e.summaries.Store(n.ID, s.String())
 	}
 	return s.String()
 }

@@ -50,6 +50,11 @@ type ClickHouseOptions struct {
 	Logger *slog.Logger
 }
 
+// SpoolFile is the spool of the sink named name in spoolDir.
+func SpoolFile(spoolDir, name string) string {
+	return filepath.Join(spoolDir, "results-"+name+".journal")
+}
+
 // OpenClickHouse connects, applies the migrations, and replays what the
 // spool holds from an earlier process.
 func OpenClickHouse(ctx context.Context, o ClickHouseOptions) (*ClickHouse, error) {
@@ -73,7 +78,7 @@ func OpenClickHouse(ctx context.Context, o ClickHouseOptions) (*ClickHouse, erro
 	}
 	c := &ClickHouse{conn: conn, log: o.Logger, sent: make(chan struct{}), wake: make(chan struct{}, 1),
 		stop: make(chan struct{}), stopped: make(chan struct{})}
-	c.jr, err = journal.Open(filepath.Join(o.SpoolDir, "results-"+o.Name+".journal"), journal.Options{Lock: true}, func(p []byte) error {
+	c.jr, err = journal.Open(SpoolFile(o.SpoolDir, o.Name), journal.Options{Lock: true}, func(p []byte) error {
 		var r Rows
 		if err := json.Unmarshal(p, &r); err != nil {
 			return fmt.Errorf("results spool: %w", err)

@@ -141,51 +141,43 @@ func spoolOwners(spoolDir string) ([]string, error) {
 func adoptSpools(ctx context.Context, s config.Store, spoolDir, id string, log *slog.Logger) (left int, err error) {
 	var errs []error
 	log = log.With("adopted_from", id)
-	if path := filepath.Join(spoolDir, resultsSpoolPrefix+id+".journal"); nonEmpty(path) {
-		sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: s.ClickHouseDSN, SpoolDir: spoolDir,
-			Name: "worker-" + id, Logger: log})
-		if err == nil {
-			err = sink.Close()
+	// replay opens the spool at path (which replays it) and closes it; an
+	// empty spool is removed, one left not empty is counted.
+	replay := func(path string, open func() (interface{ Close() error }, error)) {
+		if nonEmpty(path) {
+			st, err := open()
+			if err == nil {
+				err = st.Close()
+			}
+			errs = append(errs, err)
 		}
-		errs = append(errs, err)
-	}
-	removeEmpty(filepath.Join(spoolDir, resultsSpoolPrefix+id+".journal"))
-	dir := filepath.Join(spoolDir, memorySpoolPrefix+id)
-	journals, _ := filepath.Glob(filepath.Join(dir, "spool-*.journal"))
-	for _, path := range journals {
-		if !nonEmpty(path) {
-			removeEmpty(path)
-			continue
-		}
-		if s.RedisURL == "" {
-			errs = append(errs, fmt.Errorf("%s: memory writes spooled but no HPCQ_REDIS_URL to replay them to", path))
-			continue
-		}
-		run := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "spool-"), ".journal")
-		st, err := cluster.Open(ctx, cluster.Options{Run: run, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword,
-			RedisTLSCA: s.RedisTLSCA, ClickHouseDSN: s.ClickHouseDSN, SpoolDir: dir, Logger: log})
-		if err == nil {
-			err = st.Close()
-		}
-		errs = append(errs, err)
-		removeEmpty(path)
-	}
-	_ = os.Remove(dir) // only when empty
-	for _, path := range append(journals, filepath.Join(spoolDir, resultsSpoolPrefix+id+".journal")) {
 		if nonEmpty(path) {
 			left++
+		} else {
+			_ = os.Remove(path)
 		}
 	}
+	name := ResultsSpoolName(id)
+	replay(results.SpoolFile(spoolDir, name), func() (interface{ Close() error }, error) {
+		return results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: s.ClickHouseDSN, SpoolDir: spoolDir, Name: name, Logger: log})
+	})
+	dir := MemorySpoolDir(spoolDir, id)
+	journals, _ := filepath.Glob(cluster.SpoolFile(dir, "*"))
+	for _, path := range journals {
+		run := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "spool-"), ".journal")
+		replay(path, func() (interface{ Close() error }, error) {
+			if s.RedisURL == "" {
+				return nil, fmt.Errorf("%s: memory writes spooled but no HPCQ_REDIS_URL to replay them to", path)
+			}
+			return cluster.Open(ctx, cluster.Options{Run: run, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword,
+				RedisTLSCA: s.RedisTLSCA, ClickHouseDSN: s.ClickHouseDSN, SpoolDir: dir, Logger: log})
+		})
+	}
+	_ = os.Remove(dir) // only when empty
 	return left, errors.Join(errs...)
 }
 
 func nonEmpty(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Size() > 0
-}
-
-func removeEmpty(path string) {
-	if fi, err := os.Stat(path); err == nil && fi.Size() == 0 {
-		_ = os.Remove(path)
-	}
 }

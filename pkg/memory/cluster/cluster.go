@@ -160,6 +160,9 @@ type reply struct {
 	Op  int      `json:"op"`
 }
 
+// SpoolFile is the spool of run in spoolDir.
+func SpoolFile(spoolDir, run string) string { return filepath.Join(spoolDir, "spool-"+run+".journal") }
+
 // Open connects to both servers, applies the ClickHouse migrations, opens
 // the spool and replays what it holds. Redis must answer at Open (the run's
 // branches live there); ClickHouse may be away (its rows are spooled).
@@ -230,7 +233,7 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	s.ship = newShipper(ch, o.Run, s.complete)
 	s.scopes = &memory.Scopes{Self: unbounded, Lookup: s.branchGet}
 	var replay []*record
-	s.jr, err = journal.Open(filepath.Join(o.SpoolDir, "spool-"+o.Run+".journal"), journal.Options{Lock: true}, func(p []byte) error {
+	s.jr, err = journal.Open(SpoolFile(o.SpoolDir, o.Run), journal.Options{Lock: true}, func(p []byte) error {
 		var r record
 		if err := json.Unmarshal(p, &r); err != nil {
 			return fmt.Errorf("spool record %d: %w", len(replay)+1, err)
