@@ -141,13 +141,14 @@ func TestFetchNamesTheNode(t *testing.T) {
 	require.ErrorIs(t, err, jetstream.ErrObjectNotFound)
 }
 
-// electionStore is the object store as a leader election can leave it: its
-// first put times out (its acks were lost), its second succeeds but what
-// the stream then holds is not what was put (the first try's metadata
-// stored after it), from the third on it behaves.
+// electionStore is the object store as a leader election can leave it:
+// its first put times out (its acks were lost), its second is second's (a
+// put that reports success over a broken object), from the third on it
+// behaves.
 type electionStore struct {
 	jetstream.ObjectStore
-	puts int
+	second func(ctx context.Context, meta jetstream.ObjectMeta, data []byte) (*jetstream.ObjectInfo, error)
+	puts   int
 }
 
 func (s *electionStore) Put(ctx context.Context, meta jetstream.ObjectMeta, r io.Reader) (*jetstream.ObjectInfo, error) {
@@ -161,10 +162,7 @@ func (s *electionStore) Put(ctx context.Context, meta jetstream.ObjectMeta, r io
 		if err != nil {
 			return nil, err
 		}
-		if _, err := s.ObjectStore.PutBytes(ctx, meta.Name, data[:len(data)/2]); err != nil {
-			return nil, err
-		}
-		return &jetstream.ObjectInfo{ObjectMeta: meta, Size: uint64(len(data))}, nil
+		return s.second(ctx, meta, data)
 	}
 	return s.ObjectStore.Put(ctx, meta, r)
 }
@@ -175,6 +173,13 @@ func (s *electionStore) Put(ctx context.Context, meta jetstream.ObjectMeta, r io
 func TestPutCheckedAfterRetry(t *testing.T) {
 	ctx := context.Background()
 	st := &electionStore{ObjectStore: store(t, "embedded")}
+	// The stream holds the first try's half of the file under the name.
+	st.second = func(ctx context.Context, meta jetstream.ObjectMeta, data []byte) (*jetstream.ObjectInfo, error) {
+		if _, err := st.ObjectStore.PutBytes(ctx, meta.Name, data[:len(data)/2]); err != nil {
+			return nil, err
+		}
+		return &jetstream.ObjectInfo{ObjectMeta: meta, Size: uint64(len(data))}, nil
+	}
 	logs, runDir := t.TempDir(), t.TempDir()
 	log := bytes.Repeat([]byte("METRIC score=1\n"), 100)
 	write(t, logs, "run.log", log)
@@ -224,31 +229,6 @@ func TestFetchAgainAfterAStall(t *testing.T) {
 	require.Equal(t, "METRIC score=1\n", string(got))
 }
 
-// chunklessStore's second put stores the object, then loses its chunks:
-// its metadata is right, the stream holds none of what it names.
-type chunklessStore struct {
-	jetstream.ObjectStore
-	q    *queue.Queue
-	puts int
-}
-
-func (s *chunklessStore) Put(ctx context.Context, meta jetstream.ObjectMeta, r io.Reader) (*jetstream.ObjectInfo, error) {
-	s.puts++
-	if s.puts == 1 {
-		_, _ = io.Copy(io.Discard, r)
-		return nil, nats.ErrTimeout
-	}
-	info, err := s.ObjectStore.Put(ctx, meta, r)
-	if err != nil || s.puts > 2 {
-		return info, err
-	}
-	st, err := s.q.JetStream().Stream(ctx, "OBJ_"+queue.ArtifactsBucket)
-	if err != nil {
-		return nil, err
-	}
-	return info, st.Purge(ctx, jetstream.WithPurgeSubject("$O."+queue.ArtifactsBucket+".C."+info.NUID))
-}
-
 // TestPutCheckedForItsChunks: an object whose metadata names chunks the
 // stream does not hold is put again.
 func TestPutCheckedForItsChunks(t *testing.T) {
@@ -256,7 +236,20 @@ func TestPutCheckedForItsChunks(t *testing.T) {
 	q := testutil.StartNATS(t, "embedded").Queue(t, queue.Options{})
 	obs, err := q.Artifacts(ctx)
 	require.NoError(t, err)
-	st := &chunklessStore{ObjectStore: obs, q: q}
+	st := &electionStore{ObjectStore: obs}
+	// The object is stored, then its chunks are lost: its metadata is right,
+	// the stream holds none of what it names.
+	st.second = func(ctx context.Context, meta jetstream.ObjectMeta, data []byte) (*jetstream.ObjectInfo, error) {
+		info, err := obs.PutBytes(ctx, meta.Name, data)
+		if err != nil {
+			return nil, err
+		}
+		stream, err := q.JetStream().Stream(ctx, "OBJ_"+queue.ArtifactsBucket)
+		if err != nil {
+			return nil, err
+		}
+		return info, stream.Purge(ctx, jetstream.WithPurgeSubject("$O."+queue.ArtifactsBucket+".C."+info.NUID))
+	}
 	logs, runDir := t.TempDir(), t.TempDir()
 	write(t, logs, "run.log", []byte("METRIC score=2\n"))
 	up := artifacts.Uploader{Store: st, Chunks: q.ArtifactChunks}
