@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -514,17 +515,19 @@ queues:
 		"HPCQ_WORKER_NATS_USER=worker", "HPCQ_WORKER_NATS_PASSWORD_FILE="+sec.natsFiles["worker"],
 		"HPCQ_WORK_DIR="+spool(), "HPCQ_SPOOL_DIR="+spool())...)
 	bridge := startOn(t, head, bridgeEnv, "slurm-bridge", "--config", bridgeCfg)
-	jobsOn := func(node string) int {
-		n := 0
-		for _, l := range strings.Split(sl.cmd(t, "squeue", "-h", "-t", "RUNNING", "-o", "%N"), "\n") {
-			if l == node {
-				n++
+	// jobsOn are the ids of the jobs running on node, as the controller
+	// sees them.
+	jobsOn := func(node string) []string {
+		var ids []string
+		for _, l := range strings.Split(sl.cmd(t, "squeue", "-h", "-t", "RUNNING", "-o", "%i %N"), "\n") {
+			if id, n, ok := strings.Cut(l, " "); ok && n == node {
+				ids = append(ids, id)
 			}
 		}
-		return n
+		return ids
 	}
 	testutil.Eventually(t, 2*time.Minute, "a worker job on each compute host", func() bool {
-		return jobsOn("compute1") == 1 && jobsOn("compute2") == 1
+		return len(jobsOn("compute1")) == 1 && len(jobsOn("compute2")) == 1
 	})
 	jobOutputs := func() string {
 		var b strings.Builder
@@ -597,13 +600,19 @@ queues:
 	// slurmd and munged with it. It boots again (munged, slurmd); Slurm
 	// ends the lost job and the bridge's next job lands there.
 	testutil.Eventually(t, 2*time.Minute, "compute1 running a task", func() bool { return running("compute1") })
+	lostJobs := jobsOn("compute1")
 	compute1.Kill()
 	fault("compute_host_killed")
 	after = done()
 	testutil.Eventually(t, 3*time.Minute, "a node done on the host that is left", func() bool { return done() > after || done() == nodes-gated })
 	sl.startNode(t, compute1)
 	t.Logf("%s compute1 booted", time.Now().Format("15:04:05.000"))
-	testutil.Eventually(t, 3*time.Minute, "a new worker job on compute1", func() bool { return jobsOn("compute1") == 1 })
+	// Not the lost job, which the controller may still show running for a
+	// moment: a new worker, which ships what the dead one had spooled.
+	testutil.Eventually(t, 3*time.Minute, "a new worker job on compute1", func() bool {
+		ids := jobsOn("compute1")
+		return len(ids) == 1 && !slices.Contains(lostJobs, ids[0])
+	})
 
 	// 3. The other compute host is cut off for a while, then healed.
 	require.NoError(t, compute2.LinkDown())
