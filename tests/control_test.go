@@ -247,12 +247,15 @@ func TestMetricsEndpoints(t *testing.T) {
 	p := start(t, baseEnv(t, "HPCQ_NATS_URL="+nats.URL, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key"),
 		"scheduler", "run", "--run-dir", filepath.Join(t.TempDir(), "run-metrics"), "--metrics-addr", saddr, idea)
 	var sched string
-	testutil.Eventually(t, 60*time.Second, "the scheduler's LLM calls in its metrics", func() bool {
+	// The draft's call is counted before its task is published and maybe
+	// before the worker registered: the cpu pool can be unknown to the queue
+	// at that scrape, so both are waited for.
+	testutil.Eventually(t, 60*time.Second, "the scheduler's LLM calls and the queue's cpu pool in its metrics", func() bool {
 		sched = scrape(saddr)
-		return strings.Contains(sched, `hpcq_llm_calls_total{model="test-model",outcome="ok",purpose="draft"} 1`)
+		return strings.Contains(sched, `hpcq_llm_calls_total{model="test-model",outcome="ok",purpose="draft"} 1`) &&
+			strings.Contains(sched, `hpcq_queue_tasks{pool="cpu",state="pending"}`)
 	})
 	require.Contains(t, sched, "hpcq_llm_latency_seconds_bucket{")
-	require.Contains(t, sched, `hpcq_queue_tasks{pool="cpu",state="pending"}`, "the queue's pools, read at scrape time")
 	require.Contains(t, sched, `hpcq_memory_op_duration_seconds_count{op="fork",outcome="ok"}`, "memory operations")
 	testutil.Eventually(t, 30*time.Second, "the live worker in the scheduler's queue metrics", func() bool {
 		return strings.Contains(scrape(saddr), `hpcq_queue_workers{pool="cpu",state="live"} 1`)
