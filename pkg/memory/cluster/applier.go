@@ -129,8 +129,8 @@ func (s *Store) applier(done chan struct{}) {
 			}
 			reps, err := s.evalBatch(context.Background(), batch)
 			if err == nil {
-				// Rows go to the shipper before the writes count as applied: a
-				// reader that waited for them then flushes their rows too.
+				// Rows go to the shipper before the writes count as applied:
+				// a Flush that waited for them then ships their rows too.
 				for i, r := range batch {
 					if reps[i].Err != "" {
 						// Only a spooled write whose branch vanished gets here
@@ -238,20 +238,25 @@ func (s *Store) request(ctx context.Context, r *record) (req string, known bool,
 		}
 	}
 	var scope [][2]any
-	for _, o := range r.Ops {
-		if o.T == "arch" { // only archival dedup reads the scope
+	ops := r.Ops
+	for i, o := range r.Ops {
+		if o.T != "arch" {
+			continue
+		}
+		if scope == nil { // only archival dedup reads the scope
 			scope = make([][2]any, len(sc))
 			for i, e := range sc {
 				scope[i] = [2]any{e.Branch, e.MaxSeq}
 			}
-			break
+			ops = append([]op(nil), r.Ops...)
 		}
+		ops[i].Tm = termFreqs(o.Text)
 	}
 	data, err := json.Marshal(struct {
 		TS    int64    `json:"ts"`
 		Scope [][2]any `json:"scope,omitempty"`
 		Ops   []op     `json:"ops"`
-	}{r.TS, scope, r.Ops})
+	}{r.TS, scope, ops})
 	return string(data), true, err
 }
 
@@ -356,13 +361,8 @@ func (s *Store) rowsOf(r *record, rep reply) chRows {
 			if tags == nil {
 				tags = []string{}
 			}
-			toks := memory.Tokenize(o.Text)
-			terms := map[string]uint32{}
-			for _, t := range toks {
-				terms[t]++
-			}
 			rows.archival = append(rows.archival, archivalRow{seq: res.S, branch: o.B, text: o.Text, tags: tags, context: o.Ctx,
-				factHash: o.Fact, episodeHash: o.Ep, docLen: uint32(len(toks)), tsMS: r.TS, terms: terms})
+				factHash: o.Fact, episodeHash: o.Ep, docLen: uint32(o.Len), tsMS: r.TS})
 		}
 	}
 	return rows

@@ -3,9 +3,12 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/hpcq/hpcq/pkg/memory"
 )
@@ -53,3 +56,66 @@ func (f *factItem) item() memory.ArchivalItem {
 
 // candidateFactor: how many BM25 candidates per result are re-ranked with
 // recency and frequency (as in the SQLite store).
+
+// termFreqs are the frequencies of text's terms (memory.Tokenize): its
+// postings in the term index.
+func termFreqs(text string) map[string]int {
+	tf := map[string]int{}
+	for _, t := range memory.Tokenize(text) {
+		tf[t]++
+	}
+	return tf
+}
+
+// indexVersion marks a run whose term index is in Redis (write.lua keeps it
+// from then on). A run written before has its texts in Redis but not their
+// postings: Open builds them once (buildIndex).
+const indexVersion = "1"
+
+// buildIndex writes the postings of every archival text of the run that
+// Redis holds, then marks the run indexed. Postings are idempotent (member
+// and score are the text's seq and counts), so a build racing with writes,
+// with another process's build, or cut short and run again, leaves the same
+// index.
+func (s *Store) buildIndex(ctx context.Context) error {
+	key := s.prefix + "index"
+	v, err := s.rdb.Get(ctx, key).Result()
+	if err == nil && v == indexVersion {
+		return nil
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	start, n := time.Now(), 0
+	var cursor uint64
+	for {
+		kv, next, err := s.rdb.HScan(ctx, s.prefix+"items", cursor, "", 512).Result()
+		if err != nil {
+			return err
+		}
+		pipe := s.rdb.Pipeline()
+		for i := 0; i+1 < len(kv); i += 2 {
+			var f factItem
+			if err := json.Unmarshal([]byte(kv[i+1]), &f); err != nil {
+				return fmt.Errorf("archival item %s: %w", kv[i], err)
+			}
+			toks := memory.Tokenize(f.Tx)
+			for term, tf := range termFreqs(f.Tx) {
+				pipe.ZAdd(ctx, s.prefix+"t:"+f.B+":"+term, redis.Z{Score: float64(f.S), Member: fmt.Sprintf("%d:%d:%d", f.S, tf, len(toks))})
+			}
+			n++
+		}
+		if pipe.Len() > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if n > 0 {
+		s.log.Info("memory/cluster: built the archival term index in Redis", "texts", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return s.rdb.Set(ctx, key, indexVersion, 0).Err()
+}

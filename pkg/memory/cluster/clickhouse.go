@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +20,6 @@ type (
 		context, factHash, episodeHash string
 		docLen                         uint32
 		tsMS                           int64
-		terms                          map[string]uint32
 	}
 	hitRow struct {
 		seq    int64
@@ -75,7 +73,7 @@ type shipper struct {
 
 // shipEvery is how long rows may wait in the queue; shipRows sends at once.
 // Few large inserts: every insert is a part ClickHouse merges later, and
-// merges compete with queries. A reader flushes what it needs first.
+// merges compete with queries. No read needs them (searches read Redis).
 const (
 	shipEvery = time.Second
 	shipRows  = 50_000
@@ -186,21 +184,6 @@ func (s *shipper) insert(ctx context.Context, r chRows) error {
 		if err := b.Send(); err != nil {
 			return fmt.Errorf("clickhouse archival: %w", err)
 		}
-		t, err := s.conn.PrepareBatch(ctx, `INSERT INTO archival_terms (run, term, branch, seq, tf, doc_len)`)
-		if err != nil {
-			return fmt.Errorf("clickhouse archival_terms: %w", err)
-		}
-		for _, a := range r.archival {
-			for term, tf := range a.terms {
-				if err := t.Append(s.run, term, a.branch, a.seq, tf, a.docLen); err != nil {
-					t.Abort()
-					return fmt.Errorf("clickhouse archival_terms: %w", err)
-				}
-			}
-		}
-		if err := t.Send(); err != nil {
-			return fmt.Errorf("clickhouse archival_terms: %w", err)
-		}
 	}
 	if len(r.hits) > 0 {
 		b, err := s.conn.PrepareBatch(ctx, `INSERT INTO archival_hits (run, seq, branch, target, ts_ms, ts)`)
@@ -238,7 +221,7 @@ func (s *shipper) insert(ctx context.Context, r chRows) error {
 
 // optimize folds duplicate rows left by retried batches.
 func (s *shipper) optimize(ctx context.Context) {
-	for _, t := range []string{"archival", "archival_terms", "archival_hits", "recall_events"} {
+	for _, t := range []string{"archival", "archival_hits", "recall_events"} {
 		_ = s.conn.Exec(ctx, "OPTIMIZE TABLE "+t+" FINAL") // best effort: the engine folds them later anyway
 	}
 }
@@ -266,62 +249,4 @@ func (s *shipper) flush(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// scopeSQL is the WHERE condition of a scope, with its arguments.
-func scopeSQL(sc []scopeEntry) (string, []any) {
-	var b strings.Builder
-	args := make([]any, 0, 2*len(sc))
-	b.WriteByte('(')
-	for i, e := range sc {
-		if i > 0 {
-			b.WriteString(" OR ")
-		}
-		if e.MaxSeq >= unbounded {
-			b.WriteString("branch = ?")
-			args = append(args, e.Branch)
-		} else {
-			b.WriteString("(branch = ? AND seq <= ?)")
-			args = append(args, e.Branch, e.MaxSeq)
-		}
-	}
-	b.WriteByte(')')
-	return b.String(), args
-}
-
-// posting is one (term, document) row of archival_terms.
-type posting struct {
-	term   string
-	branch string
-	seq    int64
-	tf     uint32
-	docLen uint32
-}
-
-// postings reads the visible postings of the query terms. The sorting key
-// (run, term, branch, seq) makes it read only those terms' rows; the
-// ranking itself runs in Go (memory.BM25Term), as in the SQLite store.
-func (s *shipper) postings(ctx context.Context, sc []scopeEntry, terms []string) ([]posting, error) {
-	cond, cargs := scopeSQL(sc)
-	marks := strings.TrimSuffix(strings.Repeat("?, ", len(terms)), ", ")
-	args := []any{s.run}
-	for _, t := range terms {
-		args = append(args, t)
-	}
-	args = append(args, cargs...)
-	rows, err := s.conn.Query(ctx, `SELECT term, branch, seq, tf, doc_len FROM archival_terms
-WHERE run = ? AND term IN (`+marks+`) AND `+cond, args...)
-	if err != nil {
-		return nil, fmt.Errorf("archival postings: %w", err)
-	}
-	defer rows.Close()
-	var out []posting
-	for rows.Next() {
-		var p posting
-		if err := rows.Scan(&p.term, &p.branch, &p.seq, &p.tf, &p.docLen); err != nil {
-			return nil, fmt.Errorf("archival postings: %w", err)
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
 }

@@ -134,6 +134,10 @@ type op struct {
 	Ctx    string `json:"ctx,omitempty"`
 	Ep     string `json:"ep,omitempty"`
 	Len    int    `json:"len,omitempty"` // archival: the text's length in terms
+	// Tm is an archival text's term frequencies, for its postings. It is
+	// computed when the write is sent to Redis, never spooled (spools of
+	// any version replay the same).
+	Tm map[string]int `json:"tm,omitempty"`
 }
 
 type factItem struct {
@@ -232,6 +236,11 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 		closeTimeout: o.CloseTimeout, progress: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.ship = newShipper(ch, o.Run, s.complete)
 	s.scopes = &memory.Scopes{Self: unbounded, Lookup: s.branchGet}
+	if err := s.buildIndex(ctx); err != nil {
+		rdb.Close()
+		ch.Close()
+		return nil, fmt.Errorf("memory/cluster: archival term index: %w", err)
+	}
 	var replay []*record
 	s.jr, err = journal.Open(SpoolFile(o.SpoolDir, o.Run), journal.Options{Lock: true}, func(p []byte) error {
 		var r record

@@ -1,9 +1,9 @@
 // Package cluster is the cluster backend of pkg/memory: Redis holds what
-// every write must see at once (branches, the run's seq counter, core
-// versions, recall events and summaries, and the fact hashes that dedup
-// archival writes); ClickHouse holds the archival texts, their term index
-// for BM25 search, their repeats, and a mirror of recall events for
-// analytics. Everything is namespaced by run id ("hpcq:{<run>}:" in Redis,
+// every write must see at once and every read is served from (branches,
+// the run's seq counter, core versions, recall events and summaries, the
+// fact hashes that dedup archival writes, the archival texts with their
+// repeats, and their term index for BM25 search); ClickHouse holds the
+// archival texts, their repeats and a mirror of recall events, for SQL. Everything is namespaced by run id ("hpcq:{<run>}:" in Redis,
 // the run column in ClickHouse), so runs never see each other.
 //
 // A write is one atomic Lua script (write.lua): it takes the next seqs,
@@ -21,7 +21,9 @@
 //
 // Visibility is the same as in the SQLite store: a branch's scope is the
 // list of (branch, max seq) pairs of its path to the root, fixed at fork
-// time and cached; every read is bounded by it, in Redis (ZRANGEBYSCORE per
-// scope entry, one pipeline) and in ClickHouse (a WHERE condition on
-// (branch, seq)).
+// time and cached; every read is bounded by it (ZRANGEBYSCORE per scope
+// entry, one pipeline). No read goes to ClickHouse: a read waits for this
+// process's own earlier writes to reach Redis, and then sees every write
+// any process has applied there, so several schedulers and workers never
+// serve each other stale data.
 package cluster

@@ -20,9 +20,11 @@ import (
 const candidateFactor = 4
 
 // ArchivalSearch reads the visible postings of the query terms and the
-// visible set's statistics from ClickHouse (two queries at once), ranks by
-// BM25 over the visible set, then reads the best candidates' texts and
-// repeats from Redis and re-ranks them with memory.Rank.
+// visible set's statistics from Redis in one pipeline, ranks by BM25 over
+// the visible set, then reads the best candidates' texts and repeats from
+// Redis and re-ranks them with memory.Rank. ClickHouse is not on the path:
+// a search sees every write Redis has applied, and this store's own writes
+// (readable waits for them).
 func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParams) ([]memory.ArchivalItem, error) {
 	sc, err := s.readScope(ctx, p.Branch)
 	if err != nil {
@@ -36,21 +38,7 @@ func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParam
 	if k <= 0 {
 		k = 8
 	}
-	if err := s.ship.flush(ctx); err != nil {
-		return nil, fmt.Errorf("%w: archival search needs ClickHouse: %w", ErrUnavailable, err)
-	}
-	var docs, sumLen uint64
-	var statsErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		docs, sumLen, statsErr = s.stats(ctx, sc)
-	}()
-	ps, err := s.ship.postings(ctx, sc, terms)
-	<-done
-	if err == nil {
-		err = statsErr
-	}
+	ps, docs, sumLen, err := s.postings(ctx, sc, terms)
 	if err != nil {
 		return nil, unavailable("archival search", err)
 	}
@@ -84,41 +72,76 @@ func (s *Store) ArchivalSearch(ctx context.Context, p memory.ArchivalSearchParam
 	return out, nil
 }
 
-type candidate struct {
-	seq  int64
-	bm25 float64
+// posting is one (term, text) entry of the term index: the term's
+// frequency in the text and the text's length in terms.
+type posting struct {
+	term   string
+	seq    int64
+	tf     uint32
+	docLen uint32
 }
 
-// stats are the visible set's document count and total length in terms,
-// for BM25: per scope entry, the running totals of its branch up to the
-// entry's bound (dl:<branch>, kept by write.lua), in one pipeline.
-func (s *Store) stats(ctx context.Context, sc []scopeEntry) (docs, sumLen uint64, err error) {
+// postings reads, in one pipeline, the postings of terms in every scope
+// entry up to its bound (t:<branch>:<term>) and the visible set's document
+// count and total length (dl:<branch>: per entry, the running totals of
+// its branch at the bound, kept by write.lua).
+func (s *Store) postings(ctx context.Context, sc []scopeEntry, terms []string) (ps []posting, docs, sumLen uint64, err error) {
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringSliceCmd, len(sc))
+	stats := make([]*redis.StringSliceCmd, len(sc))
+	lists := make([]*redis.StringSliceCmd, 0, len(sc)*len(terms))
 	for i, e := range sc {
-		cmds[i] = pipe.ZRevRangeByScore(ctx, s.prefix+"dl:"+e.Branch, &redis.ZRangeBy{Max: strconv.FormatInt(e.MaxSeq, 10), Min: "-inf", Count: 1})
+		bound := strconv.FormatInt(e.MaxSeq, 10)
+		stats[i] = pipe.ZRevRangeByScore(ctx, s.prefix+"dl:"+e.Branch, &redis.ZRangeBy{Max: bound, Min: "-inf", Count: 1})
+		for _, t := range terms {
+			lists = append(lists, pipe.ZRangeByScore(ctx, s.prefix+"t:"+e.Branch+":"+t, &redis.ZRangeBy{Min: "-inf", Max: bound}))
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, 0, err
+		return nil, 0, 0, err
 	}
-	for _, c := range cmds {
+	for _, c := range stats {
 		v := c.Val()
 		if len(v) == 0 {
 			continue
 		}
-		parts := strings.Split(v[0], ":")
-		if len(parts) != 3 {
-			return 0, 0, fmt.Errorf("memory/cluster: archival statistics %q", v[0])
+		_, n, l, ok := parseTriple(v[0])
+		if !ok {
+			return nil, 0, 0, fmt.Errorf("memory/cluster: archival statistics %q", v[0])
 		}
-		n, err1 := strconv.ParseUint(parts[1], 10, 64)
-		l, err2 := strconv.ParseUint(parts[2], 10, 64)
-		if err1 != nil || err2 != nil {
-			return 0, 0, fmt.Errorf("memory/cluster: archival statistics %q", v[0])
-		}
-		docs += n
-		sumLen += l
+		docs += uint64(n)
+		sumLen += uint64(l)
 	}
-	return docs, sumLen, nil
+	for i, c := range lists {
+		term := terms[i%len(terms)]
+		for _, m := range c.Val() {
+			seq, tf, dl, ok := parseTriple(m)
+			if !ok {
+				return nil, 0, 0, fmt.Errorf("memory/cluster: posting %q of term %q", m, term)
+			}
+			ps = append(ps, posting{term: term, seq: seq, tf: uint32(tf), docLen: uint32(dl)})
+		}
+	}
+	return ps, docs, sumLen, nil
+}
+
+// parseTriple splits "a:b:c" of three decimal integers (dl and posting
+// members).
+func parseTriple(m string) (a, b, c int64, ok bool) {
+	i := strings.IndexByte(m, ':')
+	j := strings.LastIndexByte(m, ':')
+	if i < 0 || j <= i {
+		return 0, 0, 0, false
+	}
+	var err1, err2, err3 error
+	a, err1 = strconv.ParseInt(m[:i], 10, 64)
+	b, err2 = strconv.ParseInt(m[i+1:j], 10, 64)
+	c, err3 = strconv.ParseInt(m[j+1:], 10, 64)
+	return a, b, c, err1 == nil && err2 == nil && err3 == nil && b >= 0 && c >= 0
+}
+
+type candidate struct {
+	seq  int64
+	bm25 float64
 }
 
 // bm25 scores the documents of the postings, best first (ties: newest).

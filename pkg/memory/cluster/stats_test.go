@@ -3,27 +3,51 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/memory"
 )
 
-// TestStatsMatchClickHouse: the BM25 statistics kept in Redis (dl:<branch>)
-// equal the count and total length of the visible texts in ClickHouse, for
-// every branch of a tree with writes before and after its forks.
-func TestStatsMatchClickHouse(t *testing.T) {
+// scopeSQL is the WHERE condition of a scope, with its arguments.
+func scopeSQL(sc []scopeEntry) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 2*len(sc))
+	b.WriteByte('(')
+	for i, e := range sc {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		b.WriteString("(branch = ? AND seq <= ?)")
+		args = append(args, e.Branch, e.MaxSeq)
+	}
+	b.WriteByte(')')
+	return b.String(), args
+}
+
+// TestIndexMatchesClickHouse: the term index and the BM25 statistics kept
+// in Redis (t:<branch>:<term>, dl:<branch>) hold exactly the visible texts
+// the ClickHouse archival table holds, for every branch of a tree with
+// writes before and after its forks and a repeated fact; and a run whose
+// index is gone (a run written before the index was kept in Redis) gets
+// the same index back when the store is opened.
+func TestIndexMatchesClickHouse(t *testing.T) {
 	ctx := context.Background()
 	r := testutil.StartService(t, "redis")
 	c := testutil.StartService(t, "clickhouse")
-	s, err := Open(ctx, Options{Run: "stats", RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"], SpoolDir: t.TempDir()})
+	opts := Options{Run: "stats", RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"], SpoolDir: t.TempDir()}
+	s, err := Open(ctx, opts)
 	require.NoError(t, err)
-	defer s.Close()
+	words := []string{"halo", "tile", "numa", "rank", "gcc"}
 	write := func(b string, n int) {
 		for i := range n {
-			_, _, err := s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: b, Text: fmt.Sprintf("%s text %d %s", b, i, "word ")[:10+i%7]})
+			text := fmt.Sprintf("%s text %d %s %s", b, i, words[i%len(words)], strings.Repeat(words[(i+2)%len(words)]+" ", i%3))
+			_, _, err := s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: b, Text: text})
 			require.NoError(t, err)
 		}
 	}
@@ -38,20 +62,68 @@ func TestStatsMatchClickHouse(t *testing.T) {
 	require.NoError(t, err)
 	write("a", 3)
 	write("a1", 6)
-	_, _, err = s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "a1", Text: "ROOT  text"}) // repeats root's first text: no new text
+	_, _, err = s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "a1", Text: "ROOT  text 0 halo"}) // repeats root's first text: no new text
 	require.NoError(t, err)
 	require.NoError(t, s.Flush(ctx))
-	for _, b := range []string{"root", "a", "a1"} {
-		sc, err := s.scope(ctx, b)
-		require.NoError(t, err)
-		docs, sumLen, err := s.stats(ctx, sc)
-		require.NoError(t, err)
-		cond, args := scopeSQL(sc)
-		var chDocs, chLen uint64
-		require.NoError(t, s.ch.QueryRow(ctx, `SELECT count(), sum(doc_len) FROM archival FINAL WHERE run = ? AND `+cond,
-			append([]any{s.run}, args...)...).Scan(&chDocs, &chLen))
-		require.Equal(t, chDocs, docs, b)
-		require.Equal(t, chLen, sumLen, b)
-		require.NotZero(t, docs)
+
+	terms := append([]string{"text", "root", "a", "a1", "0", "5", "absent"}, words...)
+	check := func(s *Store) {
+		t.Helper()
+		for _, b := range []string{"root", "a", "a1"} {
+			sc, err := s.scope(ctx, b)
+			require.NoError(t, err)
+			ps, docs, sumLen, err := s.postings(ctx, sc, terms)
+			require.NoError(t, err)
+			cond, args := scopeSQL(sc)
+			rows, err := s.ch.Query(ctx, `SELECT seq, text, doc_len FROM archival FINAL WHERE run = ? AND `+cond, append([]any{s.run}, args...)...)
+			require.NoError(t, err)
+			var chDocs, chLen uint64
+			var want []string
+			for rows.Next() {
+				var seq int64
+				var text string
+				var dl uint32
+				require.NoError(t, rows.Scan(&seq, &text, &dl))
+				chDocs++
+				chLen += uint64(dl)
+				tf := termFreqs(text)
+				for _, term := range terms {
+					if tf[term] > 0 {
+						want = append(want, fmt.Sprintf("%s/%d/%d/%d", term, seq, tf[term], dl))
+					}
+				}
+			}
+			require.NoError(t, rows.Err())
+			rows.Close()
+			var got []string
+			for _, p := range ps {
+				got = append(got, fmt.Sprintf("%s/%d/%d/%d", p.term, p.seq, p.tf, p.docLen))
+			}
+			sort.Strings(want)
+			sort.Strings(got)
+			require.Equal(t, chDocs, docs, b)
+			require.Equal(t, chLen, sumLen, b)
+			require.NotZero(t, docs)
+			require.Equal(t, want, got, "postings of %s", b)
+		}
 	}
+	check(s)
+	require.NoError(t, s.Close())
+
+	// The index goes; opening the store builds it again from the texts.
+	ropts, err := redis.ParseURL(r.Env["HPCQ_REDIS_URL"])
+	require.NoError(t, err)
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	keys, err := rdb.Keys(ctx, "hpcq:{stats}:t:*").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, keys)
+	require.NoError(t, rdb.Del(ctx, append(keys, "hpcq:{stats}:index")...).Err())
+	s, err = Open(ctx, opts)
+	require.NoError(t, err)
+	defer s.Close()
+	check(s)
+	got, err := s.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "a1", Query: "halo", K: 3})
+	require.NoError(t, err)
+	require.Len(t, got, 3)
 }

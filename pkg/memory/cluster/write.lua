@@ -17,6 +17,10 @@
 --   hits:<target seq>   zset seq -> "seq|branch|ts" (repeats of an archival item)
 --   dl:<branch>         zset seq -> "seq:count:length" (the branch's archival texts up to seq
 --                       and their total length in terms: BM25 statistics of any scope)
+--   t:<branch>:<term>   zset seq -> "seq:tf:length" (the postings of term in the branch's
+--                       archival texts: the term index archival search reads)
+--   index               "1" once the run's term index is kept here (Open builds it for runs
+--                       written before: buildIndex)
 --   applied:<write id>  the result of an applied write, kept 7 days
 local p = ARGV[1]
 local done = redis.call('GET', p .. 'applied:' .. ARGV[2])
@@ -80,6 +84,9 @@ for i, op in ipairs(req.ops) do
         n, l = tonumber(a), tonumber(b)
       end
       redis.call('ZADD', p .. 'dl:' .. op.b, seq, seq .. ':' .. (n + 1) .. ':' .. (l + op.len))
+      for term, tf in pairs(op.tm or {}) do
+        redis.call('ZADD', p .. 't:' .. op.b .. ':' .. term, seq, seq .. ':' .. tf .. ':' .. op.len)
+      end
       redis.call('HSET', p .. 'items', seq,
         cjson.encode({s = seq, b = op.b, tx = op.text, tg = op.tags, c = op.ctx, f = op.fact, ep = op.ep, ts = req.ts}))
     end
