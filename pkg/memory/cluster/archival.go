@@ -73,10 +73,9 @@ func termFreqs(text string) map[string]int {
 const indexVersion = "1"
 
 // buildIndex writes the postings of every archival text of the run that
-// Redis holds, then marks the run indexed. Postings are idempotent (member
-// and score are the text's seq and counts), so a build racing with writes,
-// with another process's build, or cut short and run again, leaves the same
-// index.
+// Redis holds, then marks the run indexed. A build racing with writes, with
+// another process's build, or cut short and run again may append a posting
+// twice; readers drop the copies (postings).
 func (s *Store) buildIndex(ctx context.Context) error {
 	key := s.prefix + "index"
 	v, err := s.rdb.Get(ctx, key).Result()
@@ -101,7 +100,7 @@ func (s *Store) buildIndex(ctx context.Context) error {
 			}
 			toks := memory.Tokenize(f.Tx)
 			for term, tf := range termFreqs(f.Tx) {
-				pipe.ZAdd(ctx, s.prefix+"t:"+f.B+":"+term, redis.Z{Score: float64(f.S), Member: fmt.Sprintf("%d:%d:%d", f.S, tf, len(toks))})
+				pipe.Append(ctx, s.prefix+"t:"+f.B+":"+term, fmt.Sprintf("%d:%d:%d ", f.S, tf, len(toks)))
 			}
 			n++
 		}

@@ -1,10 +1,12 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,18 +84,17 @@ type posting struct {
 }
 
 // postings reads, in one pipeline, the postings of terms in every scope
-// entry up to its bound (t:<branch>:<term>) and the visible set's document
-// count and total length (dl:<branch>: per entry, the running totals of
-// its branch at the bound, kept by write.lua).
+// entry (t:<branch>:<term>, kept up to the entry's bound) and the visible
+// set's document count and total length (dl:<branch>: per entry, the
+// running totals of its branch at the bound, kept by write.lua).
 func (s *Store) postings(ctx context.Context, sc []scopeEntry, terms []string) (ps []posting, docs, sumLen uint64, err error) {
 	pipe := s.rdb.Pipeline()
 	stats := make([]*redis.StringSliceCmd, len(sc))
-	lists := make([]*redis.StringSliceCmd, 0, len(sc)*len(terms))
+	lists := make([]*redis.StringCmd, 0, len(sc)*len(terms))
 	for i, e := range sc {
-		bound := strconv.FormatInt(e.MaxSeq, 10)
-		stats[i] = pipe.ZRevRangeByScore(ctx, s.prefix+"dl:"+e.Branch, &redis.ZRangeBy{Max: bound, Min: "-inf", Count: 1})
+		stats[i] = pipe.ZRevRangeByScore(ctx, s.prefix+"dl:"+e.Branch, &redis.ZRangeBy{Max: strconv.FormatInt(e.MaxSeq, 10), Min: "-inf", Count: 1})
 		for _, t := range terms {
-			lists = append(lists, pipe.ZRangeByScore(ctx, s.prefix+"t:"+e.Branch+":"+t, &redis.ZRangeBy{Min: "-inf", Max: bound}))
+			lists = append(lists, pipe.Get(ctx, s.prefix+"t:"+e.Branch+":"+t))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -112,13 +113,27 @@ func (s *Store) postings(ctx context.Context, sc []scopeEntry, terms []string) (
 		sumLen += uint64(l)
 	}
 	for i, c := range lists {
-		term := terms[i%len(terms)]
-		for _, m := range c.Val() {
+		term, bound := terms[i%len(terms)], sc[i/len(terms)].MaxSeq
+		from := len(ps)
+		ordered := true
+		for m := range strings.FieldsSeq(c.Val()) {
 			seq, tf, dl, ok := parseTriple(m)
 			if !ok {
 				return nil, 0, 0, fmt.Errorf("memory/cluster: posting %q of term %q", m, term)
 			}
+			if seq > bound {
+				continue
+			}
+			if n := len(ps); n > from && seq <= ps[n-1].seq {
+				ordered = false
+			}
 			ps = append(ps, posting{term: term, seq: seq, tf: uint32(tf), docLen: uint32(dl)})
+		}
+		if !ordered {
+			// Only a rebuild of the index (buildIndex) leaves copies.
+			list := ps[from:]
+			slices.SortFunc(list, func(a, b posting) int { return cmp.Compare(a.seq, b.seq) })
+			ps = append(ps[:from], slices.CompactFunc(list, func(a, b posting) bool { return a.seq == b.seq })...)
 		}
 	}
 	return ps, docs, sumLen, nil

@@ -17,8 +17,10 @@
 --   hits:<target seq>   zset seq -> "seq|branch|ts" (repeats of an archival item)
 --   dl:<branch>         zset seq -> "seq:count:length" (the branch's archival texts up to seq
 --                       and their total length in terms: BM25 statistics of any scope)
---   t:<branch>:<term>   zset seq -> "seq:tf:length" (the postings of term in the branch's
---                       archival texts: the term index archival search reads)
+--   t:<branch>:<term>   string of "seq:tf:length " entries in seq order: the postings of term
+--                       in the branch's archival texts, the term index archival search reads
+--                       (APPEND: a few bytes and O(1) per posting; a replay never appends
+--                       twice, as the write id answers it first)
 --   index               "1" once the run's term index is kept here (Open builds it for runs
 --                       written before: buildIndex)
 --   applied:<write id>  the result of an applied write, kept 7 days
@@ -85,7 +87,7 @@ for i, op in ipairs(req.ops) do
       end
       redis.call('ZADD', p .. 'dl:' .. op.b, seq, seq .. ':' .. (n + 1) .. ':' .. (l + op.len))
       for term, tf in pairs(op.tm or {}) do
-        redis.call('ZADD', p .. 't:' .. op.b .. ':' .. term, seq, seq .. ':' .. tf .. ':' .. op.len)
+        redis.call('APPEND', p .. 't:' .. op.b .. ':' .. term, seq .. ':' .. tf .. ':' .. op.len .. ' ')
       end
       redis.call('HSET', p .. 'items', seq,
         cjson.encode({s = seq, b = op.b, tx = op.text, tg = op.tags, c = op.ctx, f = op.fact, ep = op.ep, ts = req.ts}))
