@@ -343,3 +343,66 @@ func TestRedisTLS(t *testing.T) {
 	require.Len(t, evs, 1)
 	require.Equal(t, "over TLS", evs[0].Payload)
 }
+
+// TestNoStaleReadsAcrossStores: two stores of one run (two schedulers, or a
+// scheduler and a worker, each with its own spool) read each other's
+// writes as soon as the writer's own reads see them: no store keeps a copy
+// of what another can change (searches, core, recall and branches are read
+// from Redis every time).
+func TestNoStaleReadsAcrossStores(t *testing.T) {
+	ctx := context.Background()
+	redisURL, chDSN := servers(t)
+	a := open(t, redisURL, chDSN, cluster.Options{Run: "shared"})
+	b := open(t, redisURL, chDSN, cluster.Options{Run: "shared"})
+	_, err := a.Fork(ctx, memory.ForkParams{Branch: "root"})
+	require.NoError(t, err)
+	applied := func(s *cluster.Store) {
+		t.Helper()
+		// A store's reads wait for its own writes: after this one, Redis has them.
+		_, err := s.CoreList(ctx, memory.CoreListParams{Branch: "root"})
+		require.NoError(t, err)
+	}
+	for i := range 30 {
+		w, r := a, b
+		if i%2 == 1 {
+			w, r = b, a
+		}
+		word := fmt.Sprintf("word%dx", i)
+		_, _, err := w.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: "tiling note " + word})
+		require.NoError(t, err)
+		_, err = w.CoreSet(ctx, memory.CoreSetParams{Branch: "root", Key: "LAST", Value: word})
+		require.NoError(t, err)
+		_, err = w.RecallAppend(ctx, memory.RecallAppendParams{Branch: "root", Event: memory.RecallEvent{Kind: "run_done", Payload: word}})
+		require.NoError(t, err)
+		applied(w)
+
+		hits, err := r.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "root", Query: word})
+		require.NoError(t, err)
+		require.Len(t, hits, 1, "write %d seen by the other store's search", i)
+		hits, err = r.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "root", Query: "tiling", K: 100})
+		require.NoError(t, err)
+		require.Len(t, hits, i+1, "every text so far in the statistics and postings the other store reads")
+		e, ok, err := r.CoreGet(ctx, memory.CoreKeyParams{Branch: "root", Key: "LAST"})
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, word, e.Value)
+		evs, _, err := r.RecallList(ctx, memory.RecallListParams{Branch: "root", Limit: 1, Newest: true})
+		require.NoError(t, err)
+		require.Len(t, evs, 1)
+		require.Equal(t, word, evs[0].Payload)
+	}
+	// A repeat written by one store counts in the other's ranking.
+	_, _, err = b.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: "tiling note word0x"})
+	require.NoError(t, err)
+	applied(b)
+	hits, err := a.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "root", Query: "word0x"})
+	require.NoError(t, err)
+	require.Len(t, hits, 1)
+	require.Equal(t, 2, hits[0].Count)
+	// A branch forked by one store is read by the other.
+	_, err = b.Fork(ctx, memory.ForkParams{Branch: "child", Parent: "root"})
+	require.NoError(t, err)
+	hits, err = a.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "child", Query: "word29x"})
+	require.NoError(t, err)
+	require.Len(t, hits, 1)
+}
