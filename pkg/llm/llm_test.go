@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -257,6 +258,37 @@ func TestConcurrencyLimit(t *testing.T) {
 	wg.Wait()
 	require.EqualValues(t, 8, f.calls.Load())
 	require.EqualValues(t, 2, f.maxIn.Load())
+}
+
+// TestConnectionsReused: waves of concurrent calls reuse the connections
+// of the first wave; none is dialled again (with a remote endpoint, each
+// dial is a TCP and TLS handshake).
+func TestConnectionsReused(t *testing.T) {
+	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
+		return 200, nil, "ok", 20 * time.Millisecond
+	})
+	var conns atomic.Int64
+	f.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	const c = 16
+	cl, _ := client(t, f, OpenAIOptions{Concurrency: c})
+	for range 5 {
+		var wg sync.WaitGroup
+		for i := range c {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := cl.Chat(context.Background(), ask(fmt.Sprint(i)))
+				require.NoError(t, err)
+			}()
+		}
+		wg.Wait()
+	}
+	require.EqualValues(t, 5*c, f.calls.Load())
+	require.LessOrEqual(t, conns.Load(), int64(c), "connections opened for %d calls, %d at a time", 5*c, c)
 }
 
 func TestParseRetryAfter(t *testing.T) {

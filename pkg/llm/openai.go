@@ -80,7 +80,13 @@ func NewOpenAI(o OpenAIOptions) (*OpenAI, error) {
 	}
 	hc := o.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		// As many idle connections kept as requests may be in flight: the
+		// default keeps 2 per host, so every wave of concurrent calls
+		// dialled (and shook hands over TLS) again for all the others.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = max(o.Concurrency, tr.MaxIdleConnsPerHost)
+		tr.MaxIdleConns = max(o.Concurrency, tr.MaxIdleConns)
+		hc = &http.Client{Transport: tr}
 	}
 	// The transport notes a Retry-After header where the attempt's context
 	// says (go-openai's errors do not carry headers).
