@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -251,4 +254,43 @@ func TestConformance(t *testing.T) {
 				}}
 		})
 	})
+}
+
+// TestSQLiteGroupCommit: writes made at once (committed together) all
+// land, each whole, and one that SQLite refuses (a NaN metric is NULL to
+// SQLite, and metrics.value is NOT NULL) fails alone.
+func TestSQLiteGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	s, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	const n = 64
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rows := results.Rows{
+				LLMCalls: []results.LLMCall{{Run: "g", Node: fmt.Sprintf("n%d", i), CallID: "c1", Purpose: "draft", Model: "m", TokensIn: int64(i), TS: t0}},
+				Metrics:  []results.Metric{{Run: "g", Node: fmt.Sprintf("n%d", i), Attempt: 1, Name: "gflops", Value: float64(i), TS: t0}},
+			}
+			if i == 13 {
+				rows.Metrics[0].Value = math.NaN()
+			}
+			errs[i] = s.Write(ctx, rows)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i == 13 {
+			require.ErrorContains(t, err, "NOT NULL", "the refused write")
+			continue
+		}
+		require.NoError(t, err, "write %d", i)
+	}
+	require.NoError(t, s.Close())
+	tab, err := results.QuerySQLite(ctx, path, `SELECT (SELECT count(*) FROM llm_calls), (SELECT count(*) FROM metrics), (SELECT count(*) FROM llm_calls WHERE node = 'n13')`)
+	require.NoError(t, err)
+	require.Equal(t, [][]any{{int64(n - 1), int64(n - 1), int64(0)}}, tab.Rows, "every write but the refused one, each whole")
 }

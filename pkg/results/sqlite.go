@@ -49,7 +49,17 @@ const sqliteNodesTable = `CREATE TABLE IF NOT EXISTS nodes (
 // SQLite is the sink of a local run: the run's SQLite file.
 type SQLite struct {
 	db *sql.DB
-	mu sync.Mutex
+	// mu guards queued and committing: concurrent Writes are committed
+	// together (group commit) by the first of them.
+	mu         sync.Mutex
+	queued     []*sqliteWrite
+	committing bool
+}
+
+// sqliteWrite is one Write waiting for its commit.
+type sqliteWrite struct {
+	rows Rows
+	done chan error
 }
 
 // OpenSQLite opens (creating if needed) the results tables in the file.
@@ -105,34 +115,90 @@ func nullableMetric(db *sql.DB) error {
 // sqliteTime is how ts is stored: as ClickHouse prints a DateTime (UTC).
 func sqliteTime(t time.Time) string { return t.UTC().Format(time.DateTime) }
 
-// Write stores rows in one transaction.
+// Write stores rows in one transaction and returns once it is committed.
+// Writes made at the same time share a transaction (group commit: a
+// commit per write cost most of the time of writing an LLM call's row); if
+// that transaction fails, each of its writes is made again alone, so one
+// write's bad rows fail only that write.
 func (s *SQLite) Write(ctx context.Context, rows Rows) error {
 	if rows.Len() == 0 {
 		return nil
 	}
-	rows = rows.withIDs()
+	w := &sqliteWrite{rows: rows.withIDs(), done: make(chan error, 1)}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.queued = append(s.queued, w)
+	if !s.committing {
+		s.committing = true
+		for len(s.queued) > 0 {
+			batch := s.queued
+			s.queued = nil
+			s.mu.Unlock()
+			s.commit(batch)
+			s.mu.Lock()
+		}
+		s.committing = false
+	}
+	s.mu.Unlock()
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		// The rows may still be committed: the batch goes on without it.
+		return fmt.Errorf("results: %w", ctx.Err())
+	}
+}
+
+// commit writes a batch of Writes in one transaction, or each alone when
+// that fails, and answers each.
+func (s *SQLite) commit(batch []*sqliteWrite) {
+	err := s.insert(batch)
+	if err == nil || len(batch) == 1 {
+		for _, w := range batch {
+			w.done <- err
+		}
+		return
+	}
+	for _, w := range batch {
+		w.done <- s.insert([]*sqliteWrite{w})
+	}
+}
+
+// insert writes the rows of writes in one transaction.
+func (s *SQLite) insert(writes []*sqliteWrite) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("results: %w", err)
 	}
 	defer tx.Rollback()
-	vals := rows.values()
-	for _, table := range Tables {
-		cols := Columns[table]
-		stmt := fmt.Sprintf("INSERT OR REPLACE INTO %s (%s) VALUES (%s)", table, strings.Join(cols, ", "),
-			strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", "))
-		for _, row := range vals[table] {
-			args := make([]any, len(row))
-			for i, v := range row {
-				if t, ok := v.(time.Time); ok {
-					v = sqliteTime(t)
-				}
-				args[i] = v
+	stmts := map[string]*sql.Stmt{}
+	for _, w := range writes {
+		vals := w.rows.values()
+		for _, table := range Tables {
+			if len(vals[table]) == 0 {
+				continue
 			}
-			if _, err := tx.ExecContext(ctx, stmt, args...); err != nil {
-				return fmt.Errorf("results: insert into %s: %w", table, err)
+			stmt, ok := stmts[table]
+			if !ok {
+				cols := Columns[table]
+				if stmt, err = tx.PrepareContext(ctx, fmt.Sprintf("INSERT OR REPLACE INTO %s (%s) VALUES (%s)", table, strings.Join(cols, ", "),
+					strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", "))); err != nil {
+					return fmt.Errorf("results: insert into %s: %w", table, err)
+				}
+				stmts[table] = stmt
+			}
+			for _, row := range vals[table] {
+				args := make([]any, len(row))
+				for i, v := range row {
+					if t, ok := v.(time.Time); ok {
+						v = sqliteTime(t)
+					}
+					args[i] = v
+				}
+				if _, err := stmt.ExecContext(ctx, args...); err != nil {
+					return fmt.Errorf("results: insert into %s: %w", table, err)
+				}
 			}
 		}
 	}
