@@ -62,7 +62,11 @@ func reply(r fakellm.Request) fakellm.Reply {
 		script := fmt.Sprintf("echo 'METRIC score=%d'\n", r.N)
 		return fakellm.Reply{Content: fakellm.WithMemory(`{"archival": [{"text": "wrote run.sh for node `+fmt.Sprint(r.N)+`", "tags": ["`+r.Kind+`"]}]}`,
 			fakellm.Artifacts([]fakellm.File{{Path: "run.sh", Content: script}}, nil, []string{"bash run.sh"})), TokensIn: 200, TokensOut: 100}
-	case "summarize", "summary":
+	case "summary":
+		// The node's summary, asked with memory: the block first, as a model
+		// that follows the prompt answers (without it, each is asked 3 times).
+		return fakellm.Reply{Content: fakellm.WithMemory(`{}`, `{"summary": "node `+fmt.Sprint(r.N)+` printed its score"}`), TokensIn: 150, TokensOut: 30}
+	case "summarize":
 		return fakellm.Reply{Content: `{"summary": "earlier events folded"}`}
 	case "compress":
 		return fakellm.Reply{Content: "compressed"}
