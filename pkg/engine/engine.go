@@ -156,6 +156,7 @@ type engine struct {
 	tree    *search.Tree
 	cache   *search.Cache
 	metered *llm.Metered
+	usage   *usageSaver
 	client  llm.Client
 	mem     *memory.Memory
 	outage  *memory.OutageStore // the memory store, waiting out outages
@@ -231,6 +232,7 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 		e.metered.Restore(u)
 	}
 	e.client = e.metered
+	e.usage = &usageSaver{path: filepath.Join(dir, journalDir, "usage.json"), usage: e.metered.Usage, log: e.log}
 	if p.MemoryStore != nil && *p.Spec.Memory.Enabled {
 		e.outage = memory.NewOutageStore(p.MemoryStore, memory.OutageOptions{Max: p.OutageMax, Logger: e.log})
 		e.mem = memory.New(e.outage, p.Spec.Memory.Config, memory.Options{
@@ -266,6 +268,9 @@ func (e *engine) recordCall(ctx context.Context, c llm.Call) {
 }
 
 func (e *engine) close() {
+	if e.usage != nil {
+		e.usage.flush() // nothing written after the engine
+	}
 	if e.disp != nil {
 		e.disp.Close()
 	}
@@ -472,9 +477,7 @@ func (e *engine) stageBase(ctx context.Context, stage int) (id, why string, ok b
 func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy string, notes map[int]string) (Summary, error) {
 	u := e.metered.Usage()
 	if e.disp != nil {
-		if err := saveUsage(filepath.Join(e.dir, journalDir, "usage.json"), u); err != nil {
-			e.log.Warn("usage not saved", "err", err)
-		}
+		e.usage.flush()
 		end := End{StoppedBy: stoppedBy, Notes: notes}
 		if c := e.canceled.Load(); c != nil {
 			end.Canceled = c.Reason
@@ -610,12 +613,65 @@ func loadUsage(path string) (llm.Usage, error) {
 	return u, nil
 }
 
-func saveUsage(path string, u llm.Usage) error {
-	data, err := json.Marshal(u)
-	if err != nil {
-		return err
+// usageSaver keeps the run's usage (tokens and cost, what the budget
+// counts on a resume) in usage.json: after each node, at most once per
+// usageEvery (each save replaces the file: half a millisecond on ext4, the
+// largest file cost of a node), and at the run's end. A crash loses at
+// most the last usageEvery of usage; the llm_calls rows keep every call.
+type usageSaver struct {
+	path  string
+	usage func() llm.Usage
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	last    time.Time
+	pending *time.Timer
+}
+
+const usageEvery = time.Second
+
+// save writes the usage now, or once usageEvery has passed since the last write.
+func (s *usageSaver) save() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending != nil {
+		return
 	}
-	return writeFileAtomic(path, data)
+	if wait := usageEvery - time.Since(s.last); wait > 0 {
+		s.pending = time.AfterFunc(wait, func() {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.pending != nil {
+				s.pending = nil
+				s.write()
+			}
+		})
+		return
+	}
+	s.write()
+}
+
+// flush writes the usage now and drops a pending write.
+func (s *usageSaver) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending != nil {
+		s.pending.Stop()
+		s.pending = nil
+	}
+	s.write()
+}
+
+// write saves the usage; the caller holds mu.
+func (s *usageSaver) write() {
+	s.last = time.Now()
+	data, err := json.Marshal(s.usage())
+	if err == nil {
+		err = writeFileAtomic(s.path, data)
+	}
+	if err != nil {
+		s.log.Warn("usage not saved", "err", err)
+	}
 }
 
 // writeFileAtomic writes through a temporary file and a rename, so that a

@@ -75,11 +75,7 @@ type runner struct{ e *engine }
 
 func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error) {
 	e := r.e
-	defer func() {
-		if err := saveUsage(filepath.Join(e.dir, journalDir, "usage.json"), e.metered.Usage()); err != nil {
-			e.log.Warn("usage not saved", "err", err)
-		}
-	}()
+	defer e.usage.save()
 	dir := filepath.Join(e.dir, nodesDir, n.ID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return search.Result{}, err

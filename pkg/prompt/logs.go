@@ -21,6 +21,8 @@ type Logs struct {
 	Dir string
 	mu  sync.Mutex
 	n   map[string]int
+	// made: nodes whose directory exists.
+	made map[string]bool
 }
 
 // MaxLoggedReply bounds a reply as the logs keep it: a longer one is kept
@@ -44,10 +46,19 @@ func (l *Logs) Write(node, purpose string, e Exchange) error {
 	}
 	l.n[node]++
 	n := l.n[node]
+	made := l.made[node]
 	l.mu.Unlock()
 	dir := filepath.Join(l.Dir, "prompt_logs", node)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("prompt logs: %w", err)
+	if !made { // once per node and process: a directory costs as much as a file
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("prompt logs: %w", err)
+		}
+		l.mu.Lock()
+		if l.made == nil {
+			l.made = map[string]bool{}
+		}
+		l.made[node] = true
+		l.mu.Unlock()
 	}
 	base := filepath.Join(dir, fmt.Sprintf("%03d_%s", n, purpose))
 	msgs := make([]llm.Message, len(e.Request.Messages))

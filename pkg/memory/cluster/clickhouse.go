@@ -226,8 +226,11 @@ func (s *shipper) optimize(ctx context.Context) {
 	}
 }
 
-// flush sends everything queued before the call and waits for it.
+// flush sends everything queued and waits for it, through a ClickHouse
+// outage if it must: failed sends are made again with backoff until ctx
+// ends, which returns the last failure.
 func (s *shipper) flush(ctx context.Context) error {
+	backoff := 50 * time.Millisecond
 	for {
 		s.mu.Lock()
 		busy := s.sending
@@ -238,9 +241,17 @@ func (s *shipper) flush(ctx context.Context) error {
 			return nil
 		}
 		if !busy {
-			if err := s.sendOnce(ctx); err != nil {
-				return fmt.Errorf("memory/cluster: %w", err)
+			err := s.sendOnce(ctx)
+			if err == nil {
+				backoff = 50 * time.Millisecond
+				continue
 			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("memory/cluster: %w", err)
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
 			continue
 		}
 		select {
