@@ -825,16 +825,10 @@ func (e *engine) outcomeText(n search.Node) string {
 // changeIdea is the hyperparameter or ablation a node explores: the prompt
 // asks the model for one its siblings have not tried, and lists theirs.
 func (e *engine) changeIdea(n *search.Node, what string) string {
-	var siblings []search.Node
-	for _, s := range e.tree.Children(n.Parent) {
-		if s.ID != n.ID && s.Kind == n.Kind {
-			siblings = append(siblings, s)
-		}
-	}
+	siblings, more := e.tree.LastChildren(n.Parent, promptNodes, func(s *search.Node) bool { return s.ID != n.ID && s.Kind == n.Kind })
 	var tried []string
-	if more := len(siblings) - promptNodes; more > 0 {
+	if more > 0 {
 		tried = append(tried, fmt.Sprintf("- (%d earlier siblings left out)", more))
-		siblings = siblings[more:]
 	}
 	for _, s := range siblings {
 		tried = append(tried, "- "+s.ID+": "+e.nodeSummary(s))

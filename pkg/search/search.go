@@ -141,8 +141,19 @@ func (t *Tree) Children(id string) []Node {
 func (t *Tree) Last(k int, keep func(*Node) bool) (last []Node, more int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for i := len(t.nodes) - 1; i >= 0; i-- {
-		n := t.nodes[i]
+	return lastOf(t.nodes, k, keep)
+}
+
+// LastChildren is Last over the children of id.
+func (t *Tree) LastChildren(id string, k int, keep func(*Node) bool) (last []Node, more int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return lastOf(t.kids[id], k, keep)
+}
+
+func lastOf(nodes []*Node, k int, keep func(*Node) bool) (last []Node, more int) {
+	for i := len(nodes) - 1; i >= 0; i-- {
+		n := nodes[i]
 		if !keep(n) {
 			continue
 		}

@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
@@ -239,4 +240,31 @@ func TestNotRunIsNotDebugged(t *testing.T) {
 	r := &notRunner{}
 	Run(context.Background(), NewTree(), policy(), r, 1, 6, Async)
 	require.Equal(t, []string{Draft, Draft, Draft, Draft, Draft, Draft}, r.kinds)
+}
+
+// TestLastChildren: the last k children of a node that keep accepts, in
+// creation order, and how many more it accepts; other nodes' children and
+// rejected ones are not counted.
+func TestLastChildren(t *testing.T) {
+	tree := NewTree()
+	tree.add(&Node{ID: "root"})
+	for i := range 30 {
+		kind := Improve
+		if i%3 == 0 {
+			kind = Debug
+		}
+		tree.add(&Node{ID: fmt.Sprintf("c%02d", i), Parent: "root", Kind: kind})
+		tree.add(&Node{ID: fmt.Sprintf("g%02d", i), Parent: "c00", Kind: Improve})
+	}
+	improve := func(n *Node) bool { return n.Kind == Improve && n.ID != "c29" }
+	last, more := tree.LastChildren("root", 5, improve)
+	var ids []string
+	for _, n := range last {
+		ids = append(ids, n.ID)
+	}
+	require.Equal(t, []string{"c22", "c23", "c25", "c26", "c28"}, ids)
+	require.Equal(t, 14, more, "20 improve children of root, c29 left out, 5 listed")
+	last, more = tree.LastChildren("nobody", 5, improve)
+	require.Empty(t, last)
+	require.Zero(t, more)
 }
