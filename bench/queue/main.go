@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 )
 
 func main() {
@@ -27,12 +28,25 @@ func main() {
 	flag.IntVar(&p.Reps, "reps", 3, "repetitions of each throughput measurement (the median is printed)")
 	flag.StringVar(&p.Isolation, "isolation", "", "sandbox of the spawn tasks: auto (default), required or off")
 	flag.StringVar(&p.Only, "only", "", "run one part: enqueue, drain, latency or spawn")
+	profile := flag.String("cpuprofile", "", "write a CPU profile of the benchmark (server, worker and scheduler side) to this file")
 	flag.Parse()
 	if p.Reps < 1 || p.N < 1 || p.SpawnN < 1 || p.SpawnHomeN < 1 || p.Rate < 1 {
 		fmt.Fprintln(os.Stderr, "bench-queue: -reps, -n, -spawn-n, -spawn-home-n and -rate must be >= 1")
 		os.Exit(2)
 	}
-	if err := run(p, os.Stdout, os.Stderr); err != nil {
+	if *profile != "" {
+		f, err := os.Create(*profile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-queue:", err)
+			os.Exit(1)
+		}
+	}
+	err := run(p, os.Stdout, os.Stderr)
+	pprof.StopCPUProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-queue:", err)
 		os.Exit(1)
 	}
