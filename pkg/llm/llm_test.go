@@ -36,9 +36,9 @@ type fakeOpenAI struct {
 	handle   func(n int64, body map[string]any) (status int, header map[string]string, reply string, delay time.Duration)
 }
 
-func newFake(t *testing.T, handle func(n int64, body map[string]any) (int, map[string]string, string, time.Duration)) *fakeOpenAI {
+func newFake(t *testing.T, handle func(n int64, body map[string]any) (int, map[string]string, string, time.Duration), configure ...func(*http.Server)) *fakeOpenAI {
 	f := &fakeOpenAI{handle: handle}
-	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := f.calls.Add(1)
 		cur := f.inFlight.Add(1)
 		defer f.inFlight.Add(-1)
@@ -86,6 +86,10 @@ func newFake(t *testing.T, handle func(n int64, body map[string]any) (int, map[s
 		})
 		_, _ = w.Write(out)
 	}))
+	for _, c := range configure {
+		c(f.Config)
+	}
+	f.Start()
 	t.Cleanup(f.Close)
 	return f
 }
@@ -264,15 +268,16 @@ func TestConcurrencyLimit(t *testing.T) {
 // of the first wave; none is dialled again (with a remote endpoint, each
 // dial is a TCP and TLS handshake).
 func TestConnectionsReused(t *testing.T) {
+	var conns atomic.Int64
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
 		return 200, nil, "ok", 20 * time.Millisecond
-	})
-	var conns atomic.Int64
-	f.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			conns.Add(1)
+	}, func(s *http.Server) {
+		s.ConnState = func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				conns.Add(1)
+			}
 		}
-	}
+	})
 	const c = 16
 	cl, _ := client(t, f, OpenAIOptions{Concurrency: c})
 	for range 5 {
