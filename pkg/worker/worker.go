@@ -732,8 +732,13 @@ func (w *Worker) execute(ctx context.Context, t *schema.NodeTask, s Slot) (res *
 func (w *Worker) publish(drain context.Context, res *schema.NodeResult, log func() *slog.Logger) error {
 	backoff := 200 * time.Millisecond
 	for {
-		_, err := w.q.PublishResult(context.Background(), res)
+		dup, err := w.q.PublishResult(context.Background(), res)
 		if err == nil {
+			if dup {
+				// The queue kept the first: this task ran again after an
+				// ack was lost (or this publish was retried after a lost PubAck).
+				log().Info("result already stored for this attempt; this one is dropped")
+			}
 			return nil
 		}
 		if errors.Is(err, schema.ErrInvalidMessage) {

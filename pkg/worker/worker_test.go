@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -406,4 +408,39 @@ func TestWorkerDeclinesWhatCannotFit(t *testing.T) {
 			require.False(t, w.Deadline.IsZero(), "the deadline is in the registry")
 		}
 	}
+}
+
+// TestWorkerSaysItsResultWasStoredBefore: a task run again after its first
+// result was stored (an ack lost in an election) is answered, and the
+// worker says its second result was dropped.
+func TestWorkerSaysItsResultWasStoredBefore(t *testing.T) {
+	ctx := context.Background()
+	srv := testutil.StartNATS(t, "embedded")
+	q := srv.Queue(t, queue.Options{})
+	first := okResult()
+	first.V, first.RunID, first.NodeID, first.Attempt, first.Pool, first.Worker = schema.Version, "r", "again", 1, "cpu", "w-before"
+	dup, err := q.PublishResult(ctx, first)
+	require.NoError(t, err)
+	require.False(t, dup)
+	_, err = q.PublishTask(ctx, &schema.NodeTask{V: 1, RunID: "r", NodeID: "again", Attempt: 1, Pool: "cpu",
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"true"}}}})
+	require.NoError(t, err)
+	var logs testutil.Buffer
+	ran := make(chan struct{}, 1)
+	exec := worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
+		ran <- struct{}{}
+		return okResult(), nil
+	})
+	w, err := worker.New(q, exec, worker.Config{Slots: 1, Pools: []string{"cpu"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	<-ran
+	testutil.Eventually(t, 10*time.Second, "the worker's word on the dropped result", func() bool {
+		return strings.Contains(logs.String(), "result already stored for this attempt")
+	})
+	require.Contains(t, logs.String(), "node_id=again")
+	cancel()
+	require.NoError(t, <-done)
 }
