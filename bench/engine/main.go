@@ -22,9 +22,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"strconv"
 	"strings"
+
+	"github.com/hpcq/hpcq/internal/benchutil"
 )
 
 func main() {
@@ -41,17 +42,12 @@ func main() {
 	keep := flag.String("keep", "", "write the run directories here and keep them")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of this process (the scheduler's) to this file")
 	flag.Parse()
-	if *profile != "" {
-		f, err := os.Create(*profile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-engine:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := benchutil.CPUProfile(*profile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-engine:", err)
+		os.Exit(1)
 	}
+	defer stop()
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -68,7 +64,7 @@ func main() {
 	for _, n := range ns {
 		line, err := measure(n, *workers, *slots, *keep)
 		if err != nil {
-			pprof.StopCPUProfile()
+			stop()
 			fmt.Fprintln(os.Stderr, "bench-engine:", err)
 			os.Exit(1)
 		}

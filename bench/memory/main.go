@@ -17,13 +17,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	benchtrace "github.com/hpcq/hpcq/bench/trace"
+	"github.com/hpcq/hpcq/internal/benchutil"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/memory/cluster"
 	"github.com/hpcq/hpcq/pkg/memory/sqlite"
@@ -40,25 +40,19 @@ func main() {
 	dir := flag.String("dir", "../shared/bench", "directory of the trace files")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the replay to this file")
 	flag.Parse()
-	if *prof != "" {
-		pf, err := os.Create(*prof)
-		if err == nil {
-			err = pprof.StartCPUProfile(pf)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-memory:", err)
-			os.Exit(1)
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := benchutil.CPUProfile(*prof)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-memory:", err)
+		os.Exit(1)
 	}
-	var err error
+	defer stop()
 	if *archival > 0 {
 		err = runArchival(*storeName, *archival, os.Stdout, os.Stderr)
 	} else {
 		err = run(*trace, *storeName, *dir, os.Stdout, os.Stderr)
 	}
 	if err != nil {
-		pprof.StopCPUProfile()
+		stop()
 		fmt.Fprintln(os.Stderr, "bench-memory:", err)
 		os.Exit(1)
 	}

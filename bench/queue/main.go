@@ -15,7 +15,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime/pprof"
+
+	"github.com/hpcq/hpcq/internal/benchutil"
 )
 
 func main() {
@@ -34,18 +35,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-queue: -reps, -n, -spawn-n, -spawn-home-n and -rate must be >= 1")
 		os.Exit(2)
 	}
-	if *profile != "" {
-		f, err := os.Create(*profile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench-queue:", err)
-			os.Exit(1)
-		}
+	stop, err := benchutil.CPUProfile(*profile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-queue:", err)
+		os.Exit(1)
 	}
-	err := run(p, os.Stdout, os.Stderr)
-	pprof.StopCPUProfile()
+	err = run(p, os.Stdout, os.Stderr)
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-queue:", err)
 		os.Exit(1)

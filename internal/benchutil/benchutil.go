@@ -1,0 +1,29 @@
+// Package benchutil holds what the benchmark commands (bench/...) share.
+package benchutil
+
+import (
+	"fmt"
+	"os"
+	"runtime/pprof"
+)
+
+// CPUProfile starts a CPU profile written to path and returns the function
+// that stops it; with an empty path it profiles nothing and stop does
+// nothing. stop may be called more than once.
+func CPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
