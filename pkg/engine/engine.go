@@ -162,6 +162,9 @@ type engine struct {
 	outage  *memory.OutageStore // the memory store, waiting out outages
 	// summaries holds nodeSummary's line of each finished node.
 	summaries sync.Map
+	// approaches: node id -> the first line of its plan's approach, kept
+	// once read (a plan does not change after Phase 0).
+	approaches sync.Map
 	// cancel ends the run with a cause (an outage past its limit), and
 	// outageStop says that one did.
 	cancel     context.CancelCauseFunc

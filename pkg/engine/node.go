@@ -846,17 +846,34 @@ func (e *engine) nodeSummary(n search.Node) string {
 	var o outcome
 	if ok, _ := readJSON(filepath.Join(e.dir, nodesDir, n.ID, outcomeFile), &o); ok && o.Summary != "" {
 		s.WriteString(firstLine(o.Summary) + "; ")
-	} else if data, err := os.ReadFile(filepath.Join(e.dir, plansDir, n.ID, planFile)); err == nil {
-		var p prompt.Plan
-		if json.Unmarshal(data, &p) == nil && p.Approach != "" {
-			s.WriteString(firstLine(p.Approach) + "; ")
-		}
+	} else if a := e.approach(n.ID); a != "" {
+		s.WriteString(a + "; ")
 	}
 	s.WriteString(e.outcomeText(n))
 	if n.Done {
 		e.summaries.Store(n.ID, s.String())
 	}
 	return s.String()
+}
+
+// approach is the first line of the node's plan's approach, "" before its
+// plan is written (siblings still running are listed in change prompts:
+// their line is read from disk once, not once per prompt).
+func (e *engine) approach(id string) string {
+	if a, ok := e.approaches.Load(id); ok {
+		return a.(string)
+	}
+	data, err := os.ReadFile(filepath.Join(e.dir, plansDir, id, planFile))
+	if err != nil {
+		return ""
+	}
+	var p prompt.Plan
+	if json.Unmarshal(data, &p) != nil || p.Approach == "" {
+		return ""
+	}
+	a := firstLine(p.Approach)
+	e.approaches.Store(id, a)
+	return a
 }
 
 // bestDetail is the report's section on the best node: metrics and code.
