@@ -245,13 +245,11 @@ func TestEmptyChoicesRetried(t *testing.T) {
 	require.Equal(t, "fine", resp.Content)
 }
 
-func TestConcurrencyLimit(t *testing.T) {
-	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
-		return 200, nil, "ok", 50 * time.Millisecond
-	})
-	c, _ := client(t, f, OpenAIOptions{Concurrency: 2})
+// chatAtOnce makes n calls at once and waits for them; each must succeed.
+func chatAtOnce(t *testing.T, c *OpenAI, n int) {
+	t.Helper()
 	var wg sync.WaitGroup
-	for i := range 8 {
+	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -260,6 +258,14 @@ func TestConcurrencyLimit(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+func TestConcurrencyLimit(t *testing.T) {
+	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
+		return 200, nil, "ok", 50 * time.Millisecond
+	})
+	c, _ := client(t, f, OpenAIOptions{Concurrency: 2})
+	chatAtOnce(t, c, 8)
 	require.EqualValues(t, 8, f.calls.Load())
 	require.EqualValues(t, 2, f.maxIn.Load())
 }
@@ -281,16 +287,7 @@ func TestConnectionsReused(t *testing.T) {
 	const c = 16
 	cl, _ := client(t, f, OpenAIOptions{Concurrency: c})
 	for range 5 {
-		var wg sync.WaitGroup
-		for i := range c {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, err := cl.Chat(context.Background(), ask(fmt.Sprint(i)))
-				require.NoError(t, err)
-			}()
-		}
-		wg.Wait()
+		chatAtOnce(t, cl, c)
 	}
 	require.EqualValues(t, 5*c, f.calls.Load())
 	require.LessOrEqual(t, conns.Load(), int64(c), "connections opened for %d calls, %d at a time", 5*c, c)

@@ -250,7 +250,7 @@ func (s *Store) request(ctx context.Context, r *record) (req string, known bool,
 			}
 			ops = append([]op(nil), r.Ops...)
 		}
-		ops[i].Tm = termFreqs(o.Text)
+		ops[i].Tm, _ = termFreqs(o.Text)
 	}
 	data, err := json.Marshal(struct {
 		TS    int64    `json:"ts"`

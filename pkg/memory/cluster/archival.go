@@ -54,17 +54,15 @@ func (f *factItem) item() memory.ArchivalItem {
 	return memory.ArchivalItem{Seq: f.S, Branch: f.B, Text: f.Tx, Tags: tags, Context: f.C, FactHash: f.F, EpisodeHash: f.Ep, FirstSeen: ts, LastSeen: ts, Count: 1}
 }
 
-// candidateFactor: how many BM25 candidates per result are re-ranked with
-// recency and frequency (as in the SQLite store).
-
-// termFreqs are the frequencies of text's terms (memory.Tokenize): its
-// postings in the term index.
-func termFreqs(text string) map[string]int {
-	tf := map[string]int{}
-	for _, t := range memory.Tokenize(text) {
+// termFreqs are the frequencies of text's terms (memory.Tokenize), its
+// postings in the term index, and its length in terms.
+func termFreqs(text string) (tf map[string]int, n int) {
+	toks := memory.Tokenize(text)
+	tf = map[string]int{}
+	for _, t := range toks {
 		tf[t]++
 	}
-	return tf
+	return tf, len(toks)
 }
 
 // indexVersion marks a run whose term index is in Redis (write.lua keeps it
@@ -85,7 +83,7 @@ func (s *Store) buildIndex(ctx context.Context) error {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
-	start, n := time.Now(), 0
+	start, texts := time.Now(), 0
 	var cursor uint64
 	for {
 		kv, next, err := s.rdb.HScan(ctx, s.prefix+"items", cursor, "", 512).Result()
@@ -98,11 +96,11 @@ func (s *Store) buildIndex(ctx context.Context) error {
 			if err := json.Unmarshal([]byte(kv[i+1]), &f); err != nil {
 				return fmt.Errorf("archival item %s: %w", kv[i], err)
 			}
-			toks := memory.Tokenize(f.Tx)
-			for term, tf := range termFreqs(f.Tx) {
-				pipe.Append(ctx, s.prefix+"t:"+f.B+":"+term, fmt.Sprintf("%d:%d:%d ", f.S, tf, len(toks)))
+			tfs, n := termFreqs(f.Tx)
+			for term, tf := range tfs {
+				pipe.Append(ctx, s.prefix+"t:"+f.B+":"+term, fmt.Sprintf("%d:%d:%d ", f.S, tf, n))
 			}
-			n++
+			texts++
 		}
 		if pipe.Len() > 0 {
 			if _, err := pipe.Exec(ctx); err != nil {
@@ -113,8 +111,8 @@ func (s *Store) buildIndex(ctx context.Context) error {
 			break
 		}
 	}
-	if n > 0 {
-		s.log.Info("memory/cluster: built the archival term index in Redis", "texts", n, "took", time.Since(start).Round(time.Millisecond))
+	if texts > 0 {
+		s.log.Info("memory/cluster: built the archival term index in Redis", "texts", texts, "took", time.Since(start).Round(time.Millisecond))
 	}
 	return s.rdb.Set(ctx, key, indexVersion, 0).Err()
 }

@@ -19,6 +19,8 @@ import (
 
 // Archival search: BM25 over the visible postings.
 
+// candidateFactor: how many BM25 candidates per result are re-ranked with
+// recency and frequency (as in the SQLite store).
 const candidateFactor = 4
 
 // ArchivalSearch reads the visible postings of the query terms and the

@@ -87,7 +87,7 @@ func TestIndexMatchesClickHouse(t *testing.T) {
 				require.NoError(t, rows.Scan(&seq, &text, &dl))
 				chDocs++
 				chLen += uint64(dl)
-				tf := termFreqs(text)
+				tf, _ := termFreqs(text)
 				for _, term := range terms {
 					if tf[term] > 0 {
 						want = append(want, fmt.Sprintf("%s/%d/%d/%d", term, seq, tf[term], dl))
