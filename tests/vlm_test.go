@@ -135,11 +135,15 @@ llm: {model: test-model, vlm_model: test-vlm}
 	require.Equal(t, 0, code, q)
 	require.True(t, strings.HasPrefix(q, "branch,payload\nn0001,grid: available\n"), q)
 
-	logs, err := filepath.Glob(filepath.Join(runDir, "prompt_logs", "n0001", "*_vlm_analysis.json"))
+	data, err = os.ReadFile(filepath.Join(runDir, "prompt_logs", "n0001.jsonl"))
 	require.NoError(t, err)
-	require.Len(t, logs, 1)
-	logged, err := os.ReadFile(logs[0])
-	require.NoError(t, err)
-	require.Contains(t, string(logged), "[image: image/png, ")
-	require.NotContains(t, string(logged), `"images"`, "the log names the image, not its bytes")
+	var logged []string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if strings.Contains(line, `"purpose":"vlm_analysis"`) {
+			logged = append(logged, line)
+		}
+	}
+	require.Len(t, logged, 1)
+	require.Contains(t, logged[0], "[image: image/png, ")
+	require.NotContains(t, logged[0], `"images"`, "the log names the image, not its bytes")
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
@@ -210,8 +211,10 @@ func TestGenerateGivesUp(t *testing.T) {
 	require.Len(t, *prompts, 4)
 }
 
-// TestLogs: every exchange of Generate lands in prompt_logs as json and md,
-// numbered per node, secrets redacted; hostile names are refused.
+// TestLogs: every exchange of Generate lands in the node's two prompt log
+// files, as md and as one JSON line, numbered per node (and on from where the
+// log ends when the run is resumed), secrets redacted; hostile names are
+// refused.
 func TestLogs(t *testing.T) {
 	dir := t.TempDir()
 	logs := &Logs{Dir: dir}
@@ -221,23 +224,72 @@ func TestLogs(t *testing.T) {
 	_, err := Generate(context.Background(), GenerateParams{Client: c, Messages: msgs, Purpose: "draft", Node: "n1",
 		Observe: func(e Exchange) { require.NoError(t, logs.Write("n1", "draft", e)) }})
 	require.NoError(t, err)
-	files, err := filepath.Glob(filepath.Join(dir, "prompt_logs", "n1", "*"))
+	files, err := filepath.Glob(filepath.Join(dir, "prompt_logs", "*"))
 	require.NoError(t, err)
-	require.Len(t, files, 4)
-	require.Equal(t, "001_draft.json", filepath.Base(files[0]))
-	md, err := os.ReadFile(filepath.Join(dir, "prompt_logs", "n1", "002_draft.md"))
+	require.Equal(t, []string{"n1.jsonl", "n1.md"}, []string{filepath.Base(files[0]), filepath.Base(files[1])})
+	require.Len(t, files, 2)
+	md, err := os.ReadFile(filepath.Join(dir, "prompt_logs", "n1.md"))
 	require.NoError(t, err)
-	require.Contains(t, string(md), "# draft of n1 (attempt 2)")
+	require.Regexp(t, `(?m)^# 001 draft of n1 \(attempt 1\), 20\d\d-`, string(md))
+	require.Regexp(t, `(?m)^# 002 draft of n1 \(attempt 2\), `, string(md))
+	require.Less(t, strings.Index(string(md), "# 001 "), strings.Index(string(md), "# 002 "))
 	require.Contains(t, string(md), "could not be used")
 	require.Contains(t, string(md), "## reply (m, 10 tokens in, 10 out)")
 	require.NotContains(t, string(md), "sk-abcdefghij")
-	var rec map[string]any
-	data, err := os.ReadFile(filepath.Join(dir, "prompt_logs", "n1", "001_draft.json"))
+	recs := readLog(t, filepath.Join(dir, "prompt_logs", "n1.jsonl"))
+	require.Len(t, recs, 2)
+	require.Equal(t, "no json here", recs[0].Reply)
+	require.Equal(t, []int{1, 2}, []int{recs[0].N, recs[1].N})
+	require.Equal(t, []int{1, 2}, []int{recs[0].Attempt, recs[1].Attempt})
+	require.NotContains(t, recs[0].Messages[1].Content, "sk-abcdefghij")
+
+	// Resumed in another process: the numbers go on, nothing is overwritten.
+	again := &Logs{Dir: dir}
+	require.NoError(t, again.Write("n1", "summary", Exchange{Attempt: 1, Response: llm.Response{Content: "later"}}))
+	recs = readLog(t, filepath.Join(dir, "prompt_logs", "n1.jsonl"))
+	require.Len(t, recs, 3)
+	require.Equal(t, 3, recs[2].N)
+	require.Equal(t, "summary", recs[2].Purpose)
+	md, err = os.ReadFile(filepath.Join(dir, "prompt_logs", "n1.md"))
 	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &rec))
-	require.Equal(t, "no json here", rec["reply"])
+	require.Regexp(t, `(?m)^# 003 summary of n1 \(attempt 1\), `, string(md))
+	require.Contains(t, string(md), "# 001 draft of n1")
+
+	// Exchanges of several nodes at once: each node's numbers are 1..k.
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				assert.NoError(t, again.Write(fmt.Sprintf("c%d", i), "draft", Exchange{Attempt: 1}))
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range 8 {
+		recs := readLog(t, filepath.Join(dir, "prompt_logs", fmt.Sprintf("c%d.jsonl", i)))
+		require.Len(t, recs, 5)
+		for k, r := range recs {
+			require.Equal(t, k+1, r.N)
+		}
+	}
 	for _, bad := range []string{"../x", "", ".hidden", "a/b", strings.Repeat("x", 200)} {
 		require.Error(t, logs.Write(bad, "draft", Exchange{}), bad)
 		require.Error(t, logs.Write("n1", bad+"/", Exchange{}), bad)
 	}
+}
+
+// readLog reads a node's prompt log records.
+func readLog(t *testing.T, path string) []LogRecord {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var recs []LogRecord
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		var r LogRecord
+		require.NoError(t, json.Unmarshal([]byte(line), &r), line)
+		recs = append(recs, r)
+	}
+	return recs
 }

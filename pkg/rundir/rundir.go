@@ -28,6 +28,7 @@ const (
 	TaskFile    = "task.json"                 // nodes/<id>/task.json: the task as published
 	ResultFile  = "result.json"               // nodes/<id>/result.json: how the node ended
 	PlansDir    = "plans"                     // plans/<id>/phase0_plan.json and the raw reply
+	PromptLogs  = "prompt_logs"               // prompt_logs/<id>.md and <id>.jsonl: every prompt and reply of a node
 	MemoryDir   = "memory"                    // the memory's files
 	MemoryDB    = "memory/memory.sqlite"      // the local memory store
 	MemoryCalls = "memory/memory_calls.jsonl" // every memory operation
@@ -36,7 +37,6 @@ const (
 // Dir is a run directory; its base name is the run id.
 type Dir string
 
-// Path is the path of name (one of the names above) in d.
 // NodeFile is the slash-separated path, relative to the run directory, of
 // a file of a node: nodes/<id>/<elem>...; artifacts land at
 // NodeFile(id, "logs", "<phase>.log") and NodeFile(id, "outputs", name).
@@ -44,6 +44,13 @@ func NodeFile(node string, elem ...string) string {
 	return path.Join(append([]string{NodesDir, node}, elem...)...)
 }
 
+// PromptLog is the slash-separated path, relative to the run directory, of
+// node's prompt log: ext "md" (readable, each exchange in turn) or "jsonl"
+// (one JSON object per exchange). Runs written before kept two files per
+// exchange instead: prompt_logs/<id>/NNN_<purpose>.{md,json}.
+func PromptLog(node, ext string) string { return path.Join(PromptLogs, node+"."+ext) }
+
+// Path is the path of name (one of the names above) in d.
 func (d Dir) Path(name string) string { return filepath.Join(string(d), filepath.FromSlash(name)) }
 
 // Server is server.json: the address and credentials of a local run's

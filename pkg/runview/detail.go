@@ -66,8 +66,9 @@ type Node struct {
 	MetricFrom string          `json:"metric_from,omitempty"`
 	// PlotAnalysis is the vision model's analysis of the node's plots.
 	PlotAnalysis string `json:"plot_analysis,omitempty"`
-	// Prompts are the node's prompt logs (prompt_logs/<id>/*.md), by name.
-	Prompts []string `json:"prompts,omitempty"`
+	// Prompts are the node's readable prompt logs: prompt_logs/<id>.md
+	// (prompt_logs/<id>/NNN_<purpose>.md in runs written before).
+	Prompts []FileRef `json:"prompts,omitempty"`
 	// Children are the nodes grown from this one.
 	Children []string `json:"children,omitempty"`
 }
@@ -155,14 +156,28 @@ func ReadNode(dir string, id string, lines []NodeLine) (*Node, error) {
 			n.Outputs = append(n.Outputs, f)
 		}
 	}
-	if entries, err := os.ReadDir(d.Path(path.Join("prompt_logs", id))); err == nil {
-		for _, e := range entries {
-			if !e.IsDir() && strings.HasSuffix(e.Name(), ".md") {
-				n.Prompts = append(n.Prompts, e.Name())
-			}
+	n.Prompts = prompts(d, id)
+	return n, nil
+}
+
+// prompts lists node id's readable prompt logs.
+func prompts(d rundir.Dir, id string) []FileRef {
+	rel := rundir.PromptLog(id, "md")
+	if fi, err := os.Stat(d.Path(rel)); err == nil && fi.Mode().IsRegular() {
+		return []FileRef{{Name: id + ".md", Path: rel, Bytes: fi.Size()}}
+	}
+	// A run written before the logs were one file per node.
+	entries, err := os.ReadDir(d.Path(path.Join(rundir.PromptLogs, id)))
+	if err != nil {
+		return nil
+	}
+	var refs []FileRef
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && strings.HasSuffix(e.Name(), ".md") {
+			refs = append(refs, FileRef{Name: e.Name(), Path: path.Join(rundir.PromptLogs, id, e.Name()), Bytes: fi.Size()})
 		}
 	}
-	return n, nil
+	return refs
 }
 
 func (n *Node) readTask(p string) error {

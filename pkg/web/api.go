@@ -538,7 +538,8 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 const maxServedFile = 64 << 20
 
 // getFile serves a file of a node: nodes/<id>/logs/..., nodes/<id>/outputs/...
-// or prompt_logs/<id>/*.md, read through the run directory as a root (a
+// or its prompt log, prompt_logs/<id>.md (prompt_logs/<id>/*.md in runs
+// written before), read through the run directory as a root (a
 // link cannot lead out of it). Text is redacted; pictures are served as
 // they are, under a policy that runs no script in them.
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
@@ -607,7 +608,9 @@ func servable(rel string) bool {
 	switch {
 	case len(parts) >= 4 && parts[0] == rundir.NodesDir && (parts[2] == "logs" || parts[2] == "outputs"):
 		return true
-	case len(parts) == 3 && parts[0] == "prompt_logs" && strings.HasSuffix(parts[2], ".md"):
+	case len(parts) == 2 && parts[0] == rundir.PromptLogs && strings.HasSuffix(parts[1], ".md"):
+		return true
+	case len(parts) == 3 && parts[0] == rundir.PromptLogs && strings.HasSuffix(parts[2], ".md"):
 		return true
 	}
 	return false

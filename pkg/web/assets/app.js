@@ -529,7 +529,7 @@ const TAB_VIEWS = {
           el('td', {}, [Number(c.cache_hit) ? 'cache' : '', c.error || ''].filter(Boolean).join(' '))))));
     }
     if (d.prompts && d.prompts.length) {
-      out.push(el('h3', {}, 'Prompts'), el('ul', {}, d.prompts.map(p => el('li', {}, el('a', { href: fileURL(view.run.id, 'prompt_logs/' + d.node + '/' + p), target: '_blank', rel: 'noopener' }, p)))));
+      out.push(el('h3', {}, 'Prompts'), el('ul', {}, d.prompts.map(p => el('li', {}, el('a', { href: fileURL(view.run.id, p.path), target: '_blank', rel: 'noopener' }, p.name), ' ', el('span', { class: 'muted' }, fmtBytes(p.bytes))))));
     }
     return out;
   },
