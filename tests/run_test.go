@@ -36,7 +36,7 @@ func TestRunExampleOffline(t *testing.T) {
 	rep, err := os.ReadFile(reports[0])
 	require.NoError(t, err)
 	require.Contains(t, string(rep), "**Best node:")
-	for _, f := range []string{"tree.json", "tree.html", "memory/final_memory_for_paper.md", "plans/n0001/phase0_plan.json"} {
+	for _, f := range []string{"tree.json", "tree.html", "memory/final_memory_for_paper.md", "nodes/n0001/phase0_plan.json"} {
 		require.FileExists(t, filepath.Join(runDir, f))
 	}
 	q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",

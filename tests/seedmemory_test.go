@@ -76,7 +76,7 @@ func TestSeedMemoryToggles(t *testing.T) {
 		"a snapshot of the node's code")
 	require.Equal(t, "n\n1\n", q(runDir, `SELECT count(*) AS n FROM archival WHERE branch = 'n0001' AND tags LIKE '%"results:n0001"%' AND text LIKE '%score%'`),
 		"and of its results")
-	require.FileExists(t, filepath.Join(runDir, "plans", "n0001", "phase0_history_full.json"))
+	require.FileExists(t, filepath.Join(runDir, "nodes", "n0001", "phase0_history_full.json"))
 	compress := 0
 	for _, r := range srv.Requests() {
 		if r.Kind == "compress" {

@@ -135,7 +135,7 @@ llm: {model: test-model, vlm_model: test-vlm}
 	require.Equal(t, 0, code, q)
 	require.True(t, strings.HasPrefix(q, "branch,payload\nn0001,grid: available\n"), q)
 
-	data, err = os.ReadFile(filepath.Join(runDir, "prompt_logs", "n0001.jsonl"))
+	data, err = os.ReadFile(filepath.Join(runDir, "nodes", "n0001", "prompts.jsonl"))
 	require.NoError(t, err)
 	var logged []string
 	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -258,6 +259,22 @@ func TestDashboardFinishedRuns(t *testing.T) {
 	require.Contains(t, b.text(t, `#tab[data-tab="memory"]`), "CURRENT_STAGE", "the core the branch sees")
 	b.run(t, chromedp.Click(`.tabs button[data-tab="llm"]`, chromedp.ByQuery))
 	require.Regexp(t, `[1-9]\d* calls`, b.text(t, `#tab[data-tab="llm"]`))
+	require.True(t, strings.HasPrefix(b.text(t, `#tab[data-tab="llm"] tr:nth-child(2) td:nth-child(2)`), "phase0"), "calls in the order they were made: Phase 0 first")
+	// The node's prompt log: one link, to a file the server serves.
+	var href string
+	b.run(t, chromedp.AttributeValue(`#tab[data-tab="llm"] a[href$="/prompts.md"]`, "href", &href, nil, chromedp.ByQuery))
+	if shot := os.Getenv("HPCQ_SCREENSHOT_LLM"); shot != "" {
+		var png []byte
+		b.run(t, chromedp.ScrollIntoView(`#tab[data-tab="llm"] a[href$="/prompts.md"]`, chromedp.ByQuery), chromedp.FullScreenshot(&png, 100))
+		require.NoError(t, os.WriteFile(shot, png, 0o644))
+	}
+	resp, err = http.Get(strings.TrimSuffix(url, "/") + href)
+	require.NoError(t, err)
+	log, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(log))
+	require.True(t, strings.HasPrefix(string(log), "# 001 phase0 of "+best+" (attempt 1)"), string(log[:min(len(log), 200)]))
 	b.run(t, chromedp.Click(`.tabs button[data-tab="plots"]`, chromedp.ByQuery))
 	require.Contains(t, strings.ToLower(b.text(t, `#tab[data-tab="plots"]`)), "what the vision model saw", "the example's plot review (llm.vision)")
 	require.Equal(t, 1, b.count(t, `#tab[data-tab="plots"] img[alt="scaling.svg"]`))

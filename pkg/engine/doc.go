@@ -10,6 +10,7 @@
 // (every node state change before it is acted on), nodes/<id>/task.json
 // (written before the task is published, so a resumed run republishes the
 // same task and the dispatcher answers it from the results stream rather
-// than running it twice), nodes/<id>/result.json, plans/<id>/, and the
-// result cache, keyed by the content of a task and the workers' toolchains.
+// than running it twice), nodes/<id>/result.json and phase0_plan.json, and
+// the result cache, keyed by the content of a task and the workers'
+// toolchains.
 package engine

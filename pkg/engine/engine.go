@@ -165,6 +165,8 @@ type engine struct {
 	// approaches: node id -> the first line of its plan's approach, kept
 	// once read (a plan does not change after Phase 0).
 	approaches sync.Map
+	// oldPlans: the run was written when Phase 0's files were in plans/<id>/.
+	oldPlans bool
 	// cancel ends the run with a cause (an outage past its limit), and
 	// outageStop says that one did.
 	cancel     context.CancelCauseFunc
@@ -192,7 +194,6 @@ type engine struct {
 const (
 	journalDir = rundir.JournalDir
 	nodesDir   = rundir.NodesDir
-	plansDir   = rundir.PlansDir
 	memoryDir  = rundir.MemoryDir
 )
 
@@ -211,12 +212,12 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range []string{journalDir, nodesDir, plansDir, memoryDir} {
+	for _, d := range []string{journalDir, nodesDir, memoryDir} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	e := &engine{p: p, spec: p.Spec, runID: filepath.Base(dir), dir: dir}
+	e := &engine{p: p, spec: p.Spec, runID: filepath.Base(dir), dir: dir, oldPlans: hasOldPlans(dir)}
 	e.log = log.With("run_id", e.runID)
 	if e.tree, err = search.OpenTree(filepath.Join(dir, journalDir, "tree.journal")); err != nil {
 		return nil, err

@@ -186,7 +186,7 @@ func TestWholeRunWithHostileReplies(t *testing.T) {
 
 	// Outputs.
 	for _, f := range []string{"tree.json", "tree.html", "report.md", "memory/final_memory_for_paper.md", "memory/final_memory_for_paper.json",
-		"plans/n0001/phase0_plan.json", "plans/n0001/phase0_llm_output.txt"} {
+		"nodes/n0001/phase0_plan.json", "nodes/n0001/phase0_llm_output.txt", "nodes/n0001/phase0_history_full.json"} {
 		require.FileExists(t, filepath.Join(e.dir, f))
 	}
 	rep, err := os.ReadFile(filepath.Join(e.dir, "report.md"))
@@ -194,10 +194,12 @@ func TestWholeRunWithHostileReplies(t *testing.T) {
 	require.Contains(t, string(rep), "## Failures met")
 	require.Contains(t, string(rep), "## Stages")
 	require.Contains(t, string(rep), "### Its code")
-	md, err := os.ReadFile(filepath.Join(e.dir, "prompt_logs", "n0002.md"))
+	md, err := os.ReadFile(filepath.Join(e.dir, "nodes", "n0002", "prompts.md"))
 	require.NoError(t, err)
 	require.Contains(t, string(md), "# 001 phase0 of n0002 (attempt 1)")
-	require.FileExists(t, filepath.Join(e.dir, "prompt_logs", "n0002.jsonl"))
+	require.FileExists(t, filepath.Join(e.dir, "nodes", "n0002", "prompts.jsonl"))
+	require.NoDirExists(t, filepath.Join(e.dir, "plans"))
+	require.NoDirExists(t, filepath.Join(e.dir, "prompt_logs"))
 
 	// Results: every LLM call in llm_calls, the nodes with their stage.
 	tab, err := results.QuerySQLite(ctx, filepath.Join(e.dir, "hpcq.sqlite"), "SELECT count(*) FROM llm_calls")

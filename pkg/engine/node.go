@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -26,13 +27,11 @@ import (
 	"github.com/hpcq/hpcq/pkg/search"
 )
 
-// Files of a node, under nodes/<id>/ (plans/<id>/ for Phase 0).
+// Files of a node, under nodes/<id>/.
 const (
 	taskFile    = rundir.TaskFile   // the task as published: written before the publish
 	outcomeFile = rundir.ResultFile // how the node ended: written before the journal records it
-	planFile    = "phase0_plan.json"
-	planRawFile = "phase0_llm_output.txt"
-	historyFile = "phase0_history_full.json"
+	planFile    = rundir.Phase0Plan // written last of Phase 0's files: a resume finds Phase 0 done
 )
 
 // outcome is result.json: the task's result or dead letter, or why the
@@ -412,11 +411,12 @@ func (r *runner) params(n *search.Node, purpose string, msgs []llm.Message) prom
 }
 
 // phase0 plans the node (seed 000: once per node, with the history of the
-// run so far) and writes plans/<id>/phase0_plan.json and the raw reply.
+// run so far) and writes nodes/<id>/phase0_plan.json, the raw reply and
+// what the prompt was given.
 func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	e := r.e
-	dir := filepath.Join(e.dir, plansDir, n.ID)
-	if data, err := os.ReadFile(filepath.Join(dir, planFile)); err == nil {
+	dir := filepath.Join(e.dir, nodesDir, n.ID)
+	if data, err := e.readPlan(n.ID); err == nil {
 		return string(data), nil
 	}
 	env := e.currentEnv()
@@ -442,19 +442,19 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The raw reply and what Phase 0 was given (seed 000's
+	// phase0_history_full.json) are records written once: a crash cutting
+	// one short is followed by Phase 0 asked again and the file written
+	// again, as the plan, written last and whole, is not there.
+	if err := os.WriteFile(filepath.Join(dir, rundir.Phase0Reply), []byte(payload), 0o644); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, planRawFile), []byte(payload), 0o644); err != nil {
-		return "", err
-	}
-	// What Phase 0 was given (seed 000's phase0_history_full.json).
 	given, err := json.MarshalIndent(map[string]string{"history": pc.History, "environment": pc.Environment, "resources": pc.Resources,
 		"memory": pc.Memory}, "", "  ")
 	if err != nil {
 		return "", err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, historyFile), append(given, '\n')); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, rundir.Phase0Given), append(given, '\n'), 0o644); err != nil {
 		return "", err
 	}
 	if err := writeFileAtomic(filepath.Join(dir, planFile), append(plan.Raw, '\n')); err != nil {
@@ -863,7 +863,7 @@ func (e *engine) approach(id string) string {
 	if a, ok := e.approaches.Load(id); ok {
 		return a.(string)
 	}
-	data, err := os.ReadFile(filepath.Join(e.dir, plansDir, id, planFile))
+	data, err := e.readPlan(id)
 	if err != nil {
 		return ""
 	}
@@ -874,6 +874,26 @@ func (e *engine) approach(id string) string {
 	a := firstLine(p.Approach)
 	e.approaches.Store(id, a)
 	return a
+}
+
+// readPlan reads node id's Phase 0 plan: nodes/<id>/phase0_plan.json, or
+// plans/<id>/phase0_plan.json in a run written before a node's files shared
+// its directory (a resumed one).
+func (e *engine) readPlan(id string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(e.dir, nodesDir, id, planFile))
+	if errors.Is(err, fs.ErrNotExist) && e.oldPlans {
+		if old, oerr := os.ReadFile(filepath.Join(e.dir, rundir.OldPlansDir, id, planFile)); oerr == nil {
+			return old, nil
+		}
+	}
+	return data, err
+}
+
+// hasOldPlans says whether the run in dir was written when Phase 0's files
+// were in plans/<id>/.
+func hasOldPlans(dir string) bool {
+	fi, err := os.Stat(filepath.Join(dir, rundir.OldPlansDir))
+	return err == nil && fi.IsDir()
 }
 
 // bestDetail is the report's section on the best node: metrics and code.

@@ -53,7 +53,7 @@ func TestRefusedReplyIsNotSentBack(t *testing.T) {
 	require.Contains(t, reqs[1].Last(), "could not be used")
 	var total int64
 	for _, ext := range []string{"json", "md"} {
-		files, err := filepath.Glob(filepath.Join(dir, "prompt_logs", "n1."+ext+"*"))
+		files, err := filepath.Glob(filepath.Join(dir, "nodes", "n1", "prompts."+ext+"*"))
 		require.NoError(t, err)
 		for _, f := range files {
 			total += fileSize(t, f)

@@ -17,21 +17,20 @@ import (
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
-// Logs writes every prompt and raw reply of a run in two files per node
-// (rundir.PromptLog): prompt_logs/<node>.md (readable: for each exchange, each
-// message, then the reply or the error) and <node>.jsonl (one JSON object
-// per exchange: the same, as data). Exchanges are numbered in order per
+// Logs writes every prompt and raw reply of a run in two files in each
+// node's directory: nodes/<node>/prompts.md (readable: for each exchange,
+// each message, then the reply or the error) and prompts.jsonl (one JSON
+// object per exchange: the same, as data). Exchanges are numbered in order per
 // node, across restarts of the run. Secrets are redacted as in the memory.
 //
-// Two files per node, appended, and not two per exchange: on a cluster's
-// shared file system every file created is a round trip to its metadata
-// server, and a run of 10,000 nodes made 70,000 of them for its prompt logs.
+// Two files per node, appended, and not two per exchange in a directory of
+// their own: on a cluster's shared file system every file created is a round
+// trip to its metadata server, and a run of 10,000 nodes made 70,000 of them
+// for its prompt logs.
 type Logs struct {
 	Dir  string
 	mu   sync.Mutex
 	node map[string]*nodeLog
-	// made: the prompt_logs directory exists.
-	made bool
 }
 
 // nodeLog is one node's log: its exchanges are written one at a time, so
@@ -87,7 +86,7 @@ func (l *Logs) Write(node, purpose string, e Exchange) error {
 		rec.Error = memory.Redact(e.Err.Error())
 	}
 	d := rundir.Dir(l.Dir)
-	mdPath, jsonPath := d.Path(rundir.PromptLog(node, "md")), d.Path(rundir.PromptLog(node, "jsonl"))
+	mdPath, jsonPath := d.Path(rundir.NodeFile(node, rundir.PromptsLog)), d.Path(rundir.NodeFile(node, rundir.PromptsJSONL))
 	nl, err := l.open(node)
 	if err != nil {
 		return fmt.Errorf("prompt logs: %w", err)
@@ -131,18 +130,15 @@ func (l *Logs) Write(node, purpose string, e Exchange) error {
 	return nil
 }
 
-// open gives node's log, making the prompt_logs directory the first time.
+// open gives node's log, making the node's directory the first time.
 func (l *Logs) open(node string) (*nodeLog, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.made {
-		if err := os.MkdirAll(rundir.Dir(l.Dir).Path(rundir.PromptLogs), 0o755); err != nil {
-			return nil, err
-		}
-		l.made = true
-	}
 	nl := l.node[node]
 	if nl == nil {
+		if err := os.MkdirAll(rundir.Dir(l.Dir).Path(rundir.NodeFile(node)), 0o755); err != nil {
+			return nil, err
+		}
 		if l.node == nil {
 			l.node = map[string]*nodeLog{}
 		}

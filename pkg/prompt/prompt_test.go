@@ -212,7 +212,7 @@ func TestGenerateGivesUp(t *testing.T) {
 }
 
 // TestLogs: every exchange of Generate lands in the node's two prompt log
-// files, as md and as one JSON line, numbered per node (and on from where the
+// files (nodes/<id>/prompts.md and prompts.jsonl), as md and as one JSON line, numbered per node (and on from where the
 // log ends when the run is resumed), secrets redacted; hostile names are
 // refused.
 func TestLogs(t *testing.T) {
@@ -224,11 +224,11 @@ func TestLogs(t *testing.T) {
 	_, err := Generate(context.Background(), GenerateParams{Client: c, Messages: msgs, Purpose: "draft", Node: "n1",
 		Observe: func(e Exchange) { require.NoError(t, logs.Write("n1", "draft", e)) }})
 	require.NoError(t, err)
-	files, err := filepath.Glob(filepath.Join(dir, "prompt_logs", "*"))
+	files, err := filepath.Glob(filepath.Join(dir, "nodes", "n1", "*"))
 	require.NoError(t, err)
-	require.Equal(t, []string{"n1.jsonl", "n1.md"}, []string{filepath.Base(files[0]), filepath.Base(files[1])})
 	require.Len(t, files, 2)
-	md, err := os.ReadFile(filepath.Join(dir, "prompt_logs", "n1.md"))
+	require.Equal(t, []string{"prompts.jsonl", "prompts.md"}, []string{filepath.Base(files[0]), filepath.Base(files[1])})
+	md, err := os.ReadFile(filepath.Join(dir, "nodes", "n1", "prompts.md"))
 	require.NoError(t, err)
 	require.Regexp(t, `(?m)^# 001 draft of n1 \(attempt 1\), 20\d\d-`, string(md))
 	require.Regexp(t, `(?m)^# 002 draft of n1 \(attempt 2\), `, string(md))
@@ -236,7 +236,7 @@ func TestLogs(t *testing.T) {
 	require.Contains(t, string(md), "could not be used")
 	require.Contains(t, string(md), "## reply (m, 10 tokens in, 10 out)")
 	require.NotContains(t, string(md), "sk-abcdefghij")
-	recs := readLog(t, filepath.Join(dir, "prompt_logs", "n1.jsonl"))
+	recs := readLog(t, filepath.Join(dir, "nodes", "n1", "prompts.jsonl"))
 	require.Len(t, recs, 2)
 	require.Equal(t, "no json here", recs[0].Reply)
 	require.Equal(t, []int{1, 2}, []int{recs[0].N, recs[1].N})
@@ -246,11 +246,11 @@ func TestLogs(t *testing.T) {
 	// Resumed in another process: the numbers go on, nothing is overwritten.
 	again := &Logs{Dir: dir}
 	require.NoError(t, again.Write("n1", "summary", Exchange{Attempt: 1, Response: llm.Response{Content: "later"}}))
-	recs = readLog(t, filepath.Join(dir, "prompt_logs", "n1.jsonl"))
+	recs = readLog(t, filepath.Join(dir, "nodes", "n1", "prompts.jsonl"))
 	require.Len(t, recs, 3)
 	require.Equal(t, 3, recs[2].N)
 	require.Equal(t, "summary", recs[2].Purpose)
-	md, err = os.ReadFile(filepath.Join(dir, "prompt_logs", "n1.md"))
+	md, err = os.ReadFile(filepath.Join(dir, "nodes", "n1", "prompts.md"))
 	require.NoError(t, err)
 	require.Regexp(t, `(?m)^# 003 summary of n1 \(attempt 1\), `, string(md))
 	require.Contains(t, string(md), "# 001 draft of n1")
@@ -268,7 +268,7 @@ func TestLogs(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range 8 {
-		recs := readLog(t, filepath.Join(dir, "prompt_logs", fmt.Sprintf("c%d.jsonl", i)))
+		recs := readLog(t, filepath.Join(dir, "nodes", fmt.Sprintf("c%d", i), "prompts.jsonl"))
 		require.Len(t, recs, 5)
 		for k, r := range recs {
 			require.Equal(t, k+1, r.N)

@@ -24,11 +24,7 @@ const (
 	ServerFile  = "server.json"               // how to reach a going local run's embedded server (mode 0600)
 	JournalDir  = "journal"                   // the tree journal, result cache, LLM usage
 	LLMCacheDir = "llm-cache"                 // replies of reproducible LLM requests (llm.Cache)
-	NodesDir    = "nodes"                     // nodes/<id>/task.json, result.json
-	TaskFile    = "task.json"                 // nodes/<id>/task.json: the task as published
-	ResultFile  = "result.json"               // nodes/<id>/result.json: how the node ended
-	PlansDir    = "plans"                     // plans/<id>/phase0_plan.json and the raw reply
-	PromptLogs  = "prompt_logs"               // prompt_logs/<id>.md and <id>.jsonl: every prompt and reply of a node
+	NodesDir    = "nodes"                     // nodes/<id>/: every file of a node (NodeFile)
 	MemoryDir   = "memory"                    // the memory's files
 	MemoryDB    = "memory/memory.sqlite"      // the local memory store
 	MemoryCalls = "memory/memory_calls.jsonl" // every memory operation
@@ -37,18 +33,33 @@ const (
 // Dir is a run directory; its base name is the run id.
 type Dir string
 
+// Files of a node, in nodes/<id>/ (NodeFile). A node's files share its one
+// directory: every file or directory created is a metadata operation (on a
+// cluster's shared file system, a round trip to its metadata server), and
+// creating one in a small directory costs less than in one of 10,000 entries.
+const (
+	TaskFile     = "task.json"                // the task as published
+	ResultFile   = "result.json"              // how the node ended
+	Phase0Plan   = "phase0_plan.json"         // its Phase 0 plan
+	Phase0Reply  = "phase0_llm_output.txt"    // the model's raw Phase 0 reply
+	Phase0Given  = "phase0_history_full.json" // what the Phase 0 prompt was given
+	PromptsLog   = "prompts.md"               // every prompt and reply of the node, readable, in order
+	PromptsJSONL = "prompts.jsonl"            // the same, one JSON object per exchange
+)
+
+// Places of runs written before a node's files shared its directory: the
+// dashboard and --resume still read them.
+const (
+	OldPlansDir   = "plans"       // plans/<id>/phase0_plan.json ...
+	OldPromptLogs = "prompt_logs" // prompt_logs/<id>/NNN_<purpose>.{md,json}, one pair per exchange
+)
+
 // NodeFile is the slash-separated path, relative to the run directory, of
 // a file of a node: nodes/<id>/<elem>...; artifacts land at
 // NodeFile(id, "logs", "<phase>.log") and NodeFile(id, "outputs", name).
 func NodeFile(node string, elem ...string) string {
 	return path.Join(append([]string{NodesDir, node}, elem...)...)
 }
-
-// PromptLog is the slash-separated path, relative to the run directory, of
-// node's prompt log: ext "md" (readable, each exchange in turn) or "jsonl"
-// (one JSON object per exchange). Runs written before kept two files per
-// exchange instead: prompt_logs/<id>/NNN_<purpose>.{md,json}.
-func PromptLog(node, ext string) string { return path.Join(PromptLogs, node+"."+ext) }
 
 // Path is the path of name (one of the names above) in d.
 func (d Dir) Path(name string) string { return filepath.Join(string(d), filepath.FromSlash(name)) }

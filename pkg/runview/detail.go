@@ -34,7 +34,7 @@ type Node struct {
 	NodeLine
 	// Branch is the node's memory branch.
 	Branch string `json:"branch,omitempty"`
-	// Plan is the node's Phase 0 plan (plans/<id>/phase0_plan.json).
+	// Plan is the node's Phase 0 plan (nodes/<id>/phase0_plan.json).
 	Plan json.RawMessage `json:"plan,omitempty"`
 	// Files are the code written into the workspace; Commands the commands
 	// of the download, compile and run phases.
@@ -66,8 +66,9 @@ type Node struct {
 	MetricFrom string          `json:"metric_from,omitempty"`
 	// PlotAnalysis is the vision model's analysis of the node's plots.
 	PlotAnalysis string `json:"plot_analysis,omitempty"`
-	// Prompts are the node's readable prompt logs: prompt_logs/<id>.md
-	// (prompt_logs/<id>/NNN_<purpose>.md in runs written before).
+	// Prompts are the node's readable prompt log: nodes/<id>/prompts.md
+	// (prompt_logs/<id>/NNN_<purpose>.md, one per exchange, in runs written
+	// before).
 	Prompts []FileRef `json:"prompts,omitempty"`
 	// Children are the nodes grown from this one.
 	Children []string `json:"children,omitempty"`
@@ -130,7 +131,11 @@ func ReadNode(dir string, id string, lines []NodeLine) (*Node, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNoNode, id)
 	}
 	d := rundir.Dir(dir)
-	if data, err := readSmall(d.Path(path.Join(rundir.PlansDir, id, "phase0_plan.json"))); err == nil && json.Valid(data) {
+	data, err := readSmall(d.Path(rundir.NodeFile(id, rundir.Phase0Plan)))
+	if errors.Is(err, fs.ErrNotExist) { // a run written before a node's files shared its directory
+		data, err = readSmall(d.Path(path.Join(rundir.OldPlansDir, id, rundir.Phase0Plan)))
+	}
+	if err == nil && json.Valid(data) {
 		n.Plan = data
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
@@ -141,7 +146,6 @@ func ReadNode(dir string, id string, lines []NodeLine) (*Node, error) {
 	if err := n.readResult(d.Path(rundir.NodeFile(id, rundir.ResultFile))); err != nil {
 		return nil, err
 	}
-	var err error
 	if n.Logs, err = listFiles(d, rundir.NodeFile(id, "logs"), true); err != nil {
 		return nil, err
 	}
@@ -162,19 +166,19 @@ func ReadNode(dir string, id string, lines []NodeLine) (*Node, error) {
 
 // prompts lists node id's readable prompt logs.
 func prompts(d rundir.Dir, id string) []FileRef {
-	rel := rundir.PromptLog(id, "md")
+	rel := rundir.NodeFile(id, rundir.PromptsLog)
 	if fi, err := os.Stat(d.Path(rel)); err == nil && fi.Mode().IsRegular() {
-		return []FileRef{{Name: id + ".md", Path: rel, Bytes: fi.Size()}}
+		return []FileRef{{Name: rundir.PromptsLog, Path: rel, Bytes: fi.Size()}}
 	}
-	// A run written before the logs were one file per node.
-	entries, err := os.ReadDir(d.Path(path.Join(rundir.PromptLogs, id)))
+	// A run written before: one file per exchange.
+	entries, err := os.ReadDir(d.Path(path.Join(rundir.OldPromptLogs, id)))
 	if err != nil {
 		return nil
 	}
 	var refs []FileRef
 	for _, e := range entries {
 		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() && strings.HasSuffix(e.Name(), ".md") {
-			refs = append(refs, FileRef{Name: e.Name(), Path: path.Join(rundir.PromptLogs, id, e.Name()), Bytes: fi.Size()})
+			refs = append(refs, FileRef{Name: e.Name(), Path: path.Join(rundir.OldPromptLogs, id, e.Name()), Bytes: fi.Size()})
 		}
 	}
 	return refs

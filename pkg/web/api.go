@@ -346,7 +346,7 @@ func (s *Server) costFrom(ctx context.Context, q query, run string) ([]CostPoint
 	if q == nil {
 		return []CostPoint{}, errNoResults
 	}
-	tab, err := q(ctx, "SELECT ts, cost_usd FROM llm_calls WHERE run = "+quote(run)+" ORDER BY ts")
+	tab, err := q(ctx, "SELECT ts, cost_usd FROM llm_calls WHERE run = "+quote(run)+" ORDER BY ts_ms")
 	if err != nil {
 		return []CostPoint{}, err
 	}
@@ -373,7 +373,7 @@ func (s *Server) llmCalls(ctx context.Context, q query, run, node string) ([]map
 		return calls, 0, errNoResults
 	}
 	tab, err := q(ctx, "SELECT ts, purpose, model, tokens_in, tokens_out, latency_ms, cost_usd, cache_hit, error FROM llm_calls WHERE run = "+
-		quote(run)+" AND node = "+quote(node)+" ORDER BY ts")
+		quote(run)+" AND node = "+quote(node)+" ORDER BY ts_ms")
 	if err != nil {
 		return calls, 0, err
 	}
@@ -538,7 +538,7 @@ func (s *Server) getCluster(w http.ResponseWriter, r *http.Request) {
 const maxServedFile = 64 << 20
 
 // getFile serves a file of a node: nodes/<id>/logs/..., nodes/<id>/outputs/...
-// or its prompt log, prompt_logs/<id>.md (prompt_logs/<id>/*.md in runs
+// or its prompt log, nodes/<id>/prompts.md (prompt_logs/<id>/*.md in runs
 // written before), read through the run directory as a root (a
 // link cannot lead out of it). Text is redacted; pictures are served as
 // they are, under a policy that runs no script in them.
@@ -608,9 +608,9 @@ func servable(rel string) bool {
 	switch {
 	case len(parts) >= 4 && parts[0] == rundir.NodesDir && (parts[2] == "logs" || parts[2] == "outputs"):
 		return true
-	case len(parts) == 2 && parts[0] == rundir.PromptLogs && strings.HasSuffix(parts[1], ".md"):
+	case len(parts) == 3 && parts[0] == rundir.NodesDir && parts[2] == rundir.PromptsLog:
 		return true
-	case len(parts) == 3 && parts[0] == rundir.PromptLogs && strings.HasSuffix(parts[2], ".md"):
+	case len(parts) == 3 && parts[0] == rundir.OldPromptLogs && strings.HasSuffix(parts[2], ".md"):
 		return true
 	}
 	return false

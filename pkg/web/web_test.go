@@ -59,10 +59,11 @@ func fixture(t *testing.T) string {
 	require.NoError(t, os.MkdirAll(outputs, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(outputs, "plot.svg"), []byte(`<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>`), 0o644))
 	// n0001's prompt log as runs write it; n0002's as runs before did.
-	require.NoError(t, os.MkdirAll(d.Path(filepath.Join(rundir.PromptLogs, "n0002")), 0o755))
-	require.NoError(t, os.WriteFile(d.Path(rundir.PromptLog("n0001", "md")), []byte("# 001 draft of n0001 (attempt 1)\n\n## user\n\n"+cmd+"\n"), 0o644))
-	require.NoError(t, os.WriteFile(d.Path(rundir.PromptLog("n0001", "jsonl")), []byte(`{"n":1}`+"\n"), 0o644))
-	require.NoError(t, os.WriteFile(d.Path(filepath.Join(rundir.PromptLogs, "n0002", "001_draft.md")), []byte("# draft of n0002 (attempt 1)\n"), 0o644))
+	require.NoError(t, os.MkdirAll(d.Path(filepath.Join(rundir.OldPromptLogs, "n0002")), 0o755))
+	require.NoError(t, os.WriteFile(d.Path(rundir.NodeFile("n0001", rundir.PromptsLog)), []byte("# 001 draft of n0001 (attempt 1)\n\n## user\n\n"+cmd+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(d.Path(rundir.NodeFile("n0001", rundir.PromptsJSONL)), []byte(`{"n":1}`+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(d.Path(filepath.Join(rundir.OldPromptLogs, "n0002", "001_draft.md")), []byte("# draft of n0002 (attempt 1)\n"), 0o644))
+	writeJSON(t, d.Path(filepath.Join(rundir.OldPlansDir, "n0002", rundir.Phase0Plan)), map[string]string{"approach": "old-layout plan"})
 	return dir
 }
 
@@ -162,9 +163,9 @@ func TestAPI(t *testing.T) {
 	require.Len(t, mem["core"].([]any), 1)
 	require.Contains(t, body, "the key is [REDACTED] and [REDACTED]")
 	require.Equal(t, "no results store to read the LLM calls from", node["llm_calls_error"])
-	require.Equal(t, []any{map[string]any{"name": "n0001.md", "path": "prompt_logs/n0001.md", "bytes": float64(fileSize(t, filepath.Join(dir, "prompt_logs", "n0001.md")))}},
+	require.Equal(t, []any{map[string]any{"name": "prompts.md", "path": "nodes/n0001/prompts.md", "bytes": float64(fileSize(t, filepath.Join(dir, "nodes", "n0001", "prompts.md")))}},
 		node["prompts"])
-	code, body, _ = get(t, ts, "/api/runs/"+id+"/files/prompt_logs/n0001.md")
+	code, body, _ = get(t, ts, "/api/runs/"+id+"/files/nodes/n0001/prompts.md")
 	require.Equal(t, 200, code, body)
 	require.Contains(t, body, "# 001 draft of n0001 (attempt 1)")
 	require.NotContains(t, body, knownSecret)
@@ -172,6 +173,7 @@ func TestAPI(t *testing.T) {
 	code, body, _ = get(t, ts, "/api/runs/"+id+"/nodes/n0002")
 	require.Equal(t, 200, code, body)
 	require.Contains(t, body, `"prompts":[{"bytes":29,"name":"001_draft.md","path":"prompt_logs/n0002/001_draft.md"}]`, "a run written before lists its prompt logs too")
+	require.Contains(t, body, `"plan":{"approach":"old-layout plan"}`, "and its plan")
 	code, body, _ = get(t, ts, "/api/runs/"+id+"/files/prompt_logs/n0002/001_draft.md")
 	require.Equal(t, 200, code, body)
 	require.Contains(t, body, "# draft of n0002")
@@ -182,7 +184,7 @@ func TestAPI(t *testing.T) {
 		"/api/runs/" + id + "/nodes/..%2Frun.json":                            404,
 		"/api/runs/" + id + "/files/run.json":                                 404,
 		"/api/runs/" + id + "/files/nodes/n0001/task.json":                    404,
-		"/api/runs/" + id + "/files/prompt_logs/n0001.jsonl":                  404,
+		"/api/runs/" + id + "/files/nodes/n0001/prompts.jsonl":                404,
 		"/api/runs/" + id + "/files/nodes/n0001/logs/..%2F..%2F..%2Frun.json": 404,
 		"/api/runs/" + id + "/files/nodes/n0001/logs/leak.log":                403,
 		"/api/runs/..%2F..%2Fetc/nodes":                                       404,

@@ -53,6 +53,8 @@ function fmtNum(v) {
 }
 function fmtCost(v) { return '$' + (Number(v) || 0).toFixed(4); }
 function fmtTime(t) { return t ? new Date(t).toLocaleString() : '–'; }
+// fmtClock is the time of day of a stored timestamp, as stored (the day is in its title).
+function fmtClock(t) { const s = String(t || ''); const m = s.match(/\d\d:\d\d:\d\d/); return m ? m[0] : s; }
 function fmtDur(ms) {
   if (ms === undefined || ms === null) return '–';
   if (ms < 1000) return ms + ' ms';
@@ -523,10 +525,12 @@ const TAB_VIEWS = {
     if (d.llm_calls_error) out.push(el('p', { class: 'error' }, d.llm_calls_error));
     out.push(el('p', {}, `${d.llm_calls.length} calls · ${fmtCost(d.cost_usd)}`));
     if (d.llm_calls.length) {
-      out.push(el('table', {}, el('tr', {}, ['time', 'purpose', 'model', 'in', 'out', 'latency', 'cost', ''].map(h => el('th', {}, h))),
-        d.llm_calls.map(c => el('tr', {}, el('td', {}, String(c.ts)), el('td', {}, c.purpose), el('td', {}, c.model), el('td', { class: 'num' }, c.tokens_in),
-          el('td', { class: 'num' }, c.tokens_out), el('td', { class: 'num' }, fmtDur(Math.round(Number(c.latency_ms) || 0))), el('td', { class: 'num' }, fmtCost(c.cost_usd)),
-          el('td', {}, [Number(c.cache_hit) ? 'cache' : '', c.error || ''].filter(Boolean).join(' '))))));
+      // A cache hit or an error is said under the purpose: the panel is narrow.
+      out.push(el('table', {}, el('tr', {}, ['time', 'purpose', 'model', 'in', 'out', 'latency', 'cost'].map(h => el('th', {}, h))),
+        d.llm_calls.map(c => el('tr', {}, el('td', { title: String(c.ts) }, fmtClock(c.ts)),
+          el('td', {}, c.purpose, Number(c.cache_hit) ? el('div', { class: 'muted' }, 'cache hit') : null, c.error ? el('div', { class: 'error' }, c.error) : null),
+          el('td', {}, c.model), el('td', { class: 'num' }, c.tokens_in),
+          el('td', { class: 'num' }, c.tokens_out), el('td', { class: 'num' }, fmtDur(Math.round(Number(c.latency_ms) || 0))), el('td', { class: 'num' }, fmtCost(c.cost_usd))))));
     }
     if (d.prompts && d.prompts.length) {
       out.push(el('h3', {}, 'Prompts'), el('ul', {}, d.prompts.map(p => el('li', {}, el('a', { href: fileURL(view.run.id, p.path), target: '_blank', rel: 'noopener' }, p.name), ' ', el('span', { class: 'muted' }, fmtBytes(p.bytes))))));
