@@ -792,7 +792,7 @@ func (e *engine) history(except string) string {
 const promptNodes = 20
 
 func (e *engine) runHistory(except string) string {
-	nodes, more := e.tree.Last(promptNodes, func(n *search.Node) bool { return n.Done && n.ID != except })
+	nodes, more := e.tree.LastDone(promptNodes, except)
 	var lines []string
 	if more > 0 {
 		lines = append(lines, fmt.Sprintf("(%d earlier nodes left out)", more))
@@ -825,7 +825,7 @@ func (e *engine) outcomeText(n search.Node) string {
 // changeIdea is the hyperparameter or ablation a node explores: the prompt
 // asks the model for one its siblings have not tried, and lists theirs.
 func (e *engine) changeIdea(n *search.Node, what string) string {
-	siblings, more := e.tree.LastChildren(n.Parent, promptNodes, func(s *search.Node) bool { return s.ID != n.ID && s.Kind == n.Kind })
+	siblings, more := e.tree.LastSiblings(n.ID, promptNodes)
 	var tried []string
 	if more > 0 {
 		tried = append(tried, fmt.Sprintf("- (%d earlier siblings left out)", more))

@@ -61,7 +61,7 @@ func (t *Tree) apply(e event) {
 		t.add(&n)
 	case "finished":
 		if n, ok := t.byID[e.Node.ID]; ok {
-			*n = e.Node
+			t.set(n, e.Node)
 		}
 	}
 }

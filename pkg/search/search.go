@@ -106,13 +106,20 @@ type Tree struct {
 	nodes []*Node
 	byID  map[string]*Node
 	kids  map[string][]*Node // by parent id, in creation order
+	// done counts the done nodes; kinds the children of each parent by
+	// kind (parent + "/" + kind): prompts say how many nodes they leave
+	// out without counting them again for every prompt.
+	done  int
+	kinds map[string]int
 	jr    *journal.Journal
 	// err is the first journal error: the search stops starting nodes.
 	err error
 }
 
 // NewTree returns an empty tree.
-func NewTree() *Tree { return &Tree{byID: map[string]*Node{}, kids: map[string][]*Node{}} }
+func NewTree() *Tree {
+	return &Tree{byID: map[string]*Node{}, kids: map[string][]*Node{}, kinds: map[string]int{}}
+}
 
 // add appends n; the caller holds t.mu (or owns t).
 func (t *Tree) add(n *Node) {
@@ -120,7 +127,24 @@ func (t *Tree) add(n *Node) {
 	t.byID[n.ID] = n
 	if n.Parent != "" {
 		t.kids[n.Parent] = append(t.kids[n.Parent], n)
+		t.kinds[n.Parent+"/"+n.Kind]++
 	}
+	if n.Done {
+		t.done++
+	}
+}
+
+// set replaces the state of n, a node of t, with v (same id, parent and
+// kind); the caller holds t.mu.
+func (t *Tree) set(n *Node, v Node) {
+	if v.Done != n.Done {
+		if v.Done {
+			t.done++
+		} else {
+			t.done--
+		}
+	}
+	*n = v
 }
 
 // Children returns copies of the nodes whose parent is id, in creation
@@ -135,36 +159,46 @@ func (t *Tree) Children(id string) []Node {
 	return out
 }
 
-// Last returns copies of the last k nodes (in creation order) that keep
-// accepts, and how many more it accepts before them: a bounded view of a
-// large tree for a prompt, without copying the rest.
-func (t *Tree) Last(k int, keep func(*Node) bool) (last []Node, more int) {
+// LastDone returns copies of the last k done nodes (in creation order)
+// other than except, and how many more done nodes come before them: a
+// bounded view of a large tree for a prompt. It reads from the end of the
+// tree until it has k, so its cost does not grow with the tree.
+func (t *Tree) LastDone(k int, except string) (last []Node, more int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return lastOf(t.nodes, k, keep)
+	last = lastOf(t.nodes, k, func(n *Node) bool { return n.Done && n.ID != except })
+	total := t.done
+	if x := t.byID[except]; x != nil && x.Done {
+		total--
+	}
+	return last, total - len(last)
 }
 
-// LastChildren is Last over the children of id.
-func (t *Tree) LastChildren(id string, k int, keep func(*Node) bool) (last []Node, more int) {
+// LastSiblings returns copies of the last k nodes of id's kind and parent
+// other than id itself (in creation order), and how many more there are
+// before them.
+func (t *Tree) LastSiblings(id string, k int) (last []Node, more int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return lastOf(t.kids[id], k, keep)
+	n := t.byID[id]
+	if n == nil || n.Parent == "" {
+		return nil, 0
+	}
+	last = lastOf(t.kids[n.Parent], k, func(s *Node) bool { return s.Kind == n.Kind && s.ID != id })
+	return last, t.kinds[n.Parent+"/"+n.Kind] - 1 - len(last)
 }
 
-func lastOf(nodes []*Node, k int, keep func(*Node) bool) (last []Node, more int) {
-	for i := len(nodes) - 1; i >= 0; i-- {
-		n := nodes[i]
-		if !keep(n) {
-			continue
-		}
-		if len(last) < k {
-			last = append(last, *n)
-		} else {
-			more++
+// lastOf returns copies of the last k of nodes that keep accepts, in
+// their order, looking no further back than it must.
+func lastOf(nodes []*Node, k int, keep func(*Node) bool) []Node {
+	var last []Node
+	for i := len(nodes) - 1; i >= 0 && len(last) < k; i-- {
+		if keep(nodes[i]) {
+			last = append(last, *nodes[i])
 		}
 	}
 	slices.Reverse(last)
-	return last, more
+	return last
 }
 
 // Nodes returns a copy of the nodes, in creation order.
@@ -349,7 +383,7 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 		if jerr := t.record("finished", &fin); jerr != nil && t.err == nil {
 			t.err = jerr
 		} else if jerr == nil {
-			*n = fin
+			t.set(n, fin)
 		}
 		t.mu.Unlock()
 		mu.Lock()

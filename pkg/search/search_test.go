@@ -242,29 +242,83 @@ func TestNotRunIsNotDebugged(t *testing.T) {
 	require.Equal(t, []string{Draft, Draft, Draft, Draft, Draft, Draft}, r.kinds)
 }
 
-// TestLastChildren: the last k children of a node that keep accepts, in
-// creation order, and how many more it accepts; other nodes' children and
-// rejected ones are not counted.
-func TestLastChildren(t *testing.T) {
-	tree := NewTree()
-	tree.add(&Node{ID: "root"})
-	for i := range 30 {
-		kind := Improve
-		if i%3 == 0 {
-			kind = Debug
+// TestLastViews: LastSiblings gives the last k children of a node's parent
+// of its kind, the node aside, in creation order, and how many more there
+// are; LastDone the last k done nodes but one and how many more; both keep
+// their counts through nodes finishing and a journal replayed.
+func TestLastViews(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tree.journal")
+	tree, err := OpenTree(dir)
+	require.NoError(t, err)
+	build := func(tree *Tree) {
+		tree.mu.Lock()
+		defer tree.mu.Unlock()
+		root := &Node{ID: "root"}
+		tree.add(root)
+		require.NoError(t, tree.record("created", root))
+		for i := range 30 {
+			kind := Improve
+			if i%3 == 0 {
+				kind = Debug
+			}
+			for _, n := range []*Node{{ID: fmt.Sprintf("c%02d", i), Parent: "root", Kind: kind}, {ID: fmt.Sprintf("g%02d", i), Parent: "c00", Kind: Improve}} {
+				tree.add(n)
+				require.NoError(t, tree.record("created", n))
+			}
 		}
-		tree.add(&Node{ID: fmt.Sprintf("c%02d", i), Parent: "root", Kind: kind})
-		tree.add(&Node{ID: fmt.Sprintf("g%02d", i), Parent: "c00", Kind: Improve})
 	}
-	improve := func(n *Node) bool { return n.Kind == Improve && n.ID != "c29" }
-	last, more := tree.LastChildren("root", 5, improve)
-	var ids []string
-	for _, n := range last {
-		ids = append(ids, n.ID)
+	build(tree)
+	ids := func(nodes []Node) []string {
+		var out []string
+		for _, n := range nodes {
+			out = append(out, n.ID)
+		}
+		return out
 	}
-	require.Equal(t, []string{"c22", "c23", "c25", "c26", "c28"}, ids)
+	last, more := tree.LastSiblings("c29", 5)
+	require.Equal(t, []string{"c22", "c23", "c25", "c26", "c28"}, ids(last))
 	require.Equal(t, 14, more, "20 improve children of root, c29 left out, 5 listed")
-	last, more = tree.LastChildren("nobody", 5, improve)
+	last, more = tree.LastSiblings("c03", 2)
+	require.Equal(t, []string{"c24", "c27"}, ids(last), "its debug siblings")
+	require.Equal(t, 7, more)
+	last, more = tree.LastSiblings("root", 5)
 	require.Empty(t, last)
 	require.Zero(t, more)
+	last, more = tree.LastSiblings("nobody", 5)
+	require.Empty(t, last)
+	require.Zero(t, more)
+
+	last, more = tree.LastDone(5, "")
+	require.Empty(t, last)
+	require.Zero(t, more)
+	finish := func(tree *Tree, id string) {
+		tree.mu.Lock()
+		defer tree.mu.Unlock()
+		n := tree.byID[id]
+		fin := *n
+		fin.Done = true
+		require.NoError(t, tree.record("finished", &fin))
+		tree.set(n, fin)
+	}
+	for _, id := range []string{"c01", "g01", "c05", "g07", "c10", "g10", "c20"} {
+		finish(tree, id)
+	}
+	last, more = tree.LastDone(3, "g10")
+	require.Equal(t, []string{"g07", "c10", "c20"}, ids(last))
+	require.Equal(t, 3, more, "7 done, g10 left out, 3 listed")
+	last, more = tree.LastDone(3, "c02")
+	require.Equal(t, []string{"c10", "g10", "c20"}, ids(last))
+	require.Equal(t, 4, more, "c02 is not done: nothing more left out")
+	require.NoError(t, tree.Close())
+
+	// Replayed from its journal, the tree counts the same.
+	again, err := OpenTree(dir)
+	require.NoError(t, err)
+	defer again.Close()
+	last, more = again.LastDone(3, "g10")
+	require.Equal(t, []string{"g07", "c10", "c20"}, ids(last))
+	require.Equal(t, 3, more)
+	last, more = again.LastSiblings("c29", 5)
+	require.Equal(t, []string{"c22", "c23", "c25", "c26", "c28"}, ids(last))
+	require.Equal(t, 14, more)
 }

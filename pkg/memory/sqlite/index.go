@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -186,17 +187,49 @@ func (x *textIndex[T]) search(sc []scopeEntry, query string, tags []string, n in
 type archIndex struct {
 	*textIndex[memory.ArchivalItem]
 	facts map[string][]int64
-	hits  map[int64][]hitRec
+	// hits: the repeats of each document, by branch: a document's count in
+	// a scope is found without going through every repeat of it (a fact
+	// every node writes again is repeated once per node).
+	hits map[int64]map[string]*hitList
 }
 
-type hitRec struct {
-	seq    int64
-	branch string
-	ts     time.Time
+// hitList is the repeats of one document on one branch, in seq order.
+type hitList struct {
+	seqs []int64
+	ts   []time.Time
+	// last[i] is the latest of ts[:i+1].
+	last []time.Time
+}
+
+// add records a repeat (once per seq).
+func (l *hitList) add(seq int64, ts time.Time) {
+	i, found := slices.BinarySearch(l.seqs, seq)
+	if found {
+		return
+	}
+	l.seqs = slices.Insert(l.seqs, i, seq)
+	l.ts = slices.Insert(l.ts, i, ts)
+	l.last = slices.Insert(l.last, i, ts)
+	for j := i; j < len(l.last); j++ { // past the end only when repeats come out of order
+		l.last[j] = l.ts[j]
+		if j > 0 && l.last[j-1].After(l.last[j]) {
+			l.last[j] = l.last[j-1]
+		}
+	}
+}
+
+// upTo returns how many repeats have a seq of at most maxSeq, and the
+// latest time among them.
+func (l *hitList) upTo(maxSeq int64) (int, time.Time) {
+	k := sort.Search(len(l.seqs), func(i int) bool { return l.seqs[i] > maxSeq })
+	if k == 0 {
+		return 0, time.Time{}
+	}
+	return k, l.last[k-1]
 }
 
 func newArchIndex() *archIndex {
-	return &archIndex{textIndex: newTextIndex[memory.ArchivalItem](), facts: map[string][]int64{}, hits: map[int64][]hitRec{}}
+	return &archIndex{textIndex: newTextIndex[memory.ArchivalItem](), facts: map[string][]int64{}, hits: map[int64]map[string]*hitList{}}
 }
 
 // addItem indexes a committed archival text.
@@ -214,8 +247,18 @@ func (x *archIndex) addItem(it memory.ArchivalItem) {
 // addHit records a committed repeat of target.
 func (x *archIndex) addHit(target, seq int64, branch string, ts time.Time) {
 	x.mu.Lock()
-	x.hits[target] = append(x.hits[target], hitRec{seq: seq, branch: branch, ts: ts})
-	x.mu.Unlock()
+	defer x.mu.Unlock()
+	byBranch := x.hits[target]
+	if byBranch == nil {
+		byBranch = map[string]*hitList{}
+		x.hits[target] = byBranch
+	}
+	l := byBranch[branch]
+	if l == nil {
+		l = &hitList{}
+		byBranch[branch] = l
+	}
+	l.add(seq, ts)
 }
 
 // removeItems drops texts added for a transaction that rolled back.
@@ -242,15 +285,26 @@ func (x *archIndex) removeItems(seqs []int64) {
 // (the first write included) and last seen. The caller holds x.mu.
 func (x *archIndex) counts(sc []scopeEntry, seq int64, first time.Time) (int, time.Time) {
 	n, last := 1, first
-	for _, h := range x.hits[seq] {
-		for _, e := range sc {
-			if h.branch == e.Branch && h.seq <= e.MaxSeq {
-				n++
-				if h.ts.After(last) {
-					last = h.ts
-				}
-				break
+	byBranch := x.hits[seq]
+	if len(byBranch) == 0 {
+		return n, last
+	}
+	for i, e := range sc {
+		l := byBranch[e.Branch]
+		if l == nil || slices.ContainsFunc(sc[:i], func(o scopeEntry) bool { return o.Branch == e.Branch }) {
+			continue
+		}
+		// A repeat is visible under any entry of its branch.
+		bound := e.MaxSeq
+		for _, o := range sc[i+1:] {
+			if o.Branch == e.Branch {
+				bound = max(bound, o.MaxSeq)
 			}
+		}
+		k, ts := l.upTo(bound)
+		n += k
+		if k > 0 && ts.After(last) {
+			last = ts
 		}
 	}
 	return n, last
