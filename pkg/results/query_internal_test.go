@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -247,3 +248,20 @@ func TestSQLiteAttachedReadOnly(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestCallIDsSortInOrder: call ids made one after the other sort in that
+// order (the dashboard lists a node's calls by ts_ms, then call_id) and
+// differ.
+func TestCallIDsSortInOrder(t *testing.T) {
+	ids := make([]string, 1000)
+	for i := range ids {
+		ids[i] = newID()
+	}
+	require.True(t, sort.StringsAreSorted(ids))
+	seen := map[string]bool{}
+	for _, id := range ids {
+		require.Len(t, id, 32)
+		require.False(t, seen[id], id)
+		seen[id] = true
+	}
+}

@@ -3,6 +3,7 @@ package results
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"path"
 	"sort"
@@ -271,9 +272,13 @@ func (r Rows) withIDs() Rows {
 	return r
 }
 
-// newID is a random identifier (96 bits, hex).
+// newID is a unique identifier that sorts in the order the IDs were made:
+// the time in nanoseconds (16 hex digits), then 64 random bits. A node's
+// calls are recorded one after the other, so ordering its rows by call_id
+// after ts_ms keeps their order when two fall in one millisecond.
 func newID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixNano()))
+	_, _ = rand.Read(b[8:])
 	return hex.EncodeToString(b[:])
 }

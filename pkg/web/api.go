@@ -346,7 +346,7 @@ func (s *Server) costFrom(ctx context.Context, q query, run string) ([]CostPoint
 	if q == nil {
 		return []CostPoint{}, errNoResults
 	}
-	tab, err := q(ctx, "SELECT ts, cost_usd FROM llm_calls WHERE run = "+quote(run)+" ORDER BY ts_ms")
+	tab, err := q(ctx, "SELECT ts, cost_usd FROM llm_calls WHERE run = "+quote(run)+" ORDER BY ts_ms, call_id")
 	if err != nil {
 		return []CostPoint{}, err
 	}
@@ -373,7 +373,7 @@ func (s *Server) llmCalls(ctx context.Context, q query, run, node string) ([]map
 		return calls, 0, errNoResults
 	}
 	tab, err := q(ctx, "SELECT ts, purpose, model, tokens_in, tokens_out, latency_ms, cost_usd, cache_hit, error FROM llm_calls WHERE run = "+
-		quote(run)+" AND node = "+quote(node)+" ORDER BY ts_ms")
+		quote(run)+" AND node = "+quote(node)+" ORDER BY ts_ms, call_id")
 	if err != nil {
 		return calls, 0, err
 	}
