@@ -882,7 +882,7 @@ func (e *engine) approach(id string) string {
 func (e *engine) readPlan(id string) ([]byte, error) {
 	data, err := os.ReadFile(filepath.Join(e.dir, nodesDir, id, planFile))
 	if errors.Is(err, fs.ErrNotExist) && e.oldPlans {
-		if old, oerr := os.ReadFile(filepath.Join(e.dir, rundir.OldPlansDir, id, planFile)); oerr == nil {
+		if old, oerr := os.ReadFile(rundir.Dir(e.dir).Path(rundir.OldPhase0Plan(id))); oerr == nil {
 			return old, nil
 		}
 	}

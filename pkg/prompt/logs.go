@@ -45,7 +45,7 @@ type nodeLog struct {
 // as its head and tail with the size left out.
 const MaxLoggedReply = 1 << 20
 
-// LogRecord is one exchange as <node>.jsonl keeps it.
+// LogRecord is one exchange as a node's prompts.jsonl keeps it (one per line).
 type LogRecord struct {
 	N         int           `json:"n"`
 	Time      time.Time     `json:"time"`

@@ -54,6 +54,10 @@ const (
 	OldPromptLogs = "prompt_logs" // prompt_logs/<id>/NNN_<purpose>.{md,json}, one pair per exchange
 )
 
+// OldPhase0Plan is the slash-separated path, relative to the run directory,
+// of node's Phase 0 plan in a run written before: plans/<id>/phase0_plan.json.
+func OldPhase0Plan(node string) string { return path.Join(OldPlansDir, node, Phase0Plan) }
+
 // NodeFile is the slash-separated path, relative to the run directory, of
 // a file of a node: nodes/<id>/<elem>...; artifacts land at
 // NodeFile(id, "logs", "<phase>.log") and NodeFile(id, "outputs", name).

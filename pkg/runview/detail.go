@@ -133,7 +133,7 @@ func ReadNode(dir string, id string, lines []NodeLine) (*Node, error) {
 	d := rundir.Dir(dir)
 	data, err := readSmall(d.Path(rundir.NodeFile(id, rundir.Phase0Plan)))
 	if errors.Is(err, fs.ErrNotExist) { // a run written before a node's files shared its directory
-		data, err = readSmall(d.Path(path.Join(rundir.OldPlansDir, id, rundir.Phase0Plan)))
+		data, err = readSmall(d.Path(rundir.OldPhase0Plan(id)))
 	}
 	if err == nil && json.Valid(data) {
 		n.Plan = data
