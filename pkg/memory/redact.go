@@ -28,12 +28,14 @@ var secretPatterns = []struct {
 	{[]string{"xox"}, regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9-]{10,}`), Redacted},
 	// Authorization: Bearer <token>
 	{[]string{"bearer"}, regexp.MustCompile(`(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}`), "${1}" + Redacted},
-	// password=..., api_key="..." (the name stays, the value goes)
-	{nameTriggers, regexp.MustCompile(`(?i)\b((?:` + secretNames + `)\s*=\s*)("[^"]*"|'[^']*'|[^\s,;&]+)`), "${1}" + Redacted},
+	// password=..., api_key="..." (the name stays, the value goes; what
+	// follows a quoted value up to a separator is part of it, as in a shell
+	// word: redacting it again changes nothing)
+	{nameTriggers, regexp.MustCompile(`(?i)\b((?:` + secretNames + `)\s*=\s*)(?:"[^"]*"|'[^']*'|[^\s,;&])[^\s,;&]*`), "${1}" + Redacted},
 	// "token": "...", password: ... (YAML, JSON); with ':' prose is common
 	// ("the secret: tiling"), so the value must look like a credential: 8
 	// characters or more without spaces, or a quoted string.
-	{nameTriggers, regexp.MustCompile(`(?i)\b((?:` + secretNames + `)"?\s*:\s*)("[^"]{4,}"|'[^']{4,}'|[^\s,;&"']{8,})`), "${1}" + Redacted},
+	{nameTriggers, regexp.MustCompile(`(?i)\b((?:` + secretNames + `)"?\s*:\s*)(?:(?:"[^"]{4,}"|'[^']{4,}')[^\s,;&"']*|[^\s,;&"']{8,})`), "${1}" + Redacted},
 	// Credentials in URLs: scheme://user:password@host
 	{[]string{"://"}, regexp.MustCompile(`([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^@\s/]+@`), "${1}" + Redacted + "@"},
 }
@@ -46,15 +48,83 @@ var nameTriggers = []string{"passw", "pwd", "passphrase", "token", "secret", "ap
 // and Slack tokens, bearer tokens, password=/token=/secret=/api_key= values
 // and passwords in URLs.
 func Redact(text string) string {
-	lower := strings.ToLower(text)
-	for _, p := range secretPatterns {
+	mask := triggeredBy(text)
+	for i, p := range secretPatterns {
+		if mask&(1<<i) != 0 {
+			text = p.re.ReplaceAllString(text, p.repl)
+		}
+	}
+	return text
+}
+
+// triggeredBy has bit i set when a trigger of secretPatterns[i] occurs in
+// text, in any case: what strings.Contains(strings.ToLower(text), t) says,
+// in one pass over text with no copy. (A pattern's trigger is a part of
+// every match, and a replacement adds none, so the triggers of the text as
+// given choose the same patterns as those of the text as it is replaced.)
+func triggeredBy(text string) uint64 {
+	if strings.Contains(text, "\u212a") {
+		// KELVIN SIGN is the one character that lower-cases to ASCII.
+		return triggeredByLower(strings.ToLower(text))
+	}
+	var mask uint64
+	for i := 0; i < len(text); i++ {
+		for _, t := range triggersByFirst[lowerASCII(text[i])] {
+			if mask&(1<<t.pattern) == 0 && hasPrefixFold(text[i:], t.word) {
+				mask |= 1 << t.pattern
+			}
+		}
+	}
+	return mask
+}
+
+func triggeredByLower(lower string) uint64 {
+	var mask uint64
+	for i, p := range secretPatterns {
 		for _, t := range p.triggers {
 			if strings.Contains(lower, t) {
-				text = p.re.ReplaceAllString(text, p.repl)
-				lower = strings.ToLower(text)
+				mask |= 1 << i
 				break
 			}
 		}
 	}
-	return text
+	return mask
+}
+
+type trigger struct {
+	word    string
+	pattern int
+}
+
+// triggersByFirst: the triggers by their first byte.
+var triggersByFirst = func() (ix [256][]trigger) {
+	if len(secretPatterns) > 64 {
+		panic("redact: more than 64 patterns")
+	}
+	for i, p := range secretPatterns {
+		for _, t := range p.triggers {
+			ix[t[0]] = append(ix[t[0]], trigger{t, i})
+		}
+	}
+	return ix
+}()
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// hasPrefixFold: s starts with the lower-case ASCII word, in any case.
+func hasPrefixFold(s, word string) bool {
+	if len(s) < len(word) {
+		return false
+	}
+	for j := 0; j < len(word); j++ {
+		if lowerASCII(s[j]) != word[j] {
+			return false
+		}
+	}
+	return true
 }
