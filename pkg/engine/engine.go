@@ -26,6 +26,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/search"
 )
 
@@ -165,6 +166,9 @@ type engine struct {
 	// approaches: node id -> the first line of its plan's approach, kept
 	// once read (a plan does not change after Phase 0).
 	approaches sync.Map
+	// tasks and outcomes keep the files of the nodes last written or read.
+	tasks    recent[schema.NodeTask]
+	outcomes recent[outcome]
 	// oldPlans: the run was written when Phase 0's files were in plans/<id>/.
 	oldPlans bool
 	// cancel ends the run with a cause (an outage past its limit), and
@@ -283,6 +287,11 @@ func (e *engine) close() {
 	}
 	if e.tree != nil {
 		_ = e.tree.Close()
+	}
+	if e.logs != nil {
+		if err := e.logs.Close(); err != nil {
+			e.log.Warn("prompt logs not closed", "err", err)
+		}
 	}
 }
 

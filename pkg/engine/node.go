@@ -99,7 +99,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 			return r.end(ctx, n, nil, o)
 		}
 		task = *t
-		if err := writeJSON(filepath.Join(dir, taskFile), &task); err != nil {
+		if err := e.saveTask(n.ID, &task); err != nil {
 			return search.Result{}, err
 		}
 	}
@@ -232,8 +232,11 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	if err := e.p.Results.Write(ctx, rows); err != nil {
 		e.log.Warn("results rows not written", "node_id", n.ID, "err", err)
 	}
-	if err := writeJSON(filepath.Join(e.dir, nodesDir, n.ID, outcomeFile), &o); err != nil {
+	if err := e.saveOutcome(n.ID, &o); err != nil {
 		return search.Result{}, err
+	}
+	if e.logs != nil {
+		e.logs.Done(n.ID)
 	}
 	e.log.Info("node finished", "node_id", n.ID, "kind", n.Kind, "stage", n.Stage, "buggy", o.Buggy, "reason", firstLine(o.Reason),
 		"metric", metricText(o.Metric), "cached", o.Cached)
@@ -522,8 +525,8 @@ func (e *engine) promptContext(ctx context.Context) prompt.Context {
 // a prompt about node id's code: how long its phases took against their
 // limits, and the plots it wrote.
 func (e *engine) feedback(id string) (timing, plots string) {
-	var o outcome
-	if ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); err != nil || !ok || o.Result == nil {
+	o, ok, err := e.nodeOutcome(id)
+	if err != nil || !ok || o.Result == nil {
 		return "", ""
 	}
 	limits := map[string]int{schema.PhaseDownload: e.spec.Limits.DownloadTimeoutS, schema.PhaseCompile: e.spec.Limits.CompileTimeoutS,
@@ -713,8 +716,8 @@ func cutText(text string, n int) string {
 
 // nodeCode is a node's files as a prompt shows them.
 func (e *engine) nodeCode(id string) string {
-	var t schema.NodeTask
-	if ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, taskFile), &t); err != nil || !ok {
+	t, ok, err := e.nodeTask(id)
+	if err != nil || !ok {
 		return ""
 	}
 	var b strings.Builder
@@ -735,11 +738,11 @@ func (e *engine) nodeCode(id string) string {
 // nodeOutput is what a node's run showed: the error, the diagnostics and
 // the log tails of its phases.
 func (e *engine) nodeOutput(id string) string {
-	var o outcome
-	if ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); err != nil || !ok {
+	o, ok, err := e.nodeOutcome(id)
+	if err != nil || !ok {
 		return ""
 	}
-	return e.outputText(o)
+	return e.outputText(*o)
 }
 
 // outputText is how a node ended, as a prompt shows it.
@@ -843,8 +846,7 @@ func (e *engine) nodeSummary(n search.Node) string {
 		return line.(string)
 	}
 	var s strings.Builder
-	var o outcome
-	if ok, _ := readJSON(filepath.Join(e.dir, nodesDir, n.ID, outcomeFile), &o); ok && o.Summary != "" {
+	if o, ok, _ := e.nodeOutcome(n.ID); ok && o.Summary != "" {
 		s.WriteString(firstLine(o.Summary) + "; ")
 	} else if a := e.approach(n.ID); a != "" {
 		s.WriteString(a + "; ")
@@ -899,8 +901,8 @@ func hasOldPlans(dir string) bool {
 // bestDetail is the report's section on the best node: metrics and code.
 func (e *engine) bestDetail(id string) string {
 	var b strings.Builder
-	var o outcome
-	if ok, _ := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); ok && o.Result != nil && len(o.Result.Metrics) > 0 {
+	o, ok, _ := e.nodeOutcome(id)
+	if ok && o.Result != nil && len(o.Result.Metrics) > 0 {
 		b.WriteString("### Its metrics\n\n| metric | value | unit |\n|---|---|---|\n")
 		names := make([]string, 0, len(o.Result.Metrics))
 		for k := range o.Result.Metrics {
@@ -912,8 +914,8 @@ func (e *engine) bestDetail(id string) string {
 		}
 		b.WriteString("\n")
 	}
-	if ok, _ := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o); ok && o.Result != nil {
-		b.WriteString(artifactLinks(id, o))
+	if ok && o.Result != nil {
+		b.WriteString(artifactLinks(id, *o))
 	}
 	if code := e.nodeCode(id); code != "" {
 		b.WriteString("### Its code\n\n" + code + "\n")
@@ -973,8 +975,7 @@ func mdText(s string) string {
 }
 
 func (e *engine) cachedNode(id string) bool {
-	var o outcome
-	ok, _ := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o)
+	o, ok, _ := e.nodeOutcome(id)
 	return ok && o.Cached
 }
 

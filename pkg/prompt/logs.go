@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,12 +27,20 @@ import (
 // Two files per node, appended, and not two per exchange in a directory of
 // their own: on a cluster's shared file system every file created is a round
 // trip to its metadata server, and a run of 10,000 nodes made 70,000 of them
-// for its prompt logs.
+// for its prompt logs. The two files of the nodes last logged stay open
+// (MaxOpenNodes of them) until [Logs.Done] or [Logs.Close], so that a
+// node's later exchanges are appended without opening them again.
 type Logs struct {
 	Dir  string
 	mu   sync.Mutex
 	node map[string]*nodeLog
+	// open: the nodes whose files are open, oldest first.
+	open []string
 }
+
+// MaxOpenNodes bounds the nodes whose two log files Logs keeps open: the
+// least recently opened are closed first.
+const MaxOpenNodes = 128
 
 // nodeLog is one node's log: its exchanges are written one at a time, so
 // that their numbers and the order of the two files' entries agree.
@@ -39,6 +48,8 @@ type nodeLog struct {
 	mu sync.Mutex
 	// n: exchanges logged so far; -1 until read from the files.
 	n int
+	// md and jsonl are the files while they are open, else nil.
+	md, jsonl *os.File
 }
 
 // MaxLoggedReply bounds a reply as the logs keep it: a longer one is kept
@@ -85,14 +96,27 @@ func (l *Logs) Write(node, purpose string, e Exchange) error {
 	if e.Err != nil {
 		rec.Error = memory.Redact(e.Err.Error())
 	}
-	d := rundir.Dir(l.Dir)
-	mdPath, jsonPath := d.Path(rundir.NodeFile(node, rundir.PromptsLog)), d.Path(rundir.NodeFile(node, rundir.PromptsJSONL))
-	nl, err := l.open(node)
+	nl, err := l.nodeLog(node)
 	if err != nil {
 		return fmt.Errorf("prompt logs: %w", err)
 	}
+	opened, err := l.write(nl, node, &rec)
+	if opened {
+		l.opened(node)
+	}
+	if err != nil {
+		return fmt.Errorf("prompt logs: %w", err)
+	}
+	return nil
+}
+
+// write appends rec to node's two files, opening them if they are closed
+// (opened says so).
+func (l *Logs) write(nl *nodeLog, node string, rec *LogRecord) (opened bool, err error) {
 	nl.mu.Lock()
 	defer nl.mu.Unlock()
+	d := rundir.Dir(l.Dir)
+	mdPath, jsonPath := d.Path(rundir.NodeFile(node, rundir.PromptsLog)), d.Path(rundir.NodeFile(node, rundir.PromptsJSONL))
 	if nl.n < 0 {
 		// A run resumed goes on numbering where the node's log ends.
 		switch n, err := countLines(jsonPath); {
@@ -101,22 +125,33 @@ func (l *Logs) Write(node, purpose string, e Exchange) error {
 		case errors.Is(err, fs.ErrNotExist):
 			nl.n = 0
 		default:
-			return fmt.Errorf("prompt logs: %w", err)
+			return false, err
 		}
+	}
+	if nl.jsonl == nil {
+		if nl.jsonl, err = openAppend(jsonPath); err != nil {
+			return false, err
+		}
+		if nl.md, err = openAppend(mdPath); err != nil {
+			nl.close()
+			return false, err
+		}
+		opened = true
 	}
 	rec.N = nl.n + 1
 	line, err := json.Marshal(rec)
 	if err != nil {
-		return err
+		return opened, err
 	}
-	if err := appendFile(jsonPath, append(line, '\n')); err != nil {
-		return fmt.Errorf("prompt logs: %w", err)
+	if _, err := nl.jsonl.Write(append(line, '\n')); err != nil {
+		nl.close() // opened again, and so checked again, next time
+		return opened, err
 	}
 	nl.n = rec.N
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %03d %s of %s (attempt %d), %s\n\n", rec.N, purpose, node, e.Attempt, rec.Time.Format(time.RFC3339))
-	for _, m := range msgs {
+	fmt.Fprintf(&b, "# %03d %s of %s (attempt %d), %s\n\n", rec.N, rec.Purpose, node, rec.Attempt, rec.Time.Format(time.RFC3339))
+	for _, m := range rec.Messages {
 		fmt.Fprintf(&b, "## %s\n\n%s\n\n", m.Role, m.Content)
 	}
 	if rec.Error != "" {
@@ -124,14 +159,15 @@ func (l *Logs) Write(node, purpose string, e Exchange) error {
 	} else {
 		fmt.Fprintf(&b, "## reply (%s, %d tokens in, %d out)\n\n%s\n\n", rec.Model, rec.TokensIn, rec.TokensOut, rec.Reply)
 	}
-	if err := appendFile(mdPath, []byte(b.String())); err != nil {
-		return fmt.Errorf("prompt logs: %w", err)
+	if _, err := io.WriteString(nl.md, b.String()); err != nil {
+		nl.close()
+		return opened, err
 	}
-	return nil
+	return opened, nil
 }
 
-// open gives node's log, making the node's directory the first time.
-func (l *Logs) open(node string) (*nodeLog, error) {
+// nodeLog gives node's log, making the node's directory the first time.
+func (l *Logs) nodeLog(node string) (*nodeLog, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	nl := l.node[node]
@@ -148,17 +184,72 @@ func (l *Logs) open(node string) (*nodeLog, error) {
 	return nl, nil
 }
 
-// appendFile appends data to path in one write, making the file if needed.
-func appendFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
+// opened notes that node's files were opened and closes those of the
+// nodes opened longest ago past MaxOpenNodes. It runs with no node's lock
+// held: closing takes the other node's.
+func (l *Logs) opened(node string) {
+	l.mu.Lock()
+	l.open = append(slices.DeleteFunc(l.open, func(s string) bool { return s == node }), node)
+	var evict []*nodeLog
+	for len(l.open) > MaxOpenNodes {
+		evict = append(evict, l.node[l.open[0]])
+		l.open = l.open[1:]
 	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	l.mu.Unlock()
+	for _, nl := range evict {
+		nl.mu.Lock()
+		nl.close()
+		nl.mu.Unlock()
 	}
-	return err
+}
+
+// Done closes node's files: it has no more exchanges to log for now (a
+// later one opens them again).
+func (l *Logs) Done(node string) {
+	l.mu.Lock()
+	nl := l.node[node]
+	l.open = slices.DeleteFunc(l.open, func(s string) bool { return s == node })
+	l.mu.Unlock()
+	if nl != nil {
+		nl.mu.Lock()
+		nl.close()
+		nl.mu.Unlock()
+	}
+}
+
+// Close closes every node's files. Logs can be written again after it.
+func (l *Logs) Close() error {
+	l.mu.Lock()
+	nodes := make([]*nodeLog, 0, len(l.open))
+	for _, id := range l.open {
+		nodes = append(nodes, l.node[id])
+	}
+	l.open = nil
+	l.mu.Unlock()
+	var errs []error
+	for _, nl := range nodes {
+		nl.mu.Lock()
+		errs = append(errs, nl.close())
+		nl.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// close closes the node's files; its lock is held.
+func (nl *nodeLog) close() error {
+	var errs []error
+	for _, f := range []**os.File{&nl.md, &nl.jsonl} {
+		if *f != nil {
+			errs = append(errs, (*f).Close())
+			*f = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// openAppend opens path for appending, making the file if needed.
+func openAppend(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 }
 
 // countLines counts the complete lines of a file (0 for an empty one).

@@ -218,6 +218,7 @@ func TestGenerateGivesUp(t *testing.T) {
 func TestLogs(t *testing.T) {
 	dir := t.TempDir()
 	logs := &Logs{Dir: dir}
+	t.Cleanup(func() { require.NoError(t, logs.Close()) })
 	c, _ := fakeModel(t, "no json here", good)
 	msgs := ask()
 	msgs[1].Content += " Use OPENAI_API_KEY=sk-abcdefghijklmnopqrstuvwxyz1234."
@@ -245,6 +246,7 @@ func TestLogs(t *testing.T) {
 
 	// Resumed in another process: the numbers go on, nothing is overwritten.
 	again := &Logs{Dir: dir}
+	t.Cleanup(func() { require.NoError(t, again.Close()) })
 	require.NoError(t, again.Write("n1", "summary", Exchange{Attempt: 1, Response: llm.Response{Content: "later"}}))
 	recs = readLog(t, filepath.Join(dir, "nodes", "n1", "prompts.jsonl"))
 	require.Len(t, recs, 3)
@@ -292,4 +294,47 @@ func readLog(t *testing.T, path string) []LogRecord {
 		recs = append(recs, r)
 	}
 	return recs
+}
+
+// TestLogsOpenFiles: a node's two files stay open between its exchanges,
+// for the last MaxOpenNodes nodes at most; Done and Close close them, and
+// writing after either opens them again, numbering on.
+func TestLogsOpenFiles(t *testing.T) {
+	openFDs := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd to count open files:", err)
+		}
+		return len(fds)
+	}
+	dir := t.TempDir()
+	logs := &Logs{Dir: dir}
+	before := openFDs()
+	nodes := MaxOpenNodes + 40
+	for round := range 2 {
+		for i := range nodes {
+			require.NoError(t, logs.Write(fmt.Sprintf("n%d", i), "draft", Exchange{Attempt: round + 1}))
+		}
+		require.LessOrEqual(t, openFDs()-before, 2*MaxOpenNodes, "round %d", round)
+	}
+	require.NoError(t, logs.Write("n0", "summary", Exchange{Attempt: 1}))
+	logs.Done("n0")
+	require.NoError(t, logs.Write("n0", "summary", Exchange{Attempt: 2}))
+	require.NoError(t, logs.Close())
+	// Files of other tests' Logs may be closed by the GC meanwhile: fewer.
+	require.LessOrEqual(t, openFDs(), before, "files left open after Close")
+	require.NoError(t, logs.Write("n1", "summary", Exchange{Attempt: 1}))
+	require.NoError(t, logs.Close())
+	for i, want := range map[int][]string{0: {"draft", "draft", "summary", "summary"}, 1: {"draft", "draft", "summary"}, nodes - 1: {"draft", "draft"}} {
+		recs := readLog(t, filepath.Join(dir, "nodes", fmt.Sprintf("n%d", i), "prompts.jsonl"))
+		var got []string
+		for k, r := range recs {
+			require.Equal(t, k+1, r.N)
+			got = append(got, r.Purpose)
+		}
+		require.Equal(t, want, got, "n%d", i)
+		md, err := os.ReadFile(filepath.Join(dir, "nodes", fmt.Sprintf("n%d", i), "prompts.md"))
+		require.NoError(t, err)
+		require.Equal(t, len(want), strings.Count(string(md), "\n# 0")+1, "n%d: %s", i, md)
+	}
 }
