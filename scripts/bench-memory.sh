@@ -3,10 +3,12 @@
 # Each configuration runs in a fresh process against a fresh store: the two
 # traces on SQLite, then on Redis + ClickHouse (started here on private
 # loopback ports, stopped by their pids at the end), then the archival
-# benchmark (BENCH_ARCHIVAL_DOCS texts, default one million) on both.
+# benchmark (BENCH_ARCHIVAL_DOCS texts, default one million) and the
+# repeated-lesson one (BENCH_REPEATS siblings, default 10,000) on both.
 set -euo pipefail
 bin=$1 dir=$2
 docs=${BENCH_ARCHIVAL_DOCS:-1000000}
+repeats=${BENCH_REPEATS:-10000}
 here=$(cd "$(dirname "$0")" && pwd)
 
 "$bin" -trace base -dir "$dir"
@@ -25,3 +27,5 @@ set +a
 
 "$bin" -archival "$docs" -store sqlite
 "$bin" -archival "$docs" -store redis+clickhouse
+"$bin" -repeats "$repeats" -store sqlite
+"$bin" -repeats "$repeats" -store redis+clickhouse

@@ -93,3 +93,64 @@ func runArchival(storeName string, n int, out, log io.Writer) error {
 		return archivalBench(ctx, store, storeName, n, out, log)
 	})
 }
+
+// repeatsBench is a stage's siblings writing the same lesson: n branches
+// forked from one base node (under the root), each writing the lesson
+// again (a repeat of the base's text, counted per scope) and a note of its
+// own through Apply, as nodes' memory updates do; then 200 searches for
+// the lesson, each scoped to a random sibling (which sees the base's text
+// and its own repeat, not the n-1 others). It prints:
+//
+//	bench-repeats store=<s> repeats=<n> search_p50_ms=<f> search_p95_ms=<f>
+func repeatsBench(ctx context.Context, store *benchStore, storeName string, n int, out, log io.Writer) error {
+	const searches = 200
+	lesson := "tile the stencil by 32 and pin the OpenMP threads close"
+	if _, err := store.Fork(ctx, memory.ForkParams{Branch: "root"}); err != nil {
+		return err
+	}
+	if _, err := store.Fork(ctx, memory.ForkParams{Branch: "base", Parent: "root"}); err != nil {
+		return err
+	}
+	if err := store.Apply(ctx, memory.ApplyParams{Branch: "base", Archival: []memory.ArchivalWriteParams{{Text: lesson}}}); err != nil {
+		return err
+	}
+	name := func(i int) string { return fmt.Sprintf("n%05d", i) }
+	start := time.Now()
+	for i := range n {
+		if _, err := store.Fork(ctx, memory.ForkParams{Branch: name(i), Parent: "base"}); err != nil {
+			return err
+		}
+		if err := store.Apply(ctx, memory.ApplyParams{Branch: name(i), Archival: []memory.ArchivalWriteParams{
+			{Text: lesson}, {Text: fmt.Sprintf("node %d tried a tile of %d", i, 8<<(i%4))}}}); err != nil {
+			return err
+		}
+	}
+	if err := store.flush(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "  repeats: %d siblings written in %v\n", n, time.Since(start).Round(time.Millisecond))
+	rng := rand.New(rand.NewPCG(5, 6))
+	var lat []time.Duration
+	for range searches {
+		br := name(rng.IntN(n))
+		t0 := time.Now()
+		res, err := store.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: br, Query: "stencil tile OpenMP", K: 8})
+		if err != nil {
+			return err
+		}
+		lat = append(lat, time.Since(t0))
+		if len(res) == 0 || res[0].Text != lesson || res[0].Count != 2 {
+			return fmt.Errorf("search in %s: want the lesson seen twice (the base's text and its own repeat), got %+v", br, res)
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)))].Microseconds()) / 1000 }
+	fmt.Fprintf(out, "bench-repeats store=%s repeats=%d search_p50_ms=%.3f search_p95_ms=%.3f\n", storeName, n, q(0.50), q(0.95))
+	return nil
+}
+
+func runRepeats(storeName string, n int, out, log io.Writer) error {
+	return withStore(storeName, func(ctx context.Context, store *benchStore, _ string) error {
+		return repeatsBench(ctx, store, storeName, n, out, log)
+	})
+}

@@ -65,6 +65,10 @@ func checkBench(t *testing.T, store string) {
 	require.NoError(t, runArchival(store, 5000, &out, &log), log.String())
 	require.Regexp(t, archLine, strings.TrimSpace(out.String()))
 	require.Contains(t, out.String(), "store="+store+" ")
+	out.Reset()
+	// The benchmark checks each search's count of the lesson itself.
+	require.NoError(t, runRepeats(store, 50, &out, &log), log.String())
+	require.Regexp(t, `^bench-repeats store=`+regexp.QuoteMeta(store)+` repeats=50 search_p50_ms=[0-9.]+ search_p95_ms=[0-9.]+$`, strings.TrimSpace(out.String()))
 }
 
 func TestBenchSQLite(t *testing.T) { checkBench(t, "sqlite") }

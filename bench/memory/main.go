@@ -7,6 +7,9 @@
 //
 // ops_per_s = n / the sum of the per-op wall times, each op timed alone
 // around the API call. Details (phase times, row counts) go to stderr.
+// -archival N and -repeats N run the synthetic benchmarks of archival.go
+// instead (bench-archival and bench-repeats lines); -store redis+clickhouse
+// runs any of them on the cluster store.
 package main
 
 import (
@@ -37,6 +40,7 @@ func main() {
 	trace := flag.String("trace", "base", "base or 10x")
 	storeName := flag.String("store", "sqlite", "sqlite, or redis+clickhouse (HPCQ_REDIS_URL, HPCQ_CLICKHOUSE_DSN)")
 	archival := flag.Int("archival", 0, "instead of a trace: load this many synthetic archival texts and time searches (bench-archival)")
+	repeats := flag.Int("repeats", 0, "instead of a trace: this many siblings writing the same lesson, then searches for it (bench-repeats)")
 	dir := flag.String("dir", "../shared/bench", "directory of the trace files")
 	prof := flag.String("cpuprofile", "", "write a CPU profile of the replay to this file")
 	flag.Parse()
@@ -46,9 +50,12 @@ func main() {
 		os.Exit(1)
 	}
 	defer stop()
-	if *archival > 0 {
+	switch {
+	case *archival > 0:
 		err = runArchival(*storeName, *archival, os.Stdout, os.Stderr)
-	} else {
+	case *repeats > 0:
+		err = runRepeats(*storeName, *repeats, os.Stdout, os.Stderr)
+	default:
 		err = run(*trace, *storeName, *dir, os.Stdout, os.Stderr)
 	}
 	if err != nil {

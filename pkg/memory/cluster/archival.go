@@ -65,15 +65,18 @@ func termFreqs(text string) (tf map[string]int, n int) {
 	return tf, len(toks)
 }
 
-// indexVersion marks a run whose term index is in Redis (write.lua keeps it
-// from then on). A run written before has its texts in Redis but not their
-// postings: Open builds them once (buildIndex).
-const indexVersion = "1"
+// indexVersion marks a run whose indexes are all in Redis and kept by
+// write.lua: "1", the term index; "2", also the repeats by branch. Open
+// builds what a run written before lacks, once (buildIndex).
+const indexVersion = "2"
 
-// buildIndex writes the postings of every archival text of the run that
-// Redis holds, then marks the run indexed. A build racing with writes, with
-// another process's build, or cut short and run again may append a posting
-// twice; readers drop the copies (postings).
+// buildIndex brings a run written before up to indexVersion: the postings
+// of every archival text of the run that Redis holds (a run without an
+// index), then the repeats by branch of every item repeated, then marks
+// the run. A build racing with writes, with another process's build, or
+// cut short and run again may append a posting twice (readers drop the
+// copies: postings); the repeats of an item are rebuilt in one script, so
+// they are right whatever ran at the same time.
 func (s *Store) buildIndex(ctx context.Context) error {
 	key := s.prefix + "index"
 	v, err := s.rdb.Get(ctx, key).Result()
@@ -83,6 +86,19 @@ func (s *Store) buildIndex(ctx context.Context) error {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
+	if v != "1" {
+		if err := s.buildTermIndex(ctx); err != nil {
+			return err
+		}
+	}
+	if err := s.buildRepeatIndex(ctx); err != nil {
+		return err
+	}
+	return s.rdb.Set(ctx, key, indexVersion, 0).Err()
+}
+
+// buildTermIndex writes the postings of every archival text of the run.
+func (s *Store) buildTermIndex(ctx context.Context) error {
 	start, texts := time.Now(), 0
 	var cursor uint64
 	for {
@@ -114,5 +130,35 @@ func (s *Store) buildIndex(ctx context.Context) error {
 	if texts > 0 {
 		s.log.Info("memory/cluster: built the archival term index in Redis", "texts", texts, "took", time.Since(start).Round(time.Millisecond))
 	}
-	return s.rdb.Set(ctx, key, indexVersion, 0).Err()
+	return nil
+}
+
+// buildRepeatIndex indexes the repeats of every repeated item by branch.
+func (s *Store) buildRepeatIndex(ctx context.Context) error {
+	start, repeats := time.Now(), int64(0)
+	var cursor uint64
+	for {
+		keys, next, err := s.rdb.Scan(ctx, cursor, s.prefix+"hits:*", 512).Result()
+		if err != nil {
+			return err
+		}
+		args := []any{s.prefix}
+		for _, k := range keys {
+			args = append(args, strings.TrimPrefix(k, s.prefix+"hits:"))
+		}
+		if len(args) > 1 {
+			n, err := hitsScript.Run(ctx, s.rdb, nil, args...).Int64()
+			if err != nil {
+				return fmt.Errorf("repeats by branch: %w", err)
+			}
+			repeats += n
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	if repeats > 0 {
+		s.log.Info("memory/cluster: indexed the repeats of archival texts by branch in Redis", "repeats", repeats, "took", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
 }

@@ -29,6 +29,18 @@ var writeLua string
 
 var writeScript = redis.NewScript(writeLua)
 
+//go:embed items.lua
+var itemsLua string
+
+// itemsScript reads search candidates with their visible repeats.
+var itemsScript = redis.NewScript(itemsLua)
+
+//go:embed hits.lua
+var hitsLua string
+
+// hitsScript indexes the repeats of a run written before by branch.
+var hitsScript = redis.NewScript(hitsLua)
+
 // unbounded is the max seq of a branch's own scope entry (below 2^53, so
 // that Lua's doubles and cjson hold it exactly).
 const unbounded = int64(1) << 50

@@ -185,60 +185,50 @@ func bm25(ps []posting, docs, sumLen uint64) []candidate {
 	return out
 }
 
-// items reads candidates' texts and their visible repeats from Redis in one
-// pipeline; a candidate Redis does not know comes back with seq 0.
+// items reads candidates' texts and the number and latest time of their
+// repeats visible in the scope, in one round trip (items.lua); a candidate
+// Redis does not know comes back with seq 0.
 func (s *Store) items(ctx context.Context, sc []scopeEntry, cands []candidate) ([]memory.ArchivalItem, error) {
-	seqs := make([]string, len(cands))
-	targets := make([]int64, len(cands))
+	req := struct {
+		Scope [][2]any `json:"scope"`
+		Seqs  []string `json:"seqs"`
+	}{Scope: make([][2]any, len(sc)), Seqs: make([]string, len(cands))}
+	for i, e := range sc {
+		req.Scope[i] = [2]any{e.Branch, e.MaxSeq}
+	}
 	for i, c := range cands {
-		seqs[i] = strconv.FormatInt(c.seq, 10)
-		targets[i] = c.seq
+		req.Seqs[i] = strconv.FormatInt(c.seq, 10)
 	}
-	pipe := s.rdb.Pipeline()
-	get := pipe.HMGet(ctx, s.prefix+"items", seqs...)
-	hits := make([]*redis.StringSliceCmd, len(cands))
-	for i, q := range seqs {
-		hits[i] = pipe.ZRange(ctx, s.prefix+"hits:"+q, 0, -1)
+	arg, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	vals, err := itemsScript.Run(ctx, s.rdb, nil, s.prefix, arg).Slice()
+	if err != nil {
 		return nil, unavailable("read archival items", err)
 	}
-	maxSeq := map[string]int64{}
-	for _, e := range sc {
-		maxSeq[e.Branch] = e.MaxSeq
+	if len(vals) != 3*len(cands) {
+		return nil, fmt.Errorf("memory/cluster: archival items: %d values for %d candidates", len(vals), len(cands))
 	}
 	out := make([]memory.ArchivalItem, len(cands))
-	for i, v := range get.Val() {
-		str, ok := v.(string)
+	for i := range cands {
+		str, ok := vals[3*i].(string)
 		if !ok {
-			continue
+			continue // false: not in Redis
 		}
 		var f factItem
 		if err := json.Unmarshal([]byte(str), &f); err != nil {
-			return nil, fmt.Errorf("memory/cluster: archival item %s: %w", seqs[i], err)
+			return nil, fmt.Errorf("memory/cluster: archival item %s: %w", req.Seqs[i], err)
+		}
+		count, ok1 := vals[3*i+1].(int64)
+		last, ok2 := vals[3*i+2].(int64)
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("memory/cluster: archival item %s: repeats %v, %v", req.Seqs[i], vals[3*i+1], vals[3*i+2])
 		}
 		it := f.item()
-		last := it.FirstSeen.UnixMilli()
-		for _, m := range hits[i].Val() {
-			seq, branch, ts, ok := parseHit(m)
-			if mx, vis := maxSeq[branch]; ok && vis && seq <= mx {
-				it.Count++
-				last = max(last, ts)
-			}
-		}
-		it.LastSeen = time.UnixMilli(last).UTC()
+		it.Count += int(count)
+		it.LastSeen = time.UnixMilli(max(it.FirstSeen.UnixMilli(), last)).UTC()
 		out[i] = it
 	}
 	return out, nil
-}
-
-// parseHit splits a hits member "seq|branch|ts".
-func parseHit(m string) (seq int64, branch string, ts int64, ok bool) {
-	i, j := strings.IndexByte(m, '|'), strings.LastIndexByte(m, '|')
-	if i < 0 || j <= i {
-		return 0, "", 0, false
-	}
-	seq, err1 := strconv.ParseInt(m[:i], 10, 64)
-	ts, err2 := strconv.ParseInt(m[j+1:], 10, 64)
-	return seq, m[i+1 : j], ts, err1 == nil && err2 == nil
 }

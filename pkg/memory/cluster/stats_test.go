@@ -136,3 +136,78 @@ func TestIndexMatchesClickHouse(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 }
+
+// TestRepeatIndexBuiltForOlderRuns: a run written before the repeats were
+// kept by branch (index "1", no hitb: keys) gets them when the store is
+// opened, the same as write.lua keeps them, and its searches count the
+// same repeats.
+func TestRepeatIndexBuiltForOlderRuns(t *testing.T) {
+	ctx := context.Background()
+	r := testutil.StartService(t, "redis")
+	c := testutil.StartService(t, "clickhouse")
+	opts := Options{Run: "repeats", RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"], SpoolDir: t.TempDir()}
+	s, err := Open(ctx, opts)
+	require.NoError(t, err)
+	fork := func(b, p string) {
+		_, err := s.Fork(ctx, memory.ForkParams{Branch: b, Parent: p})
+		require.NoError(t, err)
+	}
+	write := func(b string, n int) {
+		for range n {
+			_, _, err := s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: b, Text: "halo exchange overlaps compute"})
+			require.NoError(t, err)
+		}
+	}
+	fork("root", "")
+	write("root", 4)
+	fork("a", "root")
+	write("root", 2)
+	write("a", 3)
+	fork("a1", "a")
+	fork("a2", "a")
+	write("a1", 5)
+	write("a2", 1)
+	write("a", 2)
+	require.NoError(t, s.Flush(ctx))
+	counts := func(s *Store) map[string]int {
+		out := map[string]int{}
+		for _, b := range []string{"root", "a", "a1", "a2"} {
+			got, err := s.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: b, Query: "halo", K: 3})
+			require.NoError(t, err)
+			require.Len(t, got, 1, b)
+			out[b] = got[0].Count
+		}
+		return out
+	}
+	want := counts(s)
+	require.Equal(t, map[string]int{"root": 6, "a": 9, "a1": 12, "a2": 8}, want)
+	require.NoError(t, s.Close())
+
+	ropts, err := redis.ParseURL(r.Env["HPCQ_REDIS_URL"])
+	require.NoError(t, err)
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	keys, err := rdb.Keys(ctx, "hpcq:{repeats}:hitb:*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 4, "one key per branch that repeated the text")
+	kept := map[string][]string{}
+	for _, k := range keys {
+		kept[k], err = rdb.ZRange(ctx, k, 0, -1).Result()
+		require.NoError(t, err)
+	}
+	require.NoError(t, rdb.Del(ctx, keys...).Err())
+	require.NoError(t, rdb.Set(ctx, "hpcq:{repeats}:index", "1", 0).Err())
+
+	s, err = Open(ctx, opts)
+	require.NoError(t, err)
+	defer s.Close()
+	for k, members := range kept {
+		got, err := rdb.ZRange(ctx, k, 0, -1).Result()
+		require.NoError(t, err)
+		require.Equal(t, members, got, k)
+	}
+	require.Equal(t, want, counts(s))
+	v, err := rdb.Get(ctx, "hpcq:{repeats}:index").Result()
+	require.NoError(t, err)
+	require.Equal(t, indexVersion, v)
+}

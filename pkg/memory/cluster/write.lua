@@ -15,14 +15,19 @@
 --   facts:<branch>      hash fact hash -> seq of the first item of that fact in the branch
 --   items               hash seq -> archival item {s, b, tx, tg, c, f, ep, ts}
 --   hits:<target seq>   zset seq -> "seq|branch|ts" (repeats of an archival item)
+--   hitb:<target seq>:<branch>
+--                       zset seq -> "seq:count:last_ms": the same repeats by branch, each
+--                       with the count and the latest time of the branch's repeats up to it
+--                       (a search counts the repeats visible in a scope with one read per
+--                       scope entry: items.lua)
 --   dl:<branch>         zset seq -> "seq:count:length" (the branch's archival texts up to seq
 --                       and their total length in terms: BM25 statistics of any scope)
 --   t:<branch>:<term>   string of "seq:tf:length " entries in seq order: the postings of term
 --                       in the branch's archival texts, the term index archival search reads
 --                       (APPEND: a few bytes and O(1) per posting; a replay never appends
 --                       twice, as the write id answers it first)
---   index               "1" once the run's term index is kept here (Open builds it for runs
---                       written before: buildIndex)
+--   index               "2" once the run's term index and repeats by branch are kept here
+--                       (Open builds them for runs written before: buildIndex)
 --   applied:<write id>  the result of an applied write, kept 7 days
 local p = ARGV[1]
 local done = redis.call('GET', p .. 'applied:' .. ARGV[2])
@@ -76,6 +81,14 @@ for i, op in ipairs(req.ops) do
     if found then
       -- A repeat of a visible fact: recorded against the stored item.
       redis.call('ZADD', p .. 'hits:' .. found, seq, seq .. '|' .. op.b .. '|' .. req.ts)
+      local bk = p .. 'hitb:' .. found .. ':' .. op.b
+      local count, last = 0, 0
+      local top = redis.call('ZREVRANGE', bk, 0, 0)
+      if top[1] then
+        local c, l = string.match(top[1], '^%d+:(%d+):(%d+)$')
+        count, last = tonumber(c), tonumber(l)
+      end
+      redis.call('ZADD', bk, seq, seq .. ':' .. (count + 1) .. ':' .. string.format('%d', math.max(last, req.ts)))
       r.dup = tonumber(found)
     else
       redis.call('HSET', p .. 'facts:' .. op.b, op.fact, seq)

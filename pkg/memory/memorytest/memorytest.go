@@ -57,6 +57,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 		{"RecallSearch", testRecallSearch},
 		{"ArchivalBM25Order", testArchivalOrder},
 		{"ArchivalDedup", testArchivalDedup},
+		{"ArchivalRepeatsInATree", testRepeatsInATree},
 		{"ArchivalTags", testArchivalTags},
 		{"RankConfidenceAndDecay", testRankConfidenceAndDecay},
 		{"ConcurrentWriters", testConcurrent},
@@ -391,6 +392,82 @@ func testArchivalDedup(t *testing.T, s memory.Store, clock *Clock) {
 		require.Len(t, hits, 1)
 		require.Equal(t, br, hits[0].Branch, "stored in %s", br)
 		require.Equal(t, 1, hits[0].Count)
+	}
+}
+
+// testRepeatsInATree: a fact repeated many times over a tree (more
+// repeats than any scope has branches, as a lesson every node writes
+// again) counts, in each branch, the repeats of its scope only: its own,
+// and its ancestors' made before the fork on its path; its last seen time
+// is the latest of those, also when a repeat carries an earlier time than
+// one before it (another host's clock).
+func testRepeatsInATree(t *testing.T, s memory.Store, clock *Clock) {
+	type repeat struct {
+		branch string
+		n      int
+		at     time.Time
+	}
+	var (
+		repeats []repeat
+		n       int
+		parent  = map[string]string{}
+		forkAt  = map[string]int{}
+	)
+	fork(t, s, "root", "")
+	first, _ := write(t, s, "root", "Tile size 32 is best for the stencil")
+	firstAt := clock.Now()
+	mk := func(id, p string) {
+		fork(t, s, id, p)
+		parent[id], forkAt[id] = p, n
+	}
+	again := func(branch string, d time.Duration) {
+		clock.Advance(d)
+		write(t, s, branch, "tile size 32 is BEST for the stencil")
+		repeats = append(repeats, repeat{branch, n, clock.Now()})
+		n++
+	}
+	for range 3 {
+		again("root", time.Minute)
+	}
+	mk("a", "root")
+	again("root", time.Minute) // after a's fork: not a's
+	again("a", time.Minute)
+	mk("a1", "a")
+	for i := range 12 {
+		mk(fmt.Sprintf("s%d", i), "a") // a1's siblings: none of theirs counts in a1
+		again(fmt.Sprintf("s%d", i), time.Minute)
+	}
+	again("a1", time.Minute)
+	again("a1", -time.Hour) // an earlier clock: the last seen stays the latest
+	mk("a2", "a1")
+	again("a", time.Minute) // after a1's fork
+	again("a2", time.Second)
+	mk("b", "root")
+	again("b", time.Minute)
+	require.Greater(t, len(repeats), 16)
+
+	for _, br := range []string{"root", "a", "a1", "a2", "s0", "s11", "b"} {
+		// What br sees: its own repeats, and each ancestor's made before
+		// the fork of the branch below it on br's path.
+		count, last := 1, firstAt
+		for _, r := range repeats {
+			visible := r.branch == br
+			for cur := br; !visible && parent[cur] != ""; cur = parent[cur] {
+				visible = r.branch == parent[cur] && r.n < forkAt[cur]
+			}
+			if visible {
+				count++
+				if r.at.After(last) {
+					last = r.at
+				}
+			}
+		}
+		hits := search(t, s, br, "tile stencil")
+		require.Len(t, hits, 1, br)
+		require.Equal(t, first.Text, hits[0].Text, br)
+		require.Equal(t, "root", hits[0].Branch, br)
+		require.Equal(t, count, hits[0].Count, "repeats visible in %s", br)
+		require.Equal(t, last, hits[0].LastSeen, "last seen in %s", br)
 	}
 }
 
