@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/hpcq/hpcq/internal/benchutil"
 	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/pkg/engine"
 	"github.com/hpcq/hpcq/pkg/llm"
@@ -124,7 +125,7 @@ func child(natsURL string) error {
 }
 
 // measure grows a tree of n nodes, then resumes the finished run.
-func measure(n, workers, slots int, keep string) (string, error) {
+func measure(n, workers, slots int, keep, heap string) (string, error) {
 	ctx := context.Background()
 	base := keep
 	if base == "" {
@@ -213,7 +214,15 @@ func measure(n, workers, slots int, keep string) (string, error) {
 	}
 	perNode := make(chan []float64, 1)
 	done := make(chan struct{})
-	go func() { perNode <- sample(p.Metrics.Nodes, done) }()
+	atEnd := func() {}
+	if heap != "" {
+		atEnd = func() {
+			if err := benchutil.HeapProfile(fmt.Sprintf("%s.%d", heap, n)); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-engine:", err)
+			}
+		}
+	}
+	go func() { perNode <- sample(p.Metrics.Nodes, done, 0.95*float64(n), atEnd) }()
 	start := time.Now()
 	sum, err := engine.Run(ctx, p)
 	wall := time.Since(start)
@@ -256,8 +265,10 @@ func measure(n, workers, slots int, keep string) (string, error) {
 
 // sample looks at this process's CPU time and the nodes ended every 50 ms
 // until done, and returns each ended node's share of the CPU time since the
-// last look at which a node had ended.
-func sample(nodes *prometheus.CounterVec, done <-chan struct{}) []float64 {
+// last look at which a node had ended. It calls at once when mark nodes
+// have ended (its time is not counted), or at the end of a run that ended
+// before a look saw them.
+func sample(nodes *prometheus.CounterVec, done <-chan struct{}, mark float64, at func()) []float64 {
 	var out []float64
 	lastCPU, lastNodes := cpuTime(), 0.0
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -265,6 +276,9 @@ func sample(nodes *prometheus.CounterVec, done <-chan struct{}) []float64 {
 	for {
 		select {
 		case <-done:
+			if at != nil {
+				at() // a run too short for the looks to see the mark
+			}
 			return out
 		case <-tick.C:
 		}
@@ -278,6 +292,10 @@ func sample(nodes *prometheus.CounterVec, done <-chan struct{}) []float64 {
 			out = append(out, share)
 		}
 		lastCPU, lastNodes = now, ended
+		if at != nil && ended >= mark {
+			at()
+			at, lastCPU = nil, cpuTime()
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -24,8 +25,12 @@ func TestMain(m *testing.M) {
 
 // TestBenchLine: a small tree through the whole benchmark prints its line.
 func TestBenchLine(t *testing.T) {
-	line, err := measure(40, 2, 4, "")
+	heap := filepath.Join(t.TempDir(), "heap")
+	line, err := measure(40, 2, 4, "", heap)
 	require.NoError(t, err)
+	fi, err := os.Stat(heap + ".40")
+	require.NoError(t, err, "the heap profile at 95% of the nodes")
+	require.NotZero(t, fi.Size())
 	require.Regexp(t, regexp.MustCompile(`^bench-engine nodes=40 workers=2 slots=4 sched_cpu_ms_per_node_p50=[0-9.]+ sched_cpu_ms_per_node_p99=[0-9.]+ wall_s=[0-9.]+ resume_s=[0-9.]+ peak_rss_mb=[0-9]+ journal_bytes=[1-9][0-9]*$`), line)
 	t.Log(line)
 }

@@ -41,6 +41,7 @@ func main() {
 	slots := flag.Int("slots", 64, "slots of all workers together")
 	keep := flag.String("keep", "", "write the run directories here and keep them")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of this process (the scheduler's) to this file")
+	heap := flag.String("memprofile", "", "write the live heap of this process when 95% of the nodes have ended to this file (<file>.<nodes> per size)")
 	flag.Parse()
 	stop, err := benchutil.CPUProfile(*profile)
 	if err != nil {
@@ -62,7 +63,7 @@ func main() {
 		os.Exit(2)
 	}
 	for _, n := range ns {
-		line, err := measure(n, *workers, *slots, *keep)
+		line, err := measure(n, *workers, *slots, *keep, *heap)
 		if err != nil {
 			stop()
 			fmt.Fprintln(os.Stderr, "bench-engine:", err)
