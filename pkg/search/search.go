@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -111,27 +112,42 @@ type Tree struct {
 	// out without counting them again for every prompt.
 	done  int
 	kinds map[string]int
-	jr    *journal.Journal
+	// stages: what choosing the next node asks of each stage, kept as nodes
+	// are added and finish; pos: each node's place in nodes.
+	stages map[int]*stageIndex
+	pos    map[*Node]int
+	jr     *journal.Journal
 	// err is the first journal error: the search stops starting nodes.
 	err error
 }
 
 // NewTree returns an empty tree.
 func NewTree() *Tree {
-	return &Tree{byID: map[string]*Node{}, kids: map[string][]*Node{}, kinds: map[string]int{}}
+	return &Tree{byID: map[string]*Node{}, kids: map[string][]*Node{}, kinds: map[string]int{},
+		stages: map[int]*stageIndex{}, pos: map[*Node]int{}}
 }
 
 // add appends n; the caller holds t.mu (or owns t).
 func (t *Tree) add(n *Node) {
+	t.pos[n] = len(t.nodes)
 	t.nodes = append(t.nodes, n)
 	t.byID[n.ID] = n
 	if n.Parent != "" {
 		t.kids[n.Parent] = append(t.kids[n.Parent], n)
 		t.kinds[n.Parent+"/"+n.Kind]++
+		if p := t.byID[n.Parent]; p != nil {
+			t.stage(p).unlist(p) // it has a child now
+		}
 	}
 	if n.Done {
 		t.done++
 	}
+	si := t.stage(n)
+	si.nodes = append(si.nodes, n)
+	if n.Kind == Draft {
+		si.drafts++
+	}
+	t.index(si, n)
 }
 
 // set replaces the state of n, a node of t, with v (same id, parent and
@@ -144,7 +160,90 @@ func (t *Tree) set(n *Node, v Node) {
 			t.done--
 		}
 	}
+	si := t.stage(n)
+	if ranked(n) {
+		si.stale = true // a ranked node changed (not in a run: nodes finish once)
+	}
+	si.unlist(n)
 	*n = v
+	t.index(si, n)
+}
+
+// stageIndex is what next asks of a stage, kept as nodes are added and
+// finish: next went through every node of the tree for each node it made
+// (2.5% of the scheduler's CPU at 10,000 nodes, and growing with them).
+type stageIndex struct {
+	nodes  []*Node // in creation order
+	drafts int
+	// best[1] is the best node when maximizing, best[0] when minimizing, as
+	// bestOf over nodes finds it (the first made among equals); stale: to
+	// be found again by bestOf (a ranked node changed, or a metric is NaN).
+	best  [2]*Node
+	stale bool
+	// debuggable: the done, buggy nodes that ran and have no child, by id.
+	debuggable []*Node
+}
+
+// stage is n's stage's index; the caller holds t.mu.
+func (t *Tree) stage(n *Node) *stageIndex {
+	si := t.stages[stageOf(n)]
+	if si == nil {
+		si = &stageIndex{}
+		t.stages[stageOf(n)] = si
+	}
+	return si
+}
+
+// ranked: n counts for the best node.
+func ranked(n *Node) bool { return n.Done && !n.Buggy && n.HasMetric }
+
+// index enters n, as it now is, in its stage's best and debuggable nodes.
+func (t *Tree) index(si *stageIndex, n *Node) {
+	if ranked(n) && !si.stale {
+		if math.IsNaN(n.Metric) {
+			si.stale = true
+		}
+		for dir, maximize := range []bool{false, true} {
+			b := si.best[dir]
+			if b == nil || (maximize && n.Metric > b.Metric) || (!maximize && n.Metric < b.Metric) ||
+				(n.Metric == b.Metric && t.pos[n] < t.pos[b]) {
+				si.best[dir] = n
+			}
+		}
+	}
+	if n.Done && n.Buggy && !n.NotRun && !t.hasChild(n.ID) {
+		i := sort.Search(len(si.debuggable), func(i int) bool { return si.debuggable[i].ID >= n.ID })
+		if i == len(si.debuggable) || si.debuggable[i] != n {
+			si.debuggable = slices.Insert(si.debuggable, i, n)
+		}
+	}
+}
+
+// unlist takes n out of the debuggable nodes.
+func (si *stageIndex) unlist(n *Node) {
+	i := sort.Search(len(si.debuggable), func(i int) bool { return si.debuggable[i].ID >= n.ID })
+	if i < len(si.debuggable) && si.debuggable[i] == n {
+		si.debuggable = slices.Delete(si.debuggable, i, i+1)
+	}
+}
+
+// bestNode is the stage's best node, as bestOf over its nodes.
+func (si *stageIndex) bestNode(maximize bool) (Node, bool) {
+	if si.stale {
+		best, ok := bestOf(si.nodes, maximize)
+		if !ok {
+			return Node{}, false
+		}
+		return best, true
+	}
+	dir := 0
+	if maximize {
+		dir = 1
+	}
+	if b := si.best[dir]; b != nil {
+		return *b, true
+	}
+	return Node{}, false
 }
 
 // Children returns copies of the nodes whose parent is id, in creation
@@ -252,13 +351,7 @@ func (t *Tree) Get(id string) (Node, bool) {
 func (t *Tree) BestOfStage(stage int, maximize bool) (Node, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var in []*Node
-	for _, n := range t.nodes {
-		if stageOf(n) == max(stage, 1) {
-			in = append(in, n)
-		}
-	}
-	return bestOf(in, maximize)
+	return t.stage(&Node{Stage: stage}).bestNode(maximize)
 }
 
 // next creates the next node under the policy; the caller holds t.mu.
@@ -268,34 +361,23 @@ func (t *Tree) next(p *Policy) *Node {
 	if expand == "" {
 		expand = Improve
 	}
-	drafts := 0
-	var stage []*Node
-	for _, n := range t.nodes {
-		if stageOf(n) != stageOf(&Node{Stage: p.Stage}) {
-			continue
-		}
-		stage = append(stage, n)
-		if n.Kind == Draft {
-			drafts++
-		}
-	}
 	n := &Node{ID: id, Kind: Draft, Stage: p.Stage}
+	si := t.stage(n)
 	switch {
-	case p.Base == "" && drafts < p.NumDrafts:
+	case p.Base == "" && si.drafts < p.NumDrafts:
 	default:
-		var debuggable []*Node
-		for _, c := range stage {
-			if c.Done && c.Buggy && !c.NotRun && c.Depth < p.MaxDebugDepth && !t.hasChild(c.ID) {
+		var debuggable []*Node // by id
+		for _, c := range si.debuggable {
+			if c.Depth < p.MaxDebugDepth {
 				debuggable = append(debuggable, c)
 			}
 		}
-		best, ok := bestOf(stage, p.Maximize)
+		best, ok := si.bestNode(p.Maximize)
 		if b, found := t.byID[p.Base]; found && (!ok || !p.ExpandBest) {
 			best, ok = *b, true
 		}
 		switch {
 		case len(debuggable) > 0 && (!ok || p.Rand.Float64() < p.DebugProb):
-			sort.Slice(debuggable, func(i, j int) bool { return debuggable[i].ID < debuggable[j].ID })
 			parent := debuggable[p.Rand.IntN(len(debuggable))]
 			n.Parent, n.Kind, n.Depth = parent.ID, Debug, parent.Depth+1
 		case ok:
