@@ -101,7 +101,11 @@ func FillRunning(lines []NodeLine, run string, workers []queue.WorkerStatus) {
 }
 
 // ListNodes reads a run directory's nodes (tree search or exec), in node
-// order: what each is, and how it ended or where it stands.
+// order: what each is, and how it ended or where it stands. What it read
+// of each file is kept (see files): a file is read again only once it
+// changed, so that listing a run of 10,000 nodes again (the dashboard does
+// on every page and node it shows) is a stat per file, not 20,000 reads and
+// decodes (0.75 s).
 func ListNodes(dir string) ([]NodeLine, error) {
 	d := rundir.Dir(dir)
 	byID := map[string]*NodeLine{}
@@ -115,13 +119,15 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		return byID[id]
 	}
 	// A tree search's nodes, also those whose code is still being asked.
-	if tree, err := search.ReadTree(d.Path(filepath.Join(rundir.JournalDir, "tree.journal"))); err == nil {
-		for _, n := range tree.Nodes() {
+	tree, err := files.get(d.Path(filepath.Join(rundir.JournalDir, "tree.journal")), "tree", readTreeNodes)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if tree != nil {
+		for _, n := range tree.([]search.Node) {
 			l := add(n.ID)
 			l.Parent, l.Stage, l.Kind = n.Parent, n.Stage, n.Kind
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
 	}
 	entries, err := os.ReadDir(d.Path(rundir.NodesDir))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -133,42 +139,21 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		}
 		l := add(e.Name())
 		nd := d.Path(rundir.NodeFile(e.Name()))
-		var task schema.NodeTask
-		if data, err := os.ReadFile(filepath.Join(nd, rundir.TaskFile)); err == nil && json.Unmarshal(data, &task) == nil {
-			l.Status, l.Attempt = Queued, task.Attempt
+		if t, err := files.get(filepath.Join(nd, rundir.TaskFile), "task", readTaskFacts); err == nil {
+			task := t.(taskFacts)
+			l.Status, l.Attempt = Queued, task.attempt
 			if l.Kind == "" {
-				l.Parent, l.Stage, l.Kind = task.ParentID, task.Stage, task.Kind
+				l.Parent, l.Stage, l.Kind = task.parent, task.stage, task.kind
 			}
 		}
-		data, err := os.ReadFile(filepath.Join(nd, rundir.ResultFile))
+		r, err := files.get(filepath.Join(nd, rundir.ResultFile), "result", readResultFacts)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		var rec nodeRecord
-		if err := json.Unmarshal(data, &rec); err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(nd, rundir.ResultFile), err)
-		}
-		l.Status, l.Reason = rec.status(), rec.Reason
-		if r := rec.Result; r != nil && !rec.Cached {
-			started, dur := r.Started, r.DurationMS
-			l.Worker, l.Host, l.SlurmJobID, l.Attempt, l.Started, l.DurationMS = r.Worker, r.Host, r.SlurmJobID, r.Attempt, &started, &dur
-		}
-		switch {
-		case rec.Metric != nil && !rec.Buggy:
-			l.Metric = strconv.FormatFloat(*rec.Metric, 'g', 6, 64)
-			v := *rec.Metric
-			l.Value = &v
-		case rec.Result != nil && len(rec.Result.Metrics) > 0 && rec.Status != "":
-			names := make([]string, 0, len(rec.Result.Metrics))
-			for k := range rec.Result.Metrics {
-				names = append(names, k)
-			}
-			sort.Strings(names)
-			l.Metric = names[0] + "=" + strconv.FormatFloat(rec.Result.Metrics[names[0]], 'g', 6, 64)
-		}
+		r.(resultFacts).apply(l)
 	}
 	out := make([]NodeLine, 0, len(order))
 	sort.Strings(order)
@@ -176,4 +161,89 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		out = append(out, *byID[id])
 	}
 	return out, nil
+}
+
+// readTreeNodes reads a tree journal's nodes.
+func readTreeNodes(path string) (any, error) {
+	tree, err := search.ReadTree(path)
+	if err != nil {
+		return nil, err
+	}
+	return tree.Nodes(), nil
+}
+
+// taskFacts is what a node's list line takes from its task.json.
+type taskFacts struct {
+	attempt, stage int
+	parent, kind   string
+}
+
+func readTaskFacts(path string) (any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var task schema.NodeTask
+	if err := json.Unmarshal(data, &task); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return taskFacts{attempt: task.Attempt, stage: task.Stage, parent: task.ParentID, kind: task.Kind}, nil
+}
+
+// resultFacts is what a node's list line takes from its result.json.
+type resultFacts struct {
+	status, reason string
+	ran            bool // a result of its own (not the result cache's)
+	worker, host   string
+	slurmJobID     string
+	attempt        int
+	started        time.Time
+	durationMS     int64
+	metric         string
+	value          *float64
+}
+
+func readResultFacts(path string) (any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rec nodeRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f := resultFacts{status: rec.status(), reason: rec.Reason}
+	if r := rec.Result; r != nil && !rec.Cached {
+		f.ran, f.worker, f.host, f.slurmJobID, f.attempt, f.started, f.durationMS = true, r.Worker, r.Host, r.SlurmJobID, r.Attempt, r.Started, r.DurationMS
+	}
+	switch {
+	case rec.Metric != nil && !rec.Buggy:
+		f.metric = strconv.FormatFloat(*rec.Metric, 'g', 6, 64)
+		v := *rec.Metric
+		f.value = &v
+	case rec.Result != nil && len(rec.Result.Metrics) > 0 && rec.Status != "":
+		names := make([]string, 0, len(rec.Result.Metrics))
+		for k := range rec.Result.Metrics {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		f.metric = names[0] + "=" + strconv.FormatFloat(rec.Result.Metrics[names[0]], 'g', 6, 64)
+	}
+	return f, nil
+}
+
+// apply sets the line's fields from the result.
+func (f resultFacts) apply(l *NodeLine) {
+	l.Status, l.Reason = f.status, f.reason
+	if f.ran {
+		started, dur := f.started, f.durationMS
+		l.Worker, l.Host, l.SlurmJobID, l.Attempt, l.Started, l.DurationMS = f.worker, f.host, f.slurmJobID, f.attempt, &started, &dur
+	}
+	if f.metric != "" {
+		l.Metric = f.metric
+	}
+	if f.value != nil {
+		v := *f.value
+		l.Value = &v
+	}
 }
