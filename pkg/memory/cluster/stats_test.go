@@ -14,6 +14,25 @@ import (
 	"github.com/hpcq/hpcq/pkg/memory"
 )
 
+// storeOptions starts a Redis and a ClickHouse for the test and gives the
+// options of a store of run on them.
+func storeOptions(t *testing.T, run string) Options {
+	t.Helper()
+	r := testutil.StartService(t, "redis")
+	c := testutil.StartService(t, "clickhouse")
+	return Options{Run: run, RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"], SpoolDir: t.TempDir()}
+}
+
+// rawRedis is a client of the test's Redis, closed at the test's end.
+func rawRedis(t *testing.T, url string) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
+	require.NoError(t, err)
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // scopeSQL is the WHERE condition of a scope, with its arguments.
 func scopeSQL(sc []scopeEntry) (string, []any) {
 	var b strings.Builder
@@ -39,9 +58,7 @@ func scopeSQL(sc []scopeEntry) (string, []any) {
 // copies are not counted twice.
 func TestIndexMatchesClickHouse(t *testing.T) {
 	ctx := context.Background()
-	r := testutil.StartService(t, "redis")
-	c := testutil.StartService(t, "clickhouse")
-	opts := Options{Run: "stats", RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"], SpoolDir: t.TempDir()}
+	opts := storeOptions(t, "stats")
 	s, err := Open(ctx, opts)
 	require.NoError(t, err)
 	words := []string{"halo", "tile", "numa", "rank", "gcc"}
@@ -112,10 +129,7 @@ func TestIndexMatchesClickHouse(t *testing.T) {
 	require.NoError(t, s.Close())
 
 	// The index goes; opening the store builds it again from the texts.
-	ropts, err := redis.ParseURL(r.Env["HPCQ_REDIS_URL"])
-	require.NoError(t, err)
-	rdb := redis.NewClient(ropts)
-	defer rdb.Close()
+	rdb := rawRedis(t, opts.RedisURL)
 	keys, err := rdb.Keys(ctx, "hpcq:{stats}:t:*").Result()
 	require.NoError(t, err)
 	require.NotEmpty(t, keys)
@@ -143,9 +157,7 @@ func TestIndexMatchesClickHouse(t *testing.T) {
 // same repeats.
 func TestRepeatIndexBuiltForOlderRuns(t *testing.T) {
 	ctx := context.Background()
-	r := testutil.StartService(t, "redis")
-	c := testutil.StartService(t, "clickhouse")
-	opts := Options{Run: "repeats", RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"], SpoolDir: t.TempDir()}
+	opts := storeOptions(t, "repeats")
 	s, err := Open(ctx, opts)
 	require.NoError(t, err)
 	fork := func(b, p string) {
@@ -183,10 +195,7 @@ func TestRepeatIndexBuiltForOlderRuns(t *testing.T) {
 	require.Equal(t, map[string]int{"root": 6, "a": 9, "a1": 12, "a2": 8}, want)
 	require.NoError(t, s.Close())
 
-	ropts, err := redis.ParseURL(r.Env["HPCQ_REDIS_URL"])
-	require.NoError(t, err)
-	rdb := redis.NewClient(ropts)
-	defer rdb.Close()
+	rdb := rawRedis(t, opts.RedisURL)
 	keys, err := rdb.Keys(ctx, "hpcq:{repeats}:hitb:*").Result()
 	require.NoError(t, err)
 	require.Len(t, keys, 4, "one key per branch that repeated the text")
