@@ -1,12 +1,15 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 
+	"github.com/hpcq/hpcq/internal/filecache"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -54,14 +57,14 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 	maximize := spec.Metric.Direction != "minimize"
 	for _, id := range ids {
 		s.Nodes++
-		var o outcome
-		ok, err := readJSON(filepath.Join(runDir, nodesDir, id, outcomeFile), &o)
+		v, err := filecache.Get(filepath.Join(runDir, nodesDir, id, outcomeFile), "snapshot", readEnded)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return s, err
 		}
-		if !ok {
-			continue
-		}
+		o := v.(ended)
 		s.Done++
 		if o.Buggy {
 			s.Buggy++
@@ -120,4 +123,24 @@ func ReadSpec(runDir string) (run.Spec, error) {
 func ReadEnd(runDir string) (end End, ok bool, err error) {
 	ok, err = readJSON(filepath.Join(runDir, journalDir, endFile), &end)
 	return end, ok, err
+}
+
+// ended is what a snapshot takes of a node's result.json. A dashboard
+// counts a run's results on every page it serves: filecache keeps these,
+// so that a file is read again only once it changed.
+type ended struct {
+	Buggy, Cached bool
+	Metric        *float64
+}
+
+func readEnded(path string) (any, error) {
+	var o outcome
+	ok, err := readJSON(path, &o)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fs.ErrNotExist
+	}
+	return ended{Buggy: o.Buggy, Cached: o.Cached, Metric: o.Metric}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/filecache"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -102,7 +103,7 @@ func FillRunning(lines []NodeLine, run string, workers []queue.WorkerStatus) {
 
 // ListNodes reads a run directory's nodes (tree search or exec), in node
 // order: what each is, and how it ended or where it stands. What it read
-// of each file is kept (see files): a file is read again only once it
+// of each file is kept (internal/filecache): a file is read again only once it
 // changed, so that listing a run of 10,000 nodes again (the dashboard does
 // on every page and node it shows) is a stat per file, not 20,000 reads and
 // decodes (0.75 s).
@@ -119,7 +120,7 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		return byID[id]
 	}
 	// A tree search's nodes, also those whose code is still being asked.
-	tree, err := files.get(d.Path(filepath.Join(rundir.JournalDir, "tree.journal")), "tree", readTreeNodes)
+	tree, err := filecache.Get(d.Path(filepath.Join(rundir.JournalDir, "tree.journal")), "tree", readTreeNodes)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -139,14 +140,14 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		}
 		l := add(e.Name())
 		nd := d.Path(rundir.NodeFile(e.Name()))
-		if t, err := files.get(filepath.Join(nd, rundir.TaskFile), "task", readTaskFacts); err == nil {
+		if t, err := filecache.Get(filepath.Join(nd, rundir.TaskFile), "task", readTaskFacts); err == nil {
 			task := t.(taskFacts)
 			l.Status, l.Attempt = Queued, task.attempt
 			if l.Kind == "" {
 				l.Parent, l.Stage, l.Kind = task.parent, task.stage, task.kind
 			}
 		}
-		r, err := files.get(filepath.Join(nd, rundir.ResultFile), "result", readResultFacts)
+		r, err := filecache.Get(filepath.Join(nd, rundir.ResultFile), "result", readResultFacts)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
