@@ -20,7 +20,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
-	"github.com/hpcq/hpcq/pkg/stores"
 	"github.com/hpcq/hpcq/pkg/web"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -54,6 +53,8 @@ func Serve(ctx context.Context, cfg *config.Scheduler, o ServeOptions) error {
 	}
 	queues := newQueueCache(cfg, o.Log)
 	defer queues.close()
+	mems := newMemoryCache(cfg, o.Log)
+	defer mems.closeAll()
 	reg := metrics.NewRegistry()
 	if cfg.NATS.URL != "" {
 		queueCollector(reg, func(ctx context.Context) (*queue.Queue, error) { return queues.get(ctx, "") })
@@ -63,9 +64,7 @@ func Serve(ctx context.Context, cfg *config.Scheduler, o ServeOptions) error {
 		Query: func(ctx context.Context, dir, sql string) (*results.Table, error) {
 			return queryRun(ctx, cfg, dir, sql)
 		},
-		Memory: func(ctx context.Context, dir string) (memory.Store, func(), error) {
-			return reopenMemory(ctx, cfg, dir, o.Log)
-		},
+		Memory:  mems.get,
 		Cluster: func(ctx context.Context, dir string) (*web.Cluster, error) { return clusterOf(ctx, queues, dir) },
 		Metrics: metrics.Handler(reg),
 	}
@@ -141,23 +140,6 @@ func (a *archive) close() {
 	if a.conn != nil {
 		a.conn.Close()
 	}
-}
-
-// reopenMemory opens a served run's memory store for one request.
-func reopenMemory(ctx context.Context, cfg *config.Scheduler, dir string, log *slog.Logger) (memory.Store, func(), error) {
-	info, err := rundir.Dir(dir).ReadInfo()
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := stores.ReopenMemory(ctx, cfg.Store, rundir.Dir(dir), info.Memory, log)
-	if err != nil || st == nil {
-		return nil, nil, err
-	}
-	return st, func() {
-		if err := st.Close(); err != nil {
-			log.Warn("memory store close", "run", info.RunID, "err", err)
-		}
-	}, nil
 }
 
 // queueCache keeps one connection per server the served runs use: the

@@ -71,11 +71,30 @@ func MemoryFile(dir rundir.Dir, where map[string]string) string {
 }
 
 // ReopenMemory opens the memory store a run recorded in its run.json
-// (where: its "memory"), for an export or the dashboard; the cluster store
-// needs its servers configured.
+// (where: its "memory"), for an export; the cluster store needs its servers
+// configured.
 func ReopenMemory(ctx context.Context, s config.Store, dir rundir.Dir, where map[string]string, log *slog.Logger) (memory.Store, error) {
+	return reopenMemory(ctx, s, dir, where, false, log)
+}
+
+// ReadMemory is ReopenMemory for reading beside the run (the dashboard): a
+// SQLite memory is opened read-only (sqlite.Options.ReadOnly), without its
+// write lock, so that the run can go on or be resumed meanwhile; it shows
+// the file as it was when opened.
+func ReadMemory(ctx context.Context, s config.Store, dir rundir.Dir, where map[string]string, log *slog.Logger) (memory.Store, error) {
+	return reopenMemory(ctx, s, dir, where, true, log)
+}
+
+func reopenMemory(ctx context.Context, s config.Store, dir rundir.Dir, where map[string]string, readOnly bool, log *slog.Logger) (memory.Store, error) {
 	switch where["store"] {
 	case MemorySQLite:
+		if readOnly {
+			st, err := sqlite.Open(MemoryFile(dir, where), sqlite.Options{Run: dir.ID(), HalfLife: halfLifeOf(where), ReadOnly: true})
+			if err != nil {
+				return nil, fmt.Errorf("read the run's memory: %w", err)
+			}
+			return st, nil
+		}
 		st, err := openSQLite(dir, where)
 		if err != nil {
 			return nil, fmt.Errorf("open the run's memory (is the run still going?): %w", err)

@@ -43,7 +43,16 @@ type Options struct {
 	// HalfLife of a fact's confidence in ranking (memory.Rank); default
 	// memory.DefaultHalfLife.
 	HalfLife time.Duration
+	// ReadOnly opens the store to read it beside its writer (a dashboard):
+	// no write lock is taken and nothing is written, the journal included;
+	// writes fail with ErrReadOnly. It shows the file as it was at Open
+	// (open it again to see later writes) without the writes a crash left
+	// in the journal, which the next writable Open applies.
+	ReadOnly bool
 }
+
+// ErrReadOnly: a write to a store opened with Options.ReadOnly.
+var ErrReadOnly = errors.New("memory/sqlite: the store is open for reading only")
 
 // Store is a memory.Store in one SQLite file.
 type Store struct {
@@ -85,6 +94,7 @@ type Store struct {
 	stop        chan struct{}
 	stopped     chan struct{}
 	started     bool
+	readOnly    bool // Options.ReadOnly
 }
 
 // Statements prepared once: parsing SQL costs more than running it.
@@ -157,11 +167,20 @@ func Open(path string, o Options) (*Store, error) {
 	for _, p := range []string{"journal_mode(WAL)", "busy_timeout(10000)", "synchronous(NORMAL)", "foreign_keys(OFF)", "wal_autocheckpoint(0)"} {
 		q.Add("_pragma", p)
 	}
+	if o.ReadOnly {
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("memory/sqlite: open %s: %w", path, err)
+		}
+		q.Add("_pragma", "query_only(1)")
+	}
 	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("memory/sqlite: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(4)
+	if o.ReadOnly {
+		return openReadOnly(db, o)
+	}
 	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		db.Close()
@@ -231,6 +250,25 @@ func Open(path string, o Options) (*Store, error) {
 	}
 	s.started = true
 	go s.committer()
+	return s, nil
+}
+
+// openReadOnly is Open of a store for reading only: its mirrors and
+// indexes from the file, no lock, no journal, no committer.
+func openReadOnly(db *sql.DB, o Options) (*Store, error) {
+	s := &Store{db: db, now: o.Now, halfLife: o.HalfLife, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()}, core: newCoreMirror(), summaries: newSummaryMirror(),
+		readOnly: true, committed: make(chan struct{})}
+	s.scopes = &memory.Scopes{Self: math.MaxInt64, Lookup: s.BranchGet}
+	var last sql.NullInt64
+	if err := db.QueryRow(lastSeq).Scan(&last); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("memory/sqlite: last seq: %w", err)
+	}
+	s.seq, s.applied = last.Int64, last.Int64
+	if err := s.loadIndex(); err != nil {
+		db.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -339,6 +377,9 @@ func (s *Store) loadIndex() error {
 // Checkpoint flushes every acknowledged write into the database file and
 // truncates the WAL, so that the file's size is the store's size.
 func (s *Store) Checkpoint(ctx context.Context) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	if err := s.Flush(ctx); err != nil {
 		return err
 	}
@@ -411,6 +452,9 @@ func (s *Store) tx(ctx context.Context, fn func(seq int64) error, onCommit ...fu
 // archival index are updated there, so a concurrent writer's dedup never
 // misses an acknowledged fact).
 func (s *Store) txMulti(ctx context.Context, fn func(next func() int64) error, onCommit ...func()) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	if err := s.backpressure(ctx); err != nil {
 		return err
 	}

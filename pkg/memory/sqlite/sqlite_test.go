@@ -200,3 +200,82 @@ func TestFlushReachesTheFile(t *testing.T) {
 	require.Equal(t, 500, countRows(t, path, `SELECT COUNT(*) FROM archival WHERE run = 'r1' AND doc_len = 3 AND ts LIKE '20%'`), "the results view")
 	require.Equal(t, 1, countRows(t, path, `SELECT COUNT(*) FROM mem_branches`))
 }
+
+// TestReadOnly: a store opened for reading only beside its writer takes no
+// lock and writes nothing (not the file, not the journal), sees what was in
+// the file when it was opened, refuses writes, and leaves the writer free.
+func TestReadOnly(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "memory.sqlite")
+	_, err := sqlite.Open(path, sqlite.Options{ReadOnly: true})
+	require.Error(t, err, "no file: nothing to read, and none is made")
+	require.NoFileExists(t, path)
+
+	w, err := sqlite.Open(path, sqlite.Options{})
+	require.NoError(t, err)
+	defer w.Close()
+	_, err = w.Fork(ctx, memory.ForkParams{Branch: "root"})
+	require.NoError(t, err)
+	_, _, err = w.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: "pin threads close to their memory"})
+	require.NoError(t, err)
+	_, err = w.CoreSet(ctx, memory.CoreSetParams{Branch: "root", Key: "compiler", Value: "gcc 12"})
+	require.NoError(t, err)
+	require.NoError(t, w.Flush(ctx))
+
+	stat := func() []string {
+		var out []string
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		for _, e := range entries {
+			fi, err := e.Info()
+			require.NoError(t, err)
+			if !strings.HasSuffix(e.Name(), "-shm") {
+				out = append(out, fmt.Sprintf("%s %d %d", e.Name(), fi.Size(), fi.ModTime().UnixNano()))
+			}
+		}
+		return out
+	}
+	r, err := sqlite.Open(path, sqlite.Options{ReadOnly: true})
+	require.NoError(t, err, "beside the writer, which holds the lock")
+	hits, err := r.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "root", Query: "threads memory"})
+	require.NoError(t, err)
+	require.Len(t, hits, 1)
+	v, ok, err := r.CoreGet(ctx, memory.CoreKeyParams{Branch: "root", Key: "compiler"})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "gcc 12", v.Value)
+	_, err = r.Fork(ctx, memory.ForkParams{Branch: "x", Parent: "root"})
+	require.ErrorIs(t, err, sqlite.ErrReadOnly)
+	_, _, err = r.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: "t"})
+	require.ErrorIs(t, err, sqlite.ErrReadOnly)
+	require.ErrorIs(t, r.Checkpoint(ctx), sqlite.ErrReadOnly)
+	require.NoError(t, r.Flush(ctx))
+
+	// The writer goes on; the reader shows the file as it was at its Open.
+	_, err = w.CoreSet(ctx, memory.CoreSetParams{Branch: "root", Key: "compiler", Value: "clang 17"})
+	require.NoError(t, err)
+	require.NoError(t, w.Flush(ctx))
+	v, _, err = r.CoreGet(ctx, memory.CoreKeyParams{Branch: "root", Key: "compiler"})
+	require.NoError(t, err)
+	require.Equal(t, "gcc 12", v.Value)
+	require.NoError(t, r.Close())
+	r, err = sqlite.Open(path, sqlite.Options{ReadOnly: true})
+	require.NoError(t, err)
+	v, _, err = r.CoreGet(ctx, memory.CoreKeyParams{Branch: "root", Key: "compiler"})
+	require.NoError(t, err)
+	require.Equal(t, "clang 17", v.Value)
+	require.NoError(t, r.Close())
+	require.NoError(t, w.Close())
+
+	// Readers open and close without writing anything.
+	before := stat()
+	for range 2 {
+		r, err := sqlite.Open(path, sqlite.Options{ReadOnly: true})
+		require.NoError(t, err)
+		_, err = r.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "root", Query: "threads"})
+		require.NoError(t, err)
+		require.NoError(t, r.Close())
+	}
+	require.Equal(t, before, stat())
+}
