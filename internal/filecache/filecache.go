@@ -39,19 +39,30 @@ type fileKey struct {
 	kind string
 }
 
-type stamp struct {
+// Stamp is how a file is: equal stamps, an unchanged file (as far as its
+// size, modification time and inode tell).
+type Stamp struct {
 	size  int64
 	mod   time.Time
 	inode uint64
 }
 
+// StampOf is path's stamp, or the error of its stat.
+func StampOf(path string) (Stamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return Stamp{}, err
+	}
+	return stampOf(fi), nil
+}
+
 type cached struct {
-	stamp stamp
+	stamp Stamp
 	value any
 }
 
-func stampOf(fi os.FileInfo) stamp {
-	s := stamp{size: fi.Size(), mod: fi.ModTime()}
+func stampOf(fi os.FileInfo) Stamp {
+	s := Stamp{size: fi.Size(), mod: fi.ModTime()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		s.inode = st.Ino
 	}
@@ -59,7 +70,7 @@ func stampOf(fi os.FileInfo) stamp {
 }
 
 func (c *cache) get(path, kind string, read func(string) (any, error)) (any, error) {
-	fi, err := os.Stat(path)
+	st, err := StampOf(path)
 	key := fileKey{path, kind}
 	if err != nil {
 		c.mu.Lock()
@@ -67,7 +78,6 @@ func (c *cache) get(path, kind string, read func(string) (any, error)) (any, err
 		c.mu.Unlock()
 		return nil, err
 	}
-	st := stampOf(fi)
 	c.mu.Lock()
 	e, ok := c.byKey[key]
 	c.mu.Unlock()

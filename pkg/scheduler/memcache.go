@@ -2,12 +2,12 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 
 	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/filecache"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/stores"
@@ -29,7 +29,7 @@ type memoryCache struct {
 }
 
 type openMemory struct {
-	stamp string
+	stamp [2]filecache.Stamp
 	store memory.Store
 	users int
 	// stale: replaced, or the cache closed; closed when users reaches 0.
@@ -50,8 +50,8 @@ func (c *memoryCache) get(ctx context.Context, dir string) (memory.Store, func()
 	if err != nil {
 		return nil, nil, err
 	}
-	stamp := memoryStamp(stores.MemoryFile(rundir.Dir(dir), info.Memory))
-	if stamp != "" {
+	stamp, keep := memoryStamp(stores.MemoryFile(rundir.Dir(dir), info.Memory))
+	if keep {
 		c.mu.Lock()
 		if m := c.runs[dir]; m != nil && m.stamp == stamp {
 			m.users++
@@ -64,8 +64,8 @@ func (c *memoryCache) get(ctx context.Context, dir string) (memory.Store, func()
 	if err != nil || st == nil {
 		return nil, func() {}, err
 	}
-	m := &openMemory{stamp: stamp, store: st, users: 1, stale: stamp == ""}
-	if stamp != "" {
+	m := &openMemory{stamp: stamp, store: st, users: 1, stale: !keep}
+	if keep {
 		c.mu.Lock()
 		if old := c.runs[dir]; old != nil {
 			old.stale = true
@@ -117,24 +117,21 @@ func (c *memoryCache) closeAll() {
 	}
 }
 
-// memoryStamp says how a SQLite memory's files are (size and modification
-// time of the database and its WAL); "" for no file (a memory in Redis) or
-// one that cannot be read.
-func memoryStamp(file string) string {
+// memoryStamp says how a SQLite memory's files are (the database and its
+// WAL; a missing one as the zero Stamp); ok is false for no file (a memory
+// in Redis) or one that cannot be read.
+func memoryStamp(file string) (stamp [2]filecache.Stamp, ok bool) {
 	if file == "" {
-		return ""
+		return stamp, false
 	}
-	stamp := ""
-	for _, f := range []string{file, file + "-wal"} {
-		fi, err := os.Stat(f)
+	for i, f := range []string{file, file + "-wal"} {
+		st, err := filecache.StampOf(f)
 		switch {
 		case err == nil:
-			stamp += fmt.Sprintf("%d:%d;", fi.Size(), fi.ModTime().UnixNano())
-		case os.IsNotExist(err):
-			stamp += "-;"
-		default:
-			return ""
+			stamp[i] = st
+		case !os.IsNotExist(err):
+			return stamp, false
 		}
 	}
-	return stamp
+	return stamp, true
 }

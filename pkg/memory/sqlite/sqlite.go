@@ -191,9 +191,9 @@ func Open(path string, o Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("%w: %s", ErrLocked, path)
 	}
-	s := &Store{db: db, now: o.Now, halfLife: o.HalfLife, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()}, core: newCoreMirror(), summaries: newSummaryMirror(), lock: lock, stmts: map[string]*sql.Stmt{},
-		committed: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{})}
-	s.scopes = &memory.Scopes{Self: math.MaxInt64, Lookup: s.BranchGet}
+	s := newStore(db, o)
+	s.lock, s.stmts = lock, map[string]*sql.Stmt{}
+	s.wake, s.stop, s.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	fail := func(err error) (*Store, error) {
 		s.Close()
 		return nil, err
@@ -253,12 +253,19 @@ func Open(path string, o Options) (*Store, error) {
 	return s, nil
 }
 
+// newStore is a store on db with empty mirrors and indexes.
+func newStore(db *sql.DB, o Options) *Store {
+	s := &Store{db: db, now: o.Now, halfLife: o.HalfLife, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()},
+		core: newCoreMirror(), summaries: newSummaryMirror(), committed: make(chan struct{})}
+	s.scopes = &memory.Scopes{Self: math.MaxInt64, Lookup: s.BranchGet}
+	return s
+}
+
 // openReadOnly is Open of a store for reading only: its mirrors and
 // indexes from the file, no lock, no journal, no committer.
 func openReadOnly(db *sql.DB, o Options) (*Store, error) {
-	s := &Store{db: db, now: o.Now, halfLife: o.HalfLife, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()}, core: newCoreMirror(), summaries: newSummaryMirror(),
-		readOnly: true, committed: make(chan struct{})}
-	s.scopes = &memory.Scopes{Self: math.MaxInt64, Lookup: s.BranchGet}
+	s := newStore(db, o)
+	s.readOnly = true
 	var last sql.NullInt64
 	if err := db.QueryRow(lastSeq).Scan(&last); err != nil {
 		db.Close()
