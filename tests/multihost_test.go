@@ -595,7 +595,8 @@ queues:
 	after := done()
 	testutil.Eventually(t, 3*time.Minute, "two more nodes without the old leader", func() bool { return done() >= min(after+2, nodes-gated) })
 	cl.restart(t, li)
-	t.Logf("%s leader restarted", time.Now().Format("15:04:05.000"))
+	leaderBackAt := time.Now()
+	t.Logf("%s leader restarted", leaderBackAt.Format("15:04:05.000"))
 
 	// 2. A compute host dies whole while its tasks run: its worker job,
 	// slurmd and munged with it. It boots again (munged, slurmd); Slurm
@@ -667,16 +668,23 @@ queues:
 	// NATS election when the host died: no worker says its result was a
 	// duplicate), or ends and stores it while the election goes on and the
 	// host dies before its confirmed ack is through (the task comes back; the
-	// second run's result is dropped as a duplicate). Any other node that
-	// ends twice is a node run twice.
+	// second run's result is dropped as a duplicate). A task delivered by
+	// the NATS leader as it was killed can be delivered again by the next
+	// one (the delivery had not reached the followers): it runs to its end,
+	// runs again after the election, and the second result is dropped as a
+	// duplicate. Any other node that ends twice is a node run twice.
 	ended := map[string]int{}
-	endedOn := map[string][]string{} // node -> "host time" of each end
+	endedOn := map[string][]string{}   // node -> "host time" of each end
+	startedOn := map[string][]string{} // node -> time of each start
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		f := strings.Fields(l)
 		require.Len(t, f, 5, l)
-		if f[2] == "end" {
+		switch f[2] {
+		case "end":
 			ended[f[0]]++
 			endedOn[f[0]] = append(endedOn[f[0]], f[1]+" "+f[4])
+		case "start":
+			startedOn[f[0]] = append(startedOn[f[0]], f[4])
 		}
 	}
 	workerLogs := strings.Join(append(outputs(workers), jobOutputs()), "\n")
@@ -701,6 +709,14 @@ queues:
 			case at > clock(natsKilledAt):
 				t.Logf("%s: its first run ended on compute1 at %s during the NATS election (leader killed at %s), its ack was cut by the host's kill at %s; the second run's result was dropped: interrupted",
 					n, at, natsKilledAt.Format("15:04:05.000"), compute1KilledAt.Format("15:04:05.000"))
+				continue
+			}
+		}
+		if starts := startedOn[n]; c == 2 && len(starts) == 2 && storedTwice(n) &&
+			starts[0] > clock(natsKilledAt.Add(-time.Second)) && starts[0] < clock(leaderBackAt) {
+			if _, firstEnd, _ := strings.Cut(endedOn[n][0], " "); firstEnd < starts[1] {
+				t.Logf("%s: delivered at %s as the NATS leader was killed (%s), delivered again after the election at %s; the second run's result was dropped: interrupted",
+					n, starts[0], natsKilledAt.Format("15:04:05.000"), starts[1])
 				continue
 			}
 		}
