@@ -1,0 +1,141 @@
+package results_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/results"
+)
+
+// countingSink is a real sink whose Writes are counted, and refused while
+// refuse is above zero.
+type countingSink struct {
+	results.Sink
+	writes atomic.Int64
+	refuse atomic.Int64
+}
+
+func (c *countingSink) Write(ctx context.Context, rows results.Rows) error {
+	c.writes.Add(1)
+	if c.refuse.Add(-1) >= 0 {
+		return errors.New("refused (test)")
+	}
+	return c.Sink.Write(ctx, rows)
+}
+
+func openCounted(t *testing.T) (*countingSink, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	s, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return &countingSink{Sink: s}, path
+}
+
+func callRow(node string, i int) results.Rows {
+	return results.Rows{LLMCalls: []results.LLMCall{{Run: "b", Node: node, CallID: fmt.Sprint(i), Purpose: "draft", Model: "m", TS: t0}}}
+}
+
+func count(t *testing.T, path, q string) int64 {
+	t.Helper()
+	tab, err := results.QuerySQLite(context.Background(), path, q)
+	require.NoError(t, err)
+	return tab.Rows[0][0].(int64)
+}
+
+// TestBatchWritesTogether: rows added by many goroutines at once are
+// written in one Write by Flush, each row once.
+func TestBatchWritesTogether(t *testing.T) {
+	sink, path := openCounted(t)
+	b := results.NewBatch(sink, time.Hour, testutil.Logger(t))
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				b.Add(callRow(fmt.Sprint("n", g), i))
+			}
+		}()
+	}
+	wg.Wait()
+	require.Zero(t, sink.writes.Load(), "nothing written before the interval or a flush")
+	require.NoError(t, b.Flush(context.Background()))
+	require.EqualValues(t, 1, sink.writes.Load())
+	require.EqualValues(t, 800, count(t, path, `SELECT count(*) FROM llm_calls`))
+	require.EqualValues(t, 800, count(t, path, `SELECT count(DISTINCT node || '/' || call_id) FROM llm_calls`))
+	require.NoError(t, b.Flush(context.Background()))
+	require.EqualValues(t, 1, sink.writes.Load(), "an empty flush writes nothing")
+	require.NoError(t, b.Close())
+}
+
+// TestBatchWritesWithinTheInterval: rows reach the sink without a flush.
+func TestBatchWritesWithinTheInterval(t *testing.T) {
+	sink, path := openCounted(t)
+	b := results.NewBatch(sink, 10*time.Millisecond, testutil.Logger(t))
+	defer b.Close()
+	for i := range 50 {
+		b.Add(callRow("n", i))
+	}
+	require.Eventually(t, func() bool { return count(t, path, `SELECT count(*) FROM llm_calls`) == 50 }, 10*time.Second, 5*time.Millisecond)
+	require.Less(t, sink.writes.Load(), int64(50), "written together")
+}
+
+// TestBatchBadRowFailsAlone: a row SQLite refuses (a NaN metric is NULL
+// there, and metrics.value is NOT NULL) does not keep the others out; it
+// is tried batchTries (3) times and then dropped.
+func TestBatchBadRowFailsAlone(t *testing.T) {
+	sink, path := openCounted(t)
+	b := results.NewBatch(sink, time.Hour, testutil.Logger(t))
+	b.Add(callRow("n", 1))
+	b.Add(results.Rows{Metrics: []results.Metric{{Run: "b", Node: "n", Attempt: 1, Name: "gflops", Value: math.NaN(), TS: t0}}})
+	b.Add(callRow("n", 2))
+	ctx := context.Background()
+	require.ErrorContains(t, b.Flush(ctx), "NOT NULL")
+	require.EqualValues(t, 2, count(t, path, `SELECT count(*) FROM llm_calls`), "the good rows are written")
+	require.EqualValues(t, 4, sink.writes.Load(), "the batch, then each alone")
+	require.ErrorContains(t, b.Flush(ctx), "NOT NULL", "second try")
+	require.ErrorContains(t, b.Flush(ctx), "NOT NULL", "third try")
+	before := sink.writes.Load()
+	require.NoError(t, b.Flush(ctx), "dropped after three")
+	require.Equal(t, before, sink.writes.Load())
+	require.EqualValues(t, 0, count(t, path, `SELECT count(*) FROM metrics`))
+	require.EqualValues(t, 2, count(t, path, `SELECT count(*) FROM llm_calls`), "nothing written twice")
+}
+
+// TestBatchKeepsRowsWhileRefused: while the sink refuses every write the
+// rows stay queued, and the next write that goes through stores them.
+func TestBatchKeepsRowsWhileRefused(t *testing.T) {
+	sink, path := openCounted(t)
+	b := results.NewBatch(sink, time.Hour, testutil.Logger(t))
+	for i := range 3 {
+		b.Add(callRow("n", i))
+	}
+	sink.refuse.Store(4) // the batch and the three alone
+	require.ErrorContains(t, b.Flush(context.Background()), "refused")
+	require.EqualValues(t, 0, count(t, path, `SELECT count(*) FROM llm_calls`))
+	require.NoError(t, b.Close(), "the sink takes them again")
+	require.EqualValues(t, 3, count(t, path, `SELECT count(*) FROM llm_calls`))
+}
+
+// TestBatchAfterClose: a row added after Close is written at once.
+func TestBatchAfterClose(t *testing.T) {
+	sink, path := openCounted(t)
+	b := results.NewBatch(sink, time.Hour, testutil.Logger(t))
+	b.Add(callRow("n", 1))
+	require.NoError(t, b.Close())
+	require.EqualValues(t, 1, count(t, path, `SELECT count(*) FROM llm_calls`))
+	b.Add(callRow("n", 2))
+	require.EqualValues(t, 2, count(t, path, `SELECT count(*) FROM llm_calls`))
+	require.EqualValues(t, 2, sink.writes.Load())
+}
