@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"text/template"
+	"unicode"
 
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -82,8 +84,7 @@ func Build(kind Kind, c Context) ([]llm.Message, error) {
 	if err := needs(kind, c); err != nil {
 		return nil, err
 	}
-	data := map[string]any{"WithMemory": c.WithMemory, "Purpose": string(kind)}
-	intro, err := exec("intro_"+string(kind), data)
+	intro, err := fixed("intro_", kind, c.WithMemory)
 	if err != nil {
 		return nil, err
 	}
@@ -99,11 +100,11 @@ func Build(kind Kind, c Context) ([]llm.Message, error) {
 	secs = append(secs, section{"Execution output", c.ExecutionOutput}, section{"Plots", c.Plots}, section{"Plot feedback", c.PlotFeedback},
 		section{"Time feedback", c.TimeFeedback})
 	if nodeKinds[kind] {
-		format, err := exec("response_format", data)
+		format, err := fixed("response_format", kind, c.WithMemory)
 		if err != nil {
 			return nil, err
 		}
-		guide, err := exec("guide_"+string(kind), data)
+		guide, err := fixed("guide_", kind, c.WithMemory)
 		if err != nil {
 			return nil, err
 		}
@@ -118,28 +119,86 @@ func Build(kind Kind, c Context) ([]llm.Message, error) {
 		}
 		secs = append(secs, section{"Memory", mem})
 	}
-	var kept []section
-	for _, s := range secs {
-		if strings.TrimSpace(s.Body) != "" {
-			kept = append(kept, s)
-		}
-	}
-	user, err := exec("sections", map[string]any{"Sections": kept})
-	if err != nil {
-		return nil, err
-	}
+	var ops string
 	if c.WithMemory {
-		ops, err := exec("memory_operations", data)
-		if err != nil {
+		if ops, err = fixed("memory_operations", kind, true); err != nil {
 			return nil, err
 		}
-		user += "\n\n" + ops
 	}
 	system := c.System
 	if strings.TrimSpace(system) == "" {
 		system = defaultSystem
 	}
-	return []llm.Message{{Role: "system", Content: system}, {Role: "user", Content: strings.TrimSpace(user)}}, nil
+	return []llm.Message{{Role: "system", Content: system}, {Role: "user", Content: sections(secs, ops)}}, nil
+}
+
+// sections writes the sections that are not blank as "# Title\n\nBody",
+// a blank line apart (the last one's trailing blank space left out), then
+// ops (the memory operations) after a blank line, in one allocation: a
+// node's prompt carries its code, output and memory, which a template's
+// buffer grew and copied several times over.
+func sections(secs []section, ops string) string {
+	last, size := -1, len(ops)+2
+	for i, s := range secs {
+		if strings.TrimSpace(s.Body) != "" {
+			last = i
+			size += len(s.Title) + len(s.Body) + 6
+		}
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for i, s := range secs[:last+1] {
+		if strings.TrimSpace(s.Body) == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString("# ")
+		b.WriteString(s.Title)
+		b.WriteString("\n\n")
+		if i == last {
+			b.WriteString(strings.TrimRightFunc(s.Body, unicode.IsSpace))
+		} else {
+			b.WriteString(s.Body)
+		}
+	}
+	if ops != "" {
+		b.WriteString("\n\n")
+		b.WriteString(ops)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// fixedKey names a template's text for a kind and variant.
+type fixedKey struct {
+	name       string
+	kind       Kind
+	withMemory bool
+}
+
+// fixedTexts keeps the texts of the templates that depend only on the
+// kind and the variant (introduction, response format, guidelines, memory
+// operations), made once.
+var fixedTexts sync.Map // fixedKey -> string
+
+// fixed is the text of template name (with the kind appended when name
+// ends in "_") for the kind and the variant.
+func fixed(name string, kind Kind, withMemory bool) (string, error) {
+	key := fixedKey{name, kind, withMemory}
+	if v, ok := fixedTexts.Load(key); ok {
+		return v.(string), nil
+	}
+	tmpl := name
+	if strings.HasSuffix(name, "_") {
+		tmpl += string(kind)
+	}
+	text, err := exec(tmpl, map[string]any{"WithMemory": withMemory, "Purpose": string(kind)})
+	if err != nil {
+		return "", err
+	}
+	fixedTexts.Store(key, text)
+	return text, nil
 }
 
 func exec(name string, data any) (string, error) {
@@ -150,26 +209,31 @@ func exec(name string, data any) (string, error) {
 	return strings.TrimSpace(b.String()), nil
 }
 
+// required are the sections each kind cannot do without.
+var required = map[Kind][]struct {
+	name string
+	of   func(*Context) string
+}{
+	Phase0:          {{"Research idea", func(c *Context) string { return c.Idea }}},
+	Draft:           {{"Research idea", func(c *Context) string { return c.Idea }}},
+	Debug:           {{"Code", func(c *Context) string { return c.Code }}, {"Execution output", func(c *Context) string { return c.ExecutionOutput }}},
+	Improve:         {{"Code", func(c *Context) string { return c.Code }}},
+	Hyperparam:      {{"Base code", func(c *Context) string { return c.BaseCode }}, {"Hyperparam idea", func(c *Context) string { return c.Change }}},
+	Ablation:        {{"Base code", func(c *Context) string { return c.BaseCode }}, {"Ablation idea", func(c *Context) string { return c.Change }}},
+	ExecutionReview: {{"Execution output", func(c *Context) string { return c.ExecutionOutput }}},
+	Summary:         {{"Code", func(c *Context) string { return c.Code }}},
+	ParseMetrics:    {{"Execution output", func(c *Context) string { return c.ExecutionOutput }}},
+	VLMAnalysis:     {{"Plots", func(c *Context) string { return c.Plots }}},
+}
+
 // needs checks the sections a kind cannot do without.
 func needs(kind Kind, c Context) error {
-	need := map[Kind][]struct{ name, v string }{
-		Phase0:          {{"Research idea", c.Idea}},
-		Draft:           {{"Research idea", c.Idea}},
-		Debug:           {{"Code", c.Code}, {"Execution output", c.ExecutionOutput}},
-		Improve:         {{"Code", c.Code}},
-		Hyperparam:      {{"Base code", c.BaseCode}, {"Hyperparam idea", c.Change}},
-		Ablation:        {{"Base code", c.BaseCode}, {"Ablation idea", c.Change}},
-		ExecutionReview: {{"Execution output", c.ExecutionOutput}},
-		Summary:         {{"Code", c.Code}},
-		ParseMetrics:    {{"Execution output", c.ExecutionOutput}},
-		VLMAnalysis:     {{"Plots", c.Plots}},
-	}
-	fields, ok := need[kind]
+	fields, ok := required[kind]
 	if !ok {
 		return fmt.Errorf("%w: unknown kind %q", ErrPrompt, kind)
 	}
 	for _, f := range fields {
-		if strings.TrimSpace(f.v) == "" {
+		if strings.TrimSpace(f.of(&c)) == "" {
 			return fmt.Errorf("%w: a %s prompt needs %s", ErrPrompt, kind, f.name)
 		}
 	}

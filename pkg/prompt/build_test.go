@@ -1,6 +1,10 @@
 package prompt
 
 import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -95,4 +99,39 @@ func TestMemoryExampleParses(t *testing.T) {
 	require.NotNil(t, upd)
 	require.Equal(t, `{"phase_artifacts": {}}`, strings.TrimSpace(payload))
 	require.Contains(t, u, "# Memory\n\n(the memory of this branch is empty)\n\n# Memory operations")
+}
+
+var update = flag.Bool("update", false, "write testdata/build.golden from the prompts Build makes now")
+
+// TestBuildGolden: the prompts of every kind, in both variants, for a
+// full context and for one whose sections carry surrounding blank space,
+// are exactly testdata/build.golden (after a deliberate change to the
+// prompts: go test ./pkg/prompt -run BuildGolden -update, and read the diff).
+func TestBuildGolden(t *testing.T) {
+	spaced := full()
+	spaced.Code = "\n\n  int main(){}  \n\n"
+	spaced.Memory = "  \n"
+	spaced.Phase0Plan = "tile the grid\n\n\n"
+	spaced.TimeFeedback = " \t "
+	var b strings.Builder
+	for ci, c := range []Context{full(), spaced} {
+		for _, kind := range Kinds {
+			for _, withMemory := range []bool{false, true} {
+				c.WithMemory = withMemory
+				msgs, err := Build(kind, c)
+				require.NoError(t, err, kind)
+				for _, m := range msgs {
+					fmt.Fprintf(&b, "==== context %d, %s, memory %v, %s (%d bytes)\n%s\n", ci, kind, withMemory, m.Role, len(m.Content), m.Content)
+				}
+			}
+		}
+	}
+	path := filepath.Join("testdata", "build.golden")
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(want), b.String())
 }
