@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -139,32 +138,51 @@ func (l *Logs) write(nl *nodeLog, node string, rec *LogRecord) (opened bool, err
 		opened = true
 	}
 	rec.N = nl.n + 1
-	line, err := json.Marshal(rec)
-	if err != nil {
+	buf := logBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledLog {
+			buf.Reset()
+			logBuffers.Put(buf)
+		}
+	}()
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(rec); err != nil { // as json.Marshal, and a newline
 		return opened, err
 	}
-	if _, err := nl.jsonl.Write(append(line, '\n')); err != nil {
+	if _, err := nl.jsonl.Write(buf.Bytes()); err != nil {
 		nl.close() // opened again, and so checked again, next time
 		return opened, err
 	}
 	nl.n = rec.N
 
-	var b strings.Builder
-	fmt.Fprintf(&b, "# %03d %s of %s (attempt %d), %s\n\n", rec.N, rec.Purpose, node, rec.Attempt, rec.Time.Format(time.RFC3339))
+	buf.Reset()
+	fmt.Fprintf(buf, "# %03d %s of %s (attempt %d), %s\n\n", rec.N, rec.Purpose, node, rec.Attempt, rec.Time.Format(time.RFC3339))
 	for _, m := range rec.Messages {
-		fmt.Fprintf(&b, "## %s\n\n%s\n\n", m.Role, m.Content)
+		buf.WriteString("## " + m.Role + "\n\n")
+		buf.WriteString(m.Content)
+		buf.WriteString("\n\n")
 	}
 	if rec.Error != "" {
-		fmt.Fprintf(&b, "## error\n\n%s\n\n", rec.Error)
+		buf.WriteString("## error\n\n" + rec.Error + "\n\n")
 	} else {
-		fmt.Fprintf(&b, "## reply (%s, %d tokens in, %d out)\n\n%s\n\n", rec.Model, rec.TokensIn, rec.TokensOut, rec.Reply)
+		fmt.Fprintf(buf, "## reply (%s, %d tokens in, %d out)\n\n", rec.Model, rec.TokensIn, rec.TokensOut)
+		buf.WriteString(rec.Reply)
+		buf.WriteString("\n\n")
 	}
-	if _, err := io.WriteString(nl.md, b.String()); err != nil {
+	if _, err := nl.md.Write(buf.Bytes()); err != nil {
 		nl.close()
 		return opened, err
 	}
 	return opened, nil
 }
+
+// logBuffers hold a record's JSON line, then its Markdown, while it is
+// written: a node's prompts carry its code, output and memory, and
+// building each anew cost more garbage than the rest of logging them.
+// Buffers grown past maxPooledLog are left to the collector.
+var logBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledLog = 1 << 20
 
 // nodeLog gives node's log, making the node's directory the first time.
 func (l *Logs) nodeLog(node string) (*nodeLog, error) {
