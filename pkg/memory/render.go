@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Compressor shortens text to about targetChars, keeping what matters for
@@ -259,12 +261,49 @@ func cutUTF8(s string, n int) int {
 	return n
 }
 
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:cutUTF8(s, n)] + "..."
+// oneLine is s on one line (its words a space apart) cut to n bytes on a
+// character boundary, "..." after a cut.
+func oneLine(s string, n int) string { return string(appendOneLine(nil, s, n)) }
+
+// appendOneLine appends oneLine(s, n) to dst, reading no further into s
+// than the cut: a payload may be long and only its first n bytes shown.
+func appendOneLine(dst []byte, s string, n int) []byte {
+	start := len(dst)
+	for i := 0; i < len(s) && len(dst)-start <= n; {
+		// Skip the spaces before a word (as strings.Fields: Unicode spaces,
+		// an invalid byte is not one).
+		r, size := rune(s[i]), 1
+		if r >= utf8.RuneSelf {
+			r, size = utf8.DecodeRuneInString(s[i:])
+		}
+		if unicode.IsSpace(r) {
+			i += size
+			continue
+		}
+		w := i
+		for i < len(s) {
+			r, size = rune(s[i]), 1
+			if r >= utf8.RuneSelf {
+				r, size = utf8.DecodeRuneInString(s[i:])
+			}
+			if unicode.IsSpace(r) {
+				break
+			}
+			i += size
+		}
+		if len(dst) > start {
+			dst = append(dst, ' ')
+		}
+		dst = append(dst, s[w:i]...)
 	}
-	return s
+	if out := dst[start:]; len(out) > n {
+		k := n
+		for k > 0 && out[k]&0xC0 == 0x80 {
+			k--
+		}
+		dst = append(dst[:start+k], "..."...)
+	}
+	return dst
 }
 
 func isPinned(k string) bool {
@@ -318,26 +357,41 @@ func renderCore(entries []CoreEntry, limit int) (string, []string) {
 }
 
 func renderRecall(sum RecallSummary, window []RecallEvent) string {
-	var b strings.Builder
+	size := len(sum.Text) + 40
+	for _, e := range window {
+		size += 48 + len(e.Kind) + len(e.NodeID) + len(e.Phase) + min(len(e.Payload), recallPayloadChars+3)
+	}
+	b := make([]byte, 0, size)
 	if sum.Text != "" {
-		b.WriteString("Summary of earlier events: " + sum.Text + "\n")
+		b = append(b, "Summary of earlier events: "...)
+		b = append(b, sum.Text...)
+		b = append(b, '\n')
 	}
 	if len(window) == 0 {
-		b.WriteString("(no events)")
-		return b.String()
+		return string(append(b, "(no events)"...))
 	}
 	for _, e := range window {
-		fmt.Fprintf(&b, "- %s %s", e.TS.UTC().Format("2006-01-02T15:04:05Z"), e.Kind)
+		b = append(b, "- "...)
+		b = e.TS.UTC().AppendFormat(b, "2006-01-02T15:04:05Z")
+		b = append(b, ' ')
+		b = append(b, e.Kind...)
 		if e.NodeID != "" {
-			fmt.Fprintf(&b, " node=%s", e.NodeID)
+			b = append(b, " node="...)
+			b = append(b, e.NodeID...)
 		}
 		if e.Phase != "" {
-			fmt.Fprintf(&b, " phase=%s", e.Phase)
+			b = append(b, " phase="...)
+			b = append(b, e.Phase...)
 		}
-		b.WriteString(": " + oneLine(e.Payload, 600) + "\n")
+		b = append(b, ": "...)
+		b = appendOneLine(b, e.Payload, recallPayloadChars)
+		b = append(b, '\n')
 	}
-	return strings.TrimRight(b.String(), "\n")
+	return strings.TrimRight(string(b), "\n")
 }
+
+// recallPayloadChars bounds an event's payload in the rendered window.
+const recallPayloadChars = 600
 
 func renderArchival(hits []ArchivalItem) string {
 	if len(hits) == 0 {

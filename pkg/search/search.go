@@ -290,7 +290,7 @@ func (t *Tree) LastSiblings(id string, k int) (last []Node, more int) {
 // lastOf returns copies of the last k of nodes that keep accepts, in
 // their order, looking no further back than it must.
 func lastOf(nodes []*Node, k int, keep func(*Node) bool) []Node {
-	var last []Node
+	last := make([]Node, 0, min(k, len(nodes)))
 	for i := len(nodes) - 1; i >= 0 && len(last) < k; i-- {
 		if keep(nodes[i]) {
 			last = append(last, *nodes[i])
