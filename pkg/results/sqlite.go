@@ -49,6 +49,9 @@ const sqliteNodesTable = `CREATE TABLE IF NOT EXISTS nodes (
 // SQLite is the sink of a local run: the run's SQLite file.
 type SQLite struct {
 	db *sql.DB
+	// inserts are the tables' INSERT statements, prepared once; a
+	// transaction uses each on its connection (prepared there once too).
+	inserts map[string]*sql.Stmt
 	// mu guards queued and committing: concurrent Writes are committed
 	// together (group commit) by the first of them.
 	mu         sync.Mutex
@@ -81,7 +84,18 @@ func OpenSQLite(path string) (*SQLite, error) {
 		db.Close()
 		return nil, fmt.Errorf("results: schema of %s: %w", path, err)
 	}
-	return &SQLite{db: db}, nil
+	s := &SQLite{db: db, inserts: map[string]*sql.Stmt{}}
+	for _, table := range Tables {
+		cols := Columns[table]
+		stmt, err := db.Prepare(fmt.Sprintf("INSERT OR REPLACE INTO %s (%s) VALUES (%s)", table, strings.Join(cols, ", "),
+			strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ")))
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("results: insert into %s of %s: %w", table, path, err)
+		}
+		s.inserts[table] = stmt
+	}
+	return s, nil
 }
 
 // nullableMetric lets nodes.metric_value of a file written before it could
@@ -181,11 +195,7 @@ func (s *SQLite) insert(writes []*sqliteWrite) error {
 			}
 			stmt, ok := stmts[table]
 			if !ok {
-				cols := Columns[table]
-				if stmt, err = tx.PrepareContext(ctx, fmt.Sprintf("INSERT OR REPLACE INTO %s (%s) VALUES (%s)", table, strings.Join(cols, ", "),
-					strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", "))); err != nil {
-					return fmt.Errorf("results: insert into %s: %w", table, err)
-				}
+				stmt = tx.StmtContext(ctx, s.inserts[table])
 				stmts[table] = stmt
 			}
 			for _, row := range vals[table] {
@@ -209,4 +219,9 @@ func (s *SQLite) insert(writes []*sqliteWrite) error {
 }
 
 // Close closes the file.
-func (s *SQLite) Close() error { return s.db.Close() }
+func (s *SQLite) Close() error {
+	for _, stmt := range s.inserts {
+		stmt.Close()
+	}
+	return s.db.Close()
+}
