@@ -223,9 +223,9 @@ func measure(n, workers, slots int, keep, heap string) (string, error) {
 		}
 	}
 	go func() { perNode <- sample(p.Metrics.Nodes, done, 0.95*float64(n), atEnd) }()
-	start := time.Now()
+	start, startCPU := time.Now(), cpuTime()
 	sum, err := engine.Run(ctx, p)
-	wall := time.Since(start)
+	wall, runCPU := time.Since(start), cpuTime()-startCPU
 	close(done)
 	cpu := <-perNode
 	closeStores()
@@ -235,7 +235,8 @@ func measure(n, workers, slots int, keep, heap string) (string, error) {
 	if sum.Nodes != n {
 		return "", fmt.Errorf("run of %d nodes: %d nodes ran (%d buggy, stopped by %q)", n, sum.Nodes, sum.Buggy, sum.StoppedBy)
 	}
-	fmt.Fprintf(os.Stderr, "bench-engine: %d nodes (%d buggy, %d from the result cache) in %.1f s\n", sum.Nodes, sum.Buggy, sum.CacheHits, wall.Seconds())
+	fmt.Fprintf(os.Stderr, "bench-engine: %d nodes (%d buggy, %d from the result cache) in %.1f s; this process's CPU %.1f s, %.3f ms per node on average\n",
+		sum.Nodes, sum.Buggy, sum.CacheHits, wall.Seconds(), runCPU.Seconds(), runCPU.Seconds()*1000/float64(sum.Nodes))
 
 	p, closeStores, err = open()
 	if err != nil {
