@@ -110,34 +110,35 @@ func (b *Batch) write(ctx context.Context) error {
 		all = all.Append(e.rows)
 	}
 	first := b.sink.Write(ctx, all)
-	if first == nil || len(entries) == 1 && closed {
-		if first != nil {
-			b.log.Warn("results rows not written", "rows", all.Len(), "err", first)
-		}
-		return first
+	if first == nil {
+		return nil
 	}
-	var kept []batchEntry
+	// Refused: each Add's rows alone, so that one bad row fails only its own.
+	type refusal struct {
+		batchEntry
+		err error
+	}
+	var refused []refusal
 	if len(entries) == 1 {
-		entries[0].refused++
-		kept = entries
+		refused = []refusal{{entries[0], first}}
 	} else {
 		for _, e := range entries {
 			if err := b.sink.Write(ctx, e.rows); err != nil {
-				e.refused++
-				kept = append(kept, e)
+				refused = append(refused, refusal{e, err})
 			}
 		}
 	}
 	var left []batchEntry
-	for _, e := range kept {
-		if e.refused >= batchTries || closed {
-			b.log.Warn("results rows not written", "rows", e.rows.Len(), "writes_refused", e.refused, "err", first)
+	for _, r := range refused {
+		r.refused++
+		if r.refused >= batchTries || closed {
+			b.log.Warn("results rows not written", "rows", r.rows.Len(), "writes_refused", r.refused, "err", r.err)
 			continue
 		}
-		left = append(left, e)
+		left = append(left, r.batchEntry)
 	}
 	if len(left) > 0 {
-		b.log.Warn("results rows not written yet; tried again within the interval", "writes", len(left), "err", first)
+		b.log.Warn("results rows not written yet; tried again within the interval", "writes", len(left), "err", refused[0].err)
 	}
 	b.mu.Lock()
 	b.queued = append(left, b.queued...)
@@ -145,8 +146,8 @@ func (b *Batch) write(ctx context.Context) error {
 		b.schedule()
 	}
 	b.mu.Unlock()
-	if len(kept) == 0 {
+	if len(refused) == 0 {
 		return nil // every Add written alone
 	}
-	return first
+	return refused[0].err
 }
