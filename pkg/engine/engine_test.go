@@ -193,7 +193,7 @@ func TestWholeRunWithHostileReplies(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(rep), "## Failures met")
 	require.Contains(t, string(rep), "## Stages")
-	require.Contains(t, string(rep), "### Its code")
+	require.Regexp(t, "(?m)^### Its code\n\n#### [^\n]+\n\n```\n", string(rep), "the best node's files one level below its heading")
 	md, err := os.ReadFile(filepath.Join(e.dir, "nodes", "n0002", "prompts.md"))
 	require.NoError(t, err)
 	require.Contains(t, string(md), "# 001 phase0 of n0002 (attempt 1)")

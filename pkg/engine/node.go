@@ -715,21 +715,31 @@ func cutText(text string, n int) string {
 }
 
 // nodeCode is a node's files as a prompt shows them.
-func (e *engine) nodeCode(id string) string {
+func (e *engine) nodeCode(id string) string { return e.codeText(id, false) }
+
+// codeText is a node's files and commands in markdown: for a prompt, each
+// file under a "###" heading of its path as it is; for the report (under
+// its "### Its code"), under "####" with the path escaped.
+func (e *engine) codeText(id string, report bool) string {
 	t, ok, err := e.nodeTask(id)
 	if err != nil || !ok {
 		return ""
 	}
 	var b strings.Builder
 	for _, f := range t.Artifacts.Coding.Workspace.Files {
-		fmt.Fprintf(&b, "### %s\n\n```\n%s\n```\n\n", f.Path, strings.TrimRight(f.Content, "\n"))
+		if report {
+			b.WriteString("#### " + mdText(f.Path) + "\n\n")
+		} else {
+			b.WriteString("### " + f.Path + "\n\n")
+		}
+		b.WriteString(codeBlock("", strings.TrimRight(f.Content, "\n")))
 	}
 	for _, ph := range []struct {
 		name string
 		cmds []string
 	}{{"download", t.Artifacts.Download.Commands}, {"compile", t.Artifacts.Compile.Commands}, {"run", t.Artifacts.Run.Commands}} {
 		if len(ph.cmds) > 0 {
-			fmt.Fprintf(&b, "%s commands:\n```sh\n%s\n```\n\n", ph.name, strings.Join(ph.cmds, "\n"))
+			b.WriteString(ph.name + " commands:\n" + codeBlock("sh", strings.Join(ph.cmds, "\n")))
 		}
 	}
 	return strings.TrimSpace(b.String())
@@ -917,7 +927,7 @@ func (e *engine) bestDetail(id string) string {
 	if ok && o.Result != nil {
 		b.WriteString(artifactLinks(id, *o))
 	}
-	if code := e.nodeCode(id); code != "" {
+	if code := e.codeText(id, true); code != "" {
 		b.WriteString("### Its code\n\n" + code + "\n")
 	}
 	return b.String()
@@ -967,6 +977,23 @@ func artifactLinks(id string, o outcome) string {
 // mdURL escapes a relative path for a markdown link target.
 func mdURL(p string) string {
 	return (&url.URL{Path: p}).EscapedPath()
+}
+
+// codeBlock is content in a fenced markdown block (info string lang), the
+// fence longer than any run of backticks in content, so that content
+// cannot end the block early; it ends with a blank line.
+func codeBlock(lang, content string) string {
+	longest, run := 0, 0
+	for i := 0; i < len(content); i++ {
+		if content[i] == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	fence := strings.Repeat("`", max(3, longest+1))
+	return fence + lang + "\n" + content + "\n" + fence + "\n\n"
 }
 
 // mdText keeps a file name or message from being read as markdown.
