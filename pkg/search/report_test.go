@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -67,7 +68,51 @@ func TestTreeHTML(t *testing.T) {
 	require.Contains(t, h, "stencil &lt;3")
 	require.Contains(t, h, `<span class="ok best">n0002 draft: 5</span>`)
 	require.Contains(t, h, `class="buggy">n0001 draft</span>`)
-	require.Equal(t, strings.Count(h, "<li>"), 4)
-	// The debug child of n0001 sits under it.
-	require.Regexp(t, `n0001 draft</span> <span class="reason">[^<]*</span><ul><li><span class="[a-z ]+">n000[34] debug`, h)
+	require.Equal(t, 4, strings.Count(h, `<li id="n000`))
+	// A small tree is open throughout; the debug child of n0001 sits under it.
+	require.NotContains(t, h, "<details>")
+	require.NotContains(t, h, "are closed")
+	require.Regexp(t, `<li id="n0001"><details open><summary><span class="buggy">n0001 draft</span> <span class="below">\(1 below\)</span> <span class="reason">[^<]*</span></summary><ul><li id="n000[34]" class="leaf"><span class="[a-z ]+">n000[34] debug`, h)
+	require.Contains(t, h, `The way to it: <a href="#n0002">n0002</a> draft</p>`)
+}
+
+// TestTreeHTMLLarge: a large tree opens the way to the best node and the
+// small subtrees only, and groups the children of a node with many by
+// kind, each group with its counts and best.
+func TestTreeHTMLLarge(t *testing.T) {
+	tree := NewTree()
+	add := func(id, parent, kind string, metric float64, buggy bool) {
+		tree.add(&Node{ID: id, Parent: parent, Kind: kind, Done: true, Buggy: buggy, Metric: metric, HasMetric: !buggy})
+	}
+	add("n0001", "", Draft, 1, false)
+	add("n0002", "", Draft, 2, false)
+	id := 3
+	next := func() string { id++; return fmt.Sprintf("n%04d", id-1) }
+	for i := range 100 { // n0001: 100 improve children, one of them buggy
+		add(next(), "n0001", Improve, float64(i%7), i == 50)
+	}
+	for range 40 { // and 40 hyperparam children, the last leading to the best
+		add(next(), "n0001", Hyperparam, 3, false)
+	}
+	last := fmt.Sprintf("n%04d", id-1)
+	add("n9000", last, Debug, 0, true)
+	add("n9001", "n9000", Debug, 99, false)
+	for i := range 60 { // n0002: a subtree of 60 nodes off the way
+		add(fmt.Sprintf("n7%03d", i), "n0002", Improve, 1, false)
+	}
+	for i := range 3 { // and a small one under n0003
+		add(fmt.Sprintf("n8%03d", i), "n0003", Debug, 1, false)
+	}
+	var b bytes.Buffer
+	require.NoError(t, WriteTreeHTML(&b, tree, ReportParams{Title: "big", MetricName: "gflops", Maximize: true}))
+	h := b.String()
+	require.Equal(t, 207, strings.Count(h, `<li id="n`), "every node is in the page")
+	require.Contains(t, h, `The way to it: <a href="#n0001">n0001</a> draft &rarr; <a href="#`+last+`">`+last+`</a> hyperparam &rarr; <a href="#n9000">n9000</a> debug &rarr; <a href="#n9001">n9001</a> debug</p>`)
+	require.Contains(t, h, "subtrees of more than 50 nodes off the way to the best are closed")
+	require.Contains(t, h, `<li id="n0001"><details open><summary><span class="ok">n0001 draft: 1</span> <span class="below">(145 below, 2 buggy)</span></summary>`)
+	require.Contains(t, h, `<li id="n0002"><details><summary>`, "60 nodes off the way: closed")
+	require.Contains(t, h, `<li id="n0003"><details open><summary>`, "a small subtree: open")
+	require.Contains(t, h, `<details><summary><span class="group">improve</span> <span class="below">(100 nodes, 1 buggy; best n0009 = 6)</span></summary>`)
+	require.Contains(t, h, `<details open><summary><span class="group">hyperparam</span> <span class="below">(40 nodes; best n0103 = 3)</span></summary>`, "the group on the way is open")
+	require.Contains(t, h, `<li id="n9001" class="leaf"><span class="ok best">n9001 debug: 99</span>`)
 }
