@@ -12,10 +12,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -146,6 +148,28 @@ func TestChat(t *testing.T) {
 	_, err = c.Chat(context.Background(), req)
 	require.NoError(t, err)
 	require.Equal(t, "big-model", f.bodies[1]["model"])
+}
+
+// TestTemperatureZeroIsSent: a temperature of 0 (what makes a reply
+// reproducible, and cacheable) reaches the endpoint as 0, not left out
+// (which would give the endpoint's default, 1 for OpenAI); no temperature
+// is left out.
+func TestTemperatureZeroIsSent(t *testing.T) {
+	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) { return 200, nil, "x", 0 })
+	c, _ := client(t, f, OpenAIOptions{})
+	zero := 0.0
+	req := ask("x")
+	req.Temperature = &zero
+	_, err := c.Chat(context.Background(), req)
+	require.NoError(t, err)
+	temp, ok := f.bodies[0]["temperature"]
+	require.True(t, ok, "temperature 0 is sent")
+	require.EqualValues(t, 0, temp)
+	_, err = c.Chat(context.Background(), ask("x"))
+	require.NoError(t, err)
+	require.NotContains(t, f.bodies[1], "temperature", "none asked: the endpoint's default")
+	require.NotContains(t, f.bodies[1], "max_tokens")
+	require.NotContains(t, f.bodies[1], "response_format")
 }
 
 func TestBadRequests(t *testing.T) {
@@ -557,4 +581,108 @@ func TestImages(t *testing.T) {
 	require.EqualValues(t, 1, f.calls.Load(), "nothing else was sent")
 	require.Equal(t, "image/jpeg", ImageMIME("plot.JPG"))
 	require.Empty(t, ImageMIME("plot.svg"))
+}
+
+// TestAnswers: error bodies of several servers' shapes, an answer too
+// large to be one, and what each says.
+func TestAnswers(t *testing.T) {
+	_, err := readAnswer(400, "application/json", []byte(`{"error": {"message": "max_tokens is too large", "type": "invalid_request_error", "code": null}}`))
+	var apiErr *APIError
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, APIError{Status: 400, Message: "max_tokens is too large", Type: "invalid_request_error"}, *apiErr)
+	require.EqualError(t, err, "status 400 Bad Request (invalid_request_error): max_tokens is too large")
+	require.False(t, retryable(err))
+
+	_, err = readAnswer(503, "application/json", []byte(`{"error": {"message": "busy", "code": 503}}`))
+	require.EqualError(t, err, "status 503 Service Unavailable (503): busy", "a numeric code (vLLM)")
+	require.True(t, retryable(err))
+
+	_, err = readAnswer(502, "text/html", []byte("<html>\n<body>Bad gateway</body>\n</html>"))
+	require.EqualError(t, err, "status 502 Bad Gateway: <html> <body>Bad gateway</body> </html>", "a proxy's page")
+	require.True(t, retryable(err))
+
+	_, err = readAnswer(200, "application/json", make([]byte, maxReplyBytes+1))
+	require.ErrorIs(t, err, errReplyTooLarge)
+	require.False(t, retryable(err))
+
+	_, err = readAnswer(200, "application/json", []byte(`{"choices": "many"}`))
+	require.ErrorIs(t, err, errNotCompletion)
+
+	resp, err := readAnswer(200, "", []byte(`{"model": "m", "choices": [{"message": {"content": "hi"}, "finish_reason": "length"}], "usage": {"prompt_tokens": 3, "completion_tokens": 4}}`))
+	require.NoError(t, err)
+	require.Equal(t, "hi", resp.Choices[0].Message.Content)
+	require.Equal(t, "length", resp.Choices[0].FinishReason)
+	require.Equal(t, 3, resp.Usage.PromptTokens)
+}
+
+// TestOversizedAnswer: an endpoint that answers more than maxReplyBytes
+// gets a clear error, once (it is not asked again).
+func TestOversizedAnswer(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"choices": [{"message": {"content": "`)
+		chunk := []byte(strings.Repeat("x", 1<<20))
+		for range maxReplyBytes>>20 + 1 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		fmt.Fprint(w, `"}}]}`)
+	}))
+	defer srv.Close()
+	c, err := NewOpenAI(OpenAIOptions{BaseURL: srv.URL, Model: "m", Logger: testutil.Logger(t)})
+	require.NoError(t, err)
+	_, err = c.Chat(context.Background(), ask("x"))
+	require.ErrorIs(t, err, errReplyTooLarge)
+	require.ErrorContains(t, err, "over 32 MiB")
+	require.EqualValues(t, 1, calls.Load())
+}
+
+// FuzzReadAnswer: whatever an endpoint answers, reading it does not panic,
+// and gives either a completion with a choice or an error that says which
+// kind of answer it was.
+func FuzzReadAnswer(f *testing.F) {
+	for _, s := range []struct {
+		status int
+		ct     string
+		body   string
+	}{
+		{200, "application/json", `{"model": "m", "choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 1, "completion_tokens": 2}}`},
+		{200, "application/json", `{"choices": []}`},
+		{200, "application/json; charset=utf-8", `{"choices": [{"message": null}]}`},
+		{200, "text/html", `<html>log in</html>`},
+		{200, "", `null`},
+		{429, "application/json", `{"error": {"message": "slow down", "type": "rate_limit", "code": "rate_limit_exceeded"}}`},
+		{500, "", "\xff\xfe internal"},
+		{404, "application/json", `{"error": "not found"}`},
+	} {
+		f.Add(s.status, s.ct, []byte(s.body))
+	}
+	f.Fuzz(func(t *testing.T, status int, ct string, body []byte) {
+		resp, err := readAnswer(status, ct, body)
+		if err == nil {
+			if resp == nil || len(resp.Choices) == 0 {
+				t.Fatalf("no error and no choice: %#v", resp)
+			}
+			if status/100 != 2 {
+				t.Fatalf("a completion from status %d", status)
+			}
+			return
+		}
+		var apiErr *APIError
+		switch {
+		case errors.As(err, &apiErr):
+			if apiErr.Status != status || status/100 == 2 {
+				t.Fatalf("APIError %d for status %d", apiErr.Status, status)
+			}
+		case errors.Is(err, errNotCompletion), errors.Is(err, errEmptyReply), errors.Is(err, errReplyTooLarge):
+		default:
+			t.Fatalf("an error of no kind: %v", err)
+		}
+		if !utf8.ValidString(err.Error()) {
+			t.Fatalf("the error is not valid UTF-8: %q", err.Error())
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -14,8 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	openai "github.com/sashabaranov/go-openai"
 )
 
 // OpenAIOptions configure the openai backend. Zero values take the
@@ -43,9 +42,12 @@ type OpenAIOptions struct {
 	HTTPClient *http.Client
 }
 
-// OpenAI is the backend for OpenAI-compatible endpoints (go-openai).
+// OpenAI is the backend for OpenAI-compatible endpoints: the chat
+// completions API, spoken directly (the request is encoded once per call,
+// each field as the API defines it: a temperature of 0 is sent).
 type OpenAI struct {
-	c    *openai.Client
+	hc   *http.Client
+	url  string // .../chat/completions
 	o    OpenAIOptions
 	sem  chan struct{}
 	wait func(context.Context, time.Duration) error
@@ -74,9 +76,9 @@ func NewOpenAI(o OpenAIOptions) (*OpenAI, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	cfg := openai.DefaultConfig(o.APIKey)
-	if o.BaseURL != "" {
-		cfg.BaseURL = strings.TrimRight(o.BaseURL, "/")
+	base := strings.TrimRight(o.BaseURL, "/")
+	if base == "" {
+		base = "https://api.openai.com/v1"
 	}
 	hc := o.HTTPClient
 	if hc == nil {
@@ -88,16 +90,7 @@ func NewOpenAI(o OpenAIOptions) (*OpenAI, error) {
 		tr.MaxIdleConns = max(o.Concurrency, tr.MaxIdleConns)
 		hc = &http.Client{Transport: tr}
 	}
-	// The transport notes a Retry-After header where the attempt's context
-	// says (go-openai's errors do not carry headers).
-	wrapped := *hc
-	base := hc.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	wrapped.Transport = retryAfterTransport{base}
-	cfg.HTTPClient = &wrapped
-	return &OpenAI{c: openai.NewClientWithConfig(cfg), o: o, sem: make(chan struct{}, o.Concurrency), wait: sleep}, nil
+	return &OpenAI{hc: hc, url: base + "/chat/completions", o: o, sem: make(chan struct{}, o.Concurrency), wait: sleep}, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -111,27 +104,91 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-type retryAfterKey struct{}
-
-type retryAfterTransport struct{ base http.RoundTripper }
-
-func (t retryAfterTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.base.RoundTrip(req)
-	if err == nil && resp != nil {
-		if p, ok := req.Context().Value(retryAfterKey{}).(*time.Duration); ok {
-			*p = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
-		}
-		// A proxy's or portal's page with status 200 is not an answer of
-		// the endpoint: a transport error, retried like a 5xx.
-		ct := resp.Header.Get("Content-Type")
-		if resp.StatusCode/100 == 2 && ct != "" && !strings.Contains(strings.ToLower(ct), "json") {
-			head, _ := io.ReadAll(io.LimitReader(resp.Body, 160))
-			resp.Body.Close()
-			return nil, fmt.Errorf("%w: status %d with Content-Type %q: %q", errNotCompletion, resp.StatusCode, ct, strings.TrimSpace(string(head)))
-		}
-	}
-	return resp, err
+// chatRequest is the body of a chat completion request.
+type chatRequest struct {
+	Model          string          `json:"model"`
+	Messages       []chatMessage   `json:"messages"`
+	MaxTokens      int             `json:"max_tokens,omitempty"`
+	Temperature    *float64        `json:"temperature,omitempty"` // nil: the endpoint's default; 0 is sent
+	ResponseFormat *responseFormat `json:"response_format,omitempty"`
 }
+
+type responseFormat struct {
+	Type string `json:"type"`
+}
+
+// chatMessage is a message whose content is a string, or (Parts, with
+// images) a list of content parts.
+type chatMessage struct {
+	Role    string
+	Content string
+	Parts   []contentPart
+}
+
+type contentPart struct {
+	Type     string    `json:"type"` // text or image_url
+	Text     string    `json:"text,omitempty"`
+	ImageURL *imageURL `json:"image_url,omitempty"`
+}
+
+type imageURL struct {
+	URL    string `json:"url"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func (m chatMessage) MarshalJSON() ([]byte, error) {
+	if m.Parts != nil {
+		return json.Marshal(struct {
+			Role    string        `json:"role"`
+			Content []contentPart `json:"content"`
+		}{m.Role, m.Parts})
+	}
+	return json.Marshal(struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}{m.Role, m.Content})
+}
+
+// chatResponse is what a chat completion answers (the fields read).
+type chatResponse struct {
+	Model   string `json:"model"`
+	Choices []struct {
+		Message struct {
+			Content string `json:"content"`
+		} `json:"message"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+// APIError is an answer of the endpoint with a status other than 2xx.
+type APIError struct {
+	Status  int    // the HTTP status
+	Message string // the error's message, or the start of the body
+	Type    string // the error's type, when the body says
+	Code    string // the error's code, when the body says
+}
+
+func (e *APIError) Error() string {
+	msg := fmt.Sprintf("status %d %s", e.Status, http.StatusText(e.Status))
+	if e.Type != "" || e.Code != "" {
+		msg += " (" + strings.Trim(e.Type+" "+e.Code, " ") + ")"
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}
+
+// maxReplyBytes bounds the body of an answer read: a chat completion is
+// a few kilobytes to a few hundred; more is not an answer to use.
+const maxReplyBytes = 32 << 20
+
+// errReplyTooLarge: the endpoint's answer is over maxReplyBytes.
+var errReplyTooLarge = fmt.Errorf("llm: the endpoint's answer is over %d MiB", maxReplyBytes>>20)
 
 // errNotCompletion: the endpoint answered something that is not a chat
 // completion (an HTML page, garbage), as a proxy or captive portal may.
@@ -153,24 +210,20 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 }
 
 // retryable tells whether an attempt's error is worth another attempt:
-// 408, 409, 429 and 5xx answers, timeouts and connection errors.
+// 408, 409, 429 and 5xx answers, timeouts and connection errors, answers
+// that are not a chat completion or have no choices.
 func retryable(err error) bool {
-	var apiErr *openai.APIError
-	var reqErr *openai.RequestError
-	code := 0
-	switch {
-	case errors.As(err, &apiErr):
-		code = apiErr.HTTPStatusCode
-	case errors.As(err, &reqErr):
-		code = reqErr.HTTPStatusCode
-	}
-	if code != 0 {
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		code := apiErr.Status
 		return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
 	}
+	if errors.Is(err, errReplyTooLarge) {
+		return false
+	}
 	var netErr net.Error
-	var syntaxErr *json.SyntaxError
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) || errors.Is(err, errEmptyReply) ||
-		errors.Is(err, errNotCompletion) || errors.As(err, &syntaxErr) ||
+		errors.Is(err, errNotCompletion) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "EOF")
 }
 
@@ -191,42 +244,20 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (Response, error) {
 	if model == "" {
 		model = c.o.Model
 	}
-	creq := openai.ChatCompletionRequest{Model: model, MaxTokens: req.MaxTokens}
-	if req.Temperature != nil {
-		creq.Temperature = float32(*req.Temperature)
-	}
-	if req.JSON {
-		creq.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
-	}
-	for _, m := range req.Messages {
-		if len(m.Images) == 0 {
-			creq.Messages = append(creq.Messages, openai.ChatCompletionMessage{Role: m.Role, Content: m.Content})
-			continue
-		}
-		parts := []openai.ChatMessagePart{{Type: openai.ChatMessagePartTypeText, Text: m.Content}}
-		for _, img := range m.Images {
-			parts = append(parts, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{
-				URL: "data:" + img.MIME + ";base64," + base64.StdEncoding.EncodeToString(img.Data), Detail: openai.ImageURLDetailAuto}})
-		}
-		creq.Messages = append(creq.Messages, openai.ChatCompletionMessage{Role: m.Role, MultiContent: parts})
+	body, err := encodeChat(model, req)
+	if err != nil {
+		return Response{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	start := time.Now()
 	var last error
 	for attempt := 1; attempt <= c.o.MaxAttempts; attempt++ {
-		var retryAfter time.Duration
-		actx, cancel := context.WithTimeout(context.WithValue(ctx, retryAfterKey{}, &retryAfter), c.o.Timeout)
-		resp, err := c.c.CreateChatCompletion(actx, creq)
+		actx, cancel := context.WithTimeout(ctx, c.o.Timeout)
+		resp, retryAfter, err := c.attempt(actx, body)
 		cancel()
-		if err == nil && len(resp.Choices) == 0 {
-			err = errEmptyReply
-		}
-		if se := (*json.SyntaxError)(nil); errors.As(err, &se) {
-			err = fmt.Errorf("%w: %w", errNotCompletion, err)
-		}
 		if err == nil {
 			ch := resp.Choices[0]
 			return Response{Content: ch.Message.Content, Model: resp.Model, TokensIn: resp.Usage.PromptTokens,
-				TokensOut: resp.Usage.CompletionTokens, FinishReason: string(ch.FinishReason), Latency: time.Since(start)}, nil
+				TokensOut: resp.Usage.CompletionTokens, FinishReason: ch.FinishReason, Latency: time.Since(start)}, nil
 		}
 		if ctx.Err() != nil {
 			return Response{}, fmt.Errorf("llm: %s: %w", model, ctx.Err())
@@ -250,4 +281,105 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (Response, error) {
 		}
 	}
 	return Response{}, fmt.Errorf("%w after %d attempts (%s): %w", ErrRetriesExhausted, c.o.MaxAttempts, model, last)
+}
+
+// encodeChat is the body of req's chat completion request.
+func encodeChat(model string, req Request) ([]byte, error) {
+	creq := chatRequest{Model: model, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Messages: make([]chatMessage, 0, len(req.Messages))}
+	if req.JSON {
+		creq.ResponseFormat = &responseFormat{Type: "json_object"}
+	}
+	for _, m := range req.Messages {
+		if len(m.Images) == 0 {
+			creq.Messages = append(creq.Messages, chatMessage{Role: m.Role, Content: m.Content})
+			continue
+		}
+		parts := []contentPart{{Type: "text", Text: m.Content}}
+		for _, img := range m.Images {
+			parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{
+				URL: "data:" + img.MIME + ";base64," + base64.StdEncoding.EncodeToString(img.Data), Detail: "auto"}})
+		}
+		creq.Messages = append(creq.Messages, chatMessage{Role: m.Role, Parts: parts})
+	}
+	return json.Marshal(creq)
+}
+
+// attempt posts body once and reads the answer; retryAfter is the
+// server's Retry-After, if it gave one.
+func (c *OpenAI) attempt(ctx context.Context, body []byte) (resp *chatResponse, retryAfter time.Duration, err error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	if c.o.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.o.APIKey)
+	}
+	hresp, err := c.hc.Do(hreq)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer hresp.Body.Close()
+	retryAfter = parseRetryAfter(hresp.Header.Get("Retry-After"), time.Now())
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, maxReplyBytes+1))
+	if err != nil {
+		return nil, retryAfter, err
+	}
+	resp, err = readAnswer(hresp.StatusCode, hresp.Header.Get("Content-Type"), data)
+	return resp, retryAfter, err
+}
+
+// readAnswer makes a chat completion of an answer's status, Content-Type
+// and body (read up to one byte past maxReplyBytes), or says why it is
+// none: an *APIError for a status other than 2xx, errNotCompletion for a
+// body that is not a completion, errEmptyReply for one without choices.
+func readAnswer(status int, contentType string, data []byte) (*chatResponse, error) {
+	if len(data) > maxReplyBytes {
+		return nil, errReplyTooLarge
+	}
+	if status/100 != 2 {
+		return nil, apiError(status, data)
+	}
+	// A proxy's or portal's page with status 200 is not an answer of the
+	// endpoint: a transport error, retried like a 5xx.
+	if contentType != "" && !strings.Contains(strings.ToLower(contentType), "json") {
+		return nil, fmt.Errorf("%w: status %d with Content-Type %q: %q", errNotCompletion, status, contentType, head(data))
+	}
+	resp := &chatResponse{}
+	if err := json.Unmarshal(data, resp); err != nil {
+		return nil, fmt.Errorf("%w: %w: %q", errNotCompletion, err, head(data))
+	}
+	if len(resp.Choices) == 0 {
+		return nil, errEmptyReply
+	}
+	return resp, nil
+}
+
+// apiError reads an error answer: the API's {"error": {...}} when the body
+// is one, else the start of the body.
+func apiError(status int, data []byte) *APIError {
+	var body struct {
+		Error *struct {
+			Message string          `json:"message"`
+			Type    string          `json:"type"`
+			Code    json.RawMessage `json:"code"` // a string or a number, by server
+		} `json:"error"`
+	}
+	e := &APIError{Status: status}
+	if json.Unmarshal(data, &body) == nil && body.Error != nil {
+		e.Message, e.Type = body.Error.Message, body.Error.Type
+		if code := strings.Trim(string(body.Error.Code), `"`); code != "null" {
+			e.Code = code
+		}
+		return e
+	}
+	e.Message = head(data)
+	return e
+}
+
+// head is the start of an answer's body, on one line, for an error.
+func head(data []byte) string {
+	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(data[:min(len(data), 160)]), "?")), " ")
+	return s
 }
