@@ -139,3 +139,35 @@ func TestBatchAfterClose(t *testing.T) {
 	require.EqualValues(t, 2, count(t, path, `SELECT count(*) FROM llm_calls`))
 	require.EqualValues(t, 2, sink.writes.Load())
 }
+
+// BenchmarkSQLiteWriteNode is what the engine writes when a node ends (its
+// nodes row, a phase row and a metric, one Write) against an LLM call's row
+// written through a Batch.
+func BenchmarkSQLiteWriteNode(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "hpcq.sqlite")
+	s, err := results.OpenSQLite(path)
+	require.NoError(b, err)
+	defer s.Close()
+	ctx := context.Background()
+	v := 1.5
+	b.Run("node", func(b *testing.B) {
+		for i := range b.N {
+			node := fmt.Sprintf("n%07d", i)
+			require.NoError(b, s.Write(ctx, results.Rows{
+				Nodes:     []results.Node{{Run: "b", Node: node, Stage: 1, Kind: "draft", Pool: "cpu", Attempt: 1, Status: "ok", MetricName: "gflops", MetricValue: &v, TS: t0}},
+				PhaseRuns: []results.PhaseRun{{Run: "b", Node: node, Attempt: 1, Worker: "w", Phase: "run", Status: "ok", TS: t0}},
+				Metrics:   []results.Metric{{Run: "b", Node: node, Attempt: 1, Name: "gflops", Value: v, TS: t0}},
+			}))
+		}
+	})
+	b.Run("call-batched", func(b *testing.B) {
+		batch := results.NewBatch(s, time.Hour, nil)
+		for i := range b.N {
+			batch.Add(callRow(fmt.Sprintf("n%07d", i), i))
+			if i%256 == 255 {
+				require.NoError(b, batch.Flush(ctx))
+			}
+		}
+		require.NoError(b, batch.Close())
+	})
+}

@@ -24,19 +24,19 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS phase_runs (
   run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, worker TEXT NOT NULL, phase TEXT NOT NULL,
   status TEXT NOT NULL, exit_code INTEGER NOT NULL, duration_ms REAL NOT NULL, compiler TEXT NOT NULL,
-  error_kind TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL, PRIMARY KEY (run, node, attempt, phase));
+  error_kind TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL, PRIMARY KEY (run, node, attempt, phase)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS metrics (
   run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, name TEXT NOT NULL, value REAL NOT NULL,
-  unit TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL, PRIMARY KEY (run, node, attempt, name));
+  unit TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL, PRIMARY KEY (run, node, attempt, name)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS llm_calls (
   run TEXT NOT NULL, node TEXT NOT NULL, call_id TEXT NOT NULL, purpose TEXT NOT NULL, model TEXT NOT NULL,
   tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, latency_ms REAL NOT NULL, cost_usd REAL NOT NULL,
   cache_hit INTEGER NOT NULL, error TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
-  PRIMARY KEY (run, node, call_id));
+  PRIMARY KEY (run, node, call_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS artifacts (
   run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
   path TEXT NOT NULL, bytes INTEGER NOT NULL, sha256 TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
-  PRIMARY KEY (run, node, attempt, kind, name));
+  PRIMARY KEY (run, node, attempt, kind, name)) WITHOUT ROWID;
 `
 
 // sqliteNodesTable: metric_value is NULL for a node without a value.
@@ -44,7 +44,7 @@ const sqliteNodesTable = `CREATE TABLE IF NOT EXISTS nodes (
   run TEXT NOT NULL, node TEXT NOT NULL, parent TEXT NOT NULL, stage INTEGER NOT NULL, kind TEXT NOT NULL,
   pool TEXT NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL, error_kind TEXT NOT NULL,
   metric_name TEXT NOT NULL, metric_value REAL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
-  PRIMARY KEY (run, node))`
+  PRIMARY KEY (run, node)) WITHOUT ROWID`
 
 // SQLite is the sink of a local run: the run's SQLite file.
 type SQLite struct {
