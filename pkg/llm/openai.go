@@ -117,12 +117,11 @@ type responseFormat struct {
 	Type string `json:"type"`
 }
 
-// chatMessage is a message whose content is a string, or (Parts, with
-// images) a list of content parts.
+// chatMessage is a message whose content is a string, or (with images)
+// a list of content parts ([]contentPart).
 type chatMessage struct {
-	Role    string
-	Content string
-	Parts   []contentPart
+	Role    string `json:"role"`
+	Content any    `json:"content"`
 }
 
 type contentPart struct {
@@ -134,19 +133,6 @@ type contentPart struct {
 type imageURL struct {
 	URL    string `json:"url"`
 	Detail string `json:"detail,omitempty"`
-}
-
-func (m chatMessage) MarshalJSON() ([]byte, error) {
-	if m.Parts != nil {
-		return json.Marshal(struct {
-			Role    string        `json:"role"`
-			Content []contentPart `json:"content"`
-		}{m.Role, m.Parts})
-	}
-	return json.Marshal(struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	}{m.Role, m.Content})
 }
 
 // chatResponse is what a chat completion answers (the fields read).
@@ -299,7 +285,7 @@ func encodeChat(model string, req Request) ([]byte, error) {
 			parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{
 				URL: "data:" + img.MIME + ";base64," + base64.StdEncoding.EncodeToString(img.Data), Detail: "auto"}})
 		}
-		creq.Messages = append(creq.Messages, chatMessage{Role: m.Role, Parts: parts})
+		creq.Messages = append(creq.Messages, chatMessage{Role: m.Role, Content: parts})
 	}
 	return json.Marshal(creq)
 }
