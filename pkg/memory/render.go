@@ -128,14 +128,14 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 	}
 
 	var out Rendered
-	var b strings.Builder
-	carry := 0
+	sections := make([]string, 0, len(sectionShares))
+	written, carry := 0, 0
 	for i, s := range sectionShares {
 		budget := max(MinSectionChars, int(float64(budgetChars)*s.share)) + carry
 		// Never eat into the minimum of the sections still to come.
-		budget = min(budget, budgetChars-b.Len()-MinSectionChars*(len(sectionShares)-1-i))
+		budget = min(budget, budgetChars-written-MinSectionChars*(len(sectionShares)-1-i))
 		if i == len(sectionShares)-1 {
-			budget = budgetChars - b.Len() // whatever is left
+			budget = budgetChars - written // whatever is left
 		}
 		var title, body string
 		info := SectionInfo{Name: s.name}
@@ -173,11 +173,12 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 			section = section[:cutUTF8(section, budget)]
 		}
 		info.Budget, info.Chars = budget, len(section)
-		b.WriteString(section)
+		sections = append(sections, section)
+		written += len(section)
 		carry = max(0, budget-len(section))
 		out.Sections = append(out.Sections, info)
 	}
-	out.Text = b.String()
+	out.Text = strings.Join(sections, "") // one allocation of the exact size
 	m.record(branch, "render", start, taskHint, out.Text, len(out.Sections), nil)
 	return out, nil
 }
