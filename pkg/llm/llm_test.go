@@ -597,6 +597,12 @@ func TestAnswers(t *testing.T) {
 	require.EqualError(t, err, "status 503 Service Unavailable (503): busy", "a numeric code (vLLM)")
 	require.True(t, retryable(err))
 
+	long := strings.Repeat("é", 3000)
+	_, err = readAnswer(500, "application/json", []byte(`{"error": {"message": "`+long+`", "type": "`+"\xff"+`"}}`))
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, strings.Repeat("é", 500)+"...", apiErr.Message, "a long message is cut on a character boundary")
+	require.True(t, utf8.ValidString(apiErr.Type))
+
 	_, err = readAnswer(502, "text/html", []byte("<html>\n<body>Bad gateway</body>\n</html>"))
 	require.EqualError(t, err, "status 502 Bad Gateway: <html> <body>Bad gateway</body> </html>", "a proxy's page")
 	require.True(t, retryable(err))

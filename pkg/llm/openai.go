@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // OpenAIOptions configure the openai backend. Zero values take the
@@ -354,14 +355,31 @@ func apiError(status int, data []byte) *APIError {
 	}
 	e := &APIError{Status: status}
 	if json.Unmarshal(data, &body) == nil && body.Error != nil {
-		e.Message, e.Type = body.Error.Message, body.Error.Type
+		e.Message, e.Type = cutMessage(body.Error.Message), cutMessage(body.Error.Type)
 		if code := strings.Trim(string(body.Error.Code), `"`); code != "null" {
-			e.Code = code
+			e.Code = cutMessage(code)
 		}
 		return e
 	}
 	e.Message = head(data)
 	return e
+}
+
+// maxErrorChars bounds what an error answer's fields carry into an error
+// (and the logs): an endpoint may say much more than a reason.
+const maxErrorChars = 1000
+
+// cutMessage is s, valid UTF-8, cut to maxErrorChars with "..." after a cut.
+func cutMessage(s string) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) <= maxErrorChars {
+		return s
+	}
+	n := maxErrorChars
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // head is the start of an answer's body, on one line, for an error.
