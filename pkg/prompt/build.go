@@ -209,31 +209,30 @@ func exec(name string, data any) (string, error) {
 	return strings.TrimSpace(b.String()), nil
 }
 
-// required are the sections each kind cannot do without.
-var required = map[Kind][]struct {
-	name string
-	of   func(*Context) string
-}{
-	Phase0:          {{"Research idea", func(c *Context) string { return c.Idea }}},
-	Draft:           {{"Research idea", func(c *Context) string { return c.Idea }}},
-	Debug:           {{"Code", func(c *Context) string { return c.Code }}, {"Execution output", func(c *Context) string { return c.ExecutionOutput }}},
-	Improve:         {{"Code", func(c *Context) string { return c.Code }}},
-	Hyperparam:      {{"Base code", func(c *Context) string { return c.BaseCode }}, {"Hyperparam idea", func(c *Context) string { return c.Change }}},
-	Ablation:        {{"Base code", func(c *Context) string { return c.BaseCode }}, {"Ablation idea", func(c *Context) string { return c.Change }}},
-	ExecutionReview: {{"Execution output", func(c *Context) string { return c.ExecutionOutput }}},
-	Summary:         {{"Code", func(c *Context) string { return c.Code }}},
-	ParseMetrics:    {{"Execution output", func(c *Context) string { return c.ExecutionOutput }}},
-	VLMAnalysis:     {{"Plots", func(c *Context) string { return c.Plots }}},
-}
-
 // needs checks the sections a kind cannot do without.
 func needs(kind Kind, c Context) error {
-	fields, ok := required[kind]
-	if !ok {
+	type field struct{ name, v string }
+	var fields []field
+	switch kind {
+	case Phase0, Draft:
+		fields = []field{{"Research idea", c.Idea}}
+	case Debug:
+		fields = []field{{"Code", c.Code}, {"Execution output", c.ExecutionOutput}}
+	case Improve, Summary:
+		fields = []field{{"Code", c.Code}}
+	case Hyperparam:
+		fields = []field{{"Base code", c.BaseCode}, {"Hyperparam idea", c.Change}}
+	case Ablation:
+		fields = []field{{"Base code", c.BaseCode}, {"Ablation idea", c.Change}}
+	case ExecutionReview, ParseMetrics:
+		fields = []field{{"Execution output", c.ExecutionOutput}}
+	case VLMAnalysis:
+		fields = []field{{"Plots", c.Plots}}
+	default:
 		return fmt.Errorf("%w: unknown kind %q", ErrPrompt, kind)
 	}
 	for _, f := range fields {
-		if strings.TrimSpace(f.of(&c)) == "" {
+		if strings.TrimSpace(f.v) == "" {
 			return fmt.Errorf("%w: a %s prompt needs %s", ErrPrompt, kind, f.name)
 		}
 	}

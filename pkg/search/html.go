@@ -54,6 +54,7 @@ type htmlNode struct {
 	// Open: on the way to the best node, or a small subtree.
 	Open     bool
 	onPath   bool
+	node     *Node
 	Children []*htmlNode
 	Groups   []*htmlGroup // Children by kind, for a node with many
 }
@@ -73,8 +74,8 @@ func WriteTreeHTML(w io.Writer, t *Tree, p ReportParams) error {
 	best, hasBest := t.Best(p.Maximize)
 	byID := map[string]*htmlNode{}
 	var roots []*htmlNode
-	for _, n := range nodes {
-		h := &htmlNode{ID: n.ID, Kind: n.Kind, Reason: firstLine(n.Reason), Metric: n.Metric, HasMetric: n.HasMetric,
+	for i, n := range nodes {
+		h := &htmlNode{node: &nodes[i], ID: n.ID, Kind: n.Kind, Reason: firstLine(n.Reason), Metric: n.Metric, HasMetric: n.HasMetric,
 			IsBest: hasBest && n.ID == best.ID, Class: "ok"}
 		switch {
 		case !n.Done:
@@ -181,13 +182,11 @@ func groups(children []*htmlNode, maximize bool) []*htmlGroup {
 	}
 	for _, g := range out {
 		g.Open = g.Open || len(g.Nodes) <= groupAbove
-		var best *htmlNode
-		for _, c := range g.Nodes {
-			if c.Class == "ok" && c.HasMetric && (best == nil || (maximize && c.Metric > best.Metric) || (!maximize && c.Metric < best.Metric)) {
-				best = c
-			}
+		members := make([]*Node, len(g.Nodes))
+		for i, c := range g.Nodes {
+			members[i] = c.node
 		}
-		if best != nil {
+		if best, ok := bestOf(members, maximize); ok {
 			g.Best = fmt.Sprintf("%s = %g", best.ID, best.Metric)
 		}
 	}
