@@ -223,9 +223,9 @@ func measure(n, workers, slots int, keep, heap string) (string, error) {
 		}
 	}
 	go func() { perNode <- sample(p.Metrics.Nodes, done, 0.95*float64(n), atEnd) }()
-	start, startCPU := time.Now(), cpuTime()
+	start, startCPU := time.Now(), benchutil.CPUTime()
 	sum, err := engine.Run(ctx, p)
-	wall, runCPU := time.Since(start), cpuTime()-startCPU
+	wall, runCPU := time.Since(start), benchutil.CPUTime()-startCPU
 	close(done)
 	cpu := <-perNode
 	closeStores()
@@ -271,7 +271,7 @@ func measure(n, workers, slots int, keep, heap string) (string, error) {
 // before a look saw them.
 func sample(nodes *prometheus.CounterVec, done <-chan struct{}, mark float64, at func()) []float64 {
 	var out []float64
-	lastCPU, lastNodes := cpuTime(), 0.0
+	lastCPU, lastNodes := benchutil.CPUTime(), 0.0
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -287,7 +287,7 @@ func sample(nodes *prometheus.CounterVec, done <-chan struct{}, mark float64, at
 		if ended <= lastNodes {
 			continue
 		}
-		now := cpuTime()
+		now := benchutil.CPUTime()
 		share := (now - lastCPU).Seconds() * 1000 / (ended - lastNodes)
 		for range int(ended - lastNodes) {
 			out = append(out, share)
@@ -295,7 +295,7 @@ func sample(nodes *prometheus.CounterVec, done <-chan struct{}, mark float64, at
 		lastCPU, lastNodes = now, ended
 		if at != nil && ended >= mark {
 			at()
-			at, lastCPU = nil, cpuTime()
+			at, lastCPU = nil, benchutil.CPUTime()
 		}
 	}
 }
@@ -311,12 +311,6 @@ func total(c *prometheus.CounterVec) float64 {
 		}
 	}
 	return sum
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func quantile(sorted []float64, q float64) float64 {

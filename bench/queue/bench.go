@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hpcq/hpcq/internal/benchutil"
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -31,6 +32,8 @@ type params struct {
 	// Isolation is the executor's sandbox mode for spawn ("": auto).
 	Isolation string
 	Only      string
+	// Slots are the worker's slot counts drain runs with.
+	Slots []int
 	// Reps of each throughput measurement; the median is printed.
 	Reps int
 }
@@ -214,47 +217,51 @@ func enqueueOnce(n, rep int) (raw, rate float64, err error) {
 }
 
 func benchDrain(p params, out, log io.Writer) error {
-	for _, c := range []int{2, 64} {
-		var rates []float64
+	for _, c := range p.Slots {
+		var rates, cpus, cores []float64
 		for range p.Reps {
-			rate, err := drainOnce(p.N, c)
+			rate, cpu, err := drainOnce(p.N, c)
 			if err != nil {
 				return err
 			}
 			rates = append(rates, rate)
+			cpus = append(cpus, cpu.Seconds()*1e6/float64(p.N))
+			cores = append(cores, cpu.Seconds()*rate/float64(p.N))
 		}
-		fmt.Fprintf(log, "  drain c=%d: samples %s tasks/s\n", c, samples(rates))
+		fmt.Fprintf(log, "  drain c=%d: samples %s tasks/s; CPU per task %s us (server, worker and watch), cores busy %s\n",
+			c, samples(rates), samples(cpus), samples(cores))
 		fmt.Fprintf(out, "bench-queue drain n=%d c=%d tasks_per_s=%.1f\n", p.N, c, median(rates))
 	}
 	return nil
 }
 
 // drainOnce enqueues n tasks on a fresh server, then times one worker with
-// c slots and a no-op handler until the scheduler side has every result.
-func drainOnce(n, c int) (float64, error) {
+// c slots and a no-op handler until the scheduler side has every result. It
+// returns the rate and the process's CPU time over the drain.
+func drainOnce(n, c int) (float64, time.Duration, error) {
 	e, err := newEnv(queue.Options{})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer e.close()
 	run := "drain" + strconv.Itoa(c)
 	if _, err := e.q.PublishTasks(context.Background(), makeTasks(run, n, "true")); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- awaitResults(e.q, run, n, 10*time.Minute) }()
-	t0 := time.Now()
+	t0, cpu0 := time.Now(), benchutil.CPUTime()
 	stop, err := startWorker(e.q, worker.ExecutorFunc(noop), c)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	err = <-done
-	el := time.Since(t0)
+	el, cpu := time.Since(t0), benchutil.CPUTime()-cpu0
 	_ = stop()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return float64(n) / el.Seconds(), nil
+	return float64(n) / el.Seconds(), cpu, nil
 }
 
 func benchLatency(p params, out, log io.Writer) error {

@@ -15,6 +15,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/hpcq/hpcq/internal/benchutil"
 )
@@ -29,11 +31,20 @@ func main() {
 	flag.IntVar(&p.Reps, "reps", 3, "repetitions of each throughput measurement (the median is printed)")
 	flag.StringVar(&p.Isolation, "isolation", "", "sandbox of the spawn tasks: auto (default), required or off")
 	flag.StringVar(&p.Only, "only", "", "run one part: enqueue, drain, latency or spawn")
+	slots := flag.String("c", "2,64", "the worker's slot counts for drain, comma-separated")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the benchmark (server, worker and scheduler side) to this file")
 	flag.Parse()
 	if p.Reps < 1 || p.N < 1 || p.SpawnN < 1 || p.SpawnHomeN < 1 || p.Rate < 1 {
 		fmt.Fprintln(os.Stderr, "bench-queue: -reps, -n, -spawn-n, -spawn-home-n and -rate must be >= 1")
 		os.Exit(2)
+	}
+	for _, f := range strings.Split(*slots, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || c < 1 {
+			fmt.Fprintf(os.Stderr, "bench-queue: -c %q: slot counts must be integers >= 1\n", *slots)
+			os.Exit(2)
+		}
+		p.Slots = append(p.Slots, c)
 	}
 	stop, err := benchutil.CPUProfile(*profile)
 	if err != nil {

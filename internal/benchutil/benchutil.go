@@ -6,7 +6,16 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"syscall"
+	"time"
 )
+
+// CPUTime is the CPU time this process has used so far, user and system.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // CPUProfile starts a CPU profile written to path and returns the function
 // that stops it; with an empty path it profiles nothing and stop does
