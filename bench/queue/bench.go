@@ -32,7 +32,7 @@ type params struct {
 	// Isolation is the executor's sandbox mode for spawn ("": auto).
 	Isolation string
 	Only      string
-	// Slots are the worker's slot counts drain runs with.
+	// Slots are the worker's slot counts drain runs with (none: 2 and 64).
 	Slots []int
 	// Reps of each throughput measurement; the median is printed.
 	Reps int
@@ -217,7 +217,11 @@ func enqueueOnce(n, rep int) (raw, rate float64, err error) {
 }
 
 func benchDrain(p params, out, log io.Writer) error {
-	for _, c := range p.Slots {
+	slots := p.Slots
+	if len(slots) == 0 {
+		slots = []int{2, 64}
+	}
+	for _, c := range slots {
 		var rates, cpus, cores []float64
 		for range p.Reps {
 			rate, cpu, err := drainOnce(p.N, c)
