@@ -66,6 +66,18 @@ type Delivery struct {
 	Received time.Time
 	msg      jetstream.Msg
 	c        *PoolConsumer
+	// batched: the task's publisher reads batched results (batch.go).
+	batched bool
+}
+
+// PublishResult publishes the result of this delivery's task, as
+// Queue.PublishResult does, together with other results of its run ending
+// at the same time when the task's publisher reads batched results.
+func (d *Delivery) PublishResult(ctx context.Context, r *schema.NodeResult) (duplicate bool, err error) {
+	if d.batched {
+		return d.c.q.publishBatched(ctx, r)
+	}
+	return d.c.q.PublishResult(ctx, r)
 }
 
 // InProgress tells the server the task is still being worked on, which
@@ -184,7 +196,8 @@ func (c *PoolConsumer) accept(ctx context.Context, msg jetstream.Msg) *Delivery 
 		}
 		return nil
 	}
-	return &Delivery{Task: task, NumDelivered: delivered, Received: now, msg: msg, c: c, seq: meta.Sequence.Stream}
+	return &Delivery{Task: task, NumDelivered: delivered, Received: now, msg: msg, c: c, seq: meta.Sequence.Stream,
+		batched: msg.Headers().Get(readsBatchesHeader) == "1"}
 }
 
 func handBackKey(pool string, seq uint64) string { return fmt.Sprintf("%s.%d", pool, seq) }

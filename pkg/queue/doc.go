@@ -22,6 +22,15 @@
 // "<run_id>/<node_id>/<attempt>", so a republish within the dedup window
 // is dropped by the server.
 //
+// Results that end while an earlier publish of the same run is in flight
+// (a worker running many short tasks) travel as one message: header
+// Hpcq-Batch with their count, one result per line, Nats-Msg-Id a digest
+// of their ids. A worker batches only the results of tasks whose publisher
+// reads batches (every task this build publishes carries
+// Hpcq-Reads-Batches: 1); older builds on either side keep getting single
+// results. The results watch delivers each (node, attempt) once whichever
+// way it came, and every valid line of a batch with a bad line or count.
+//
 // # Delivery
 //
 // [Queue.PoolConsumer] returns the durable consumer of a pool.

@@ -54,6 +54,8 @@ type Queue struct {
 	artifacts   jetstream.ObjectStore
 	cancelMu    sync.Mutex
 	cancelKV    jetstream.KeyValue
+	// batcher groups results ending together (batch.go).
+	batcher batcher
 }
 
 // Dial connects to the external server c describes and returns a Queue
@@ -121,6 +123,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options, log *slog.Logger) (*Q
 		return nil, fmt.Errorf("queue: open bucket %s: %w", HandBacksBucket, err)
 	}
 	q := &Queue{nc: nc, js: js, opts: opts, log: log, kv: kv, handbacks: hb}
+	q.batcher.q = q
 	if !opts.UseExisting {
 		// What workers open, declared here, so that a worker's user needs no
 		// right to create it.
@@ -158,7 +161,7 @@ func (q *Queue) PublishTask(ctx context.Context, t *schema.NodeTask) (duplicate 
 		return false, err
 	}
 	ack, err := patiently(ctx, q.nc, func(ctx context.Context) (*jetstream.PubAck, error) {
-		return q.js.Publish(ctx, TaskSubject(t.Pool, t.RunID), data, jetstream.WithMsgID(t.MsgID()), jetstream.WithExpectStream(TasksStream))
+		return q.js.PublishMsg(ctx, taskMsg(t, data))
 	})
 	if err != nil {
 		return false, fmt.Errorf("queue: publish task %s: %w", t.MsgID(), err)
@@ -224,6 +227,18 @@ func encodeTask(t *schema.NodeTask) ([]byte, error) {
 	return data, nil
 }
 
+// taskMsg is the message of task t encoded as data: with its Nats-Msg-Id,
+// the stream it must land in, and readsBatchesHeader (this build reads
+// batched results).
+func taskMsg(t *schema.NodeTask, data []byte) *nats.Msg {
+	m := nats.NewMsg(TaskSubject(t.Pool, t.RunID))
+	m.Data = data
+	m.Header.Set(jetstream.MsgIDHeader, t.MsgID())
+	m.Header.Set(jetstream.ExpectedStreamHeader, TasksStream)
+	m.Header.Set(readsBatchesHeader, "1")
+	return m
+}
+
 // PublishOutcome is the fate of one task of PublishTasks.
 type PublishOutcome struct {
 	Duplicate bool
@@ -270,11 +285,7 @@ func (q *Queue) PublishTasks(ctx context.Context, tasks []*schema.NodeTask) ([]P
 			fail(i, err)
 			continue
 		}
-		m := nats.NewMsg(TaskSubject(t.Pool, t.RunID))
-		m.Data = data
-		m.Header.Set(jetstream.MsgIDHeader, t.MsgID())
-		m.Header.Set(jetstream.ExpectedStreamHeader, TasksStream)
-		f, err := q.js.PublishMsgAsync(m)
+		f, err := q.js.PublishMsgAsync(taskMsg(t, data))
 		if err != nil {
 			fail(i, fmt.Errorf("queue: publish task %s: %w", t.MsgID(), err))
 			continue
@@ -291,21 +302,35 @@ func (q *Queue) PublishTasks(ctx context.Context, tasks []*schema.NodeTask) ([]P
 // Nats-Msg-Id set; a second result for the same (run, node, attempt) within
 // the dedup window is dropped by the server (duplicate is then true).
 func (q *Queue) PublishResult(ctx context.Context, r *schema.NodeResult) (duplicate bool, err error) {
+	data, err := encodeResult(r)
+	if err != nil {
+		return false, err
+	}
+	return q.publishResult(ctx, r.RunID, r.MsgID(), data)
+}
+
+// encodeResult validates and encodes r.
+func encodeResult(r *schema.NodeResult) ([]byte, error) {
 	if err := r.Validate(); err != nil {
-		return false, fmt.Errorf("queue: result %s: %w", r.MsgID(), err)
+		return nil, fmt.Errorf("queue: result %s: %w", r.MsgID(), err)
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
-		return false, fmt.Errorf("queue: encode result: %w", err)
+		return nil, fmt.Errorf("queue: encode result: %w", err)
 	}
 	if len(data) > schema.MaxResultBytes {
-		return false, fmt.Errorf("queue: result %s: %w: %d bytes encoded, at most %d (log tails too long?)", r.MsgID(), schema.ErrInvalidMessage, len(data), schema.MaxResultBytes)
+		return nil, fmt.Errorf("queue: result %s: %w: %d bytes encoded, at most %d (log tails too long?)", r.MsgID(), schema.ErrInvalidMessage, len(data), schema.MaxResultBytes)
 	}
+	return data, nil
+}
+
+// publishResult publishes one encoded result of run with Nats-Msg-Id id.
+func (q *Queue) publishResult(ctx context.Context, run, id string, data []byte) (bool, error) {
 	ack, err := patiently(ctx, q.nc, func(ctx context.Context) (*jetstream.PubAck, error) {
-		return q.js.Publish(ctx, ResultSubject(r.RunID), data, jetstream.WithMsgID(r.MsgID()), jetstream.WithExpectStream(ResultsStream))
+		return q.js.Publish(ctx, ResultSubject(run), data, jetstream.WithMsgID(id), jetstream.WithExpectStream(ResultsStream))
 	})
 	if err != nil {
-		return false, fmt.Errorf("queue: publish result %s: %w", r.MsgID(), err)
+		return false, fmt.Errorf("queue: publish result %s: %w", id, err)
 	}
 	return ack.Duplicate, nil
 }

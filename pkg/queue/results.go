@@ -52,22 +52,24 @@ func (q *Queue) WatchRun(ctx context.Context, run string, since time.Time) (*Wat
 		if md, err := m.Metadata(); err == nil {
 			delivered.Store(md.Sequence.Stream)
 		}
-		r, err := schema.DecodeResult(m.Data())
-		if err != nil {
+		rs, errs := decodeResults(m.Headers().Get(batchHeader), m.Data())
+		for _, err := range errs {
 			q.log.Error("invalid result skipped", "subject", m.Subject(), "err", err)
-			return
 		}
-		k := ResultKey{r.NodeID, r.Attempt}
-		mu.Lock()
-		dup := seen[k]
-		seen[k] = true
-		mu.Unlock()
-		if dup {
-			return
-		}
-		select {
-		case results <- r:
-		case <-wctx.Done():
+		for _, r := range rs {
+			k := ResultKey{r.NodeID, r.Attempt}
+			mu.Lock()
+			dup := seen[k]
+			seen[k] = true
+			mu.Unlock()
+			if dup {
+				continue
+			}
+			select {
+			case results <- r:
+			case <-wctx.Done():
+				return
+			}
 		}
 	}
 	consume := func(ctx context.Context, from uint64) (jetstream.ConsumeContext, error) {

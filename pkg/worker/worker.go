@@ -640,7 +640,7 @@ func (w *Worker) answer(drain context.Context, d *queue.Delivery, res *schema.No
 		}
 		cancel()
 	}
-	if err := w.publish(drain, res, log); err != nil {
+	if err := w.publish(drain, d, res, log); err != nil {
 		if nerr := d.Nak(); nerr != nil {
 			log().Warn("hand-back failed; the task returns after AckWait", "err", nerr)
 		}
@@ -729,10 +729,10 @@ func (w *Worker) execute(ctx context.Context, t *schema.NodeTask, s Slot) (res *
 // publish stores the result, retrying while the server is unreachable. A
 // result the queue rejects as invalid is replaced by an internal-error
 // result saying why, so the scheduler still learns the node's fate.
-func (w *Worker) publish(drain context.Context, res *schema.NodeResult, log func() *slog.Logger) error {
+func (w *Worker) publish(drain context.Context, d *queue.Delivery, res *schema.NodeResult, log func() *slog.Logger) error {
 	backoff := 200 * time.Millisecond
 	for {
-		dup, err := w.q.PublishResult(context.Background(), res)
+		dup, err := d.PublishResult(context.Background(), res)
 		if err == nil {
 			if dup {
 				// The queue kept the first: this task ran again after an
