@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -42,6 +43,10 @@ func TestDecodeTaskRejects(t *testing.T) {
 		{"string version", `{"v":"1"}`, `v: "1" is not an integer`, false},
 		{"unknown version", `{"v":2,"whatever":true}`, "unknown version: v: 2", true},
 		{"unknown field", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}},"bogus":1}`, `unknown field "bogus"`, false},
+		{"unknown nested field", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"],"bogus":1}}}`, `unknown field "bogus" in /artifacts/run`, false},
+		{"name in another case", `{"v":1,"RUN_ID":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`, `unknown field "RUN_ID"`, false},
+		{"duplicate field", `{"v":1,"run_id":"r","run_id":"s","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`, `duplicate object member name "run_id"`, false},
+		{"invalid UTF-8", "{\"v\":1,\"run_id\":\"r\",\"node_id\":\"n\",\"attempt\":1,\"pool\":\"cpu\",\"artifacts\":{\"run\":{\"commands\":[\"x\xff\"]}}}", "invalid UTF-8", false},
 		{"missing run", `{"v":1,"node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`, "run_id: is required", false},
 		{"missing node", `{"v":1,"run_id":"r","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`, "node_id: is required", false},
 		{"attempt 0", `{"v":1,"run_id":"r","node_id":"n","pool":"cpu","artifacts":{"run":{"commands":["x"]}}}`, "attempt: 0", false},
@@ -181,5 +186,46 @@ func TestInstallValidation(t *testing.T) {
 		task := base()
 		mod(task)
 		require.ErrorContains(t, task.Validate(), "install.")
+	}
+}
+
+// benchTask is a task as the engine sends it: a workspace of a few files.
+func benchTask() *NodeTask {
+	t := validTask()
+	t.Kind, t.Stage = KindImprove, 2
+	t.Env = map[string]string{"OMP_NUM_THREADS": "4"}
+	t.Artifacts.Coding.Workspace.Files = []File{
+		{Path: "main.c", Content: strings.Repeat("for (int i = 0; i < n; i++) a[i] += b[i] * c;\n", 60), Mode: "0644"},
+		{Path: "Makefile", Content: "all:\n\tgcc -O3 -fopenmp main.c -o main\n", Mode: "0644"},
+		{Path: "run.sh", Content: "#!/bin/sh\n./main 1000000\n", Mode: "0755"},
+	}
+	return t
+}
+
+func BenchmarkDecodeTask(b *testing.B) {
+	data, err := json.Marshal(benchTask())
+	require.NoError(b, err)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeTask(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeResult(b *testing.B) {
+	r := &NodeResult{V: 1, RunID: "run-1", NodeID: "n1", Attempt: 1, Pool: "cpu", Worker: "w1", Host: "c1",
+		Started: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC), DurationMS: 1234,
+		Phases:  []PhaseResult{{Name: PhaseCompile, OK: true, DurationMS: 800}, {Name: PhaseRun, OK: true, DurationMS: 400, ExitCode: 0}},
+		Metrics: map[string]float64{"gflops": 12.5, "time_s": 0.4}}
+	data, err := json.Marshal(r)
+	require.NoError(b, err)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DecodeResult(data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
