@@ -10,7 +10,8 @@
 // Every message carries "v": [Version]. [DecodeTask] and [DecodeResult]
 // refuse unknown versions ([ErrUnknownVersion]), unknown fields, and
 // invalid content ([ErrInvalidMessage]) with a message that names the
-// field and the rule; [NodeTask.Validate] is what a task passes before it
+// field and the rule. Decoding is exact: member names match as written,
+// and duplicate names and invalid UTF-8 are refused. [NodeTask.Validate] is what a task passes before it
 // is published and before a worker writes a file.
 //
 // The NATS transport (subjects, streams, publishing, consumers, dead
