@@ -13,8 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -707,11 +707,7 @@ func cutText(text string, n int) string {
 		return text
 	}
 	marker := fmt.Sprintf("\n[... cut to %d of %d chars ...]", n, len(text))
-	keep := max(0, n-len(marker))
-	for keep > 0 && !utf8.RuneStart(text[keep]) {
-		keep--
-	}
-	return text[:keep] + marker
+	return text[:textcut.Floor(text, n-len(marker))] + marker
 }
 
 // nodeCode is a node's files as a prompt shows them.

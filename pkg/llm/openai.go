@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hpcq/hpcq/internal/textcut"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -15,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // OpenAIOptions configure the openai backend. Zero values take the
@@ -375,11 +375,7 @@ func cutMessage(s string) string {
 	if len(s) <= maxErrorChars {
 		return s
 	}
-	n := maxErrorChars
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
+	return s[:textcut.Floor(s, maxErrorChars)] + "..."
 }
 
 // head is the start of an answer's body, on one line, for an error.

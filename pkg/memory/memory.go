@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // Config holds the memory settings; the json names are the keys of the
@@ -277,7 +279,7 @@ func (m *Memory) record(branch, op string, start time.Time, in, out string, item
 func (m *Memory) logText(text string) string {
 	text = m.redact(text)
 	if n := m.cfg.LogMaxChars; len(text) > n {
-		text = text[:cutUTF8(text, n)] + "…[cut]"
+		text = text[:textcut.Floor(text, n)] + "…[cut]"
 	}
 	return text
 }

@@ -3,13 +3,15 @@ package memory
 import (
 	"strings"
 	"testing"
+
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // oneLineByFields is oneLine as first written: every word of s, then cut.
 func oneLineByFields(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {
-		s = s[:cutUTF8(s, n)] + "..."
+		s = s[:textcut.Floor(s, n)] + "..."
 	}
 	return s
 }

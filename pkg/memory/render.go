@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // Compressor shortens text to about targetChars, keeping what matters for
@@ -170,7 +172,7 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 		body, info = m.fit(ctx, body, room, taskHint, info)
 		section := title + "\n" + body + "\n"
 		if len(section) > budget { // only a title longer than its budget
-			section = section[:cutUTF8(section, budget)]
+			section = section[:textcut.Floor(section, budget)]
 		}
 		info.Budget, info.Chars = budget, len(section)
 		sections = append(sections, section)
@@ -193,7 +195,7 @@ func (m *Memory) capValues(entries []CoreEntry) []CoreEntry {
 	for i, e := range entries {
 		if key, ok := valueBudgets[e.Key]; ok {
 			if limit := m.cfg.SectionBudgets[key]; limit > 0 && len(e.Value) > limit {
-				keep := cutUTF8(e.Value, limit)
+				keep := textcut.Floor(e.Value, limit)
 				e.Value = e.Value[:keep] + fmt.Sprintf(" [... %s cut to its budget of %d chars ...]", key, limit)
 			}
 		}
@@ -247,19 +249,8 @@ func (m *Memory) fit(ctx context.Context, body string, room int, hint string, in
 	suffix := func(keep int) string {
 		return fmt.Sprintf("\n[... truncated: %d of %d chars shown ...]", keep, len(body))
 	}
-	keep := cutUTF8(body, max(0, room-len(suffix(len(body)))))
+	keep := textcut.Floor(body, max(0, room-len(suffix(len(body)))))
 	return body[:keep] + suffix(keep), info
-}
-
-// cutUTF8 moves n back to a rune boundary of s.
-func cutUTF8(s string, n int) int {
-	if n >= len(s) {
-		return len(s)
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return n
 }
 
 // oneLine is s on one line (its words a space apart) cut to n bytes on a
@@ -298,11 +289,7 @@ func appendOneLine(dst []byte, s string, n int) []byte {
 		dst = append(dst, s[w:i]...)
 	}
 	if out := dst[start:]; len(out) > n {
-		k := n
-		for k > 0 && out[k]&0xC0 == 0x80 {
-			k--
-		}
-		dst = append(dst[:start+k], "..."...)
+		dst = append(dst[:start+textcut.Floor(out, n)], "..."...)
 	}
 	return dst
 }

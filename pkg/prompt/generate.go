@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"unicode/utf8"
 
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 )
@@ -132,14 +132,7 @@ func Excerpt(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	head, tail := limit*2/3, limit/3
-	for head > 0 && !utf8.RuneStart(s[head]) {
-		head--
-	}
-	start := len(s) - tail
-	for start < len(s) && !utf8.RuneStart(s[start]) {
-		start++
-	}
+	head, start := textcut.Floor(s, limit*2/3), textcut.Ceil(s, len(s)-limit/3)
 	return fmt.Sprintf("%s\n[... %d bytes left out ...]\n%s", s[:head], start-head, s[start:])
 }
 
