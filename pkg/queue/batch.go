@@ -41,7 +41,7 @@ const (
 // smaller each batch.)
 const (
 	maxBatchResults    = 256
-	maxBatchBytes      = 512 << 10 // with headers, well within any server's max_payload
+	maxBatchBytes      = 512 << 10 // within the default max_payload (1 MiB); see batchBytes
 	maxBatchesInFlight = 2
 )
 
@@ -80,7 +80,8 @@ func (q *Queue) publishBatched(ctx context.Context, r *schema.NodeResult) (bool,
 	if err != nil {
 		return false, err
 	}
-	if len(data) > maxBatchBytes {
+	limit := q.batchBytes()
+	if len(data) > limit {
 		return q.publishResult(ctx, r.RunID, r.MsgID(), data)
 	}
 	b := &q.batcher
@@ -93,7 +94,7 @@ func (q *Queue) publishBatched(ctx context.Context, r *schema.NodeResult) (bool,
 		st = &runBatches{}
 		b.runs[r.RunID] = st
 	}
-	if o := st.open; o != nil && (len(o.data) == maxBatchResults || o.size+len(data) > maxBatchBytes) {
+	if o := st.open; o != nil && (len(o.data) == maxBatchResults || o.size+len(data) > limit) {
 		st.open = nil
 		st.inflight++
 		go b.send(o)
@@ -120,6 +121,13 @@ func (q *Queue) publishBatched(ctx context.Context, r *schema.NodeResult) (bool,
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
+}
+
+// batchBytes bounds a batch's payload: maxBatchBytes, or less when the
+// server allows less (a site may lower max_payload), leaving room for the
+// headers. A result larger than that is published alone, as always.
+func (q *Queue) batchBytes() int {
+	return int(min(maxBatchBytes, q.nc.MaxPayload()-4096))
 }
 
 // send publishes rb, then hands the run's open batch, if any, to a

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
@@ -179,4 +182,54 @@ func TestBadBatch(t *testing.T) {
 	}
 	got := collect(t, ctx, w, 7)
 	require.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1, "d": 1, "e": 1, "f": 1, "g": 1}, got)
+}
+
+// TestBatchesFitTheServersMaxPayload: on a server whose max_payload is
+// lower than a batch's bound, batches shrink to fit, and every result
+// arrives (a batch over the limit would be refused on every retry).
+func TestBatchesFitTheServersMaxPayload(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true,
+		NoSigs: true, NoLog: true, MaxPayload: 64 << 10})
+	require.NoError(t, err)
+	go srv.Start()
+	require.True(t, srv.ReadyForConnections(10*time.Second))
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect("", nats.InProcessServer(srv))
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	ctx := ctxT(t)
+	q, err := queue.New(ctx, nc, queue.Options{}, testutil.Logger(t))
+	require.NoError(t, err)
+
+	const n = 100
+	var tasks []*schema.NodeTask
+	for i := range n {
+		tasks = append(tasks, task("small", "n"+strconv.Itoa(i)))
+	}
+	_, err = q.PublishTasks(ctx, tasks)
+	require.NoError(t, err)
+	w, err := q.WatchRun(ctx, "small", time.Now())
+	require.NoError(t, err)
+	defer w.Close()
+	c, err := q.PoolConsumer(ctx, "cpu", "w")
+	require.NoError(t, err)
+	ds := fetchAll(t, c, n)
+	require.Len(t, ds, n)
+	tail := strings.Repeat("x", 10<<10) // 10 KiB of log tail per result: 6 fit in 64 KiB
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := &schema.NodeResult{V: 1, RunID: "small", NodeID: d.Task.NodeID, Attempt: 1, Pool: "cpu", Worker: "w",
+				Phases: []schema.PhaseResult{{Name: schema.PhaseRun, OK: true, LogTail: tail}}}
+			_, err := d.PublishResult(ctx, r)
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	require.Len(t, collect(t, ctx, w, n), n)
+	msgs, batches := resultMsgs(t, q, "small")
+	t.Logf("%d results in %d messages, %d of them batches", n, msgs, batches)
+	require.Positive(t, batches)
 }
