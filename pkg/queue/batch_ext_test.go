@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
@@ -20,9 +19,28 @@ import (
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
+// enqueueAndFetch publishes n tasks of run, starts watching its results,
+// and fetches the n deliveries through c.
+func enqueueAndFetch(t *testing.T, ctx context.Context, q *queue.Queue, c *queue.PoolConsumer, run string, n int) (*queue.Watch, []*queue.Delivery) {
+	t.Helper()
+	var tasks []*schema.NodeTask
+	for i := range n {
+		tasks = append(tasks, task(run, "n"+strconv.Itoa(i)))
+	}
+	_, err := q.PublishTasks(ctx, tasks)
+	require.NoError(t, err)
+	w, err := q.WatchRun(ctx, run, time.Now())
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	ds := fetchAll(t, c, n)
+	require.Len(t, ds, n)
+	return w, ds
+}
+
 // answerAll publishes a result for every delivery at once, each from its
-// own goroutine as a worker's slots do, and acks it after.
-func answerAll(t *testing.T, ds []*queue.Delivery) {
+// own goroutine as a worker's slots do, and acks it after. Each result's
+// run phase carries logTail.
+func answerAll(t *testing.T, ds []*queue.Delivery, logTail string) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(ds))
@@ -30,7 +48,8 @@ func answerAll(t *testing.T, ds []*queue.Delivery) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := &schema.NodeResult{V: 1, RunID: d.Task.RunID, NodeID: d.Task.NodeID, Attempt: d.Task.Attempt, Pool: d.Task.Pool, Worker: "w"}
+			r := &schema.NodeResult{V: 1, RunID: d.Task.RunID, NodeID: d.Task.NodeID, Attempt: d.Task.Attempt, Pool: d.Task.Pool, Worker: "w",
+				Phases: []schema.PhaseResult{{Name: schema.PhaseRun, OK: true, LogTail: logTail}}}
 			if _, err := d.PublishResult(context.Background(), r); err != nil {
 				errs <- err
 				return
@@ -96,23 +115,13 @@ func TestResultsBatched(t *testing.T) {
 		require.NoError(t, err)
 		c, err := q.PoolConsumer(ctx, "cpu", "w")
 		require.NoError(t, err)
-		answerAll(t, fetchAll(t, c, 1))
+		answerAll(t, fetchAll(t, c, 1), "")
 		msgs, batches := resultMsgs(t, q, "solo")
 		require.Equal(t, [2]int{1, 0}, [2]int{msgs, batches})
 
 		const n = 300
-		var tasks []*schema.NodeTask
-		for i := range n {
-			tasks = append(tasks, task("new", "n"+strconv.Itoa(i)))
-		}
-		_, err = q.PublishTasks(ctx, tasks)
-		require.NoError(t, err)
-		w, err := q.WatchRun(ctx, "new", time.Now())
-		require.NoError(t, err)
-		defer w.Close()
-		ds := fetchAll(t, c, n)
-		require.Len(t, ds, n)
-		answerAll(t, ds)
+		w, ds := enqueueAndFetch(t, ctx, q, c, "new", n)
+		answerAll(t, ds, "")
 		got := collect(t, ctx, w, n)
 		require.Len(t, got, n, "every result once")
 		msgs, batches = resultMsgs(t, q, "new")
@@ -141,7 +150,7 @@ func TestResultsBatched(t *testing.T) {
 		}
 		ds = fetchAll(t, c, 50)
 		require.Len(t, ds, 50)
-		answerAll(t, ds)
+		answerAll(t, ds, "")
 		require.Len(t, collect(t, ctx, old, 50), 50)
 		msgs, batches = resultMsgs(t, q, "old")
 		require.Equal(t, 50, msgs, "one message per result for a build that does not read batches")
@@ -201,33 +210,11 @@ func TestBatchesFitTheServersMaxPayload(t *testing.T) {
 	q, err := queue.New(ctx, nc, queue.Options{}, testutil.Logger(t))
 	require.NoError(t, err)
 
-	const n = 100
-	var tasks []*schema.NodeTask
-	for i := range n {
-		tasks = append(tasks, task("small", "n"+strconv.Itoa(i)))
-	}
-	_, err = q.PublishTasks(ctx, tasks)
-	require.NoError(t, err)
-	w, err := q.WatchRun(ctx, "small", time.Now())
-	require.NoError(t, err)
-	defer w.Close()
 	c, err := q.PoolConsumer(ctx, "cpu", "w")
 	require.NoError(t, err)
-	ds := fetchAll(t, c, n)
-	require.Len(t, ds, n)
-	tail := strings.Repeat("x", 10<<10) // 10 KiB of log tail per result: 6 fit in 64 KiB
-	var wg sync.WaitGroup
-	for _, d := range ds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := &schema.NodeResult{V: 1, RunID: "small", NodeID: d.Task.NodeID, Attempt: 1, Pool: "cpu", Worker: "w",
-				Phases: []schema.PhaseResult{{Name: schema.PhaseRun, OK: true, LogTail: tail}}}
-			_, err := d.PublishResult(ctx, r)
-			assert.NoError(t, err)
-		}()
-	}
-	wg.Wait()
+	const n = 100
+	w, ds := enqueueAndFetch(t, ctx, q, c, "small", n)
+	answerAll(t, ds, strings.Repeat("x", 10<<10)) // 10 KiB of log tail per result: 6 fit in 64 KiB
 	require.Len(t, collect(t, ctx, w, n), n)
 	msgs, batches := resultMsgs(t, q, "small")
 	t.Logf("%d results in %d messages, %d of them batches", n, msgs, batches)
