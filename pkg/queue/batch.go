@@ -127,7 +127,7 @@ func (q *Queue) publishBatched(ctx context.Context, r *schema.NodeResult) (bool,
 // server allows less (a site may lower max_payload), leaving room for the
 // headers. A result larger than that is published alone, as always.
 func (q *Queue) batchBytes() int {
-	return int(min(maxBatchBytes, q.nc.MaxPayload()-4096))
+	return int(min(maxBatchBytes, q.nc.MaxPayload()-msgHeadroom))
 }
 
 // send publishes rb, then hands the run's open batch, if any, to a

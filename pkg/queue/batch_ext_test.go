@@ -195,7 +195,8 @@ func TestBadBatch(t *testing.T) {
 
 // TestBatchesFitTheServersMaxPayload: on a server whose max_payload is
 // lower than a batch's bound, batches shrink to fit, and every result
-// arrives (a batch over the limit would be refused on every retry).
+// arrives (a batch over the limit would be refused on every retry); a
+// single message over the limit is refused before it is sent.
 func TestBatchesFitTheServersMaxPayload(t *testing.T) {
 	srv, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), DontListen: true,
 		NoSigs: true, NoLog: true, MaxPayload: 64 << 10})
@@ -219,4 +220,21 @@ func TestBatchesFitTheServersMaxPayload(t *testing.T) {
 	msgs, batches := resultMsgs(t, q, "small")
 	t.Logf("%d results in %d messages, %d of them batches", n, msgs, batches)
 	require.Positive(t, batches)
+
+	// A task or a result the server would refuse is refused at once, saying
+	// why, as an invalid message: a worker then reports the node's fate
+	// instead of asking again forever.
+	big := task("small", "big")
+	big.Artifacts.Coding.Workspace.Files = []schema.File{{Path: "data.txt", Content: strings.Repeat("x", 100<<10)}}
+	_, err = q.PublishTask(ctx, big)
+	require.ErrorIs(t, err, schema.ErrInvalidMessage)
+	require.ErrorContains(t, err, "max_payload")
+	outs, err := q.PublishTasks(ctx, []*schema.NodeTask{big})
+	require.ErrorIs(t, err, schema.ErrInvalidMessage)
+	require.ErrorIs(t, outs[0].Err, schema.ErrInvalidMessage)
+	_, err = q.PublishResult(ctx, &schema.NodeResult{V: 1, RunID: "small", NodeID: "big", Attempt: 1, Worker: "w",
+		Phases: []schema.PhaseResult{{Name: schema.PhaseRun, LogTail: strings.Repeat("x", 100<<10)}}})
+	require.ErrorIs(t, err, schema.ErrInvalidMessage)
+	require.ErrorContains(t, err, "max_payload")
+	t.Log(err)
 }

@@ -156,7 +156,7 @@ func (q *Queue) JetStream() jetstream.JetStream { return q.js }
 // true when the server already had the task within the dedup window; the
 // call is then a no-op.
 func (q *Queue) PublishTask(ctx context.Context, t *schema.NodeTask) (duplicate bool, err error) {
-	data, err := encodeTask(t)
+	data, err := q.encodeTask(t)
 	if err != nil {
 		return false, err
 	}
@@ -213,7 +213,24 @@ func patiently[T any](ctx context.Context, nc *nats.Conn, try func(context.Conte
 	}
 }
 
-func encodeTask(t *schema.NodeTask) ([]byte, error) {
+// msgHeadroom is what a message's subject and headers may add to its
+// payload against the server's max_payload.
+const msgHeadroom = 1 << 10
+
+// fitsServer refuses a message of n payload bytes that the server would
+// refuse (its max_payload): as an invalid message, so that the caller
+// reports it rather than asking again. hpcq's embedded server takes every
+// task and result; a nats-server takes 1 MB unless configured.
+func (q *Queue) fitsServer(what string, n int) error {
+	if max := q.nc.MaxPayload(); max > 0 && int64(n)+msgHeadroom > max {
+		return fmt.Errorf("queue: %s: %w: %d bytes encoded, and the NATS server takes at most %d (its max_payload: set it to %d or more, e.g. max_payload: 9MB)",
+			what, schema.ErrInvalidMessage, n, max-msgHeadroom, schema.MaxTaskBytes+msgHeadroom)
+	}
+	return nil
+}
+
+// encodeTask validates and encodes t, and checks that the server takes it.
+func (q *Queue) encodeTask(t *schema.NodeTask) ([]byte, error) {
 	if err := t.Validate(); err != nil {
 		return nil, fmt.Errorf("queue: task %s/%d: %w", t.NodeID, t.Attempt, err)
 	}
@@ -224,7 +241,7 @@ func encodeTask(t *schema.NodeTask) ([]byte, error) {
 	if len(data) > schema.MaxTaskBytes {
 		return nil, fmt.Errorf("queue: task %s: %w: %d bytes encoded, at most %d", t.MsgID(), schema.ErrInvalidMessage, len(data), schema.MaxTaskBytes)
 	}
-	return data, nil
+	return data, q.fitsServer("task "+t.MsgID(), len(data))
 }
 
 // taskMsg is the message of task t encoded as data: with its Nats-Msg-Id,
@@ -280,7 +297,7 @@ func (q *Queue) PublishTasks(ctx context.Context, tasks []*schema.NodeTask) ([]P
 		if i >= maxAsyncPending {
 			settle(i - maxAsyncPending)
 		}
-		data, err := encodeTask(t)
+		data, err := q.encodeTask(t)
 		if err != nil {
 			fail(i, err)
 			continue
@@ -326,6 +343,9 @@ func encodeResult(r *schema.NodeResult) ([]byte, error) {
 
 // publishResult publishes one encoded result of run with Nats-Msg-Id id.
 func (q *Queue) publishResult(ctx context.Context, run, id string, data []byte) (bool, error) {
+	if err := q.fitsServer("result "+id, len(data)); err != nil {
+		return false, err
+	}
 	ack, err := patiently(ctx, q.nc, func(ctx context.Context) (*jetstream.PubAck, error) {
 		return q.js.Publish(ctx, ResultSubject(run), data, jetstream.WithMsgID(id), jetstream.WithExpectStream(ResultsStream))
 	})
