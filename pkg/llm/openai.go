@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/hpcq/hpcq/internal/textcut"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -16,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // OpenAIOptions configure the openai backend. Zero values take the

@@ -86,9 +86,6 @@ func (q *Queue) publishBatched(ctx context.Context, r *schema.NodeResult) (bool,
 	}
 	b := &q.batcher
 	b.mu.Lock()
-	if b.runs == nil {
-		b.runs = map[string]*runBatches{}
-	}
 	st := b.runs[r.RunID]
 	if st == nil {
 		st = &runBatches{}

@@ -123,7 +123,7 @@ func New(ctx context.Context, nc *nats.Conn, opts Options, log *slog.Logger) (*Q
 		return nil, fmt.Errorf("queue: open bucket %s: %w", HandBacksBucket, err)
 	}
 	q := &Queue{nc: nc, js: js, opts: opts, log: log, kv: kv, handbacks: hb}
-	q.batcher.q = q
+	q.batcher = batcher{q: q, runs: map[string]*runBatches{}}
 	if !opts.UseExisting {
 		// What workers open, declared here, so that a worker's user needs no
 		// right to create it.
@@ -222,9 +222,9 @@ const msgHeadroom = 1 << 10
 // reports it rather than asking again. hpcq's embedded server takes every
 // task and result; a nats-server takes 1 MB unless configured.
 func (q *Queue) fitsServer(what string, n int) error {
-	if max := q.nc.MaxPayload(); max > 0 && int64(n)+msgHeadroom > max {
+	if limit := q.nc.MaxPayload(); limit > 0 && int64(n)+msgHeadroom > limit {
 		return fmt.Errorf("queue: %s: %w: %d bytes encoded, and the NATS server takes at most %d (its max_payload: set it to %d or more, e.g. max_payload: 9MB)",
-			what, schema.ErrInvalidMessage, n, max-msgHeadroom, schema.MaxTaskBytes+msgHeadroom)
+			what, schema.ErrInvalidMessage, n, limit-msgHeadroom, schema.MaxTaskBytes+msgHeadroom)
 	}
 	return nil
 }

@@ -3,9 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"errors"
-
 	"fmt"
-	jsonv2 "github.com/go-json-experiment/json"
 	"math"
 	"path"
 	"regexp"
@@ -14,6 +12,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
 )
 
 // Version is the only message version this build reads and writes.
