@@ -76,18 +76,27 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 	e := r.e
 	defer e.usage.save()
 	dir := filepath.Join(e.dir, nodesDir, n.ID)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	fresh, err := makeNodeDir(dir)
+	if err != nil {
 		return search.Result{}, err
 	}
 	var o outcome
-	if ok, err := readJSON(filepath.Join(dir, outcomeFile), &o); err != nil || ok {
-		// Ended before a crash that came before the journal recorded it.
-		return o.searchResult(), err
-	}
 	var task schema.NodeTask
-	ok, err := readJSON(filepath.Join(dir, taskFile), &task)
-	if err != nil {
-		return search.Result{}, err
+	ok := false
+	if fresh {
+		e.unwritten.Store(n.ID, struct{}{})
+		if e.logs != nil {
+			e.logs.New(n.ID)
+		}
+	} else {
+		e.unwritten.Delete(n.ID)
+		if ok, err := readJSON(filepath.Join(dir, outcomeFile), &o); err != nil || ok {
+			// Ended before a crash that came before the journal recorded it.
+			return o.searchResult(), err
+		}
+		if ok, err = readJSON(filepath.Join(dir, taskFile), &task); err != nil {
+			return search.Result{}, err
+		}
 	}
 	if !ok {
 		t, why, err := r.prepare(ctx, n)
@@ -419,8 +428,10 @@ func (r *runner) params(n *search.Node, purpose string, msgs []llm.Message) prom
 func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	e := r.e
 	dir := filepath.Join(e.dir, nodesDir, n.ID)
-	if data, err := e.readPlan(n.ID); err == nil {
-		return string(data), nil
+	if !e.isUnwritten(n.ID) {
+		if data, err := e.readPlan(n.ID); err == nil {
+			return string(data), nil
+		}
 	}
 	env := e.currentEnv()
 	pc := e.promptContext(ctx)
@@ -463,6 +474,7 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	if err := writeFileAtomic(filepath.Join(dir, planFile), append(plan.Raw, '\n')); err != nil {
 		return "", err
 	}
+	e.approaches.Store(n.ID, firstLine(plan.Approach))
 	if e.mem != nil {
 		if err := e.memoryPhase0(ctx, n.ID, payload, plan); err != nil {
 			e.log.Warn("phase 0 not kept in memory", "node_id", n.ID, "err", err)
@@ -852,7 +864,9 @@ func (e *engine) nodeSummary(n search.Node) string {
 		return line.(string)
 	}
 	var s strings.Builder
-	if o, ok, _ := e.nodeOutcome(n.ID); ok && o.Summary != "" {
+	if !n.Done {
+		// A running node has no summary yet.
+	} else if o, ok, _ := e.nodeOutcome(n.ID); ok && o.Summary != "" {
 		s.WriteString(firstLine(o.Summary) + "; ")
 	} else if a := e.approach(n.ID); a != "" {
 		s.WriteString(a + "; ")
@@ -870,6 +884,9 @@ func (e *engine) nodeSummary(n search.Node) string {
 func (e *engine) approach(id string) string {
 	if a, ok := e.approaches.Load(id); ok {
 		return a.(string)
+	}
+	if e.isUnwritten(id) {
+		return "" // in Phase 0: its plan is not written yet
 	}
 	data, err := e.readPlan(id)
 	if err != nil {
@@ -1030,6 +1047,29 @@ func tail(s string, n int) string {
 }
 
 // readJSON reads a node file; ok is false when it does not exist.
+// makeNodeDir makes a node's directory; fresh says that this call made it
+// (so the node has no files yet), not an earlier run of the node.
+func makeNodeDir(dir string) (fresh bool, err error) {
+	err = os.Mkdir(dir, 0o755)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrExist):
+		return false, nil
+	case errors.Is(err, fs.ErrNotExist):
+		// nodes/ itself is missing (made at start: removed since?).
+		return false, os.MkdirAll(dir, 0o755)
+	}
+	return false, err
+}
+
+// isUnwritten says that node id is one whose files this process makes
+// and whose outcome it has not saved yet (engine.unwritten).
+func (e *engine) isUnwritten(id string) bool {
+	_, ok := e.unwritten.Load(id)
+	return ok
+}
+
 func readJSON(path string, v any) (bool, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {

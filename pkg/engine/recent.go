@@ -76,6 +76,9 @@ func (e *engine) nodeOutcome(id string) (*outcome, bool, error) {
 	if o, ok := e.outcomes.get(id); ok {
 		return o, true, nil
 	}
+	if e.isUnwritten(id) {
+		return nil, false, nil
+	}
 	var o outcome
 	ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o)
 	if err != nil || !ok {
@@ -102,5 +105,6 @@ func (e *engine) saveOutcome(id string, o *outcome) error {
 	}
 	c := *o
 	e.outcomes.put(id, &c)
+	e.unwritten.Delete(id) // after put: a reader finds it kept or on disk
 	return nil
 }

@@ -202,6 +202,19 @@ func (l *Logs) nodeLog(node string) (*nodeLog, error) {
 	return nl, nil
 }
 
+// New tells Logs that node's directory was just made, so that it has no
+// log yet: its first exchange is numbered 1 without looking for one.
+func (l *Logs) New(node string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.node == nil {
+		l.node = map[string]*nodeLog{}
+	}
+	if l.node[node] == nil {
+		l.node[node] = &nodeLog{n: 0}
+	}
+}
+
 // opened notes that node's files were opened and closes those of the
 // nodes opened longest ago past MaxOpenNodes. It runs with no node's lock
 // held: closing takes the other node's.
