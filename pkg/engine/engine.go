@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -703,19 +704,9 @@ func (s *usageSaver) write() {
 	s.last = time.Now()
 	data, err := json.Marshal(s.usage())
 	if err == nil {
-		err = writeFileAtomic(s.path, data)
+		err = fileio.WriteFileAtomic(s.path, data)
 	}
 	if err != nil {
 		s.log.Warn("usage not saved", "err", err)
 	}
-}
-
-// writeFileAtomic writes through a temporary file and a rename, so that a
-// crash leaves the old file or the new one.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/llm"
@@ -460,7 +461,7 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	// phase0_history_full.json) are records written once: a crash cutting
 	// one short is followed by Phase 0 asked again and the file written
 	// again, as the plan, written last and whole, is not there.
-	if err := os.WriteFile(filepath.Join(dir, rundir.Phase0Reply), []byte(payload), 0o644); err != nil {
+	if err := fileio.WriteFile(filepath.Join(dir, rundir.Phase0Reply), []byte(payload), 0o644); err != nil {
 		return "", err
 	}
 	given, err := json.MarshalIndent(map[string]string{"history": pc.History, "environment": pc.Environment, "resources": pc.Resources,
@@ -468,10 +469,10 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(dir, rundir.Phase0Given), append(given, '\n'), 0o644); err != nil {
+	if err := fileio.WriteFile(filepath.Join(dir, rundir.Phase0Given), append(given, '\n'), 0o644); err != nil {
 		return "", err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, planFile), append(plan.Raw, '\n')); err != nil {
+	if err := fileio.WriteFileAtomic(filepath.Join(dir, planFile), append(plan.Raw, '\n')); err != nil {
 		return "", err
 	}
 	e.approaches.Store(n.ID, firstLine(plan.Approach))
@@ -905,7 +906,7 @@ func (e *engine) approach(id string) string {
 // plans/<id>/phase0_plan.json in a run written before a node's files shared
 // its directory (a resumed one).
 func (e *engine) readPlan(id string) ([]byte, error) {
-	data, err := os.ReadFile(filepath.Join(e.dir, nodesDir, id, planFile))
+	data, err := fileio.ReadFile(filepath.Join(e.dir, nodesDir, id, planFile))
 	if errors.Is(err, fs.ErrNotExist) && e.oldPlans {
 		if old, oerr := os.ReadFile(rundir.Dir(e.dir).Path(rundir.OldPhase0Plan(id))); oerr == nil {
 			return old, nil
@@ -1071,7 +1072,7 @@ func (e *engine) isUnwritten(id string) bool {
 }
 
 func readJSON(path string, v any) (bool, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileio.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -1089,5 +1090,5 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(data, '\n'))
+	return fileio.WriteFileAtomic(path, append(data, '\n'))
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
@@ -21,7 +22,7 @@ func TestSnapshotFollowsTheFiles(t *testing.T) {
 		nd := filepath.Join(dir, nodesDir, id)
 		require.NoError(t, os.MkdirAll(nd, 0o755))
 		if result != "" {
-			require.NoError(t, writeFileAtomic(filepath.Join(nd, outcomeFile), []byte(result)))
+			require.NoError(t, fileio.WriteFileAtomic(filepath.Join(nd, outcomeFile), []byte(result)))
 		}
 	}
 	put("n0001", `{"node":"n0001","metric":2}`)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -128,10 +129,10 @@ func (l *Logs) write(nl *nodeLog, node string, rec *LogRecord) (opened bool, err
 		}
 	}
 	if nl.jsonl == nil {
-		if nl.jsonl, err = openAppend(jsonPath); err != nil {
+		if nl.jsonl, err = fileio.OpenAppend(jsonPath); err != nil {
 			return false, err
 		}
-		if nl.md, err = openAppend(mdPath); err != nil {
+		if nl.md, err = fileio.OpenAppend(mdPath); err != nil {
 			nl.close()
 			return false, err
 		}
@@ -276,11 +277,6 @@ func (nl *nodeLog) close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// openAppend opens path for appending, making the file if needed.
-func openAppend(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 }
 
 // countLines counts the complete lines of a file (0 for an empty one).
