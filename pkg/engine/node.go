@@ -865,9 +865,11 @@ func (e *engine) nodeSummary(n search.Node) string {
 		return line.(string)
 	}
 	var s strings.Builder
-	if !n.Done {
-		// A running node has no summary yet.
-	} else if o, ok, _ := e.nodeOutcome(n.ID); ok && o.Summary != "" {
+	var o *outcome
+	if n.Done { // a running node has no summary yet
+		o, _, _ = e.nodeOutcome(n.ID)
+	}
+	if o != nil && o.Summary != "" {
 		s.WriteString(firstLine(o.Summary) + "; ")
 	} else if a := e.approach(n.ID); a != "" {
 		s.WriteString(a + "; ")

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/pkg/schema"
+	"github.com/hpcq/hpcq/pkg/search"
 )
 
 func TestRecentKeepsTheLastPut(t *testing.T) {
@@ -63,4 +64,55 @@ func TestNodeFilesKept(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(e.dir, nodesDir, "n3", outcomeFile), []byte(`{`), 0o644))
 	_, _, err = fresh.nodeOutcome("n3")
 	require.ErrorContains(t, err, outcomeFile)
+}
+
+// TestFreshNodeFiles: a node whose directory this process made has no
+// outcome and no approach until the engine writes them, whatever is put
+// on disk behind its back; once its outcome is saved it is read as any
+// other node's, from memory or from its file. A node whose directory was
+// there before (a resumed run) is read from its files.
+func TestFreshNodeFiles(t *testing.T) {
+	e := &engine{dir: t.TempDir()}
+	require.NoError(t, os.MkdirAll(filepath.Join(e.dir, nodesDir), 0o755))
+	dir := filepath.Join(e.dir, nodesDir, "n1")
+	fresh, err := makeNodeDir(dir)
+	require.NoError(t, err)
+	require.True(t, fresh)
+	e.unwritten.Store("n1", struct{}{})
+
+	// Files no process of this run wrote (a stale copy) are not looked at.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, outcomeFile), []byte(`{"node":"n1","summary":"stale"}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, planFile), []byte(`{"approach":"stale"}`), 0o644))
+	_, ok, err := e.nodeOutcome("n1")
+	require.NoError(t, err)
+	require.False(t, ok, "a running node has no outcome")
+	require.Equal(t, "", e.approach("n1"), "no approach before Phase 0 keeps it")
+	require.Equal(t, "running", e.nodeSummary(search.Node{ID: "n1"}), "a running node's line")
+	e.approaches.Store("n1", "tile the loops")
+	require.Equal(t, "tile the loops; running", e.nodeSummary(search.Node{ID: "n1"}))
+
+	require.NoError(t, e.saveOutcome("n1", &outcome{Node: "n1", Summary: "it ran\nin detail"}))
+	o, ok, err := e.nodeOutcome("n1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "it ran\nin detail", o.Summary)
+	require.False(t, e.isUnwritten("n1"), "saved: no longer unwritten")
+	require.Equal(t, "it ran; ok", e.nodeSummary(search.Node{ID: "n1", Done: true}), "a finished node's line: its summary")
+	e.outcomes = recent[outcome]{} // forgotten: read back from the file the engine wrote
+	o, ok, err = e.nodeOutcome("n1")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, "it ran\nin detail", o.Summary)
+
+	// Made before: not fresh, and its files are read.
+	fresh, err = makeNodeDir(dir)
+	require.NoError(t, err)
+	require.False(t, fresh)
+	// Under a nodes/ directory that is gone, it is made again (not fresh:
+	// the engine then looks, as for any node it did not make).
+	require.NoError(t, os.RemoveAll(filepath.Join(e.dir, nodesDir)))
+	fresh, err = makeNodeDir(dir)
+	require.NoError(t, err)
+	require.False(t, fresh)
+	require.DirExists(t, dir)
 }
