@@ -111,16 +111,9 @@ func New(ctx context.Context, nc *nats.Conn, opts Options, log *slog.Logger) (*Q
 	// store get declareBudget together.
 	ctx, cancel := context.WithTimeout(ctx, declareBudget)
 	defer cancel()
-	if err := ensureStreams(ctx, js, opts); err != nil {
+	kv, hb, err := ensureStreams(ctx, js, opts)
+	if err != nil {
 		return nil, err
-	}
-	kv, err := js.KeyValue(ctx, WorkersBucket)
-	if err != nil {
-		return nil, fmt.Errorf("queue: open bucket %s: %w", WorkersBucket, err)
-	}
-	hb, err := js.KeyValue(ctx, HandBacksBucket)
-	if err != nil {
-		return nil, fmt.Errorf("queue: open bucket %s: %w", HandBacksBucket, err)
 	}
 	q := &Queue{nc: nc, js: js, opts: opts, log: log, kv: kv, handbacks: hb}
 	q.batcher = batcher{q: q, runs: map[string]*runBatches{}}

@@ -375,15 +375,19 @@ func raced(err error) bool {
 }
 
 // ensureStreams creates or updates the streams and the worker and
-// hand-back buckets. It is idempotent and safe to call from every process
-// at start, at once (see declare).
-func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error {
+// hand-back buckets, and returns the two buckets. It is idempotent and
+// safe to call from every process at start, at once (see declare). The
+// buckets are those declare answered with, not looked up again: a lookup
+// left unanswered during a cluster's elections waited out the rest of
+// New's budget (TestQueueDeclaredAtOnceOnACluster failed so once).
+func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) (workers, handbacks jetstream.KeyValue, err error) {
 	for _, cfg := range streamConfigs(o) {
 		if _, err := use(ctx, o, js.Conn(), func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, cfg.Name) },
 			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) }); err != nil {
-			return fmt.Errorf("queue: create or update stream %s: %w", cfg.Name, err)
+			return nil, nil, fmt.Errorf("queue: create or update stream %s: %w", cfg.Name, err)
 		}
 	}
+	buckets := make([]jetstream.KeyValue, 0, 2)
 	for _, kv := range []jetstream.KeyValueConfig{{
 		Bucket:      WorkersBucket,
 		Description: "hpcq worker registry",
@@ -401,10 +405,12 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) error
 		Storage:     jetstream.FileStorage,
 		Replicas:    o.Replicas,
 	}} {
-		if _, err := use(ctx, o, js.Conn(), func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, kv.Bucket) },
-			func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kv) }); err != nil {
-			return fmt.Errorf("queue: create or update bucket %s: %w", kv.Bucket, err)
+		b, err := use(ctx, o, js.Conn(), func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, kv.Bucket) },
+			func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kv) })
+		if err != nil {
+			return nil, nil, fmt.Errorf("queue: create or update bucket %s: %w", kv.Bucket, err)
 		}
+		buckets = append(buckets, b)
 	}
-	return nil
+	return buckets[0], buckets[1], nil
 }
