@@ -1049,7 +1049,6 @@ func tail(s string, n int) string {
 	return "...\n" + s
 }
 
-// readJSON reads a node file; ok is false when it does not exist.
 // makeNodeDir makes a node's directory; fresh says that this call made it
 // (so the node has no files yet), not an earlier run of the node.
 func makeNodeDir(dir string) (fresh bool, err error) {
@@ -1073,6 +1072,7 @@ func (e *engine) isUnwritten(id string) bool {
 	return ok
 }
 
+// readJSON reads a node file; ok is false when it does not exist.
 func readJSON(path string, v any) (bool, error) {
 	data, err := fileio.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
