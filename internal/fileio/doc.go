@@ -8,8 +8,8 @@
 // calls besides the open, and os.Rename first looks whether the target
 // is a directory. A scheduler writes seven files for each node and reads
 // some back, and on machines where a system call is dear (a virtual
-// machine, a cluster node with auditing on) those calls were a tenth of
-// its CPU per node. The files here are opened with one system call and
+// machine, a cluster node with auditing on) opening files was 9% of its
+// CPU per node. The files here are opened with one system call and
 // wrapped by os.NewFile, which leaves them blocking and out of the
 // poller, as a regular file is anyway. Errors are those of package os
 // (*fs.PathError, *os.LinkError), so errors.Is(err, fs.ErrNotExist) holds
