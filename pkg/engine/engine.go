@@ -176,6 +176,10 @@ type engine struct {
 	// running siblings do not look for files that are not there (they
 	// looked ten times per node).
 	unwritten sync.Map
+	// endedCached: node id -> whether the node, ended by this process, was
+	// answered from the result cache: the run's summary counts those
+	// without reading every node's result.json again at the end.
+	endedCached sync.Map
 	// tasks and outcomes keep the files of the nodes last written or read.
 	tasks    recent[schema.NodeTask]
 	outcomes recent[outcome]
@@ -529,7 +533,7 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 		if n.Buggy {
 			sum.Buggy++
 		}
-		if e.cachedNode(n.ID) {
+		if e.endedFromCache(n.ID) {
 			sum.CacheHits++
 		}
 	}

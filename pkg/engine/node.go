@@ -245,6 +245,7 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	if err := e.saveOutcome(n.ID, &o); err != nil {
 		return search.Result{}, err
 	}
+	e.endedCached.Store(n.ID, o.Cached)
 	if e.logs != nil {
 		e.logs.Done(n.ID)
 	}
@@ -1017,7 +1018,13 @@ func mdText(s string) string {
 	return strings.NewReplacer("\\", "\\\\", "[", "\\[", "]", "\\]", "*", "\\*", "_", "\\_", "`", "\\`", "<", "&lt;", "\n", " ").Replace(s)
 }
 
-func (e *engine) cachedNode(id string) bool {
+// endedFromCache says whether node id was answered from the result cache:
+// known for the nodes this process ended, read from result.json for those
+// ended before it started (a resumed run).
+func (e *engine) endedFromCache(id string) bool {
+	if c, ok := e.endedCached.Load(id); ok {
+		return c.(bool)
+	}
 	o, ok, _ := e.nodeOutcome(id)
 	return ok && o.Cached
 }

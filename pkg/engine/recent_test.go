@@ -116,3 +116,18 @@ func TestFreshNodeFiles(t *testing.T) {
 	require.False(t, fresh)
 	require.DirExists(t, dir)
 }
+
+// TestEndedFromCache: the nodes this process ended are counted from what
+// it kept; those ended before it (a resumed run) from their result.json.
+func TestEndedFromCache(t *testing.T) {
+	e := &engine{dir: t.TempDir()}
+	for id, cached := range map[string]bool{"n1": true, "n2": false} {
+		require.NoError(t, os.MkdirAll(filepath.Join(e.dir, nodesDir, id), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(e.dir, nodesDir, id, outcomeFile), fmt.Appendf(nil, `{"node":%q,"cached":%t}`, id, cached), 0o644))
+	}
+	require.True(t, e.endedFromCache("n1"), "ended before: read from its file")
+	require.False(t, e.endedFromCache("n2"))
+	require.False(t, e.endedFromCache("n3"), "no outcome: not from the cache")
+	e.endedCached.Store("n2", true) // ended here, from the cache
+	require.True(t, e.endedFromCache("n2"))
+}
