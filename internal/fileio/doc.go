@@ -1,6 +1,7 @@
 // Package fileio reads and writes the small files a run keeps per node
 // (its task, plan, outcome and prompt logs) with fewer system calls than
-// package os.
+// package os, and is the one home of writing a file whole or not at all
+// ([WriteFileAtomic]).
 //
 // On Linux, os.OpenFile tries to register every file with the network
 // poller: it sets the descriptor non-blocking, asks epoll to watch it

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/pkg/artifacts"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -164,10 +165,7 @@ func writeNodeFile(runDir, node, name string, v any) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(p+".tmp", append(data, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(p+".tmp", p)
+	return fileio.WriteFileAtomic(p, append(data, '\n'))
 }
 
 // FetchArtifacts brings a result's artifacts into runDir (artifacts.Fetch).

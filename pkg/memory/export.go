@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/hpcq/hpcq/internal/fileio"
 )
 
 // Export file names, as the seed names them.
@@ -164,10 +166,10 @@ func (m *Memory) export(ctx context.Context, p ExportParams) (Exported, error) {
 	if p.JSON == "" {
 		p.JSON = ExportJSON
 	}
-	if err := writeFile(filepath.Join(p.Dir, p.JSON), append(data, '\n')); err != nil {
+	if err := fileio.WriteFileAtomic(filepath.Join(p.Dir, p.JSON), append(data, '\n')); err != nil {
 		return out, err
 	}
-	if err := writeFile(filepath.Join(p.Dir, p.Markdown), []byte(exportMarkdown(out))); err != nil {
+	if err := fileio.WriteFileAtomic(filepath.Join(p.Dir, p.Markdown), []byte(exportMarkdown(out))); err != nil {
 		return out, err
 	}
 	tree, err := m.pathTree(ctx, out.Path)
@@ -178,7 +180,7 @@ func (m *Memory) export(ctx context.Context, p ExportParams) (Exported, error) {
 	if err != nil {
 		return out, err
 	}
-	if err := writeFile(filepath.Join(p.Dir, ExportDelta), []byte(delta)); err != nil {
+	if err := fileio.WriteFileAtomic(filepath.Join(p.Dir, ExportDelta), []byte(delta)); err != nil {
 		return out, err
 	}
 	snap := []byte("{}\n")
@@ -189,7 +191,7 @@ func (m *Memory) export(ctx context.Context, p ExportParams) (Exported, error) {
 			snap, _ = json.Marshal(map[string]string{"resource_index": resources})
 		}
 	}
-	return out, writeFile(filepath.Join(p.Dir, ResourceSnapshot), snap)
+	return out, fileio.WriteFileAtomic(filepath.Join(p.Dir, ResourceSnapshot), snap)
 }
 
 // pathTree is the state of each branch of path (root first): its visible
@@ -219,15 +221,6 @@ func (m *Memory) pathTree(ctx context.Context, path []string) (Tree, error) {
 		t.Branches = append(t.Branches, br)
 	}
 	return t, nil
-}
-
-// writeFile writes atomically: a reader never sees half a file.
-func writeFile(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 func exportMarkdown(e Exported) string {

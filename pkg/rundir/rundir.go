@@ -13,6 +13,8 @@ import (
 	"path"
 	"path/filepath"
 	"time"
+
+	"github.com/hpcq/hpcq/internal/fileio"
 )
 
 // Names inside a run directory.
@@ -184,9 +186,5 @@ func (d Dir) WriteInfo(info Info) error {
 	if err != nil {
 		return err
 	}
-	path := d.Path(InfoFile)
-	if err := os.WriteFile(path+".tmp", append(data, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp", path)
+	return fileio.WriteFileAtomic(d.Path(InfoFile), append(data, '\n'))
 }
