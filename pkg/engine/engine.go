@@ -169,17 +169,8 @@ type engine struct {
 	// approaches: node id -> the first line of its plan's approach, kept
 	// once read (a plan does not change after Phase 0).
 	approaches sync.Map
-	// unwritten: the nodes whose directory this process made and whose
-	// outcome it has not saved yet. None of their files is on disk but
-	// those this process wrote: their outcome is known to be absent, and
-	// their approach too until Phase 0 keeps it, so that the prompts listing
-	// running siblings do not look for files that are not there (they
-	// looked ten times per node).
-	unwritten sync.Map
-	// endedCached: node id -> whether the node, ended by this process, was
-	// answered from the result cache: the run's summary counts those
-	// without reading every node's result.json again at the end.
-	endedCached sync.Map
+	// own: node id -> ownNode, for the nodes this process made or ended.
+	own sync.Map
 	// tasks and outcomes keep the files of the nodes last written or read.
 	tasks    recent[schema.NodeTask]
 	outcomes recent[outcome]

@@ -85,12 +85,12 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 	var task schema.NodeTask
 	ok := false
 	if fresh {
-		e.unwritten.Store(n.ID, struct{}{})
+		e.own.Store(n.ID, ownNode{})
 		if e.logs != nil {
 			e.logs.New(n.ID)
 		}
 	} else {
-		e.unwritten.Delete(n.ID)
+		e.own.Delete(n.ID)
 		if ok, err := readJSON(filepath.Join(dir, outcomeFile), &o); err != nil || ok {
 			// Ended before a crash that came before the journal recorded it.
 			return o.searchResult(), err
@@ -245,7 +245,6 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	if err := e.saveOutcome(n.ID, &o); err != nil {
 		return search.Result{}, err
 	}
-	e.endedCached.Store(n.ID, o.Cached)
 	if e.logs != nil {
 		e.logs.Done(n.ID)
 	}
@@ -1022,8 +1021,8 @@ func mdText(s string) string {
 // known for the nodes this process ended, read from result.json for those
 // ended before it started (a resumed run).
 func (e *engine) endedFromCache(id string) bool {
-	if c, ok := e.endedCached.Load(id); ok {
-		return c.(bool)
+	if v, ok := e.own.Load(id); ok && v.(ownNode).ended {
+		return v.(ownNode).cached
 	}
 	o, ok, _ := e.nodeOutcome(id)
 	return ok && o.Cached
@@ -1072,11 +1071,23 @@ func makeNodeDir(dir string) (fresh bool, err error) {
 	return false, err
 }
 
+// ownNode is what the engine knows of a node whose directory this process
+// made (os.Mkdir made it: not a resumed node) or whose outcome it saved.
+// Until a made node's outcome is saved none of its files is on disk but
+// those this process wrote: its outcome is known to be absent, and its
+// approach too until Phase 0 keeps it, so that the prompts listing running
+// siblings do not look for files that are not there (they looked ten
+// times per node). Once ended, whether the result cache answered it is
+// kept for the run's summary.
+type ownNode struct {
+	ended, cached bool
+}
+
 // isUnwritten says that node id is one whose files this process makes
-// and whose outcome it has not saved yet (engine.unwritten).
+// and whose outcome it has not saved yet.
 func (e *engine) isUnwritten(id string) bool {
-	_, ok := e.unwritten.Load(id)
-	return ok
+	v, ok := e.own.Load(id)
+	return ok && !v.(ownNode).ended
 }
 
 // readJSON reads a node file; ok is false when it does not exist.

@@ -105,6 +105,6 @@ func (e *engine) saveOutcome(id string, o *outcome) error {
 	}
 	c := *o
 	e.outcomes.put(id, &c)
-	e.unwritten.Delete(id) // after put: a reader finds it kept or on disk
+	e.own.Store(id, ownNode{ended: true, cached: o.Cached}) // after put: a reader finds it kept or on disk
 	return nil
 }

@@ -78,7 +78,7 @@ func TestFreshNodeFiles(t *testing.T) {
 	fresh, err := makeNodeDir(dir)
 	require.NoError(t, err)
 	require.True(t, fresh)
-	e.unwritten.Store("n1", struct{}{})
+	e.own.Store("n1", ownNode{})
 
 	// Files no process of this run wrote (a stale copy) are not looked at.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, outcomeFile), []byte(`{"node":"n1","summary":"stale"}`), 0o644))
@@ -128,6 +128,6 @@ func TestEndedFromCache(t *testing.T) {
 	require.True(t, e.endedFromCache("n1"), "ended before: read from its file")
 	require.False(t, e.endedFromCache("n2"))
 	require.False(t, e.endedFromCache("n3"), "no outcome: not from the cache")
-	e.endedCached.Store("n2", true) // ended here, from the cache
+	e.own.Store("n2", ownNode{ended: true, cached: true}) // ended here, from the cache
 	require.True(t, e.endedFromCache("n2"))
 }
