@@ -1,9 +1,15 @@
 package sqlite
 
 import (
+	"context"
+	"fmt"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/memory"
 )
 
 func TestBatchRoundTrip(t *testing.T) {
@@ -53,4 +59,59 @@ func FuzzDecodeBatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCommitGathers: the committer gathers the journaled batches into one
+// transaction until Flush asks (the delay here is an hour, so nothing else
+// commits them), commits at once past commitRows, and Close commits what is
+// left; every write is in the file after each.
+func TestCommitGathers(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "memory.sqlite")
+	s, err := Open(path, Options{commitDelay: time.Hour})
+	require.NoError(t, err)
+	commits := func() int {
+		s.pmu.Lock()
+		defer s.pmu.Unlock()
+		return s.commits
+	}
+	_, err = s.Fork(ctx, memory.ForkParams{Branch: "root"})
+	require.NoError(t, err)
+	for i := range 100 {
+		_, err := s.RecallAppend(ctx, memory.RecallAppendParams{Branch: "root", Event: memory.RecallEvent{Kind: "run_done", Payload: fmt.Sprint(i)}})
+		require.NoError(t, err)
+	}
+	require.Zero(t, commits(), "committed before the delay, Flush or the row bound")
+	require.NoError(t, s.Flush(ctx))
+	require.Equal(t, 1, commits(), "101 writes, one transaction")
+	require.Equal(t, 100, rowsIn(t, s, "mem_recall"))
+
+	// Past commitRows the committer does not wait for the delay.
+	s.pmu.Lock()
+	ch := s.committed
+	s.pmu.Unlock()
+	for i := range commitRows {
+		_, err := s.RecallAppend(ctx, memory.RecallAppendParams{Branch: "root", Event: memory.RecallEvent{Kind: "run_done", Payload: fmt.Sprint(i)}})
+		require.NoError(t, err)
+	}
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatalf("%d rows pending and no commit", commitRows)
+	}
+
+	_, err = s.RecallAppend(ctx, memory.RecallAppendParams{Branch: "root", Event: memory.RecallEvent{Kind: "last"}})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	r, err := Open(path, Options{ReadOnly: true})
+	require.NoError(t, err)
+	defer r.Close()
+	require.Equal(t, 101+commitRows, rowsIn(t, r, "mem_recall"), "Close commits what is pending")
+}
+
+func rowsIn(t *testing.T, s *Store, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.db.QueryRow(`SELECT COUNT(*) FROM `+table).Scan(&n))
+	return n
 }

@@ -12,6 +12,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -49,6 +50,9 @@ type Options struct {
 	// (open it again to see later writes) without the writes a crash left
 	// in the journal, which the next writable Open applies.
 	ReadOnly bool
+
+	// commitDelay replaces commitDelay (tests).
+	commitDelay time.Duration
 }
 
 // ErrReadOnly: a write to a store opened with Options.ReadOnly.
@@ -82,19 +86,25 @@ type Store struct {
 	wconn *sql.Conn
 	stmts map[string]*sql.Stmt
 	// pmu guards the committer's queue: pending batches, their row count,
-	// the last seq in SQLite, the committer's last error, and committed,
-	// closed (and replaced) after every commit.
+	// the last seq in SQLite, the committer's last error, the transactions
+	// committed, and committed, closed (and replaced) after every commit.
 	pmu         sync.Mutex
 	pending     []batch
 	pendingRows int
 	applied     int64
 	commitErr   error
+	commits     int
 	committed   chan struct{}
-	wake        chan struct{}
-	stop        chan struct{}
-	stopped     chan struct{}
-	started     bool
-	readOnly    bool // Options.ReadOnly
+	// wake tells the committer a batch is pending; flushNow that it should
+	// commit without gathering more (Flush, Close); delay is how long it
+	// gathers at most.
+	wake     chan struct{}
+	flushNow chan struct{}
+	delay    time.Duration
+	stop     chan struct{}
+	stopped  chan struct{}
+	started  bool
+	readOnly bool // Options.ReadOnly
 }
 
 // Statements prepared once: parsing SQL costs more than running it.
@@ -193,7 +203,8 @@ func Open(path string, o Options) (*Store, error) {
 	}
 	s := newStore(db, o)
 	s.lock, s.stmts = lock, map[string]*sql.Stmt{}
-	s.wake, s.stop, s.stopped = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	s.wake, s.flushNow, s.stop, s.stopped = make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	s.delay = cmp.Or(o.commitDelay, commitDelay)
 	fail := func(err error) (*Store, error) {
 		s.Close()
 		return nil, err
