@@ -159,8 +159,9 @@ type engine struct {
 	cache   *search.Cache
 	metered *llm.Metered
 	usage   *usageSaver
-	// calls gathers the llm_calls rows (written every callsEvery).
-	calls  *results.Batch
+	// rows gathers the results rows: the llm_calls rows (Add, written every
+	// callsEvery) and each node's (Write, which waits until they are stored).
+	rows   *results.Batch
 	client llm.Client
 	mem    *memory.Memory
 	outage *memory.OutageStore // the memory store, waiting out outages
@@ -246,7 +247,7 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 	}
 	e.client = e.metered
 	if p.Results != nil {
-		e.calls = results.NewBatch(p.Results, callsEvery, e.log)
+		e.rows = results.NewBatch(p.Results, callsEvery, e.log)
 	}
 	e.usage = &usageSaver{path: filepath.Join(dir, journalDir, "usage.json"), usage: e.metered.Usage, log: e.log}
 	if p.MemoryStore != nil && *p.Spec.Memory.Enabled {
@@ -280,10 +281,10 @@ const callsEvery = 100 * time.Millisecond
 // recordCall queues an LLM call's llm_calls row.
 func (e *engine) recordCall(_ context.Context, c llm.Call) {
 	e.p.Metrics.Call(c.Purpose, c.Model, c.TokensIn, c.TokensOut, c.CostUSD, c.Latency, c.Error != "")
-	if e.calls == nil {
+	if e.rows == nil {
 		return
 	}
-	e.calls.Add(results.Rows{LLMCalls: []results.LLMCall{{Run: c.Run, Node: c.Node, Purpose: c.Purpose, Model: c.Model,
+	e.rows.Add(results.Rows{LLMCalls: []results.LLMCall{{Run: c.Run, Node: c.Node, Purpose: c.Purpose, Model: c.Model,
 		TokensIn: c.TokensIn, TokensOut: c.TokensOut, LatencyMS: float64(c.Latency.Microseconds()) / 1000, CostUSD: c.CostUSD,
 		CacheHit: c.CacheHit, Error: c.Error, TS: c.Started}}})
 }
@@ -292,8 +293,8 @@ func (e *engine) close() {
 	if e.usage != nil {
 		e.usage.flush() // nothing written after the engine
 	}
-	if e.calls != nil {
-		_ = e.calls.Close() // a failure is logged
+	if e.rows != nil {
+		_ = e.rows.Close() // a failure is logged
 	}
 	if e.disp != nil {
 		e.disp.Close()
@@ -567,7 +568,7 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 	if e.p.Results == nil || runRow.Run == "" {
 		return sum, nil // an export: the runs row is the run's own
 	}
-	if err := e.calls.Flush(ctx); err != nil {
+	if err := e.rows.Flush(ctx); err != nil {
 		e.log.Warn("llm_calls rows not written before the run's end", "err", err)
 	}
 	runRow.Status, runRow.TS = results.RunDone, time.Now()

@@ -239,7 +239,10 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	}
 	rows.Nodes = append(rows.Nodes, row)
 	e.p.Metrics.Node(n.Kind, row.Status)
-	if err := e.p.Results.Write(ctx, rows); err != nil {
+	// Stored before result.json is written (a resume takes a node with
+	// one for done, its rows included), in one transaction with the other
+	// nodes ending within results.WriteGather.
+	if err := e.rows.Write(ctx, rows); err != nil {
 		e.log.Warn("results rows not written", "node_id", n.ID, "err", err)
 	}
 	if err := e.saveOutcome(n.ID, &o); err != nil {

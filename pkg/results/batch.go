@@ -2,6 +2,7 @@ package results
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -18,6 +19,10 @@ import (
 // that one bad row fails only its own; rows the sink keeps refusing are
 // tried batchTries times (once per interval) and then dropped, which is
 // logged.
+//
+// Rows whose writer must know they are stored before it goes on (a node's
+// rows, written before its result.json) go through [Batch.Write], which
+// gathers them with the others for at most WriteGather.
 type Batch struct {
 	sink  Sink
 	every time.Duration
@@ -30,14 +35,22 @@ type Batch struct {
 	mu      sync.Mutex
 	queued  []batchEntry
 	pending *time.Timer
+	due     time.Time // when pending fires
 	closed  bool
 }
 
-// batchEntry is the rows of one Add and how many writes refused them.
+// batchEntry is the rows of one Add or Write and how many writes refused
+// them; done, for a Write, gets the outcome.
 type batchEntry struct {
 	rows    Rows
 	refused int
+	done    chan error
 }
+
+// WriteGather is how long [Batch.Write] waits at most for other rows to
+// join its transaction: a node's end waits that much longer, and a run of
+// many nodes commits a few times per WriteGather instead of once per node.
+const WriteGather = 10 * time.Millisecond
 
 // batchTries is how many writes a row may fail before it is dropped.
 const batchTries = 3
@@ -65,15 +78,51 @@ func (b *Batch) Add(rows Rows) {
 		return
 	}
 	b.queued = append(b.queued, batchEntry{rows: rows})
-	b.schedule()
+	b.schedule(b.every)
 	b.mu.Unlock()
 }
 
-// schedule starts the interval's timer if none runs; the caller holds mu.
-func (b *Batch) schedule() {
-	if b.pending == nil && !b.closed {
-		b.pending = time.AfterFunc(b.every, func() { _ = b.write(context.Background()) })
+// Write writes rows with the others gathered within WriteGather (or the
+// interval, if shorter) and returns once they are stored, or refused: the
+// sink's error for them (they are not tried again). When ctx ends first it
+// returns its error; the rows may still be written.
+func (b *Batch) Write(ctx context.Context, rows Rows) error {
+	if rows.Len() == 0 {
+		return nil
 	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return b.sink.Write(ctx, rows)
+	}
+	done := make(chan error, 1)
+	b.queued = append(b.queued, batchEntry{rows: rows, done: done})
+	b.schedule(min(b.every, WriteGather))
+	b.mu.Unlock()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("results: %w", ctx.Err())
+	}
+}
+
+// schedule makes the queued rows be written within wait: it starts the
+// timer, or brings a later one forward. The caller holds mu.
+func (b *Batch) schedule(wait time.Duration) {
+	if b.closed {
+		return
+	}
+	due := time.Now().Add(wait)
+	if b.pending != nil {
+		if !b.due.After(due) {
+			return
+		}
+		// A timer that fired already writes anyway; this one then finds
+		// less or nothing queued.
+		b.pending.Stop()
+	}
+	b.pending, b.due = time.AfterFunc(wait, func() { _ = b.write(context.Background()) }), due
 }
 
 // Flush writes what is queued now and returns once every row added before
@@ -111,6 +160,9 @@ func (b *Batch) write(ctx context.Context) error {
 	}
 	first := b.sink.Write(ctx, all)
 	if first == nil {
+		for _, e := range entries {
+			e.answer(nil)
+		}
 		return nil
 	}
 	// Refused: each Add's rows alone, so that one bad row fails only its own.
@@ -123,14 +175,21 @@ func (b *Batch) write(ctx context.Context) error {
 		refused = []refusal{{entries[0], first}}
 	} else {
 		for _, e := range entries {
-			if err := b.sink.Write(ctx, e.rows); err != nil {
+			err := b.sink.Write(ctx, e.rows)
+			if err != nil {
 				refused = append(refused, refusal{e, err})
+			} else {
+				e.answer(nil)
 			}
 		}
 	}
 	var left []batchEntry
 	for _, r := range refused {
 		r.refused++
+		if r.done != nil {
+			r.answer(r.err) // its writer reports it
+			continue
+		}
 		if r.refused >= batchTries || closed {
 			b.log.Warn("results rows not written", "rows", r.rows.Len(), "writes_refused", r.refused, "err", r.err)
 			continue
@@ -143,11 +202,18 @@ func (b *Batch) write(ctx context.Context) error {
 	b.mu.Lock()
 	b.queued = append(left, b.queued...)
 	if len(b.queued) > 0 {
-		b.schedule()
+		b.schedule(b.every)
 	}
 	b.mu.Unlock()
 	if len(refused) == 0 {
 		return nil // every Add written alone
 	}
 	return refused[0].err
+}
+
+// answer tells a Write's caller how its rows fared.
+func (e batchEntry) answer(err error) {
+	if e.done != nil {
+		e.done <- err
+	}
 }

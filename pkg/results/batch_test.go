@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/benchutil"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/results"
 )
@@ -140,6 +142,76 @@ func TestBatchAfterClose(t *testing.T) {
 	require.EqualValues(t, 2, sink.writes.Load())
 }
 
+func nodeRow(node string) results.Rows {
+	v := 1.5
+	return results.Rows{
+		Nodes:     []results.Node{{Run: "b", Node: node, Stage: 1, Kind: "draft", Pool: "cpu", Attempt: 1, Status: "ok", MetricName: "gflops", MetricValue: &v, TS: t0}},
+		PhaseRuns: []results.PhaseRun{{Run: "b", Node: node, Attempt: 1, Worker: "w", Phase: "run", Status: "ok", TS: t0}},
+		Metrics:   []results.Metric{{Run: "b", Node: node, Attempt: 1, Name: "gflops", Value: v, TS: t0}},
+	}
+}
+
+// TestBatchWriteWaitsForItsRows: a Write returns once its rows are in the
+// file (with the rows added before it, though their interval is an hour
+// off), and Writes made together share transactions.
+func TestBatchWriteWaitsForItsRows(t *testing.T) {
+	sink, path := openCounted(t)
+	b := results.NewBatch(sink, time.Hour, testutil.Logger(t))
+	defer b.Close()
+	ctx := context.Background()
+	b.Add(callRow("n0", 1))
+	require.NoError(t, b.Write(ctx, nodeRow("n0")))
+	require.EqualValues(t, 1, count(t, path, `SELECT count(*) FROM nodes WHERE node = 'n0'`))
+	require.EqualValues(t, 1, count(t, path, `SELECT count(*) FROM llm_calls`), "the rows added before went with it")
+
+	const writers, each = 16, 20
+	before := sink.writes.Load()
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				node := fmt.Sprintf("w%02d-%02d", g, i)
+				if err := b.Write(ctx, nodeRow(node)); err != nil {
+					t.Error(err)
+					return
+				}
+				if n := count(t, path, `SELECT count(*) FROM metrics WHERE node = '`+node+`'`); n != 1 {
+					t.Errorf("%s: %d metrics rows after its Write returned", node, n)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.EqualValues(t, 1+writers*each, count(t, path, `SELECT count(*) FROM nodes`))
+	require.Less(t, sink.writes.Load()-before, int64(writers*each), "Writes made together are written together")
+}
+
+// TestBatchWriteRefused: a Write whose rows the sink refuses gets the
+// error and they are not tried again; the rows gathered with them are
+// written.
+func TestBatchWriteRefused(t *testing.T) {
+	sink, path := openCounted(t)
+	b := results.NewBatch(sink, time.Hour, testutil.Logger(t))
+	defer b.Close()
+	ctx := context.Background()
+	b.Add(callRow("n", 1))
+	bad := results.Rows{Metrics: []results.Metric{{Run: "b", Node: "n", Attempt: 1, Name: "gflops", Value: math.NaN(), TS: t0}}}
+	require.ErrorContains(t, b.Write(ctx, bad), "NOT NULL")
+	require.EqualValues(t, 3, sink.writes.Load(), "the batch, then each alone")
+	require.EqualValues(t, 1, count(t, path, `SELECT count(*) FROM llm_calls`))
+	require.NoError(t, b.Flush(ctx), "the refused Write is not queued again")
+	require.EqualValues(t, 3, sink.writes.Load())
+
+	// A Write given up by its caller is still written.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, b.Write(gone, nodeRow("late")), context.Canceled)
+	require.NoError(t, b.Flush(ctx))
+	require.EqualValues(t, 1, count(t, path, `SELECT count(*) FROM nodes WHERE node = 'late'`))
+}
+
 // BenchmarkSQLiteWriteNode is what the engine writes when a node ends (its
 // nodes row, a phase row and a metric, one Write) against an LLM call's row
 // written through a Batch.
@@ -160,6 +232,32 @@ func BenchmarkSQLiteWriteNode(b *testing.B) {
 			}))
 		}
 	})
+	// 64 nodes in flight ending at random, about 600 a second (as in a
+	// run of the engine benchmark), each waiting until its rows are stored:
+	// a Write each, then through a Batch. cpu-us/op is the process's CPU
+	// time per node (ns/op is the pace).
+	for _, via := range []string{"node-paced-direct", "node-paced-batch"} {
+		b.Run(via, func(b *testing.B) {
+			batch := results.NewBatch(s, time.Hour, nil)
+			defer batch.Close()
+			var next atomic.Int64
+			b.SetParallelism(32) // 64 goroutines on 2 cores
+			cpu := benchutil.CPUTime()
+			defer func() { b.ReportMetric(float64((benchutil.CPUTime()-cpu).Microseconds())/float64(b.N), "cpu-us/op") }()
+			b.RunParallel(func(pb *testing.PB) {
+				rng := rand.New(rand.NewPCG(uint64(next.Add(1)), 1))
+				for pb.Next() {
+					time.Sleep(time.Duration(rng.Int64N(int64(200 * time.Millisecond))))
+					rows := nodeRow(fmt.Sprintf("%s-%07d", via, next.Add(1)))
+					if via == "node-paced-direct" {
+						require.NoError(b, s.Write(ctx, rows))
+					} else {
+						require.NoError(b, batch.Write(ctx, rows))
+					}
+				}
+			})
+		})
+	}
 	b.Run("call-batched", func(b *testing.B) {
 		batch := results.NewBatch(s, time.Hour, nil)
 		for i := range b.N {
