@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/memory"
 )
 
 // TestRepeatCounts: a document's repeats count in a scope when their
@@ -46,4 +48,41 @@ func TestRepeatCounts(t *testing.T) {
 	require.Equal(t, 2, n)
 	n, _ = x.countsOf([]scopeEntry{{Branch: "a", MaxSeq: 100}}, 3, t0)
 	require.Equal(t, 1, n, "a document never repeated")
+}
+
+// TestFindFact: the visible copy of a fact is the latest of the nearest
+// scope branch that has one within its bound; other facts, branches out
+// of the scope and copies past a bound (written after a fork) are not
+// seen, and a removed copy is gone.
+func TestFindFact(t *testing.T) {
+	x := newArchIndex()
+	item := func(seq int64, branch, fact string) {
+		x.addItem(memory.ArchivalItem{Seq: seq, Branch: branch, Text: fact + " text", FactHash: fact})
+	}
+	item(5, "root", "f")
+	item(9, "root", "f")
+	item(3, "a", "f")
+	item(7, "a", "f")
+	item(12, "a", "f") // after b forked from a at 10
+	item(4, "a", "g")
+	item(6, "sib", "f")
+	find := func(sc []scopeEntry, fact string) int64 {
+		it, ok := x.findFact(sc, fact)
+		if !ok {
+			return 0
+		}
+		require.Equal(t, fact, it.FactHash)
+		return it.Seq
+	}
+	b := []scopeEntry{{Branch: "b", MaxSeq: 100}, {Branch: "a", MaxSeq: 10}, {Branch: "root", MaxSeq: 2}}
+	require.EqualValues(t, 7, find(b, "f"), "a's latest copy before the fork, nearer than root's")
+	require.EqualValues(t, 4, find(b, "g"))
+	require.EqualValues(t, 0, find(b, "h"))
+	require.EqualValues(t, 12, find([]scopeEntry{{Branch: "a", MaxSeq: 100}}, "f"))
+	require.EqualValues(t, 5, find([]scopeEntry{{Branch: "c", MaxSeq: 100}, {Branch: "root", MaxSeq: 6}}, "f"), "root's copy within the bound")
+	require.EqualValues(t, 0, find([]scopeEntry{{Branch: "a", MaxSeq: 2}, {Branch: "root", MaxSeq: 4}}, "f"), "every copy past its bound")
+	x.removeItems([]int64{7, 3})
+	require.EqualValues(t, 9, find([]scopeEntry{{Branch: "a", MaxSeq: 10}, {Branch: "root", MaxSeq: 100}}, "f"), "a's copies removed")
+	x.removeItems([]int64{4})
+	require.EqualValues(t, 0, find(b, "g"))
 }
