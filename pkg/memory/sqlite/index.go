@@ -3,6 +3,7 @@ package sqlite
 import (
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,17 +21,108 @@ type textIndex[T any] struct {
 	mu       sync.RWMutex
 	branches map[string]*branchDocs
 	docs     map[int64]*indexedDoc[T]
+	// terms interns the index's terms: a branch's postings name a term
+	// by the one copy of it, not by a piece of each document's lower-cased
+	// text, which would stay alive as long as the term it first brought.
+	terms map[string]string
 }
 
+// branchDocs is one branch's documents. A branch (a node) has a few dozen
+// documents and a few hundred terms, so its postings are two parallel
+// slices sorted by term then seq: no map and no slice per term, whose
+// allocations cost more than the rest of indexing a document. Past
+// flatMax postings a branch moves them into a map of terms.
 type branchDocs struct {
 	seqs      []int64 // ascending
 	lenPrefix []int   // lenPrefix[i] = total length of the first i docs
-	postings  map[string][]posting
+	// terms[i] is the term of posts[i] (flat layout).
+	terms []string
+	posts []posting
+	// postings replaces terms and posts once the branch is large.
+	postings map[string][]posting
 }
+
+// flatMax: the postings a branch keeps in its sorted slices (inserting is
+// a copy of them); past it, a map.
+const flatMax = 4096
 
 type posting struct {
 	seq int64
 	tf  int32
+}
+
+// postingsOf returns term t's postings on the branch, in seq order.
+func (bd *branchDocs) postingsOf(t string) []posting {
+	if bd.postings != nil {
+		return bd.postings[t]
+	}
+	lo := sort.SearchStrings(bd.terms, t)
+	hi := lo
+	for hi < len(bd.terms) && bd.terms[hi] == t {
+		hi++
+	}
+	return bd.posts[lo:hi:hi]
+}
+
+// insert adds document seq's postings: terms, distinct and sorted, with
+// their counts tfs.
+func (bd *branchDocs) insert(seq int64, terms []string, tfs []int32) {
+	if bd.postings != nil {
+		for i, t := range terms {
+			ps := bd.postings[t]
+			k := sort.Search(len(ps), func(k int) bool { return ps[k].seq > seq })
+			bd.postings[t] = slices.Insert(ps, k, posting{seq: seq, tf: tfs[i]})
+		}
+		return
+	}
+	// Merged from the back into the grown slices: (term, seq) order, the
+	// new document's postings usually last within their terms.
+	n := len(bd.terms)
+	bd.terms = slices.Grow(bd.terms, len(terms))[:n+len(terms)]
+	bd.posts = slices.Grow(bd.posts, len(terms))[:n+len(terms)]
+	i, k := n-1, len(terms)-1
+	for w := n + len(terms) - 1; k >= 0; w-- {
+		if i >= 0 && (bd.terms[i] > terms[k] || bd.terms[i] == terms[k] && bd.posts[i].seq > seq) {
+			bd.terms[w], bd.posts[w] = bd.terms[i], bd.posts[i]
+			i--
+		} else {
+			bd.terms[w], bd.posts[w] = terms[k], posting{seq: seq, tf: tfs[k]}
+			k--
+		}
+	}
+	if len(bd.posts) > flatMax {
+		bd.postings = map[string][]posting{}
+		for i := 0; i < len(bd.terms); {
+			j := i
+			for j < len(bd.terms) && bd.terms[j] == bd.terms[i] {
+				j++
+			}
+			bd.postings[bd.terms[i]] = slices.Clone(bd.posts[i:j])
+			i = j
+		}
+		bd.terms, bd.posts = nil, nil
+	}
+}
+
+// drop removes the postings of seq.
+func (bd *branchDocs) drop(seq int64) {
+	if bd.postings != nil {
+		for t, ps := range bd.postings {
+			if k := slices.IndexFunc(ps, func(p posting) bool { return p.seq == seq }); k >= 0 {
+				bd.postings[t] = slices.Delete(ps, k, k+1)
+			}
+		}
+		return
+	}
+	w := 0
+	for i := range bd.posts {
+		if bd.posts[i].seq != seq {
+			bd.terms[w], bd.posts[w] = bd.terms[i], bd.posts[i]
+			w++
+		}
+	}
+	clear(bd.terms[w:])
+	bd.terms, bd.posts = bd.terms[:w], bd.posts[:w]
 }
 
 type indexedDoc[T any] struct {
@@ -41,7 +133,7 @@ type indexedDoc[T any] struct {
 }
 
 func newTextIndex[T any]() *textIndex[T] {
-	return &textIndex[T]{branches: map[string]*branchDocs{}, docs: map[int64]*indexedDoc[T]{}}
+	return &textIndex[T]{branches: map[string]*branchDocs{}, docs: map[int64]*indexedDoc[T]{}, terms: map[string]string{}}
 }
 
 func tokenize(text string) []string { return memory.Tokenize(text) }
@@ -53,32 +145,37 @@ func (x *textIndex[T]) add(seq int64, branch, text string, tags []string, item T
 		return
 	}
 	toks := tokenize(text)
-	tf := map[string]int32{}
-	for _, t := range toks {
-		tf[t]++
-	}
 	x.docs[seq] = &indexedDoc[T]{branch: branch, length: len(toks), tags: tags, item: item}
 	bd := x.branches[branch]
 	if bd == nil {
-		bd = &branchDocs{lenPrefix: []int{0}, postings: map[string][]posting{}}
+		bd = &branchDocs{lenPrefix: []int{0}}
 		x.branches[branch] = bd
 	}
 	i := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] > seq })
-	bd.seqs = append(bd.seqs, 0)
-	copy(bd.seqs[i+1:], bd.seqs[i:])
-	bd.seqs[i] = seq
+	bd.seqs = slices.Insert(bd.seqs, i, seq)
+	// The prefixes past i each gain this document: shifted by one, plus its
+	// length.
 	bd.lenPrefix = append(bd.lenPrefix, 0)
 	for j := len(bd.seqs); j > i; j-- {
-		bd.lenPrefix[j] = bd.lenPrefix[j-1] + x.docs[bd.seqs[j-1]].length
+		bd.lenPrefix[j] = bd.lenPrefix[j-1] + len(toks)
 	}
-	for t, n := range tf {
-		ps := bd.postings[t]
-		k := sort.Search(len(ps), func(k int) bool { return ps[k].seq > seq })
-		ps = append(ps, posting{})
-		copy(ps[k+1:], ps[k:])
-		ps[k] = posting{seq: seq, tf: n}
-		bd.postings[t] = ps
+	// Each distinct term once (interned), with its count.
+	slices.Sort(toks)
+	terms, tfs := toks[:0], make([]int32, 0, len(toks))
+	for i := 0; i < len(toks); {
+		j := i + 1
+		for j < len(toks) && toks[j] == toks[i] {
+			j++
+		}
+		t, ok := x.terms[toks[i]]
+		if !ok {
+			t = strings.Clone(toks[i])
+			x.terms[t] = t
+		}
+		terms, tfs = append(terms, t), append(tfs, int32(j-i))
+		i = j
 	}
+	bd.insert(seq, terms, tfs)
 }
 
 // remove drops documents; the caller holds x.mu.
@@ -97,14 +194,7 @@ func (x *textIndex[T]) remove(seq int64) {
 			bd.lenPrefix[j] = bd.lenPrefix[j-1] + x.docs[bd.seqs[j-1]].length
 		}
 	}
-	for t, ps := range bd.postings {
-		for k, po := range ps {
-			if po.seq == seq {
-				bd.postings[t] = append(ps[:k], ps[k+1:]...)
-				break
-			}
-		}
-	}
+	bd.drop(seq)
 }
 
 type scored[T any] struct {
@@ -145,7 +235,7 @@ func (x *textIndex[T]) search(sc []scopeEntry, query string, tags []string, n in
 	for _, t := range terms {
 		df := 0
 		for _, p := range parts {
-			ps := p.bd.postings[t]
+			ps := p.bd.postingsOf(t)
 			df += sort.Search(len(ps), func(i int) bool { return ps[i].seq > p.max })
 		}
 		if df == 0 {
@@ -153,7 +243,7 @@ func (x *textIndex[T]) search(sc []scopeEntry, query string, tags []string, n in
 		}
 		idf := memory.BM25IDF(total, df)
 		for _, p := range parts {
-			for _, po := range p.bd.postings[t] {
+			for _, po := range p.bd.postingsOf(t) {
 				if po.seq > p.max {
 					break
 				}

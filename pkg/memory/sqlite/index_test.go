@@ -1,6 +1,9 @@
 package sqlite
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +88,73 @@ func TestFindFact(t *testing.T) {
 	require.EqualValues(t, 9, find([]scopeEntry{{Branch: "a", MaxSeq: 10}, {Branch: "root", MaxSeq: 100}}, "f"), "a's copies removed")
 	x.removeItems([]int64{4})
 	require.EqualValues(t, 0, find(b, "g"))
+}
+
+// TestTextIndexMatchesBM25Rank: the index's search over a scope ranks as
+// memory.BM25Rank does over the scope's visible texts, on branches small
+// (postings in sorted slices) and large (past flatMax, in a map), with
+// documents indexed out of seq order (the average length of the visible
+// documents once counted some twice then) and some removed.
+func TestTextIndexMatchesBM25Rank(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	words := strings.Fields("tile loop cache vector openmp mpi rank thread block warp fused kernel stride prefetch unroll gflops")
+	x := newTextIndex[int64]()
+	type doc struct {
+		branch string
+		text   string
+	}
+	docs := map[int64]doc{}
+	for _, s := range rng.Perm(1500) {
+		seq := int64(s + 1)
+		br := "big"
+		if seq%5 == 0 {
+			br = []string{"a", "b"}[seq%2]
+		}
+		ws := make([]string, 3+rng.IntN(12))
+		for i := range ws {
+			ws[i] = words[rng.IntN(len(words))]
+			if rng.IntN(4) == 0 {
+				ws[i] = strings.ToUpper(ws[i]) + fmt.Sprint(seq%7)
+			}
+		}
+		docs[seq] = doc{br, strings.Join(ws, " ")}
+		x.add(seq, br, docs[seq].text, nil, seq)
+	}
+	require.NotNil(t, x.branches["big"].postings, "the big branch moved to a map")
+	require.Nil(t, x.branches["a"].postings, "a small branch keeps its sorted slices")
+
+	check := func() {
+		t.Helper()
+		for range 50 {
+			sc := []scopeEntry{{Branch: "a", MaxSeq: int64(rng.IntN(1600))}, {Branch: "big", MaxSeq: int64(rng.IntN(1600))}}
+			if rng.IntN(2) == 0 {
+				sc = append(sc, scopeEntry{Branch: "b", MaxSeq: 2000})
+			}
+			query := words[rng.IntN(len(words))] + " " + strings.ToUpper(words[rng.IntN(len(words))]) + fmt.Sprint(rng.IntN(7))
+			var texts []string
+			var vis []int64
+			for seq, d := range docs {
+				for _, e := range sc {
+					if e.Branch == d.branch && seq <= e.MaxSeq {
+						texts = append(texts, d.text)
+						vis = append(vis, seq)
+						break
+					}
+				}
+			}
+			got := x.search(sc, query, nil, 10)
+			idx, scores := memory.BM25Rank(texts, vis, query, 10)
+			require.Len(t, got, len(idx), query)
+			for i := range idx {
+				require.Equal(t, vis[idx[i]], got[i].seq, "%s: rank %d", query, i)
+				require.InDelta(t, scores[i], got[i].bm25, 1e-9)
+			}
+		}
+	}
+	check()
+	for seq := int64(1); seq <= 1500; seq += 3 {
+		x.remove(seq)
+		delete(docs, seq)
+	}
+	check()
 }
