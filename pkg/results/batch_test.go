@@ -213,23 +213,19 @@ func TestBatchWriteRefused(t *testing.T) {
 }
 
 // BenchmarkSQLiteWriteNode is what the engine writes when a node ends (its
-// nodes row, a phase row and a metric, one Write) against an LLM call's row
-// written through a Batch.
+// nodes row, a phase row and a metric): one Write alone, then nodes ending
+// at a pace written each alone or through a Batch, against an LLM call's
+// row written through a Batch.
 func BenchmarkSQLiteWriteNode(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "hpcq.sqlite")
 	s, err := results.OpenSQLite(path)
 	require.NoError(b, err)
 	defer s.Close()
 	ctx := context.Background()
-	v := 1.5
 	b.Run("node", func(b *testing.B) {
 		for i := range b.N {
 			node := fmt.Sprintf("n%07d", i)
-			require.NoError(b, s.Write(ctx, results.Rows{
-				Nodes:     []results.Node{{Run: "b", Node: node, Stage: 1, Kind: "draft", Pool: "cpu", Attempt: 1, Status: "ok", MetricName: "gflops", MetricValue: &v, TS: t0}},
-				PhaseRuns: []results.PhaseRun{{Run: "b", Node: node, Attempt: 1, Worker: "w", Phase: "run", Status: "ok", TS: t0}},
-				Metrics:   []results.Metric{{Run: "b", Node: node, Attempt: 1, Name: "gflops", Value: v, TS: t0}},
-			}))
+			require.NoError(b, s.Write(ctx, nodeRow(node)))
 		}
 	})
 	// 64 nodes in flight ending at random, about 600 a second (as in a
