@@ -1,11 +1,15 @@
 package engine
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/prompt"
 )
 
 // TestReadPlanOfAnOlderRun: a run written when Phase 0's files were in
@@ -32,4 +36,19 @@ func TestReadPlanOfAnOlderRun(t *testing.T) {
 	data, err = e.readPlan("n0001")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"approach": "blocking"}`, string(data))
+}
+
+// TestPhase0Given: phase0_history_full.json is what json.MarshalIndent
+// wrote for the map of the four texts, byte for byte.
+func TestPhase0Given(t *testing.T) {
+	for _, pc := range []prompt.Context{
+		{},
+		{History: "n0001 draft: 5\nn0002 <improve> \"quoted\" & \\ \t tab", Environment: "gcc 12\u2028", Memory: "é ü \x01 </script>", Resources: "{}"},
+		{History: strings.Repeat("line\n", 1000), Memory: "\xff invalid utf-8"},
+	} {
+		want, err := json.MarshalIndent(map[string]string{"history": pc.History, "environment": pc.Environment, "resources": pc.Resources,
+			"memory": pc.Memory}, "", "  ")
+		require.NoError(t, err)
+		require.Equal(t, string(append(want, '\n')), string(phase0Given(pc)))
+	}
 }

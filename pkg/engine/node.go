@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -467,12 +468,7 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	if err := fileio.WriteFile(filepath.Join(dir, rundir.Phase0Reply), []byte(payload), 0o644); err != nil {
 		return "", err
 	}
-	given, err := json.MarshalIndent(map[string]string{"history": pc.History, "environment": pc.Environment, "resources": pc.Resources,
-		"memory": pc.Memory}, "", "  ")
-	if err != nil {
-		return "", err
-	}
-	if err := fileio.WriteFile(filepath.Join(dir, rundir.Phase0Given), append(given, '\n'), 0o644); err != nil {
+	if err := fileio.WriteFile(filepath.Join(dir, rundir.Phase0Given), phase0Given(pc), 0o644); err != nil {
 		return "", err
 	}
 	if err := fileio.WriteFileAtomic(filepath.Join(dir, planFile), append(plan.Raw, '\n')); err != nil {
@@ -485,6 +481,25 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 		}
 	}
 	return string(plan.Raw), nil
+}
+
+// phase0Given is phase0_history_full.json: what Phase 0 was given, as
+// json.MarshalIndent writes it for a map of the four texts (keys sorted),
+// and a newline; written directly, not indented in a second pass over
+// texts of tens of kilobytes.
+func phase0Given(pc prompt.Context) []byte {
+	b := bytes.NewBuffer(make([]byte, 0, 64+len(pc.Environment)+len(pc.History)+len(pc.Memory)+len(pc.Resources)))
+	b.WriteString("{\n")
+	for i, kv := range [...][2]string{{"environment", pc.Environment}, {"history", pc.History}, {"memory", pc.Memory}, {"resources", pc.Resources}} {
+		if i > 0 {
+			b.WriteString(",\n")
+		}
+		b.WriteString(`  "` + kv[0] + `": `)
+		v, _ := json.Marshal(kv[1]) // a string always encodes
+		b.Write(v)
+	}
+	b.WriteString("\n}\n")
+	return b.Bytes()
 }
 
 // hasEvent says whether branch wrote an event of kind itself (a node done
