@@ -16,8 +16,8 @@ import (
 // page cache, which is the guarantee SQLite's WAL gives with
 // synchronous=NORMAL (Options.Sync adds an fsync per write for crashes of
 // the machine). A committer goroutine moves the journaled batches into
-// SQLite, as many as have gathered per transaction (group commit), and
-// empties the journal once everything in it is in the database. Open
+// SQLite, those gathered within commitDelay per transaction (group commit),
+// and empties the journal once everything in it is in the database. Open
 // replays the journal's batches that the database does not hold yet.
 
 // row is one INSERT: the name of a prepared statement and its arguments
