@@ -16,14 +16,16 @@ import (
 )
 
 // TestCancelStopsAndAnswers: a canceled node's running command is stopped
-// and answered canceled; a task of a canceled run delivered afterwards is
-// answered canceled without running.
+// and answered canceled; a task of a canceled run delivered once the worker
+// has seen the cancel is answered canceled without running. (Cancels reach
+// a worker through a watch: a task delivered before it, just after
+// CancelRun returned, is stopped while running, as the first one here.)
 func TestCancelStopsAndAnswers(t *testing.T) {
 	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
 		ctx := context.Background()
 		q := srv.Queue(t, queue.Options{})
 		marker := fmt.Sprintf("hpcq-cancel-test-%d", time.Now().UnixNano())
-		startWorker(t, q, realExec(t), worker.Config{Slots: 1, Cores: 1})
+		b := startWorker(t, q, realExec(t), worker.Config{Slots: 1, Cores: 1})
 		w, err := q.WatchRun(ctx, "rc", time.Now())
 		require.NoError(t, err)
 		defer w.Close()
@@ -48,6 +50,7 @@ func TestCancelStopsAndAnswers(t *testing.T) {
 		n, err := q.CancelRun(ctx, "rc", "enough")
 		require.NoError(t, err)
 		require.Zero(t, n)
+		testutil.Eventually(t, 30*time.Second, "the worker to see the run's cancel", func() bool { return b.w.KnowsCancel("rc", "late") })
 		late := &schema.NodeTask{V: 1, RunID: "rc", NodeID: "late", Attempt: 1, Pool: "cpu",
 			Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"touch " + filepath.Join(t.TempDir(), "ran")}}}}
 		_, err = q.PublishTask(ctx, late)

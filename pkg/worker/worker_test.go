@@ -45,6 +45,7 @@ func okResult() *schema.NodeResult {
 
 type bundle struct {
 	q      *queue.Queue
+	w      *worker.Worker
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -56,7 +57,7 @@ func startWorker(t *testing.T, q *queue.Queue, exec worker.Executor, cfg worker.
 	w, err := worker.New(q, exec, cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &bundle{q: q, cancel: cancel, done: make(chan error, 1)}
+	b := &bundle{q: q, w: w, cancel: cancel, done: make(chan error, 1)}
 	go func() { b.done <- w.Run(ctx) }()
 	t.Cleanup(func() { b.stop(t) })
 	return b
