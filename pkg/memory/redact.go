@@ -69,6 +69,9 @@ func triggeredBy(text string) uint64 {
 	}
 	var mask uint64
 	for i := 0; i < len(text); i++ {
+		if !startsTrigger[text[i]] || i+1 < len(text) && !triggerPairs[lowerASCII(text[i])][lowerASCII(text[i+1])] {
+			continue // most bytes: a look in a 256-byte table, then in a table of the triggers' first two bytes
+		}
 		for _, t := range triggersByFirst[lowerASCII(text[i])] {
 			if mask&(1<<t.pattern) == 0 && hasPrefixFold(text[i:], t.word) {
 				mask |= 1 << t.pattern
@@ -107,6 +110,28 @@ var triggersByFirst = func() (ix [256][]trigger) {
 		}
 	}
 	return ix
+}()
+
+// startsTrigger: a trigger starts with the byte, in either case.
+var startsTrigger = func() (t [256]bool) {
+	for c := range t {
+		t[c] = len(triggersByFirst[lowerASCII(byte(c))]) > 0
+	}
+	return t
+}()
+
+// triggerPairs: a trigger starts with the two (lower-cased) bytes.
+var triggerPairs = func() (t *[256][256]bool) {
+	t = new([256][256]bool)
+	for _, p := range secretPatterns {
+		for _, w := range p.triggers {
+			if len(w) < 2 {
+				panic("redact: a trigger shorter than two bytes")
+			}
+			t[w[0]][w[1]] = true
+		}
+	}
+	return t
 }()
 
 func lowerASCII(c byte) byte {

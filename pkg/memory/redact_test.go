@@ -30,6 +30,22 @@ func TestRedact(t *testing.T) {
 	require.False(t, strings.Contains(Redact("api_key='k-123456'"), "k-123456"))
 }
 
+// TestTriggeredBy: every trigger is found at the start, inside and at the
+// very end of a text, in any case, as in the lower-cased text.
+func TestTriggeredBy(t *testing.T) {
+	for _, p := range secretPatterns {
+		for _, w := range p.triggers {
+			for _, form := range []string{w, strings.ToUpper(w), strings.ToUpper(w[:1]) + w[1:]} {
+				for _, text := range []string{form, form + " tail", "head " + form, "x" + form + "y", "é" + form} {
+					require.Equal(t, triggeredByLower(strings.ToLower(text)), triggeredBy(text), "%q", text)
+					require.NotZero(t, triggeredBy(text), "%q", text)
+				}
+			}
+			require.Equal(t, triggeredByLower(strings.ToLower(w[:len(w)-1])), triggeredBy(w[:len(w)-1]), "a trigger cut short: %q", w[:len(w)-1])
+		}
+	}
+}
+
 // FuzzRedact: redaction never panics, is idempotent, and leaves no
 // OpenAI-style key behind.
 func FuzzRedact(f *testing.F) {
