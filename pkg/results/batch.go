@@ -185,11 +185,11 @@ func (b *Batch) write(ctx context.Context) error {
 	}
 	var left []batchEntry
 	for _, r := range refused {
-		r.refused++
 		if r.done != nil {
 			r.answer(r.err) // its writer reports it
 			continue
 		}
+		r.refused++
 		if r.refused >= batchTries || closed {
 			b.log.Warn("results rows not written", "rows", r.rows.Len(), "writes_refused", r.refused, "err", r.err)
 			continue

@@ -57,11 +57,21 @@ func (bd *branchDocs) postingsOf(t string) []posting {
 		return bd.postings[t]
 	}
 	lo := sort.SearchStrings(bd.terms, t)
-	hi := lo
-	for hi < len(bd.terms) && bd.terms[hi] == t {
+	if lo == len(bd.terms) || bd.terms[lo] != t {
+		return nil
+	}
+	hi := bd.runEnd(lo)
+	return bd.posts[lo:hi:hi]
+}
+
+// runEnd returns the end of the run of postings of bd.terms[lo]'s term
+// (flat layout).
+func (bd *branchDocs) runEnd(lo int) int {
+	hi := lo + 1
+	for hi < len(bd.terms) && bd.terms[hi] == bd.terms[lo] {
 		hi++
 	}
-	return bd.posts[lo:hi:hi]
+	return hi
 }
 
 // insert adds document seq's postings: terms, distinct and sorted, with
@@ -93,10 +103,7 @@ func (bd *branchDocs) insert(seq int64, terms []string, tfs []int32) {
 	if len(bd.posts) > flatMax {
 		bd.postings = map[string][]posting{}
 		for i := 0; i < len(bd.terms); {
-			j := i
-			for j < len(bd.terms) && bd.terms[j] == bd.terms[i] {
-				j++
-			}
+			j := bd.runEnd(i)
 			bd.postings[bd.terms[i]] = slices.Clone(bd.posts[i:j])
 			i = j
 		}
