@@ -10,9 +10,11 @@
 // is a directory. A scheduler writes seven files for each node and reads
 // some back, and on machines where a system call is dear (a virtual
 // machine, a cluster node with auditing on) opening files was 9% of its
-// CPU per node. The files here are opened with one system call and
-// wrapped by os.NewFile, which leaves them blocking and out of the
-// poller, as a regular file is anyway. Errors are those of package os
+// CPU per node. The files here are opened with one system call. A file
+// written or read whole is used through its bare descriptor: os.NewFile
+// would ask the kernel for its flags and register a cleanup. A file kept
+// open (OpenAppend) is wrapped by os.NewFile, which leaves it blocking and
+// out of the poller, as a regular file is anyway. Errors are those of package os
 // (*fs.PathError, *os.LinkError), so errors.Is(err, fs.ErrNotExist) holds
 // as it does there.
 package fileio

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -70,6 +71,15 @@ func TestErrorsAsPackageOS(t *testing.T) {
 	}
 	if err := WriteFile(filepath.Join(dir, "no", "such", "dir"), nil, 0o644); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("writing in a missing directory: %v", err)
+	}
+	// A directory is not a file to read or write, as in package os.
+	for _, f := range []func() error{
+		func() error { _, err := ReadFile(dir); return err },
+		func() error { return WriteFile(dir, []byte("x"), 0o644) },
+	} {
+		if err := f(); !errors.As(err, &pe) || pe.Path != dir || !errors.Is(err, syscall.EISDIR) {
+			t.Fatalf("a directory as a file: %v", err)
+		}
 	}
 	// A rename onto a directory fails with a LinkError naming both.
 	if err := os.Mkdir(filepath.Join(dir, "d"), 0o755); err != nil {

@@ -3,6 +3,7 @@
 package fileio
 
 import (
+	"io"
 	"io/fs"
 	"os"
 	"syscall"
@@ -11,13 +12,22 @@ import (
 // open opens path with one open system call (retried if a signal cut it
 // short) and no poller registration.
 func open(path string, flag int, perm fs.FileMode) (*os.File, error) {
+	fd, err := openFD(path, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openFD opens path as open does, giving the descriptor.
+func openFD(path string, flag int, perm fs.FileMode) (int, error) {
 	for {
 		fd, err := syscall.Open(path, flag|syscall.O_CLOEXEC, uint32(perm.Perm()))
 		if err == nil {
-			return os.NewFile(uintptr(fd), path), nil
+			return fd, nil
 		}
 		if err != syscall.EINTR {
-			return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+			return -1, &fs.PathError{Op: "open", Path: path, Err: err}
 		}
 	}
 }
@@ -33,6 +43,66 @@ func rename(oldpath, newpath string) error {
 		}
 		if err != syscall.EINTR {
 			return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+		}
+	}
+}
+
+// writeFile writes data to path on a descriptor of its own, without an
+// *os.File: os.NewFile asks the kernel for the descriptor's flags and
+// registers a cleanup, which cost as much as the write for the small
+// files of a node.
+func writeFile(path string, data []byte, perm fs.FileMode) error {
+	fd, err := openFD(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	for len(data) > 0 {
+		n, err := syscall.Write(fd, data)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == nil && n == 0 {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			syscall.Close(fd)
+			return &fs.PathError{Op: "write", Path: path, Err: err}
+		}
+		data = data[n:]
+	}
+	if err := syscall.Close(fd); err != nil {
+		return &fs.PathError{Op: "close", Path: path, Err: err}
+	}
+	return nil
+}
+
+// readFile reads the whole file at path on a descriptor of its own (see
+// writeFile), sized by fstat when the file says its size.
+func readFile(path string) ([]byte, error) {
+	fd, err := openFD(path, syscall.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer syscall.Close(fd)
+	size := 512
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err == nil && st.Size > 0 && int64(int(st.Size)) == st.Size {
+		size = int(st.Size) + 1 // one more, to see the end without growing
+	}
+	data := make([]byte, 0, size)
+	for {
+		n, err := syscall.Read(fd, data[len(data):cap(data)])
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return data, &fs.PathError{Op: "read", Path: path, Err: err}
+		case n == 0:
+			return data, nil
+		}
+		data = data[:len(data)+n]
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
 		}
 	}
 }

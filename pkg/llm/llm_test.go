@@ -317,6 +317,39 @@ func TestConnectionsReused(t *testing.T) {
 	require.LessOrEqual(t, conns.Load(), int64(c), "connections opened for %d calls, %d at a time", 5*c, c)
 }
 
+// TestPromptInOneWrite: a request of tens of KB (a node's prompt carries
+// its code, output and memory) goes out in one write on the connection,
+// not one per 4 KB: each write is a system call.
+func TestPromptInOneWrite(t *testing.T) {
+	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
+		return 200, nil, "ok", 0
+	})
+	c, _ := client(t, f, OpenAIOptions{})
+	tr := c.hc.Transport.(*http.Transport)
+	var writes, bytes atomic.Int64
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		return countingConn{Conn: conn, writes: &writes, bytes: &bytes}, err
+	}
+	prompt := strings.Repeat("the node's code and its output; ", 40<<10/32)
+	_, err := c.Chat(context.Background(), Request{Messages: []Message{{Role: "user", Content: prompt}}})
+	require.NoError(t, err)
+	require.Greater(t, bytes.Load(), int64(len(prompt)))
+	require.EqualValues(t, 1, writes.Load(), "writes for a request of %d bytes", bytes.Load())
+}
+
+type countingConn struct {
+	net.Conn
+	writes, bytes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	c.bytes.Add(int64(len(p)))
+	return c.Conn.Write(p)
+}
+
 func TestParseRetryAfter(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	require.Equal(t, 3*time.Second, parseRetryAfter("3", now))

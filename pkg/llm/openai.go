@@ -90,10 +90,18 @@ func NewOpenAI(o OpenAIOptions) (*OpenAI, error) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = max(o.Concurrency, tr.MaxIdleConnsPerHost)
 		tr.MaxIdleConns = max(o.Concurrency, tr.MaxIdleConns)
+		// A request carries the whole prompt (tens of KB): with the
+		// default 4 KB buffer it went out in several writes, each a
+		// system call (and on loopback a wakeup of the reader); with
+		// 64 KB most go out in one.
+		tr.WriteBufferSize = requestBuffer
 		hc = &http.Client{Transport: tr}
 	}
 	return &OpenAI{hc: hc, url: base + "/chat/completions", o: o, sem: make(chan struct{}, o.Concurrency), wait: sleep}, nil
 }
+
+// requestBuffer is the write buffer of each connection to the endpoint.
+const requestBuffer = 64 << 10
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
