@@ -165,8 +165,9 @@ type engine struct {
 	client llm.Client
 	mem    *memory.Memory
 	outage *memory.OutageStore // the memory store, waiting out outages
-	// summaries holds nodeSummary's line of each finished node.
-	summaries sync.Map
+	// summaries holds nodeSummary's line of each finished node, and
+	// historyLines its historyLine.
+	summaries, historyLines sync.Map
 	// approaches: node id -> the first line of its plan's approach, kept
 	// once read (a plan does not change after Phase 0).
 	approaches sync.Map

@@ -189,6 +189,17 @@ func TestWholeRunWithHostileReplies(t *testing.T) {
 		"nodes/n0001/phase0_plan.json", "nodes/n0001/phase0_llm_output.txt", "nodes/n0001/phase0_history_full.json"} {
 		require.FileExists(t, filepath.Join(e.dir, f))
 	}
+	// Phase 0 of the last node was given the run so far: a line for each
+	// node finished before it (made once per node, then reused).
+	var given map[string]string
+	data, err := os.ReadFile(filepath.Join(e.dir, "nodes", "n0008", "phase0_history_full.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &given))
+	require.Contains(t, given["history"], "This run so far:\n")
+	require.Regexp(t, `(?m)^- n0001 \(draft, stage [a-z_]+\): score = 11 points$`, given["history"])
+	require.Regexp(t, `(?m)^- n0003 \(draft, stage [a-z_]+\): buggy: draft: no usable reply after 2 replies`, given["history"])
+	require.Regexp(t, `(?m)^- n0007 \(hyperparam, stage [a-z_]+, from n000\d\): `, given["history"])
+	require.NotContains(t, given["history"], "- n0008 ")
 	rep, err := os.ReadFile(filepath.Join(e.dir, "report.md"))
 	require.NoError(t, err)
 	require.Contains(t, string(rep), "## Failures met")

@@ -833,14 +833,31 @@ const promptNodes = 20
 
 func (e *engine) runHistory(except string) string {
 	nodes, more := e.tree.LastDone(promptNodes, except)
-	var lines []string
+	var b strings.Builder
 	if more > 0 {
-		lines = append(lines, fmt.Sprintf("(%d earlier nodes left out)", more))
+		fmt.Fprintf(&b, "(%d earlier nodes left out)", more)
 	}
 	for _, n := range nodes {
-		lines = append(lines, fmt.Sprintf("- %s (%s, stage %s%s): %s", n.ID, n.Kind, search.StageName(max(n.Stage, 1)), parentText(n.Parent), e.outcomeText(n)))
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.historyLine(n))
 	}
-	return strings.Join(lines, "\n")
+	return b.String()
+}
+
+// historyLine is a finished node's line in the history: it does not
+// change, and every node's Phase 0 lists the last promptNodes of them, so
+// it is made once.
+func (e *engine) historyLine(n search.Node) string {
+	if line, ok := e.historyLines.Load(n.ID); ok {
+		return line.(string)
+	}
+	line := fmt.Sprintf("- %s (%s, stage %s%s): %s", n.ID, n.Kind, search.StageName(max(n.Stage, 1)), parentText(n.Parent), e.outcomeText(n))
+	if n.Done {
+		e.historyLines.Store(n.ID, line)
+	}
+	return line
 }
 
 func parentText(p string) string {
