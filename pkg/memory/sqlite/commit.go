@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -40,12 +41,67 @@ type record struct {
 	R [][]any `json:"r"`
 }
 
-func (b batch) encode() ([]byte, error) {
-	r := record{S: b.seq, R: make([][]any, len(b.rows))}
+// encode appends the batch's record to dst. It writes the JSON that
+// json.Marshal of a record gives, without reflection: every memory call
+// journals one, and the encoding was a tenth of a write's cost. A string
+// is left as it is but for what JSON must escape; decoding reads an
+// invalid UTF-8 byte as U+FFFD, as json.Marshal would have written it.
+func (b batch) encode(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"s":`...)
+	dst = strconv.AppendInt(dst, b.seq, 10)
+	dst = append(dst, `,"r":[`...)
 	for i, rw := range b.rows {
-		r.R[i] = append([]any{rw.stmt}, rw.args...)
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '[')
+		dst = appendJSONString(dst, rw.stmt)
+		for j, a := range rw.args {
+			dst = append(dst, ',')
+			switch v := a.(type) {
+			case string:
+				dst = appendJSONString(dst, v)
+			case int64:
+				dst = strconv.AppendInt(dst, v, 10)
+			case int:
+				dst = strconv.AppendInt(dst, int64(v), 10)
+			default:
+				return dst, fmt.Errorf("%s: argument %d has type %T", rw.stmt, j+1, a)
+			}
+		}
+		dst = append(dst, ']')
 	}
-	return json.Marshal(r)
+	return append(dst, "]}"...), nil
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 func decodeBatch(p []byte) (batch, error) {

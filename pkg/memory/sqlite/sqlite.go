@@ -76,9 +76,12 @@ type Store struct {
 	// out and cur the batch being built. One process writes a file
 	// (enforced by a lock file), so the counter lives in memory and is
 	// recovered from the tables and the journal at Open.
-	wmu  sync.Mutex
-	seq  int64
-	cur  batch
+	wmu sync.Mutex
+	seq int64
+	cur batch
+	// enc is the buffer a batch's journal record is encoded in (under
+	// wmu; kept up to maxKeptRecord).
+	enc  []byte
 	jr   *journal.Journal
 	lock *os.File
 	// wconn is the committer's connection, with the statements prepared
@@ -445,6 +448,9 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
+// maxKeptRecord bounds the encoding buffer a Store keeps between writes.
+const maxKeptRecord = 64 << 10
+
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
 func fromMS(v int64) time.Time {
@@ -491,7 +497,10 @@ func (s *Store) txMulti(ctx context.Context, fn func(next func() int64) error, o
 		return nil
 	}
 	s.cur.seq = seq
-	rec, err := s.cur.encode()
+	rec, err := s.cur.encode(s.enc[:0])
+	if cap(rec) <= maxKeptRecord {
+		s.enc = rec
+	}
 	if err != nil {
 		return fmt.Errorf("memory/sqlite: encode write: %w", err)
 	}
