@@ -294,3 +294,35 @@ func TestSQLiteGroupCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [][]any{{int64(n - 1), int64(n - 1), int64(0)}}, tab.Rows, "every write but the refused one, each whole")
 }
+
+// TestSQLiteManyRows: a write of more rows than one INSERT takes (150
+// metrics: INSERTs of 64, 64, 16, 4 and 2 rows) stores each, a row
+// written twice in the write keeps its later value (as one INSERT per row
+// did), and a second write replaces rows of the first.
+func TestSQLiteManyRows(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	s, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	var rows results.Rows
+	for i := range 150 {
+		rows.Metrics = append(rows.Metrics, results.Metric{Run: "m", Node: fmt.Sprintf("n%03d", i%140), Attempt: 1, Name: "gflops", Value: float64(i), TS: t0})
+	}
+	rows.Nodes = []results.Node{{Run: "m", Node: "n000", Stage: 1, Kind: "draft", Status: "ok", TS: t0}}
+	require.NoError(t, s.Write(ctx, rows))
+	require.NoError(t, s.Write(ctx, results.Rows{Metrics: []results.Metric{{Run: "m", Node: "n001", Attempt: 1, Name: "gflops", Value: -1, TS: t0}}}))
+	require.NoError(t, s.Close())
+	tab, err := results.QuerySQLite(ctx, path, `SELECT count(*), sum(value) FROM metrics`)
+	require.NoError(t, err)
+	// n000..n139 once; n000..n009 hold 140..149; n001 then -1.
+	want := 0.0
+	for i := range 140 {
+		want += float64(i)
+	}
+	want += 10 * 140 // 140..149 in place of 0..9
+	want += -1 - 141 // n001: -1 in place of 141
+	require.Equal(t, [][]any{{int64(140), want}}, tab.Rows)
+	tab, err = results.QuerySQLite(ctx, path, `SELECT count(*) FROM nodes`)
+	require.NoError(t, err)
+	require.Equal(t, [][]any{{int64(1)}}, tab.Rows)
+}

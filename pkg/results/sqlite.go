@@ -49,14 +49,22 @@ const sqliteNodesTable = `CREATE TABLE IF NOT EXISTS nodes (
 // SQLite is the sink of a local run: the run's SQLite file.
 type SQLite struct {
 	db *sql.DB
-	// inserts are the tables' INSERT statements, prepared once; a
+	// inserts are the tables' INSERT statements of 1, 2, 4 ...
+	// maxRowsPerInsert rows, each prepared when first needed (imu); a
 	// transaction uses each on its connection (prepared there once too).
-	inserts map[string]*sql.Stmt
+	imu     sync.Mutex
+	inserts map[insertKey]*sql.Stmt
 	// mu guards queued and committing: concurrent Writes are committed
 	// together (group commit) by the first of them.
 	mu         sync.Mutex
 	queued     []*sqliteWrite
 	committing bool
+}
+
+// insertKey names an INSERT: its table and its rows.
+type insertKey struct {
+	table string
+	rows  int
 }
 
 // sqliteWrite is one Write waiting for its commit.
@@ -84,16 +92,12 @@ func OpenSQLite(path string) (*SQLite, error) {
 		db.Close()
 		return nil, fmt.Errorf("results: schema of %s: %w", path, err)
 	}
-	s := &SQLite{db: db, inserts: map[string]*sql.Stmt{}}
+	s := &SQLite{db: db, inserts: map[insertKey]*sql.Stmt{}}
 	for _, table := range Tables {
-		cols := Columns[table]
-		stmt, err := db.Prepare(fmt.Sprintf("INSERT OR REPLACE INTO %s (%s) VALUES (%s)", table, strings.Join(cols, ", "),
-			strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ")))
-		if err != nil {
+		if _, err := s.insertOf(table, 1); err != nil {
 			s.Close()
-			return nil, fmt.Errorf("results: insert into %s of %s: %w", table, path, err)
+			return nil, fmt.Errorf("%w (%s)", err, path)
 		}
-		s.inserts[table] = stmt
 	}
 	return s, nil
 }
@@ -177,7 +181,10 @@ func (s *SQLite) commit(batch []*sqliteWrite) {
 	}
 }
 
-// insert writes the rows of writes in one transaction.
+// insert writes the rows of writes in one transaction: each table's rows
+// of all the writes, in their order, through INSERTs of up to
+// maxRowsPerInsert rows each (a statement per row cost more than the
+// commit of a node's rows).
 func (s *SQLite) insert(writes []*sqliteWrite) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -186,36 +193,74 @@ func (s *SQLite) insert(writes []*sqliteWrite) error {
 		return fmt.Errorf("results: %w", err)
 	}
 	defer tx.Rollback()
-	stmts := map[string]*sql.Stmt{}
-	for _, w := range writes {
-		vals := w.rows.values()
-		for _, table := range Tables {
-			if len(vals[table]) == 0 {
-				continue
+	vals := make([]map[string][][]any, len(writes))
+	for i, w := range writes {
+		vals[i] = w.rows.values()
+	}
+	var rows [][]any
+	for _, table := range Tables {
+		rows = rows[:0]
+		for _, v := range vals {
+			rows = append(rows, v[table]...)
+		}
+		for len(rows) > 0 {
+			n := chunk(len(rows))
+			stmt, err := s.insertOf(table, n)
+			if err != nil {
+				return err
 			}
-			stmt, ok := stmts[table]
-			if !ok {
-				stmt = tx.StmtContext(ctx, s.inserts[table])
-				stmts[table] = stmt
-			}
-			for _, row := range vals[table] {
-				args := make([]any, len(row))
-				for i, v := range row {
+			args := make([]any, 0, n*len(Columns[table]))
+			for _, row := range rows[:n] {
+				for _, v := range row {
 					if t, ok := v.(time.Time); ok {
 						v = sqliteTime(t)
 					}
-					args[i] = v
-				}
-				if _, err := stmt.ExecContext(ctx, args...); err != nil {
-					return fmt.Errorf("results: insert into %s: %w", table, err)
+					args = append(args, v)
 				}
 			}
+			if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
+				return fmt.Errorf("results: insert into %s: %w", table, err)
+			}
+			rows = rows[n:]
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("results: commit: %w", err)
 	}
 	return nil
+}
+
+// maxRowsPerInsert bounds the rows of one INSERT (the widest table's
+// 13 columns make 832 parameters, far below SQLite's limit of 32,766).
+const maxRowsPerInsert = 64
+
+// chunk is how many of n rows the next INSERT takes: a power of two, so
+// that a few prepared statements per table serve every batch.
+func chunk(n int) int {
+	c := maxRowsPerInsert
+	for c > n {
+		c /= 2
+	}
+	return c
+}
+
+// insertOf gives table's INSERT of n rows, prepared once.
+func (s *SQLite) insertOf(table string, n int) (*sql.Stmt, error) {
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	k := insertKey{table, n}
+	if stmt := s.inserts[k]; stmt != nil {
+		return stmt, nil
+	}
+	cols := Columns[table]
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(cols)), ", ") + ")"
+	stmt, err := s.db.Prepare(fmt.Sprintf("INSERT OR REPLACE INTO %s (%s) VALUES %s", table, strings.Join(cols, ", "),
+		strings.TrimSuffix(strings.Repeat(one+", ", n), ", ")))
+	if err != nil {
+		return nil, fmt.Errorf("results: insert into %s: %w", table, err)
+	}
+	s.inserts[k] = stmt
+	return stmt, nil
 }
 
 // Close closes the file.
