@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strings"
@@ -21,11 +22,16 @@ type textIndex[T any] struct {
 	mu       sync.RWMutex
 	branches map[string]*branchDocs
 	docs     map[int64]*indexedDoc[T]
-	// terms interns the index's terms: a branch's postings name a term
-	// by the one copy of it, not by a piece of each document's lower-cased
-	// text, which would stay alive as long as the term it first brought.
-	terms map[string]string
+	// ids numbers the index's terms: a branch's postings name a term by
+	// its number. The postings hold no pointer then, which the collector
+	// would follow at every cycle (they were the largest part of a
+	// 10,000-node run's live heap), and no piece of a document's
+	// lower-cased text stays alive for the term it first brought.
+	ids map[string]termID
 }
+
+// termID is a term's number in its index.
+type termID uint32
 
 // branchDocs is one branch's documents. A branch (a node) has a few dozen
 // documents and a few hundred terms, so its postings are two parallel
@@ -36,10 +42,10 @@ type branchDocs struct {
 	seqs      []int64 // ascending
 	lenPrefix []int   // lenPrefix[i] = total length of the first i docs
 	// terms[i] is the term of posts[i] (flat layout).
-	terms []string
+	terms []termID
 	posts []posting
 	// postings replaces terms and posts once the branch is large.
-	postings map[string][]posting
+	postings map[termID][]posting
 }
 
 // flatMax: the postings a branch keeps in its sorted slices (inserting is
@@ -52,12 +58,12 @@ type posting struct {
 }
 
 // postingsOf returns term t's postings on the branch, in seq order.
-func (bd *branchDocs) postingsOf(t string) []posting {
+func (bd *branchDocs) postingsOf(t termID) []posting {
 	if bd.postings != nil {
 		return bd.postings[t]
 	}
-	lo := sort.SearchStrings(bd.terms, t)
-	if lo == len(bd.terms) || bd.terms[lo] != t {
+	lo, ok := slices.BinarySearch(bd.terms, t)
+	if !ok {
 		return nil
 	}
 	hi := bd.runEnd(lo)
@@ -76,7 +82,7 @@ func (bd *branchDocs) runEnd(lo int) int {
 
 // insert adds document seq's postings: terms, distinct and sorted, with
 // their counts tfs.
-func (bd *branchDocs) insert(seq int64, terms []string, tfs []int32) {
+func (bd *branchDocs) insert(seq int64, terms []termID, tfs []int32) {
 	if bd.postings != nil {
 		for i, t := range terms {
 			ps := bd.postings[t]
@@ -101,7 +107,7 @@ func (bd *branchDocs) insert(seq int64, terms []string, tfs []int32) {
 		}
 	}
 	if len(bd.posts) > flatMax {
-		bd.postings = map[string][]posting{}
+		bd.postings = map[termID][]posting{}
 		for i := 0; i < len(bd.terms); {
 			j := bd.runEnd(i)
 			bd.postings[bd.terms[i]] = slices.Clone(bd.posts[i:j])
@@ -128,7 +134,6 @@ func (bd *branchDocs) drop(seq int64) {
 			w++
 		}
 	}
-	clear(bd.terms[w:])
 	bd.terms, bd.posts = bd.terms[:w], bd.posts[:w]
 }
 
@@ -140,7 +145,7 @@ type indexedDoc[T any] struct {
 }
 
 func newTextIndex[T any]() *textIndex[T] {
-	return &textIndex[T]{branches: map[string]*branchDocs{}, docs: map[int64]*indexedDoc[T]{}, terms: map[string]string{}}
+	return &textIndex[T]{branches: map[string]*branchDocs{}, docs: map[int64]*indexedDoc[T]{}, ids: map[string]termID{}}
 }
 
 func tokenize(text string) []string { return memory.Tokenize(text) }
@@ -166,23 +171,33 @@ func (x *textIndex[T]) add(seq int64, branch, text string, tags []string, item T
 	for j := len(bd.seqs); j > i; j-- {
 		bd.lenPrefix[j] = bd.lenPrefix[j-1] + len(toks)
 	}
-	// Each distinct term once (interned), with its count.
+	// Each distinct term once, by its number, with its count.
 	slices.Sort(toks)
-	terms, tfs := toks[:0], make([]int32, 0, len(toks))
+	counted := make([]termCount, 0, len(toks))
 	for i := 0; i < len(toks); {
 		j := i + 1
 		for j < len(toks) && toks[j] == toks[i] {
 			j++
 		}
-		t, ok := x.terms[toks[i]]
+		id, ok := x.ids[toks[i]]
 		if !ok {
-			t = strings.Clone(toks[i])
-			x.terms[t] = t
+			id = termID(len(x.ids))
+			x.ids[strings.Clone(toks[i])] = id
 		}
-		terms, tfs = append(terms, t), append(tfs, int32(j-i))
+		counted = append(counted, termCount{id, int32(j - i)})
 		i = j
 	}
+	slices.SortFunc(counted, func(a, b termCount) int { return cmp.Compare(a.id, b.id) })
+	terms, tfs := make([]termID, len(counted)), make([]int32, len(counted))
+	for i, c := range counted {
+		terms[i], tfs[i] = c.id, c.tf
+	}
 	bd.insert(seq, terms, tfs)
+}
+
+type termCount struct {
+	id termID
+	tf int32
 }
 
 // remove drops documents; the caller holds x.mu.
@@ -214,7 +229,12 @@ type scored[T any] struct {
 // term, keeping those that carry every tag, and returns the best n, best
 // first (ties: newest first). The caller holds x.mu for reading.
 func (x *textIndex[T]) search(sc []scopeEntry, query string, tags []string, n int) []scored[T] {
-	terms := uniq(tokenize(query))
+	var terms []termID
+	for _, t := range uniq(tokenize(query)) {
+		if id, ok := x.ids[t]; ok {
+			terms = append(terms, id)
+		}
+	}
 	if len(terms) == 0 {
 		return nil
 	}

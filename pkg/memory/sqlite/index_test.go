@@ -94,7 +94,8 @@ func TestFindFact(t *testing.T) {
 // memory.BM25Rank does over the scope's visible texts, on branches small
 // (postings in sorted slices) and large (past flatMax, in a map), with
 // documents indexed out of seq order (the average length of the visible
-// documents once counted some twice then) and some removed.
+// documents once counted some twice then) and some removed, and queries
+// with terms no document has.
 func TestTextIndexMatchesBM25Rank(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := strings.Fields("tile loop cache vector openmp mpi rank thread block warp fused kernel stride prefetch unroll gflops")
@@ -131,6 +132,12 @@ func TestTextIndexMatchesBM25Rank(t *testing.T) {
 				sc = append(sc, scopeEntry{Branch: "b", MaxSeq: 2000})
 			}
 			query := words[rng.IntN(len(words))] + " " + strings.ToUpper(words[rng.IntN(len(words))]) + fmt.Sprint(rng.IntN(7))
+			switch rng.IntN(6) {
+			case 0: // a term no document has, beside known ones
+				query += " neverindexed"
+			case 1: // only such terms
+				query = "neverindexed nor-this"
+			}
 			var texts []string
 			var vis []int64
 			for seq, d := range docs {
