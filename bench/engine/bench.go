@@ -124,18 +124,9 @@ func child(natsURL string) error {
 	return nil
 }
 
-// measure grows a tree of n nodes, then resumes the finished run.
-func measure(n, workers, slots int, keep, heap string) (string, error) {
+// measure grows a tree of n nodes in base, then resumes the finished run.
+func measure(n, workers, slots int, base, heap string) (string, error) {
 	ctx := context.Background()
-	base := keep
-	if base == "" {
-		tmp, err := os.MkdirTemp("", "bench-engine-")
-		if err != nil {
-			return "", err
-		}
-		defer os.RemoveAll(tmp)
-		base = tmp
-	}
 	dir := filepath.Join(base, fmt.Sprintf("run-bench-%d", n))
 	if err := os.MkdirAll(filepath.Join(dir, "memory"), 0o755); err != nil {
 		return "", err

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 // TestBenchLine: a small tree through the whole benchmark prints its line.
 func TestBenchLine(t *testing.T) {
 	heap := filepath.Join(t.TempDir(), "heap")
-	line, err := measure(40, 2, 4, "", heap)
+	line, err := measure(40, 2, 4, t.TempDir(), heap)
 	require.NoError(t, err)
 	fi, err := os.Stat(heap + ".40")
 	require.NoError(t, err, "the heap profile at 95% of the nodes")

@@ -62,13 +62,34 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-engine: -workers >= 1 and -slots >= -workers")
 		os.Exit(2)
 	}
-	for _, n := range ns {
-		line, err := measure(n, *workers, *slots, *keep, *heap)
+	base := *keep
+	if base == "" {
+		// One directory for every size, removed at the end: a size's run
+		// directory removed before the next size starts made the next one's
+		// files dearer on ext4, whose inode allocator skips one by one the
+		// inodes freed in the last minutes (BENCHMARKS.md, "On a disk").
+		tmp, err := os.MkdirTemp("", "bench-engine-")
 		if err != nil {
-			stop()
 			fmt.Fprintln(os.Stderr, "bench-engine:", err)
 			os.Exit(1)
 		}
+		base = tmp
+	}
+	code := 0
+	for _, n := range ns {
+		line, err := measure(n, *workers, *slots, base, *heap)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-engine:", err)
+			code = 1
+			break
+		}
 		fmt.Println(line)
+	}
+	if *keep == "" {
+		os.RemoveAll(base)
+	}
+	if code != 0 {
+		stop()
+		os.Exit(code)
 	}
 }
