@@ -80,14 +80,14 @@ func (bd *branchDocs) runEnd(lo int) int {
 	return hi
 }
 
-// insert adds document seq's postings: terms, distinct and sorted, with
-// their counts tfs.
-func (bd *branchDocs) insert(seq int64, terms []termID, tfs []int32) {
+// insert adds document seq's postings: its terms, distinct and sorted by
+// number, with their counts.
+func (bd *branchDocs) insert(seq int64, terms []termCount) {
 	if bd.postings != nil {
-		for i, t := range terms {
-			ps := bd.postings[t]
+		for _, t := range terms {
+			ps := bd.postings[t.id]
 			k := sort.Search(len(ps), func(k int) bool { return ps[k].seq > seq })
-			bd.postings[t] = slices.Insert(ps, k, posting{seq: seq, tf: tfs[i]})
+			bd.postings[t.id] = slices.Insert(ps, k, posting{seq: seq, tf: t.tf})
 		}
 		return
 	}
@@ -98,11 +98,11 @@ func (bd *branchDocs) insert(seq int64, terms []termID, tfs []int32) {
 	bd.posts = slices.Grow(bd.posts, len(terms))[:n+len(terms)]
 	i, k := n-1, len(terms)-1
 	for w := n + len(terms) - 1; k >= 0; w-- {
-		if i >= 0 && (bd.terms[i] > terms[k] || bd.terms[i] == terms[k] && bd.posts[i].seq > seq) {
+		if i >= 0 && (bd.terms[i] > terms[k].id || bd.terms[i] == terms[k].id && bd.posts[i].seq > seq) {
 			bd.terms[w], bd.posts[w] = bd.terms[i], bd.posts[i]
 			i--
 		} else {
-			bd.terms[w], bd.posts[w] = terms[k], posting{seq: seq, tf: tfs[k]}
+			bd.terms[w], bd.posts[w] = terms[k].id, posting{seq: seq, tf: terms[k].tf}
 			k--
 		}
 	}
@@ -188,13 +188,10 @@ func (x *textIndex[T]) add(seq int64, branch, text string, tags []string, item T
 		i = j
 	}
 	slices.SortFunc(counted, func(a, b termCount) int { return cmp.Compare(a.id, b.id) })
-	terms, tfs := make([]termID, len(counted)), make([]int32, len(counted))
-	for i, c := range counted {
-		terms[i], tfs[i] = c.id, c.tf
-	}
-	bd.insert(seq, terms, tfs)
+	bd.insert(seq, counted)
 }
 
+// termCount is a term of a document and its count there.
 type termCount struct {
 	id termID
 	tf int32
