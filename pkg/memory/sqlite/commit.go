@@ -41,11 +41,12 @@ type record struct {
 	R [][]any `json:"r"`
 }
 
-// encode appends the batch's record to dst. It writes the JSON that
-// json.Marshal of a record gives, without reflection: every memory call
-// journals one, and the encoding was a tenth of a write's cost. A string
-// is left as it is but for what JSON must escape; decoding reads an
-// invalid UTF-8 byte as U+FFFD, as json.Marshal would have written it.
+// encode appends the batch's record to dst: the JSON of a record, which
+// decodes to what json.Marshal's encoding of it did, written without
+// reflection (every memory call journals one, and json.Marshal was a
+// tenth of a write's cost). A string is left as it is but for what JSON
+// must escape; decoding reads an invalid UTF-8 byte as U+FFFD, as
+// json.Marshal would have written it.
 func (b batch) encode(dst []byte) ([]byte, error) {
 	dst = append(dst, `{"s":`...)
 	dst = strconv.AppendInt(dst, b.seq, 10)
