@@ -198,6 +198,7 @@ func (s *SQLite) insert(writes []*sqliteWrite) error {
 		vals[i] = w.rows.values()
 	}
 	var rows [][]any
+	stmts := map[insertKey]*sql.Stmt{} // on the transaction's connection
 	for _, table := range Tables {
 		rows = rows[:0]
 		for _, v := range vals {
@@ -205,9 +206,14 @@ func (s *SQLite) insert(writes []*sqliteWrite) error {
 		}
 		for len(rows) > 0 {
 			n := chunk(len(rows))
-			stmt, err := s.insertOf(table, n)
-			if err != nil {
-				return err
+			stmt := stmts[insertKey{table, n}]
+			if stmt == nil {
+				prepared, err := s.insertOf(table, n)
+				if err != nil {
+					return err
+				}
+				stmt = tx.StmtContext(ctx, prepared)
+				stmts[insertKey{table, n}] = stmt
 			}
 			args := make([]any, 0, n*len(Columns[table]))
 			for _, row := range rows[:n] {
@@ -218,7 +224,7 @@ func (s *SQLite) insert(writes []*sqliteWrite) error {
 					args = append(args, v)
 				}
 			}
-			if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
+			if _, err := stmt.ExecContext(ctx, args...); err != nil {
 				return fmt.Errorf("results: insert into %s: %w", table, err)
 			}
 			rows = rows[n:]
