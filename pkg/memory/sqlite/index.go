@@ -22,6 +22,13 @@ type textIndex[T any] struct {
 	mu       sync.RWMutex
 	branches map[string]*branchDocs
 	docs     map[int64]*indexedDoc[T]
+	// textOf, when set, makes the index lazy: a document added is placed
+	// at once (listed in order by its branch) and its terms are indexed at
+	// the first search whose scope sees its branch (indexScope). For the
+	// recall events: every prompt lists them, a search of them comes only
+	// when a model asks for one, and indexing each event as it was written
+	// was 4% of a run's CPU and a large part of its live heap.
+	textOf func(T) string
 	// ids numbers the index's terms: a branch's postings name a term by
 	// its number. The postings hold no pointer then, which the collector
 	// would follow at every cycle (they were the largest part of a
@@ -46,6 +53,10 @@ type branchDocs struct {
 	posts []posting
 	// postings replaces terms and posts once the branch is large.
 	postings map[termID][]posting
+	// pending: the documents of a lazy index not indexed yet, in the order
+	// added. While there are any, lenPrefix is not kept (indexScope
+	// counts it again).
+	pending []int64
 }
 
 // flatMax: the postings a branch keeps in its sorted slices (inserting is
@@ -148,16 +159,25 @@ func newTextIndex[T any]() *textIndex[T] {
 	return &textIndex[T]{branches: map[string]*branchDocs{}, docs: map[int64]*indexedDoc[T]{}, ids: map[string]termID{}}
 }
 
+// newLazyIndex is an index that indexes a document's terms, textOf(item),
+// at the first search that can see it.
+func newLazyIndex[T any](textOf func(T) string) *textIndex[T] {
+	x := newTextIndex[T]()
+	x.textOf = textOf
+	return x
+}
+
 func tokenize(text string) []string { return memory.Tokenize(text) }
 
 // add indexes a document; the caller holds x.mu. Concurrent writers may
-// commit out of seq order, so it inserts in place.
+// commit out of seq order, so it inserts in place. A lazy index takes no
+// text: it asks textOf when it indexes the document.
 func (x *textIndex[T]) add(seq int64, branch, text string, tags []string, item T) {
 	if _, ok := x.docs[seq]; ok {
 		return
 	}
-	toks := tokenize(text)
-	x.docs[seq] = &indexedDoc[T]{branch: branch, length: len(toks), tags: tags, item: item}
+	d := &indexedDoc[T]{branch: branch, tags: tags, item: item}
+	x.docs[seq] = d
 	bd := x.branches[branch]
 	if bd == nil {
 		bd = &branchDocs{lenPrefix: []int{0}}
@@ -165,12 +185,24 @@ func (x *textIndex[T]) add(seq int64, branch, text string, tags []string, item T
 	}
 	i := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] > seq })
 	bd.seqs = slices.Insert(bd.seqs, i, seq)
+	if x.textOf != nil {
+		bd.pending = append(bd.pending, seq)
+		return
+	}
+	toks := tokenize(text)
+	d.length = len(toks)
 	// The prefixes past i each gain this document: shifted by one, plus its
 	// length.
 	bd.lenPrefix = append(bd.lenPrefix, 0)
 	for j := len(bd.seqs); j > i; j-- {
 		bd.lenPrefix[j] = bd.lenPrefix[j-1] + len(toks)
 	}
+	x.post(bd, seq, toks)
+}
+
+// post inserts document seq's postings on its branch; toks are its terms
+// (sorted here). The caller holds x.mu.
+func (x *textIndex[T]) post(bd *branchDocs, seq int64, toks []string) {
 	// Each distinct term once, by its number, with its count.
 	slices.Sort(toks)
 	counted := make([]termCount, 0, len(toks))
@@ -191,6 +223,40 @@ func (x *textIndex[T]) add(seq int64, branch, text string, tags []string, item T
 	bd.insert(seq, counted)
 }
 
+// scopeIndexed says whether every document the scope's branches hold is
+// indexed; the caller holds x.mu, for reading at least.
+func (x *textIndex[T]) scopeIndexed(sc []scopeEntry) bool {
+	for _, e := range sc {
+		if bd := x.branches[e.Branch]; bd != nil && len(bd.pending) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// indexScope indexes the pending documents of the scope's branches and
+// counts their length prefixes again; the caller holds x.mu for writing.
+func (x *textIndex[T]) indexScope(sc []scopeEntry) {
+	for _, e := range sc {
+		bd := x.branches[e.Branch]
+		if bd == nil || len(bd.pending) == 0 {
+			continue
+		}
+		for _, seq := range bd.pending {
+			d := x.docs[seq]
+			toks := tokenize(x.textOf(d.item))
+			d.length = len(toks)
+			x.post(bd, seq, toks)
+		}
+		bd.pending = nil
+		bd.lenPrefix = slices.Grow(bd.lenPrefix[:0], len(bd.seqs)+1)[:len(bd.seqs)+1]
+		bd.lenPrefix[0] = 0
+		for i, seq := range bd.seqs {
+			bd.lenPrefix[i+1] = bd.lenPrefix[i] + x.docs[seq].length
+		}
+	}
+}
+
 // termCount is a term of a document and its count there.
 type termCount struct {
 	id termID
@@ -205,12 +271,17 @@ func (x *textIndex[T]) remove(seq int64) {
 	}
 	delete(x.docs, seq)
 	bd := x.branches[d.branch]
+	if k := slices.Index(bd.pending, seq); k >= 0 {
+		bd.pending = slices.Delete(bd.pending, k, k+1)
+	}
 	i := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] >= seq })
 	if i < len(bd.seqs) && bd.seqs[i] == seq {
 		bd.seqs = append(bd.seqs[:i], bd.seqs[i+1:]...)
-		bd.lenPrefix = bd.lenPrefix[:len(bd.seqs)+1]
-		for j := i + 1; j < len(bd.lenPrefix); j++ {
-			bd.lenPrefix[j] = bd.lenPrefix[j-1] + x.docs[bd.seqs[j-1]].length
+		if len(bd.pending) == 0 { // else counted again when indexed
+			bd.lenPrefix = bd.lenPrefix[:len(bd.seqs)+1]
+			for j := i + 1; j < len(bd.lenPrefix); j++ {
+				bd.lenPrefix[j] = bd.lenPrefix[j-1] + x.docs[bd.seqs[j-1]].length
+			}
 		}
 	}
 	bd.drop(seq)
@@ -224,7 +295,8 @@ type scored[T any] struct {
 
 // search scores the scope's visible documents that contain any query
 // term, keeping those that carry every tag, and returns the best n, best
-// first (ties: newest first). The caller holds x.mu for reading.
+// first (ties: newest first). The caller holds x.mu for reading, and the
+// scope's documents are indexed (scopeIndexed).
 func (x *textIndex[T]) search(sc []scopeEntry, query string, tags []string, n int) []scored[T] {
 	var terms []termID
 	for _, t := range uniq(tokenize(query)) {
@@ -472,15 +544,30 @@ type recallIndex struct {
 	*textIndex[memory.RecallEvent]
 }
 
+func newRecallIndex() recallIndex {
+	return recallIndex{newLazyIndex(func(ev memory.RecallEvent) string { return ev.Kind + " " + ev.Payload })}
+}
+
 func (x recallIndex) addEvent(ev memory.RecallEvent) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.add(ev.Seq, ev.Branch, ev.Kind+" "+ev.Payload, nil, ev)
+	x.add(ev.Seq, ev.Branch, "", nil, ev)
 }
 
+// searchEvents ranks the scope's events for query, indexing first those
+// of its branches not indexed yet.
 func (x recallIndex) searchEvents(sc []scopeEntry, query string, n int) []memory.RecallEvent {
 	x.mu.RLock()
-	defer x.mu.RUnlock()
+	if !x.scopeIndexed(sc) {
+		// Indexed and searched under the write lock: an event committed
+		// between the two locks would be seen and not indexed.
+		x.mu.RUnlock()
+		x.mu.Lock()
+		defer x.mu.Unlock()
+		x.indexScope(sc)
+	} else {
+		defer x.mu.RUnlock()
+	}
 	hits := x.search(sc, query, nil, n)
 	out := make([]memory.RecallEvent, len(hits))
 	for i, h := range hits {

@@ -95,41 +95,56 @@ func TestFindFact(t *testing.T) {
 // (postings in sorted slices) and large (past flatMax, in a map), with
 // documents indexed out of seq order (the average length of the visible
 // documents once counted some twice then) and some removed, and queries
-// with terms no document has.
+// with terms no document has. The lazy index (the recall events') is
+// searched between additions, so that documents are added to branches
+// already indexed, and some are removed before they were indexed.
 func TestTextIndexMatchesBM25Rank(t *testing.T) {
+	for _, lazy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lazy=%v", lazy), func(t *testing.T) { testTextIndex(t, lazy) })
+	}
+}
+
+func testTextIndex(t *testing.T, lazy bool) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	words := strings.Fields("tile loop cache vector openmp mpi rank thread block warp fused kernel stride prefetch unroll gflops")
-	x := newTextIndex[int64]()
 	type doc struct {
 		branch string
 		text   string
 	}
 	docs := map[int64]doc{}
-	for _, s := range rng.Perm(1500) {
-		seq := int64(s + 1)
-		br := "big"
-		if seq%5 == 0 {
-			br = []string{"a", "b"}[seq%2]
-		}
-		ws := make([]string, 3+rng.IntN(12))
-		for i := range ws {
-			ws[i] = words[rng.IntN(len(words))]
-			if rng.IntN(4) == 0 {
-				ws[i] = strings.ToUpper(ws[i]) + fmt.Sprint(seq%7)
-			}
-		}
-		docs[seq] = doc{br, strings.Join(ws, " ")}
-		x.add(seq, br, docs[seq].text, nil, seq)
+	x := newTextIndex[int64]()
+	if lazy {
+		x = newLazyIndex(func(seq int64) string { return docs[seq].text })
 	}
-	require.NotNil(t, x.branches["big"].postings, "the big branch moved to a map")
-	require.Nil(t, x.branches["a"].postings, "a small branch keeps its sorted slices")
+	add := func(seqs []int) {
+		for _, s := range seqs {
+			seq := int64(s + 1)
+			br := "big"
+			if seq%5 == 0 {
+				br = []string{"a", "b"}[seq%2]
+			}
+			ws := make([]string, 3+rng.IntN(12))
+			for i := range ws {
+				ws[i] = words[rng.IntN(len(words))]
+				if rng.IntN(4) == 0 {
+					ws[i] = strings.ToUpper(ws[i]) + fmt.Sprint(seq%7)
+				}
+			}
+			docs[seq] = doc{br, strings.Join(ws, " ")}
+			text := docs[seq].text
+			if lazy {
+				text = "" // asked of textOf
+			}
+			x.add(seq, br, text, nil, seq)
+		}
+	}
 
 	check := func() {
 		t.Helper()
 		for range 50 {
 			sc := []scopeEntry{{Branch: "a", MaxSeq: int64(rng.IntN(1600))}, {Branch: "big", MaxSeq: int64(rng.IntN(1600))}}
 			if rng.IntN(2) == 0 {
-				sc = append(sc, scopeEntry{Branch: "b", MaxSeq: 2000})
+				sc = append(sc, scopeEntry{Branch: "b", MaxSeq: 2100})
 			}
 			query := words[rng.IntN(len(words))] + " " + strings.ToUpper(words[rng.IntN(len(words))]) + fmt.Sprint(rng.IntN(7))
 			switch rng.IntN(6) {
@@ -149,6 +164,10 @@ func TestTextIndexMatchesBM25Rank(t *testing.T) {
 					}
 				}
 			}
+			if lazy && !x.scopeIndexed(sc) {
+				x.indexScope(sc)
+			}
+			require.True(t, x.scopeIndexed(sc))
 			got := x.search(sc, query, nil, 10)
 			idx, scores := memory.BM25Rank(texts, vis, query, 10)
 			require.Len(t, got, len(idx), query)
@@ -158,10 +177,31 @@ func TestTextIndexMatchesBM25Rank(t *testing.T) {
 			}
 		}
 	}
+	perm := rng.Perm(1500)
+	add(perm[:1000])
+	if lazy {
+		require.Nil(t, x.branches["big"].postings, "nothing indexed before a search")
+		require.NotEmpty(t, x.branches["big"].pending)
+	}
+	check()
+	require.NotNil(t, x.branches["big"].postings, "the big branch moved to a map")
+	require.Nil(t, x.branches["a"].postings, "a small branch keeps its sorted slices")
+	add(perm[1000:])
 	check()
 	for seq := int64(1); seq <= 1500; seq += 3 {
 		x.remove(seq)
 		delete(docs, seq)
 	}
 	check()
+	if lazy { // removed while pending: never indexed
+		for i := range 10 {
+			seq := int64(2000 + i)
+			docs[seq] = doc{"b", "tile loop removed"}
+			x.add(seq, "b", "", nil, seq)
+		}
+		x.remove(2003)
+		delete(docs, 2003)
+		require.Len(t, x.branches["b"].pending, 9)
+		check()
+	}
 }

@@ -269,7 +269,7 @@ func Open(path string, o Options) (*Store, error) {
 
 // newStore is a store on db with empty mirrors and indexes.
 func newStore(db *sql.DB, o Options) *Store {
-	s := &Store{db: db, now: o.Now, halfLife: o.HalfLife, arch: newArchIndex(), recall: recallIndex{newTextIndex[memory.RecallEvent]()},
+	s := &Store{db: db, now: o.Now, halfLife: o.HalfLife, arch: newArchIndex(), recall: newRecallIndex(),
 		core: newCoreMirror(), summaries: newSummaryMirror(), committed: make(chan struct{})}
 	s.scopes = &memory.Scopes{Self: math.MaxInt64, Lookup: s.BranchGet}
 	return s
