@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/hpcq/hpcq/internal/jsonw"
 )
 
 // How a write becomes durable: the rows of one API call (a batch) are
@@ -41,12 +43,9 @@ type record struct {
 	R [][]any `json:"r"`
 }
 
-// encode appends the batch's record to dst: the JSON of a record, which
-// decodes to what json.Marshal's encoding of it did, written without
-// reflection (every memory call journals one, and json.Marshal was a
-// tenth of a write's cost). A string is left as it is but for what JSON
-// must escape; decoding reads an invalid UTF-8 byte as U+FFFD, as
-// json.Marshal would have written it.
+// encode appends the batch's record to dst: the bytes json.Marshal writes
+// for it, written without reflection (every memory call journals one, and
+// json.Marshal was a tenth of a write's cost).
 func (b batch) encode(dst []byte) ([]byte, error) {
 	dst = append(dst, `{"s":`...)
 	dst = strconv.AppendInt(dst, b.seq, 10)
@@ -56,12 +55,12 @@ func (b batch) encode(dst []byte) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, '[')
-		dst = appendJSONString(dst, rw.stmt)
+		dst = jsonw.AppendString(dst, rw.stmt)
 		for j, a := range rw.args {
 			dst = append(dst, ',')
 			switch v := a.(type) {
 			case string:
-				dst = appendJSONString(dst, v)
+				dst = jsonw.AppendString(dst, v)
 			case int64:
 				dst = strconv.AppendInt(dst, v, 10)
 			case int:
@@ -73,36 +72,6 @@ func (b batch) encode(dst []byte) ([]byte, error) {
 		dst = append(dst, ']')
 	}
 	return append(dst, "]}"...), nil
-}
-
-// appendJSONString appends s as a JSON string: quotes, backslashes and
-// control characters escaped.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 func decodeBatch(p []byte) (batch, error) {
