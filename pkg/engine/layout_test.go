@@ -49,6 +49,6 @@ func TestPhase0Given(t *testing.T) {
 		want, err := json.MarshalIndent(map[string]string{"history": pc.History, "environment": pc.Environment, "resources": pc.Resources,
 			"memory": pc.Memory}, "", "  ")
 		require.NoError(t, err)
-		require.Equal(t, string(append(want, '\n')), string(phase0Given(pc)))
+		require.Equal(t, string(append(want, '\n')), string(appendPhase0Given(nil, pc)))
 	}
 }

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/bufpool"
 	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/jsonw"
 	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/llm"
@@ -468,7 +469,11 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	if err := fileio.WriteFile(filepath.Join(dir, rundir.Phase0Reply), []byte(payload), 0o644); err != nil {
 		return "", err
 	}
-	if err := fileio.WriteFile(filepath.Join(dir, rundir.Phase0Given), phase0Given(pc), 0o644); err != nil {
+	given := bufpool.Get()
+	*given = appendPhase0Given(*given, pc)
+	err = fileio.WriteFile(filepath.Join(dir, rundir.Phase0Given), *given, 0o644)
+	bufpool.Put(given)
+	if err != nil {
 		return "", err
 	}
 	if err := fileio.WriteFileAtomic(filepath.Join(dir, planFile), append(plan.Raw, '\n')); err != nil {
@@ -483,23 +488,20 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	return string(plan.Raw), nil
 }
 
-// phase0Given is phase0_history_full.json: what Phase 0 was given, as
-// json.MarshalIndent writes it for a map of the four texts (keys sorted),
-// and a newline; written directly, not indented in a second pass over
-// texts of tens of kilobytes.
-func phase0Given(pc prompt.Context) []byte {
-	b := bytes.NewBuffer(make([]byte, 0, 64+len(pc.Environment)+len(pc.History)+len(pc.Memory)+len(pc.Resources)))
-	b.WriteString("{\n")
+// appendPhase0Given appends phase0_history_full.json: what Phase 0 was
+// given, as json.MarshalIndent writes it for a map of the four texts (keys
+// sorted), and a newline; written directly, not indented in a second pass
+// over texts of tens of kilobytes.
+func appendPhase0Given(dst []byte, pc prompt.Context) []byte {
+	dst = append(dst, "{\n"...)
 	for i, kv := range [...][2]string{{"environment", pc.Environment}, {"history", pc.History}, {"memory", pc.Memory}, {"resources", pc.Resources}} {
 		if i > 0 {
-			b.WriteString(",\n")
+			dst = append(dst, ",\n"...)
 		}
-		b.WriteString(`  "` + kv[0] + `": `)
-		v, _ := json.Marshal(kv[1]) // a string always encodes
-		b.Write(v)
+		dst = append(append(append(dst, `  "`...), kv[0]...), `": `...)
+		dst = jsonw.AppendString(dst, kv[1])
 	}
-	b.WriteString("\n}\n")
-	return b.Bytes()
+	return append(dst, "\n}\n"...)
 }
 
 // hasEvent says whether branch wrote an event of kind itself (a node done

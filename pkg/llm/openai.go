@@ -9,13 +9,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/jsonw"
 	"github.com/hpcq/hpcq/internal/textcut"
 )
 
@@ -279,8 +282,55 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (Response, error) {
 	return Response{}, fmt.Errorf("%w after %d attempts (%s): %w", ErrRetriesExhausted, c.o.MaxAttempts, model, last)
 }
 
-// encodeChat is the body of req's chat completion request.
+// encodeChat is the body of req's chat completion request: the bytes
+// json.Marshal writes for its chatRequest, written without reflection when
+// it has no images (a prompt of tens of kilobytes is most of its cost).
 func encodeChat(model string, req Request) ([]byte, error) {
+	if body, ok := appendChat(nil, model, req); ok {
+		return body, nil
+	}
+	return marshalChat(model, req)
+}
+
+// appendChat appends the body of a request without images and with a
+// temperature json.Marshal writes in plain decimal (not ok: neither is
+// appended).
+func appendChat(dst []byte, model string, req Request) (_ []byte, ok bool) {
+	size := 128 + len(model)
+	for _, m := range req.Messages {
+		if len(m.Images) > 0 {
+			return dst, false
+		}
+		size += 32 + len(m.Role) + len(m.Content) + len(m.Content)/16 // room for escapes
+	}
+	if t := req.Temperature; t != nil && *t != 0 && !(math.Abs(*t) >= 1e-6 && math.Abs(*t) < 1e21) {
+		return dst, false // NaN, an infinity or exponent notation: json.Marshal's
+	}
+	dst = slices.Grow(dst, size)
+	dst = jsonw.AppendString(append(dst, `{"model":`...), model)
+	dst = append(dst, `,"messages":[`...)
+	for i, m := range req.Messages {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonw.AppendString(append(dst, `{"role":`...), m.Role)
+		dst = append(jsonw.AppendString(append(dst, `,"content":`...), m.Content), '}')
+	}
+	dst = append(dst, ']')
+	if req.MaxTokens != 0 {
+		dst = strconv.AppendInt(append(dst, `,"max_tokens":`...), int64(req.MaxTokens), 10)
+	}
+	if req.Temperature != nil {
+		dst = strconv.AppendFloat(append(dst, `,"temperature":`...), *req.Temperature, 'f', -1, 64)
+	}
+	if req.JSON {
+		dst = append(dst, `,"response_format":{"type":"json_object"}`...)
+	}
+	return append(dst, '}'), true
+}
+
+// marshalChat is encodeChat through json.Marshal: any request.
+func marshalChat(model string, req Request) ([]byte, error) {
 	creq := chatRequest{Model: model, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Messages: make([]chatMessage, 0, len(req.Messages))}
 	if req.JSON {
 		creq.ResponseFormat = &responseFormat{Type: "json_object"}

@@ -9,10 +9,13 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/bufpool"
 	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/jsonw"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -139,51 +142,86 @@ func (l *Logs) write(nl *nodeLog, node string, rec *LogRecord) (opened bool, err
 		opened = true
 	}
 	rec.N = nl.n + 1
-	buf := logBuffers.Get().(*bytes.Buffer)
-	defer func() {
-		if buf.Cap() <= maxPooledLog {
-			buf.Reset()
-			logBuffers.Put(buf)
-		}
-	}()
-	buf.Reset()
-	if err := json.NewEncoder(buf).Encode(rec); err != nil { // as json.Marshal, and a newline
+	bp := bufpool.Get()
+	defer bufpool.Put(bp)
+	buf, err := rec.appendJSON(*bp)
+	*bp = buf
+	if err != nil {
 		return opened, err
 	}
-	if _, err := nl.jsonl.Write(buf.Bytes()); err != nil {
+	if _, err := nl.jsonl.Write(append(buf, '\n')); err != nil {
 		nl.close() // opened again, and so checked again, next time
 		return opened, err
 	}
 	nl.n = rec.N
 
-	buf.Reset()
-	fmt.Fprintf(buf, "# %03d %s of %s (attempt %d), %s\n\n", rec.N, rec.Purpose, node, rec.Attempt, rec.Time.Format(time.RFC3339))
+	buf = fmt.Appendf(buf[:0], "# %03d %s of %s (attempt %d), %s\n\n", rec.N, rec.Purpose, node, rec.Attempt, rec.Time.Format(time.RFC3339))
 	for _, m := range rec.Messages {
-		buf.WriteString("## " + m.Role + "\n\n")
-		buf.WriteString(m.Content)
-		buf.WriteString("\n\n")
+		buf = append(append(append(buf, "## "...), m.Role...), "\n\n"...)
+		buf = append(append(buf, m.Content...), "\n\n"...)
 	}
 	if rec.Error != "" {
-		buf.WriteString("## error\n\n" + rec.Error + "\n\n")
+		buf = append(append(append(buf, "## error\n\n"...), rec.Error...), "\n\n"...)
 	} else {
-		fmt.Fprintf(buf, "## reply (%s, %d tokens in, %d out)\n\n", rec.Model, rec.TokensIn, rec.TokensOut)
-		buf.WriteString(rec.Reply)
-		buf.WriteString("\n\n")
+		buf = fmt.Appendf(buf, "## reply (%s, %d tokens in, %d out)\n\n", rec.Model, rec.TokensIn, rec.TokensOut)
+		buf = append(append(buf, rec.Reply...), "\n\n"...)
 	}
-	if _, err := nl.md.Write(buf.Bytes()); err != nil {
+	*bp = buf
+	if _, err := nl.md.Write(buf); err != nil {
 		nl.close()
 		return opened, err
 	}
 	return opened, nil
 }
 
-// logBuffers hold a record's JSON line, then its Markdown, while it is
-// written: a node's prompts carry its code, output and memory, and
-// building each anew cost more garbage than the rest of logging them.
-// Buffers grown past maxPooledLog are left to the collector.
-var logBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-const maxPooledLog = 1 << 20
+// appendJSON appends r's JSON, the bytes json.Marshal writes for it,
+// without reflection: each exchange's record carries its whole prompt.
+func (r *LogRecord) appendJSON(dst []byte) ([]byte, error) {
+	_, offset := r.Time.Zone()
+	if y := r.Time.Year(); y < 0 || y > 9999 || offset <= -24*3600 || offset >= 24*3600 ||
+		slices.ContainsFunc(r.Messages, func(m llm.Message) bool { return len(m.Images) > 0 }) {
+		// What json.Marshal refuses (a year or a zone RFC 3339 cannot
+		// write) or writes through a method of its own (images' bytes).
+		data, err := json.Marshal(r)
+		return append(dst, data...), err
+	}
+	dst = strconv.AppendInt(append(dst, `{"n":`...), int64(r.N), 10)
+	dst = r.Time.AppendFormat(append(dst, `,"time":"`...), time.RFC3339Nano)
+	dst = jsonw.AppendString(append(dst, `","node":`...), r.Node)
+	dst = jsonw.AppendString(append(dst, `,"purpose":`...), r.Purpose)
+	dst = strconv.AppendInt(append(dst, `,"attempt":`...), int64(r.Attempt), 10)
+	dst = append(dst, `,"messages":`...)
+	if r.Messages == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, m := range r.Messages {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = jsonw.AppendString(append(dst, `{"role":`...), m.Role)
+			dst = append(jsonw.AppendString(append(dst, `,"content":`...), m.Content), '}')
+		}
+		dst = append(dst, ']')
+	}
+	for _, f := range [...]struct{ key, v string }{{"reply", r.Reply}, {"model", r.Model}} {
+		if f.v != "" {
+			dst = jsonw.AppendString(append(append(append(dst, ",\""...), f.key...), "\":"...), f.v)
+		}
+	}
+	for _, f := range [...]struct {
+		key string
+		v   int
+	}{{"tokens_in", r.TokensIn}, {"tokens_out", r.TokensOut}} {
+		if f.v != 0 {
+			dst = strconv.AppendInt(append(append(append(dst, ",\""...), f.key...), "\":"...), int64(f.v), 10)
+		}
+	}
+	if r.Error != "" {
+		dst = jsonw.AppendString(append(dst, `,"error":`...), r.Error)
+	}
+	return append(dst, '}'), nil
+}
 
 // nodeLog gives node's log, making the node's directory the first time.
 func (l *Logs) nodeLog(node string) (*nodeLog, error) {
