@@ -20,13 +20,16 @@ import (
 
 	"github.com/hpcq/hpcq/internal/benchutil"
 	"github.com/hpcq/hpcq/internal/fakellm"
+	"github.com/hpcq/hpcq/internal/linelog"
 	"github.com/hpcq/hpcq/pkg/engine"
 	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/memory/sqlite"
 	"github.com/hpcq/hpcq/pkg/metrics"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/run"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -193,10 +196,17 @@ func measure(n, workers, slots int, base, heap string) (string, error) {
 			sink.Close()
 			return engine.Params{}, nil, err
 		}
+		// The memory call log, on as in a run's defaults (memory.log_enabled).
+		calls, err := linelog.Open(filepath.Join(dir, rundir.MemoryCalls), memory.CallLogFlush)
+		if err != nil {
+			store.Close()
+			sink.Close()
+			return engine.Params{}, nil, err
+		}
 		reg := prometheus.NewRegistry()
-		p := engine.Params{Spec: sp, RunDir: dir, Queue: q, LLM: client, MemoryStore: store, Results: sink, Mode: "local",
+		p := engine.Params{Spec: sp, RunDir: dir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink, Mode: "local",
 			Slots: slots, Progress: io.Discard, ProgressEvery: time.Hour, Logger: log, Metrics: metrics.NewScheduler(reg), Gateway: nc}
-		return p, func() { store.Close(); sink.Close() }, nil
+		return p, func() { store.Close(); sink.Close(); calls.Close() }, nil
 	}
 
 	p, closeStores, err := open()

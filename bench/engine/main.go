@@ -1,7 +1,8 @@
 // Command engine is the scale benchmark behind `make bench-engine`: trees of
 // -nodes nodes (1,000 and 10,000 by default) grown by the real engine
 // (Phase 0 and node prompts built with the run's memory, the real queue on
-// an embedded server, the SQLite memory and results stores) in this
+// an embedded server, the SQLite memory and results stores, the prompt
+// logs and the memory call log of a run's defaults) in this
 // process, the scheduler's; the workers (64 slots in all, a no-op
 // executor that reports a metric) and an OpenAI-speaking fake endpoint
 // that answers at once run in a child process, so that this process's CPU

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/linelog"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/engine"
@@ -283,12 +284,12 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 			}
 			path = filepath.Join(spec.Memory.LogDir, runID+"-"+filepath.Base(rundir.MemoryCalls)) // a directory may be shared by runs
 		}
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		w, err := linelog.Open(path, memory.CallLogFlush)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		calls = f
+		defer logClose(log, "memory call log", w.Close)
+		calls = w
 	}
 
 	var q *queue.Queue
