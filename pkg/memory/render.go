@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/hpcq/hpcq/internal/textcut"
 )
@@ -110,7 +111,7 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 		return Rendered{}, err
 	}
 	var resources string
-	var rest []CoreEntry
+	rest := make([]CoreEntry, 0, len(core))
 	for _, e := range core {
 		if e.Key == "RESOURCE_INDEX" {
 			resources = e.Value
@@ -129,8 +130,10 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 		}
 	}
 
-	var out Rendered
-	sections := make([]string, 0, len(sectionShares))
+	out := Rendered{Sections: make([]SectionInfo, 0, len(sectionShares))}
+	// The sections are written into one text of at most budgetChars.
+	var text strings.Builder
+	text.Grow(budgetChars)
 	written, carry := 0, 0
 	for i, s := range sectionShares {
 		budget := max(MinSectionChars, int(float64(budgetChars)*s.share)) + carry
@@ -170,17 +173,23 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 			}
 		}
 		body, info = m.fit(ctx, body, room, taskHint, info)
-		section := title + "\n" + body + "\n"
-		if len(section) > budget { // only a title longer than its budget
-			section = section[:textcut.Floor(section, budget)]
+		n := len(title) + len(body) + 2
+		if n <= budget {
+			text.WriteString(title)
+			text.WriteByte('\n')
+			text.WriteString(body)
+			text.WriteByte('\n')
+		} else { // only a title longer than its budget
+			section := title + "\n" + body + "\n"
+			n = textcut.Floor(section, budget)
+			text.WriteString(section[:n])
 		}
-		info.Budget, info.Chars = budget, len(section)
-		sections = append(sections, section)
-		written += len(section)
-		carry = max(0, budget-len(section))
+		info.Budget, info.Chars = budget, n
+		written += n
+		carry = max(0, budget-n)
 		out.Sections = append(out.Sections, info)
 	}
-	out.Text = strings.Join(sections, "") // one allocation of the exact size
+	out.Text = text.String()
 	m.record(branch, "render", start, taskHint, out.Text, len(out.Sections), nil)
 	return out, nil
 }
@@ -349,14 +358,15 @@ func renderRecall(sum RecallSummary, window []RecallEvent) string {
 	for _, e := range window {
 		size += 48 + len(e.Kind) + len(e.NodeID) + len(e.Phase) + min(len(e.Payload), recallPayloadChars+3)
 	}
-	b := make([]byte, 0, size)
+	b := make([]byte, 0, size) // returned as the string: no copy
 	if sum.Text != "" {
 		b = append(b, "Summary of earlier events: "...)
 		b = append(b, sum.Text...)
 		b = append(b, '\n')
 	}
 	if len(window) == 0 {
-		return string(append(b, "(no events)"...))
+		b = append(b, "(no events)"...)
+		return unsafe.String(unsafe.SliceData(b), len(b))
 	}
 	for _, e := range window {
 		b = append(b, "- "...)
@@ -375,7 +385,7 @@ func renderRecall(sum RecallSummary, window []RecallEvent) string {
 		b = appendOneLine(b, e.Payload, recallPayloadChars)
 		b = append(b, '\n')
 	}
-	return strings.TrimRight(string(b), "\n")
+	return strings.TrimRight(unsafe.String(unsafe.SliceData(b), len(b)), "\n") // b is not used again
 }
 
 // recallPayloadChars bounds an event's payload in the rendered window.
