@@ -308,15 +308,11 @@ func appendChat(dst []byte, model string, req Request) (_ []byte, ok bool) {
 	}
 	dst = slices.Grow(dst, size)
 	dst = jsonw.AppendString(append(dst, `{"model":`...), model)
-	dst = append(dst, `,"messages":[`...)
-	for i, m := range req.Messages {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = jsonw.AppendString(append(dst, `{"role":`...), m.Role)
-		dst = append(jsonw.AppendString(append(dst, `,"content":`...), m.Content), '}')
+	msgs := req.Messages
+	if msgs == nil {
+		msgs = []Message{} // marshalChat's list is never nil
 	}
-	dst = append(dst, ']')
+	dst = AppendMessagesJSON(append(dst, `,"messages":`...), msgs)
 	if req.MaxTokens != 0 {
 		dst = strconv.AppendInt(append(dst, `,"max_tokens":`...), int64(req.MaxTokens), 10)
 	}
@@ -327,6 +323,24 @@ func appendChat(dst []byte, model string, req Request) (_ []byte, ok bool) {
 		dst = append(dst, `,"response_format":{"type":"json_object"}`...)
 	}
 	return append(dst, '}'), true
+}
+
+// AppendMessagesJSON appends msgs, which have no images, as the JSON array
+// json.Marshal writes for them (a nil slice as null): a chat request's
+// messages and a prompt log's.
+func AppendMessagesJSON(dst []byte, msgs []Message) []byte {
+	if msgs == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i, m := range msgs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = jsonw.AppendString(append(dst, `{"role":`...), m.Role)
+		dst = append(jsonw.AppendString(append(dst, `,"content":`...), m.Content), '}')
+	}
+	return append(dst, ']')
 }
 
 // marshalChat is encodeChat through json.Marshal: any request.

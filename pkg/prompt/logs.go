@@ -190,20 +190,7 @@ func (r *LogRecord) appendJSON(dst []byte) ([]byte, error) {
 	dst = jsonw.AppendString(append(dst, `","node":`...), r.Node)
 	dst = jsonw.AppendString(append(dst, `,"purpose":`...), r.Purpose)
 	dst = strconv.AppendInt(append(dst, `,"attempt":`...), int64(r.Attempt), 10)
-	dst = append(dst, `,"messages":`...)
-	if r.Messages == nil {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '[')
-		for i, m := range r.Messages {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = jsonw.AppendString(append(dst, `{"role":`...), m.Role)
-			dst = append(jsonw.AppendString(append(dst, `,"content":`...), m.Content), '}')
-		}
-		dst = append(dst, ']')
-	}
+	dst = llm.AppendMessagesJSON(append(dst, `,"messages":`...), r.Messages)
 	for _, f := range [...]struct{ key, v string }{{"reply", r.Reply}, {"model", r.Model}} {
 		if f.v != "" {
 			dst = jsonw.AppendString(append(append(append(dst, ",\""...), f.key...), "\":"...), f.v)
