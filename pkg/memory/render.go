@@ -35,7 +35,7 @@ const (
 
 // sectionShares split a render budget; a section that needs less than its
 // share passes the rest to the sections after it.
-var sectionShares = []struct {
+var sectionShares = [...]struct {
 	name  string
 	share float64
 }{{SectionResources, 0.10}, {SectionCore, 0.40}, {SectionRecall, 0.30}, {SectionArchival, 0.20}}
@@ -131,9 +131,13 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 	}
 
 	out := Rendered{Sections: make([]SectionInfo, 0, len(sectionShares))}
-	// The sections are written into one text of at most budgetChars.
-	var text strings.Builder
-	text.Grow(budgetChars)
+	// Each section is "title\nbody\n" (or that cut to its budget: cut),
+	// written into one text once all are known: one allocation of the
+	// text's size.
+	var parts [len(sectionShares)]struct {
+		title, body string
+		cut         bool
+	}
 	written, carry := 0, 0
 	for i, s := range sectionShares {
 		budget := max(MinSectionChars, int(float64(budgetChars)*s.share)) + carry
@@ -174,20 +178,26 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 		}
 		body, info = m.fit(ctx, body, room, taskHint, info)
 		n := len(title) + len(body) + 2
-		if n <= budget {
-			text.WriteString(title)
-			text.WriteByte('\n')
-			text.WriteString(body)
-			text.WriteByte('\n')
-		} else { // only a title longer than its budget
+		parts[i].title, parts[i].body = title, body
+		if n > budget { // only a title longer than its budget
 			section := title + "\n" + body + "\n"
 			n = textcut.Floor(section, budget)
-			text.WriteString(section[:n])
+			parts[i].title, parts[i].body, parts[i].cut = section[:n], "", true
 		}
 		info.Budget, info.Chars = budget, n
 		written += n
 		carry = max(0, budget-n)
 		out.Sections = append(out.Sections, info)
+	}
+	var text strings.Builder
+	text.Grow(written)
+	for _, p := range parts {
+		text.WriteString(p.title)
+		if !p.cut {
+			text.WriteByte('\n')
+			text.WriteString(p.body)
+			text.WriteByte('\n')
+		}
 	}
 	out.Text = text.String()
 	m.record(branch, "render", start, taskHint, out.Text, len(out.Sections), nil)
