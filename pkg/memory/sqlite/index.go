@@ -249,11 +249,17 @@ func (x *textIndex[T]) indexScope(sc []scopeEntry) {
 			x.post(bd, seq, toks)
 		}
 		bd.pending = nil
-		bd.lenPrefix = slices.Grow(bd.lenPrefix[:0], len(bd.seqs)+1)[:len(bd.seqs)+1]
-		bd.lenPrefix[0] = 0
-		for i, seq := range bd.seqs {
-			bd.lenPrefix[i+1] = bd.lenPrefix[i] + x.docs[seq].length
-		}
+		x.recount(bd)
+	}
+}
+
+// recount counts a branch's length prefixes again; the caller holds x.mu
+// for writing.
+func (x *textIndex[T]) recount(bd *branchDocs) {
+	bd.lenPrefix = slices.Grow(bd.lenPrefix[:0], len(bd.seqs)+1)[:len(bd.seqs)+1]
+	bd.lenPrefix[0] = 0
+	for i, seq := range bd.seqs {
+		bd.lenPrefix[i+1] = bd.lenPrefix[i] + x.docs[seq].length
 	}
 }
 
@@ -277,7 +283,13 @@ func (x *textIndex[T]) remove(seq int64) {
 	i := sort.Search(len(bd.seqs), func(i int) bool { return bd.seqs[i] >= seq })
 	if i < len(bd.seqs) && bd.seqs[i] == seq {
 		bd.seqs = append(bd.seqs[:i], bd.seqs[i+1:]...)
-		if len(bd.pending) == 0 { // else counted again when indexed
+		switch {
+		case len(bd.pending) > 0: // counted again when indexed
+		case x.textOf != nil:
+			// The prefixes were not kept while documents were pending,
+			// and some may have been removed meanwhile.
+			x.recount(bd)
+		default:
 			bd.lenPrefix = bd.lenPrefix[:len(bd.seqs)+1]
 			for j := i + 1; j < len(bd.lenPrefix); j++ {
 				bd.lenPrefix[j] = bd.lenPrefix[j-1] + x.docs[bd.seqs[j-1]].length

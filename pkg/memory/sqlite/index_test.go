@@ -203,5 +203,15 @@ func testTextIndex(t *testing.T, lazy bool) {
 		delete(docs, 2003)
 		require.Len(t, x.branches["b"].pending, 9)
 		check()
+		// An indexed document removed while another is pending, then the
+		// pending one: nothing left to index, the lengths counted again.
+		docs[2050] = doc{"b", "tile tile pending"}
+		x.add(2050, "b", "", nil, 2050)
+		for _, seq := range []int64{5, 2050} {
+			x.remove(seq)
+			delete(docs, seq)
+		}
+		require.Empty(t, x.branches["b"].pending)
+		check()
 	}
 }
