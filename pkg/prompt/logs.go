@@ -145,11 +145,12 @@ func (l *Logs) write(nl *nodeLog, node string, rec *LogRecord) (opened bool, err
 	bp := bufpool.Get()
 	defer bufpool.Put(bp)
 	buf, err := rec.appendJSON(*bp)
+	buf = append(buf, '\n')
 	*bp = buf
 	if err != nil {
 		return opened, err
 	}
-	if _, err := nl.jsonl.Write(append(buf, '\n')); err != nil {
+	if _, err := nl.jsonl.Write(buf); err != nil {
 		nl.close() // opened again, and so checked again, next time
 		return opened, err
 	}
@@ -191,18 +192,17 @@ func (r *LogRecord) appendJSON(dst []byte) ([]byte, error) {
 	dst = jsonw.AppendString(append(dst, `,"purpose":`...), r.Purpose)
 	dst = strconv.AppendInt(append(dst, `,"attempt":`...), int64(r.Attempt), 10)
 	dst = llm.AppendMessagesJSON(append(dst, `,"messages":`...), r.Messages)
-	for _, f := range [...]struct{ key, v string }{{"reply", r.Reply}, {"model", r.Model}} {
-		if f.v != "" {
-			dst = jsonw.AppendString(append(append(append(dst, ",\""...), f.key...), "\":"...), f.v)
-		}
+	if r.Reply != "" {
+		dst = jsonw.AppendString(append(dst, `,"reply":`...), r.Reply)
 	}
-	for _, f := range [...]struct {
-		key string
-		v   int
-	}{{"tokens_in", r.TokensIn}, {"tokens_out", r.TokensOut}} {
-		if f.v != 0 {
-			dst = strconv.AppendInt(append(append(append(dst, ",\""...), f.key...), "\":"...), int64(f.v), 10)
-		}
+	if r.Model != "" {
+		dst = jsonw.AppendString(append(dst, `,"model":`...), r.Model)
+	}
+	if r.TokensIn != 0 {
+		dst = strconv.AppendInt(append(dst, `,"tokens_in":`...), int64(r.TokensIn), 10)
+	}
+	if r.TokensOut != 0 {
+		dst = strconv.AppendInt(append(dst, `,"tokens_out":`...), int64(r.TokensOut), 10)
 	}
 	if r.Error != "" {
 		dst = jsonw.AppendString(append(dst, `,"error":`...), r.Error)
