@@ -181,6 +181,14 @@ func startBinary(t testing.TB) *NATS {
 	n := &NATS{Kind: "nats-server", URL: env["HPCQ_NATS_URL"], PID: pid, Dir: dir}
 	n.stop = func() { Services(t, "stop", "nats", dir) }
 	t.Cleanup(n.stop)
+	t.Cleanup(func() { // runs first: what the server said, for a test that failed
+		if !t.Failed() {
+			return
+		}
+		if data, err := os.ReadFile(filepath.Join(dir, "nats.log")); err == nil {
+			t.Logf("nats-server log (its last 4 KB):\n%s", data[max(0, len(data)-4096):])
+		}
+	})
 	return n
 }
 
