@@ -1,7 +1,10 @@
 package jsonw
 
 import (
+	"math"
 	"math/bits"
+	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -104,4 +107,26 @@ func word(s string) uint64 {
 	_ = s[7]
 	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
 		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// AppendTime appends t as json.Marshal writes a time.Time (RFC 3339 with
+// nanoseconds, quoted); not ok, and nothing appended, for a time it
+// refuses: a year outside 0-9999 or a zone offset of a day or more.
+func AppendTime(dst []byte, t time.Time) (_ []byte, ok bool) {
+	_, offset := t.Zone()
+	if y := t.Year(); y < 0 || y > 9999 || offset <= -24*3600 || offset >= 24*3600 {
+		return dst, false
+	}
+	dst = t.AppendFormat(append(dst, '"'), time.RFC3339Nano)
+	return append(dst, '"'), true
+}
+
+// AppendFloat appends f as json.Marshal writes a float64 in plain
+// decimal; not ok, and nothing appended, for a value it writes with an
+// exponent (0 < |f| < 1e-6 or |f| >= 1e21) or refuses (NaN, infinities).
+func AppendFloat(dst []byte, f float64) (_ []byte, ok bool) {
+	if a := math.Abs(f); f != 0 && !(a >= 1e-6 && a < 1e21) {
+		return dst, false
+	}
+	return strconv.AppendFloat(dst, f, 'f', -1, 64), true
 }

@@ -2,8 +2,10 @@ package jsonw
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // marshal is what encoding/json writes for s.
@@ -73,4 +75,27 @@ func BenchmarkAppendString(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestAppendTimeAndFloatAsMarshal: a time and a float are json.Marshal's
+// bytes when ok; not ok (nothing appended) exactly for what json.Marshal
+// refuses or writes with an exponent.
+func TestAppendTimeAndFloatAsMarshal(t *testing.T) {
+	at := time.Date(2026, 11, 24, 20, 1, 2, 345678900, time.UTC)
+	for _, tm := range []time.Time{at, {}, at.In(time.FixedZone("x", -5*3600+30*60)), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), at.In(time.FixedZone("far", 25*3600))} {
+		want, err := json.Marshal(tm)
+		got, ok := AppendTime([]byte("kept"), tm)
+		if ok != (err == nil) || ok && string(got) != "kept"+string(want) || !ok && string(got) != "kept" {
+			t.Fatalf("%v: got %s ok=%v, json.Marshal %s (%v)", tm, got, ok, want, err)
+		}
+	}
+	for _, f := range []float64{0, math.Copysign(0, -1), 0.125, -3, 1e-6, 1e20, 123456789.5, 1e-7, 1e21, math.NaN(), math.Inf(-1)} {
+		want, err := json.Marshal(f)
+		plain := err == nil && !strings.ContainsAny(string(want), "e")
+		got, ok := AppendFloat([]byte("kept"), f)
+		if ok != plain || ok && string(got) != "kept"+string(want) || !ok && string(got) != "kept" {
+			t.Fatalf("%v: got %s ok=%v, json.Marshal %s (%v)", f, got, ok, want, err)
+		}
+	}
 }

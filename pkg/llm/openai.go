@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -303,8 +302,10 @@ func appendChat(dst []byte, model string, req Request) (_ []byte, ok bool) {
 		}
 		size += 32 + len(m.Role) + len(m.Content) + len(m.Content)/16 // room for escapes
 	}
-	if t := req.Temperature; t != nil && *t != 0 && !(math.Abs(*t) >= 1e-6 && math.Abs(*t) < 1e21) {
-		return dst, false // NaN, an infinity or exponent notation: json.Marshal's
+	if t := req.Temperature; t != nil {
+		if _, ok := jsonw.AppendFloat(nil, *t); !ok {
+			return dst, false // NaN, an infinity or exponent notation: json.Marshal's
+		}
 	}
 	dst = slices.Grow(dst, size)
 	dst = jsonw.AppendString(append(dst, `{"model":`...), model)
@@ -317,7 +318,7 @@ func appendChat(dst []byte, model string, req Request) (_ []byte, ok bool) {
 		dst = strconv.AppendInt(append(dst, `,"max_tokens":`...), int64(req.MaxTokens), 10)
 	}
 	if req.Temperature != nil {
-		dst = strconv.AppendFloat(append(dst, `,"temperature":`...), *req.Temperature, 'f', -1, 64)
+		dst, _ = jsonw.AppendFloat(append(dst, `,"temperature":`...), *req.Temperature)
 	}
 	if req.JSON {
 		dst = append(dst, `,"response_format":{"type":"json_object"}`...)

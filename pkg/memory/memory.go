@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -289,19 +288,19 @@ func (m *Memory) record(branch, op string, start time.Time, in, out string, item
 // appendJSON appends c's line, the bytes json.Marshal writes for it,
 // without reflection: every memory call writes one.
 func (c *call) appendJSON(dst []byte) []byte {
-	_, offset := c.TS.Zone()
-	if y, d := c.TS.Year(), math.Abs(c.DurationMS); y < 0 || y > 9999 || offset <= -24*3600 || offset >= 24*3600 ||
-		d != 0 && !(d >= 1e-6 && d < 1e21) {
+	start := len(dst)
+	dst, okTime := jsonw.AppendTime(append(dst, `{"ts":`...), c.TS)
+	_, okFloat := jsonw.AppendFloat(nil, c.DurationMS)
+	if !okTime || !okFloat {
 		// What json.Marshal writes its own way (exponents) or refuses (a
 		// time RFC 3339 cannot write, NaN): as it does.
 		data, err := json.Marshal(c)
 		if err != nil {
 			data, _ = json.Marshal(call{Branch: c.Branch, Op: c.Op, Error: fmt.Sprintf("the call log could not write this call (at %s): %v", c.TS, err)})
 		}
-		return append(dst, data...)
+		return append(dst[:start], data...)
 	}
-	dst = c.TS.AppendFormat(append(dst, `{"ts":"`...), time.RFC3339Nano)
-	dst = jsonw.AppendString(append(dst, `","branch":`...), c.Branch)
+	dst = jsonw.AppendString(append(dst, `,"branch":`...), c.Branch)
 	dst = jsonw.AppendString(append(dst, `,"op":`...), c.Op)
 	dst = strconv.AppendInt(append(dst, `,"in_bytes":`...), int64(c.InBytes), 10)
 	dst = strconv.AppendInt(append(dst, `,"out_bytes":`...), int64(c.OutBytes), 10)
@@ -314,7 +313,7 @@ func (c *call) appendJSON(dst []byte) []byte {
 	if c.Items != 0 {
 		dst = strconv.AppendInt(append(dst, `,"items":`...), int64(c.Items), 10)
 	}
-	dst = strconv.AppendFloat(append(dst, `,"duration_ms":`...), c.DurationMS, 'f', -1, 64)
+	dst, _ = jsonw.AppendFloat(append(dst, `,"duration_ms":`...), c.DurationMS)
 	if c.Error != "" {
 		dst = jsonw.AppendString(append(dst, `,"error":`...), c.Error)
 	}

@@ -178,17 +178,16 @@ func (l *Logs) write(nl *nodeLog, node string, rec *LogRecord) (opened bool, err
 // appendJSON appends r's JSON, the bytes json.Marshal writes for it,
 // without reflection: each exchange's record carries its whole prompt.
 func (r *LogRecord) appendJSON(dst []byte) ([]byte, error) {
-	_, offset := r.Time.Zone()
-	if y := r.Time.Year(); y < 0 || y > 9999 || offset <= -24*3600 || offset >= 24*3600 ||
-		slices.ContainsFunc(r.Messages, func(m llm.Message) bool { return len(m.Images) > 0 }) {
+	start := len(dst)
+	dst = strconv.AppendInt(append(dst, `{"n":`...), int64(r.N), 10)
+	dst, ok := jsonw.AppendTime(append(dst, `,"time":`...), r.Time)
+	if !ok || slices.ContainsFunc(r.Messages, func(m llm.Message) bool { return len(m.Images) > 0 }) {
 		// What json.Marshal refuses (a year or a zone RFC 3339 cannot
 		// write) or writes through a method of its own (images' bytes).
 		data, err := json.Marshal(r)
-		return append(dst, data...), err
+		return append(dst[:start], data...), err
 	}
-	dst = strconv.AppendInt(append(dst, `{"n":`...), int64(r.N), 10)
-	dst = r.Time.AppendFormat(append(dst, `,"time":"`...), time.RFC3339Nano)
-	dst = jsonw.AppendString(append(dst, `","node":`...), r.Node)
+	dst = jsonw.AppendString(append(dst, `,"node":`...), r.Node)
 	dst = jsonw.AppendString(append(dst, `,"purpose":`...), r.Purpose)
 	dst = strconv.AppendInt(append(dst, `,"attempt":`...), int64(r.Attempt), 10)
 	dst = llm.AppendMessagesJSON(append(dst, `,"messages":`...), r.Messages)
