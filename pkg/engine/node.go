@@ -697,35 +697,35 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 	}
 	_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "node_result", NodeID: n.ID, Payload: text})
 	warn(err)
-	_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: text, Tags: tags, Context: "node " + n.ID})
-	warn(err)
-	if o.Summary != "" {
-		_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: o.Summary, Tags: []string{"NODE_SUMMARY", "summary:" + n.ID},
+	// The node's texts go to archival memory in one transaction, then the
+	// sweep sees them all.
+	writes := []memory.ArchivalWriteParams{{Text: text, Tags: tags, Context: "node " + n.ID}}
+	if strings.TrimSpace(o.Summary) != "" {
+		writes = append(writes, memory.ArchivalWriteParams{Text: o.Summary, Tags: []string{"NODE_SUMMARY", "summary:" + n.ID},
 			Context: "summary of node " + n.ID})
-		warn(err)
 	}
-	if o.PlotAnalysis != "" {
-		_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: o.PlotAnalysis,
+	if strings.TrimSpace(o.PlotAnalysis) != "" {
+		writes = append(writes, memory.ArchivalWriteParams{Text: o.PlotAnalysis,
 			Tags: []string{"VLM_ANALYSIS", "plots:" + n.ID}, Context: "analysis of node " + n.ID + "'s plots"})
-		warn(err)
 	}
+	// The seed's snapshots: the node's code and its results, searchable
+	// later by tag (code:<id>, results:<id>).
+	if o.Result != nil && !o.Cached {
+		if code := e.nodeCode(n.ID); strings.TrimSpace(code) != "" {
+			writes = append(writes, memory.ArchivalWriteParams{Text: cutText(code, maxSnapshotChars),
+				Tags: []string{"code:" + n.ID, "stage:" + stage}, Context: "code of node " + n.ID})
+		}
+		res := e.section(ctx, e.outputText(o), "results", "the execution result of a node: keep its errors, diagnostics and metrics")
+		if strings.TrimSpace(res) != "" {
+			writes = append(writes, memory.ArchivalWriteParams{Text: res, Tags: []string{"results:" + n.ID, "stage:" + stage},
+				Context: "results of node " + n.ID})
+		}
+	}
+	warn(e.mem.ArchivalWrites(ctx, n.ID, writes))
 	e.sweepMu.Lock()
 	e.sweepPending = append(e.sweepPending, n.ID)
 	e.sweepMu.Unlock()
 	e.sweep(ctx, false)
-	// The seed's snapshots: the node's code and its results, searchable
-	// later by tag (code:<id>, results:<id>).
-	if o.Result != nil && !o.Cached {
-		if code := e.nodeCode(n.ID); code != "" {
-			_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: cutText(code, maxSnapshotChars),
-				Tags: []string{"code:" + n.ID, "stage:" + stage}, Context: "code of node " + n.ID})
-			warn(err)
-		}
-		res := e.section(ctx, e.outputText(o), "results", "the execution result of a node: keep its errors, diagnostics and metrics")
-		_, _, err = e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: n.ID, Text: res, Tags: []string{"results:" + n.ID, "stage:" + stage},
-			Context: "results of node " + n.ID})
-		warn(err)
-	}
 }
 
 // installMemoryChars is the budget of the memory the installer sees.

@@ -47,3 +47,53 @@ func TestCallLogKeepsContent(t *testing.T) {
 	require.Equal(t, "flags", lines[2]["input"])
 	require.Contains(t, lines[2]["output"], "password=[REDACTED]")
 }
+
+// TestArchivalWrites: texts written together are stored as one at a time
+// would be (redacted, a repeat counted), all or none, with one call log
+// line.
+func TestArchivalWrites(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "m.sqlite"), sqlite.Options{Run: "r"})
+	require.NoError(t, err)
+	defer st.Close()
+	var log bytes.Buffer
+	m := memory.New(st, memory.Defaults(), memory.Options{Calls: &log})
+	ctx := context.Background()
+	_, err = m.Fork(ctx, "n1", "")
+	require.NoError(t, err)
+	_, _, err = m.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "n1", Text: "the stencil kernel vectorizes", Context: "first"})
+	require.NoError(t, err)
+	log.Reset()
+
+	require.NoError(t, m.ArchivalWrites(ctx, "n1", []memory.ArchivalWriteParams{
+		{Text: "blocking by 64 doubled the bandwidth", Tags: []string{"SUCCESS"}, Context: "node n1"},
+		{Text: "the stencil kernel vectorizes", Context: "again"},
+		{Text: "token=abcdef0123456789abcdef0123456789 leaked", Context: "node n1"},
+	}))
+	hits, err := m.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "n1", Query: "stencil kernel vectorizes blocking bandwidth leaked", K: 10})
+	require.NoError(t, err)
+	texts := map[string]memory.ArchivalItem{}
+	for _, h := range hits {
+		texts[h.Text] = h
+	}
+	require.Len(t, texts, 3, "%v", hits)
+	require.Equal(t, []string{"SUCCESS"}, texts["blocking by 64 doubled the bandwidth"].Tags)
+	require.Equal(t, 2, texts["the stencil kernel vectorizes"].Count, "the repeat is counted, not stored again")
+	require.Contains(t, texts, "token="+memory.Redacted+" leaked")
+	require.NotContains(t, log.String(), "abcdef0123456789")
+
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	var c map[string]any
+	require.Len(t, lines, 2, "one line for the writes, one for the search")
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &c))
+	require.Equal(t, "archival_write", c["op"])
+	require.Equal(t, 3.0, c["items"])
+	require.True(t, strings.HasPrefix(c["input"].(string), "blocking by 64 doubled the bandwidth\nthe stencil kernel vectorizes\n"), c["input"])
+
+	// A blank text refuses the whole batch: nothing of it is stored.
+	err = m.ArchivalWrites(ctx, "n1", []memory.ArchivalWriteParams{{Text: "prefetching hid the latency"}, {Text: "  "}})
+	require.ErrorIs(t, err, memory.ErrInvalid)
+	hits, err = m.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "n1", Query: "prefetching latency", K: 10})
+	require.NoError(t, err)
+	require.Empty(t, hits)
+	require.NoError(t, m.ArchivalWrites(ctx, "n1", nil))
+}

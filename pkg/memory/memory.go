@@ -383,6 +383,31 @@ func (m *Memory) ArchivalWrite(ctx context.Context, p ArchivalWriteParams) (Arch
 	return it, dup, err
 }
 
+// ArchivalWrites stores texts of one branch as ArchivalWrite does each
+// (redacted; a text whose fact the branch already sees counts a repeat),
+// in one transaction: all or none. The call log has one archival_write
+// line for them, its input the texts one per line and its items their
+// count.
+func (m *Memory) ArchivalWrites(ctx context.Context, branch string, ps []ArchivalWriteParams) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	start := time.Now()
+	p := ApplyParams{Branch: branch, Archival: make([]ArchivalWriteParams, len(ps))}
+	var in strings.Builder
+	for i, a := range ps {
+		a.Branch, a.Text = branch, m.redact(a.Text)
+		if i > 0 {
+			in.WriteByte('\n')
+		}
+		in.WriteString(a.Text)
+		p.Archival[i] = a
+	}
+	err := m.store.Apply(ctx, p)
+	m.record(branch, "archival_write", start, in.String(), "", len(ps), err)
+	return err
+}
+
 // ArchivalSearch ranks the branch's visible texts for query; k 0 means
 // retrieval_k.
 func (m *Memory) ArchivalSearch(ctx context.Context, p ArchivalSearchParams) ([]ArchivalItem, error) {
