@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -693,6 +694,8 @@ func FuzzReadAnswer(f *testing.F) {
 		{200, "application/json; charset=utf-8", `{"choices": [{"message": null}]}`},
 		{200, "text/html", `<html>log in</html>`},
 		{200, "", `null`},
+		{200, "application/json", `{"CHOICES": [{"Message": {"content": "a\xffb"}, "finish_reason": "stop"}], "choices": [{"message": {"content": "b"}}]}`},
+		{200, "application/json", "{\"choice\u017f\": [{\"me\u017f\u017fage\": {\"content\": \"x\"}}]}"},
 		{429, "application/json", `{"error": {"message": "slow down", "type": "rate_limit", "code": "rate_limit_exceeded"}}`},
 		{500, "", "\xff\xfe internal"},
 		{404, "application/json", `{"error": "not found"}`},
@@ -701,6 +704,17 @@ func FuzzReadAnswer(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, status int, ct string, body []byte) {
 		resp, err := readAnswer(status, ct, body)
+		if status/100 == 2 && len(body) <= maxReplyBytes && (ct == "" || strings.Contains(strings.ToLower(ct), "json")) {
+			// A completion reads as encoding/json reads it.
+			var want chatResponse
+			if json.Unmarshal(body, &want) != nil || len(want.Choices) == 0 {
+				if err == nil {
+					t.Fatalf("read %#v where encoding/json refuses it or finds no choice", resp)
+				}
+			} else if err != nil || !reflect.DeepEqual(*resp, want) {
+				t.Fatalf("read %#v, %v; encoding/json reads %#v", resp, err, want)
+			}
+		}
 		if err == nil {
 			if resp == nil || len(resp.Choices) == 0 {
 				t.Fatalf("no error and no choice: %#v", resp)
@@ -724,4 +738,31 @@ func FuzzReadAnswer(f *testing.F) {
 			t.Fatalf("the error is not valid UTF-8: %q", err.Error())
 		}
 	})
+}
+
+// TestAnswersKeptWhole: the body of an answer is read into a lent buffer;
+// what a completion keeps of it stays as it was when later answers are
+// read into the same buffer.
+func TestAnswersKeptWhole(t *testing.T) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		content, _ := json.Marshal(strings.Repeat(fmt.Sprintf("reply %d ", n), 200*int(n)))
+		fmt.Fprintf(w, `{"model": "m%d", "choices": [{"message": {"content": %s}, "finish_reason": "stop"}]}`, n, content)
+	}))
+	defer srv.Close()
+	c, err := NewOpenAI(OpenAIOptions{BaseURL: srv.URL, Model: "m", Logger: testutil.Logger(t)})
+	require.NoError(t, err)
+	var got []Response
+	for range 4 {
+		r, err := c.Chat(context.Background(), ask("x"))
+		require.NoError(t, err)
+		got = append(got, r)
+	}
+	for i, r := range got {
+		n := i + 1
+		require.Equal(t, fmt.Sprintf("m%d", n), r.Model)
+		require.Equal(t, strings.Repeat(fmt.Sprintf("reply %d ", n), 200*n), r.Content)
+	}
 }
