@@ -130,3 +130,19 @@ func AppendFloat(dst []byte, f float64) (_ []byte, ok bool) {
 	}
 	return strconv.AppendFloat(dst, f, 'f', -1, 64), true
 }
+
+// AppendStrings appends ss as json.Marshal writes a []string ("null" for
+// a nil one).
+func AppendStrings(dst []byte, ss []string) []byte {
+	if ss == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendString(dst, s)
+	}
+	return append(dst, ']')
+}

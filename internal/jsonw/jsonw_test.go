@@ -9,8 +9,8 @@ import (
 )
 
 // marshal is what encoding/json writes for s.
-func marshal(t testing.TB, s string) string {
-	want, err := json.Marshal(s)
+func marshal(t testing.TB, v any) string {
+	want, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,4 +98,23 @@ func TestAppendTimeAndFloatAsMarshal(t *testing.T) {
 			t.Fatalf("%v: got %s ok=%v, json.Marshal %s (%v)", f, got, ok, want, err)
 		}
 	}
+}
+
+// FuzzAppendStrings: a list of strings is json.Marshal's bytes.
+func FuzzAppendStrings(f *testing.F) {
+	f.Add("", "", 0)
+	f.Add("stage:improve", "<&>\"\xff", 2)
+	f.Add("SUCCESS", "", 1)
+	f.Fuzz(func(t *testing.T, a, b string, n int) {
+		var ss []string // nil for n < 0: "null"
+		if n >= 0 {
+			ss = []string{}
+			for i := range n % 4 {
+				ss = append(ss, []string{a, b}[i%2])
+			}
+		}
+		if got, want := string(AppendStrings([]byte("x"), ss)), "x"+marshal(t, ss); got != want {
+			t.Fatalf("%q: got %s, json.Marshal %s", ss, got, want)
+		}
+	})
 }

@@ -15,6 +15,21 @@ func Tokenize(text string) []string {
 	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 }
 
+// CountTerms is len(Tokenize(text)), counted without making the terms.
+func CountTerms(text string) int {
+	n, in := 0, false
+	for _, r := range text {
+		// strings.ToLower maps each rune with unicode.ToLower.
+		r = unicode.ToLower(r)
+		term := unicode.IsLetter(r) || unicode.IsDigit(r)
+		if term && !in {
+			n++
+		}
+		in = term
+	}
+	return n
+}
+
 // QueryTerms are the distinct terms of a query, in order of first use.
 func QueryTerms(query string) []string {
 	seen := map[string]bool{}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/hpcq/hpcq/internal/jsonw"
 	"github.com/hpcq/hpcq/pkg/memory"
 )
 
@@ -19,9 +20,8 @@ func (s *Store) archOp(branch string, p memory.ArchivalWriteParams) op {
 	if tags == nil {
 		tags = []string{}
 	}
-	tj, _ := json.Marshal(tags)
-	return op{T: "arch", B: branch, Text: p.Text, Fact: fact, Tags: string(tj), Ctx: p.Context, Ep: memory.EpisodeHash(fact, branch, p.Context),
-		Len: len(memory.Tokenize(p.Text))}
+	return op{T: "arch", B: branch, Text: p.Text, Fact: fact, Tags: string(jsonw.AppendStrings(nil, tags)), Ctx: p.Context,
+		Ep: memory.EpisodeHash(fact, branch, p.Context), Len: memory.CountTerms(p.Text)}
 }
 
 func (s *Store) ArchivalWrite(ctx context.Context, p memory.ArchivalWriteParams) (memory.ArchivalItem, bool, error) {

@@ -2,10 +2,10 @@ package sqlite
 
 import (
 	"context"
-	"encoding/json"
 	"sort"
 	"strings"
 
+	"github.com/hpcq/hpcq/internal/jsonw"
 	"github.com/hpcq/hpcq/pkg/memory"
 )
 
@@ -58,10 +58,9 @@ func (s *Store) archivalInsert(seq int64, sc []scopeEntry, p memory.ArchivalWrit
 	if tags == nil {
 		tags = []string{}
 	}
-	tagsJSON, _ := json.Marshal(tags)
 	item := memory.ArchivalItem{Seq: seq, Branch: p.Branch, Text: p.Text, Tags: tags, Context: p.Context, FactHash: fact,
 		EpisodeHash: memory.EpisodeHash(fact, p.Branch, p.Context), Count: 1, FirstSeen: fromMS(ms(now)), LastSeen: fromMS(ms(now))}
-	s.row("archival", seq, p.Branch, p.Text, string(tagsJSON), p.Context, fact, item.EpisodeHash, len(memory.Tokenize(p.Text)), ms(now))
+	s.row("archival", seq, p.Branch, p.Text, string(jsonw.AppendStrings(nil, tags)), p.Context, fact, item.EpisodeHash, memory.CountTerms(p.Text), ms(now))
 	return item, false
 }
 
