@@ -2,7 +2,6 @@ package fileio
 
 import (
 	"io/fs"
-	"os"
 )
 
 // WriteFile writes data to the file at path, creating it with perm (before
@@ -29,6 +28,24 @@ func ReadFile(path string) ([]byte, error) {
 
 // OpenAppend opens the file at path for appending, creating it with mode
 // 0644 (before the umask) if it is not there.
-func OpenAppend(path string) (*os.File, error) {
-	return open(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+func OpenAppend(path string) (*Appender, error) {
+	a, err := openAppend(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Appender{a}, nil
 }
+
+// Appender is a file opened by OpenAppend. A Write appends the whole
+// slice on an O_APPEND descriptor (one write(2) unless the kernel takes
+// less), so that writers of the same file do not cut each other's
+// records. Unlike an *os.File it is not safe for concurrent use, and it
+// asks nothing of the kernel or the runtime beyond the open: the caller
+// serializes Write and Close, and closes it.
+type Appender struct{ appender }
+
+// Write appends p.
+func (a *Appender) Write(p []byte) (int, error) { return a.write(p) }
+
+// Close closes the file; a second Close is an error, as for *os.File.
+func (a *Appender) Close() error { return a.close() }

@@ -110,25 +110,6 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 }
 
-func TestOpenAppend(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "log")
-	for i := range 3 {
-		f, err := OpenAppend(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Write([]byte{'a' + byte(i)}); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got, _ := os.ReadFile(p); string(got) != "abc" {
-		t.Fatalf("appended %q", got)
-	}
-}
-
 // The package's way against package os's, for a node's result file
 // (about 2 KB): written through a temporary file and renamed, then read.
 func BenchmarkWriteAtomicRead(b *testing.B) {
@@ -158,4 +139,59 @@ func BenchmarkWriteAtomicRead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestAppender: writes append, to what is there and to what another
+// writer appended meanwhile; after Close, writing or closing again is
+// fs.ErrClosed; a write that fails is a PathError naming the file.
+func TestAppender(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "prompts.jsonl")
+	if err := os.WriteFile(p, []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a, err := OpenAppend(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenAppend(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("x"), 1<<20)
+	for _, w := range []struct {
+		f    *Appender
+		data []byte
+	}{{a, []byte("1\n")}, {b, []byte("2\n")}, {a, append(big, '\n')}, {b, []byte("3\n")}} {
+		if n, err := w.f.Write(w.data); n != len(w.data) || err != nil {
+			t.Fatalf("wrote %d of %d bytes: %v", n, len(w.data), err)
+		}
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(p)
+	if want := "0\n1\n2\n" + string(big) + "\n3\n"; string(got) != want {
+		t.Fatalf("the file has %d bytes, want %d in order", len(got), len(want))
+	}
+	var pe *fs.PathError
+	if _, err := a.Write([]byte("4\n")); !errors.Is(err, fs.ErrClosed) || !errors.As(err, &pe) || pe.Path != p {
+		t.Fatalf("a write after Close: %v", err)
+	}
+	if err := a.Close(); !errors.Is(err, fs.ErrClosed) {
+		t.Fatalf("a second Close: %v", err)
+	}
+	if _, err := OpenAppend(filepath.Join(p, "under-a-file")); !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("opening under a file: %v", err)
+	}
+	full, err := OpenAppend("/dev/full")
+	if err != nil {
+		t.Skipf("no /dev/full to make a write fail: %v", err)
+	}
+	defer full.Close()
+	if _, err := full.Write([]byte("x")); !errors.Is(err, syscall.ENOSPC) || !errors.As(err, &pe) || pe.Path != "/dev/full" {
+		t.Fatalf("a write to /dev/full: %v", err)
+	}
 }

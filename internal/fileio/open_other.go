@@ -15,10 +15,17 @@ func readFile(path string) ([]byte, error) {
 	return os.ReadFile(path)
 }
 
-func open(path string, flag int, perm fs.FileMode) (*os.File, error) {
-	return os.OpenFile(path, flag, perm)
-}
-
 func rename(oldpath, newpath string) error {
 	return os.Rename(oldpath, newpath)
 }
+
+type appender struct{ f *os.File }
+
+func openAppend(path string) (appender, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	return appender{f}, err
+}
+
+func (a *appender) write(p []byte) (int, error) { return a.f.Write(p) }
+
+func (a *appender) close() error { return a.f.Close() }

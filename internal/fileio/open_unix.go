@@ -9,17 +9,8 @@ import (
 	"syscall"
 )
 
-// open opens path with one open system call (retried if a signal cut it
-// short) and no poller registration.
-func open(path string, flag int, perm fs.FileMode) (*os.File, error) {
-	fd, err := openFD(path, flag, perm)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), path), nil
-}
-
-// openFD opens path as open does, giving the descriptor.
+// openFD opens path with one open system call (retried if a signal cut
+// it short) and no poller registration, giving the descriptor.
 func openFD(path string, flag int, perm fs.FileMode) (int, error) {
 	for {
 		fd, err := syscall.Open(path, flag|syscall.O_CLOEXEC, uint32(perm.Perm()))
@@ -105,4 +96,48 @@ func readFile(path string) ([]byte, error) {
 			data = append(data, 0)[:len(data)]
 		}
 	}
+}
+
+// appender is an Appender's descriptor (-1 once closed).
+type appender struct {
+	fd   int
+	path string
+}
+
+func openAppend(path string) (appender, error) {
+	fd, err := openFD(path, syscall.O_WRONLY|syscall.O_APPEND|syscall.O_CREAT, 0o644)
+	return appender{fd, path}, err
+}
+
+func (a *appender) write(p []byte) (int, error) {
+	if a.fd < 0 {
+		return 0, &fs.PathError{Op: "write", Path: a.path, Err: fs.ErrClosed}
+	}
+	n := 0
+	for n < len(p) {
+		k, err := syscall.Write(a.fd, p[n:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == nil && k == 0 {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return n, &fs.PathError{Op: "write", Path: a.path, Err: err}
+		}
+		n += k
+	}
+	return n, nil
+}
+
+func (a *appender) close() error {
+	if a.fd < 0 {
+		return &fs.PathError{Op: "close", Path: a.path, Err: fs.ErrClosed}
+	}
+	fd := a.fd
+	a.fd = -1
+	if err := syscall.Close(fd); err != nil {
+		return &fs.PathError{Op: "close", Path: a.path, Err: err}
+	}
+	return nil
 }

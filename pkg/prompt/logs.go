@@ -52,7 +52,7 @@ type nodeLog struct {
 	// n: exchanges logged so far; -1 until read from the files.
 	n int
 	// md and jsonl are the files while they are open, else nil.
-	md, jsonl *os.File
+	md, jsonl *fileio.Appender
 }
 
 // MaxLoggedReply bounds a reply as the logs keep it: a longer one is kept
@@ -294,7 +294,7 @@ func (l *Logs) Close() error {
 // close closes the node's files; its lock is held.
 func (nl *nodeLog) close() error {
 	var errs []error
-	for _, f := range []**os.File{&nl.md, &nl.jsonl} {
+	for _, f := range []**fileio.Appender{&nl.md, &nl.jsonl} {
 		if *f != nil {
 			errs = append(errs, (*f).Close())
 			*f = nil
