@@ -39,6 +39,7 @@ const (
 	childEnv        = "HPCQ_BENCH_ENGINE_NATS"
 	childWorkersEnv = "HPCQ_BENCH_ENGINE_WORKERS"
 	childSlotsEnv   = "HPCQ_BENCH_ENGINE_SLOTS"
+	childCodeEnv    = "HPCQ_BENCH_ENGINE_CODE_BYTES"
 )
 
 // spec is the run: n nodes over the four stages, a quarter each, slots
@@ -56,26 +57,54 @@ func spec(n, slots int) (run.Spec, error) {
 	return s, s.Validate()
 }
 
-// reply answers every prompt at once: plans, code whose score differs per
-// node (no two nodes share files: no result cache hit), summaries.
-func reply(r fakellm.Request) fakellm.Reply {
-	switch r.Kind {
-	case "phase0":
-		return fakellm.Reply{Content: fakellm.WithMemory(`{"core": {"PHASE0_SUMMARY": "print the score"}}`, fakellm.Plan("a shell script")), TokensIn: 100, TokensOut: 50}
-	case "draft", "debug", "improve", "hyperparam", "ablation":
-		script := fmt.Sprintf("echo 'METRIC score=%d'\n", r.N)
-		return fakellm.Reply{Content: fakellm.WithMemory(`{"archival": [{"text": "wrote run.sh for node `+fmt.Sprint(r.N)+`", "tags": ["`+r.Kind+`"]}]}`,
-			fakellm.Artifacts([]fakellm.File{{Path: "run.sh", Content: script}}, nil, []string{"bash run.sh"})), TokensIn: 200, TokensOut: 100}
-	case "summary":
-		// The node's summary, asked with memory: the block first, as a model
-		// that follows the prompt answers (without it, each is asked 3 times).
-		return fakellm.Reply{Content: fakellm.WithMemory(`{}`, `{"summary": "node `+fmt.Sprint(r.N)+` printed its score"}`), TokensIn: 150, TokensOut: 30}
-	case "summarize":
-		return fakellm.Reply{Content: `{"summary": "earlier events folded"}`}
-	case "compress":
-		return fakellm.Reply{Content: "compressed"}
+// replier answers every prompt at once: plans, code whose score differs
+// per node (no two nodes share files: no result cache hit), summaries.
+// With codeBytes > 0 each node's code also has a C file of about that size,
+// as a model writes: the replies, task files, prompts that show a parent's
+// code and the code snapshots in memory are then as large as in a run.
+func replier(codeBytes int) func(fakellm.Request) fakellm.Reply {
+	return func(r fakellm.Request) fakellm.Reply {
+		switch r.Kind {
+		case "phase0":
+			return fakellm.Reply{Content: fakellm.WithMemory(`{"core": {"PHASE0_SUMMARY": "print the score"}}`, fakellm.Plan("a shell script")), TokensIn: 100, TokensOut: 50}
+		case "draft", "debug", "improve", "hyperparam", "ablation":
+			files := []fakellm.File{{Path: "run.sh", Content: fmt.Sprintf("echo 'METRIC score=%d'\n", r.N)}}
+			if codeBytes > 0 {
+				files = append(files, fakellm.File{Path: "stencil.c", Content: cCode(r.N, codeBytes)})
+			}
+			return fakellm.Reply{Content: fakellm.WithMemory(`{"archival": [{"text": "wrote run.sh for node `+fmt.Sprint(r.N)+`", "tags": ["`+r.Kind+`"]}]}`,
+				fakellm.Artifacts(files, nil, []string{"bash run.sh"})), TokensIn: 200, TokensOut: 100}
+		case "summary":
+			// The node's summary, asked with memory: the block first, as a model
+			// that follows the prompt answers (without it, each is asked 3 times).
+			return fakellm.Reply{Content: fakellm.WithMemory(`{}`, `{"summary": "node `+fmt.Sprint(r.N)+` printed its score"}`), TokensIn: 150, TokensOut: 30}
+		case "summarize":
+			return fakellm.Reply{Content: `{"summary": "earlier events folded"}`}
+		case "compress":
+			return fakellm.Reply{Content: "compressed"}
+		}
+		return fakellm.Reply{Status: 400}
 	}
-	return fakellm.Reply{Status: 400}
+}
+
+// cCode is an OpenMP C file of about size bytes for node n: stencil
+// kernels, each a little different, and a main.
+func cCode(n, size int) string {
+	var b strings.Builder
+	b.WriteString("#include <omp.h>\n#include <stdio.h>\n#include <stdlib.h>\n\n")
+	for k := 0; b.Len() < size-300; k++ {
+		fmt.Fprintf(&b, `/* Jacobi sweep %d of node %d: blocked by %d, "halo" of one cell. */
+static void sweep_%d(double *restrict out, const double *restrict in, int nx, int ny) {
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int j = 1; j < ny - 1; j++)
+        for (int i = 1; i < nx - 1; i++)
+            out[j * nx + i] = 0.25 * (in[j * nx + i - 1] + in[j * nx + i + 1] + in[(j - 1) * nx + i] + in[(j + 1) * nx + i]);
+}
+
+`, k, n, 16<<(k%4), k)
+	}
+	fmt.Fprintf(&b, "int main(void) {\n    double t = omp_get_wtime();\n    printf(\"METRIC score=%%d\\n\", %d);\n    printf(\"time %%f\\n\", omp_get_wtime() - t);\n    return 0;\n}\n", n)
+	return b.String()
 }
 
 // child runs the workers and the endpoint until its stdin closes; it
@@ -83,11 +112,11 @@ func reply(r fakellm.Request) fakellm.Reply {
 func child(natsURL string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	var workers, slots int
-	if _, err := fmt.Sscan(os.Getenv(childWorkersEnv)+" "+os.Getenv(childSlotsEnv), &workers, &slots); err != nil {
-		return fmt.Errorf("workers and slots: %w", err)
+	var workers, slots, codeBytes int
+	if _, err := fmt.Sscan(os.Getenv(childWorkersEnv)+" "+os.Getenv(childSlotsEnv)+" "+os.Getenv(childCodeEnv), &workers, &slots, &codeBytes); err != nil {
+		return fmt.Errorf("workers, slots and code size: %w", err)
 	}
-	srv, err := fakellm.Start("127.0.0.1:0", false, reply)
+	srv, err := fakellm.Start("127.0.0.1:0", false, replier(codeBytes))
 	if err != nil {
 		return err
 	}
@@ -128,7 +157,7 @@ func child(natsURL string) error {
 }
 
 // measure grows a tree of n nodes in base, then resumes the finished run.
-func measure(n, workers, slots int, base, heap string) (string, error) {
+func measure(n, workers, slots, codeBytes int, base, heap string) (string, error) {
 	ctx := context.Background()
 	dir := filepath.Join(base, fmt.Sprintf("run-bench-%d", n))
 	if err := os.MkdirAll(filepath.Join(dir, "memory"), 0o755); err != nil {
@@ -155,7 +184,7 @@ func measure(n, workers, slots int, base, heap string) (string, error) {
 		return "", err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), childEnv+"="+srv.ClientURL(), fmt.Sprintf("%s=%d", childWorkersEnv, workers), fmt.Sprintf("%s=%d", childSlotsEnv, slots))
+	cmd.Env = append(os.Environ(), childEnv+"="+srv.ClientURL(), fmt.Sprintf("%s=%d", childWorkersEnv, workers), fmt.Sprintf("%s=%d", childSlotsEnv, slots), fmt.Sprintf("%s=%d", childCodeEnv, codeBytes))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // TestMain: the benchmark starts its workers and endpoint in a child, this
@@ -23,11 +26,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestBenchLine: a small tree through the whole benchmark prints its line.
+// TestBenchLine: a small tree through the whole benchmark prints its
+// line; with -code-bytes each node's code has a C file of that size.
 func TestBenchLine(t *testing.T) {
 	heap := filepath.Join(t.TempDir(), "heap")
-	line, err := measure(40, 2, 4, t.TempDir(), heap)
+	base := t.TempDir()
+	line, err := measure(40, 2, 4, 4000, base, heap)
 	require.NoError(t, err)
+	task, err := os.ReadFile(filepath.Join(base, "run-bench-40", "nodes", "n0001", "task.json"))
+	require.NoError(t, err)
+	var tk schema.NodeTask
+	require.NoError(t, json.Unmarshal(task, &tk))
+	files := tk.Artifacts.Coding.Workspace.Files
+	require.Len(t, files, 2)
+	require.Equal(t, "stencil.c", files[1].Path)
+	require.InDelta(t, 4000, len(files[1].Content), 400)
+	require.Contains(t, files[1].Content, "#pragma omp parallel for")
 	fi, err := os.Stat(heap + ".40")
 	require.NoError(t, err, "the heap profile at 95% of the nodes")
 	require.NotZero(t, fi.Size())

@@ -40,6 +40,7 @@ func main() {
 	sizes := flag.String("nodes", "1000,10000", "tree sizes, comma separated")
 	workers := flag.Int("workers", 4, "worker processes' workers (in one child process)")
 	slots := flag.Int("slots", 64, "slots of all workers together")
+	codeBytes := flag.Int("code-bytes", 0, "add to each node's code a C file of about this many bytes (0: a one-line script only)")
 	keep := flag.String("keep", "", "write the run directories here and keep them")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of this process (the scheduler's) to this file")
 	heap := flag.String("memprofile", "", "write the live heap of this process when 95% of the nodes have ended to this file (<file>.<nodes> per size)")
@@ -59,8 +60,8 @@ func main() {
 		}
 		ns = append(ns, n)
 	}
-	if *workers < 1 || *slots < *workers {
-		fmt.Fprintln(os.Stderr, "bench-engine: -workers >= 1 and -slots >= -workers")
+	if *workers < 1 || *slots < *workers || *codeBytes < 0 || *codeBytes > 1<<20 {
+		fmt.Fprintln(os.Stderr, "bench-engine: -workers >= 1, -slots >= -workers and -code-bytes from 0 to 1 MiB")
 		os.Exit(2)
 	}
 	base := *keep
@@ -78,7 +79,7 @@ func main() {
 	}
 	code := 0
 	for _, n := range ns {
-		line, err := measure(n, *workers, *slots, base, *heap)
+		line, err := measure(n, *workers, *slots, *codeBytes, base, *heap)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench-engine:", err)
 			code = 1

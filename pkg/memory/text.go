@@ -1,19 +1,72 @@
 package memory
 
 import (
+	"iter"
 	"math"
 	"slices"
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Tokenize splits text into search terms the way SQLite's unicode61
 // tokenizer does: lower-cased runs of letters and digits. Every backend
 // indexes and queries with it, so their rankings agree.
 func Tokenize(text string) []string {
-	return strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	return slices.Collect(Terms(text))
 }
+
+// Terms yields the terms of text as Tokenize makes them, in order, without
+// making the list: each is a part of text (or of one lower-cased copy of
+// it) that the caller copies to keep. Text in ASCII, such as code, is
+// split a byte at a time; other text as strings.ToLower and unicode's
+// letters and digits say.
+func Terms(text string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		ascii, upper := true, false
+		for i := 0; i < len(text); i++ {
+			c := text[i]
+			ascii = ascii && c < utf8.RuneSelf
+			upper = upper || 'A' <= c && c <= 'Z'
+		}
+		if !ascii {
+			for _, t := range strings.FieldsFunc(strings.ToLower(text), notTermRune) {
+				if !yield(t) {
+					return
+				}
+			}
+			return
+		}
+		if upper {
+			text = strings.ToLower(text)
+		}
+		for i := 0; i < len(text); {
+			if !asciiTerm[text[i]] {
+				i++
+				continue
+			}
+			j := i + 1
+			for j < len(text) && asciiTerm[text[j]] {
+				j++
+			}
+			if !yield(text[i:j]) {
+				return
+			}
+			i = j
+		}
+	}
+}
+
+func notTermRune(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
+
+// asciiTerm: the ASCII letters and digits.
+var asciiTerm = func() (t [256]bool) {
+	for c := range t {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+	}
+	return t
+}()
 
 // CountTerms is len(Tokenize(text)), counted without making the terms.
 func CountTerms(text string) int {

@@ -54,15 +54,15 @@ func (f *factItem) item() memory.ArchivalItem {
 	return memory.ArchivalItem{Seq: f.S, Branch: f.B, Text: f.Tx, Tags: tags, Context: f.C, FactHash: f.F, EpisodeHash: f.Ep, FirstSeen: ts, LastSeen: ts, Count: 1}
 }
 
-// termFreqs are the frequencies of text's terms (memory.Tokenize), its
+// termFreqs are the frequencies of text's terms (memory.Terms), its
 // postings in the term index, and its length in terms.
 func termFreqs(text string) (tf map[string]int, n int) {
-	toks := memory.Tokenize(text)
 	tf = map[string]int{}
-	for _, t := range toks {
+	for t := range memory.Terms(text) {
 		tf[t]++
+		n++
 	}
-	return tf, len(toks)
+	return tf, n
 }
 
 // indexVersion marks a run whose indexes are all in Redis and kept by

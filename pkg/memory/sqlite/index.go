@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"slices"
 	"sort"
 	"strings"
@@ -35,6 +34,9 @@ type textIndex[T any] struct {
 	// 10,000-node run's live heap), and no piece of a document's
 	// lower-cased text stays alive for the term it first brought.
 	ids map[string]termID
+	// scratch is post's list of a document's term numbers, kept for the
+	// next document.
+	scratch []termID
 }
 
 // termID is a term's number in its index.
@@ -167,8 +169,6 @@ func newLazyIndex[T any](textOf func(T) string) *textIndex[T] {
 	return x
 }
 
-func tokenize(text string) []string { return memory.Tokenize(text) }
-
 // add indexes a document; the caller holds x.mu. Concurrent writers may
 // commit out of seq order, so it inserts in place. A lazy index takes no
 // text: it asks textOf when it indexes the document.
@@ -189,39 +189,56 @@ func (x *textIndex[T]) add(seq int64, branch, text string, tags []string, item T
 		bd.pending = append(bd.pending, seq)
 		return
 	}
-	toks := tokenize(text)
-	d.length = len(toks)
+	d.length = x.post(bd, seq, text)
 	// The prefixes past i each gain this document: shifted by one, plus its
 	// length.
 	bd.lenPrefix = append(bd.lenPrefix, 0)
 	for j := len(bd.seqs); j > i; j-- {
-		bd.lenPrefix[j] = bd.lenPrefix[j-1] + len(toks)
+		bd.lenPrefix[j] = bd.lenPrefix[j-1] + d.length
 	}
-	x.post(bd, seq, toks)
 }
 
-// post inserts document seq's postings on its branch; toks are its terms
-// (sorted here). The caller holds x.mu.
-func (x *textIndex[T]) post(bd *branchDocs, seq int64, toks []string) {
-	// Each distinct term once, by its number, with its count.
-	slices.Sort(toks)
-	counted := make([]termCount, 0, len(toks))
-	for i := 0; i < len(toks); {
-		j := i + 1
-		for j < len(toks) && toks[j] == toks[i] {
-			j++
-		}
-		id, ok := x.ids[toks[i]]
+// post inserts document seq's postings on its branch and returns its
+// length in terms. The caller holds x.mu.
+func (x *textIndex[T]) post(bd *branchDocs, seq int64, text string) (length int) {
+	// Each term by its number (numbered as first seen), then each distinct
+	// number once with its count: numbers sort several times faster than
+	// the terms did.
+	ids := x.scratch[:0]
+	for t := range memory.Terms(text) {
+		id, ok := x.ids[t]
 		if !ok {
 			id = termID(len(x.ids))
-			x.ids[strings.Clone(toks[i])] = id
+			x.ids[strings.Clone(t)] = id
 		}
-		counted = append(counted, termCount{id, int32(j - i)})
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	distinct := 0
+	for i := range ids {
+		if i == 0 || ids[i] != ids[i-1] {
+			distinct++
+		}
+	}
+	counted := make([]termCount, 0, distinct)
+	for i := 0; i < len(ids); {
+		j := i + 1
+		for j < len(ids) && ids[j] == ids[i] {
+			j++
+		}
+		counted = append(counted, termCount{ids[i], int32(j - i)})
 		i = j
 	}
-	slices.SortFunc(counted, func(a, b termCount) int { return cmp.Compare(a.id, b.id) })
 	bd.insert(seq, counted)
+	if cap(ids) <= maxScratch {
+		x.scratch = ids
+	}
+	return len(ids)
 }
+
+// maxScratch bounds the term numbers an index keeps for the next document:
+// a larger list, made for an exceptional text, is left to the collector.
+const maxScratch = 1 << 16
 
 // scopeIndexed says whether every document the scope's branches hold is
 // indexed; the caller holds x.mu, for reading at least.
@@ -244,9 +261,7 @@ func (x *textIndex[T]) indexScope(sc []scopeEntry) {
 		}
 		for _, seq := range bd.pending {
 			d := x.docs[seq]
-			toks := tokenize(x.textOf(d.item))
-			d.length = len(toks)
-			x.post(bd, seq, toks)
+			d.length = x.post(bd, seq, x.textOf(d.item))
 		}
 		bd.pending = nil
 		x.recount(bd)
@@ -311,7 +326,7 @@ type scored[T any] struct {
 // scope's documents are indexed (scopeIndexed).
 func (x *textIndex[T]) search(sc []scopeEntry, query string, tags []string, n int) []scored[T] {
 	var terms []termID
-	for _, t := range uniq(tokenize(query)) {
+	for _, t := range memory.QueryTerms(query) {
 		if id, ok := x.ids[t]; ok {
 			terms = append(terms, id)
 		}
@@ -584,18 +599,6 @@ func (x recallIndex) searchEvents(sc []scopeEntry, query string, n int) []memory
 	out := make([]memory.RecallEvent, len(hits))
 	for i, h := range hits {
 		out[i] = h.item
-	}
-	return out
-}
-
-func uniq(xs []string) []string {
-	seen := map[string]bool{}
-	out := xs[:0]
-	for _, x := range xs {
-		if !seen[x] {
-			seen[x] = true
-			out = append(out, x)
-		}
 	}
 	return out
 }
