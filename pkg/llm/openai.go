@@ -19,6 +19,7 @@ import (
 
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/hpcq/hpcq/internal/bufpool"
 	"github.com/hpcq/hpcq/internal/jsonw"
@@ -423,7 +424,7 @@ func readAll(dst []byte, r io.Reader) ([]byte, error) {
 // answerOptions decode a completion as encoding/json would (names in any
 // case, invalid UTF-8 replaced, a repeated name's last value kept), at
 // twice its speed: every reply of the run is decoded with them.
-var answerOptions = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
+var answerOptions = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsonv1.MatchCaseSensitiveDelimiter(true), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
 
 // readAnswer makes a chat completion of an answer's status, Content-Type
 // and body (read up to one byte past maxReplyBytes), or says why it is

@@ -4,8 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"sort"
 	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/phases"
@@ -32,41 +38,60 @@ type Artifacts struct {
 }
 
 // The reply's format, seed 003's phase_artifacts: fields hpcq does not run
-// (notes, root, tree, build_plan) are accepted.
+// (notes, root, tree, build_plan) are accepted; others are kept by name in
+// the Unknown maps, for Artifacts.Ignored.
 type wire struct {
 	PhaseArtifacts *struct {
 		Download struct {
-			Commands []string `json:"commands"`
-			Notes    string   `json:"notes"`
+			Commands []string                  `json:"commands"`
+			Notes    string                    `json:"notes"`
+			Unknown  map[string]jsontext.Value `json:",unknown"`
 		} `json:"download"`
 		Coding struct {
 			Workspace struct {
-				Root  string          `json:"root"`
-				Tree  json.RawMessage `json:"tree"`
-				Files []schema.File   `json:"files"`
+				Root  string         `json:"root"`
+				Tree  jsontext.Value `json:"tree"`
+				Files []schema.File  `json:"files"`
 			} `json:"workspace"`
+			Unknown map[string]jsontext.Value `json:",unknown"`
 		} `json:"coding"`
 		Compile struct {
-			BuildPlan json.RawMessage `json:"build_plan"`
-			Commands  []string        `json:"commands"`
+			BuildPlan jsontext.Value            `json:"build_plan"`
+			Commands  []string                  `json:"commands"`
+			Unknown   map[string]jsontext.Value `json:",unknown"`
 		} `json:"compile"`
 		Run struct {
-			Commands        []string               `json:"commands"`
-			ExpectedOutputs []string               `json:"expected_outputs"`
-			MetricPatterns  []schema.MetricPattern `json:"metric_patterns"`
+			Commands        []string                  `json:"commands"`
+			ExpectedOutputs []string                  `json:"expected_outputs"`
+			MetricPatterns  []schema.MetricPattern    `json:"metric_patterns"`
+			Unknown         map[string]jsontext.Value `json:",unknown"`
 		} `json:"run"`
+		Unknown map[string]jsontext.Value `json:",unknown"`
 	} `json:"phase_artifacts"`
-	Constraints json.RawMessage `json:"constraints"`
+	Constraints jsontext.Value `json:"constraints"`
 }
 
-// known fields of phase_artifacts and its sections; others are reported.
-var known = map[string]map[string]bool{
-	"":         {"download": true, "coding": true, "compile": true, "run": true},
-	"download": {"commands": true, "notes": true},
-	"coding":   {"workspace": true},
-	"compile":  {"build_plan": true, "commands": true},
-	"run":      {"commands": true, "expected_outputs": true, "metric_patterns": true},
+// ignored names the members of phase_artifacts and of its sections that
+// hpcq does not use, as "section.member", sorted.
+func (w *wire) ignored() []string {
+	pa := w.PhaseArtifacts
+	var out []string
+	for _, sec := range []struct {
+		name    string
+		unknown map[string]jsontext.Value
+	}{{"", pa.Unknown}, {"download.", pa.Download.Unknown}, {"coding.", pa.Coding.Unknown}, {"compile.", pa.Compile.Unknown}, {"run.", pa.Run.Unknown}} {
+		for k := range sec.unknown {
+			out = append(out, sec.name+k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
+
+// replyOptions read a reply's JSON as encoding/json did (names in any case,
+// a repeated name's last value kept, invalid UTF-8 replaced), at several
+// times its speed: a reply carries the node's code.
+var replyOptions = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsonv1.MatchCaseSensitiveDelimiter(true), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 
 // ParseArtifacts reads the payload of a reply (what follows the
 // <memory_update> block): one JSON object, possibly in a markdown fence,
@@ -85,22 +110,14 @@ func ParseArtifacts(payload string) (Artifacts, error) {
 		return Artifacts{}, fmt.Errorf("%w: the payload must be one JSON object, it starts with %q", ErrArtifacts, firstChars(text, 20))
 	}
 	var w wire
-	dec := json.NewDecoder(strings.NewReader(text))
-	if err := dec.Decode(&w); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return Artifacts{}, fmt.Errorf("%w: %s: a %s where %s belongs", ErrArtifacts, te.Field, te.Value, te.Type)
-		}
-		return Artifacts{}, fmt.Errorf("%w: invalid JSON: %v", ErrArtifacts, err)
-	}
-	if dec.More() {
-		return Artifacts{}, fmt.Errorf("%w: data after the JSON object", ErrArtifacts)
+	if err := decodeReply(text, &w); err != nil {
+		return Artifacts{}, fmt.Errorf("%w: %v", ErrArtifacts, err)
 	}
 	if w.PhaseArtifacts == nil {
 		return Artifacts{}, fmt.Errorf(`%w: no "phase_artifacts" object`, ErrArtifacts)
 	}
 	pa := w.PhaseArtifacts
-	a := Artifacts{Constraints: w.Constraints, Ignored: ignored(text)}
+	a := Artifacts{Constraints: json.RawMessage(w.Constraints), Ignored: w.ignored()}
 	a.Phases = schema.Artifacts{
 		Download: schema.CommandsPhase{Commands: pa.Download.Commands},
 		Coding:   schema.CodingPhase{Workspace: schema.Workspace{Files: pa.Coding.Workspace.Files}},
@@ -125,33 +142,71 @@ func ParseArtifacts(payload string) (Artifacts, error) {
 	return a, nil
 }
 
-// ignored lists the fields of phase_artifacts and its sections that hpcq
-// does not use, as "section.field".
-func ignored(text string) []string {
-	var top struct {
-		PA map[string]json.RawMessage `json:"phase_artifacts"`
-	}
-	if json.Unmarshal([]byte(text), &top) != nil {
-		return nil
-	}
-	var out []string
-	for k, v := range top.PA {
-		if !known[""][k] {
-			out = append(out, k)
-			continue
+// decodeReply reads text, one JSON value, into v with replyOptions. Its
+// errors are for the model: where a value of the wrong kind is and what
+// belongs there, or why the text is not JSON.
+func decodeReply(text string, v any) error {
+	dec := jsontext.NewDecoder(strings.NewReader(text), replyOptions)
+	if err := jsonv2.UnmarshalDecode(dec, v, replyOptions); err != nil {
+		var se *jsonv2.SemanticError
+		switch {
+		case errors.As(err, &se) && se.GoType != nil && se.Err != nil:
+			// A type's own reading refused the value (a file mode).
+			return fmt.Errorf("%s: %v", dotted(se.JSONPointer), se.Err)
+		case se != nil && se.GoType != nil:
+			return fmt.Errorf("%s: %s where %s belongs", dotted(se.JSONPointer), kindName(se.JSONKind), jsonName(se.GoType))
 		}
-		var sec map[string]json.RawMessage
-		if json.Unmarshal(v, &sec) != nil {
-			continue
-		}
-		for f := range sec {
-			if !known[k][f] {
-				out = append(out, k+"."+f)
-			}
-		}
+		return fmt.Errorf("invalid JSON: %v", err)
 	}
-	sort.Strings(out)
-	return out
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return errors.New("data after the JSON object")
+	}
+	return nil
+}
+
+// dotted is a JSON pointer as a path of names: /run/commands/0 is
+// run.commands.0.
+func dotted(p jsontext.Pointer) string {
+	return strings.ReplaceAll(strings.TrimPrefix(string(p), "/"), "/", ".")
+}
+
+// kindName names a JSON value's kind.
+func kindName(k jsontext.Kind) string {
+	switch k {
+	case '"':
+		return "a string"
+	case '0':
+		return "a number"
+	case 't', 'f':
+		return "a boolean"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 'n':
+		return "null"
+	}
+	return "a value"
+}
+
+// jsonName names the JSON a Go type reads.
+func jsonName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16,
+		reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Pointer:
+		return jsonName(t.Elem())
+	}
+	return t.String()
 }
 
 func firstChars(s string, n int) string {

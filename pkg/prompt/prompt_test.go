@@ -1,13 +1,16 @@
 package prompt
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/memory/sqlite"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 const good = `{"phase_artifacts": {
@@ -337,4 +341,100 @@ func TestLogsOpenFiles(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, len(want), strings.Count(string(md), "\n# 0")+1, "n%d: %s", i, md)
 	}
+}
+
+// BenchmarkParseArtifacts: a reply with a C file of 6 KB, as a model
+// writes one.
+func BenchmarkParseArtifacts(b *testing.B) {
+	var code strings.Builder
+	for i := 0; code.Len() < 6000; i++ {
+		fmt.Fprintf(&code, "static void sweep_%d(double *restrict out, const double *restrict in, int n) {\n#pragma omp parallel for\n    for (int i = 1; i < n - 1; i++) out[i] = 0.5 * (in[i - 1] + in[i + 1]); /* \"halo\" */\n}\n", i)
+	}
+	content, _ := json.Marshal(code.String())
+	payload := `{"phase_artifacts": {"download": {"commands": []}, "coding": {"workspace": {"root": ".", "files": [{"path": "stencil.c", "content": ` + string(content) +
+		`}]}}, "compile": {"commands": ["gcc -O3 -fopenmp -o stencil stencil.c"]}, "run": {"commands": ["./stencil"], "metric_patterns": [{"name": "gflops", "regex": "GFLOPS: ([0-9.]+)"}]}}}`
+	b.SetBytes(int64(len(payload)))
+	for b.Loop() {
+		if _, err := ParseArtifacts(payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// wireV1 is phase_artifacts as encoding/json read it before the reply
+// decoder: what decodeReply must read the same.
+type wireV1 struct {
+	PhaseArtifacts *struct {
+		Download struct {
+			Commands []string `json:"commands"`
+			Notes    string   `json:"notes"`
+		} `json:"download"`
+		Coding struct {
+			Workspace struct {
+				Root  string          `json:"root"`
+				Tree  json.RawMessage `json:"tree"`
+				Files []schema.File   `json:"files"`
+			} `json:"workspace"`
+		} `json:"coding"`
+		Compile struct {
+			BuildPlan json.RawMessage `json:"build_plan"`
+			Commands  []string        `json:"commands"`
+		} `json:"compile"`
+		Run struct {
+			Commands        []string               `json:"commands"`
+			ExpectedOutputs []string               `json:"expected_outputs"`
+			MetricPatterns  []schema.MetricPattern `json:"metric_patterns"`
+		} `json:"run"`
+	} `json:"phase_artifacts"`
+	Constraints json.RawMessage `json:"constraints"`
+}
+
+// FuzzDecodeReplyAsV1: a payload decodeReply reads gives what
+// encoding/json read from it, and one encoding/json read whole is read.
+func FuzzDecodeReplyAsV1(f *testing.F) {
+	f.Add(good)
+	f.Add(`{"PHASE_ARTIFACTS": {"Run": {"commands": ["a"], "commands": ["b"]}, "run": {"metric_patterns": [{"name": "x", "regex": "y"}]}}}`)
+	f.Add(`{"phase_artifacts": {"coding": {"workspace": {"files": [{"path": "a\xffb", "content": "\u00e9\ud800", "mode": 755}]}}}}`)
+	f.Add(`{"phase_artifacts": {"compile": {"build_plan": {"steps": [1, 2.5e3, null]}}}, "constraints": [true]}`)
+	f.Fuzz(func(t *testing.T, text string) {
+		var old wireV1
+		dec := json.NewDecoder(strings.NewReader(text))
+		oldErr := dec.Decode(&old)
+		if oldErr == nil && strings.TrimSpace(text[dec.InputOffset():]) != "" {
+			// ParseArtifacts asked dec.More, which let a "}" or "]" after
+			// the object pass: decodeReply refuses any data after it.
+			oldErr = errors.New("data after")
+		}
+		var w wire
+		err := decodeReply(text, &w)
+		if (err == nil) != (oldErr == nil) {
+			t.Fatalf("%q: read with %v; encoding/json: %v", text, err, oldErr)
+		}
+		if err != nil || old.PhaseArtifacts == nil {
+			if err == nil && w.PhaseArtifacts != nil {
+				t.Fatalf("%q: phase_artifacts read where encoding/json found none", text)
+			}
+			return
+		}
+		o, n := old.PhaseArtifacts, w.PhaseArtifacts
+		same := reflect.DeepEqual(o.Download.Commands, n.Download.Commands) && o.Download.Notes == n.Download.Notes &&
+			reflect.DeepEqual(o.Coding.Workspace.Files, n.Coding.Workspace.Files) && o.Coding.Workspace.Root == n.Coding.Workspace.Root &&
+			reflect.DeepEqual(o.Compile.Commands, n.Compile.Commands) && reflect.DeepEqual(o.Run, struct {
+				Commands        []string               `json:"commands"`
+				ExpectedOutputs []string               `json:"expected_outputs"`
+				MetricPatterns  []schema.MetricPattern `json:"metric_patterns"`
+			}{n.Run.Commands, n.Run.ExpectedOutputs, n.Run.MetricPatterns}) &&
+			compactEq(o.Compile.BuildPlan, n.Compile.BuildPlan) && compactEq(old.Constraints, w.Constraints) && compactEq(o.Coding.Workspace.Tree, n.Coding.Workspace.Tree)
+		if !same {
+			t.Fatalf("%q: read %+v; encoding/json read %+v", text, *n, *o)
+		}
+	})
+}
+
+// compactEq says whether two raw JSON values are the same once compacted
+// (nil and absent alike).
+func compactEq(a, b []byte) bool {
+	var ca, cb bytes.Buffer
+	ea, eb := json.Compact(&ca, a), json.Compact(&cb, b)
+	return (ea == nil) == (eb == nil) && bytes.Equal(ca.Bytes(), cb.Bytes())
 }
