@@ -419,11 +419,8 @@ func FuzzDecodeReplyAsV1(f *testing.F) {
 		o, n := old.PhaseArtifacts, w.PhaseArtifacts
 		same := reflect.DeepEqual(o.Download.Commands, n.Download.Commands) && o.Download.Notes == n.Download.Notes &&
 			reflect.DeepEqual(o.Coding.Workspace.Files, n.Coding.Workspace.Files) && o.Coding.Workspace.Root == n.Coding.Workspace.Root &&
-			reflect.DeepEqual(o.Compile.Commands, n.Compile.Commands) && reflect.DeepEqual(o.Run, struct {
-			Commands        []string               `json:"commands"`
-			ExpectedOutputs []string               `json:"expected_outputs"`
-			MetricPatterns  []schema.MetricPattern `json:"metric_patterns"`
-		}{n.Run.Commands, n.Run.ExpectedOutputs, n.Run.MetricPatterns}) &&
+			reflect.DeepEqual(o.Compile.Commands, n.Compile.Commands) && reflect.DeepEqual(o.Run.Commands, n.Run.Commands) &&
+			reflect.DeepEqual(o.Run.ExpectedOutputs, n.Run.ExpectedOutputs) && reflect.DeepEqual(o.Run.MetricPatterns, n.Run.MetricPatterns) &&
 			compactEq(o.Compile.BuildPlan, n.Compile.BuildPlan) && compactEq(old.Constraints, w.Constraints) && compactEq(o.Coding.Workspace.Tree, n.Coding.Workspace.Tree)
 		if !same {
 			t.Fatalf("%q: read %+v; encoding/json read %+v", text, *n, *o)
