@@ -4,33 +4,70 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"math"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
+
+	"github.com/hpcq/hpcq/internal/bufpool"
 )
 
 // NormalizeFact is the text a fact hash is taken of: lower case, runs of
 // white space collapsed to one space, trimmed.
 func NormalizeFact(text string) string {
-	var b strings.Builder
-	space := false
-	for _, r := range strings.TrimSpace(text) {
+	return string(appendFact(nil, text))
+}
+
+// appendFact appends NormalizeFact(text) to dst. ASCII, most of a node's
+// texts (its code, its output), is lowered and its spaces told a byte at a
+// time.
+func appendFact(dst []byte, text string) []byte {
+	text = strings.TrimSpace(text)
+	dst = slices.Grow(dst, len(text))
+	start, space := len(dst), false
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			i++
+			if asciiSpace[c] {
+				space = true
+				continue
+			}
+			if space && len(dst) > start {
+				dst = append(dst, ' ')
+			}
+			space = false
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			dst = append(dst, c)
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
 		if unicode.IsSpace(r) {
 			space = true
 			continue
 		}
-		if space && b.Len() > 0 {
-			b.WriteByte(' ')
+		if space && len(dst) > start {
+			dst = append(dst, ' ')
 		}
 		space = false
-		b.WriteRune(unicode.ToLower(r))
+		dst = utf8.AppendRune(dst, unicode.ToLower(r))
 	}
-	return b.String()
+	return dst
 }
+
+// asciiSpace: the ASCII bytes unicode.IsSpace says are space.
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 // FactHash is sha256 of the normalized text, hex.
 func FactHash(text string) string {
-	h := sha256.Sum256([]byte(NormalizeFact(text)))
+	buf := bufpool.Get()
+	*buf = appendFact(*buf, text)
+	h := sha256.Sum256(*buf)
+	bufpool.Put(buf)
 	return hex.EncodeToString(h[:])
 }
 

@@ -52,3 +52,34 @@ func FuzzCountTerms(f *testing.F) {
 		}
 	})
 }
+
+// normalizeFactByRunes is NormalizeFact as first written, rune by rune.
+func normalizeFactByRunes(text string) string {
+	var b strings.Builder
+	space := false
+	for _, r := range strings.TrimSpace(text) {
+		if unicode.IsSpace(r) {
+			space = true
+			continue
+		}
+		if space && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		space = false
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// FuzzNormalizeFact: the normalized text is what the rune-by-rune rule
+// makes, so that fact hashes stay those of texts stored before.
+func FuzzNormalizeFact(f *testing.F) {
+	for _, s := range []string{"", "  Tile BY 32\t\n then\u00a0unroll ", "İstanbul\u2028ǅ\u0085x", "\xff\xfe a \xc3", "#pragma omp parallel for\r\n\tfor (i = 0; i < N; i++)"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := NormalizeFact(s), normalizeFactByRunes(s); got != want {
+			t.Fatalf("%q: NormalizeFact %q, want %q", s, got, want)
+		}
+	})
+}
