@@ -6,6 +6,10 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
 const hex = "0123456789abcdef"
@@ -146,3 +150,14 @@ func AppendStrings(dst []byte, ss []string) []byte {
 	}
 	return append(dst, ']')
 }
+
+// MarshalIndent writes what json.MarshalIndent(v, "", "  ") writes, with
+// the JSON v2 codec in encoding/json's ways: four times faster for a
+// node's task with its code. The bytes are the same (FuzzMarshalIndent)
+// but for invalid UTF-8 in a string: both write U+FFFD, encoding/json as
+// \ufffd and MarshalIndent as the character.
+func MarshalIndent(v any) ([]byte, error) {
+	return jsonv2.Marshal(v, indentV1)
+}
+
+var indentV1 = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsontext.WithIndent("  "))

@@ -3,12 +3,14 @@ package jsonw
 import (
 	"encoding/json"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
-// marshal is what encoding/json writes for s.
+// marshal is what encoding/json writes for v.
 func marshal(t testing.TB, v any) string {
 	want, err := json.Marshal(v)
 	if err != nil {
@@ -115,6 +117,65 @@ func FuzzAppendStrings(f *testing.F) {
 		}
 		if got, want := string(AppendStrings([]byte("x"), ss)), "x"+marshal(t, ss); got != want {
 			t.Fatalf("%q: got %s, json.Marshal %s", ss, got, want)
+		}
+	})
+}
+
+// indentSample has what hpcq's indented files hold: strings to escape,
+// numbers either side of the exponent bounds, omitted and nil fields,
+// maps, raw JSON, times, a type with its own MarshalJSON, pointers.
+type indentSample struct {
+	S       string            `json:"s"`
+	Opt     string            `json:"opt,omitempty"`
+	N       int               `json:"n"`
+	F       float64           `json:"f"`
+	P       *float64          `json:"p,omitempty"`
+	B       bool              `json:"b,omitempty"`
+	L       []string          `json:"l"`
+	E       []string          `json:"e,omitempty"`
+	M       map[string]string `json:"m,omitempty"`
+	Raw     json.RawMessage   `json:"raw,omitempty"`
+	T       time.Time         `json:"t"`
+	D       time.Duration     `json:"d"`
+	Nested  *indentSample     `json:"nested,omitempty"`
+	Marshal marshaler         `json:"marshal"`
+	Bytes   []byte            `json:"bytes,omitempty"`
+	Any     any               `json:"any"`
+}
+
+type marshaler string
+
+func (m marshaler) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]string{"as": string(m)}) }
+
+// FuzzMarshalIndent: MarshalIndent writes json.MarshalIndent's bytes (for
+// valid UTF-8; see below).
+func FuzzMarshalIndent(f *testing.F) {
+	f.Add("plain", "<script>&\u2028", 3, 1e-7, true, "k", `{"a": [1, 2.5e3, null]}`, int64(1e18), []byte("\x00\xff"))
+	f.Add("\xff\xfe", "", -1, 1e21, false, "", "", int64(-1), []byte(nil))
+	f.Add("", "x", 0, 0.1, true, "\"q\"", "[]", int64(0), []byte("code"))
+	f.Fuzz(func(t *testing.T, s, opt string, n int, x float64, b bool, key, raw string, ns int64, bs []byte) {
+		v := indentSample{S: s, Opt: opt, N: n, F: x, B: b, T: time.Unix(0, ns).UTC(), D: time.Duration(ns), Marshal: marshaler(s), Bytes: bs, Any: map[string]any{key: []any{x, s}}}
+		if n%2 == 0 {
+			v.P, v.L, v.M = &x, []string{s, opt}, map[string]string{key: s, s: opt}
+			v.Nested = &indentSample{S: opt, L: []string{}}
+		}
+		if json.Valid([]byte(raw)) {
+			v.Raw = json.RawMessage(raw)
+		}
+		want, wantErr := json.MarshalIndent(v, "", "  ")
+		got, err := MarshalIndent(v)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("error %v; json.MarshalIndent %v", err, wantErr)
+		}
+		if err != nil || string(got) == string(want) {
+			return
+		}
+		// Invalid UTF-8 is replaced by U+FFFD in both, which encoding/json
+		// writes as an escape and MarshalIndent as the character: the same
+		// value, other bytes.
+		var g, w any
+		if utf8.ValidString(s) && utf8.ValidString(opt) && utf8.ValidString(key) || json.Unmarshal(got, &g) != nil || json.Unmarshal(want, &w) != nil || !reflect.DeepEqual(g, w) {
+			t.Fatalf("got\n%s\njson.MarshalIndent\n%s", got, want)
 		}
 	})
 }

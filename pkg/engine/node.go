@@ -1143,7 +1143,7 @@ func readJSON(path string, v any) (bool, error) {
 }
 
 func writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
+	data, err := jsonw.MarshalIndent(v)
 	if err != nil {
 		return err
 	}

@@ -577,7 +577,7 @@ func (m *Memory) Apply(ctx context.Context, branch string, u *Update) (string, e
 			r.RecallSearch = append(r.RecallSearch, ResultEvent{TS: h.TS, Kind: h.Kind, NodeID: h.NodeID, Payload: h.Payload})
 		}
 	}
-	data, err := json.MarshalIndent(r, "", "  ")
+	data, err := jsonw.MarshalIndent(r)
 	if err != nil {
 		return "", err
 	}

@@ -2,7 +2,6 @@ package phases
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hpcq/hpcq/internal/jsonw"
 	"github.com/hpcq/hpcq/pkg/artifacts"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
@@ -678,7 +678,7 @@ func openLogs(dir string, names []string, artifacts *schema.Artifacts) phaseLogs
 		l.err = fmt.Errorf("create log dir: %w", err)
 		return l
 	}
-	data, err := json.MarshalIndent(artifacts, "", "  ")
+	data, err := jsonw.MarshalIndent(artifacts)
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, "artifacts.json"), append(data, '\n'), 0o644)
 	}

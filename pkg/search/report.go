@@ -1,13 +1,14 @@
 package search
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/hpcq/hpcq/internal/jsonw"
 )
 
 // TreeJSON is tree.json: every node with its parent, kind, outcome and
@@ -45,7 +46,7 @@ func WriteTreeJSON(path string, t *Tree, maximize bool) error {
 	if b, ok := t.Best(maximize); ok {
 		out.Best = b.ID
 	}
-	data, err := json.MarshalIndent(out, "", "  ")
+	data, err := jsonw.MarshalIndent(out)
 	if err != nil {
 		return err
 	}
