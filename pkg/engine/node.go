@@ -755,13 +755,18 @@ func (e *engine) codeText(id string, report bool) string {
 		return ""
 	}
 	var b strings.Builder
+	size := 256
+	for _, f := range t.Artifacts.Coding.Workspace.Files {
+		size += 2*len(f.Path) + len(f.Content) + 32
+	}
+	b.Grow(size) // the code is most of it: one allocation, not one per doubling
 	for _, f := range t.Artifacts.Coding.Workspace.Files {
 		if report {
 			b.WriteString("#### " + mdText(f.Path) + "\n\n")
 		} else {
 			b.WriteString("### " + f.Path + "\n\n")
 		}
-		b.WriteString(codeBlock("", strings.TrimRight(f.Content, "\n")))
+		writeCodeBlock(&b, "", strings.TrimRight(f.Content, "\n"))
 	}
 	for _, ph := range []struct {
 		name string
@@ -1036,6 +1041,13 @@ func mdURL(p string) string {
 // fence longer than any run of backticks in content, so that content
 // cannot end the block early; it ends with a blank line.
 func codeBlock(lang, content string) string {
+	var b strings.Builder
+	writeCodeBlock(&b, lang, content)
+	return b.String()
+}
+
+// writeCodeBlock writes codeBlock(lang, content) to b.
+func writeCodeBlock(b *strings.Builder, lang, content string) {
 	longest, run := 0, 0
 	for i := 0; i < len(content); i++ {
 		if content[i] == '`' {
@@ -1045,8 +1057,19 @@ func codeBlock(lang, content string) string {
 			run = 0
 		}
 	}
-	fence := strings.Repeat("`", max(3, longest+1))
-	return fence + lang + "\n" + content + "\n" + fence + "\n\n"
+	n := max(3, longest+1)
+	b.Grow(2*n + len(lang) + len(content) + 4)
+	for range n {
+		b.WriteByte('`')
+	}
+	b.WriteString(lang)
+	b.WriteByte('\n')
+	b.WriteString(content)
+	b.WriteByte('\n')
+	for range n {
+		b.WriteByte('`')
+	}
+	b.WriteString("\n\n")
 }
 
 // mdText keeps a file name or message from being read as markdown.
