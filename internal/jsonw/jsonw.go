@@ -138,15 +138,21 @@ func AppendFloat(dst []byte, f float64) (_ []byte, ok bool) {
 // AppendStrings appends ss as json.Marshal writes a []string ("null" for
 // a nil one).
 func AppendStrings(dst []byte, ss []string) []byte {
-	if ss == nil {
+	return AppendList(dst, ss, AppendString)
+}
+
+// AppendList appends xs as json.Marshal writes a slice ("null" for a nil
+// one) whose elements appendOne writes as it does.
+func AppendList[T any](dst []byte, xs []T, appendOne func([]byte, T) []byte) []byte {
+	if xs == nil {
 		return append(dst, "null"...)
 	}
 	dst = append(dst, '[')
-	for i, s := range ss {
+	for i, x := range xs {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = AppendString(dst, s)
+		dst = appendOne(dst, x)
 	}
 	return append(dst, ']')
 }

@@ -335,18 +335,10 @@ func appendChat(dst []byte, model string, req Request) (_ []byte, ok bool) {
 // json.Marshal writes for them (a nil slice as null): a chat request's
 // messages and a prompt log's.
 func AppendMessagesJSON(dst []byte, msgs []Message) []byte {
-	if msgs == nil {
-		return append(dst, "null"...)
-	}
-	dst = append(dst, '[')
-	for i, m := range msgs {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
+	return jsonw.AppendList(dst, msgs, func(dst []byte, m Message) []byte {
 		dst = jsonw.AppendString(append(dst, `{"role":`...), m.Role)
-		dst = append(jsonw.AppendString(append(dst, `,"content":`...), m.Content), '}')
-	}
-	return append(dst, ']')
+		return append(jsonw.AppendString(append(dst, `,"content":`...), m.Content), '}')
+	})
 }
 
 // marshalChat is encodeChat through json.Marshal: any request.
