@@ -145,7 +145,9 @@ type indentSample struct {
 
 type marshaler string
 
-func (m marshaler) MarshalJSON() ([]byte, error) { return json.Marshal(map[string]string{"as": string(m)}) }
+func (m marshaler) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"as": string(m)})
+}
 
 // FuzzMarshalIndent: MarshalIndent writes json.MarshalIndent's bytes (for
 // valid UTF-8; see below).
