@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 
@@ -165,9 +166,9 @@ func decodeReply(text string, v any) error {
 }
 
 // dotted is a JSON pointer as a path of names: /run/commands/0 is
-// run.commands.0.
+// run.commands.0 (a name is as written, unescaped).
 func dotted(p jsontext.Pointer) string {
-	return strings.ReplaceAll(strings.TrimPrefix(string(p), "/"), "/", ".")
+	return strings.Join(slices.Collect(p.Tokens()), ".")
 }
 
 // kindName names a JSON value's kind.
