@@ -294,9 +294,18 @@ func measure(n, workers, slots, codeBytes int, base, heap string) (string, error
 		n, workers, slots, quantile(cpu, 0.50), quantile(cpu, 0.99), wall.Seconds(), resume.Seconds(), float64(ru.Maxrss)/1024, journal), nil
 }
 
+// windowNodes is how many nodes must have ended before a window of
+// sample closes. Nodes end in bursts (a worker's results ending together
+// travel as one message), so a window closed at any ended node gave the
+// nodes of a burst a small share each and a lone node the whole window:
+// the p50 read low and the p99 high, neither being a node's cost
+// (BENCHMARKS.md, issue 18, tenth pass).
+const windowNodes = 16
+
 // sample looks at this process's CPU time and the nodes ended every 50 ms
 // until done, and returns each ended node's share of the CPU time since the
-// last look at which a node had ended. It calls at once when mark nodes
+// last look that closed a window: one at which windowNodes or more nodes
+// had ended since the window opened. It calls at once when mark nodes
 // have ended (its time is not counted), or at the end of a run that ended
 // before a look saw them.
 func sample(nodes *prometheus.CounterVec, done <-chan struct{}, mark float64, at func()) []float64 {
@@ -314,7 +323,7 @@ func sample(nodes *prometheus.CounterVec, done <-chan struct{}, mark float64, at
 		case <-tick.C:
 		}
 		ended := total(nodes)
-		if ended <= lastNodes {
+		if ended < lastNodes+windowNodes {
 			continue
 		}
 		now := benchutil.CPUTime()

@@ -11,9 +11,10 @@
 //
 //	bench-engine nodes=<int> workers=<int> slots=<int> sched_cpu_ms_per_node_p50=<f> sched_cpu_ms_per_node_p99=<f> wall_s=<f> resume_s=<f> peak_rss_mb=<f> journal_bytes=<int>
 //
-// sched_cpu_ms_per_node is this process's CPU time (user + system) between
-// two looks 50 ms apart, divided among the nodes that ended in between
-// (windows with none ended add to the next). resume_s is a second Run on
+// sched_cpu_ms_per_node is this process's CPU time (user + system) in a
+// window, divided among the nodes that ended in it: a window is closed by
+// the first look (every 50 ms) at which 16 or more nodes have ended since
+// it opened. resume_s is a second Run on
 // the finished run directory, from its start until it returns (journal
 // replayed, every stage found done, report and tree written again).
 // peak_rss_mb is this process's maximum resident set.
