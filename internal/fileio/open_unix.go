@@ -47,19 +47,9 @@ func writeFile(path string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	for len(data) > 0 {
-		n, err := syscall.Write(fd, data)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err == nil && n == 0 {
-			err = io.ErrShortWrite
-		}
-		if err != nil {
-			syscall.Close(fd)
-			return &fs.PathError{Op: "write", Path: path, Err: err}
-		}
-		data = data[n:]
+	if _, err := writeAll(fd, path, data); err != nil {
+		syscall.Close(fd)
+		return err
 	}
 	if err := syscall.Close(fd); err != nil {
 		return &fs.PathError{Op: "close", Path: path, Err: err}
@@ -113,9 +103,15 @@ func (a *appender) write(p []byte) (int, error) {
 	if a.fd < 0 {
 		return 0, &fs.PathError{Op: "write", Path: a.path, Err: fs.ErrClosed}
 	}
+	return writeAll(a.fd, a.path, p)
+}
+
+// writeAll writes all of p to fd (path names it in an error), retrying
+// what a signal or a short write left.
+func writeAll(fd int, path string, p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
-		k, err := syscall.Write(a.fd, p[n:])
+		k, err := syscall.Write(fd, p[n:])
 		if err == syscall.EINTR {
 			continue
 		}
@@ -123,7 +119,7 @@ func (a *appender) write(p []byte) (int, error) {
 			err = io.ErrShortWrite
 		}
 		if err != nil {
-			return n, &fs.PathError{Op: "write", Path: a.path, Err: err}
+			return n, &fs.PathError{Op: "write", Path: path, Err: err}
 		}
 		n += k
 	}

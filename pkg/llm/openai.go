@@ -384,33 +384,17 @@ func (c *OpenAI) attempt(ctx context.Context, body []byte) (resp *chatResponse, 
 	// copied.
 	buf := bufpool.Get()
 	defer bufpool.Put(buf)
+	answer := bytes.NewBuffer(*buf)
 	if n := hresp.ContentLength; n > 0 && n <= maxReplyBytes {
-		*buf = slices.Grow(*buf, int(n)+1) // +1: the read that finds the end
+		answer.Grow(int(n) + bytes.MinRead) // room for the read that finds the end
 	}
-	*buf, err = readAll(*buf, io.LimitReader(hresp.Body, maxReplyBytes+1))
+	_, err = answer.ReadFrom(io.LimitReader(hresp.Body, maxReplyBytes+1))
+	*buf = answer.Bytes() // kept for the next answer, grown or not
 	if err != nil {
 		return nil, retryAfter, err
 	}
 	resp, err = readAnswer(hresp.StatusCode, hresp.Header.Get("Content-Type"), *buf)
 	return resp, retryAfter, err
-}
-
-// readAll appends what r reads until io.EOF to dst, as io.ReadAll does
-// into a new slice.
-func readAll(dst []byte, r io.Reader) ([]byte, error) {
-	for {
-		if len(dst) == cap(dst) {
-			dst = slices.Grow(dst, max(512, cap(dst)))
-		}
-		n, err := r.Read(dst[len(dst):cap(dst)])
-		dst = dst[:len(dst)+n]
-		if err == io.EOF {
-			return dst, nil
-		}
-		if err != nil {
-			return dst, err
-		}
-	}
 }
 
 // answerOptions decode a completion as encoding/json would (names in any
