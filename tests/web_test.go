@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +23,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/search"
 )
 
 // browser is a headless Chromium driven through the DevTools protocol: it
@@ -285,3 +289,86 @@ func TestDashboardFinishedRuns(t *testing.T) {
 	}
 	b.requireNoErrors(t)
 }
+
+// TestDashboardBigTree: a run of 3,000 nodes is drawn in part, quickly: a
+// long list of siblings shows the best of them and a button for the
+// others, a big subtree off the best path a button for its nodes; what
+// the buttons open is drawn; a node not drawn is drawn when its page is
+// opened; the per-node chart draws at most a thousand points and says so.
+func TestDashboardBigTree(t *testing.T) {
+	t.Parallel()
+	b := newBrowser(t)
+	const nodes = 3000
+	runDir := filepath.Join(t.TempDir(), "run-big")
+	writeBigRun(t, runDir, nodes)
+	p := start(t, baseEnv(t), "scheduler", "serve", "--run-dir", runDir, "--http", "127.0.0.1:0")
+	url := waitDashboard(t, p)
+
+	b.run(t, chromedp.Navigate(url+"#/run/run-big"), chromedp.WaitVisible(`.node[data-node="n0001"]`, chromedp.ByQuery))
+	b.waitFor(t, "the per-node chart", `[...document.querySelectorAll('#charts .hint')].some(p => p.textContent.includes('points drawn'))`)
+	drawn := b.count(t, ".node")
+	require.Less(t, drawn, 400, "a part of the tree is drawn")
+	require.Positive(t, b.count(t, ".more"), "with buttons for the rest")
+	require.Equal(t, 1, b.count(t, ".node .star"), "the best node is drawn")
+	require.Contains(t, b.text(t, "#charts"), "of "+strconv.Itoa(nodes)+" points drawn")
+	require.LessOrEqual(t, b.count(t, "#charts circle"), 2*1000+10, "at most a thousand points a chart")
+
+	// A list's button draws its nodes.
+	var label string
+	b.run(t, chromedp.Text(`.more[data-open^="list:"]`, &label, chromedp.ByQuery))
+	hidden, err := strconv.Atoi(regexp.MustCompile(`^\+ (\d+) more`).FindStringSubmatch(label)[1])
+	require.NoError(t, err, label)
+	b.run(t, chromedp.Click(`.more[data-open^="list:"]`, chromedp.ByQuery))
+	b.waitFor(t, "the list's other nodes", fmt.Sprintf(`document.querySelectorAll('.node').length >= %d`, drawn+hidden))
+
+	// A node not drawn, opened by its address: drawn and selected.
+	var missing string
+	b.run(t, chromedp.Evaluate(`[...view.nodes.keys()].find(id => !document.querySelector('.node[data-node="' + id + '"]')) || ''`, &missing))
+	require.NotEmpty(t, missing, "some node is not drawn")
+	b.run(t, chromedp.Navigate(url+"#/run/run-big/node/"+missing))
+	b.waitFor(t, missing+" drawn and selected", `!!document.querySelector('.node.sel[data-node="`+missing+`"]')`)
+	b.requireNoErrors(t)
+}
+
+// writeBigRun writes a finished tree search of n nodes as the engine lays
+// it out (run.json, the tree journal, each node's task.json and
+// result.json), grown by the real search with a metric that makes a new
+// best now and then.
+func writeBigRun(t *testing.T, dir string, n int) {
+	t.Helper()
+	d := rundir.Dir(dir)
+	require.NoError(t, os.MkdirAll(d.Path(rundir.JournalDir), 0o755))
+	require.NoError(t, d.WriteInfo(rundir.Info{RunID: d.ID(), Command: "run", Mode: "local", NATSURL: "embedded",
+		Results: map[string]string{"store": "sqlite"}, Started: time.Now().UTC()}))
+	spec := `{"Idea":"A big tree.","Metric":{"Name":"score","Direction":"maximize","Unit":"points"}}`
+	require.NoError(t, os.WriteFile(d.Path(rundir.SpecFile), []byte(spec), 0o644))
+	start := time.Now().Add(-time.Duration(n) * time.Second).UTC()
+	tree, err := search.OpenTree(d.Path(filepath.Join(rundir.JournalDir, "tree.journal")))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var failed error
+	runner := bigRunner(func(node *search.Node) search.Result {
+		i, _ := strconv.Atoi(node.ID[1:])
+		metric := float64((i * 7919) % 1009)
+		task := fmt.Sprintf(`{"v":1,"run_id":%q,"node_id":%q,"attempt":1,"kind":%q,"stage":1}`, d.ID(), node.ID, node.Kind)
+		result := fmt.Sprintf(`{"node":%q,"buggy":false,"metric":%g,"result":{"v":1,"run_id":%q,"node_id":%q,"attempt":1,"worker":"w1",`+
+			`"started":%q,"duration_ms":5,"phases":[],"metrics":{"score":%g}}}`,
+			node.ID, metric, d.ID(), node.ID, start.Add(time.Duration(i)*time.Second).Format(time.RFC3339Nano), metric)
+		for name, data := range map[string]string{rundir.TaskFile: task, rundir.ResultFile: result} {
+			path := d.Path(rundir.NodeFile(node.ID, name))
+			if err := errors.Join(os.MkdirAll(filepath.Dir(path), 0o755), os.WriteFile(path, []byte(data), 0o644)); err != nil {
+				mu.Lock()
+				failed = err
+				mu.Unlock()
+			}
+		}
+		return search.Result{Metric: metric, HasMetric: true}
+	})
+	search.Run(context.Background(), tree, search.Policy{NumDrafts: 40, Maximize: true, Stage: 1}, runner, 4, n, search.Async)
+	require.NoError(t, tree.Close())
+	require.NoError(t, failed)
+}
+
+type bigRunner func(*search.Node) search.Result
+
+func (f bigRunner) Run(_ context.Context, n *search.Node) (search.Result, error) { return f(n), nil }

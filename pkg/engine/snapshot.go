@@ -7,12 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 
 	"github.com/hpcq/hpcq/internal/filecache"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/search"
 )
 
 // Snapshot is a run's state as its directory shows it, readable while the
@@ -53,7 +54,7 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 			ids = append(ids, ent.Name())
 		}
 	}
-	sort.Strings(ids)
+	slices.SortFunc(ids, search.CompareIDs) // a tie goes to the node made first
 	maximize := spec.Metric.Direction != "minimize"
 	for _, id := range ids {
 		s.Nodes++

@@ -1,11 +1,18 @@
 package runview
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/search"
 )
 
 // TestListNodesSeesChanges: what ListNodes keeps of a node's files is
@@ -50,3 +57,70 @@ func TestListNodesSeesChanges(t *testing.T) {
 	_, err := ListNodes(dir)
 	require.ErrorContains(t, err, "result.json")
 }
+
+// TestListNodesKeepsEndedNodes: a node the tree journal says ended is
+// read once after the end and then listed without its files being looked
+// at again (its files are final); a journal written anew (a run directory
+// reused) forgets what was kept. Ids sort as made: n10000 after n9999.
+func TestListNodesKeepsEndedNodes(t *testing.T) {
+	dir := t.TempDir()
+	journal := filepath.Join(dir, rundir.JournalDir, "tree.journal")
+	require.NoError(t, os.MkdirAll(filepath.Dir(journal), 0o755))
+	tree, err := search.OpenTree(journal)
+	require.NoError(t, err)
+	// On the search's goroutines: errors with t.Error, not require.
+	put := func(id, name, content string) {
+		nd := filepath.Join(dir, rundir.NodeFile(id))
+		tmp := filepath.Join(nd, name+".tmp")
+		if err := errors.Join(os.MkdirAll(nd, 0o755), os.WriteFile(tmp, []byte(content), 0o644), os.Rename(tmp, filepath.Join(nd, name))); err != nil {
+			t.Error(err)
+		}
+	}
+	// As the engine does: task.json before the run, result.json before
+	// the journal records the end.
+	runner := runnerFunc(func(n *search.Node) search.Result {
+		put(n.ID, rundir.TaskFile, fmt.Sprintf(`{"node_id":%q,"attempt":1,"kind":%q}`, n.ID, n.Kind))
+		i, err := strconv.Atoi(n.ID[1:])
+		if err != nil {
+			t.Error(err)
+		}
+		put(n.ID, rundir.ResultFile, fmt.Sprintf(`{"buggy":false,"metric":%d}`, i))
+		return search.Result{Metric: 1, HasMetric: true}
+	})
+	search.Run(context.Background(), tree, search.Policy{NumDrafts: 3, Maximize: true}, runner, 1, 12, search.Lockstep)
+	require.NoError(t, tree.Close())
+
+	first, err := ListNodes(dir)
+	require.NoError(t, err)
+	require.Len(t, first, 12)
+	for i, l := range first {
+		require.Equal(t, fmt.Sprintf("n%04d", i+1), l.Node)
+		require.Equal(t, "ok", l.Status)
+		require.Equal(t, strconv.Itoa(i+1), l.Metric)
+	}
+	again, err := ListNodes(dir)
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+
+	// Written again in place (the engine never does): not looked at.
+	nd := filepath.Join(dir, rundir.NodeFile("n0001"))
+	require.NoError(t, os.WriteFile(filepath.Join(nd, rundir.ResultFile), []byte(`{"buggy":true,"reason":"rewritten"}`), 0o644))
+	again, err = ListNodes(dir)
+	require.NoError(t, err)
+	require.Equal(t, "ok", again[0].Status)
+
+	// The journal replaced by another file: read again.
+	data, err := os.ReadFile(journal)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(journal+".new", data, 0o644))
+	require.NoError(t, os.Rename(journal+".new", journal))
+	again, err = ListNodes(dir)
+	require.NoError(t, err)
+	require.Equal(t, "failed", again[0].Status)
+	require.Equal(t, "rewritten", again[0].Reason)
+	require.Equal(t, first[1:], again[1:])
+}
+
+type runnerFunc func(*search.Node) search.Result
+
+func (f runnerFunc) Run(_ context.Context, n *search.Node) (search.Result, error) { return f(n), nil }

@@ -1,12 +1,14 @@
 package search
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -392,6 +394,36 @@ func (t *Tree) next(p *Policy) *Node {
 	}
 	t.add(n)
 	return n
+}
+
+// CompareIDs orders node ids as they were made: n9999 before n10000 (a
+// tree search's ids are "n" and a number), those before any other ids,
+// which are in string order.
+func CompareIDs(a, b string) int {
+	da, db := digitsAfterN(a), digitsAfterN(b)
+	switch {
+	case da && db:
+		na, nb := strings.TrimLeft(a[1:], "0"), strings.TrimLeft(b[1:], "0")
+		return cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb), strings.Compare(a, b))
+	case da:
+		return -1
+	case db:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+// digitsAfterN reports whether id is "n" followed by digits only.
+func digitsAfterN(id string) bool {
+	if len(id) < 2 || id[0] != 'n' {
+		return false
+	}
+	for i := 1; i < len(id); i++ {
+		if id[i] < '0' || id[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // stageOf is a node's stage, 0 read as 1.

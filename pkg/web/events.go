@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/search"
 )
 
 // An event of a run's stream: a node whose line changed, or the run's
@@ -88,7 +89,7 @@ func (w *watcher) state() []event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]event, 0, len(w.nodes)+1)
-	for _, id := range slices.Sorted(maps.Keys(w.nodes)) {
+	for _, id := range slices.SortedFunc(maps.Keys(w.nodes), search.CompareIDs) {
 		out = append(out, event{"node", w.nodes[id]})
 	}
 	if w.sum != nil {

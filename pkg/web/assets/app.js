@@ -51,6 +51,18 @@ function fmtNum(v) {
   if (n !== 0 && (Math.abs(n) >= 1e6 || Math.abs(n) < 1e-3)) return n.toExponential(3);
   return String(Math.round(n * 10000) / 10000);
 }
+// cmpID orders node ids as the server lists them (search.CompareIDs):
+// n9999 before n10000, those before any other ids.
+function cmpID(a, b) {
+  const str = (x, y) => (x < y ? -1 : x > y ? 1 : 0);
+  const da = /^n[0-9]+$/.test(a), db = /^n[0-9]+$/.test(b);
+  if (da && db) {
+    const x = a.slice(1).replace(/^0+/, ''), y = b.slice(1).replace(/^0+/, '');
+    return x.length - y.length || str(x, y) || str(a, b);
+  }
+  if (da !== db) return da ? -1 : 1;
+  return str(a, b);
+}
 function fmtCost(v) { return '$' + (Number(v) || 0).toFixed(4); }
 function fmtTime(t) { return t ? new Date(t).toLocaleString() : '–'; }
 // fmtClock is the time of day of a stored timestamp, as stored (the day is in its title).
@@ -83,11 +95,34 @@ function niceTicks(lo, hi, n) {
   return { lo: Math.min(lo, out[0]), hi: Math.max(hi, out[out.length - 1]), ticks: out };
 }
 
+// A chart draws at most CHART_POINTS points a series (SVG of 10,000 nodes'
+// points took a third of a second to build, at every redraw of a live
+// run): past that, each run of points in x order keeps its lowest and its
+// highest, so that no peak or trough is lost.
+const CHART_POINTS = 1000;
+function thin(points) {
+  if (points.length <= CHART_POINTS) return points;
+  const size = Math.ceil(points.length / (CHART_POINTS / 2)), out = [];
+  for (let i = 0; i < points.length; i += size) {
+    let lo = points[i], hi = points[i];
+    for (const p of points.slice(i, i + size)) {
+      if (p[1] < lo[1]) lo = p;
+      if (p[1] > hi[1]) hi = p;
+    }
+    if (lo === hi) out.push(lo);
+    else if (lo[0] <= hi[0]) out.push(lo, hi);
+    else out.push(hi, lo);
+  }
+  return out;
+}
+
 // chart draws series of [x, y] points. opts: title, x ('time'|'index'),
 // xLabel, yLabel, points (markers only), step (a staircase).
 function chart(opts, series) {
   const W = 460, H = 240, L = 52, R = 28, T = 12, B = 34;
   const box = el('div', { class: 'card chart' }, el('h2', {}, opts.title));
+  const all = series.reduce((n, s) => n + s.points.length, 0);
+  series = series.map(s => ({ ...s, points: thin(s.points) }));
   const pts = series.flatMap(s => s.points);
   if (pts.length === 0) {
     box.append(el('p', { class: 'muted' }, opts.empty || 'No data yet.'));
@@ -128,6 +163,7 @@ function chart(opts, series) {
     }
   });
   box.append(g);
+  if (pts.length < all) box.append(el('p', { class: 'hint' }, `${pts.length} of ${all} points drawn: of each run of points, its lowest and highest.`));
   if (series.length > 1 || opts.legend) {
     box.append(el('div', { class: 'legend' }, (opts.legend || series.map((s, i) => [s.name, s.color || SERIES[i % SERIES.length]]))
       .map(([name, color]) => el('span', {}, el('i', { style: null, 'data-color': color }), name))));
@@ -205,7 +241,7 @@ async function drawCompare(runs, chosen, box) {
     const series = ids.map((id, i) => ({
       name: id,
       points: lists[i].nodes.filter(n => n.value !== undefined)
-        .sort((a, b) => (a.finished || '').localeCompare(b.finished || '') || a.node.localeCompare(b.node))
+        .sort((a, b) => (a.finished || '').localeCompare(b.finished || '') || cmpID(a.node, b.node))
         .map((n, j) => [j + 1, n.value, n.node]),
     }));
     box.replaceChildren(chart({ title: 'Compare: ' + metric + ' per node, in the order they finished', x: 'index', xLabel: 'node (finish order)', yLabel: metric, legend: series.map((s, i) => [s.name, SERIES[i % SERIES.length]]) }, series));
@@ -214,10 +250,10 @@ async function drawCompare(runs, chosen, box) {
 
 // ---- a run ----
 
-const view = { run: null, nodes: new Map(), selected: null, detail: null, tab: 'overview', redraw: 0, best: '' };
+const view = { run: null, nodes: new Map(), selected: null, detail: null, tab: 'overview', redraw: 0, drawMs: 0, best: '', open: new Set() };
 
 async function showRun(id, node) {
-  Object.assign(view, { run: null, nodes: new Map(), selected: null, detail: null, best: '' });
+  Object.assign(view, { run: null, nodes: new Map(), selected: null, detail: null, best: '', open: new Set() });
   crumbs(el('a', { href: '#/' }, 'runs'), el('a', { href: '#/run/' + encodeURIComponent(id) }, id));
   let run, nodes;
   try {
@@ -264,20 +300,33 @@ function drawSummary() {
     r.error ? el('p', { class: 'error' }, r.error) : null));
 }
 
-function bestPath() {
+// pathTo is the set of id and its ancestors.
+function pathTo(id) {
   const path = new Set();
-  for (let id = view.run.best, guard = 0; id && guard <= view.nodes.size; guard++) {
+  for (let guard = 0; id && guard <= view.nodes.size; guard++) {
     path.add(id);
     const n = view.nodes.get(id);
     id = n && n.parent;
   }
   return path;
 }
+function bestPath() { return pathTo(view.run.best); }
+
+// A big tree is drawn in part, so that a page of 10,000 nodes stays quick:
+// a list of more than LIST_SHOWN siblings shows those on the best path or
+// the selected node's, those not finished and the best by the metric, then
+// a button for the others; a node off those paths with more than
+// SUBTREE_CLOSED nodes below it shows a button for them. What the user
+// opens stays open (view.open) as the run goes.
+const LIST_SHOWN = 24, SUBTREE_CLOSED = 50;
+const ACTIVE = ['preparing', 'queued', 'running'];
 
 function drawTree() {
   const tree = document.getElementById('tree');
   if (!tree) return;
-  const path = bestPath();
+  const path = bestPath(), sel = pathTo(view.selected);
+  const keep = id => path.has(id) || sel.has(id);
+  const sign = (view.run.direction || 'maximize') === 'minimize' ? -1 : 1;
   const byStage = new Map();
   for (const n of view.nodes.values()) {
     const s = n.stage || 0;
@@ -293,17 +342,53 @@ function drawTree() {
       if (!children.has(p)) children.set(p, []);
       children.get(p).push(n);
     }
+    const sizes = new Map(); // nodes below each node, in this stage
+    const below = id => {
+      if (sizes.has(id)) return sizes.get(id);
+      sizes.set(id, 0); // a cycle in a damaged tree counts nothing
+      const size = (children.get(id) || []).reduce((sum, c) => sum + 1 + below(c.node), 0);
+      sizes.set(id, size);
+      return size;
+    };
     // The stage's base: the node most of its roots grew from.
     const outside = new Map();
     for (const n of nodes) if (n.parent && !inStage.has(n.parent)) outside.set(n.parent, (outside.get(n.parent) || 0) + 1);
     const base = [...outside.entries()].sort((a, b) => b[1] - a[1])[0];
-    const list = parent => el('ul', {}, (children.get(parent) || []).map(n => el('li', {}, nodeButton(n, path, !inStage.has(n.parent) && n.parent !== (base && base[0]) && n.parent),
-      children.has(n.node) ? list(n.node) : null)));
-    const done = nodes.filter(n => !['preparing', 'queued', 'running'].includes(n.status)).length;
+    const item = n => el('li', {}, nodeButton(n, path, !inStage.has(n.parent) && n.parent !== (base && base[0]) && n.parent), sub(n));
+    const sub = n => {
+      if (!children.has(n.node)) return null;
+      const size = below(n.node), key = 'sub:' + n.node;
+      if (size <= SUBTREE_CLOSED || keep(n.node) || view.open.has(key)) return list(n.node);
+      return moreButton(key, `▸ ${size} nodes below` + bestOf(descendants(n.node)));
+    };
+    const descendants = id => (children.get(id) || []).flatMap(c => [c, ...descendants(c.node)]);
+    const list = parent => {
+      const kids = children.get(parent) || [], key = 'list:' + stage + ':' + parent;
+      if (kids.length <= LIST_SHOWN || view.open.has(key)) return el('ul', {}, kids.map(item));
+      const shown = new Set(kids.filter(n => keep(n.node) || ACTIVE.includes(n.status)).map(n => n.node));
+      const ranked = kids.filter(n => n.value !== undefined && !shown.has(n.node)).sort((a, b) => sign * (b.value - a.value));
+      for (const n of ranked.slice(0, Math.max(0, LIST_SHOWN - shown.size))) shown.add(n.node);
+      const hidden = kids.filter(n => !shown.has(n.node));
+      return el('ul', {}, kids.filter(n => shown.has(n.node)).map(item),
+        hidden.length ? el('li', {}, moreButton(key, `+ ${hidden.length} more` + bestOf(hidden))) : null);
+    };
+    const done = nodes.filter(n => !ACTIVE.includes(n.status)).length;
     return el('section', { class: 'stage', 'data-stage': stage }, el('h2', {}, `${stage ? 'Stage ' + stage : 'Tasks'} `,
       el('small', {}, `${STAGE_NAMES[stage] || ''} · ${done}/${nodes.length}` + (base ? ` · from ${base[0]}` : ''))), list(''));
   });
   tree.replaceChildren(...(columns.length ? columns : [el('p', { class: 'muted' }, 'No node yet.')]));
+
+  function bestOf(ns) {
+    let best;
+    for (const n of ns) if (n.value !== undefined && (best === undefined || sign * (n.value - best.value) > 0)) best = n;
+    const active = ns.filter(n => ACTIVE.includes(n.status)).length;
+    return (best ? ` · best ${best.node} = ${fmtNum(best.value)}` : '') + (active ? ` · ${active} not finished` : '');
+  }
+}
+
+// moreButton opens what key names and draws the tree again.
+function moreButton(key, label) {
+  return el('button', { class: 'more', 'data-open': key, onclick: () => { view.open.add(key); drawTree(); } }, label);
 }
 
 function nodeButton(n, path, from) {
@@ -331,7 +416,7 @@ function drawCharts() {
   }
   if (best.length && done.length) best.push([Date.parse(done[done.length - 1].finished), cur, 'now']);
   const stageColors = ['#5f6b7a', '#2f6fde', '#1f9d55', '#d9822b', '#8e44ad'];
-  const perNode = [...view.nodes.values()].filter(n => n.value !== undefined).sort((a, b) => a.node.localeCompare(b.node))
+  const perNode = [...view.nodes.values()].filter(n => n.value !== undefined).sort((a, b) => cmpID(a.node, b.node))
     .map((n, i) => [i + 1, n.value, `${n.node} (stage ${n.stage || 0}, ${n.kind || ''})`, stageColors[n.stage || 0]]);
   const cost = (r.cost || []).map(p => [Date.parse(p.ts), p.cost_usd, p.calls + ' calls']);
   box.replaceChildren(
@@ -341,10 +426,15 @@ function drawCharts() {
     chart({ title: 'LLM cost over time (cumulative)', x: 'time', yLabel: 'USD', step: true, empty: r.cost_error || 'No LLM call recorded.' }, [{ name: 'cost', points: cost }]));
 }
 
-// scheduleRedraw batches the redraws live events ask for.
+// scheduleRedraw batches the redraws live events ask for, at most one per
+// four times what the last took, so that a big run's page keeps answering.
 function scheduleRedraw() {
   if (view.redraw) return;
-  view.redraw = setTimeout(() => { view.redraw = 0; drawTree(); drawSummary(); drawCharts(); }, 250);
+  view.redraw = setTimeout(() => {
+    const t0 = performance.now();
+    view.redraw = 0; drawTree(); drawSummary(); drawCharts();
+    view.drawMs = performance.now() - t0;
+  }, Math.max(250, 4 * view.drawMs));
 }
 
 function watch(id) {
@@ -406,6 +496,7 @@ function selectNode(id) {
   if (!id) return;
   const b = document.querySelector(`.node[data-node="${CSS.escape(id)}"]`);
   if (b) b.classList.add('sel');
+  else drawTree(); // in a part of the tree not drawn: drawn now, with the way to it
   loadNode(id);
 }
 
