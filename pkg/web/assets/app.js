@@ -342,13 +342,20 @@ function drawTree() {
       if (!children.has(p)) children.set(p, []);
       children.get(p).push(n);
     }
-    const sizes = new Map(); // nodes below each node, in this stage
-    const below = id => {
-      if (sizes.has(id)) return sizes.get(id);
-      sizes.set(id, 0); // a cycle in a damaged tree counts nothing
-      const size = (children.get(id) || []).reduce((sum, c) => sum + 1 + below(c.node), 0);
-      sizes.set(id, size);
-      return size;
+    // The nodes below each node in this stage, without recursion (a chain
+    // of debug and improve nodes may be thousands long).
+    const order = [];
+    for (let q = [''], i = 0; i < q.length; i++) for (const c of children.get(q[i]) || []) { order.push(c); q.push(c.node); }
+    const sizes = new Map();
+    for (let i = order.length - 1; i >= 0; i--) {
+      const n = order[i], p = inStage.has(n.parent) ? n.parent : '';
+      sizes.set(p, (sizes.get(p) || 0) + 1 + (sizes.get(n.node) || 0));
+    }
+    const below = id => sizes.get(id) || 0;
+    const descendants = id => {
+      const out = [];
+      for (const stack = [id]; stack.length;) for (const c of children.get(stack.pop()) || []) { out.push(c); stack.push(c.node); }
+      return out;
     };
     // The stage's base: the node most of its roots grew from.
     const outside = new Map();
@@ -361,7 +368,6 @@ function drawTree() {
       if (size <= SUBTREE_CLOSED || keep(n.node) || view.open.has(key)) return list(n.node);
       return moreButton(key, `▸ ${size} nodes below` + bestOf(descendants(n.node)));
     };
-    const descendants = id => (children.get(id) || []).flatMap(c => [c, ...descendants(c.node)]);
     const list = parent => {
       const kids = children.get(parent) || [], key = 'list:' + stage + ':' + parent;
       if (kids.length <= LIST_SHOWN || view.open.has(key)) return el('ul', {}, kids.map(item));
