@@ -87,12 +87,13 @@ function fileURL(run, path) {
 // ---- charts: plain SVG ----
 
 function niceTicks(lo, hi, n) {
-  if (!(hi > lo)) { const d = Math.abs(lo) || 1; lo -= d / 2; hi += d / 2; }
+  if (!(hi > lo)) { const d = Math.abs(lo) || 1; lo = lo >= 0 ? Math.max(0, lo - d / 2) : lo - d / 2; hi += d / 2; }
   const raw = (hi - lo) / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
   const step = [1, 2, 5, 10].map(m => m * mag).find(s => s >= raw);
+  // The axis runs from a tick to a tick, so that its ends are labelled.
   const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Math.round(v / step) * step);
-  return { lo: Math.min(lo, out[0]), hi: Math.max(hi, out[out.length - 1]), ticks: out };
+  for (let v = Math.floor(lo / step) * step; v < hi + step * (1 - 1e-9); v += step) out.push(Math.round(v / step) * step);
+  return { lo: out[0], hi: out[out.length - 1], ticks: out };
 }
 
 // A chart draws at most CHART_POINTS points a series (SVG of 10,000 nodes'
@@ -137,10 +138,11 @@ function chart(opts, series) {
     g.append(svg('line', { class: 'grid', x1: L, x2: W - R, y1: sy(y), y2: sy(y) }));
     g.append(svg('text', { x: L - 6, y: sy(y) + 3, 'text-anchor': 'end' }, fmtNum(y)));
   }
-  for (const x of xs.ticks) {
-    const label = opts.x === 'time' ? new Date(x).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' }) : fmtNum(x);
-    g.append(svg('text', { x: sx(x), y: H - B + 14, 'text-anchor': 'middle' }, label));
-  }
+  xs.ticks.forEach((x, i) => {
+    const label = opts.x === 'time' ? new Date(x).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false }) : fmtNum(x);
+    // The last label ends at the axis' end, within the drawing.
+    g.append(svg('text', { x: sx(x), y: H - B + 14, 'text-anchor': i === xs.ticks.length - 1 ? 'end' : 'middle' }, label));
+  });
   g.append(svg('line', { class: 'axis', x1: L, x2: W - R, y1: H - B, y2: H - B }));
   g.append(svg('line', { class: 'axis', x1: L, x2: L, y1: T, y2: H - B }));
   if (opts.xLabel) g.append(svg('text', { x: (L + W - R) / 2, y: H - 4, 'text-anchor': 'middle' }, opts.xLabel));
