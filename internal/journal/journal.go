@@ -119,10 +119,23 @@ func Read(path string, fn func(payload []byte) error) error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	defer f.Close()
-	if _, err := scan(f, fn); err != nil {
+	if _, err := ReadFrom(f, 0, fn); err != nil {
 		return fmt.Errorf("journal %s: %w", path, err)
 	}
 	return nil
+}
+
+// ReadFrom feeds the intact records of the open journal f from offset off
+// to fn and returns the offset just past the last one, where a reader
+// following the journal as it grows reads next. off is 0 or an offset
+// ReadFrom returned for the same file. On an error of fn it returns the
+// offset of that record.
+func ReadFrom(f *os.File, off int64, fn func(payload []byte) error) (int64, error) {
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return off, err
+	}
+	n, err := scan(f, fn)
+	return off + n, err
 }
 
 // scan feeds the intact records of f to fn and returns the offset just

@@ -123,14 +123,14 @@ func ListNodes(dir string) ([]NodeLine, error) {
 	}
 	// A tree search's nodes, also those whose code is still being asked.
 	journal := d.Path(filepath.Join(rundir.JournalDir, "tree.journal"))
-	tree, err := filecache.Get(journal, "tree", readTreeNodes)
+	tree, err := followers.get(journal).Update()
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
 	ended := map[string]bool{}
 	var done *settledRun
 	if tree != nil {
-		for _, n := range tree.([]search.Node) {
+		for _, n := range tree {
 			l := add(n.ID)
 			l.Parent, l.Stage, l.Kind = n.Parent, n.Stage, n.Kind
 			ended[n.ID] = n.Done
@@ -251,13 +251,31 @@ func (s *settledLines) add(r *settledRun, l NodeLine) {
 	r.lines[l.Node] = l
 }
 
-// readTreeNodes reads a tree journal's nodes.
-func readTreeNodes(path string) (any, error) {
-	tree, err := search.ReadTree(path)
-	if err != nil {
-		return nil, err
+// followers read the tree journals of the runs listed, each only what
+// was appended since it last read (a going run's journal grows every
+// second; read whole, 0.15-0.2 s at 10,000 nodes).
+var followers = &treeFollowers{limit: 256}
+
+type treeFollowers struct {
+	mu    sync.Mutex
+	limit int
+	byJ   map[string]*search.TreeFollower
+}
+
+// get is the follower of the journal at path; past limit journals, all
+// are dropped and read again from their start.
+func (t *treeFollowers) get(path string) *search.TreeFollower {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.byJ[path]
+	if f == nil {
+		if t.byJ == nil || len(t.byJ) >= t.limit {
+			t.byJ = map[string]*search.TreeFollower{}
+		}
+		f = search.FollowTree(path)
+		t.byJ[path] = f
 	}
-	return tree.Nodes(), nil
+	return f
 }
 
 // taskFacts is what a node's list line takes from its task.json.

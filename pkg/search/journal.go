@@ -3,6 +3,8 @@ package search
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/hpcq/hpcq/internal/journal"
@@ -38,6 +40,51 @@ func ReadTree(path string) (*Tree, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// A TreeFollower reads a tree journal as the search beside it appends to
+// it (the dashboard, `scheduler ls`): each Update reads only the records
+// appended since the last one. A 10,000-node journal is 6 MB, 0.15-0.2 s
+// to read whole, and a going run appends to it every second. Its methods
+// are safe for concurrent use.
+type TreeFollower struct {
+	path string
+
+	mu   sync.Mutex
+	file os.FileInfo // the file read so far; another (a run written anew) is read from its start
+	off  int64       // just past the last record read
+	tree *Tree
+}
+
+// FollowTree returns a follower of the journal at path; nothing is read
+// before Update.
+func FollowTree(path string) *TreeFollower { return &TreeFollower{path: path} }
+
+// Update reads what was appended since the last Update (all of it the
+// first time, or when the file was replaced or cut) and returns the
+// tree's nodes in creation order. A record being written is read by a
+// later Update.
+func (f *TreeFollower) Update() ([]Node, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	file, err := os.Open(f.path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	fi, err := file.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if f.tree == nil || !os.SameFile(f.file, fi) || fi.Size() < f.off {
+		f.tree, f.file, f.off = NewTree(), fi, 0
+	}
+	if fi.Size() > f.off {
+		if f.off, err = journal.ReadFrom(file, f.off, f.tree.replay); err != nil {
+			return nil, fmt.Errorf("journal %s: %w", f.path, err)
+		}
+	}
+	return f.tree.Nodes(), nil
 }
 
 // replay applies one journal record.

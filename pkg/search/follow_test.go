@@ -1,0 +1,70 @@
+package search
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTreeFollower: a follower reads a journal as the search appends to
+// it, giving what reading it whole gives at every step: new nodes, nodes
+// that ended, a torn record at the end (read once whole), a journal
+// replaced by another file.
+func TestTreeFollower(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tree.journal")
+	follow := FollowTree(path)
+	_, err := follow.Update()
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	same := func() []Node {
+		t.Helper()
+		got, err := follow.Update()
+		require.NoError(t, err)
+		whole, err := ReadTree(path)
+		require.NoError(t, err)
+		require.Equal(t, whole.Nodes(), got)
+		return got
+	}
+	tree, err := OpenTree(path)
+	require.NoError(t, err)
+	f := &fake{sleep: func(*Node) time.Duration { return time.Millisecond }}
+	Run(context.Background(), tree, policy(), f, 2, 5, Async)
+	require.Len(t, same(), 5)
+	// A node created, not ended; then ended.
+	tree.mu.Lock()
+	n := tree.next(&Policy{NumDrafts: 10})
+	tree.mu.Unlock()
+	nodes := same()
+	require.Len(t, nodes, 6)
+	require.False(t, nodes[5].Done)
+	Run(context.Background(), tree, policy(), f, 2, 9, Async)
+	nodes = same()
+	require.Len(t, nodes, 9)
+	got, ok := tree.Get(n.ID)
+	require.True(t, ok)
+	require.True(t, got.Done)
+	require.NoError(t, tree.Close())
+
+	// Half a record at the end (a write under way): not read yet.
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	file, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = file.Write(data[:6])
+	require.NoError(t, err)
+	require.NoError(t, file.Close())
+	require.Len(t, same(), 9)
+
+	// Another journal in its place: read from its start.
+	other := filepath.Join(t.TempDir(), "tree.journal")
+	tree, err = OpenTree(other)
+	require.NoError(t, err)
+	Run(context.Background(), tree, policy(), f, 2, 3, Async)
+	require.NoError(t, tree.Close())
+	require.NoError(t, os.Rename(other, path))
+	require.Len(t, same(), 3)
+}
