@@ -122,22 +122,16 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		return byID[id]
 	}
 	// A tree search's nodes, also those whose code is still being asked.
-	journal := d.Path(filepath.Join(rundir.JournalDir, "tree.journal"))
-	tree, err := followers.get(journal).Update()
+	journal := journals.get(d.Path(filepath.Join(rundir.JournalDir, "tree.journal")))
+	tree, file, err := journal.follow.Update()
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
 	ended := map[string]bool{}
-	var done *settledRun
-	if tree != nil {
-		for _, n := range tree {
-			l := add(n.ID)
-			l.Parent, l.Stage, l.Kind = n.Parent, n.Stage, n.Kind
-			ended[n.ID] = n.Done
-		}
-		if fi, err := os.Stat(journal); err == nil {
-			done = settled.run(dir, fi)
-		}
+	for _, n := range tree {
+		l := add(n.ID)
+		l.Parent, l.Stage, l.Kind = n.Parent, n.Stage, n.Kind
+		ended[n.ID] = n.Done
 	}
 	entries, err := os.ReadDir(d.Path(rundir.NodesDir))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -149,7 +143,7 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		}
 		l := add(e.Name())
 		if ended[l.Node] {
-			if line, ok := settled.line(done, l.Node); ok {
+			if line, ok := journals.ended(journal, file, l.Node); ok {
 				*l = line
 				continue
 			}
@@ -171,7 +165,7 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		}
 		r.(resultFacts).apply(l)
 		if ended[l.Node] {
-			settled.add(done, *l)
+			journals.keep(journal, file, *l)
 		}
 	}
 	out := make([]NodeLine, 0, len(order))
@@ -182,100 +176,79 @@ func ListNodes(dir string) ([]NodeLine, error) {
 	return out, nil
 }
 
-// settled keeps the lines of the nodes that ended, by run directory. The
-// engine writes a node's result.json before its tree journal records the
+// journals keeps, by tree journal, what listing its run again needs: a
+// follower of the journal, which reads only what was appended since it
+// last read (a going run's journal grows every second; read whole it was
+// 0.15-0.2 s at 10,000 nodes), and the lines of the nodes it says ended.
+// The engine writes a node's result.json before the journal records the
 // end, and writes neither file of an ended node again: a line read after
 // the journal said so is final, and listing the node again needs no stat
 // (a run of 10,000 nodes was 20,000 stats at every listing, 0.1 s at each
-// of the dashboard's polls, each of its node pages).
-var settled = &settledLines{limit: 200_000}
+// of the dashboard's polls and node pages).
+var journals = &journalCache{maxRuns: 256, maxLines: 200_000}
 
-type settledLines struct {
-	mu    sync.Mutex
-	limit int
-	count int
-	runs  map[string]*settledRun
+type journalCache struct {
+	mu                sync.Mutex
+	maxRuns, maxLines int
+	lines             int // kept, in all runs
+	byPath            map[string]*journalRun
 }
 
-// settledRun: the lines kept of one run, read under one tree journal (a
-// run directory written anew has another: they are forgotten).
-type settledRun struct {
-	journal os.FileInfo
-	lines   map[string]NodeLine
+// journalRun: one run's follower and its ended nodes' lines, read from
+// the follower's file number file (a journal written anew drops them).
+type journalRun struct {
+	follow *search.TreeFollower
+	file   uint64
+	ended  map[string]NodeLine
 }
 
-// run is dir's lines, kept while its journal is the file given.
-func (s *settledLines) run(dir string, journal os.FileInfo) *settledRun {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.runs[dir]
-	if r == nil || !os.SameFile(r.journal, journal) {
-		if r != nil {
-			s.count -= len(r.lines)
+// get is the journal at path's entry; past maxRuns journals, all are
+// dropped (and read again from their start).
+func (c *journalCache) get(path string) *journalRun {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.byPath[path]
+	if r == nil {
+		if c.byPath == nil || len(c.byPath) >= c.maxRuns {
+			c.byPath, c.lines = map[string]*journalRun{}, 0
 		}
-		if s.runs == nil {
-			s.runs = map[string]*settledRun{}
-		}
-		r = &settledRun{journal: journal, lines: map[string]NodeLine{}}
-		s.runs[dir] = r
+		r = &journalRun{follow: search.FollowTree(path), ended: map[string]NodeLine{}}
+		c.byPath[path] = r
 	}
 	return r
 }
 
-func (s *settledLines) line(r *settledRun, node string) (NodeLine, bool) {
-	if r == nil {
+// ended is the line kept of node, read from the journal's file number
+// file.
+func (c *journalCache) ended(r *journalRun, file uint64, node string) (NodeLine, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.file != file {
 		return NodeLine{}, false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	l, ok := r.lines[node]
+	l, ok := r.ended[node]
 	return l, ok
 }
 
-// add keeps l; past limit lines in all, every run's are forgotten first.
-func (s *settledLines) add(r *settledRun, l NodeLine) {
-	if r == nil {
-		return
+// keep keeps the line of an ended node, read from the journal's file
+// number file; past maxLines lines in all, every run's are dropped first.
+func (c *journalCache) keep(r *journalRun, file uint64, l NodeLine) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.file != file {
+		c.lines -= len(r.ended)
+		r.file, r.ended = file, map[string]NodeLine{}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.count >= s.limit {
-		for _, other := range s.runs {
-			clear(other.lines)
+	if c.lines >= c.maxLines {
+		for _, other := range c.byPath {
+			clear(other.ended)
 		}
-		s.count = 0
+		c.lines = 0
 	}
-	if _, ok := r.lines[l.Node]; !ok {
-		s.count++
+	if _, ok := r.ended[l.Node]; !ok {
+		c.lines++
 	}
-	r.lines[l.Node] = l
-}
-
-// followers read the tree journals of the runs listed, each only what
-// was appended since it last read (a going run's journal grows every
-// second; read whole, 0.15-0.2 s at 10,000 nodes).
-var followers = &treeFollowers{limit: 256}
-
-type treeFollowers struct {
-	mu    sync.Mutex
-	limit int
-	byJ   map[string]*search.TreeFollower
-}
-
-// get is the follower of the journal at path; past limit journals, all
-// are dropped and read again from their start.
-func (t *treeFollowers) get(path string) *search.TreeFollower {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	f := t.byJ[path]
-	if f == nil {
-		if t.byJ == nil || len(t.byJ) >= t.limit {
-			t.byJ = map[string]*search.TreeFollower{}
-		}
-		f = search.FollowTree(path)
-		t.byJ[path] = f
-	}
-	return f
+	r.ended[l.Node] = l
 }
 
 // taskFacts is what a node's list line takes from its task.json.

@@ -17,16 +17,18 @@ import (
 func TestTreeFollower(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tree.journal")
 	follow := FollowTree(path)
-	_, err := follow.Update()
+	_, _, err := follow.Update()
 	require.ErrorIs(t, err, os.ErrNotExist)
 
+	var file uint64
 	same := func() []Node {
 		t.Helper()
-		got, err := follow.Update()
+		got, f, err := follow.Update()
 		require.NoError(t, err)
 		whole, err := ReadTree(path)
 		require.NoError(t, err)
 		require.Equal(t, whole.Nodes(), got)
+		file = f
 		return got
 	}
 	tree, err := OpenTree(path)
@@ -52,12 +54,13 @@ func TestTreeFollower(t *testing.T) {
 	// Half a record at the end (a write under way): not read yet.
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	file, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	fd, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	require.NoError(t, err)
-	_, err = file.Write(data[:6])
+	_, err = fd.Write(data[:6])
 	require.NoError(t, err)
-	require.NoError(t, file.Close())
+	require.NoError(t, fd.Close())
 	require.Len(t, same(), 9)
+	require.Equal(t, uint64(1), file)
 
 	// Another journal in its place: read from its start.
 	other := filepath.Join(t.TempDir(), "tree.journal")
@@ -67,4 +70,5 @@ func TestTreeFollower(t *testing.T) {
 	require.NoError(t, tree.Close())
 	require.NoError(t, os.Rename(other, path))
 	require.Len(t, same(), 3)
+	require.Equal(t, uint64(2), file, "another file")
 }

@@ -50,10 +50,11 @@ func ReadTree(path string) (*Tree, error) {
 type TreeFollower struct {
 	path string
 
-	mu   sync.Mutex
-	file os.FileInfo // the file read so far; another (a run written anew) is read from its start
-	off  int64       // just past the last record read
-	tree *Tree
+	mu    sync.Mutex
+	file  os.FileInfo // the file read so far; another (a run written anew) is read from its start
+	files uint64      // the files read: 1 for the first
+	off   int64       // just past the last record read
+	tree  *Tree
 }
 
 // FollowTree returns a follower of the journal at path; nothing is read
@@ -62,29 +63,32 @@ func FollowTree(path string) *TreeFollower { return &TreeFollower{path: path} }
 
 // Update reads what was appended since the last Update (all of it the
 // first time, or when the file was replaced or cut) and returns the
-// tree's nodes in creation order. A record being written is read by a
-// later Update.
-func (f *TreeFollower) Update() ([]Node, error) {
+// tree's nodes in creation order, and which file they come from: a number
+// that changes when the journal was replaced (a run directory written
+// anew), so that what a caller kept of the nodes read before is dropped.
+// A record being written is read by a later Update.
+func (f *TreeFollower) Update() (nodes []Node, file uint64, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	file, err := os.Open(f.path)
+	fd, err := os.Open(f.path)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	defer file.Close()
-	fi, err := file.Stat()
+	defer fd.Close()
+	fi, err := fd.Stat()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if f.tree == nil || !os.SameFile(f.file, fi) || fi.Size() < f.off {
 		f.tree, f.file, f.off = NewTree(), fi, 0
+		f.files++
 	}
 	if fi.Size() > f.off {
-		if f.off, err = journal.ReadFrom(file, f.off, f.tree.replay); err != nil {
-			return nil, fmt.Errorf("journal %s: %w", f.path, err)
+		if f.off, err = journal.ReadFrom(fd, f.off, f.tree.replay); err != nil {
+			return nil, 0, fmt.Errorf("journal %s: %w", f.path, err)
 		}
 	}
-	return f.tree.Nodes(), nil
+	return f.tree.Nodes(), f.files, nil
 }
 
 // replay applies one journal record.
