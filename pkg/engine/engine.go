@@ -230,7 +230,7 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 	}
 	e := &engine{p: p, spec: p.Spec, runID: filepath.Base(dir), dir: dir, oldPlans: hasOldPlans(dir)}
 	e.log = log.With("run_id", e.runID)
-	if e.tree, err = search.OpenTree(filepath.Join(dir, journalDir, "tree.journal")); err != nil {
+	if e.tree, err = search.OpenTree(filepath.Join(dir, rundir.TreeJournal)); err != nil {
 		return nil, err
 	}
 	if e.cache, err = search.OpenCache(filepath.Join(dir, journalDir, "cache.journal")); err != nil {

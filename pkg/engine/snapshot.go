@@ -55,15 +55,32 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 		}
 	}
 	slices.SortFunc(ids, search.CompareIDs) // a tie goes to the node made first
+	// What was read of a node the tree journal says ended is final
+	// (search.TreeFollower): read again with no stat.
+	journal := search.Followed(filepath.Join(runDir, rundir.TreeJournal))
+	tree, file, err := journal.Update()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return s, err
+	}
+	done := make(map[string]bool, len(tree))
+	for _, n := range tree {
+		done[n.ID] = n.Done
+	}
 	maximize := spec.Metric.Direction != "minimize"
 	for _, id := range ids {
 		s.Nodes++
-		v, err := filecache.Get(filepath.Join(runDir, nodesDir, id, outcomeFile), "snapshot", readEnded)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return s, err
+		v, ok := journal.Kept(file, id, "snapshot")
+		if !ok || !done[id] {
+			v, err = filecache.Get(filepath.Join(runDir, nodesDir, id, outcomeFile), "snapshot", readEnded)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return s, err
+			}
+			if done[id] {
+				journal.Keep(file, id, "snapshot", v)
+			}
 		}
 		o := v.(ended)
 		s.Done++

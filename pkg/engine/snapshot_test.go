@@ -1,14 +1,18 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/search"
 )
 
 // TestSnapshotFollowsTheFiles: a snapshot counts the results as the files
@@ -47,3 +51,50 @@ func TestSnapshotFollowsTheFiles(t *testing.T) {
 	require.Equal(t, []int{3, 2, 0, 0}, []int{s.Nodes, s.Done, s.Buggy, s.Cached})
 	require.Equal(t, "n0001", s.Best)
 }
+
+// TestSnapshotKeepsEndedNodes: what was read of a node the tree journal
+// says ended is not looked at again (its files are final); a journal
+// written anew drops it.
+func TestSnapshotKeepsEndedNodes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run-kept")
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, journalDir), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, rundir.SpecFile), []byte(`{"title":"t","metric":{"name":"score","direction":"maximize"}}`), 0o644))
+	journal := filepath.Join(dir, rundir.TreeJournal)
+	tree, err := search.OpenTree(journal)
+	require.NoError(t, err)
+	var failed atomic.Value
+	// As the engine does: the outcome written before the journal records the end.
+	runner := snapshotRunner(func(n *search.Node) search.Result {
+		nd := filepath.Join(dir, nodesDir, n.ID)
+		if err := errors.Join(os.MkdirAll(nd, 0o755), fileio.WriteFileAtomic(filepath.Join(nd, outcomeFile), []byte(`{"metric":1}`))); err != nil {
+			failed.Store(err)
+		}
+		return search.Result{Metric: 1, HasMetric: true}
+	})
+	search.Run(context.Background(), tree, search.Policy{NumDrafts: 2, Maximize: true}, runner, 1, 4, search.Lockstep)
+	require.NoError(t, tree.Close())
+	require.Nil(t, failed.Load())
+	s, err := ReadSnapshot(dir)
+	require.NoError(t, err)
+	require.Equal(t, []int{4, 4, 0}, []int{s.Nodes, s.Done, s.Buggy})
+	require.Equal(t, "n0001", s.Best, "a tie goes to the node made first")
+
+	// Written again in place (the engine never does): not looked at.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, nodesDir, "n0001", outcomeFile), []byte(`{"buggy":true}`), 0o644))
+	s, err = ReadSnapshot(dir)
+	require.NoError(t, err)
+	require.Equal(t, 0, s.Buggy)
+	// The journal replaced by another file: read again.
+	data, err := os.ReadFile(journal)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(journal+".new", data, 0o644))
+	require.NoError(t, os.Rename(journal+".new", journal))
+	s, err = ReadSnapshot(dir)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Buggy)
+	require.Equal(t, "n0002", s.Best)
+}
+
+type snapshotRunner func(*search.Node) search.Result
+
+func (f snapshotRunner) Run(_ context.Context, n *search.Node) (search.Result, error) { return f(n), nil }

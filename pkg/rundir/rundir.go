@@ -25,6 +25,7 @@ const (
 	NATSDir     = "nats"                      // the embedded JetStream store (local mode)
 	ServerFile  = "server.json"               // how to reach a going local run's embedded server (mode 0600)
 	JournalDir  = "journal"                   // the tree journal, result cache, LLM usage
+	TreeJournal = "journal/tree.journal"      // the tree search's journal (search.OpenTree)
 	LLMCacheDir = "llm-cache"                 // replies of reproducible LLM requests (llm.Cache)
 	NodesDir    = "nodes"                     // nodes/<id>/: every file of a node (NodeFile)
 	MemoryDir   = "memory"                    // the memory's files

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/hpcq/hpcq/internal/filecache"
@@ -122,8 +121,8 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		return byID[id]
 	}
 	// A tree search's nodes, also those whose code is still being asked.
-	journal := journals.get(d.Path(filepath.Join(rundir.JournalDir, "tree.journal")))
-	tree, file, err := journal.follow.Update()
+	journal := search.Followed(d.Path(rundir.TreeJournal))
+	tree, file, err := journal.Update()
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -142,9 +141,11 @@ func ListNodes(dir string) ([]NodeLine, error) {
 			continue
 		}
 		l := add(e.Name())
+		// An ended node's line, once read after its end, is final
+		// (search.TreeFollower): listed again with no stat.
 		if ended[l.Node] {
-			if line, ok := journals.ended(journal, file, l.Node); ok {
-				*l = line
+			if line, ok := journal.Kept(file, l.Node, "line"); ok {
+				*l = line.(NodeLine)
 				continue
 			}
 		}
@@ -165,7 +166,7 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		}
 		r.(resultFacts).apply(l)
 		if ended[l.Node] {
-			journals.keep(journal, file, *l)
+			journal.Keep(file, l.Node, "line", *l)
 		}
 	}
 	out := make([]NodeLine, 0, len(order))
@@ -174,81 +175,6 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		out = append(out, *byID[id])
 	}
 	return out, nil
-}
-
-// journals keeps, by tree journal, what listing its run again needs: a
-// follower of the journal, which reads only what was appended since it
-// last read (a going run's journal grows every second; read whole it was
-// 0.15-0.2 s at 10,000 nodes), and the lines of the nodes it says ended.
-// The engine writes a node's result.json before the journal records the
-// end, and writes neither file of an ended node again: a line read after
-// the journal said so is final, and listing the node again needs no stat
-// (a run of 10,000 nodes was 20,000 stats at every listing, 0.1 s at each
-// of the dashboard's polls and node pages).
-var journals = &journalCache{maxRuns: 256, maxLines: 200_000}
-
-type journalCache struct {
-	mu                sync.Mutex
-	maxRuns, maxLines int
-	lines             int // kept, in all runs
-	byPath            map[string]*journalRun
-}
-
-// journalRun: one run's follower and its ended nodes' lines, read from
-// the follower's file number file (a journal written anew drops them).
-type journalRun struct {
-	follow *search.TreeFollower
-	file   uint64
-	ended  map[string]NodeLine
-}
-
-// get is the journal at path's entry; past maxRuns journals, all are
-// dropped (and read again from their start).
-func (c *journalCache) get(path string) *journalRun {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := c.byPath[path]
-	if r == nil {
-		if c.byPath == nil || len(c.byPath) >= c.maxRuns {
-			c.byPath, c.lines = map[string]*journalRun{}, 0
-		}
-		r = &journalRun{follow: search.FollowTree(path), ended: map[string]NodeLine{}}
-		c.byPath[path] = r
-	}
-	return r
-}
-
-// ended is the line kept of node, read from the journal's file number
-// file.
-func (c *journalCache) ended(r *journalRun, file uint64, node string) (NodeLine, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r.file != file {
-		return NodeLine{}, false
-	}
-	l, ok := r.ended[node]
-	return l, ok
-}
-
-// keep keeps the line of an ended node, read from the journal's file
-// number file; past maxLines lines in all, every run's are dropped first.
-func (c *journalCache) keep(r *journalRun, file uint64, l NodeLine) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r.file != file {
-		c.lines -= len(r.ended)
-		r.file, r.ended = file, map[string]NodeLine{}
-	}
-	if c.lines >= c.maxLines {
-		for _, other := range c.byPath {
-			clear(other.ended)
-		}
-		c.lines = 0
-	}
-	if _, ok := r.ended[l.Node]; !ok {
-		c.lines++
-	}
-	r.ended[l.Node] = l
 }
 
 // taskFacts is what a node's list line takes from its task.json.
