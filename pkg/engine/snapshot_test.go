@@ -97,4 +97,6 @@ func TestSnapshotKeepsEndedNodes(t *testing.T) {
 
 type snapshotRunner func(*search.Node) search.Result
 
-func (f snapshotRunner) Run(_ context.Context, n *search.Node) (search.Result, error) { return f(n), nil }
+func (f snapshotRunner) Run(_ context.Context, n *search.Node) (search.Result, error) {
+	return f(n), nil
+}
