@@ -347,7 +347,7 @@ func writeBigRun(t *testing.T, dir string, n int) {
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var failed error
-	runner := bigRunner(func(node *search.Node) search.Result {
+	runner := search.RunnerFunc(func(_ context.Context, node *search.Node) (search.Result, error) {
 		i, _ := strconv.Atoi(node.ID[1:])
 		metric := float64((i * 7919) % 1009)
 		task := fmt.Sprintf(`{"v":1,"run_id":%q,"node_id":%q,"attempt":1,"kind":%q,"stage":1}`, d.ID(), node.ID, node.Kind)
@@ -362,13 +362,9 @@ func writeBigRun(t *testing.T, dir string, n int) {
 				mu.Unlock()
 			}
 		}
-		return search.Result{Metric: metric, HasMetric: true}
+		return search.Result{Metric: metric, HasMetric: true}, nil
 	})
 	search.Run(context.Background(), tree, search.Policy{NumDrafts: 40, Maximize: true, Stage: 1}, runner, 4, n, search.Async)
 	require.NoError(t, tree.Close())
 	require.NoError(t, failed)
 }
-
-type bigRunner func(*search.Node) search.Result
-
-func (f bigRunner) Run(_ context.Context, n *search.Node) (search.Result, error) { return f(n), nil }

@@ -339,3 +339,20 @@ func StartServiceWith(t testing.TB, service string, prepare func(dir string)) *S
 	t.Cleanup(s.stop)
 	return s
 }
+
+// ReplaceWithCopy replaces the file at path by a copy of itself: the same
+// bytes in another file (another inode), as a run directory written anew
+// has.
+func ReplaceWithCopy(t testing.TB, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path+".copy", data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".copy", path); err != nil {
+		t.Fatal(err)
+	}
+}

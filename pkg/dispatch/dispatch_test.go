@@ -100,7 +100,7 @@ func TestSearchOverTheQueue(t *testing.T) {
 	d, err := dispatch.NewDispatcher(ctx, l.Queue, l.RunID)
 	require.NoError(t, err)
 	defer d.Close()
-	r := runnerFunc(func(ctx context.Context, n *search.Node) (search.Result, error) {
+	r := search.RunnerFunc(func(ctx context.Context, n *search.Node) (search.Result, error) {
 		i, _ := strconv.Atoi(n.ID[1:])
 		cmd := fmt.Sprintf("echo METRIC score=%d", (i*7)%10)
 		if i == 2 {
@@ -136,12 +136,6 @@ func TestSearchOverTheQueue(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 9.0, best.Metric)
 }
-
-// runnerFunc is a search.Runner from a function: the test's own runner (the
-// engine in pkg/experiment is the real one).
-type runnerFunc func(ctx context.Context, n *search.Node) (search.Result, error)
-
-func (f runnerFunc) Run(ctx context.Context, n *search.Node) (search.Result, error) { return f(ctx, n) }
 
 func task(node, pool string) *schema.NodeTask {
 	return &schema.NodeTask{V: 1, NodeID: node, Attempt: 1, Pool: pool,

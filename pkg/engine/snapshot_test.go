@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/search"
 )
@@ -64,12 +65,12 @@ func TestSnapshotKeepsEndedNodes(t *testing.T) {
 	require.NoError(t, err)
 	var failed atomic.Value
 	// As the engine does: the outcome written before the journal records the end.
-	runner := snapshotRunner(func(n *search.Node) search.Result {
+	runner := search.RunnerFunc(func(_ context.Context, n *search.Node) (search.Result, error) {
 		nd := filepath.Join(dir, nodesDir, n.ID)
 		if err := errors.Join(os.MkdirAll(nd, 0o755), fileio.WriteFileAtomic(filepath.Join(nd, outcomeFile), []byte(`{"metric":1}`))); err != nil {
 			failed.Store(err)
 		}
-		return search.Result{Metric: 1, HasMetric: true}
+		return search.Result{Metric: 1, HasMetric: true}, nil
 	})
 	search.Run(context.Background(), tree, search.Policy{NumDrafts: 2, Maximize: true}, runner, 1, 4, search.Lockstep)
 	require.NoError(t, tree.Close())
@@ -85,18 +86,9 @@ func TestSnapshotKeepsEndedNodes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, s.Buggy)
 	// The journal replaced by another file: read again.
-	data, err := os.ReadFile(journal)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(journal+".new", data, 0o644))
-	require.NoError(t, os.Rename(journal+".new", journal))
+	testutil.ReplaceWithCopy(t, journal)
 	s, err = ReadSnapshot(dir)
 	require.NoError(t, err)
 	require.Equal(t, 1, s.Buggy)
 	require.Equal(t, "n0002", s.Best)
-}
-
-type snapshotRunner func(*search.Node) search.Result
-
-func (f snapshotRunner) Run(_ context.Context, n *search.Node) (search.Result, error) {
-	return f(n), nil
 }

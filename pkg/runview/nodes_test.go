@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/search"
 )
@@ -78,14 +79,14 @@ func TestListNodesKeepsEndedNodes(t *testing.T) {
 	}
 	// As the engine does: task.json before the run, result.json before
 	// the journal records the end.
-	runner := runnerFunc(func(n *search.Node) search.Result {
+	runner := search.RunnerFunc(func(_ context.Context, n *search.Node) (search.Result, error) {
 		put(n.ID, rundir.TaskFile, fmt.Sprintf(`{"node_id":%q,"attempt":1,"kind":%q}`, n.ID, n.Kind))
 		i, err := strconv.Atoi(n.ID[1:])
 		if err != nil {
 			t.Error(err)
 		}
 		put(n.ID, rundir.ResultFile, fmt.Sprintf(`{"buggy":false,"metric":%d}`, i))
-		return search.Result{Metric: 1, HasMetric: true}
+		return search.Result{Metric: 1, HasMetric: true}, nil
 	})
 	search.Run(context.Background(), tree, search.Policy{NumDrafts: 3, Maximize: true}, runner, 1, 12, search.Lockstep)
 	require.NoError(t, tree.Close())
@@ -110,17 +111,10 @@ func TestListNodesKeepsEndedNodes(t *testing.T) {
 	require.Equal(t, "ok", again[0].Status)
 
 	// The journal replaced by another file: read again.
-	data, err := os.ReadFile(journal)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(journal+".new", data, 0o644))
-	require.NoError(t, os.Rename(journal+".new", journal))
+	testutil.ReplaceWithCopy(t, journal)
 	again, err = ListNodes(dir)
 	require.NoError(t, err)
 	require.Equal(t, "failed", again[0].Status)
 	require.Equal(t, "rewritten", again[0].Reason)
 	require.Equal(t, first[1:], again[1:])
 }
-
-type runnerFunc func(*search.Node) search.Result
-
-func (f runnerFunc) Run(_ context.Context, n *search.Node) (search.Result, error) { return f(n), nil }

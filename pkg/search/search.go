@@ -75,6 +75,12 @@ type Runner interface {
 	Run(ctx context.Context, n *Node) (Result, error)
 }
 
+// RunnerFunc is a function as a Runner.
+type RunnerFunc func(ctx context.Context, n *Node) (Result, error)
+
+// Run calls f.
+func (f RunnerFunc) Run(ctx context.Context, n *Node) (Result, error) { return f(ctx, n) }
+
 // Policy chooses what to expand next (a stage of the tree search).
 type Policy struct {
 	// NumDrafts root nodes are drafted before anything else.
