@@ -7,7 +7,7 @@ EXAMPLES  := examples/hello/task.json examples/stencil-omp/task.json
 # Where services.sh keeps the servers of `make services-up`.
 SERVICES_DIR ?= $(CURDIR)/.services
 
-.PHONY: help build run run-exec test test-go test-multihost lint bench-queue bench-engine bench-memory bench-tokens bench-search bench-slurm services-up services-down services-install clean
+.PHONY: help build run run-exec test test-go test-multihost lint bench-queue bench-engine bench-engine-cluster bench-memory bench-tokens bench-search bench-slurm services-up services-down services-install clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -42,6 +42,10 @@ bench-queue: ## queue benchmark (embedded server, file storage); prints the benc
 
 bench-engine: ## the real engine growing 1,000- and 10,000-node trees (no-op workers with 64 slots, an endpoint answering at once); prints the bench-engine lines
 	$(GO) run ./bench/engine
+
+bench-engine-cluster: ## bench-engine in cluster mode: memory in Redis + ClickHouse, results in ClickHouse, a nats-server (all started for it); adds each server's CPU
+	$(GO) build -o $(BIN)/bench-engine ./bench/engine
+	scripts/bench-engine-cluster.sh $(BIN)/bench-engine
 
 # The memory traces live beside the repository (../shared/bench); each trace
 # runs in a fresh process against a fresh store, on SQLite and on Redis +

@@ -19,18 +19,19 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hpcq/hpcq/internal/benchutil"
+	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/internal/linelog"
 	"github.com/hpcq/hpcq/pkg/engine"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
-	"github.com/hpcq/hpcq/pkg/memory/sqlite"
 	"github.com/hpcq/hpcq/pkg/metrics"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
+	"github.com/hpcq/hpcq/pkg/stores"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
 
@@ -40,6 +41,15 @@ const (
 	childWorkersEnv = "HPCQ_BENCH_ENGINE_WORKERS"
 	childSlotsEnv   = "HPCQ_BENCH_ENGINE_SLOTS"
 	childCodeEnv    = "HPCQ_BENCH_ENGINE_CODE_BYTES"
+	childStoreEnv   = "HPCQ_BENCH_ENGINE_STORE"
+)
+
+// The stores a benchmark run can use: the run directory's SQLite files
+// (local mode), or Redis and ClickHouse (cluster mode: the memory in both,
+// results in ClickHouse, from the scheduler and from the workers).
+const (
+	storeSQLite  = "sqlite"
+	storeCluster = "redis+clickhouse"
 )
 
 // spec is the run: n nodes over the four stages, a quarter each, slots
@@ -131,14 +141,38 @@ func child(natsURL string) error {
 	if err != nil {
 		return err
 	}
+	// In cluster mode each worker writes its rows to ClickHouse, as a
+	// worker given HPCQ_CLICKHOUSE_DSN does.
+	spool, err := os.MkdirTemp("", "bench-engine-spool-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(spool)
+	var sinks []results.Sink
+	defer func() {
+		for _, s := range sinks {
+			if err := s.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-engine child: results:", err)
+			}
+		}
+	}()
 	noop := worker.ExecutorFunc(func(_ context.Context, task *schema.NodeTask, _ worker.Slot) (*schema.NodeResult, error) {
 		return &schema.NodeResult{Started: time.Now(), Phases: []schema.PhaseResult{{Name: "run", OK: true}},
 			Metrics: map[string]float64{"score": float64(len(task.NodeID))}}, nil
 	})
 	errs := make(chan error, workers)
 	for i := range workers {
-		w, err := worker.New(q, noop, worker.Config{ID: fmt.Sprintf("bench-%d", i), Pools: []string{"cpu"},
-			Slots: slots / workers, Cores: slots / workers, Logger: log})
+		wc := worker.Config{ID: fmt.Sprintf("bench-%d", i), Pools: []string{"cpu"}, Slots: slots / workers, Cores: slots / workers, Logger: log}
+		if os.Getenv(childStoreEnv) == storeCluster {
+			sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: os.Getenv("HPCQ_CLICKHOUSE_DSN"),
+				SpoolDir: spool, Name: stores.ResultsSpoolName(wc.ID), Logger: log})
+			if err != nil {
+				return err
+			}
+			sinks = append(sinks, sink)
+			wc.Results = sink
+		}
+		w, err := worker.New(q, noop, wc)
 		if err != nil {
 			return err
 		}
@@ -156,20 +190,53 @@ func child(natsURL string) error {
 	return nil
 }
 
-// measure grows a tree of n nodes in base, then resumes the finished run.
-func measure(n, workers, slots, codeBytes int, base, heap string) (string, error) {
+// options are a benchmark's settings besides the tree's size.
+type options struct {
+	workers, slots, codeBytes int
+	base                      string // the run directories' parent
+	heap                      string // the heap profile's file ("" for none)
+	store                     string // storeSQLite or storeCluster (Redis and ClickHouse of config.Store from the environment)
+	natsURL                   string // a nats-server's URL; "" for a server embedded in this process
+}
+
+// measure grows a tree of n nodes in o.base, then resumes the finished run.
+func measure(n int, o options) (string, error) {
 	ctx := context.Background()
-	dir := filepath.Join(base, fmt.Sprintf("run-bench-%d", n))
+	workers, slots := o.workers, o.slots
+	name := fmt.Sprintf("run-bench-%d", n)
+	var cfg config.Store
+	if o.store == storeCluster {
+		// The servers outlive the run: a run id of its own each time.
+		name = fmt.Sprintf("run-bench-%d-%d", n, time.Now().UnixNano())
+		var common config.Common
+		if err := config.Load(&common); err != nil {
+			return "", err
+		}
+		cfg = common.Store
+		if cfg.RedisURL == "" || cfg.ClickHouseDSN == "" {
+			return "", fmt.Errorf("-store %s: set HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN (scripts/services.sh up DIR redis clickhouse writes them)", storeCluster)
+		}
+	} else if o.store != storeSQLite {
+		return "", fmt.Errorf("-store %q: %s or %s", o.store, storeSQLite, storeCluster)
+	}
+	dir := filepath.Join(o.base, name)
+	if o.store == storeCluster {
+		cfg.SpoolDir = filepath.Join(dir, "spool")
+	}
 	if err := os.MkdirAll(filepath.Join(dir, "memory"), 0o755); err != nil {
 		return "", err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: filepath.Join(dir, "nats"), Listen: true})
-	if err != nil {
-		return "", err
+	natsURL := o.natsURL
+	if natsURL == "" {
+		srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: filepath.Join(dir, "nats"), Listen: true})
+		if err != nil {
+			return "", err
+		}
+		defer srv.Shutdown()
+		natsURL = srv.ClientURL()
 	}
-	defer srv.Shutdown()
-	nc, err := srv.Connect("bench-engine")
+	nc, err := queue.Connect(ctx, queue.ConnConfig{URL: natsURL, Name: "bench-engine"}, log)
 	if err != nil {
 		return "", err
 	}
@@ -184,7 +251,8 @@ func measure(n, workers, slots, codeBytes int, base, heap string) (string, error
 		return "", err
 	}
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), childEnv+"="+srv.ClientURL(), fmt.Sprintf("%s=%d", childWorkersEnv, workers), fmt.Sprintf("%s=%d", childSlotsEnv, slots), fmt.Sprintf("%s=%d", childCodeEnv, codeBytes))
+	cmd.Env = append(os.Environ(), childEnv+"="+natsURL, fmt.Sprintf("%s=%d", childWorkersEnv, workers), fmt.Sprintf("%s=%d", childSlotsEnv, slots),
+		fmt.Sprintf("%s=%d", childCodeEnv, o.codeBytes), childStoreEnv+"="+o.store)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -215,12 +283,18 @@ func measure(n, workers, slots, codeBytes int, base, heap string) (string, error
 	if err != nil {
 		return "", err
 	}
+	mode := "local"
+	if o.store == storeCluster {
+		mode = "cluster"
+	}
 	open := func() (engine.Params, func(), error) {
-		sink, err := results.OpenSQLite(filepath.Join(dir, "hpcq.sqlite"))
+		// The stores as the scheduler opens them: the run directory's SQLite
+		// files, or Redis and ClickHouse when cfg names them.
+		sink, _, err := stores.OpenResults(ctx, cfg, rundir.Dir(dir), log)
 		if err != nil {
 			return engine.Params{}, nil, err
 		}
-		store, err := sqlite.Open(filepath.Join(dir, "memory", "memory.sqlite"), sqlite.Options{Run: filepath.Base(dir)})
+		store, _, err := stores.OpenMemory(ctx, cfg, rundir.Dir(dir), "", 0, log)
 		if err != nil {
 			sink.Close()
 			return engine.Params{}, nil, err
@@ -233,7 +307,7 @@ func measure(n, workers, slots, codeBytes int, base, heap string) (string, error
 			return engine.Params{}, nil, err
 		}
 		reg := prometheus.NewRegistry()
-		p := engine.Params{Spec: sp, RunDir: dir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink, Mode: "local",
+		p := engine.Params{Spec: sp, RunDir: dir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink, Mode: mode,
 			Slots: slots, Progress: io.Discard, ProgressEvery: time.Hour, Logger: log, Metrics: metrics.NewScheduler(reg), Gateway: nc}
 		return p, func() { store.Close(); sink.Close(); calls.Close() }, nil
 	}
@@ -245,9 +319,9 @@ func measure(n, workers, slots, codeBytes int, base, heap string) (string, error
 	perNode := make(chan []float64, 1)
 	done := make(chan struct{})
 	atEnd := func() {}
-	if heap != "" {
+	if o.heap != "" {
 		atEnd = func() {
-			if err := benchutil.HeapProfile(fmt.Sprintf("%s.%d", heap, n)); err != nil {
+			if err := benchutil.HeapProfile(fmt.Sprintf("%s.%d", o.heap, n)); err != nil {
 				fmt.Fprintln(os.Stderr, "bench-engine:", err)
 			}
 		}
@@ -290,8 +364,16 @@ func measure(n, workers, slots, codeBytes int, base, heap string) (string, error
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	slices.Sort(cpu)
-	return fmt.Sprintf("bench-engine nodes=%d workers=%d slots=%d sched_cpu_ms_per_node_p50=%.3f sched_cpu_ms_per_node_p99=%.3f wall_s=%.1f resume_s=%.2f peak_rss_mb=%.0f journal_bytes=%d",
-		n, workers, slots, quantile(cpu, 0.50), quantile(cpu, 0.99), wall.Seconds(), resume.Seconds(), float64(ru.Maxrss)/1024, journal), nil
+	line := fmt.Sprintf("bench-engine nodes=%d workers=%d slots=%d sched_cpu_ms_per_node_p50=%.3f sched_cpu_ms_per_node_p99=%.3f wall_s=%.1f resume_s=%.2f peak_rss_mb=%.0f journal_bytes=%d",
+		n, workers, slots, quantile(cpu, 0.50), quantile(cpu, 0.99), wall.Seconds(), resume.Seconds(), float64(ru.Maxrss)/1024, journal)
+	// Settings other than the default's are said at the end of the line.
+	if o.store != storeSQLite {
+		line += " store=" + o.store
+	}
+	if o.natsURL != "" {
+		line += " nats=server"
+	}
+	return line, nil
 }
 
 // windowNodes is how many nodes must have ended before a window of

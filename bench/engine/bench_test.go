@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/chdb"
+	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -31,7 +34,7 @@ func TestMain(m *testing.M) {
 func TestBenchLine(t *testing.T) {
 	heap := filepath.Join(t.TempDir(), "heap")
 	base := t.TempDir()
-	line, err := measure(40, 2, 4, 4000, base, heap)
+	line, err := measure(40, options{workers: 2, slots: 4, codeBytes: 4000, base: base, heap: heap, store: storeSQLite})
 	require.NoError(t, err)
 	task, err := os.ReadFile(filepath.Join(base, "run-bench-40", "nodes", "n0001", "task.json"))
 	require.NoError(t, err)
@@ -47,4 +50,39 @@ func TestBenchLine(t *testing.T) {
 	require.NotZero(t, fi.Size())
 	require.Regexp(t, regexp.MustCompile(`^bench-engine nodes=40 workers=2 slots=4 sched_cpu_ms_per_node_p50=[0-9.]+ sched_cpu_ms_per_node_p99=[0-9.]+ wall_s=[0-9.]+ resume_s=[0-9.]+ peak_rss_mb=[0-9]+ journal_bytes=[1-9][0-9]*$`), line)
 	t.Log(line)
+}
+
+// TestBenchLineCluster: the benchmark in cluster mode (memory in Redis and
+// ClickHouse, results in ClickHouse, the queue on a nats-server process)
+// says so on its line, and every node's row reaches ClickHouse from the
+// workers' and the scheduler's sinks.
+func TestBenchLineCluster(t *testing.T) {
+	r := testutil.StartService(t, "redis")
+	c := testutil.StartService(t, "clickhouse")
+	n := testutil.StartService(t, "nats")
+	t.Setenv("HPCQ_REDIS_URL", r.Env["HPCQ_REDIS_URL"])
+	t.Setenv("HPCQ_CLICKHOUSE_DSN", c.Env["HPCQ_CLICKHOUSE_DSN"])
+	line, err := measure(40, options{workers: 2, slots: 4, base: t.TempDir(), store: storeCluster, natsURL: n.Env["HPCQ_NATS_URL"]})
+	require.NoError(t, err)
+	require.Regexp(t, regexp.MustCompile(`^bench-engine nodes=40 workers=2 slots=4 .* journal_bytes=[1-9][0-9]* store=redis\+clickhouse nats=server$`), line)
+	ctx := context.Background()
+	conn, err := chdb.Open(ctx, c.Env["HPCQ_CLICKHOUSE_DSN"])
+	require.NoError(t, err)
+	defer conn.Close()
+	var nodes, runs uint64
+	require.NoError(t, conn.QueryRow(ctx, "SELECT count(), uniqExact(run) FROM nodes FINAL WHERE run LIKE 'run-bench-40-%' AND status = 'ok'").Scan(&nodes, &runs))
+	require.Equal(t, uint64(40), nodes)
+	require.Equal(t, uint64(1), runs)
+	t.Log(line)
+}
+
+// TestBenchClusterNeedsServers: cluster mode without the servers' settings
+// says which to set.
+func TestBenchClusterNeedsServers(t *testing.T) {
+	t.Setenv("HPCQ_REDIS_URL", "")
+	t.Setenv("HPCQ_CLICKHOUSE_DSN", "")
+	_, err := measure(8, options{workers: 1, slots: 2, base: t.TempDir(), store: storeCluster})
+	require.ErrorContains(t, err, "HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN")
+	_, err = measure(8, options{workers: 1, slots: 2, base: t.TempDir(), store: "postgres"})
+	require.ErrorContains(t, err, `-store "postgres"`)
 }

@@ -42,6 +42,9 @@ func main() {
 	workers := flag.Int("workers", 4, "worker processes' workers (in one child process)")
 	slots := flag.Int("slots", 64, "slots of all workers together")
 	codeBytes := flag.Int("code-bytes", 0, "add to each node's code a C file of about this many bytes (0: a one-line script only)")
+	store := flag.String("store", storeSQLite, storeSQLite+" (the run directory's files, as in local mode) or "+storeCluster+
+		" (memory and results in the servers HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN name, as in cluster mode)")
+	nats := flag.String("nats", "", "a nats-server's URL (default: a server embedded in this process, as in local mode)")
 	keep := flag.String("keep", "", "write the run directories here and keep them")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of this process (the scheduler's) to this file")
 	heap := flag.String("memprofile", "", "write the live heap of this process when 95% of the nodes have ended to this file (<file>.<nodes> per size)")
@@ -80,7 +83,7 @@ func main() {
 	}
 	code := 0
 	for _, n := range ns {
-		line, err := measure(n, *workers, *slots, *codeBytes, base, *heap)
+		line, err := measure(n, options{workers: *workers, slots: *slots, codeBytes: *codeBytes, base: base, heap: *heap, store: *store, natsURL: *nats})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench-engine:", err)
 			code = 1

@@ -86,6 +86,17 @@ func (s *Store) buildIndex(ctx context.Context) error {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
+	// A run without archival items (a new run) has nothing to index: its
+	// writes keep the indexes (write.lua), and a repeat needs an item. The
+	// repeats' build scans the whole keyspace, every run's keys, which a new
+	// run must not pay (seconds of Redis time once it holds millions).
+	n, err := s.rdb.Exists(ctx, s.prefix+"items").Result()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return s.rdb.Set(ctx, key, indexVersion, 0).Err()
+	}
 	if v != "1" {
 		if err := s.buildTermIndex(ctx); err != nil {
 			return err
@@ -134,17 +145,19 @@ func (s *Store) buildTermIndex(ctx context.Context) error {
 }
 
 // buildRepeatIndex indexes the repeats of every repeated item by branch.
+// It walks the run's items (hits.lua skips those never repeated), not the
+// keyspace: a SCAN for the run's hits:* keys walks every run's keys.
 func (s *Store) buildRepeatIndex(ctx context.Context) error {
 	start, repeats := time.Now(), int64(0)
 	var cursor uint64
 	for {
-		keys, next, err := s.rdb.Scan(ctx, cursor, s.prefix+"hits:*", 512).Result()
+		kv, next, err := s.rdb.HScan(ctx, s.prefix+"items", cursor, "", 512).Result()
 		if err != nil {
 			return err
 		}
 		args := []any{s.prefix}
-		for _, k := range keys {
-			args = append(args, strings.TrimPrefix(k, s.prefix+"hits:"))
+		for i := 0; i+1 < len(kv); i += 2 {
+			args = append(args, kv[i])
 		}
 		if len(args) > 1 {
 			n, err := hitsScript.Run(ctx, s.rdb, nil, args...).Int64()

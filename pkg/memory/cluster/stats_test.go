@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -219,4 +220,59 @@ func TestRepeatIndexBuiltForOlderRuns(t *testing.T) {
 	v, err := rdb.Get(ctx, "hpcq:{repeats}:index").Result()
 	require.NoError(t, err)
 	require.Equal(t, indexVersion, v)
+	require.Zero(t, scans(t, rdb), "the rebuild walks the run's items, not the keyspace")
+}
+
+// scans is how many SCAN commands the Redis of rdb has run (the test's
+// own server).
+func scans(t *testing.T, rdb *redis.Client) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	require.NoError(t, err)
+	for line := range strings.SplitSeq(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_scan:calls="); ok {
+			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			require.NoError(t, err)
+			return n
+		}
+	}
+	return 0
+}
+
+// TestNewRunIndexMarked: a new run's store is marked indexed at its open
+// without walking the keyspace (other runs' keys), and keeps its indexes
+// as it is written: a repeat is counted on the branches that see it.
+func TestNewRunIndexMarked(t *testing.T) {
+	ctx := context.Background()
+	opts := storeOptions(t, "older")
+	old, err := Open(ctx, opts)
+	require.NoError(t, err)
+	_, err = old.Fork(ctx, memory.ForkParams{Branch: "root"})
+	require.NoError(t, err)
+	for i := range 50 {
+		_, _, err := old.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: fmt.Sprintf("lesson %d of an older run", i)})
+		require.NoError(t, err)
+	}
+	require.NoError(t, old.Close())
+
+	opts.Run = "newer"
+	s, err := Open(ctx, opts)
+	require.NoError(t, err)
+	defer s.Close()
+	rdb := rawRedis(t, opts.RedisURL)
+	require.Zero(t, scans(t, rdb))
+	v, err := rdb.Get(ctx, "hpcq:{newer}:index").Result()
+	require.NoError(t, err)
+	require.Equal(t, indexVersion, v)
+	_, err = s.Fork(ctx, memory.ForkParams{Branch: "root"})
+	require.NoError(t, err)
+	for range 3 {
+		_, _, err := s.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: "root", Text: "pin threads to cores before timing"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Flush(ctx))
+	got, err := s.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: "root", Query: "pin threads", K: 3})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, 3, got[0].Count)
 }
