@@ -307,8 +307,11 @@ func measure(n int, o options) (string, error) {
 			return engine.Params{}, nil, err
 		}
 		reg := prometheus.NewRegistry()
+		// In cluster mode the workers write their results' rows, as
+		// `scheduler run` has them do with ClickHouse (pkg/scheduler).
 		p := engine.Params{Spec: sp, RunDir: dir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink, Mode: mode,
-			Slots: slots, Progress: io.Discard, ProgressEvery: time.Hour, Logger: log, Metrics: metrics.NewScheduler(reg), Gateway: nc}
+			WorkersWriteResults: o.store == storeCluster,
+			Slots:               slots, Progress: io.Discard, ProgressEvery: time.Hour, Logger: log, Metrics: metrics.NewScheduler(reg), Gateway: nc}
 		return p, func() { store.Close(); sink.Close(); calls.Close() }, nil
 	}
 
