@@ -18,6 +18,14 @@
 // the finished run directory, from its start until it returns (journal
 // replayed, every stage found done, report and tree written again).
 // peak_rss_mb is this process's maximum resident set.
+//
+// -store redis+clickhouse runs it in cluster mode (`make
+// bench-engine-cluster`): the memory in the Redis and ClickHouse that
+// HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN name and the results in that
+// ClickHouse, written by the workers and the scheduler as `scheduler run`
+// has them; -nats URL puts the queue on a nats-server process, whose CPU
+// is then not this process's. Such a line ends "store=redis+clickhouse"
+// and "nats=server". Each run there has a run id of its own.
 package main
 
 import (
