@@ -42,7 +42,7 @@ func (t *Tree) nextByScan(p *Policy) *Node {
 		}
 		switch {
 		case len(debuggable) > 0 && (!ok || p.Rand.Float64() < p.DebugProb):
-			sort.Slice(debuggable, func(i, j int) bool { return debuggable[i].ID < debuggable[j].ID })
+			sort.Slice(debuggable, func(i, j int) bool { return CompareIDs(debuggable[i].ID, debuggable[j].ID) < 0 })
 			parent := debuggable[p.Rand.IntN(len(debuggable))]
 			n.Parent, n.Kind, n.Depth = parent.ID, Debug, parent.Depth+1
 		case ok:
@@ -112,4 +112,33 @@ func TestStageIndexChoosesAsAScan(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDebuggableInIDOrder: the debuggable nodes are kept in the order the
+// ids were made, past n9999 too (a seeded choice among them picks the same
+// node as a scan in that order).
+func TestDebuggableInIDOrder(t *testing.T) {
+	tr := NewTree()
+	ids := []string{"n10000", "n0002", "n9999", "n10001", "n0100"}
+	for _, id := range ids {
+		tr.add(&Node{ID: id, Kind: Draft, Stage: 1})
+	}
+	for _, id := range ids {
+		v := *tr.byID[id]
+		v.Done, v.Buggy = true, true
+		tr.set(tr.byID[id], v)
+	}
+	var got []string
+	for _, n := range tr.stages[stageOf(&Node{Stage: 1})].debuggable {
+		got = append(got, n.ID)
+	}
+	require.Equal(t, []string{"n0002", "n0100", "n9999", "n10000", "n10001"}, got)
+	v := *tr.byID["n9999"]
+	v.Buggy = false
+	tr.set(tr.byID["n9999"], v)
+	got = got[:0]
+	for _, n := range tr.stages[stageOf(&Node{Stage: 1})].debuggable {
+		got = append(got, n.ID)
+	}
+	require.Equal(t, []string{"n0002", "n0100", "n10000", "n10001"}, got)
 }

@@ -188,7 +188,8 @@ type stageIndex struct {
 	// be found again by bestOf (a ranked node changed, or a metric is NaN).
 	best  [2]*Node
 	stale bool
-	// debuggable: the done, buggy nodes that ran and have no child, by id.
+	// debuggable: the done, buggy nodes that ran and have no child, in id
+	// order (CompareIDs: n9999 before n10000, the order they were made).
 	debuggable []*Node
 }
 
@@ -220,7 +221,7 @@ func (t *Tree) index(si *stageIndex, n *Node) {
 		}
 	}
 	if n.Done && n.Buggy && !n.NotRun && !t.hasChild(n.ID) {
-		i := sort.Search(len(si.debuggable), func(i int) bool { return si.debuggable[i].ID >= n.ID })
+		i := sort.Search(len(si.debuggable), func(i int) bool { return CompareIDs(si.debuggable[i].ID, n.ID) >= 0 })
 		if i == len(si.debuggable) || si.debuggable[i] != n {
 			si.debuggable = slices.Insert(si.debuggable, i, n)
 		}
@@ -229,7 +230,7 @@ func (t *Tree) index(si *stageIndex, n *Node) {
 
 // unlist takes n out of the debuggable nodes.
 func (si *stageIndex) unlist(n *Node) {
-	i := sort.Search(len(si.debuggable), func(i int) bool { return si.debuggable[i].ID >= n.ID })
+	i := sort.Search(len(si.debuggable), func(i int) bool { return CompareIDs(si.debuggable[i].ID, n.ID) >= 0 })
 	if i < len(si.debuggable) && si.debuggable[i] == n {
 		si.debuggable = slices.Delete(si.debuggable, i, i+1)
 	}
