@@ -350,3 +350,31 @@ func fileSize(t *testing.T, path string) int64 {
 	require.NoError(t, err)
 	return fi.Size()
 }
+
+// TestEventsOfAnEndedRun: an ended run (journal/end.json) is not read
+// whole at every poll, yet what changes in it reaches the stream: at once
+// when its tree journal grows (a resume records there first), and within
+// the ended-run period when only a node's file changed.
+func TestEventsOfAnEndedRun(t *testing.T) {
+	for _, journal := range []bool{true, false} {
+		dir := fixture(t)
+		d := rundir.Dir(dir)
+		id := d.ID()
+		writeJSON(t, d.Path(rundir.JournalDir+"/end.json"), map[string]any{})
+		require.NoError(t, os.WriteFile(d.Path(rundir.TreeJournal), nil, 0o644))
+		ts := newServer(t, dir, web.Options{})
+		events := readEvents(t, ts.URL+"/api/runs/"+id+"/events", 3, func() string {
+			res := schema.NodeResult{V: 1, RunID: id, NodeID: "n0002", Attempt: 1, Worker: "w2", Started: time.Now().UTC(), DurationMS: 10}
+			writeJSON(t, d.Path(rundir.NodeFile("n0002", rundir.ResultFile)), map[string]any{"status": "failed", "result": res})
+			if journal {
+				f, err := os.OpenFile(d.Path(rundir.TreeJournal), os.O_APPEND|os.O_WRONLY, 0)
+				require.NoError(t, err)
+				_, err = f.Write([]byte{0})
+				require.NoError(t, err)
+				require.NoError(t, f.Close())
+			}
+			return `"node":"n0002"`
+		})
+		require.Contains(t, events[len(events)-1], `"status":"failed"`, "journal grown: %v", journal)
+	}
+}
