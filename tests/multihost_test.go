@@ -774,7 +774,11 @@ queues:
 		return client("SELECT count(), uniqExact(node), countIf(status = 'ok') FROM nodes FINAL"+where) ==
 			fmt.Sprintf("%d\t%d\t%d", nodes, nodes, nodes)
 	})
-	require.Equal(t, fmt.Sprint(nodes), client("SELECT count() FROM metrics FINAL"+where+" AND name = 'score'"), "one score per node")
+	// The scores come from the workers' sinks, the nodes rows above from the
+	// scheduler's: each ships on its own, once a second.
+	testutil.Eventually(t, time.Minute, "one score per node in ClickHouse", func() bool {
+		return client("SELECT count() FROM metrics FINAL"+where+" AND name = 'score'") == fmt.Sprint(nodes)
+	})
 	// No LLM call recorded twice, none lost but what the scheduler's kill
 	// interrupted (an answer that arrived as it died; the fake answers at
 	// once, so a call asked 2 s before the kill was recorded).

@@ -416,9 +416,11 @@ func TestResultsInClickHouse(t *testing.T) {
 		require.NoError(t, err, string(out))
 		return string(out)
 	}
-	// The worker's rows are in once it has answered (its sink ships within a second).
+	// The worker's rows are in once it has answered (its sink ships within a
+	// second, a table after another: phase_runs, then metrics).
 	testutil.Eventually(t, 30*time.Second, "the worker's rows in ClickHouse", func() bool {
-		return client("SELECT count() FROM phase_runs FINAL WHERE run = '"+runID+"'") == "5\n"
+		return client("SELECT count() FROM phase_runs FINAL WHERE run = '"+runID+"'") == "5\n" &&
+			client("SELECT count() FROM metrics FINAL WHERE run = '"+runID+"'") == "1\n"
 	})
 	require.Equal(t, "bad\tcoding\tok\tcc\t\nbad\tcompile\tfailed\tcc\tcompile_failed\nok\tcoding\tok\tcc\t\nok\tcompile\tok\tcc\t\n",
 		client("SELECT node, phase, status, compiler, error_kind FROM phase_runs FINAL WHERE run = '"+runID+"' AND phase <> 'run' ORDER BY node, phase"))
