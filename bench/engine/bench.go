@@ -143,6 +143,13 @@ func child(natsURL string) error {
 	}
 	// In cluster mode each worker writes its rows to ClickHouse, as a
 	// worker given HPCQ_CLICKHOUSE_DSN does.
+	cluster := os.Getenv(childStoreEnv) == storeCluster
+	var common config.Common
+	if cluster {
+		if err := config.Load(&common); err != nil {
+			return err
+		}
+	}
 	spool, err := os.MkdirTemp("", "bench-engine-spool-")
 	if err != nil {
 		return err
@@ -163,8 +170,8 @@ func child(natsURL string) error {
 	errs := make(chan error, workers)
 	for i := range workers {
 		wc := worker.Config{ID: fmt.Sprintf("bench-%d", i), Pools: []string{"cpu"}, Slots: slots / workers, Cores: slots / workers, Logger: log}
-		if os.Getenv(childStoreEnv) == storeCluster {
-			sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: os.Getenv("HPCQ_CLICKHOUSE_DSN"),
+		if cluster {
+			sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: common.Store.ClickHouseDSN,
 				SpoolDir: spool, Name: stores.ResultsSpoolName(wc.ID), Logger: log})
 			if err != nil {
 				return err
@@ -310,8 +317,8 @@ func measure(n int, o options) (string, error) {
 		// In cluster mode the workers write their results' rows, as
 		// `scheduler run` has them do with ClickHouse (pkg/scheduler).
 		p := engine.Params{Spec: sp, RunDir: dir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink, Mode: mode,
-			WorkersWriteResults: o.store == storeCluster,
-			Slots:               slots, Progress: io.Discard, ProgressEvery: time.Hour, Logger: log, Metrics: metrics.NewScheduler(reg), Gateway: nc}
+			Slots: slots, Progress: io.Discard, ProgressEvery: time.Hour, Logger: log, Metrics: metrics.NewScheduler(reg), Gateway: nc,
+			WorkersWriteResults: o.store == storeCluster}
 		return p, func() { store.Close(); sink.Close(); calls.Close() }, nil
 	}
 

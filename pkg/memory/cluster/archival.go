@@ -86,10 +86,9 @@ func (s *Store) buildIndex(ctx context.Context) error {
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
-	// A run without archival items (a new run) has nothing to index: its
-	// writes keep the indexes (write.lua), and a repeat needs an item. The
-	// repeats' build scans the whole keyspace, every run's keys, which a new
-	// run must not pay (seconds of Redis time once it holds millions).
+	// A run without archival items (every new run) has nothing to index:
+	// its writes keep the indexes (write.lua), and a repeat needs an item.
+	// It is marked at once.
 	n, err := s.rdb.Exists(ctx, s.prefix+"items").Result()
 	if err != nil {
 		return err
