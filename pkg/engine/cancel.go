@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -89,7 +90,7 @@ var ErrRunCanceled = errors.New("the run was canceled")
 // no scheduler ran it.
 func checkNotCanceled(ctx context.Context, dir string, q *queue.Queue) error {
 	var end End
-	if _, err := readJSON(filepath.Join(dir, journalDir, endFile), &end); err != nil {
+	if _, err := readJSON(filepath.Join(dir, rundir.EndFile), &end); err != nil {
 		return err
 	}
 	if end.Canceled != "" {

@@ -131,7 +131,7 @@ func Export(ctx context.Context, p Params) (Summary, error) {
 	}
 	defer e.close()
 	var end End
-	if _, err := readJSON(filepath.Join(e.dir, journalDir, endFile), &end); err != nil {
+	if _, err := readJSON(filepath.Join(e.dir, rundir.EndFile), &end); err != nil {
 		return Summary{}, err
 	}
 	return e.finish(ctx, results.Run{}, end.StoppedBy, end.Notes)
@@ -146,8 +146,6 @@ type End struct {
 	// Canceled is the reason of a cancel that ended the run.
 	Canceled string `json:"canceled,omitempty"`
 }
-
-const endFile = "end.json"
 
 type engine struct {
 	p       Params
@@ -240,7 +238,7 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 	l := p.Spec.LLM
 	e.metered = &llm.Metered{Client: llm.Defaults{Client: p.LLM, Model: l.Model, Temperature: l.Temperature, MaxTokens: l.MaxTokens},
 		Record: e.recordCall, Run: e.runID, Prices: l.Prices, Budget: l.Budget, Logger: e.log}
-	if u, err := loadUsage(filepath.Join(dir, journalDir, "usage.json")); err != nil {
+	if u, err := loadUsage(filepath.Join(dir, rundir.UsageFile)); err != nil {
 		e.close()
 		return nil, err
 	} else {
@@ -250,7 +248,7 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 	if p.Results != nil {
 		e.rows = results.NewBatch(p.Results, callsEvery, e.log)
 	}
-	e.usage = &usageSaver{path: filepath.Join(dir, journalDir, "usage.json"), usage: e.metered.Usage, log: e.log}
+	e.usage = &usageSaver{path: filepath.Join(dir, rundir.UsageFile), usage: e.metered.Usage, log: e.log}
 	if p.MemoryStore != nil && *p.Spec.Memory.Enabled {
 		e.outage = memory.NewOutageStore(p.MemoryStore, memory.OutageOptions{Max: p.OutageMax, Logger: e.log})
 		e.mem = memory.New(e.outage, p.Spec.Memory.Config, memory.Options{
@@ -516,7 +514,7 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 				end.Canceled = "scheduler cancel"
 			}
 		}
-		if err := writeJSON(filepath.Join(e.dir, journalDir, endFile), end); err != nil {
+		if err := writeJSON(filepath.Join(e.dir, rundir.EndFile), end); err != nil {
 			e.log.Warn("end of run not saved", "err", err)
 		}
 	}

@@ -95,11 +95,11 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 			s.Best, s.Value = id, &v
 		}
 	}
-	if s.Usage, err = loadUsage(filepath.Join(runDir, journalDir, "usage.json")); err != nil {
+	if s.Usage, err = loadUsage(filepath.Join(runDir, rundir.UsageFile)); err != nil {
 		return s, err
 	}
 	var end End
-	if _, err := readJSON(filepath.Join(runDir, journalDir, endFile), &end); err != nil {
+	if _, err := readJSON(filepath.Join(runDir, rundir.EndFile), &end); err != nil {
 		return s, err
 	}
 	s.Stopped = end.StoppedBy
@@ -139,7 +139,7 @@ func ReadSpec(runDir string) (run.Spec, error) {
 
 // ReadEnd reads how a run ended; ok is false for a run that has not ended.
 func ReadEnd(runDir string) (end End, ok bool, err error) {
-	ok, err = readJSON(filepath.Join(runDir, journalDir, endFile), &end)
+	ok, err = readJSON(filepath.Join(runDir, rundir.EndFile), &end)
 	return end, ok, err
 }
 

@@ -128,17 +128,16 @@ func TestDebuggableInIDOrder(t *testing.T) {
 		v.Done, v.Buggy = true, true
 		tr.set(tr.byID[id], v)
 	}
-	var got []string
-	for _, n := range tr.stages[stageOf(&Node{Stage: 1})].debuggable {
-		got = append(got, n.ID)
+	debuggable := func() []string {
+		var got []string
+		for _, n := range tr.stages[stageOf(&Node{Stage: 1})].debuggable {
+			got = append(got, n.ID)
+		}
+		return got
 	}
-	require.Equal(t, []string{"n0002", "n0100", "n9999", "n10000", "n10001"}, got)
+	require.Equal(t, []string{"n0002", "n0100", "n9999", "n10000", "n10001"}, debuggable())
 	v := *tr.byID["n9999"]
 	v.Buggy = false
 	tr.set(tr.byID["n9999"], v)
-	got = got[:0]
-	for _, n := range tr.stages[stageOf(&Node{Stage: 1})].debuggable {
-		got = append(got, n.ID)
-	}
-	require.Equal(t, []string{"n0002", "n0100", "n10000", "n10001"}, got)
+	require.Equal(t, []string{"n0002", "n0100", "n10000", "n10001"}, debuggable())
 }

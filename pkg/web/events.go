@@ -46,7 +46,7 @@ type watcher struct {
 	fp    string
 	reads int
 	// still is, for a run that had ended at the last full read, the
-	// fingerprint of its files then (endedFiles); "" otherwise.
+	// fingerprint of its files then (withTreeJournal); "" otherwise.
 	still string
 
 	mu    sync.Mutex
@@ -149,12 +149,15 @@ func (w *watcher) read(ctx context.Context) []event {
 	// not a read of every node (a finished 10,000-node run cost 8-9% of a
 	// core per browser watching it). Read whole every endedEvery polls all
 	// the same, in case a file changed that the fingerprint does not see.
-	if w.still != "" && w.reads%endedEvery != 0 && endedFiles(w.ref) == w.still {
-		return nil
-	}
+	// The fingerprints are taken before the read: a change after it is
+	// seen at the next poll.
+	fp, ended := runFiles(w.ref)
 	still := ""
-	if w.ref.id != w.s.o.Live {
-		still = endedFiles(w.ref) // taken before the read: a change after it is seen next time
+	if ended && w.ref.id != w.s.o.Live {
+		still = withTreeJournal(w.ref, fp)
+	}
+	if w.still != "" && w.reads%endedEvery != 0 && still == w.still {
+		return nil
 	}
 	views, err := w.s.views(ctx, w.ref)
 	if err != nil {
@@ -174,7 +177,6 @@ func (w *watcher) read(ctx context.Context) []event {
 		w.raw[v.Node] = raw
 		changed = append(changed, event{"node", data})
 	}
-	fp := runFiles(w.ref)
 	var sum []byte
 	if len(changed) > 0 || fp != w.fp || w.reads%summaryEvery == 0 || w.sum == nil {
 		w.fp = fp
@@ -227,39 +229,32 @@ func (s *Server) summaryOf(ctx context.Context, ref runRef) RunSummary {
 
 // runFiles is a fingerprint of the files of the run itself that the
 // summary reads besides the nodes: how it ended, its LLM usage, its
-// server.json.
-func runFiles(ref runRef) string {
+// server.json; and whether it has ended (its end.json).
+func runFiles(ref runRef) (fp string, ended bool) {
 	if ref.archived() {
-		return ""
+		return "", false
 	}
 	var b strings.Builder
 	d := rundir.Dir(ref.dir)
-	for _, name := range []string{endFile, rundir.JournalDir + "/usage.json", rundir.ServerFile, rundir.InfoFile} {
+	for _, name := range []string{rundir.EndFile, rundir.UsageFile, rundir.ServerFile, rundir.InfoFile} {
 		if fi, err := os.Stat(d.Path(name)); err == nil {
 			fmt.Fprintf(&b, "%s %d %d;", name, fi.Size(), fi.ModTime().UnixNano())
+			ended = ended || name == rundir.EndFile
 		}
 	}
-	return b.String()
+	return b.String(), ended
 }
 
-// endedFiles is, for a run that has ended (its journal/end.json), a
-// fingerprint of what a resume changes first: the run's own files
-// (runFiles) and its tree journal; "" for a run that has not ended (or an
-// archived one).
-func endedFiles(ref runRef) string {
-	fp := runFiles(ref)
-	if !strings.Contains(fp, endFile+" ") {
-		return ""
-	}
+// withTreeJournal is fp, the run's own files' fingerprint, with its tree
+// journal's: what a resume of an ended run changes first; "" when the
+// journal is unreadable.
+func withTreeJournal(ref runRef, fp string) string {
 	fi, err := os.Stat(rundir.Dir(ref.dir).Path(rundir.TreeJournal))
 	if err != nil {
 		return ""
 	}
 	return fmt.Sprintf("%s%s %d %d;", fp, rundir.TreeJournal, fi.Size(), fi.ModTime().UnixNano())
 }
-
-// endFile is where a run records how it ended (engine.End).
-const endFile = rundir.JournalDir + "/end.json"
 
 // events streams a run's changes as server-sent events: on connecting,
 // every node ("node" events) and the summary ("run"); then each node whose
