@@ -67,6 +67,12 @@ func (c *countingStore) RecallList(ctx context.Context, p memory.RecallListParam
 	return ev, n, err
 }
 
+func (c *countingStore) RecallUnfolded(ctx context.Context, branch string, limit int) (memory.RecallSummary, int, error) {
+	sum, n, err := c.Store.RecallUnfolded(ctx, branch, limit)
+	c.note(err)
+	return sum, n, err
+}
+
 func (c *countingStore) BranchGet(ctx context.Context, id string) (memory.Branch, error) {
 	b, err := c.Store.BranchGet(ctx, id)
 	c.note(err)

@@ -451,9 +451,14 @@ func (m *Memory) fold(ctx context.Context, branch string) error {
 	if m.opts.Summarizer == nil {
 		return nil
 	}
-	sum, err := m.store.RecallSummaryGet(ctx, branch)
+	// Most appends leave the window holding every unfolded event: one read
+	// (one round trip on the cluster store) says so.
+	sum, unfolded, err := m.store.RecallUnfolded(ctx, branch, m.cfg.RecallMaxEvents+1)
 	if err != nil {
 		return err
+	}
+	if unfolded <= m.cfg.RecallMaxEvents {
+		return nil
 	}
 	for {
 		oldest, total, err := m.store.RecallList(ctx, RecallListParams{Branch: branch, AfterSeq: sum.FoldedSeq, Limit: 1, Total: true})
@@ -482,12 +487,8 @@ func (m *Memory) fold(ctx context.Context, branch string) error {
 // RecallWindow returns the branch's running summary and its last
 // recall_max_events visible events.
 func (m *Memory) RecallWindow(ctx context.Context, branch string) (RecallSummary, []RecallEvent, error) {
-	sum, err := m.store.RecallSummaryGet(ctx, branch)
-	if err != nil {
-		return sum, nil, err
-	}
-	evs, _, err := m.store.RecallList(ctx, RecallListParams{Branch: branch, Limit: m.cfg.RecallMaxEvents, Newest: true})
-	return sum, evs, err
+	v, err := ReadView(ctx, m.store, ViewParams{Branch: branch, Events: m.cfg.RecallMaxEvents})
+	return v.Summary, v.Events, err
 }
 
 // Results of the reads of an update, the JSON inside <memory_results>.

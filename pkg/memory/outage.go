@@ -223,6 +223,23 @@ func (s *OutageStore) RecallSummaryGet(ctx context.Context, branch string) (Reca
 	return retry(ctx, s, func() (RecallSummary, error) { return s.Store.RecallSummaryGet(ctx, branch) })
 }
 
+func (s *OutageStore) RecallUnfolded(ctx context.Context, branch string, limit int) (RecallSummary, int, error) {
+	var n int
+	sum, err := retry(ctx, s, func() (RecallSummary, error) {
+		var sum RecallSummary
+		var err error
+		sum, n, err = s.Store.RecallUnfolded(ctx, branch, limit)
+		return sum, err
+	})
+	return sum, n, err
+}
+
+// View reads through the wrapped store's View when it has one, in one
+// retried request.
+func (s *OutageStore) View(ctx context.Context, p ViewParams) (View, error) {
+	return retry(ctx, s, func() (View, error) { return ReadView(ctx, s.Store, p) })
+}
+
 func (s *OutageStore) RecallSummarySet(ctx context.Context, p RecallSummarySetParams) error {
 	return retryErr(ctx, s, func() error { return s.Store.RecallSummarySet(ctx, p) })
 }

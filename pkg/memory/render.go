@@ -106,22 +106,21 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 	if budgetChars < MinSectionChars*len(sectionShares) {
 		return Rendered{}, fmt.Errorf("%w: RenderForPrompt: budget of %d chars, at least %d", ErrInvalid, budgetChars, MinSectionChars*len(sectionShares))
 	}
-	core, err := m.store.CoreList(ctx, CoreListParams{Branch: branch})
+	// Core, summary and window in one read (one round trip on the cluster
+	// store).
+	v, err := ReadView(ctx, m.store, ViewParams{Branch: branch, Events: m.cfg.RecallMaxEvents, Core: true})
 	if err != nil {
 		return Rendered{}, err
 	}
+	sum, window := v.Summary, v.Events
 	var resources string
-	rest := make([]CoreEntry, 0, len(core))
-	for _, e := range core {
+	rest := make([]CoreEntry, 0, len(v.Core))
+	for _, e := range v.Core {
 		if e.Key == "RESOURCE_INDEX" {
 			resources = e.Value
 			continue
 		}
 		rest = append(rest, e)
-	}
-	sum, window, err := m.RecallWindow(ctx, branch)
-	if err != nil {
-		return Rendered{}, err
 	}
 	var hits []ArchivalItem
 	if strings.TrimSpace(taskHint) != "" {

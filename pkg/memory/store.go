@@ -177,6 +177,11 @@ type Store interface {
 	RecallSearch(ctx context.Context, p RecallSearchParams) ([]RecallEvent, error)
 	RecallSummaryGet(ctx context.Context, branch string) (RecallSummary, error)
 	RecallSummarySet(ctx context.Context, p RecallSummarySetParams) error
+	// RecallUnfolded returns the branch's running summary (as
+	// RecallSummaryGet) and how many visible events come after its
+	// FoldedSeq, counted no further than limit (limit: that many or more):
+	// whether the recall window overflows, in one read.
+	RecallUnfolded(ctx context.Context, branch string, limit int) (RecallSummary, int, error)
 
 	// ArchivalWrite stores a text, or when the same fact is already visible,
 	// records the repeat (dup is then true) and returns the stored item.
@@ -187,4 +192,54 @@ type Store interface {
 	Apply(ctx context.Context, p ApplyParams) error
 
 	Close() error
+}
+
+// ViewParams names what [ReadView] reads of a branch.
+type ViewParams struct {
+	Branch string
+	// Events is how many of the newest visible events to read (RecallList
+	// with Newest and this Limit; 0: all of them).
+	Events int
+	// Core asks for the visible core entries (CoreList's) as well.
+	Core bool
+}
+
+// A View is what a prompt shows of a branch besides its archival hits:
+// its core entries (when asked), its running summary and its newest
+// events, read together.
+type View struct {
+	Core    []CoreEntry
+	Summary RecallSummary
+	Events  []RecallEvent
+}
+
+// A ViewReader is a Store that reads a View in one request: the cluster
+// store sends the three reads to Redis in one round trip instead of three.
+// Its View returns what CoreList, RecallSummaryGet and RecallList (Newest,
+// Limit p.Events) would.
+type ViewReader interface {
+	View(ctx context.Context, p ViewParams) (View, error)
+}
+
+// ReadView reads p's view of its branch from s: in one request when s is a
+// [ViewReader], else by CoreList (when asked), RecallSummaryGet and
+// RecallList.
+func ReadView(ctx context.Context, s Store, p ViewParams) (View, error) {
+	if r, ok := s.(ViewReader); ok {
+		return r.View(ctx, p)
+	}
+	var v View
+	var err error
+	if p.Core {
+		if v.Core, err = s.CoreList(ctx, CoreListParams{Branch: p.Branch}); err != nil {
+			return View{}, err
+		}
+	}
+	if v.Summary, err = s.RecallSummaryGet(ctx, p.Branch); err != nil {
+		return View{}, err
+	}
+	if v.Events, _, err = s.RecallList(ctx, RecallListParams{Branch: p.Branch, Limit: p.Events, Newest: true}); err != nil {
+		return View{}, err
+	}
+	return v, nil
 }

@@ -72,46 +72,29 @@ func (s *Store) CoreDelete(ctx context.Context, p memory.CoreKeyParams) error {
 	return s.write(ctx, &record{B: p.Branch, Ops: []op{{T: "core", B: p.Branch, K: p.Key, D: 1}}})
 }
 
-// coreVersions reads the scope's core versions, nearest branch first.
-func (s *Store) coreVersions(ctx context.Context, sc []scopeEntry) ([][]coreVersion, error) {
-	pipe := s.rdb.Pipeline()
+// queueCore queues the read of the scope's core versions, nearest branch
+// first; coreOf resolves them once the pipeline has run.
+func (s *Store) queueCore(ctx context.Context, pipe redis.Pipeliner, sc []scopeEntry) []*redis.StringSliceCmd {
 	cmds := make([]*redis.StringSliceCmd, len(sc))
 	for i, e := range sc {
 		cmds[i] = pipe.ZRangeByScore(ctx, s.prefix+"core:"+e.Branch, &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(e.MaxSeq, 10)})
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, unavailable("read core", err)
-	}
-	out := make([][]coreVersion, len(sc))
+	return cmds
+}
+
+// coreOf resolves each key to its nearest visible version and keeps the
+// live ones, by key.
+func (s *Store) coreOf(sc []scopeEntry, cmds []*redis.StringSliceCmd) ([]memory.CoreEntry, error) {
+	now := s.now().UnixMilli()
+	decided := map[string]bool{}
+	var out []memory.CoreEntry
 	for i, c := range cmds {
+		latest := map[string]coreVersion{} // ascending seq: the last wins
 		for _, m := range c.Val() {
 			var v coreVersion
 			if err := json.Unmarshal([]byte(m), &v); err != nil {
 				return nil, fmt.Errorf("memory/cluster: core version: %w", err)
 			}
-			out[i] = append(out[i], v)
-		}
-	}
-	return out, nil
-}
-
-// visibleCore resolves each key to its nearest visible version and keeps
-// the live ones.
-func (s *Store) visibleCore(ctx context.Context, branch string) ([]memory.CoreEntry, error) {
-	sc, err := s.readScope(ctx, branch)
-	if err != nil {
-		return nil, err
-	}
-	vs, err := s.coreVersions(ctx, sc)
-	if err != nil {
-		return nil, err
-	}
-	now := s.now().UnixMilli()
-	decided := map[string]bool{}
-	var out []memory.CoreEntry
-	for i, branchVersions := range vs {
-		latest := map[string]coreVersion{} // ascending seq: the last wins
-		for _, v := range branchVersions {
 			latest[v.K] = v
 		}
 		for k, v := range latest {
@@ -131,6 +114,20 @@ func (s *Store) visibleCore(ctx context.Context, branch string) ([]memory.CoreEn
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
+}
+
+// visibleCore is the branch's visible live core entries, by key.
+func (s *Store) visibleCore(ctx context.Context, branch string) ([]memory.CoreEntry, error) {
+	sc, err := s.readScope(ctx, branch)
+	if err != nil {
+		return nil, err
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := s.queueCore(ctx, pipe, sc)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, unavailable("read core", err)
+	}
+	return s.coreOf(sc, cmds)
 }
 
 func (s *Store) CoreGet(ctx context.Context, p memory.CoreKeyParams) (memory.CoreEntry, bool, error) {

@@ -54,6 +54,7 @@ func Exercise(t *testing.T, newStore NewStore) {
 		{"Tombstones", testTombstones},
 		{"TTL", testTTL},
 		{"RecallWindowAndSummary", testRecall},
+		{"ViewAndUnfolded", testView},
 		{"RecallSearch", testRecallSearch},
 		{"ArchivalBM25Order", testArchivalOrder},
 		{"ArchivalDedup", testArchivalDedup},
@@ -310,6 +311,98 @@ func testRecall(t *testing.T, s memory.Store, _ *Clock) {
 	sum, err = s.RecallSummaryGet(ctx, "empty")
 	require.NoError(t, err)
 	require.Equal(t, memory.RecallSummary{}, sum)
+}
+
+// testView checks that a store's View (ReadView, direct and through an
+// OutageStore) returns what CoreList, RecallSummaryGet and RecallList give,
+// and RecallUnfolded what RecallSummaryGet and RecallList's Total give, in a
+// tree with writes after its forks, a tombstone and summaries.
+func testView(t *testing.T, s memory.Store, clock *Clock) {
+	ctx := context.Background()
+	fork(t, s, "root", "")
+	set(t, s, "root", "A", "a0")
+	set(t, s, "root", "B", "b0")
+	_, err := s.CoreSet(ctx, memory.CoreSetParams{Branch: "root", Key: "T", Value: "short-lived", TTL: time.Minute})
+	require.NoError(t, err)
+	for i := range 4 {
+		appendEvent(t, s, "root", fmt.Sprintf("r%d", i))
+	}
+	seqOf := func(branch string, i int) int64 { // the seq of the branch's i-th visible event
+		t.Helper()
+		evs, _, err := s.RecallList(ctx, memory.RecallListParams{Branch: branch})
+		require.NoError(t, err)
+		return evs[i].Seq
+	}
+	require.NoError(t, s.RecallSummarySet(ctx, memory.RecallSummarySetParams{Branch: "root", Summary: memory.RecallSummary{Text: "root so far", FoldedSeq: seqOf("root", 1)}}))
+	fork(t, s, "child", "root")
+	fork(t, s, "empty", "")
+	set(t, s, "root", "A", "a1") // after the fork: not the child's
+	appendEvent(t, s, "root", "r4")
+	require.NoError(t, s.CoreDelete(ctx, memory.CoreKeyParams{Branch: "child", Key: "B"}))
+	set(t, s, "child", "C", "c0")
+	for i := range 3 {
+		appendEvent(t, s, "child", fmt.Sprintf("c%d", i))
+	}
+	fork(t, s, "grandchild", "child")
+	require.NoError(t, s.RecallSummarySet(ctx, memory.RecallSummarySetParams{Branch: "grandchild", Summary: memory.RecallSummary{Text: "own", FoldedSeq: seqOf("grandchild", 6)}}))
+	appendEvent(t, s, "grandchild", "g0")
+	clock.Advance(2 * time.Minute) // T expires
+
+	wrapped := memory.NewOutageStore(s, memory.OutageOptions{})
+	for _, b := range []string{"root", "child", "grandchild", "empty"} {
+		sum, err := s.RecallSummaryGet(ctx, b)
+		require.NoError(t, err)
+		_, total, err := s.RecallList(ctx, memory.RecallListParams{Branch: b, AfterSeq: sum.FoldedSeq, Total: true})
+		require.NoError(t, err)
+		for _, limit := range []int{0, 1, 2, 3, 4, 100} {
+			for name, from := range map[string]memory.Store{"store": s, "outage store": wrapped} {
+				gotSum, n, err := from.RecallUnfolded(ctx, b, limit)
+				require.NoError(t, err, "%s %s %d", name, b, limit)
+				require.Equal(t, sum, gotSum, "%s %s %d", name, b, limit)
+				require.Equal(t, min(total, limit), n, "%s %s %d: unfolded events counted up to the limit", name, b, limit)
+			}
+		}
+		for _, n := range []int{0, 1, 3, 100} {
+			for _, core := range []bool{false, true} {
+				p := memory.ViewParams{Branch: b, Events: n, Core: core}
+				var want memory.View
+				if core {
+					want.Core, err = s.CoreList(ctx, memory.CoreListParams{Branch: b})
+					require.NoError(t, err)
+				}
+				want.Summary, err = s.RecallSummaryGet(ctx, b)
+				require.NoError(t, err)
+				want.Events, _, err = s.RecallList(ctx, memory.RecallListParams{Branch: b, Limit: n, Newest: true})
+				require.NoError(t, err)
+				for name, from := range map[string]memory.Store{"store": s, "outage store": wrapped} {
+					got, err := memory.ReadView(ctx, from, p)
+					require.NoError(t, err, "%s %+v", name, p)
+					require.Equal(t, want, got, "%s %+v", name, p)
+				}
+			}
+		}
+	}
+	v, err := memory.ReadView(ctx, s, memory.ViewParams{Branch: "child", Events: 2, Core: true})
+	require.NoError(t, err)
+	keys := make([]string, len(v.Core))
+	for i, e := range v.Core {
+		keys[i] = e.Key + "=" + e.Value
+	}
+	require.Equal(t, []string{"A=a0", "C=c0"}, keys, "the fork's A, B deleted, T expired")
+	require.Equal(t, "root so far", v.Summary.Text)
+	require.Equal(t, []string{"c1", "c2"}, []string{v.Events[0].Payload, v.Events[1].Payload})
+
+	_, n, err := s.RecallUnfolded(ctx, "grandchild", 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "g0 only: the grandchild's own summary folded up to its fork")
+	_, n, err = s.RecallUnfolded(ctx, "child", 100)
+	require.NoError(t, err)
+	require.Equal(t, 5, n, "r2, r3 and c0-c2 after the summary of the fork")
+
+	_, err = memory.ReadView(ctx, s, memory.ViewParams{Branch: "nope"})
+	require.ErrorIs(t, err, memory.ErrNoBranch)
+	_, _, err = s.RecallUnfolded(ctx, "nope", 1)
+	require.ErrorIs(t, err, memory.ErrNoBranch)
 }
 
 func testRecallSearch(t *testing.T, s memory.Store, _ *Clock) {

@@ -72,6 +72,16 @@ func (s *Store) RecallSummaryGet(ctx context.Context, branch string) (memory.Rec
 	return s.summaries.get(sc), nil
 }
 
+func (s *Store) RecallUnfolded(ctx context.Context, branch string, limit int) (memory.RecallSummary, int, error) {
+	sc, err := s.scope(ctx, branch)
+	if err != nil {
+		return memory.RecallSummary{}, 0, err
+	}
+	sum := s.summaries.get(sc)
+	_, n := s.recall.list(sc, sum.FoldedSeq, 1, false, true)
+	return sum, min(n, max(limit, 0)), nil
+}
+
 func (s *Store) RecallSummarySet(ctx context.Context, p memory.RecallSummarySetParams) error {
 	if _, err := s.scope(ctx, p.Branch); err != nil {
 		return err
