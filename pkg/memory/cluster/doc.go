@@ -22,7 +22,9 @@
 // Visibility is the same as in the SQLite store: a branch's scope is the
 // list of (branch, max seq) pairs of its path to the root, fixed at fork
 // time and cached; every read is bounded by it (ZRANGEBYSCORE per scope
-// entry, one pipeline). No read goes to ClickHouse: a read waits for this
+// entry, one pipeline; a prompt's core, summary and window are one
+// pipeline together, as are the summary and the seqs the check after a
+// recall append needs). No read goes to ClickHouse: a read waits for this
 // process's own earlier writes to reach Redis, and then sees every write
 // any process has applied there, so several schedulers and workers never
 // serve each other stale data.

@@ -202,7 +202,7 @@ func (s *Store) RecallUnfolded(ctx context.Context, branch string, limit int) (m
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return memory.RecallSummary{}, 0, unavailable("read recall summary", err)
+		return memory.RecallSummary{}, 0, unavailable("read the recall window", err)
 	}
 	sum, err := summaryOf(sums)
 	if err != nil {
