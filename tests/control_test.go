@@ -132,7 +132,8 @@ func TestExecInterruptCancels(t *testing.T) {
 // worker process with Redis and ClickHouse settings, the scheduler in
 // cluster mode. ls shows the running node on that worker; cancel reaches
 // the worker process, which stops the command; the node's recall events
-// were written to Redis by the worker; purge empties the server of the run.
+// were written to Redis by the worker; purge empties the server of the run,
+// and purge --memory moves its memory out of Redis.
 func TestClusterRunControl(t *testing.T) {
 	t.Parallel()
 	nats := testutil.StartNATS(t, "nats-server")
@@ -183,6 +184,18 @@ func TestClusterRunControl(t *testing.T) {
 	out, code = run(t, env, "scheduler", "purge", "--run-dir", runDir)
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `run run-cluster-control purged from the server: \d+ task\(s\), \d+ result\(s\), \d+ artifact\(s\)`, out)
+
+	// The ended run's memory moves out of Redis into its run directory,
+	// where an export finds it without Redis.
+	out, code = run(t, env, "scheduler", "purge", "--memory", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `run run-cluster-control's memory moved out of Redis into \S+/memory/memory.sqlite: [1-9]\d* branch\(es\), \d+ core version\(s\), [1-9]\d* recall event\(s\), .*; [1-9]\d* Redis key\(s\) removed`, out)
+	noRedis := baseEnv(t, "HPCQ_NATS_URL="+nats.URL, "HPCQ_CLICKHOUSE_DSN="+ch.Env["HPCQ_CLICKHOUSE_DSN"], "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
+	out, code = run(t, noRedis, "scheduler", "export", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	out, code = run(t, env, "scheduler", "purge", "--memory", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "0 Redis key(s) removed", "done before")
 }
 
 // TestVersion: every binary answers --version with its name and version.

@@ -40,8 +40,9 @@ func defineCancel(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(co
 
 func definePurge(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
 	runDir := runDirFlag(fs)
+	mem := fs.Bool("memory", false, "also move the run's memory out of Redis into its run directory (an ended cluster run; ClickHouse keeps its rows)")
 	return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
-		return scheduler.Purge(ctx, cfg, scheduler.PurgeOptions{RunDir: *runDir, Log: log})
+		return scheduler.Purge(ctx, cfg, scheduler.PurgeOptions{RunDir: *runDir, Memory: *mem, Log: log})
 	}
 }
 

@@ -9,7 +9,7 @@
 //	scheduler ls [--run-dir DIR] [--json]                 a line per node: status, worker, Slurm job, time, metric
 //	scheduler logs [--run-dir DIR] [--follow] NODE        a node's phase logs, or a running node's live output
 //	scheduler cancel [--run-dir DIR] [NODE...]            stop a run (or nodes): queued tasks removed, running ones stopped
-//	scheduler purge [--run-dir DIR]                       delete a run's tasks, results and artifacts from the server
+//	scheduler purge [--run-dir DIR] [--memory]            delete a run's tasks, results and artifacts from the server; its memory from Redis
 //	scheduler check IDEA_DIR                              validate an idea directory; print the resolved settings
 //	scheduler serve [--http ADDR] [--run-dir DIR | --runs DIR]  the dashboard, JSON API and /metrics
 package main
@@ -48,7 +48,8 @@ Commands:
   logs [--run-dir DIR] [--phase P] [--attempt N] [--follow] NODE
                                                            a node's phase logs; a running node's output as it comes
   cancel [--run-dir DIR] [--reason TEXT] [NODE...]         stop the run (or the nodes): no new node, queued tasks removed, running ones stopped
-  purge [--run-dir DIR]                                    delete a finished run's tasks, results and artifacts from the NATS server
+  purge [--run-dir DIR] [--memory]                         delete a finished run's tasks, results and artifacts from the NATS server;
+                                                           --memory: move its memory out of Redis into the run directory (ClickHouse keeps its rows)
   check [memory flags] IDEA_DIR                            validate an idea directory and print the settings a run would use (starts nothing)
   serve [--http ADDR] [--run-dir DIR | --runs DIR]        the web dashboard, JSON API (/api/runs) and /metrics of finished or going runs
                                                            (default 127.0.0.1:8780; another address needs HPCQ_HTTP_TOKEN)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/artifacts"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/stores"
 )
 
 // runQueue connects to the queue of the run in dir: the configured server
@@ -127,12 +129,15 @@ func Cancel(ctx context.Context, cfg *config.Scheduler, o CancelOptions) error {
 // PurgeOptions are what `scheduler purge` is asked.
 type PurgeOptions struct {
 	RunDir string
+	// Memory also moves the run's memory out of Redis into its run
+	// directory (stores.MoveMemoryHome): a cluster run that has ended.
+	Memory bool
 	Log    *slog.Logger
 }
 
 // Purge deletes what the NATS server keeps of a run: its queued tasks,
 // results, cancel records and artifacts (the run directory keeps its own
-// copies).
+// copies); with Memory, it then moves the run's memory out of Redis.
 func Purge(ctx context.Context, cfg *config.Scheduler, o PurgeOptions) error {
 	dir, err := runDirOf(cfg, o.RunDir)
 	if err != nil {
@@ -141,6 +146,19 @@ func Purge(ctx context.Context, cfg *config.Scheduler, o PurgeOptions) error {
 	id := rundir.Dir(dir).ID()
 	if _, err := rundir.Dir(dir).ReadServer(); err == nil {
 		return fmt.Errorf("run %s is going (local: %s exists): cancel it first", id, rundir.ServerFile)
+	}
+	if o.Memory {
+		// Checked first: nothing is purged from either server otherwise.
+		if _, err := os.Stat(rundir.Dir(dir).Path(rundir.EndFile)); err != nil {
+			return fmt.Errorf("run %s has not ended (no %s): its memory stays in Redis until it has (resume it to its end, or cancel it)", id, rundir.EndFile)
+		}
+		info, err := rundir.Dir(dir).ReadInfo()
+		if err != nil {
+			return err
+		}
+		if info.Memory["store"] != stores.MemoryCluster && info.Memory[stores.MovedKey] == "" {
+			return fmt.Errorf("run %s keeps no memory in Redis (run.json: memory %v)", id, info.Memory["store"])
+		}
 	}
 	q, closeQ, err := runQueue(ctx, cfg, dir, "hpcq-purge", true, o.Log)
 	if err != nil {
@@ -161,5 +179,14 @@ func Purge(ctx context.Context, cfg *config.Scheduler, o PurgeOptions) error {
 	}
 	fmt.Printf("run %s purged from the server: %d task(s), %d result(s), %d artifact(s); %s keeps its files\n",
 		id, tasks, res, objs, filepath.Clean(dir))
+	if !o.Memory {
+		return nil
+	}
+	mv, err := stores.MoveMemoryHome(ctx, cfg.Store, rundir.Dir(dir), o.Log)
+	if err != nil {
+		return fmt.Errorf("run %s's memory: %w", id, err)
+	}
+	fmt.Printf("run %s's memory moved out of Redis into %s: %d branch(es), %d core version(s), %d recall event(s), %d summary version(s), %d archival text(s), %d repeat(s); %d Redis key(s) removed (ClickHouse keeps its rows)\n",
+		id, mv.File, mv.Branches, mv.Core, mv.Recall, mv.Summaries, mv.Archival, mv.Repeats, mv.Keys)
 	return nil
 }

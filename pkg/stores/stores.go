@@ -121,13 +121,17 @@ func halfLifeOf(where map[string]string) time.Duration {
 }
 
 func openCluster(ctx context.Context, s config.Store, dir rundir.Dir, halfLife time.Duration, log *slog.Logger) (memory.Store, map[string]string, error) {
-	st, err := cluster.Open(ctx, cluster.Options{Run: dir.ID(), HalfLife: halfLife, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword, RedisTLSCA: s.RedisTLSCA,
-		ClickHouseDSN: s.ClickHouseDSN, SpoolDir: s.SpoolDir, Logger: log})
+	st, err := openClusterStore(ctx, s, dir, halfLife, log)
 	if err != nil {
 		return nil, nil, err
 	}
 	return st, map[string]string{"enabled": "true", "store": MemoryCluster, "redis": config.RedactURL(s.RedisURL),
 		"clickhouse": config.RedactURL(s.ClickHouseDSN)}, nil
+}
+
+func openClusterStore(ctx context.Context, s config.Store, dir rundir.Dir, halfLife time.Duration, log *slog.Logger) (*cluster.Store, error) {
+	return cluster.Open(ctx, cluster.Options{Run: dir.ID(), HalfLife: halfLife, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword, RedisTLSCA: s.RedisTLSCA,
+		ClickHouseDSN: s.ClickHouseDSN, SpoolDir: s.SpoolDir, Logger: log})
 }
 
 func openSQLite(dir rundir.Dir, where map[string]string) (memory.Store, error) {

@@ -246,6 +246,11 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	}
 	s := &Store{rdb: rdb, ch: ch, run: o.Run, prefix: "hpcq:{" + o.Run + "}:", now: o.Now, halfLife: o.HalfLife, log: o.Logger,
 		closeTimeout: o.CloseTimeout, progress: make(chan struct{}), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	if err := s.checkPurged(ctx); err != nil {
+		rdb.Close()
+		ch.Close()
+		return nil, err
+	}
 	s.ship = newShipper(ch, o.Run, s.complete)
 	s.scopes = &memory.Scopes{Self: unbounded, Lookup: s.branchGet}
 	if err := s.buildIndex(ctx); err != nil {
