@@ -2,7 +2,6 @@ package stores
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -95,7 +94,12 @@ func MoveMemoryHome(ctx context.Context, s config.Store, dir rundir.Dir, log *sl
 	if err := dir.WriteInfo(info); err != nil {
 		return mv, err
 	}
-	mv.Keys, err = cs.Purge(ctx, "moved to "+file)
+	// Every write of this store is in Redis (Rows waited for them); Close
+	// ships what ClickHouse has not got yet.
+	if err := cs.Close(); err != nil {
+		return mv, err
+	}
+	mv.Keys, err = cluster.RemoveRun(ctx, clusterOptions(s, dir, halfLife, log), "moved to "+file)
 	return mv, err
 }
 
@@ -186,18 +190,11 @@ func sliceDiff[T any](what string, redis, copied []T) string {
 	return ""
 }
 
-// purgeRedis removes the run's keys from Redis (a move whose last step was
-// interrupted).
+// purgeRedis removes what Redis keeps of a run whose memory was moved
+// (a move interrupted before or while its keys were removed).
 func purgeRedis(ctx context.Context, s config.Store, dir rundir.Dir, halfLife time.Duration, file string, log *slog.Logger) (int, error) {
-	if s.RedisURL == "" || s.ClickHouseDSN == "" {
-		return 0, fmt.Errorf("run %s's memory was moved to %s; to remove what Redis keeps of it, set HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN", dir.ID(), file)
+	if s.RedisURL == "" {
+		return 0, fmt.Errorf("run %s's memory was moved to %s; to remove what Redis keeps of it, set HPCQ_REDIS_URL", dir.ID(), file)
 	}
-	cs, err := openClusterStore(ctx, s, dir, halfLife, log)
-	if errors.Is(err, cluster.ErrPurged) {
-		return 0, nil // done before
-	}
-	if err != nil {
-		return 0, err
-	}
-	return cs.Purge(ctx, "moved to "+file)
+	return cluster.RemoveRun(ctx, clusterOptions(s, dir, halfLife, log), "moved to "+file)
 }

@@ -155,6 +155,17 @@ func testMoves(t *testing.T, s config.Store, rdb *redis.Client) {
 	again, err := stores.MoveMemoryHome(ctx, s, dir, log)
 	require.NoError(t, err, "moving again finds it done")
 	require.Zero(t, again.Keys)
+	// A removal cut short leaves keys behind the marker: moving again
+	// removes them and keeps the first marker.
+	marker := "hpcq:{" + dir.ID() + "}:purged"
+	first, err := rdb.Get(ctx, marker).Result()
+	require.NoError(t, err)
+	require.NoError(t, rdb.Set(ctx, "hpcq:{"+dir.ID()+"}:recall:left", "x", 0).Err())
+	again, err = stores.MoveMemoryHome(ctx, s, dir, log)
+	require.NoError(t, err)
+	require.Equal(t, 1, again.Keys)
+	require.Equal(t, []string{marker}, runKeys(t, rdb, dir.ID()))
+	require.Equal(t, first, rdb.Get(ctx, marker).Val())
 	_, err = stores.MoveMemoryHome(ctx, s, other, log)
 	require.ErrorContains(t, err, "has no run.json")
 }

@@ -130,8 +130,13 @@ func openCluster(ctx context.Context, s config.Store, dir rundir.Dir, halfLife t
 }
 
 func openClusterStore(ctx context.Context, s config.Store, dir rundir.Dir, halfLife time.Duration, log *slog.Logger) (*cluster.Store, error) {
-	return cluster.Open(ctx, cluster.Options{Run: dir.ID(), HalfLife: halfLife, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword, RedisTLSCA: s.RedisTLSCA,
-		ClickHouseDSN: s.ClickHouseDSN, SpoolDir: s.SpoolDir, Logger: log})
+	return cluster.Open(ctx, clusterOptions(s, dir, halfLife, log))
+}
+
+// clusterOptions are the cluster store's options of the run in dir.
+func clusterOptions(s config.Store, dir rundir.Dir, halfLife time.Duration, log *slog.Logger) cluster.Options {
+	return cluster.Options{Run: dir.ID(), HalfLife: halfLife, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword, RedisTLSCA: s.RedisTLSCA,
+		ClickHouseDSN: s.ClickHouseDSN, SpoolDir: s.SpoolDir, Logger: log}
 }
 
 func openSQLite(dir rundir.Dir, where map[string]string) (memory.Store, error) {

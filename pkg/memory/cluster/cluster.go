@@ -179,25 +179,17 @@ type reply struct {
 // SpoolFile is the spool of run in spoolDir.
 func SpoolFile(spoolDir, run string) string { return filepath.Join(spoolDir, "spool-"+run+".journal") }
 
-// Open connects to both servers, applies the ClickHouse migrations, opens
-// the spool and replays what it holds. Redis must answer at Open (the run's
-// branches live there); ClickHouse may be away (its rows are spooled).
-func Open(ctx context.Context, o Options) (*Store, error) {
-	if o.Run == "" || strings.ContainsAny(o.Run, "{}: \t\n") {
-		return nil, fmt.Errorf("memory/cluster: run id %q: must be non-empty, without braces, colons or spaces", o.Run)
+// checkRun refuses a run id that cannot name Redis keys.
+func checkRun(run string) error {
+	if run == "" || strings.ContainsAny(run, "{}: \t\n") {
+		return fmt.Errorf("memory/cluster: run id %q: must be non-empty, without braces, colons or spaces", run)
 	}
-	if o.SpoolDir == "" {
-		return nil, errors.New("memory/cluster: no spool directory")
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.CloseTimeout <= 0 {
-		o.CloseTimeout = 10 * time.Second
-	}
+	return nil
+}
+
+// dialRedis connects to the Redis o names (URL, password, TLS CA) and
+// checks that it answers.
+func dialRedis(ctx context.Context, o Options) (*redis.Client, error) {
 	ropts, err := redis.ParseURL(o.RedisURL)
 	if err != nil {
 		return nil, fmt.Errorf("memory/cluster: HPCQ_REDIS_URL: %w", err)
@@ -228,6 +220,32 @@ func Open(ctx context.Context, o Options) (*Store, error) {
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		rdb.Close()
 		return nil, fmt.Errorf("memory/cluster: redis at %s: %w", ropts.Addr, err)
+	}
+	return rdb, nil
+}
+
+// Open connects to both servers, applies the ClickHouse migrations, opens
+// the spool and replays what it holds. Redis must answer at Open (the run's
+// branches live there); ClickHouse may be away (its rows are spooled).
+func Open(ctx context.Context, o Options) (*Store, error) {
+	if err := checkRun(o.Run); err != nil {
+		return nil, err
+	}
+	if o.SpoolDir == "" {
+		return nil, errors.New("memory/cluster: no spool directory")
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.CloseTimeout <= 0 {
+		o.CloseTimeout = 10 * time.Second
+	}
+	rdb, err := dialRedis(ctx, o)
+	if err != nil {
+		return nil, err
 	}
 	ch, err := chdb.Open(ctx, o.ClickHouseDSN)
 	if err != nil {

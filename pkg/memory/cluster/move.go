@@ -15,11 +15,11 @@ import (
 	"github.com/hpcq/hpcq/pkg/memory"
 )
 
-// ErrPurged: the run's memory was removed from Redis (Store.Purge).
+// ErrPurged: the run's memory was removed from Redis (RemoveRun).
 var ErrPurged = errors.New("memory/cluster: the run's memory was removed from Redis")
 
-// purgedKey marks a run whose keys Purge removed; it stays, so that Open
-// says so instead of finding an empty run.
+// purgedKey marks a run whose keys RemoveRun removed; it stays, so that
+// Open says so instead of finding an empty run.
 const purgedKey = "purged"
 
 // checkPurged fails Open on a run whose memory was purged.
@@ -46,13 +46,13 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-// scanKeys calls fn with the run's keys matching pattern (after the run's
+// scanKeys calls fn with the keys under prefix matching pattern (after the
 // prefix), a batch at a time. SCAN walks the whole keyspace: Rows and
-// Purge are an administrator's, once per run.
-func (s *Store) scanKeys(ctx context.Context, pattern string, fn func(keys []string) error) error {
+// RemoveRun are an administrator's, once per run.
+func scanKeys(ctx context.Context, rdb *redis.Client, prefix, pattern string, fn func(keys []string) error) error {
 	var cursor uint64
 	for {
-		keys, next, err := s.rdb.Scan(ctx, cursor, globEscape(s.prefix)+pattern, 1000).Result()
+		keys, next, err := rdb.Scan(ctx, cursor, globEscape(prefix)+pattern, 1000).Result()
 		if err != nil {
 			return unavailable("scan the run's keys", err)
 		}
@@ -75,7 +75,7 @@ func (s *Store) Rows(ctx context.Context) (memory.Rows, error) {
 		return memory.Rows{}, err
 	}
 	var ids []string
-	err := s.scanKeys(ctx, "branch:*", func(keys []string) error {
+	err := scanKeys(ctx, s.rdb, s.prefix, "branch:*", func(keys []string) error {
 		for _, k := range keys {
 			ids = append(ids, strings.TrimPrefix(k, s.prefix+"branch:"))
 		}
@@ -233,38 +233,45 @@ func (s *Store) archivalRows(ctx context.Context, rows *memory.Rows) error {
 	}
 }
 
-// Purge removes every key of the run from Redis, once this store's own
-// writes are applied and shipped to ClickHouse (whose rows of the run
-// stay), and marks the run so that a later Open fails with ErrPurged
-// saying why (note: what to tell, such as where the memory went). It
-// returns how many keys it removed. The store is closed on return; no
-// other process may be writing to the run.
-func (s *Store) Purge(ctx context.Context, note string) (int, error) {
-	if err := s.Flush(ctx); err != nil {
+// RemoveRun removes every key of the run o.Run from Redis (its ClickHouse
+// rows stay) and leaves a marker, set first, so that Open fails from then
+// on with ErrPurged and note (where the memory went). Only the Redis
+// settings of o are used. Called again on a run it marked, it removes what
+// an interrupted call left; the first marker stays. It returns how many
+// keys it removed. No process may be writing to the run: a store of the
+// run is flushed and closed first (Close).
+func RemoveRun(ctx context.Context, o Options, note string) (int, error) {
+	if err := checkRun(o.Run); err != nil {
 		return 0, err
 	}
-	marker := fmt.Sprintf("removed %s", s.now().UTC().Format(time.RFC3339))
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	rdb, err := dialRedis(ctx, o)
+	if err != nil {
+		return 0, err
+	}
+	defer rdb.Close()
+	prefix := "hpcq:{" + o.Run + "}:"
+	marker := "removed " + o.Now().UTC().Format(time.RFC3339)
 	if note != "" {
 		marker += "; " + note
 	}
-	if err := s.rdb.Set(ctx, s.prefix+purgedKey, marker, 0).Err(); err != nil {
-		return 0, unavailable("mark the run purged", err)
+	if err := rdb.SetNX(ctx, prefix+purgedKey, marker, 0).Err(); err != nil {
+		return 0, unavailable("mark the run removed", err)
 	}
 	n := 0
-	err := s.scanKeys(ctx, "*", func(keys []string) error {
-		keys = slices.DeleteFunc(keys, func(k string) bool { return k == s.prefix+purgedKey })
+	err = scanKeys(ctx, rdb, prefix, "*", func(keys []string) error {
+		keys = slices.DeleteFunc(keys, func(k string) bool { return k == prefix+purgedKey })
 		if len(keys) == 0 {
 			return nil
 		}
-		removed, err := s.rdb.Unlink(ctx, keys...).Result()
+		removed, err := rdb.Unlink(ctx, keys...).Result()
 		if err != nil {
 			return unavailable("remove the run's keys", err)
 		}
 		n += int(removed)
 		return nil
 	})
-	if cerr := s.Close(); err == nil {
-		err = cerr
-	}
 	return n, err
 }
