@@ -31,10 +31,11 @@ type Moved struct {
 // MoveMemoryHome moves the memory of the ended cluster run in dir out of
 // Redis into the run directory's SQLite file, so that Redis no longer
 // keeps it: every write is copied with its seq (cluster.Store.Rows,
-// sqlite.Import), every branch's core, summary and recall events are read
-// from both stores and compared, run.json's "memory" is pointed at the
-// file, and only then are the run's Redis keys removed (its ClickHouse
-// rows stay, for SQL). The dashboard, `scheduler export` and a local
+// sqlite.Import), every branch's core, summary and recall events and an
+// archival search are read from both stores and compared (a difference
+// stops the move, Redis untouched), run.json's "memory" is pointed at the
+// file, and only then are the run's Redis keys removed (cluster.RemoveRun;
+// its ClickHouse rows stay, for SQL). The dashboard, `scheduler export` and a local
 // resume then read the file. Run again after an interruption, it goes on
 // where it stopped. The caller makes sure the run has ended.
 func MoveMemoryHome(ctx context.Context, s config.Store, dir rundir.Dir, log *slog.Logger) (Moved, error) {
