@@ -42,6 +42,7 @@ func Import(path string, o Options, rows memory.Rows) error {
 		add("recall", e.Seq, e.Branch, msOrZero(e.TS), e.Kind, e.NodeID, e.Phase, e.Payload)
 	}
 	for _, v := range rows.Summaries {
+		// ts_ms 0: a summary's time is not kept (Redis has none); no read uses it.
 		add("summary", v.Seq, v.Branch, v.Summary.Text, v.Summary.FoldedSeq, int64(0))
 	}
 	for _, it := range rows.Archival {
