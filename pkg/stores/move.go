@@ -86,7 +86,10 @@ func MoveMemoryHome(ctx context.Context, s config.Store, dir rundir.Dir, log *sl
 	if err := sqlite.Import(file, sqlite.Options{Run: dir.ID(), HalfLife: halfLife}, rows); err != nil {
 		return mv, err
 	}
-	if err := sameReads(ctx, cs, file, dir.ID(), halfLife, rows); err != nil {
+	// Only the branches and a query are needed from here: the rest of the
+	// rows can be collected before the copy is loaded to be read.
+	branches, query := rows.Branches, mostRepeated(rows)
+	if err := sameReads(ctx, cs, file, dir.ID(), halfLife, branches, query); err != nil {
 		_ = sqlite.Remove(file)
 		return mv, fmt.Errorf("the copy of run %s's memory reads differently (%w); Redis keeps the memory", dir.ID(), err)
 	}
@@ -104,30 +107,35 @@ func MoveMemoryHome(ctx context.Context, s config.Store, dir rundir.Dir, log *sl
 	return mv, err
 }
 
+// mostRepeated is the archival text with the most repeats ("" without
+// any text).
+func mostRepeated(rows memory.Rows) string {
+	if len(rows.Archival) == 0 {
+		return ""
+	}
+	repeats := map[int64]int{}
+	for _, h := range rows.Hits {
+		repeats[h.Target]++
+	}
+	best := rows.Archival[0]
+	for _, it := range rows.Archival {
+		if repeats[it.Seq] > repeats[best.Seq] {
+			best = it
+		}
+	}
+	return best.Text
+}
+
 // sameReads compares what every branch reads in the cluster store and in
 // the SQLite copy at file: its core entries, summary and recall events,
-// and an archival search for the text repeated most (texts, tags and
-// repeat counts seen from the branch).
-func sameReads(ctx context.Context, cs *cluster.Store, file, run string, halfLife time.Duration, rows memory.Rows) error {
+// and an archival search for query (texts, tags and repeat counts seen
+// from the branch; none when query is "").
+func sameReads(ctx context.Context, cs *cluster.Store, file, run string, halfLife time.Duration, branches []memory.Branch, query string) error {
 	copied, err := sqlite.Open(file, sqlite.Options{Run: run, HalfLife: halfLife, ReadOnly: true})
 	if err != nil {
 		return err
 	}
 	defer copied.Close()
-	query := ""
-	if len(rows.Archival) > 0 {
-		repeats := map[int64]int{}
-		for _, h := range rows.Hits {
-			repeats[h.Target]++
-		}
-		best := rows.Archival[0]
-		for _, it := range rows.Archival {
-			if repeats[it.Seq] > repeats[best.Seq] {
-				best = it
-			}
-		}
-		query = best.Text
-	}
 	found := func(st memory.Store, branch string) ([]string, error) {
 		hits, err := st.ArchivalSearch(ctx, memory.ArchivalSearchParams{Branch: branch, Query: query, K: 8})
 		out := make([]string, len(hits))
@@ -136,7 +144,7 @@ func sameReads(ctx context.Context, cs *cluster.Store, file, run string, halfLif
 		}
 		return out, err
 	}
-	for _, b := range rows.Branches {
+	for _, b := range branches {
 		p := memory.ViewParams{Branch: b.ID, Core: true}
 		want, err := memory.ReadView(ctx, cs, p)
 		if err != nil {
