@@ -24,6 +24,10 @@
 // # Backends
 //
 // [Store] is the persistence interface; pkg/memory/sqlite is the embedded
-// backend. pkg/memory/memorytest.Exercise is the conformance suite every
-// backend passes.
+// backend and pkg/memory/cluster the Redis and ClickHouse one.
+// pkg/memory/memorytest.Exercise is the conformance suite every backend
+// passes. A store whose reads are round trips to a server reads what a
+// prompt shows of a branch in one request ([ViewReader], [ReadView]). A
+// run's whole memory moves between stores as [Rows], every write with its
+// seq, so that each branch reads the same after the move.
 package memory
