@@ -156,7 +156,7 @@ func Purge(ctx context.Context, cfg *config.Scheduler, o PurgeOptions) error {
 		if err != nil {
 			return err
 		}
-		if info.Memory["store"] != stores.MemoryCluster && info.Memory[stores.MovedKey] == "" {
+		if !stores.InRedis(info.Memory) {
 			return fmt.Errorf("run %s keeps no memory in Redis (run.json: memory %v)", id, info.Memory["store"])
 		}
 	}

@@ -20,6 +20,13 @@ import (
 // Redis into the run directory (MoveMemoryHome).
 const MovedKey = "moved_from_redis"
 
+// InRedis says whether a run whose run.json says where (its "memory")
+// keeps its memory in Redis, or did before a move whose removal of the
+// keys may not have ended: what MoveMemoryHome acts on.
+func InRedis(where map[string]string) bool {
+	return where["store"] == MemoryCluster || where[MovedKey] != ""
+}
+
 // Moved is what MoveMemoryHome moved: the counts of memory.Rows, the file
 // that now holds them and the Redis keys removed.
 type Moved struct {
@@ -57,8 +64,8 @@ func MoveMemoryHome(ctx context.Context, s config.Store, dir rundir.Dir, log *sl
 	default:
 		return mv, fmt.Errorf("run %s kept no memory", dir.ID())
 	}
-	if s.RedisURL == "" || s.ClickHouseDSN == "" {
-		return mv, fmt.Errorf("run %s keeps its memory in Redis and ClickHouse: set HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN", dir.ID())
+	if err := needClusterServers(s, dir); err != nil {
+		return mv, err
 	}
 	halfLife := halfLifeOf(info.Memory)
 	cs, err := openClusterStore(ctx, s, dir, halfLife, log)

@@ -101,13 +101,22 @@ func reopenMemory(ctx context.Context, s config.Store, dir rundir.Dir, where map
 		}
 		return st, nil
 	case MemoryCluster:
-		if s.RedisURL == "" || s.ClickHouseDSN == "" {
-			return nil, fmt.Errorf("run %s keeps its memory in Redis and ClickHouse: set HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN", dir.ID())
+		if err := needClusterServers(s, dir); err != nil {
+			return nil, err
 		}
 		st, _, err := openCluster(ctx, s, dir, halfLifeOf(where), log)
 		return st, err
 	}
 	return nil, nil // memory was off
+}
+
+// needClusterServers says what to set when the cluster memory of the run
+// in dir cannot be reached with s.
+func needClusterServers(s config.Store, dir rundir.Dir) error {
+	if s.RedisURL == "" || s.ClickHouseDSN == "" {
+		return fmt.Errorf("run %s keeps its memory in Redis and ClickHouse: set HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN", dir.ID())
+	}
+	return nil
 }
 
 // halfLifeOf is the half-life a run.json's memory records (0: the default,

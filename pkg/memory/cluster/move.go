@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -95,23 +96,13 @@ func (s *Store) Rows(ctx context.Context) (memory.Rows, error) {
 	if err := s.archivalRows(ctx, &rows); err != nil {
 		return memory.Rows{}, err
 	}
-	slices.SortFunc(rows.Branches, func(a, b memory.Branch) int { return cmpInt(a.ForkSeq, b.ForkSeq) })
-	slices.SortFunc(rows.Core, func(a, b memory.CoreVersion) int { return cmpInt(a.Seq, b.Seq) })
-	slices.SortFunc(rows.Recall, func(a, b memory.RecallEvent) int { return cmpInt(a.Seq, b.Seq) })
-	slices.SortFunc(rows.Summaries, func(a, b memory.SummaryVersion) int { return cmpInt(a.Seq, b.Seq) })
-	slices.SortFunc(rows.Archival, func(a, b memory.ArchivalItem) int { return cmpInt(a.Seq, b.Seq) })
-	slices.SortFunc(rows.Hits, func(a, b memory.ArchivalHit) int { return cmpInt(a.Seq, b.Seq) })
+	slices.SortFunc(rows.Branches, func(a, b memory.Branch) int { return cmp.Compare(a.ForkSeq, b.ForkSeq) })
+	slices.SortFunc(rows.Core, func(a, b memory.CoreVersion) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(rows.Recall, func(a, b memory.RecallEvent) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(rows.Summaries, func(a, b memory.SummaryVersion) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(rows.Archival, func(a, b memory.ArchivalItem) int { return cmp.Compare(a.Seq, b.Seq) })
+	slices.SortFunc(rows.Hits, func(a, b memory.ArchivalHit) int { return cmp.Compare(a.Seq, b.Seq) })
 	return rows, nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // branchRows reads the records, core versions, recall events and summaries
