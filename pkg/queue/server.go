@@ -109,7 +109,7 @@ func (e *Embedded) ClientURL() string {
 
 // Connect opens an in-process client connection to the server.
 func (e *Embedded) Connect(name string) (*nats.Conn, error) {
-	opts := []nats.Option{nats.InProcessServer(e.srv), nats.Name(name), nats.MaxReconnects(-1)}
+	opts := []nats.Option{nats.InProcessServer(inProcess{e.srv}), nats.Name(name), nats.MaxReconnects(-1)}
 	if e.user != "" {
 		opts = append(opts, nats.UserInfo(e.user, e.pass))
 	}
