@@ -46,6 +46,15 @@
 // invisible to every consumer. The limit is enforced by the receiving side
 // instead, so whichever worker dies when, nothing stays stuck.
 //
+// # Embedded server
+//
+// [StartEmbedded] runs a nats-server with JetStream in the process;
+// [Embedded.Connect] gives in-process clients whose writes are handed to
+// the server's pipe by a goroutine of their own, in order (a pipe's write
+// waits for the server's read loop, and nats.go flushes under its
+// connection's lock). Close waits for the buffered bytes to reach the
+// server.
+//
 // # Registry
 //
 // [Queue.RegisterWorker] writes a [WorkerInfo] and refreshes it every
