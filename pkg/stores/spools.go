@@ -21,6 +21,8 @@ import (
 //	worker-<id>.lock               held (flock) by the worker while it runs
 //	results-worker-<id>.journal    results rows not yet in ClickHouse
 //	memory-<id>/spool-<run>.journal memory writes not yet in Redis and ClickHouse
+//	purged/<id>-spool-<run>.journal  a dead worker's memory spool of a run
+//	                                 whose memory left Redis (set aside)
 const (
 	spoolLockPrefix    = "worker-"
 	spoolLockSuffix    = ".lock"
@@ -70,7 +72,8 @@ func HoldSpools(spoolDir, id string) (release func() error, err error) {
 // idempotent: what reached a server before is not written twice), and
 // closed after its close timeout; what the servers could not take stays
 // for the next worker's start. A spool fully shipped is removed with its
-// lock file. It returns the ids it adopted from; the error joins what
+// lock file; a memory spool of a run whose memory has left Redis is set
+// aside in PurgedSpoolsDir. It returns the ids it adopted from; the error joins what
 // could not be done, and nothing is lost by it.
 func AdoptSpools(ctx context.Context, s config.Store, spoolDir, self string, log *slog.Logger) ([]string, error) {
 	if s.ClickHouseDSN == "" {
@@ -142,11 +145,12 @@ func adoptSpools(ctx context.Context, s config.Store, spoolDir, id string, log *
 	var errs []error
 	log = log.With("adopted_from", id)
 	// replay opens the spool at path (which replays it) and closes it; an
-	// empty spool is removed, one left not empty is counted.
+	// empty spool is removed, one left not empty is counted. open returns
+	// no store when it dealt with the spool otherwise (setAside).
 	replay := func(path string, open func() (interface{ Close() error }, error)) {
 		if nonEmpty(path) {
 			st, err := open()
-			if err == nil {
+			if err == nil && st != nil {
 				err = st.Close()
 			}
 			errs = append(errs, err)
@@ -169,12 +173,39 @@ func adoptSpools(ctx context.Context, s config.Store, spoolDir, id string, log *
 			if s.RedisURL == "" {
 				return nil, fmt.Errorf("%s: memory writes spooled but no HPCQ_REDIS_URL to replay them to", path)
 			}
-			return cluster.Open(ctx, cluster.Options{Run: run, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword,
+			st, err := cluster.Open(ctx, cluster.Options{Run: run, RedisURL: s.RedisURL, RedisPassword: s.RedisPassword,
 				RedisTLSCA: s.RedisTLSCA, ClickHouseDSN: s.ClickHouseDSN, SpoolDir: dir, Logger: log})
+			if errors.Is(err, cluster.ErrPurged) {
+				return nil, setAside(spoolDir, id, path, err, log)
+			}
+			return st, err
 		})
 	}
 	_ = os.Remove(dir) // only when empty
 	return left, errors.Join(errs...)
+}
+
+// PurgedSpoolsDir is where AdoptSpools keeps the memory spools of runs
+// whose memory was moved out of Redis (scheduler purge --memory) before
+// they were replayed: <spoolDir>/purged/<worker>-spool-<run>.journal.
+const PurgedSpoolsDir = "purged"
+
+// setAside moves the memory spool at path, of a run whose memory left
+// Redis (purged: cluster.Open's error), out of the spools workers replay,
+// into PurgedSpoolsDir: its writes can no longer be applied, and each
+// worker's start would otherwise try again. It is kept, not removed: the
+// writes are the dead worker's last ones, which the moved copy lacks.
+func setAside(spoolDir, id, path string, purged error, log *slog.Logger) error {
+	dst := filepath.Join(spoolDir, PurgedSpoolsDir, id+"-"+filepath.Base(path))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("%s: %w; and setting it aside: %w", path, purged, err)
+	}
+	if err := os.Rename(path, dst); err != nil {
+		return fmt.Errorf("%s: %w; and setting it aside: %w", path, purged, err)
+	}
+	log.Warn("memory writes spooled by a worker that is gone were not replayed: the run's memory was moved out of Redis before; the spool is kept aside",
+		"worker", id, "kept", dst, "reason", purged.Error())
+	return nil
 }
 
 func nonEmpty(path string) bool {

@@ -152,4 +152,30 @@ func TestAdoptSpools(t *testing.T) {
 	adopted, err = stores.AdoptSpools(ctx, s, dir, "self", testutil.Logger(t))
 	require.NoError(t, err)
 	require.Empty(t, adopted, "nothing left to adopt")
+
+	// A dead worker's memory spool of a run whose memory was moved out of
+	// Redis since (scheduler purge --memory) cannot be replayed: it is set
+	// aside, kept as it was, once, and the next start finds nothing to do.
+	// (Open refuses the run before it reads the spool.)
+	spool := cluster.SpoolFile(stores.MemorySpoolDir(dir, "gone"), "p")
+	require.NoError(t, os.MkdirAll(filepath.Dir(spool), 0o755))
+	require.NoError(t, os.WriteFile(spool, []byte("the last writes\n"), 0o644))
+	_, err = cluster.RemoveRun(ctx, cluster.Options{Run: "p", RedisURL: s.RedisURL}, "moved to /runs/p/memory/memory.sqlite")
+	require.NoError(t, err)
+	adopted, err = stores.AdoptSpools(ctx, s, dir, "self", testutil.Logger(t))
+	require.NoError(t, err)
+	require.Equal(t, []string{"gone"}, adopted)
+	kept, err := os.ReadFile(filepath.Join(dir, stores.PurgedSpoolsDir, "gone-spool-p.journal"))
+	require.NoError(t, err)
+	require.Equal(t, "the last writes\n", string(kept))
+	left, err = os.ReadDir(dir)
+	require.NoError(t, err)
+	names = names[:0]
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	require.Equal(t, stores.PurgedSpoolsDir+",worker-self.lock", strings.Join(names, ","), "the gone worker's spool directory and lock are removed")
+	adopted, err = stores.AdoptSpools(ctx, s, dir, "self", testutil.Logger(t))
+	require.NoError(t, err)
+	require.Empty(t, adopted, "nothing left to adopt")
 }
