@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -234,7 +235,10 @@ func measure(n int, o options) (string, error) {
 		return "", err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	// Local mode: the scheduler reaches its embedded server in-process
+	// (pkg/local), the workers (the child) over loopback TCP.
 	natsURL := o.natsURL
+	var nc *nats.Conn
 	if natsURL == "" {
 		srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: filepath.Join(dir, "nats"), Listen: true})
 		if err != nil {
@@ -242,10 +246,14 @@ func measure(n int, o options) (string, error) {
 		}
 		defer srv.Shutdown()
 		natsURL = srv.ClientURL()
-	}
-	nc, err := queue.Connect(ctx, queue.ConnConfig{URL: natsURL, Name: "bench-engine"}, log)
-	if err != nil {
-		return "", err
+		if nc, err = srv.Connect("bench-engine"); err != nil {
+			return "", err
+		}
+	} else {
+		var err error
+		if nc, err = queue.Connect(ctx, queue.ConnConfig{URL: natsURL, Name: "bench-engine"}, log); err != nil {
+			return "", err
+		}
 	}
 	defer nc.Close()
 	q, err := queue.New(ctx, nc, queue.Options{}, log)

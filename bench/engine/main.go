@@ -6,7 +6,9 @@
 // process, the scheduler's; the workers (64 slots in all, a no-op
 // executor that reports a metric) and an OpenAI-speaking fake endpoint
 // that answers at once run in a child process, so that this process's CPU
-// is the scheduler's and its embedded server's. It prints one line per
+// is the scheduler's and its embedded server's. As in local mode, the
+// scheduler reaches the server in-process and the workers over loopback
+// TCP. It prints one line per
 // size:
 //
 //	bench-engine nodes=<int> workers=<int> slots=<int> sched_cpu_ms_per_node_p50=<f> sched_cpu_ms_per_node_p99=<f> wall_s=<f> resume_s=<f> peak_rss_mb=<f> journal_bytes=<int>
