@@ -73,8 +73,8 @@ func HoldSpools(spoolDir, id string) (release func() error, err error) {
 // closed after its close timeout; what the servers could not take stays
 // for the next worker's start. A spool fully shipped is removed with its
 // lock file; a memory spool of a run whose memory has left Redis is set
-// aside in PurgedSpoolsDir. It returns the ids it adopted from; the error joins what
-// could not be done, and nothing is lost by it.
+// aside in PurgedSpoolsDir. It returns the ids it adopted from; the error
+// joins what could not be done, and nothing is lost by it.
 func AdoptSpools(ctx context.Context, s config.Store, spoolDir, self string, log *slog.Logger) ([]string, error) {
 	if s.ClickHouseDSN == "" {
 		return nil, nil // no server spools without ClickHouse
