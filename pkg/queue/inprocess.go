@@ -107,12 +107,15 @@ func (w *writeBehind) loop() {
 			return // failed, or closed with nothing left
 		}
 		data := w.buf
-		w.buf = w.spare[:0]
+		w.buf, w.spare = w.spare[:0], nil // buf now holds spare's array
 		w.cond.Broadcast() // room for waiting writers
 		w.mu.Unlock()
 		_, err := w.Conn.Write(data)
 		w.mu.Lock()
 		w.spare = data
+		if cap(data) > 1<<20 {
+			w.spare = nil // a burst's large buffer is not kept
+		}
 		if err != nil && w.err == nil {
 			w.err = err
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,78 @@ func TestWriteBehindInOrder(t *testing.T) {
 	require.Equal(t, want.Bytes(), <-got)
 	_, err := w.Write([]byte("late"))
 	require.ErrorIs(t, err, errWriteBehindClosed)
+}
+
+// TestWriteBehindLargeBursts: writes that pile up past a megabyte while
+// the peer reads slowly (buffers the writer goroutine does not keep)
+// arrive whole and in order.
+func TestWriteBehindLargeBursts(t *testing.T) {
+	a, b := net.Pipe()
+	w := newWriteBehind(a, writeBehindLimit)
+	got := make(chan []byte, 1)
+	go func() {
+		var all bytes.Buffer
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := b.Read(buf)
+			all.Write(buf[:n])
+			if err != nil {
+				got <- all.Bytes()
+				return
+			}
+			time.Sleep(100 * time.Microsecond) // a slow reader
+		}
+	}()
+	var want bytes.Buffer
+	for i := range 64 {
+		p := bytes.Repeat([]byte{byte(i)}, 300<<10)
+		p[0], p[len(p)-1] = 0xfe, 0xff
+		want.Write(p)
+		_, err := w.Write(p)
+		require.NoError(t, err)
+	}
+	require.NoError(t, w.Close())
+	require.True(t, bytes.Equal(want.Bytes(), <-got), "the bytes arrive whole and in order")
+}
+
+// TestWriteBehindBufferInUse: a buffer the writer goroutine is writing
+// is never the one later writes are appended to, after a burst past a
+// megabyte (a buffer it does not keep) as before it.
+func TestWriteBehindBufferInUse(t *testing.T) {
+	a, b := net.Pipe()
+	w := newWriteBehind(a, writeBehindLimit)
+	defer w.Close()
+	read := func(n int) string {
+		p := make([]byte, n)
+		_, err := io.ReadFull(b, p)
+		require.NoError(t, err)
+		return string(p)
+	}
+	write := func(p string) {
+		_, err := w.Write([]byte(p))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { // taken by the writer goroutine
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return len(w.buf) == 0
+		}, 5*time.Second, time.Millisecond)
+	}
+	write("aaaaaaaa")
+	require.Equal(t, "aaaaaaaa", read(8)) // its buffer is kept for reuse
+	big := strings.Repeat("B", 2<<20)
+	write(big) // blocked in the pipe until read
+	_, err := w.Write([]byte("cccccccc"))
+	require.NoError(t, err)
+	require.Equal(t, big, read(len(big)))
+	require.Eventually(t, func() bool { // "cccccccc" taken, blocked in the pipe
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.buf) == 0
+	}, 5*time.Second, time.Millisecond)
+	_, err = w.Write([]byte("dddddddd")) // while "cccccccc" waits for the reader
+	require.NoError(t, err)
+	require.Equal(t, "cccccccc", read(8))
+	require.Equal(t, "dddddddd", read(8))
 }
 
 // TestWriteBehindCloseDrains: bytes still buffered when Close is called
