@@ -108,7 +108,7 @@ func (w *writeBehind) loop() {
 		}
 		data := w.buf
 		w.buf, w.spare = w.spare[:0], nil // buf now holds spare's array
-		w.cond.Broadcast() // room for waiting writers
+		w.cond.Broadcast()                // room for waiting writers
 		w.mu.Unlock()
 		_, err := w.Conn.Write(data)
 		w.mu.Lock()
