@@ -107,8 +107,9 @@ func (w *writeBehind) loop() {
 			return // failed, or closed with nothing left
 		}
 		data := w.buf
-		w.buf, w.spare = w.spare[:0], nil // buf now holds spare's array
-		w.cond.Broadcast()                // room for waiting writers
+		// buf now holds spare's array: spare must not give it out again.
+		w.buf, w.spare = w.spare[:0], nil
+		w.cond.Broadcast() // room for waiting writers
 		w.mu.Unlock()
 		_, err := w.Conn.Write(data)
 		w.mu.Lock()
