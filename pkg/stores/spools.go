@@ -197,10 +197,11 @@ const PurgedSpoolsDir = "purged"
 // writes are the dead worker's last ones, which the moved copy lacks.
 func setAside(spoolDir, id, path string, purged error, log *slog.Logger) error {
 	dst := filepath.Join(spoolDir, PurgedSpoolsDir, id+"-"+filepath.Base(path))
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("%s: %w; and setting it aside: %w", path, purged, err)
+	err := os.MkdirAll(filepath.Dir(dst), 0o755)
+	if err == nil {
+		err = os.Rename(path, dst)
 	}
-	if err := os.Rename(path, dst); err != nil {
+	if err != nil {
 		return fmt.Errorf("%s: %w; and setting it aside: %w", path, purged, err)
 	}
 	log.Warn("memory writes spooled by a worker that is gone were not replayed: the run's memory was moved out of Redis before; the spool is kept aside",
