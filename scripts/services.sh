@@ -150,13 +150,17 @@ try_ready() {
 nats_url() { grep -o 'nats://[0-9.]*:[0-9]*' "$1" 2>/dev/null | head -n1; }
 nats_ready() { [ -n "$(nats_url "$1")" ]; }
 
+# With HPCQ_NATS_DEBUG=1 the nats-server of DIR logs at debug level: each
+# client connection's opening and closing, with the reason it was closed
+# (the tests start theirs so, to say why a client lost its server).
 start_nats() {
-  local dir=$1
+  local dir=$1 debug=()
   mkdir -p "$dir/js"
   already_running "$dir" nats && return 0
   rm -f "$dir"/nats-server_*.ports "$dir/nats.env"
   need nats-server nats
-  nats-server -a 127.0.0.1 -p -1 -js -sd "$dir/js" --ports_file_dir "$dir" \
+  [ "${HPCQ_NATS_DEBUG:-}" = 1 ] && debug=(-D)
+  nats-server -a 127.0.0.1 -p -1 -js -sd "$dir/js" --ports_file_dir "$dir" "${debug[@]}" \
     -P "$dir/nats.pid" -l "$dir/nats.log" </dev/null >/dev/null 2>&1 &
   local launched=$! ports
   ports="$dir/nats-server_${launched}.ports"

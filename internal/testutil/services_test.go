@@ -1,11 +1,15 @@
 package testutil
 
 import (
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // TestServices starts each server through scripts/services.sh, talks to
@@ -40,5 +44,19 @@ func TestServices(t *testing.T) {
 		if !strings.HasPrefix(s.Env["HPCQ_NATS_URL"], "nats://127.0.0.1:") {
 			t.Fatalf("nats url %q", s.Env["HPCQ_NATS_URL"])
 		}
+	})
+	t.Run("nats at debug level", func(t *testing.T) {
+		// The tests' nats-server says why it closed a client's connection.
+		t.Parallel()
+		n := StartNATS(t, "nats-server")
+		nc, err := nats.Connect(n.URL)
+		if err != nil {
+			t.Fatalf("connect %s: %v", n.URL, err)
+		}
+		nc.Close()
+		Eventually(t, 10*time.Second, "the closed connection logged with its reason", func() bool {
+			data, err := os.ReadFile(filepath.Join(n.Dir, "nats.log"))
+			return err == nil && strings.Contains(string(data), "Client connection closed: Client Closed")
+		})
 	})
 }

@@ -144,7 +144,16 @@ func RequireBinary(t testing.TB, bin, install string) {
 // Services runs scripts/services.sh with args and returns its stdout.
 func Services(t testing.TB, args ...string) string {
 	t.Helper()
+	return services(t, nil, args...)
+}
+
+// services is Services with env added to this process's environment.
+func services(t testing.TB, env []string, args ...string) string {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(RepoRoot(t), "scripts", "services.sh"), args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -168,7 +177,9 @@ func ParseEnv(s string) map[string]string {
 func startBinary(t testing.TB) *NATS {
 	RequireBinary(t, "nats-server", "scripts/services.sh install nats")
 	dir := t.TempDir()
-	Services(t, "start", "nats", dir)
+	// At debug level: a failed test's excerpt of the log (below) then says
+	// why the server closed a client's connection.
+	services(t, []string{"HPCQ_NATS_DEBUG=1"}, "start", "nats", dir)
 	data, err := os.ReadFile(filepath.Join(dir, "nats.env"))
 	if err != nil {
 		t.Fatalf("services.sh start nats wrote no env file: %v", err)
@@ -186,7 +197,9 @@ func startBinary(t testing.TB) *NATS {
 			return
 		}
 		if data, err := os.ReadFile(filepath.Join(dir, "nats.log")); err == nil {
-			t.Logf("nats-server log (its last 4 KB):\n%s", data[max(0, len(data)-4096):])
+			// At debug level a line per connection opened or closed: 16 KB
+			// reach back to a test's start.
+			t.Logf("nats-server log (its last 16 KB):\n%s", data[max(0, len(data)-16<<10):])
 		}
 	})
 	return n
