@@ -58,6 +58,7 @@ func main() {
 	keep := flag.String("keep", "", "write the run directories here and keep them")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of this process (the scheduler's) to this file")
 	heap := flag.String("memprofile", "", "write the live heap of this process when 95% of the nodes have ended to this file (<file>.<nodes> per size)")
+	tracePath := flag.String("trace", "", "write a Go execution trace of this process to this file (go tool trace)")
 	flag.Parse()
 	stop, err := benchutil.CPUProfile(*profile)
 	if err != nil {
@@ -65,6 +66,12 @@ func main() {
 		os.Exit(1)
 	}
 	defer stop()
+	stopTrace, err := benchutil.Trace(*tracePath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-engine:", err)
+		os.Exit(1)
+	}
+	defer stopTrace()
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -33,6 +33,7 @@ func main() {
 	flag.StringVar(&p.Only, "only", "", "run one part: enqueue, drain, latency or spawn")
 	slots := flag.String("c", "2,64", "the worker's slot counts for drain, comma-separated")
 	profile := flag.String("cpuprofile", "", "write a CPU profile of the benchmark (server, worker and scheduler side) to this file")
+	tracePath := flag.String("trace", "", "write a Go execution trace of the benchmark to this file (go tool trace)")
 	flag.Parse()
 	if p.Reps < 1 || p.N < 1 || p.SpawnN < 1 || p.SpawnHomeN < 1 || p.Rate < 1 {
 		fmt.Fprintln(os.Stderr, "bench-queue: -reps, -n, -spawn-n, -spawn-home-n and -rate must be >= 1")
@@ -51,7 +52,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-queue:", err)
 		os.Exit(1)
 	}
+	stopTrace, err := benchutil.Trace(*tracePath)
+	if err != nil {
+		stop()
+		fmt.Fprintln(os.Stderr, "bench-queue:", err)
+		os.Exit(1)
+	}
 	err = run(p, os.Stdout, os.Stderr)
+	stopTrace()
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-queue:", err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 	"time"
 )
@@ -34,6 +35,28 @@ func CPUProfile(path string) (stop func(), err error) {
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+// Trace starts a Go execution trace (`go tool trace`) written to path and
+// returns the function that stops it; with an empty path it traces nothing.
+// It shows what CPU profiles do not: which goroutine woke which, and how
+// often (the engine's goroutine hand-offs per node were counted so).
+func Trace(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("trace: %w", err)
+	}
+	return func() {
+		trace.Stop()
 		_ = f.Close()
 	}, nil
 }
