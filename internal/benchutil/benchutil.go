@@ -40,9 +40,10 @@ func CPUProfile(path string) (stop func(), err error) {
 }
 
 // Trace starts a Go execution trace (`go tool trace`) written to path and
-// returns the function that stops it; with an empty path it traces nothing.
-// It shows what CPU profiles do not: which goroutine woke which, and how
-// often (the engine's goroutine hand-offs per node were counted so).
+// returns the function that stops it; with an empty path it traces
+// nothing. stop may be called more than once. A trace shows what a CPU
+// profile does not: which goroutine woke which, and how often (the
+// engine's hand-offs per node were counted so).
 func Trace(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil

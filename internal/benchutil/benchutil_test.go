@@ -21,8 +21,8 @@ func TestTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.HasPrefix(data, []byte("go 1.")) || !bytes.Contains(data[:16], []byte(" trace")) {
-		t.Fatalf("not a Go execution trace: %q", data[:min(len(data), 16)])
+	if head := data[:min(len(data), 16)]; !bytes.HasPrefix(head, []byte("go 1.")) || !bytes.Contains(head, []byte(" trace")) {
+		t.Fatalf("not a Go execution trace: %q", head)
 	}
 	none, err := Trace("")
 	if err != nil {
