@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -409,6 +412,56 @@ func TestEmbeddedStoreLocked(t *testing.T) {
 	b, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir})
 	require.NoError(t, err)
 	b.Shutdown()
+}
+
+// TestNewOutlivesServerRestart: a process whose server goes away as it
+// starts (connected, nothing declared or looked up yet) and comes back on
+// the same address finishes its start: New asks again within its budget
+// rather than fail (the slurm-bridge and the workers start so, looking up
+// what exists).
+func TestNewOutlivesServerRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir, Listen: true})
+	require.NoError(t, err)
+	url := a.ClientURL()
+	_, portText, err := net.SplitHostPort(strings.TrimPrefix(url, "nats://"))
+	require.NoError(t, err)
+	port, err := strconv.Atoi(portText)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first, err := queue.Dial(ctx, queue.ConnConfig{URL: url, Name: "declares"}, queue.Options{}, nil)
+	require.NoError(t, err)
+	first.Close()
+
+	nc, err := queue.Connect(ctx, queue.ConnConfig{URL: url, Name: "starts"}, nil)
+	require.NoError(t, err)
+	defer nc.Close()
+	a.Shutdown()
+	restarted := make(chan *queue.Embedded, 1)
+	go func() {
+		defer close(restarted)
+		// Past a lookup's try and a declaration's (4 s each): New's
+		// first two requests go unanswered.
+		time.Sleep(9 * time.Second)
+		b, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir, Listen: true, Port: port})
+		if err != nil {
+			t.Errorf("restart on port %d: %v", port, err)
+			return
+		}
+		restarted <- b
+	}()
+	start := time.Now()
+	q, err := queue.New(ctx, nc, queue.Options{UseExisting: true}, nil)
+	if b := <-restarted; b != nil {
+		t.Cleanup(b.Shutdown)
+	}
+	require.NoError(t, err, "New gave up after %s", time.Since(start))
+	require.Greater(t, time.Since(start), 9*time.Second, "New returned before the server was back")
+	_, err = q.PublishTask(ctx, task("r", "n1"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, streamMsgs(t, q, queue.TasksStream))
 }
 
 // TestWatchRunStartsAgain: a results watch whose consumer stopped reading
