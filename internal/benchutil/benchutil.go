@@ -3,6 +3,7 @@ package benchutil
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -22,42 +23,33 @@ func CPUTime() time.Duration {
 // that stops it; with an empty path it profiles nothing and stop does
 // nothing. stop may be called more than once.
 func CPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cpu profile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
-	}, nil
+	return record(path, "cpu profile", pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
 // Trace starts a Go execution trace (`go tool trace`) written to path and
-// returns the function that stops it; with an empty path it traces
-// nothing. stop may be called more than once. A trace shows what a CPU
-// profile does not: which goroutine woke which, and how often (the
-// engine's hand-offs per node were counted so).
+// returns the function that stops it, as CPUProfile does. A trace shows
+// what a CPU profile does not: which goroutine woke which, and how often
+// (the engine's hand-offs per node were counted so).
 func Trace(path string) (stop func(), err error) {
+	return record(path, "trace", trace.Start, trace.Stop)
+}
+
+// record runs start on a new file at path, and returns the function that
+// calls end and closes the file; with an empty path, nothing.
+func record(path, what string, start func(io.Writer) error, end func()) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("trace: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := trace.Start(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("trace: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return func() {
-		trace.Stop()
+		end()
 		_ = f.Close()
 	}, nil
 }
