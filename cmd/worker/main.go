@@ -165,6 +165,13 @@ func run(args []string) error {
 				log.Error("memory", "err", err)
 			}
 		}()
+		// What this worker id spooled before it stopped, of runs it may not
+		// see again.
+		go func() {
+			if err := stores.ShipOwnSpools(ctx, rw, cfg.Store.SpoolDir, id, log); err != nil {
+				log.Warn("memory writes spooled before this start: not all shipped (the next start tries again)", "err", err)
+			}
+		}()
 	} else {
 		log.Info("no HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN: nodes' recall events go to the scheduler with their results")
 	}

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 )
 
@@ -13,6 +14,9 @@ type RecallWriter struct {
 	open func(ctx context.Context, run string) (Store, func() error, error)
 	mu   sync.Mutex
 	runs []*recallRun // most recently used last
+	// shipping: the runs Ship has open, each with a channel closed when
+	// it has closed the store again.
+	shipping map[string]chan struct{}
 }
 
 type recallRun struct {
@@ -45,6 +49,18 @@ func (w *RecallWriter) Append(ctx context.Context, run, branch string, redact bo
 func (w *RecallWriter) memory(ctx context.Context, run string, redact bool) (*Memory, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for w.shipping[run] != nil {
+		// One store per run's spool at a time: wait for Ship's to close.
+		done := w.shipping[run]
+		w.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			w.mu.Lock()
+			return nil, ctx.Err()
+		}
+		w.mu.Lock()
+	}
 	var r *recallRun
 	for i, x := range w.runs {
 		if x.run == run {
@@ -73,6 +89,38 @@ func (w *RecallWriter) memory(ctx context.Context, run string, redact bool) (*Me
 		r.mems[redact] = m
 	}
 	return m, nil
+}
+
+// Ship opens run's store and closes it again: opening replays what its
+// spool holds, closing ships what the servers take. A worker does so at
+// start for the runs its spools still hold writes of (written while a
+// server was away, before it stopped): they would otherwise wait for its
+// next task of the run, which may never come. A run the writer has open
+// already (its store replays the spool) or is shipping is left alone;
+// Append to run waits until Ship is done, Append to other runs does not.
+func (w *RecallWriter) Ship(ctx context.Context, run string) error {
+	w.mu.Lock()
+	if w.shipping[run] != nil || slices.ContainsFunc(w.runs, func(r *recallRun) bool { return r.run == run }) {
+		w.mu.Unlock()
+		return nil
+	}
+	if w.shipping == nil {
+		w.shipping = map[string]chan struct{}{}
+	}
+	done := make(chan struct{})
+	w.shipping[run] = done
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.shipping, run)
+		w.mu.Unlock()
+		close(done)
+	}()
+	_, closeStore, err := w.open(ctx, run)
+	if err != nil || closeStore == nil {
+		return err
+	}
+	return closeStore()
 }
 
 // Close closes the stores the writer opened.

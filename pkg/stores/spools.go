@@ -11,6 +11,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/journal"
+	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/memory/cluster"
 	"github.com/hpcq/hpcq/pkg/results"
 )
@@ -21,8 +22,8 @@ import (
 //	worker-<id>.lock               held (flock) by the worker while it runs
 //	results-worker-<id>.journal    results rows not yet in ClickHouse
 //	memory-<id>/spool-<run>.journal memory writes not yet in Redis and ClickHouse
-//	purged/<id>-spool-<run>.journal  a dead worker's memory spool of a run
-//	                                 whose memory left Redis (set aside)
+//	purged/<id>-spool-<run>.journal  a memory spool of a run whose memory
+//	                                 left Redis before it was replayed (set aside)
 const (
 	spoolLockPrefix    = "worker-"
 	spoolLockSuffix    = ".lock"
@@ -168,7 +169,7 @@ func adoptSpools(ctx context.Context, s config.Store, spoolDir, id string, log *
 	dir := MemorySpoolDir(spoolDir, id)
 	journals, _ := filepath.Glob(cluster.SpoolFile(dir, "*"))
 	for _, path := range journals {
-		run := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "spool-"), ".journal")
+		run := spoolRun(path)
 		replay(path, func() (interface{ Close() error }, error) {
 			if s.RedisURL == "" {
 				return nil, fmt.Errorf("%s: memory writes spooled but no HPCQ_REDIS_URL to replay them to", path)
@@ -185,16 +186,53 @@ func adoptSpools(ctx context.Context, s config.Store, spoolDir, id string, log *
 	return left, errors.Join(errs...)
 }
 
-// PurgedSpoolsDir is where AdoptSpools keeps the memory spools of runs
-// whose memory was moved out of Redis (scheduler purge --memory) before
-// they were replayed: <spoolDir>/purged/<worker>-spool-<run>.journal.
+// ShipOwnSpools ships the memory writes worker self's spools in spoolDir
+// still hold from before this start (spooled while a server was away, of
+// runs it has not opened since), through rw, the worker's recall writer
+// over MemorySpoolDir(spoolDir, self): each such run's store is opened and
+// closed (RecallWriter.Ship). A worker restarted with the same id would
+// otherwise keep them until its next task of the run, which may never
+// come; another worker adopts only a dead worker's spools (AdoptSpools).
+// A spool of a run whose memory left Redis is set aside, as AdoptSpools
+// does. What the servers do not take stays for the next start; the error
+// joins what could not be done.
+func ShipOwnSpools(ctx context.Context, rw *memory.RecallWriter, spoolDir, self string, log *slog.Logger) error {
+	journals, err := filepath.Glob(cluster.SpoolFile(MemorySpoolDir(spoolDir, self), "*"))
+	if err != nil {
+		return fmt.Errorf("stores: memory spools: %w", err)
+	}
+	var errs []error
+	for _, path := range journals {
+		if !nonEmpty(path) {
+			continue
+		}
+		err := rw.Ship(ctx, spoolRun(path))
+		if errors.Is(err, cluster.ErrPurged) {
+			err = setAside(spoolDir, SpoolName(self), path, err, log)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// spoolRun is the run of the memory spool at path.
+func spoolRun(path string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "spool-"), ".journal")
+}
+
+// PurgedSpoolsDir is where AdoptSpools and ShipOwnSpools keep the memory
+// spools of runs whose memory was moved out of Redis (scheduler purge
+// --memory) before they were replayed:
+// <spoolDir>/purged/<worker>-spool-<run>.journal.
 const PurgedSpoolsDir = "purged"
 
 // setAside moves the memory spool at path, of a run whose memory left
 // Redis (purged: cluster.Open's error), out of the spools workers replay,
 // into PurgedSpoolsDir: its writes can no longer be applied, and each
 // worker's start would otherwise try again. It is kept, not removed: the
-// writes are the dead worker's last ones, which the moved copy lacks.
+// writes are the worker's last ones of the run, which the moved copy lacks.
 func setAside(spoolDir, id, path string, purged error, log *slog.Logger) error {
 	dst := filepath.Join(spoolDir, PurgedSpoolsDir, id+"-"+filepath.Base(path))
 	err := os.MkdirAll(filepath.Dir(dst), 0o755)
@@ -204,7 +242,7 @@ func setAside(spoolDir, id, path string, purged error, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w; and setting it aside: %w", path, purged, err)
 	}
-	log.Warn("memory writes spooled by a worker that is gone were not replayed: the run's memory was moved out of Redis before; the spool is kept aside",
+	log.Warn("memory writes spooled by a worker were not replayed: the run's memory was moved out of Redis before; the spool is kept aside",
 		"worker", id, "kept", dst, "reason", purged.Error())
 	return nil
 }

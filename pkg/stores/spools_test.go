@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,25 +36,26 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// spoolHelper is worker "dead" on spool directory dir: it holds its
-// spools, opens its results sink and its memory store of run "r", says
-// "open", and when told "write" on stdin (ClickHouse is stopped by then)
-// writes a metric row and a recall event, says "written", and waits to be
-// killed: both stay in its spools.
+// spoolHelper is worker HPCQ_SPOOL_HELPER_ID on spool directory dir: it
+// holds its spools, opens its results sink and its memory store of run
+// "r", says "open", and when told "write" on stdin (ClickHouse is stopped
+// by then) writes a metric row and a recall event, says "written", and
+// waits to be killed: both stay in its spools.
 func spoolHelper(dir string) error {
 	ctx := context.Background()
 	s := config.Store{RedisURL: os.Getenv("HPCQ_REDIS_URL"), ClickHouseDSN: os.Getenv("HPCQ_CLICKHOUSE_DSN")}
-	release, err := stores.HoldSpools(dir, "dead")
+	id := os.Getenv("HPCQ_SPOOL_HELPER_ID")
+	release, err := stores.HoldSpools(dir, id)
 	if err != nil {
 		return err
 	}
 	defer release()
-	sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: s.ClickHouseDSN, SpoolDir: dir, Name: stores.ResultsSpoolName("dead")})
+	sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: s.ClickHouseDSN, SpoolDir: dir, Name: stores.ResultsSpoolName(id)})
 	if err != nil {
 		return err
 	}
 	st, err := cluster.Open(ctx, cluster.Options{Run: "r", RedisURL: s.RedisURL, ClickHouseDSN: s.ClickHouseDSN,
-		SpoolDir: stores.MemorySpoolDir(dir, "dead")})
+		SpoolDir: stores.MemorySpoolDir(dir, id)})
 	if err != nil {
 		return err
 	}
@@ -76,6 +78,46 @@ func spoolHelper(dir string) error {
 	select {}
 }
 
+// spoolWorker is spoolHelper running in a child process.
+type spoolWorker struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	stdin io.Writer
+	lines *bufio.Scanner
+}
+
+// startSpoolHelper starts spoolHelper as worker id on spool directory dir.
+func startSpoolHelper(t *testing.T, dir string, s config.Store, id string) *spoolWorker {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "HPCQ_SPOOL_HELPER="+dir, "HPCQ_SPOOL_HELPER_ID="+id,
+		"HPCQ_REDIS_URL="+s.RedisURL, "HPCQ_CLICKHOUSE_DSN="+s.ClickHouseDSN)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return &spoolWorker{t: t, cmd: cmd, stdin: stdin, lines: bufio.NewScanner(stdout)}
+}
+
+func (w *spoolWorker) expect(want string) {
+	w.t.Helper()
+	require.True(w.t, w.lines.Scan(), "the helper ended early")
+	require.Equal(w.t, want, w.lines.Text())
+}
+
+// writeAndDie has the worker write (ClickHouse stopped) and kills it.
+func (w *spoolWorker) writeAndDie() {
+	w.t.Helper()
+	_, err := fmt.Fprintln(w.stdin, "write")
+	require.NoError(w.t, err)
+	w.expect("written")
+	require.NoError(w.t, w.cmd.Process.Kill())
+	_ = w.cmd.Wait()
+}
+
 // TestAdoptSpools: a worker killed while ClickHouse was away leaves rows
 // and memory writes in its spools; the next worker on the spool directory
 // (another id) ships them and removes the spools; a spool whose worker
@@ -88,25 +130,11 @@ func TestAdoptSpools(t *testing.T) {
 	s := config.Store{RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"]}
 	dir := t.TempDir()
 
-	helper := exec.Command(os.Args[0], "-test.run=^$")
-	helper.Env = append(os.Environ(), "HPCQ_SPOOL_HELPER="+dir, "HPCQ_REDIS_URL="+s.RedisURL, "HPCQ_CLICKHOUSE_DSN="+s.ClickHouseDSN)
-	stdin, err := helper.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := helper.StdoutPipe()
-	require.NoError(t, err)
-	helper.Stderr = os.Stderr
-	require.NoError(t, helper.Start())
-	t.Cleanup(func() { _ = helper.Process.Kill(); _ = helper.Wait() })
-	lines := bufio.NewScanner(stdout)
-	expect := func(want string) {
-		t.Helper()
-		require.True(t, lines.Scan(), "the helper ended early")
-		require.Equal(t, want, lines.Text())
-	}
-	expect("open")
+	h := startSpoolHelper(t, dir, s, "dead")
+	h.expect("open")
 
 	// While the worker runs, its spools are its own.
-	_, err = stores.HoldSpools(dir, "dead")
+	_, err := stores.HoldSpools(dir, "dead")
 	require.ErrorIs(t, err, stores.ErrSpoolsHeld)
 	require.ErrorContains(t, err, `worker id "dead"`)
 	adopted, err := stores.AdoptSpools(ctx, s, dir, "self", testutil.Logger(t))
@@ -114,11 +142,7 @@ func TestAdoptSpools(t *testing.T) {
 	require.Empty(t, adopted, "a running worker's spools are not adopted")
 
 	c.Stop()
-	_, err = fmt.Fprintln(stdin, "write")
-	require.NoError(t, err)
-	expect("written")
-	require.NoError(t, helper.Process.Kill())
-	_ = helper.Wait()
+	h.writeAndDie()
 	for _, p := range []string{filepath.Join(dir, "results-worker-dead.journal"), filepath.Join(dir, "memory-dead", "spool-r.journal")} {
 		fi, err := os.Stat(p)
 		require.NoError(t, err)
@@ -178,4 +202,59 @@ func TestAdoptSpools(t *testing.T) {
 	adopted, err = stores.AdoptSpools(ctx, s, dir, "self", testutil.Logger(t))
 	require.NoError(t, err)
 	require.Empty(t, adopted, "nothing left to adopt")
+}
+
+// TestShipOwnSpools: a worker restarted with the id it had ships, at its
+// start, the memory writes its spool kept from before (ClickHouse was away
+// when it was killed), though it runs no task of that run; a spool of a
+// run whose memory has left Redis since is set aside, once.
+func TestShipOwnSpools(t *testing.T) {
+	ctx := context.Background()
+	r := testutil.StartService(t, "redis")
+	c := testutil.StartService(t, "clickhouse")
+	s := config.Store{RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"]}
+	dir := t.TempDir()
+	log := testutil.Logger(t)
+	h := startSpoolHelper(t, dir, s, "again")
+	h.expect("open")
+	c.Stop()
+	h.writeAndDie()
+	spool := cluster.SpoolFile(stores.MemorySpoolDir(dir, "again"), "r")
+	fi, err := os.Stat(spool)
+	require.NoError(t, err)
+	require.NotZero(t, fi.Size(), "the spool holds what ClickHouse did not take")
+
+	c.Start()
+	release, err := stores.HoldSpools(dir, "again")
+	require.NoError(t, err)
+	defer release()
+	adopted, err := stores.AdoptSpools(ctx, s, dir, "again", log)
+	require.NoError(t, err)
+	require.Empty(t, adopted, "its own spools are not another's to adopt")
+	rw := stores.RecallWriter(s, stores.MemorySpoolDir(dir, "again"), log)
+	defer rw.Close()
+	require.NoError(t, stores.ShipOwnSpools(ctx, rw, dir, "again", log))
+	conn, err := chdb.Open(ctx, s.ClickHouseDSN)
+	require.NoError(t, err)
+	defer conn.Close()
+	var events uint64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count() FROM recall_events FINAL WHERE run = 'r' AND branch = 'n1' AND kind = 'phase_started'`).Scan(&events))
+	require.Equal(t, uint64(1), events, "the recall event spooled before the restart, mirrored once")
+	fi, err = os.Stat(spool)
+	require.NoError(t, err)
+	require.Zero(t, fi.Size(), "the spool is shipped")
+
+	// A run whose memory was moved out of Redis since (scheduler purge
+	// --memory): its spool is set aside as it was.
+	purged := cluster.SpoolFile(stores.MemorySpoolDir(dir, "again"), "p")
+	require.NoError(t, os.WriteFile(purged, []byte("the last writes\n"), 0o644))
+	_, err = cluster.RemoveRun(ctx, cluster.Options{Run: "p", RedisURL: s.RedisURL}, "moved to /runs/p/memory/memory.sqlite")
+	require.NoError(t, err)
+	require.NoError(t, stores.ShipOwnSpools(ctx, rw, dir, "again", log))
+	kept, err := os.ReadFile(filepath.Join(dir, stores.PurgedSpoolsDir, "again-spool-p.journal"))
+	require.NoError(t, err)
+	require.Equal(t, "the last writes\n", string(kept))
+	_, err = os.Stat(purged)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.NoError(t, stores.ShipOwnSpools(ctx, rw, dir, "again", log), "nothing left to do")
 }
