@@ -167,11 +167,7 @@ func run(args []string) error {
 		}()
 		// What this worker id spooled before it stopped, of runs it may not
 		// see again.
-		go func() {
-			if err := stores.ShipOwnSpools(ctx, rw, cfg.Store.SpoolDir, id, log); err != nil {
-				log.Warn("memory writes spooled before this start: not all shipped (the next start tries again)", "err", err)
-			}
-		}()
+		go func() { _ = stores.ShipOwnSpoolsUntilDone(ctx, rw, cfg.Store.SpoolDir, id, 10*time.Second, log) }()
 	} else {
 		log.Info("no HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN: nodes' recall events go to the scheduler with their results")
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/journal"
@@ -216,6 +217,29 @@ func ShipOwnSpools(ctx context.Context, rw *memory.RecallWriter, spoolDir, self 
 	}
 	return errors.Join(errs...)
 }
+
+// ShipOwnSpoolsUntilDone runs ShipOwnSpools until it succeeds or ctx
+// ends, logging each failure and waiting retry after the first, twice as
+// long after each next one, at most maxShipWait: a worker started while
+// a server is away ships its leftovers once the server is back.
+func ShipOwnSpoolsUntilDone(ctx context.Context, rw *memory.RecallWriter, spoolDir, self string, retry time.Duration, log *slog.Logger) error {
+	for {
+		err := ShipOwnSpools(ctx, rw, spoolDir, self, log)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		log.Warn("memory writes spooled before this start: not all shipped; trying again", "in", retry, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(retry):
+		}
+		retry = min(2*retry, maxShipWait)
+	}
+}
+
+// maxShipWait bounds ShipOwnSpoolsUntilDone's wait between tries.
+const maxShipWait = 5 * time.Minute
 
 // spoolRun is the run of the memory spool at path.
 func spoolRun(path string) string {

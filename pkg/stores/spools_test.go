@@ -224,7 +224,8 @@ func TestShipOwnSpools(t *testing.T) {
 	require.NoError(t, err)
 	require.NotZero(t, fi.Size(), "the spool holds what ClickHouse did not take")
 
-	c.Start()
+	// The worker starts again while ClickHouse is still away: it tries
+	// until ClickHouse is back.
 	release, err := stores.HoldSpools(dir, "again")
 	require.NoError(t, err)
 	defer release()
@@ -233,7 +234,21 @@ func TestShipOwnSpools(t *testing.T) {
 	require.Empty(t, adopted, "its own spools are not another's to adopt")
 	rw := stores.RecallWriter(s, stores.MemorySpoolDir(dir, "again"), log)
 	defer rw.Close()
-	require.NoError(t, stores.ShipOwnSpools(ctx, rw, dir, "again", log))
+	shipped := make(chan error, 1)
+	go func() { shipped <- stores.ShipOwnSpoolsUntilDone(ctx, rw, dir, "again", 100*time.Millisecond, log) }()
+	time.Sleep(time.Second)
+	select {
+	case err := <-shipped:
+		t.Fatalf("shipped with ClickHouse away: %v", err)
+	default:
+	}
+	c.Start()
+	select {
+	case err := <-shipped:
+		require.NoError(t, err)
+	case <-time.After(2 * time.Minute):
+		t.Fatal("not shipped 2 minutes after ClickHouse came back")
+	}
 	conn, err := chdb.Open(ctx, s.ClickHouseDSN)
 	require.NoError(t, err)
 	defer conn.Close()
