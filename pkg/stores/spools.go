@@ -207,11 +207,10 @@ func ShipOwnSpools(ctx context.Context, rw *memory.RecallWriter, spoolDir, self 
 		if !nonEmpty(path) {
 			continue
 		}
-		err := rw.Ship(ctx, spoolRun(path))
-		if errors.Is(err, cluster.ErrPurged) {
-			err = setAside(spoolDir, SpoolName(self), path, err, log)
-		}
-		if err != nil {
+		switch err := rw.Ship(ctx, spoolRun(path)); {
+		case errors.Is(err, cluster.ErrPurged):
+			errs = append(errs, setAside(spoolDir, SpoolName(self), path, err, log)) // names path
+		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", path, err))
 		}
 	}
