@@ -56,9 +56,7 @@ func runKeys(t *testing.T, rdb *redis.Client, run string) []string {
 // TestMoveMemoryHome: moving cluster runs' memory out of Redis, on one
 // Redis and ClickHouse.
 func TestMoveMemoryHome(t *testing.T) {
-	r := testutil.StartService(t, "redis")
-	c := testutil.StartService(t, "clickhouse")
-	s := config.Store{RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"], SpoolDir: t.TempDir()}
+	s, _ := clusterStores(t)
 	rdb := redis.NewClient(must(redis.ParseURL(s.RedisURL)))
 	t.Cleanup(func() { _ = rdb.Close() })
 	t.Run("Moves", func(t *testing.T) { testMoves(t, s, rdb) })

@@ -125,9 +125,7 @@ func (w *spoolWorker) writeAndDie() {
 // cannot start.
 func TestAdoptSpools(t *testing.T) {
 	ctx := context.Background()
-	r := testutil.StartService(t, "redis")
-	c := testutil.StartService(t, "clickhouse")
-	s := config.Store{RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"]}
+	s, c := clusterStores(t)
 	dir := t.TempDir()
 
 	h := startSpoolHelper(t, dir, s, "dead")
@@ -210,9 +208,7 @@ func TestAdoptSpools(t *testing.T) {
 // run whose memory has left Redis since is set aside, once.
 func TestShipOwnSpools(t *testing.T) {
 	ctx := context.Background()
-	r := testutil.StartService(t, "redis")
-	c := testutil.StartService(t, "clickhouse")
-	s := config.Store{RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"]}
+	s, c := clusterStores(t)
 	dir := t.TempDir()
 	log := testutil.Logger(t)
 	h := startSpoolHelper(t, dir, s, "again")

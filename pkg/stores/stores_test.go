@@ -76,9 +76,7 @@ func TestWorkerWritesRecallToRedis(t *testing.T) {
 		t.Skip("gcc not found: this test compiles C code")
 	}
 	ctx := context.Background()
-	r := testutil.StartService(t, "redis")
-	c := testutil.StartService(t, "clickhouse")
-	s := config.Store{RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"], SpoolDir: t.TempDir()}
+	s, _ := clusterStores(t)
 	log := testutil.Logger(t)
 	run := "recall-run"
 	// The scheduler's side: the run's store, the node's branch forked before the task is published.
@@ -163,4 +161,14 @@ func TestRecallWithoutServers(t *testing.T) {
 	}
 	require.Equal(t, []string{"phase_complete/coding", "phase_started/run", "error_encountered/run"}, kinds)
 	require.Contains(t, res.RecallPending[2].Payload, "exit 2")
+}
+
+// clusterStores starts a Redis and a ClickHouse for t and returns settings
+// that name them (spooling under a temporary directory) and the ClickHouse
+// server, which tests stop and start again.
+func clusterStores(t *testing.T) (config.Store, *testutil.Server) {
+	t.Helper()
+	r := testutil.StartService(t, "redis")
+	c := testutil.StartService(t, "clickhouse")
+	return config.Store{RedisURL: r.Env["HPCQ_REDIS_URL"], ClickHouseDSN: c.Env["HPCQ_CLICKHOUSE_DSN"], SpoolDir: t.TempDir()}, c
 }
