@@ -128,20 +128,6 @@ func (w *writeBehind) loop() {
 func (w *writeBehind) SetWriteDeadline(t time.Time) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.setDeadlineLocked(t)
-	return nil
-}
-
-// SetDeadline sets the underlying connection's read deadline and this
-// connection's write deadline.
-func (w *writeBehind) SetDeadline(t time.Time) error {
-	if err := w.Conn.SetReadDeadline(t); err != nil {
-		return err
-	}
-	return w.SetWriteDeadline(t)
-}
-
-func (w *writeBehind) setDeadlineLocked(t time.Time) {
 	w.deadline = t
 	if w.timer != nil {
 		w.timer.Stop()
@@ -155,6 +141,16 @@ func (w *writeBehind) setDeadlineLocked(t time.Time) {
 			w.mu.Unlock()
 		})
 	}
+	return nil
+}
+
+// SetDeadline sets the underlying connection's read deadline and this
+// connection's write deadline.
+func (w *writeBehind) SetDeadline(t time.Time) error {
+	if err := w.Conn.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return w.SetWriteDeadline(t)
 }
 
 // Close waits, up to closeDrainTimeout, for the buffered bytes to be
