@@ -168,7 +168,12 @@ type LLM struct {
 	Replay      string        `envconfig:"LLM_REPLAY" desc:"JSONL cassette of recorded replies: offline, deterministic runs"`
 	Record      string        `envconfig:"LLM_RECORD" desc:"append every live exchange to this JSONL cassette"`
 	Cache       string        `envconfig:"LLM_CACHE" desc:"a directory of LLM replies shared between runs, besides each run's llm-cache/ (requests at temperature 0, or all with llm.cache: true)"`
-	Timeout     time.Duration `envconfig:"LLM_TIMEOUT" default:"120s" desc:"timeout of one request attempt"`
+	Reasoning   string        `envconfig:"LLM_REASONING" desc:"true or false: the model is (or is not) a reasoning model, whatever its name and run.yaml's llm.reasoning say"`
+	Endpoint    string        `envconfig:"LLM_ENDPOINT" default:"auto" desc:"kind of endpoint: auto (told from OPENAI_BASE_URL), openai, azure, vllm, ollama, llamacpp, proxy or compatible"`
+	APIVersion  string        `envconfig:"LLM_API_VERSION" desc:"Azure OpenAI's api-version (default 2024-10-21; 2024-12-01-preview for a reasoning model)"`
+	Stream      bool          `envconfig:"LLM_STREAM" default:"true" desc:"stream replies (chunks read as they come; false: whole replies)"`
+	IdleTimeout time.Duration `envconfig:"LLM_IDLE_TIMEOUT" default:"90s" desc:"longest wait for the next chunk of a streamed reply"`
+	Timeout     time.Duration `envconfig:"LLM_TIMEOUT" default:"20m" desc:"cap of one request attempt, streamed or not (not retried when reached)"`
 	MaxAttempts int           `envconfig:"LLM_MAX_ATTEMPTS" default:"5" desc:"attempts per request (429, 5xx, timeouts are retried)"`
 	Concurrency int           `envconfig:"LLM_CONCURRENCY" default:"4" desc:"requests in flight at once"`
 }

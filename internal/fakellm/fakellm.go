@@ -15,9 +15,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/chatsse"
 	"github.com/hpcq/hpcq/pkg/llm"
 )
 
@@ -36,6 +38,16 @@ type Request struct {
 	KindN int
 	// JSON: the request asked for a JSON object (response_format json_object).
 	JSON bool
+	// Stream: the reply was asked as a stream.
+	Stream bool
+	// The output limit as sent (max_tokens or max_completion_tokens), the
+	// temperature (nil: not sent) and reasoning_effort.
+	MaxTokens, MaxCompletionTokens int
+	Temperature                    *float64
+	ReasoningEffort                string
+	// Body is the request's body as sent, Path its path and query.
+	Body []byte
+	Path string
 }
 
 // Last is the content of the last message.
@@ -52,6 +64,18 @@ type Reply struct {
 	Delay     time.Duration
 	TokensIn  int
 	TokensOut int
+	// ReasoningTokens (of TokensOut) and CachedTokens (of TokensIn) go in
+	// the usage's details.
+	ReasoningTokens, CachedTokens int
+	// NoUsage leaves the usage out (a stream's usage chunk too), as some
+	// servers do.
+	NoUsage bool
+	// Cut ends a streamed reply after its content, without a finish_reason
+	// or [DONE] (a dropped stream).
+	Cut bool
+	// Body is the answer's body for a Status other than 200 (default: an
+	// error of the API's shape saying "scripted status N").
+	Body string
 }
 
 // Server is the fake endpoint.
@@ -59,6 +83,9 @@ type Server struct {
 	*httptest.Server
 	handle func(Request) Reply
 	drop   bool // keep no request
+	opt    Options
+
+	arrived atomic.Int64
 
 	mu    sync.Mutex
 	n     int
@@ -68,7 +95,12 @@ type Server struct {
 
 // New starts a server answering with handle; it stops with the test.
 func New(t testing.TB, handle func(Request) Reply) *Server {
-	s := &Server{handle: handle, kindN: map[string]int{}}
+	return NewWith(t, Options{}, handle)
+}
+
+// NewWith is New with options.
+func NewWith(t testing.TB, opt Options, handle func(Request) Reply) *Server {
+	s := &Server{handle: handle, kindN: map[string]int{}, opt: opt}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -101,8 +133,14 @@ func Start(addr string, keep bool, handle func(Request) Reply) (*Server, error) 
 	return s, nil
 }
 
-// URL of the API (OPENAI_BASE_URL).
-func (s *Server) BaseURL() string { return s.URL + "/v1" }
+// URL of the API (OPENAI_BASE_URL): an Azure resource's endpoint, or
+// .../v1.
+func (s *Server) BaseURL() string {
+	if s.opt.Azure {
+		return s.URL
+	}
+	return s.URL + "/v1"
+}
 
 // Requests returns the requests so far.
 func (s *Server) Requests() []Request {
@@ -110,6 +148,10 @@ func (s *Server) Requests() []Request {
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.reqs...)
 }
+
+// Arrivals counts every request that reached the server, refused ones
+// included.
+func (s *Server) Arrivals() int64 { return s.arrived.Load() }
 
 // Count returns how many first attempts of kind arrived.
 func (s *Server) Count(kind string) int {
@@ -119,20 +161,23 @@ func (s *Server) Count(kind string) int {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/chat/completions" {
-		http.Error(w, "not found: "+r.URL.Path, http.StatusNotFound)
+	s.arrived.Add(1)
+	want := "/v1/chat/completions"
+	if s.opt.Azure {
+		want = "/openai/deployments/{deployment}/chat/completions"
+		dep, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/openai/deployments/"), "/chat/completions")
+		if ok && dep != "" && !strings.Contains(dep, "/") && strings.HasPrefix(r.URL.Path, "/openai/deployments/") {
+			want = r.URL.Path
+		}
+	}
+	if r.URL.Path != want {
+		refuse(w, http.StatusNotFound, "invalid_request_error", "", "", "Invalid URL (POST "+r.URL.Path+")")
 		return
 	}
-	var body struct {
-		Model    string `json:"model"`
-		Messages []struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		} `json:"messages"`
-		ResponseFormat *struct {
-			Type string `json:"type"`
-		} `json:"response_format"`
+	if !s.authorized(w, r) {
+		return
 	}
+	var body wireRequest
 	data, _ := io.ReadAll(r.Body)
 	msgs, err := []llm.Message(nil), json.Unmarshal(data, &body)
 	for _, m := range body.Messages {
@@ -143,12 +188,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		msg, err = message(m.Role, m.Content)
 		msgs = append(msgs, msg)
 	}
+	for i, m := range body.Messages {
+		if c := strings.TrimSpace(string(m.Content)); c == "" || c == "null" {
+			refuse(w, http.StatusBadRequest, "invalid_request_error", fmt.Sprintf("messages.[%d].content", i), "",
+				"Invalid value for 'content': expected a string, got null.")
+			return
+		}
+	}
 	if err != nil || len(msgs) == 0 {
-		http.Error(w, `{"error": {"message": "bad request"}}`, http.StatusBadRequest)
+		refuse(w, http.StatusBadRequest, "invalid_request_error", "messages", "", "We could not parse the JSON body of your request.")
+		return
+	}
+	if s.opt.Azure {
+		body.Model = strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/openai/deployments/"), "/chat/completions")
+	}
+	if !s.checkRules(w, body) {
 		return
 	}
 	req := Request{Model: body.Model, Messages: msgs, Kind: KindOf(msgs), Attempt: 1,
-		JSON: body.ResponseFormat != nil && body.ResponseFormat.Type == "json_object"}
+		JSON: body.ResponseFormat != nil && body.ResponseFormat.Type == "json_object", Stream: body.Stream, MaxTokens: body.MaxTokens,
+		MaxCompletionTokens: body.MaxCompletionTokens, Temperature: body.Temperature, ReasoningEffort: body.ReasoningEffort, Body: data,
+		Path: r.URL.RequestURI()}
 	for _, m := range msgs {
 		if m.Role == "assistant" {
 			req.Attempt++
@@ -178,20 +238,42 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(k, v)
 	}
 	if rep.Status != 0 && rep.Status != http.StatusOK {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(rep.Status)
-		fmt.Fprintf(w, `{"error": {"message": "scripted status %d", "type": "test"}}`, rep.Status)
+		if rep.Body != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(rep.Status)
+			_, _ = io.WriteString(w, rep.Body)
+			return
+		}
+		refuse(w, rep.Status, "test", "", "", fmt.Sprintf("scripted status %d", rep.Status))
 		return
 	}
 	finish := rep.FinishReason
 	if finish == "" {
 		finish = "stop"
 	}
-	out, _ := json.Marshal(map[string]any{
-		"id": "chatcmpl-" + strconv.Itoa(req.N), "object": "chat.completion", "created": time.Now().Unix(), "model": body.Model,
+	usage := map[string]any{"prompt_tokens": rep.TokensIn, "completion_tokens": rep.TokensOut, "total_tokens": rep.TokensIn + rep.TokensOut,
+		"prompt_tokens_details":     map[string]int{"cached_tokens": rep.CachedTokens},
+		"completion_tokens_details": map[string]int{"reasoning_tokens": rep.ReasoningTokens}}
+	id := "chatcmpl-" + strconv.Itoa(req.N)
+	if body.Stream {
+		var u any
+		if body.StreamOptions != nil && body.StreamOptions.IncludeUsage && !rep.NoUsage {
+			u = usage
+		}
+		if rep.Cut {
+			finish = ""
+		}
+		chatsse.Write(w, chatsse.Reply{ID: id, Model: body.Model, Content: rep.Content, FinishReason: finish, Usage: u, Chunk: s.opt.Chunk})
+		return
+	}
+	reply := map[string]any{
+		"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": body.Model,
 		"choices": []any{map[string]any{"index": 0, "message": map[string]string{"role": "assistant", "content": rep.Content}, "finish_reason": finish}},
-		"usage":   map[string]int{"prompt_tokens": rep.TokensIn, "completion_tokens": rep.TokensOut, "total_tokens": rep.TokensIn + rep.TokensOut},
-	})
+	}
+	if !rep.NoUsage {
+		reply["usage"] = usage
+	}
+	out, _ := json.Marshal(reply)
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
 }

@@ -236,8 +236,9 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 		return nil, err
 	}
 	l := p.Spec.LLM
-	e.metered = &llm.Metered{Client: llm.Defaults{Client: p.LLM, Model: l.Model, Temperature: l.Temperature, MaxTokens: l.MaxTokens},
-		Record: e.recordCall, Run: e.runID, Prices: l.Prices, Budget: l.Budget, Logger: e.log}
+	e.metered = &llm.Metered{Client: llm.Defaults{Client: p.LLM, Model: l.Model, Temperature: l.Temperature, MaxTokens: l.MaxTokens,
+		ReasoningEffort: l.ReasoningEffort},
+		Record: e.recordCall, Run: e.runID, Prices: l.Prices, Budget: l.Budget, Logger: e.log, OnConfigError: e.configRefused}
 	if u, err := loadUsage(filepath.Join(dir, rundir.UsageFile)); err != nil {
 		e.close()
 		return nil, err
@@ -279,12 +280,13 @@ const callsEvery = 100 * time.Millisecond
 
 // recordCall queues an LLM call's llm_calls row.
 func (e *engine) recordCall(_ context.Context, c llm.Call) {
-	e.p.Metrics.Call(c.Purpose, c.Model, c.TokensIn, c.TokensOut, c.CostUSD, c.Latency, c.Error != "")
+	e.p.Metrics.Call(c.Purpose, c.Model, c.TokensIn, c.TokensOut, c.TokensReasoning, c.CostUSD, c.Latency, c.Error != "")
 	if e.rows == nil {
 		return
 	}
 	e.rows.Add(results.Rows{LLMCalls: []results.LLMCall{{Run: c.Run, Node: c.Node, Purpose: c.Purpose, Model: c.Model,
-		TokensIn: c.TokensIn, TokensOut: c.TokensOut, LatencyMS: float64(c.Latency.Microseconds()) / 1000, CostUSD: c.CostUSD,
+		TokensIn: c.TokensIn, TokensOut: c.TokensOut, ReasoningTokens: c.TokensReasoning, CachedTokens: c.TokensCached,
+		TokensEstimated: c.TokensEstimated, LatencyMS: float64(c.Latency.Microseconds()) / 1000, CostUSD: c.CostUSD,
 		CacheHit: c.CacheHit, Error: c.Error, TS: c.Started}}})
 }
 
@@ -378,6 +380,17 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 		return sum, fmt.Errorf("run %s interrupted (resume with --resume %s): %w", e.runID, e.dir, context.Cause(ctx))
 	}
 	return sum, nil
+}
+
+// configRefused stops the run when the endpoint refuses its configuration
+// (a key, a model, a parameter every request carries): no node could be
+// written until it is fixed, so none is marked buggy for it; the nodes in
+// flight stay unfinished and are prepared again on --resume.
+func (e *engine) configRefused(err error) {
+	e.log.Error("the LLM endpoint refused the run's configuration: the run stops (fix it, then resume)", "err", err)
+	if e.cancel != nil {
+		e.cancel(err)
+	}
 }
 
 // defaultSlots are the nodes in flight when neither the settings nor a

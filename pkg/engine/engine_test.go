@@ -93,7 +93,7 @@ func setup(t *testing.T, spec run.Spec, handle func(fakellm.Request) fakellm.Rep
 	t.Cleanup(func() { _ = store.Close() })
 	srv := fakellm.New(t, handle)
 	client, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: srv.BaseURL(), APIKey: "test-key", Model: "test-model", MaxAttempts: 3,
-		Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Timeout: 8 * time.Second, Logger: log})
+		Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, IdleTimeout: 8 * time.Second, Logger: log})
 	require.NoError(t, err)
 	return env{srv: srv, dir: dir, p: Params{Spec: spec, RunDir: dir, Queue: l.Queue, LLM: client, MemoryStore: store, Results: sink,
 		WorkersWriteResults: true, Mode: "local", Logger: log, Gateway: l.Conn}}
@@ -124,7 +124,7 @@ func TestWholeRunWithHostileReplies(t *testing.T) {
 		case r.N == 1:
 			return fakellm.Reply{Status: 429, Header: map[string]string{"Retry-After": "0"}} // retried
 		case r.Kind == "phase0" && r.KindN == 3:
-			return fakellm.Reply{Delay: 9 * time.Second} // longer than the client's timeout: retried
+			return fakellm.Reply{Delay: 9 * time.Second} // longer than the client's idle timeout: retried
 		case r.Kind != "draft":
 		case r.KindN == 2 && r.Attempt == 1:
 			return fakellm.Reply{Content: script(12)} // no memory block: feedback, retried

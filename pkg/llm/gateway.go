@@ -21,8 +21,8 @@ import (
 //	request: {"v": 1, "request": Request, "purpose": "...", "node": "..."}
 //	reply:   {"v": 1, "response": Response} or {"v": 1, "error": {"kind": "...", "message": "..."}}
 //
-// kind is bad_request, no_reply, budget, retries_exhausted, too_large or
-// failed; the client maps the first four back to this package's errors.
+// kind is bad_request, no_reply, budget, retries_exhausted, config, too_large or
+// failed; the client maps the first five back to this package's errors.
 
 // GatewayVersion is the message version this build reads and writes.
 const GatewayVersion = 1
@@ -77,11 +77,13 @@ func errorKind(err error) string {
 		return "budget"
 	case errors.Is(err, ErrRetriesExhausted):
 		return "retries_exhausted"
+	case errors.Is(err, ErrConfig):
+		return "config"
 	}
 	return "failed"
 }
 
-var kindErrors = map[string]error{"bad_request": ErrBadRequest, "no_reply": ErrNoReply, "budget": ErrBudget, "retries_exhausted": ErrRetriesExhausted}
+var kindErrors = map[string]error{"bad_request": ErrBadRequest, "no_reply": ErrNoReply, "budget": ErrBudget, "retries_exhausted": ErrRetriesExhausted, "config": ErrConfig}
 
 // Serve answers gateway requests with client until ctx ends, from a queue
 // group, so several schedulers' gateways may share the load. Each request

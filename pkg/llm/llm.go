@@ -53,7 +53,12 @@ type Request struct {
 	Model string `json:"model,omitempty"`
 	// Temperature: nil leaves the endpoint's default.
 	Temperature *float64 `json:"temperature,omitempty"`
-	MaxTokens   int      `json:"max_tokens,omitempty"`
+	// MaxTokens bounds the reply (max_tokens, or max_completion_tokens for
+	// a reasoning model: its reasoning included).
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// ReasoningEffort of a reasoning model (none, minimal, low, medium,
+	// high); "" leaves the endpoint's default.
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 	// JSON asks for a JSON object reply (response_format json_object).
 	JSON bool `json:"json,omitempty"`
 	// Purpose and Node label the call in llm_calls (draft, debug, phase0,
@@ -64,12 +69,23 @@ type Request struct {
 
 // Response is a completion.
 type Response struct {
-	Content      string        `json:"content"`
-	Model        string        `json:"model"`
-	TokensIn     int           `json:"tokens_in"`
-	TokensOut    int           `json:"tokens_out"`
-	FinishReason string        `json:"finish_reason,omitempty"`
-	Latency      time.Duration `json:"-"`
+	Content      string `json:"content"`
+	Model        string `json:"model"`
+	TokensIn     int    `json:"tokens_in"`
+	TokensOut    int    `json:"tokens_out"`
+	FinishReason string `json:"finish_reason,omitempty"`
+	// ReasoningTokens are the completion tokens spent on reasoning (part
+	// of TokensOut); CachedTokens the prompt tokens the endpoint served
+	// from its prompt cache (part of TokensIn).
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+	CachedTokens    int `json:"cached_tokens,omitempty"`
+	// UsageEstimated: the endpoint reported no usage; the tokens were
+	// counted here (o200k_base).
+	UsageEstimated bool `json:"usage_estimated,omitempty"`
+	// Note says what the client did beyond one exchange (a reply cut by
+	// reasoning asked again).
+	Note    string        `json:"note,omitempty"`
+	Latency time.Duration `json:"-"`
 	// CacheHit: served from a cassette, not a model.
 	CacheHit bool `json:"-"`
 }
@@ -123,10 +139,11 @@ func (r Request) validate() error {
 // Defaults fills the model settings a request leaves unset (a run's
 // run.yaml llm: section) before passing it on.
 type Defaults struct {
-	Client      Client
-	Model       string
-	Temperature *float64
-	MaxTokens   int
+	Client          Client
+	Model           string
+	Temperature     *float64
+	MaxTokens       int
+	ReasoningEffort string
 }
 
 // Chat implements Client.
@@ -139,6 +156,9 @@ func (d Defaults) Chat(ctx context.Context, req Request) (Response, error) {
 	}
 	if req.MaxTokens == 0 {
 		req.MaxTokens = d.MaxTokens
+	}
+	if req.ReasoningEffort == "" {
+		req.ReasoningEffort = d.ReasoningEffort
 	}
 	return d.Client.Chat(ctx, req)
 }

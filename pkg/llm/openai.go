@@ -1,48 +1,59 @@
 package llm
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	jsonv2 "github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
-	jsonv1 "github.com/go-json-experiment/json/v1"
-
-	"github.com/hpcq/hpcq/internal/bufpool"
-	"github.com/hpcq/hpcq/internal/jsonw"
-	"github.com/hpcq/hpcq/internal/textcut"
+	openai "github.com/sashabaranov/go-openai"
 )
 
 // OpenAIOptions configure the openai backend. Zero values take the
 // defaults in brackets.
 type OpenAIOptions struct {
 	// BaseURL of an OpenAI-compatible API (OPENAI_BASE_URL) [https://api.openai.com/v1]:
-	// OpenAI, vLLM, Ollama, llama.cpp server, ...
+	// OpenAI, Azure OpenAI (the resource's endpoint), vLLM, Ollama,
+	// llama.cpp server, LiteLLM, OpenRouter, ...
 	BaseURL string
 	// APIKey (OPENAI_API_KEY); some local servers need none.
 	APIKey string
-	// Model when a request names none (HPCQ_LLM_MODEL).
+	// Model when a request names none (HPCQ_LLM_MODEL); on Azure, the
+	// deployment's name.
 	Model string
+	// Endpoint is the kind of server [told from BaseURL].
+	Endpoint Endpoint
+	// APIVersion is Azure's api-version [2024-10-21; 2024-12-01-preview
+	// for a reasoning model].
+	APIVersion string
+	// Reasoning overrides what the model's name says (llm.reasoning).
+	Reasoning *bool
+	// MaxTokensCap bounds the output limit a reply cut by reasoning is
+	// asked again with (llm.max_tokens_cap) [4 times the request's].
+	MaxTokensCap int
+	// NoStream asks for whole replies (HPCQ_LLM_STREAM=false).
+	NoStream bool
+	// IdleTimeout bounds the wait for each chunk of a streamed reply (and
+	// for its first, but for a reasoning model, which may think for
+	// minutes before it says anything) [90s].
+	IdleTimeout time.Duration
 	// MaxAttempts per request, the first included [5].
 	MaxAttempts int
 	// Backoff before the second attempt, doubled for each next one, with
 	// jitter, capped at MaxBackoff [1s, 30s]. A Retry-After from the server
 	// wins (up to MaxBackoff).
 	Backoff, MaxBackoff time.Duration
-	// Timeout of one attempt [120s].
+	// Timeout caps one attempt, streamed or not [20m]; an attempt that
+	// reaches it is not made again.
 	Timeout time.Duration
 	// Concurrency bounds the requests in flight [4].
 	Concurrency int
@@ -51,16 +62,33 @@ type OpenAIOptions struct {
 	HTTPClient *http.Client
 }
 
-// OpenAI is the backend for OpenAI-compatible endpoints: the chat
-// completions API, spoken directly (the request is encoded once per call,
-// each field as the API defines it: a temperature of 0 is sent).
+// OpenAI is the backend for OpenAI-compatible endpoints, through go-openai:
+// requests shaped by the model's Profile, replies streamed, retried, and a
+// refused configuration remembered (nothing more is sent).
 type OpenAI struct {
-	hc   *http.Client
-	url  string // .../chat/completions
-	o    OpenAIOptions
-	sem  chan struct{}
-	wait func(context.Context, time.Duration) error
+	api      *openai.Client
+	hc       *http.Client
+	o        OpenAIOptions
+	endpoint Endpoint
+	sem      chan struct{}
+	wait     func(context.Context, time.Duration) error
+	// noStream: the endpoint refused a stream; replies are asked whole.
+	noStream atomic.Bool
+	// refused: the endpoint refused the configuration.
+	refused  atomic.Pointer[ConfigError]
+	profiles sync.Map // model -> Profile
+	warned   sync.Map // a warning's text -> true: said once
 }
+
+// Defaults of OpenAIOptions.
+const (
+	DefaultTimeout     = 20 * time.Minute
+	DefaultIdleTimeout = 90 * time.Second
+	// AzureAPIVersion is Azure OpenAI's GA version; reasoning models need
+	// AzureReasoningAPIVersion or later.
+	AzureAPIVersion          = "2024-10-21"
+	AzureReasoningAPIVersion = "2024-12-01-preview"
+)
 
 // NewOpenAI returns the backend; it does not contact the endpoint.
 func NewOpenAI(o OpenAIOptions) (*OpenAI, error) {
@@ -77,13 +105,20 @@ func NewOpenAI(o OpenAIOptions) (*OpenAI, error) {
 		o.MaxBackoff = 30 * time.Second
 	}
 	if o.Timeout <= 0 {
-		o.Timeout = 120 * time.Second
+		o.Timeout = DefaultTimeout
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = DefaultIdleTimeout
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 4
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	endpoint := o.Endpoint
+	if endpoint == "" {
+		endpoint = DetectEndpoint(o.BaseURL)
 	}
 	base := strings.TrimRight(o.BaseURL, "/")
 	if base == "" {
@@ -104,7 +139,23 @@ func NewOpenAI(o OpenAIOptions) (*OpenAI, error) {
 		tr.WriteBufferSize = requestBuffer
 		hc = &http.Client{Transport: tr}
 	}
-	return &OpenAI{hc: hc, url: base + "/chat/completions", o: o, sem: make(chan struct{}, o.Concurrency), wait: sleep}, nil
+	cfg := openai.DefaultConfig(o.APIKey)
+	if endpoint == EndpointAzure {
+		if o.APIVersion == "" {
+			o.APIVersion = AzureAPIVersion
+			if IsReasoningModel(o.Model) || o.Reasoning != nil && *o.Reasoning {
+				o.APIVersion = AzureReasoningAPIVersion
+			}
+		}
+		// The resource's endpoint; go-openai adds /openai/deployments/<model>.
+		cfg = openai.DefaultAzureConfig(o.APIKey, strings.TrimSuffix(base, "/openai"))
+		cfg.APIVersion = o.APIVersion
+		cfg.AzureModelMapperFunc = func(model string) string { return model } // the deployment is named by the model setting
+	} else {
+		cfg.BaseURL = base
+	}
+	cfg.HTTPClient = boundedDoer{hc: hc}
+	return &OpenAI{api: openai.NewClientWithConfig(cfg), hc: hc, o: o, endpoint: endpoint, sem: make(chan struct{}, o.Concurrency), wait: sleep}, nil
 }
 
 // requestBuffer is the write buffer of each connection to the endpoint.
@@ -121,121 +172,39 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// chatRequest is the body of a chat completion request.
-type chatRequest struct {
-	Model          string          `json:"model"`
-	Messages       []chatMessage   `json:"messages"`
-	MaxTokens      int             `json:"max_tokens,omitempty"`
-	Temperature    *float64        `json:"temperature,omitempty"` // nil: the endpoint's default; 0 is sent
-	ResponseFormat *responseFormat `json:"response_format,omitempty"`
-}
-
-type responseFormat struct {
-	Type string `json:"type"`
-}
-
-// chatMessage is a message whose content is a string, or (with images)
-// a list of content parts ([]contentPart).
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content any    `json:"content"`
-}
-
-type contentPart struct {
-	Type     string    `json:"type"` // text or image_url
-	Text     string    `json:"text,omitempty"`
-	ImageURL *imageURL `json:"image_url,omitempty"`
-}
-
-type imageURL struct {
-	URL    string `json:"url"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// chatResponse is what a chat completion answers (the fields read).
-type chatResponse struct {
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content string `json:"content"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-}
-
-// APIError is an answer of the endpoint with a status other than 2xx.
-type APIError struct {
-	Status  int    // the HTTP status
-	Message string // the error's message, or the start of the body
-	Type    string // the error's type, when the body says
-	Code    string // the error's code, when the body says
-}
-
-func (e *APIError) Error() string {
-	msg := fmt.Sprintf("status %d %s", e.Status, http.StatusText(e.Status))
-	if e.Type != "" || e.Code != "" {
-		msg += " (" + strings.Trim(e.Type+" "+e.Code, " ") + ")"
+// Profile is what this client sends to model.
+func (c *OpenAI) Profile(model string) Profile {
+	if p, ok := c.profiles.Load(model); ok {
+		return p.(Profile)
 	}
-	if e.Message != "" {
-		msg += ": " + e.Message
-	}
-	return msg
+	p := Resolve(c.endpoint, model, c.o.Reasoning, !c.o.NoStream, c.o.APIVersion)
+	c.profiles.Store(model, p)
+	return p
 }
 
-// maxReplyBytes bounds the body of an answer read: a chat completion is
-// a few kilobytes to a few hundred; more is not an answer to use.
-const maxReplyBytes = 32 << 20
+// Streaming reports whether replies are streamed now (not after the
+// endpoint refused a stream).
+func (c *OpenAI) Streaming() bool { return !c.o.NoStream && !c.noStream.Load() }
 
-// errReplyTooLarge: the endpoint's answer is over maxReplyBytes.
-var errReplyTooLarge = fmt.Errorf("llm: the endpoint's answer is over %d MiB", maxReplyBytes>>20)
+// maxReasoningRounds bounds how often a reply cut by reasoning is asked
+// again with a larger limit or a lower effort.
+const maxReasoningRounds = 3
 
-// errNotCompletion: the endpoint answered something that is not a chat
-// completion (an HTML page, garbage), as a proxy or captive portal may.
-var errNotCompletion = errors.New("llm: the endpoint's answer is not a chat completion")
-
-// parseRetryAfter reads seconds or an HTTP date; 0 when absent or bad.
-func parseRetryAfter(v string, now time.Time) time.Duration {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-		return time.Duration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
-}
-
-// retryable tells whether an attempt's error is worth another attempt:
-// 408, 409, 429 and 5xx answers, timeouts and connection errors, answers
-// that are not a chat completion or have no choices.
-func retryable(err error) bool {
-	var apiErr *APIError
-	if errors.As(err, &apiErr) {
-		code := apiErr.Status
-		return code == http.StatusRequestTimeout || code == http.StatusConflict || code == http.StatusTooManyRequests || code >= 500
-	}
-	if errors.Is(err, errReplyTooLarge) {
-		return false
-	}
-	var netErr net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) || errors.Is(err, errEmptyReply) ||
-		errors.Is(err, errNotCompletion) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		strings.Contains(err.Error(), "connection reset") || strings.Contains(err.Error(), "EOF")
-}
-
-var errEmptyReply = errors.New("llm: the endpoint answered no choices")
-
-// Chat sends the request, retrying what is retryable.
+// Chat sends the request, retrying what is retryable. A reasoning model's
+// reply cut at its output limit with nothing said (every token spent on
+// reasoning) is asked again with twice the limit (up to MaxTokensCap), then
+// with a lower effort; the usage of every round is in the response, and
+// its Note says what happened.
 func (c *OpenAI) Chat(ctx context.Context, req Request) (Response, error) {
 	if err := req.validate(); err != nil {
 		return Response{}, err
+	}
+	model := req.Model
+	if model == "" {
+		model = c.o.Model
+	}
+	if ce := c.refused.Load(); ce != nil {
+		return Response{}, fmt.Errorf("llm: %s: not sent, %w", model, ce)
 	}
 	select {
 	case c.sem <- struct{}{}:
@@ -243,30 +212,82 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (Response, error) {
 		return Response{}, ctx.Err()
 	}
 	defer func() { <-c.sem }()
-	model := req.Model
-	if model == "" {
-		model = c.o.Model
-	}
-	body, err := encodeChat(model, req)
-	if err != nil {
-		return Response{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	p := c.Profile(model)
+	if !p.Temperature && req.Temperature != nil {
+		c.warnOnce(fmt.Sprintf("llm: temperature %g not sent to %s: a reasoning model takes only its default", *req.Temperature, model))
 	}
 	start := time.Now()
+	limit, effort := req.MaxTokens, req.ReasoningEffort
+	capTokens := c.o.MaxTokensCap
+	if capTokens <= 0 {
+		capTokens = 4 * req.MaxTokens
+	}
+	var total Response
+	var notes []string
+	for round := 0; ; round++ {
+		resp, err := c.retrying(ctx, p, c.request(p, req, limit, effort), req.Purpose)
+		total.add(resp)
+		if err != nil {
+			total.Latency, total.Note = time.Since(start), strings.Join(notes, "; ")
+			return total, err
+		}
+		cut := p.Reasoning && reasoningCut(resp)
+		if cut {
+			note := fmt.Sprintf("the model spent all %d completion tokens on reasoning", resp.TokensOut)
+			switch {
+			case round == maxReasoningRounds:
+				note += "; not asked again"
+				cut = false
+			case limit > 0 && limit < capTokens:
+				limit = min(2*limit, capTokens)
+				note += fmt.Sprintf("; asked again with %s %d", p.TokenField, limit)
+			case lowerEffort(effort) != "":
+				effort = lowerEffort(effort)
+				note += "; asked again with reasoning_effort " + effort
+			default:
+				note += fmt.Sprintf("; no larger limit (llm.max_tokens_cap %d) or lower effort to ask with", capTokens)
+				cut = false
+			}
+			notes = append(notes, note)
+			c.o.Logger.Warn("llm reply cut by reasoning", "model", model, "purpose", req.Purpose, "node", req.Node, "what", note)
+		}
+		if !cut {
+			resp.TokensIn, resp.TokensOut, resp.ReasoningTokens, resp.CachedTokens = total.TokensIn, total.TokensOut, total.ReasoningTokens, total.CachedTokens
+			resp.UsageEstimated = total.UsageEstimated
+			resp.Latency, resp.Note = time.Since(start), strings.Join(notes, "; ")
+			return resp, nil
+		}
+	}
+}
+
+// reasoningCut: a reply that reached its output limit with nothing said.
+func reasoningCut(r Response) bool {
+	return r.FinishReason == "length" && strings.TrimSpace(r.Content) == ""
+}
+
+// retrying makes the attempts of one request.
+func (c *OpenAI) retrying(ctx context.Context, p Profile, creq openai.ChatCompletionRequest, purpose string) (Response, error) {
 	var last error
 	for attempt := 1; attempt <= c.o.MaxAttempts; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, c.o.Timeout)
-		resp, retryAfter, err := c.attempt(actx, body)
-		cancel()
+		stream := c.Streaming()
+		resp, retryAfter, err := c.attempt(ctx, p, creq, stream)
 		if err == nil {
-			ch := resp.Choices[0]
-			return Response{Content: ch.Message.Content, Model: resp.Model, TokensIn: resp.Usage.PromptTokens,
-				TokensOut: resp.Usage.CompletionTokens, FinishReason: ch.FinishReason, Latency: time.Since(start)}, nil
+			return resp, nil
 		}
 		if ctx.Err() != nil {
-			return Response{}, fmt.Errorf("llm: %s: %w", model, ctx.Err())
+			return Response{}, fmt.Errorf("llm: %s: %w", p.Model, ctx.Err())
+		}
+		if stream && streamRefused(err) && c.noStream.CompareAndSwap(false, true) {
+			c.o.Logger.Warn("llm: the endpoint refused a streamed reply; replies are asked whole from now on", "model", p.Model, "err", err)
+			attempt-- // not the request's failure
+			continue
+		}
+		if ce := asConfigError(err); ce != nil {
+			c.refused.CompareAndSwap(nil, ce)
+			return Response{}, fmt.Errorf("llm: %s: %w", p.Model, ce)
 		}
 		if !retryable(err) {
-			return Response{}, fmt.Errorf("llm: %s: %w", model, err)
+			return Response{}, fmt.Errorf("llm: %s: %w", p.Model, err)
 		}
 		last = err
 		if attempt == c.o.MaxAttempts {
@@ -278,193 +299,132 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (Response, error) {
 			d = retryAfter
 		}
 		d = min(d, c.o.MaxBackoff)
-		c.o.Logger.Warn("llm request failed; retrying", "model", model, "purpose", req.Purpose, "attempt", attempt, "in", d, "err", err)
+		c.o.Logger.Warn("llm request failed; retrying", "model", p.Model, "purpose", purpose, "attempt", attempt, "in", d, "err", err)
 		if err := c.wait(ctx, d); err != nil {
-			return Response{}, fmt.Errorf("llm: %s: %w", model, err)
+			return Response{}, fmt.Errorf("llm: %s: %w", p.Model, err)
 		}
 	}
-	return Response{}, fmt.Errorf("%w after %d attempts (%s): %w", ErrRetriesExhausted, c.o.MaxAttempts, model, last)
+	return Response{}, fmt.Errorf("%w after %d attempts (%s): %w", ErrRetriesExhausted, c.o.MaxAttempts, p.Model, last)
 }
 
-// encodeChat is the body of req's chat completion request: the bytes
-// json.Marshal writes for its chatRequest, written without reflection when
-// it has no images (a prompt of tens of kilobytes is most of its cost).
-func encodeChat(model string, req Request) ([]byte, error) {
-	if body, ok := appendChat(nil, model, req); ok {
-		return body, nil
-	}
-	return marshalChat(model, req)
-}
-
-// appendChat appends the body of a request without images and with a
-// temperature json.Marshal writes in plain decimal (not ok: neither is
-// appended).
-func appendChat(dst []byte, model string, req Request) (_ []byte, ok bool) {
-	size := 128 + len(model)
-	for _, m := range req.Messages {
+// request is req as go-openai sends it to the profile's model, with the
+// output limit and effort of this round.
+func (c *OpenAI) request(p Profile, req Request, limit int, effort string) openai.ChatCompletionRequest {
+	creq := openai.ChatCompletionRequest{Model: p.Model, Messages: make([]openai.ChatCompletionMessage, len(req.Messages))}
+	for i, m := range req.Messages {
+		cm := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content}
 		if len(m.Images) > 0 {
-			return dst, false
+			cm.Content = ""
+			cm.MultiContent = append(make([]openai.ChatMessagePart, 0, 1+len(m.Images)), openai.ChatMessagePart{Type: openai.ChatMessagePartTypeText, Text: m.Content})
+			for _, img := range m.Images {
+				cm.MultiContent = append(cm.MultiContent, openai.ChatMessagePart{Type: openai.ChatMessagePartTypeImageURL, ImageURL: &openai.ChatMessageImageURL{
+					URL: "data:" + img.MIME + ";base64," + base64.StdEncoding.EncodeToString(img.Data), Detail: openai.ImageURLDetailAuto}})
+			}
 		}
-		size += 32 + len(m.Role) + len(m.Content) + len(m.Content)/16 // room for escapes
+		creq.Messages[i] = cm
 	}
-	if t := req.Temperature; t != nil {
-		if _, ok := jsonw.AppendFloat(nil, *t); !ok {
-			return dst, false // NaN, an infinity or exponent notation: json.Marshal's
+	if limit > 0 {
+		if p.TokenField == "max_completion_tokens" {
+			creq.MaxCompletionTokens = limit
+		} else {
+			creq.MaxTokens = limit
 		}
 	}
-	dst = slices.Grow(dst, size)
-	dst = jsonw.AppendString(append(dst, `{"model":`...), model)
-	msgs := req.Messages
-	if msgs == nil {
-		msgs = []Message{} // marshalChat's list is never nil
+	if p.Temperature && req.Temperature != nil {
+		// go-openai leaves out a temperature of 0 (omitempty): its
+		// documented way to send one is the smallest float32 above it,
+		// which the endpoint reads as 0 for every purpose (1e-45).
+		t := float32(*req.Temperature)
+		if t == 0 {
+			t = math.SmallestNonzeroFloat32
+		}
+		creq.Temperature = t
 	}
-	dst = AppendMessagesJSON(append(dst, `,"messages":`...), msgs)
-	if req.MaxTokens != 0 {
-		dst = strconv.AppendInt(append(dst, `,"max_tokens":`...), int64(req.MaxTokens), 10)
-	}
-	if req.Temperature != nil {
-		dst, _ = jsonw.AppendFloat(append(dst, `,"temperature":`...), *req.Temperature)
+	if p.Effort {
+		creq.ReasoningEffort = effort
 	}
 	if req.JSON {
-		dst = append(dst, `,"response_format":{"type":"json_object"}`...)
+		creq.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
 	}
-	return append(dst, '}'), true
+	return creq
 }
 
-// AppendMessagesJSON appends msgs, which have no images, as the JSON array
-// json.Marshal writes for them (a nil slice as null): a chat request's
-// messages and a prompt log's.
-func AppendMessagesJSON(dst []byte, msgs []Message) []byte {
-	return jsonw.AppendList(dst, msgs, func(dst []byte, m Message) []byte {
-		dst = jsonw.AppendString(append(dst, `{"role":`...), m.Role)
-		return append(jsonw.AppendString(append(dst, `,"content":`...), m.Content), '}')
-	})
-}
+type retryAfterKey struct{}
 
-// marshalChat is encodeChat through json.Marshal: any request.
-func marshalChat(model string, req Request) ([]byte, error) {
-	creq := chatRequest{Model: model, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Messages: make([]chatMessage, 0, len(req.Messages))}
-	if req.JSON {
-		creq.ResponseFormat = &responseFormat{Type: "json_object"}
+// attempt sends the request once; retryAfter is the server's Retry-After,
+// if it gave one.
+func (c *OpenAI) attempt(ctx context.Context, p Profile, creq openai.ChatCompletionRequest, stream bool) (resp Response, retryAfter time.Duration, err error) {
+	actx, cancel := context.WithTimeoutCause(ctx, c.o.Timeout, fmt.Errorf("%w (%s, HPCQ_LLM_TIMEOUT)", errAttemptCap, c.o.Timeout))
+	defer cancel()
+	actx = context.WithValue(actx, retryAfterKey{}, &retryAfter)
+	if stream {
+		resp, err = c.stream(actx, p, creq)
+	} else {
+		resp, err = c.whole(actx, creq)
 	}
-	for _, m := range req.Messages {
-		if len(m.Images) == 0 {
-			creq.Messages = append(creq.Messages, chatMessage{Role: m.Role, Content: m.Content})
-			continue
-		}
-		parts := []contentPart{{Type: "text", Text: m.Content}}
-		for _, img := range m.Images {
-			parts = append(parts, contentPart{Type: "image_url", ImageURL: &imageURL{
-				URL: "data:" + img.MIME + ";base64," + base64.StdEncoding.EncodeToString(img.Data), Detail: "auto"}})
-		}
-		creq.Messages = append(creq.Messages, chatMessage{Role: m.Role, Content: parts})
-	}
-	return json.Marshal(creq)
-}
-
-// attempt posts body once and reads the answer; retryAfter is the
-// server's Retry-After, if it gave one.
-func (c *OpenAI) attempt(ctx context.Context, body []byte) (resp *chatResponse, retryAfter time.Duration, err error) {
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, 0, err
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
-	if c.o.APIKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+c.o.APIKey)
-	}
-	hresp, err := c.hc.Do(hreq)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer hresp.Body.Close()
-	retryAfter = parseRetryAfter(hresp.Header.Get("Retry-After"), time.Now())
-	// The body is read into a lent buffer: what readAnswer keeps of it is
-	// copied.
-	buf := bufpool.Get()
-	defer bufpool.Put(buf)
-	answer := bytes.NewBuffer(*buf)
-	if n := hresp.ContentLength; n > 0 && n <= maxReplyBytes {
-		answer.Grow(int(n) + bytes.MinRead) // room for the read that finds the end
-	}
-	_, err = answer.ReadFrom(io.LimitReader(hresp.Body, maxReplyBytes+1))
-	*buf = answer.Bytes() // kept for the next answer, grown or not
-	if err != nil {
-		return nil, retryAfter, err
-	}
-	resp, err = readAnswer(hresp.StatusCode, hresp.Header.Get("Content-Type"), *buf)
+	err = describe(withCause(ctx, actx, err))
 	return resp, retryAfter, err
 }
 
-// answerOptions decode a completion as encoding/json would (names in any
-// case, invalid UTF-8 replaced, a repeated name's last value kept), at
-// twice its speed: every reply of the run is decoded with them.
-var answerOptions = jsonv2.JoinOptions(jsonv2.MatchCaseInsensitiveNames(true), jsonv1.MatchCaseSensitiveDelimiter(true), jsontext.AllowInvalidUTF8(true), jsontext.AllowDuplicateNames(true))
-
-// readAnswer makes a chat completion of an answer's status, Content-Type
-// and body (read up to one byte past maxReplyBytes), or says why it is
-// none: an *APIError for a status other than 2xx, errNotCompletion for a
-// body that is not a completion, errEmptyReply for one without choices.
-func readAnswer(status int, contentType string, data []byte) (*chatResponse, error) {
-	if len(data) > maxReplyBytes {
-		return nil, errReplyTooLarge
+// whole asks for the reply in one answer.
+func (c *OpenAI) whole(ctx context.Context, creq openai.ChatCompletionRequest) (Response, error) {
+	r, err := c.api.CreateChatCompletion(ctx, creq)
+	if err != nil {
+		return Response{}, answerError(err)
 	}
-	if status/100 != 2 {
-		return nil, apiError(status, data)
+	if len(r.Choices) == 0 {
+		return Response{}, errEmptyReply
 	}
-	// A proxy's or portal's page with status 200 is not an answer of the
-	// endpoint: a transport error, retried like a 5xx.
-	if contentType != "" && !strings.Contains(strings.ToLower(contentType), "json") {
-		return nil, fmt.Errorf("%w: status %d with Content-Type %q: %q", errNotCompletion, status, contentType, head(data))
-	}
-	resp := &chatResponse{}
-	if err := jsonv2.Unmarshal(data, resp, answerOptions); err != nil {
-		return nil, fmt.Errorf("%w: %w: %q", errNotCompletion, err, head(data))
-	}
-	if len(resp.Choices) == 0 {
-		return nil, errEmptyReply
+	ch := r.Choices[0]
+	resp := Response{Content: ch.Message.Content, Model: r.Model, FinishReason: string(ch.FinishReason)}
+	if u := r.Usage; u.PromptTokens == 0 && u.CompletionTokens == 0 && u.TotalTokens == 0 {
+		estimateUsage(&resp, creq) // no usage in the answer
+	} else {
+		resp.setUsage(&r.Usage)
 	}
 	return resp, nil
 }
 
-// apiError reads an error answer: the API's {"error": {...}} when the body
-// is one, else the start of the body.
-func apiError(status int, data []byte) *APIError {
-	var body struct {
-		Error *struct {
-			Message string          `json:"message"`
-			Type    string          `json:"type"`
-			Code    json.RawMessage `json:"code"` // a string or a number, by server
-		} `json:"error"`
+// withCause is err, saying why inner ended (a cap or an idle timeout)
+// when it ended before outer did and err does not say it already.
+func withCause(outer, inner context.Context, err error) error {
+	cause := context.Cause(inner)
+	if err == nil || outer.Err() != nil || cause == nil || errors.Is(err, cause) {
+		return err
 	}
-	e := &APIError{Status: status}
-	if json.Unmarshal(data, &body) == nil && body.Error != nil {
-		e.Message, e.Type = cutMessage(body.Error.Message), cutMessage(body.Error.Type)
-		if code := strings.Trim(string(body.Error.Code), `"`); code != "null" {
-			e.Code = cutMessage(code)
-		}
-		return e
+	if errors.Is(cause, errAttemptCap) || errors.Is(cause, errIdle) {
+		return fmt.Errorf("%w: %w", cause, err)
 	}
-	e.Message = head(data)
-	return e
+	return err
 }
 
-// maxErrorChars bounds what an error answer's fields carry into an error
-// (and the logs): an endpoint may say much more than a reason.
-const maxErrorChars = 1000
-
-// cutMessage is s, valid UTF-8, cut to maxErrorChars with "..." after a cut.
-func cutMessage(s string) string {
-	s = strings.ToValidUTF8(s, "?")
-	if len(s) <= maxErrorChars {
-		return s
+// answerError makes a body that is not JSON an errNotCompletion.
+func answerError(err error) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	if errors.As(err, &syntax) || errors.As(err, &typ) {
+		return fmt.Errorf("%w: %w", errNotCompletion, err)
 	}
-	return s[:textcut.Floor(s, maxErrorChars)] + "..."
+	return err
 }
 
-// head is the start of an answer's body, on one line, for an error.
-func head(data []byte) string {
-	s := strings.Join(strings.Fields(strings.ToValidUTF8(string(data[:min(len(data), 160)]), "?")), " ")
-	return s
+// warnOnce logs msg the first time.
+func (c *OpenAI) warnOnce(msg string) {
+	if _, said := c.warned.LoadOrStore(msg, true); !said {
+		c.o.Logger.Warn(msg)
+	}
+}
+
+// ReasoningSpent says why a reply is empty when a reasoning model spent
+// its whole output limit thinking ("" for any other reply): the reason a
+// node that got no usable reply is given.
+func ReasoningSpent(r Response) string {
+	if !reasoningCut(r) || r.ReasoningTokens == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("the model spent its completion tokens on reasoning and wrote nothing (%d reasoning tokens", r.ReasoningTokens)
+	if r.Note != "" {
+		s += "; " + r.Note
+	}
+	return s + ")"
 }

@@ -13,19 +13,29 @@ import (
 type Price struct {
 	InPerMTok  float64 `json:"in_per_mtok" yaml:"in_per_mtok"`
 	OutPerMTok float64 `json:"out_per_mtok" yaml:"out_per_mtok"`
+	// CachedInPerMTok is the price of the prompt tokens an endpoint served
+	// from its prompt cache; 0: they cost InPerMTok.
+	CachedInPerMTok float64 `json:"cached_in_per_mtok,omitempty" yaml:"cached_in_per_mtok,omitempty"`
 }
 
 // Prices maps model names to prices; a model without one costs 0 (and is
 // logged once).
 type Prices map[string]Price
 
-// Cost of a completion.
-func (p Prices) Cost(model string, in, out int) (float64, bool) {
+// Cost of a completion of in prompt tokens (cached of them from the
+// endpoint's prompt cache) and out completion tokens (reasoning included:
+// it is billed as output).
+func (p Prices) Cost(model string, in, cached, out int) (float64, bool) {
 	pr, ok := p[model]
 	if !ok {
 		return 0, false
 	}
-	return (float64(in)*pr.InPerMTok + float64(out)*pr.OutPerMTok) / 1e6, true
+	cachedPrice := pr.CachedInPerMTok
+	if cachedPrice == 0 {
+		cachedPrice = pr.InPerMTok
+	}
+	cached = min(max(cached, 0), in)
+	return (float64(in-cached)*pr.InPerMTok + float64(cached)*cachedPrice + float64(out)*pr.OutPerMTok) / 1e6, true
 }
 
 // Budget limits a run's LLM use; zero fields are unlimited.
@@ -42,18 +52,25 @@ type Usage struct {
 	Calls     int64
 	TokensIn  int64
 	TokensOut int64
-	CostUSD   float64
-	Errors    int64
-	CacheHits int64
+	// TokensReasoning (of TokensOut) and TokensCached (of TokensIn).
+	TokensReasoning int64 `json:",omitempty"`
+	TokensCached    int64 `json:",omitempty"`
+	CostUSD         float64
+	Errors          int64
+	CacheHits       int64
 }
 
 // Call is one request as Metered records it (an llm_calls row).
 type Call struct {
 	Run, Node, Purpose, Model string
 	TokensIn, TokensOut       int64
-	Latency                   time.Duration
-	CostUSD                   float64
-	CacheHit                  bool
+	// TokensReasoning (of TokensOut) and TokensCached (of TokensIn);
+	// TokensEstimated: counted here, the endpoint reported none.
+	TokensReasoning, TokensCached int64
+	TokensEstimated               bool
+	Latency                       time.Duration
+	CostUSD                       float64
+	CacheHit                      bool
 	// Error is the request's error, "" when it succeeded.
 	Error   string
 	Started time.Time
@@ -71,10 +88,14 @@ type Metered struct {
 	Prices Prices
 	Budget Budget
 	Logger *slog.Logger
+	// OnConfigError is called once, with the error, when the endpoint
+	// refuses the configuration (ErrConfig): the engine stops the run.
+	OnConfigError func(error)
 
-	mu       sync.Mutex
-	usage    Usage
-	unpriced map[string]bool
+	configOnce sync.Once
+	mu         sync.Mutex
+	usage      Usage
+	unpriced   map[string]bool
 }
 
 // Usage returns the totals so far.
@@ -120,7 +141,10 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 	if model == "" {
 		model = req.Model
 	}
-	cost, priced := m.Prices.Cost(model, resp.TokensIn, resp.TokensOut)
+	if err != nil && errors.Is(err, ErrConfig) && m.OnConfigError != nil {
+		m.configOnce.Do(func() { m.OnConfigError(err) })
+	}
+	cost, priced := m.Prices.Cost(model, resp.TokensIn, resp.CachedTokens, resp.TokensOut)
 	if resp.CacheHit {
 		cost = 0 // a replayed reply costs nothing
 	}
@@ -131,6 +155,8 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 		// again from a cache spends nothing.
 		m.usage.TokensIn += int64(resp.TokensIn)
 		m.usage.TokensOut += int64(resp.TokensOut)
+		m.usage.TokensReasoning += int64(resp.ReasoningTokens)
+		m.usage.TokensCached += int64(resp.CachedTokens)
 	}
 	m.usage.CostUSD += cost
 	if err != nil {
@@ -152,7 +178,8 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 	}
 	if m.Record != nil {
 		c := Call{Run: m.Run, Node: req.Node, Purpose: req.Purpose, Model: model, TokensIn: int64(resp.TokensIn),
-			TokensOut: int64(resp.TokensOut), Latency: latency, CostUSD: cost, CacheHit: resp.CacheHit, Started: start}
+			TokensOut: int64(resp.TokensOut), TokensReasoning: int64(resp.ReasoningTokens), TokensCached: int64(resp.CachedTokens),
+			TokensEstimated: resp.UsageEstimated, Latency: latency, CostUSD: cost, CacheHit: resp.CacheHit, Started: start}
 		if err != nil {
 			c.Error = err.Error()
 		}
@@ -169,6 +196,8 @@ func (m *Metered) Restore(u Usage) {
 	m.usage.Calls += u.Calls
 	m.usage.TokensIn += u.TokensIn
 	m.usage.TokensOut += u.TokensOut
+	m.usage.TokensReasoning += u.TokensReasoning
+	m.usage.TokensCached += u.TokensCached
 	m.usage.CostUSD += u.CostUSD
 	m.usage.Errors += u.Errors
 	m.usage.CacheHits += u.CacheHits

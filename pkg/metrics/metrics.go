@@ -145,7 +145,7 @@ func NewScheduler(reg prometheus.Registerer) *Scheduler {
 		LLMCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hpcq_llm_calls_total",
 			Help: "LLM requests, by purpose, model and outcome (ok, error)."}, []string{"purpose", "model", "outcome"}),
 		LLMTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hpcq_llm_tokens_total",
-			Help: "LLM tokens, by purpose, model and direction (in, out)."}, []string{"purpose", "model", "direction"}),
+			Help: "LLM tokens, by purpose, model and direction (in, out; reasoning: the part of out spent reasoning)."}, []string{"purpose", "model", "direction"}),
 		LLMCost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hpcq_llm_cost_usd_total",
 			Help: "LLM cost in US dollars, by purpose and model."}, []string{"purpose", "model"}),
 		LLMLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hpcq_llm_latency_seconds",
@@ -179,8 +179,9 @@ func (m *Scheduler) Node(kind, status string) {
 	m.Nodes.WithLabelValues(kind, status).Inc()
 }
 
-// Call records an LLM call.
-func (m *Scheduler) Call(purpose, model string, tokensIn, tokensOut int64, costUSD float64, latency time.Duration, failed bool) {
+// Call records an LLM call: its tokens in and out, and of those out the
+// reasoning tokens (direction="reasoning", counted in "out" too).
+func (m *Scheduler) Call(purpose, model string, tokensIn, tokensOut, tokensReasoning int64, costUSD float64, latency time.Duration, failed bool) {
 	if m == nil {
 		return
 	}
@@ -191,6 +192,9 @@ func (m *Scheduler) Call(purpose, model string, tokensIn, tokensOut int64, costU
 	m.LLMCalls.WithLabelValues(purpose, model, outcome).Inc()
 	m.LLMTokens.WithLabelValues(purpose, model, "in").Add(float64(tokensIn))
 	m.LLMTokens.WithLabelValues(purpose, model, "out").Add(float64(tokensOut))
+	if tokensReasoning > 0 {
+		m.LLMTokens.WithLabelValues(purpose, model, "reasoning").Add(float64(tokensReasoning))
+	}
 	m.LLMCost.WithLabelValues(purpose, model).Add(costUSD)
 	m.LLMLatency.WithLabelValues(purpose, model).Observe(latency.Seconds())
 }

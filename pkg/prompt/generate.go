@@ -79,7 +79,12 @@ func Ask(ctx context.Context, p GenerateParams, shape string, parse func(payload
 			return "", err
 		}
 		last = resp
-		msgs = append(msgs, llm.Message{Role: "assistant", Content: resp.Content})
+		// The API refuses an assistant message without content.
+		content := resp.Content
+		if content == "" {
+			content = "(no reply)"
+		}
+		msgs = append(msgs, llm.Message{Role: "assistant", Content: content})
 		return resp.Content, nil
 	}
 	var lastErr error
@@ -90,7 +95,10 @@ func Ask(ctx context.Context, p GenerateParams, shape string, parse func(payload
 			return "", fmt.Errorf("%s of %s: %w", p.Purpose, p.Node, err)
 		}
 		payload := reply
-		if p.Memory != nil {
+		if why := llm.ReasoningSpent(last); why != "" {
+			// Nothing to parse: the model thought until its limit.
+			err = errors.New(why)
+		} else if p.Memory != nil {
 			payload, err = p.Memory.Converse(ctx, p.Branch, reply, p.RequireMemoryUpdate, func(ctx context.Context, results string) (string, error) {
 				msgs = append(msgs, llm.Message{Role: "user", Content: results + "\n\nContinue: answer with your <memory_update> block, then " + shape + "."})
 				return chat(attempt)
@@ -152,6 +160,10 @@ func feedback(err error, shape string, requireMemory bool, resp llm.Response) st
 		shape = "the <memory_update> block first, then " + shape
 	}
 	reason := Excerpt(err.Error(), maxFeedbackReason)
+	if llm.ReasoningSpent(resp) != "" {
+		return fmt.Sprintf("Your previous reply was empty: all of its output limit went to reasoning before you wrote anything (%s).\n"+
+			"Reason briefly, then answer with %s.", reason, shape)
+	}
 	if resp.FinishReason == "length" {
 		size := fmt.Sprintf("%d bytes", len(resp.Content))
 		if resp.TokensOut > 0 {

@@ -78,6 +78,43 @@ func TestCutOffReplyFeedback(t *testing.T) {
 	require.Contains(t, fb, "keep the whole reply well under that limit")
 }
 
+// TestReasoningSpentFeedback: a reasoning model that spends every
+// completion token thinking (the client asks again with a larger limit up
+// to the cap first) gets feedback that says so, not advice to write fewer
+// files; with no reply at all after the retries, the node's reason says
+// what happened.
+func TestReasoningSpentFeedback(t *testing.T) {
+	spent := func(r fakellm.Request) fakellm.Reply {
+		return fakellm.Reply{FinishReason: "length", TokensIn: 900, TokensOut: r.MaxCompletionTokens, ReasoningTokens: r.MaxCompletionTokens}
+	}
+	s := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		if r.Attempt == 1 {
+			return spent(r)
+		}
+		return fakellm.Reply{Content: good, TokensIn: 900, TokensOut: 300}
+	})
+	c, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: s.BaseURL(), Model: "gpt-5.2", MaxTokensCap: 4096, Logger: testutil.Logger(t)})
+	require.NoError(t, err)
+	client := llm.Defaults{Client: c, MaxTokens: 2048, ReasoningEffort: "low"}
+	_, err = Generate(context.Background(), GenerateParams{Client: client, Messages: ask(), Purpose: "draft", Node: "n1"})
+	require.NoError(t, err)
+	reqs := s.Requests()
+	require.Len(t, reqs, 4, "2048, then 4096 (the cap), then effort minimal; then the conversation goes on")
+	require.Equal(t, []int{2048, 4096, 4096}, []int{reqs[0].MaxCompletionTokens, reqs[1].MaxCompletionTokens, reqs[2].MaxCompletionTokens})
+	require.Equal(t, "minimal", reqs[2].ReasoningEffort)
+	fb := reqs[3].Last()
+	require.Contains(t, fb, "all of its output limit went to reasoning")
+	require.Contains(t, fb, "the model spent all 2048 completion tokens on reasoning; asked again with max_completion_tokens 4096")
+	require.NotContains(t, fb, "fewer and shorter files")
+
+	never := fakellm.New(t, spent)
+	c, err = llm.NewOpenAI(llm.OpenAIOptions{BaseURL: never.BaseURL(), Model: "gpt-5.2", Logger: testutil.Logger(t)})
+	require.NoError(t, err)
+	_, err = Generate(context.Background(), GenerateParams{Client: llm.Defaults{Client: c, MaxTokens: 8192}, Messages: ask(), Purpose: "draft", Node: "n1", Retries: 1})
+	require.ErrorIs(t, err, ErrUnusable)
+	require.ErrorContains(t, err, "the model spent its completion tokens on reasoning and wrote nothing")
+}
+
 // TestFileModes: the unambiguous ways models write a mode are accepted and
 // normalised; the rest are refused with the reason.
 func TestFileModes(t *testing.T) {

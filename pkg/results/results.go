@@ -83,16 +83,22 @@ type (
 		Run  string `json:"run"`
 		Node string `json:"node"`
 		// CallID is unique per request (random when empty).
-		CallID    string    `json:"call_id"`
-		Purpose   string    `json:"purpose"`
-		Model     string    `json:"model"`
-		TokensIn  int64     `json:"tokens_in"`
-		TokensOut int64     `json:"tokens_out"`
-		LatencyMS float64   `json:"latency_ms"`
-		CostUSD   float64   `json:"cost_usd"`
-		CacheHit  bool      `json:"cache_hit"`
-		Error     string    `json:"error"`
-		TS        time.Time `json:"ts"`
+		CallID    string `json:"call_id"`
+		Purpose   string `json:"purpose"`
+		Model     string `json:"model"`
+		TokensIn  int64  `json:"tokens_in"`
+		TokensOut int64  `json:"tokens_out"`
+		// ReasoningTokens of TokensOut were spent thinking, CachedTokens
+		// of TokensIn came from the endpoint's prompt cache;
+		// TokensEstimated: the endpoint reported no usage (counted here).
+		ReasoningTokens int64     `json:"reasoning_tokens"`
+		CachedTokens    int64     `json:"cached_tokens"`
+		TokensEstimated bool      `json:"tokens_estimated"`
+		LatencyMS       float64   `json:"latency_ms"`
+		CostUSD         float64   `json:"cost_usd"`
+		CacheHit        bool      `json:"cache_hit"`
+		Error           string    `json:"error"`
+		TS              time.Time `json:"ts"`
 	}
 )
 
@@ -137,8 +143,9 @@ var Columns = map[string][]string{
 	"nodes":      {"run", "node", "parent", "stage", "kind", "pool", "attempt", "status", "error_kind", "metric_name", "metric_value", "ts_ms", "ts"},
 	"phase_runs": {"run", "node", "attempt", "worker", "phase", "status", "exit_code", "duration_ms", "compiler", "error_kind", "ts_ms", "ts"},
 	"metrics":    {"run", "node", "attempt", "name", "value", "unit", "ts_ms", "ts"},
-	"llm_calls":  {"run", "node", "call_id", "purpose", "model", "tokens_in", "tokens_out", "latency_ms", "cost_usd", "cache_hit", "error", "ts_ms", "ts"},
-	"artifacts":  {"run", "node", "attempt", "kind", "name", "path", "bytes", "sha256", "ts_ms", "ts"},
+	"llm_calls": {"run", "node", "call_id", "purpose", "model", "tokens_in", "tokens_out", "latency_ms", "cost_usd", "cache_hit", "error", "ts_ms", "ts",
+		"reasoning_tokens", "cached_tokens", "tokens_estimated"},
+	"artifacts": {"run", "node", "attempt", "kind", "name", "path", "bytes", "sha256", "ts_ms", "ts"},
 }
 
 // Tables lists the tables in a fixed order.
@@ -167,8 +174,12 @@ func (r Rows) values() map[string][][]any {
 		if x.CacheHit {
 			hit = 1
 		}
+		estimated := uint8(0)
+		if x.TokensEstimated {
+			estimated = 1
+		}
 		out["llm_calls"] = append(out["llm_calls"], []any{x.Run, x.Node, x.CallID, x.Purpose, x.Model, uint64(x.TokensIn), uint64(x.TokensOut),
-			x.LatencyMS, x.CostUSD, hit, x.Error, x.TS.UnixMilli(), x.TS})
+			x.LatencyMS, x.CostUSD, hit, x.Error, x.TS.UnixMilli(), x.TS, uint64(x.ReasoningTokens), uint64(x.CachedTokens), estimated})
 	}
 	for _, x := range r.Artifacts {
 		out["artifacts"] = append(out["artifacts"], []any{x.Run, x.Node, uint32(x.Attempt), x.Kind, x.Name, x.Path, uint64(x.Bytes), x.SHA256,

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS llm_calls (
   run TEXT NOT NULL, node TEXT NOT NULL, call_id TEXT NOT NULL, purpose TEXT NOT NULL, model TEXT NOT NULL,
   tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, latency_ms REAL NOT NULL, cost_usd REAL NOT NULL,
   cache_hit INTEGER NOT NULL, error TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
+  reasoning_tokens INTEGER NOT NULL DEFAULT 0, cached_tokens INTEGER NOT NULL DEFAULT 0, tokens_estimated INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (run, node, call_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS artifacts (
   run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
@@ -88,6 +89,10 @@ func OpenSQLite(path string) (*SQLite, error) {
 		db.Close()
 		return nil, fmt.Errorf("results: schema of %s: %w", path, err)
 	}
+	if err := llmTokenColumns(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("results: schema of %s: %w", path, err)
+	}
 	if err := nullableMetric(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("results: schema of %s: %w", path, err)
@@ -100,6 +105,24 @@ func OpenSQLite(path string) (*SQLite, error) {
 		}
 	}
 	return s, nil
+}
+
+// llmTokenColumns adds llm_calls' reasoning_tokens, cached_tokens and
+// tokens_estimated to a file written before them (a run resumed from
+// one); its rows have 0.
+func llmTokenColumns(db *sql.DB) error {
+	for _, col := range []string{"reasoning_tokens", "cached_tokens", "tokens_estimated"} {
+		var n int
+		if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('llm_calls') WHERE name = ?`, col).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			if _, err := db.Exec(`ALTER TABLE llm_calls ADD COLUMN ` + col + ` INTEGER NOT NULL DEFAULT 0`); err != nil {
+				return fmt.Errorf("llm_calls.%s: %w", col, err)
+			}
+		}
+	}
+	return nil
 }
 
 // nullableMetric lets nodes.metric_value of a file written before it could

@@ -80,12 +80,25 @@ type Search struct {
 // LLM settings of the run (the endpoint and key come from the
 // environment).
 type LLM struct {
-	Model       string     `yaml:"model"`
-	Temperature *float64   `yaml:"temperature"`
-	MaxTokens   int        `yaml:"max_tokens"`
-	Retries     int        `yaml:"retries"` // unusable replies retried with feedback
-	Prices      llm.Prices `yaml:"prices"`
-	Budget      llm.Budget `yaml:"budget"`
+	Model       string   `yaml:"model"`
+	Temperature *float64 `yaml:"temperature"`
+	// MaxTokens bounds each reply: max_tokens, or for a reasoning model
+	// max_completion_tokens (its reasoning included).
+	MaxTokens int `yaml:"max_tokens"`
+	// Reasoning says whether the model is a reasoning model (no
+	// temperature, max_completion_tokens, reasoning_effort); unset: told
+	// from its name (o1, o3, o4-mini, gpt-5, gpt-5.2, ...).
+	Reasoning *bool `yaml:"reasoning,omitempty"`
+	// ReasoningEffort of a reasoning model: none, minimal, low, medium or
+	// high; unset: the endpoint's default.
+	ReasoningEffort string `yaml:"reasoning_effort,omitempty"`
+	// MaxTokensCap bounds the limit a reply cut by reasoning (every token
+	// spent thinking, nothing said) is asked again with; 0: four times
+	// max_tokens.
+	MaxTokensCap int        `yaml:"max_tokens_cap,omitempty"`
+	Retries      int        `yaml:"retries"` // unusable replies retried with feedback
+	Prices       llm.Prices `yaml:"prices"`
+	Budget       llm.Budget `yaml:"budget"`
 	// Cache answers every request seen before from the run's cache (and
 	// HPCQ_LLM_CACHE), not only those at temperature 0, whose replies are
 	// reproducible.
@@ -324,6 +337,12 @@ func (s Spec) Validate() error {
 	if s.LLM.MaxTokens < 1 || s.LLM.Retries < 0 {
 		return bad("llm", "max_tokens must be at least 1 and retries not negative")
 	}
+	if err := llm.CheckReasoningEffort(s.LLM.ReasoningEffort); err != nil {
+		return bad("llm.reasoning_effort", "%v", err)
+	}
+	if c := s.LLM.MaxTokensCap; c < 0 || c > 0 && c < s.LLM.MaxTokens {
+		return bad("llm.max_tokens_cap", "%d, must be at least max_tokens (%d)", c, s.LLM.MaxTokens)
+	}
 	if strings.TrimSpace(s.LLM.VLMModel) != s.LLM.VLMModel {
 		return bad("llm.vlm_model", "%q has spaces around it", s.LLM.VLMModel)
 	}
@@ -331,7 +350,7 @@ func (s Spec) Validate() error {
 		return bad("llm.budget", "must not be negative")
 	}
 	for m, p := range s.LLM.Prices {
-		if p.InPerMTok < 0 || p.OutPerMTok < 0 {
+		if p.InPerMTok < 0 || p.OutPerMTok < 0 || p.CachedInPerMTok < 0 {
 			return bad("llm.prices."+m, "must not be negative")
 		}
 	}

@@ -76,17 +76,19 @@ func loadIdea(dir string) (run.Spec, error) {
 
 // runLLM picks the run's model: HPCQ_LLM_REPLAY; else the endpoint of
 // OPENAI_BASE_URL / OPENAI_API_KEY (model from HPCQ_LLM_MODEL or run.yaml);
-// else the idea directory's scripted cassette, said loudly.
-func runLLM(spec run.Spec, ideaDir, runDir string, log *slog.Logger) (llm.Client, func() error, map[string]string, error) {
-	c, info, err := llmChoice(spec, ideaDir)
+// else the idea directory's scripted cassette, said loudly. HPCQ_LLM_MODEL
+// becomes the spec's model: every request names it.
+func runLLM(spec *run.Spec, ideaDir, runDir string, log *slog.Logger) (llm.Client, func() error, map[string]string, error) {
+	c, info, err := llmChoice(*spec, ideaDir)
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	spec.LLM.Model = c.Model
 	if info["scripted"] != "" {
 		delete(info, "scripted")
 		fmt.Printf("no model configured: replaying the scripted replies of %s (not a live model; set OPENAI_API_KEY for one)\n", c.Replay)
 	}
-	client, closeFn, err := llm.FromConfig(c, log)
+	client, closeFn, err := llm.FromConfig(c, runSettings(*spec), log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -99,6 +101,11 @@ func runLLM(spec run.Spec, ideaDir, runDir string, log *slog.Logger) (llm.Client
 		info["cache"] = c.Cache
 	}
 	return cache, closeFn, info, nil
+}
+
+// runSettings are run.yaml's settings of the endpoint client.
+func runSettings(spec run.Spec) llm.RunSettings {
+	return llm.RunSettings{Reasoning: spec.LLM.Reasoning, MaxTokensCap: spec.LLM.MaxTokensCap}
 }
 
 // llmChoice is the model runLLM picks, and what run.json says of it
@@ -246,7 +253,7 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	}()
 	runID := filepath.Base(runDir)
 
-	client, closeLLM, llmInfo, err := runLLM(spec, info.IdeaDir, runDir, log)
+	client, closeLLM, llmInfo, err := runLLM(&spec, info.IdeaDir, runDir, log)
 	if err != nil {
 		return err
 	}

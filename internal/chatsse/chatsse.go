@@ -1,0 +1,65 @@
+// Package chatsse writes a chat completion as the server-sent events a
+// streaming OpenAI-compatible endpoint sends: the fake endpoints of the
+// tests stream as the real ones do.
+package chatsse
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"unicode/utf8"
+)
+
+// Reply is one streamed completion.
+type Reply struct {
+	ID, Model, Content string
+	// FinishReason ends the last content chunk; "" cuts the stream there
+	// (no finish_reason, no [DONE]), as a dropped connection would.
+	FinishReason string
+	// Usage, when not nil, is sent in a last chunk with no choices (what
+	// stream_options.include_usage asks for).
+	Usage any
+	// Chunk is the size of each content chunk in bytes [16], cut between
+	// runes.
+	Chunk int
+}
+
+// Write streams r to w.
+func Write(w http.ResponseWriter, r Reply) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	send := func(v any) {
+		data, _ := json.Marshal(v)
+		fmt.Fprintf(w, "data: %s\n\n", data)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	chunk := func(delta map[string]string, finish any) map[string]any {
+		return map[string]any{"id": r.ID, "object": "chat.completion.chunk", "created": 1, "model": r.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+	}
+	size := r.Chunk
+	if size <= 0 {
+		size = 16
+	}
+	send(chunk(map[string]string{"role": "assistant", "content": ""}, nil))
+	for s := r.Content; s != ""; {
+		n := min(size, len(s))
+		for n < len(s) && !utf8.RuneStart(s[n]) {
+			n++
+		}
+		send(chunk(map[string]string{"content": s[:n]}, nil))
+		s = s[n:]
+	}
+	if r.FinishReason == "" {
+		return
+	}
+	send(chunk(map[string]string{}, r.FinishReason))
+	if r.Usage != nil {
+		send(map[string]any{"id": r.ID, "object": "chat.completion.chunk", "created": 1, "model": r.Model, "choices": []any{}, "usage": r.Usage})
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}

@@ -1,0 +1,149 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/fakellm"
+	"github.com/hpcq/hpcq/pkg/search"
+)
+
+// reasoningIdea is a two-draft idea whose run.yaml names a chat model
+// with a temperature, as the example does; HPCQ_LLM_MODEL names another.
+func reasoningIdea(t *testing.T) string {
+	return ideaDir(t, "Print a score", `metric: {name: score, direction: maximize}
+stages:
+  initial_implementation: {max_iterations: 2}
+  baseline_tuning: {max_iterations: 0}
+  creative_research: {max_iterations: 0}
+  ablation_studies: {max_iterations: 0}
+search: {num_drafts: 2, slots: 1}
+llm:
+  model: gpt-4o-mini
+  temperature: 0.7
+  max_tokens: 8000
+  reasoning_effort: low
+  prices:
+    gpt-5.2: {in_per_mtok: 1.75, cached_in_per_mtok: 0.175, out_per_mtok: 14}
+`)
+}
+
+// TestReasoningModelRun: HPCQ_LLM_MODEL=gpt-5.2 wins over run.yaml's
+// model; against an endpoint that refuses what OpenAI refuses of a
+// reasoning model (max_tokens, a temperature), the run completes with ok
+// nodes, every request streamed with max_completion_tokens, no
+// temperature and the effort; llm_calls keeps the reasoning and cached
+// tokens, and the cost prices the cached ones as such.
+func TestReasoningModelRun(t *testing.T) {
+	t.Parallel()
+	srv := fakellm.NewWith(t, fakellm.Options{Key: "test-key", Models: []string{"gpt-5.2"}}, func(r fakellm.Request) fakellm.Reply {
+		usage := fakellm.Reply{TokensIn: 1000, CachedTokens: 400, TokensOut: 600, ReasoningTokens: 500}
+		switch r.Kind {
+		case "phase0":
+			usage.Content = fakellm.WithMemory("{}", fakellm.Plan("a script"))
+		case "draft":
+			usage.Content = fakellm.WithMemory("{}", runScript("echo 'METRIC score="+strconv.Itoa(r.KindN)+"'\n"))
+		default:
+			usage.Content = "{}"
+		}
+		return usage
+	})
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_LLM_MODEL=gpt-5.2")
+	dir := filepath.Join(t.TempDir(), "run-reasoning")
+	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", dir, reasoningIdea(t))
+	require.Equal(t, 0, code, out)
+	var tree search.TreeJSON
+	data, err := os.ReadFile(filepath.Join(dir, "tree.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &tree))
+	require.Len(t, tree.Nodes, 2)
+	for _, n := range tree.Nodes {
+		require.False(t, n.Buggy, "%s: %s", n.ID, n.Reason)
+	}
+	reqs := srv.Requests()
+	require.NotEmpty(t, reqs)
+	for _, r := range reqs {
+		require.Equal(t, "gpt-5.2", r.Model, "request %d (%s)", r.N, r.Kind)
+		require.Equal(t, 8000, r.MaxCompletionTokens, "request %d", r.N)
+		require.Zero(t, r.MaxTokens)
+		require.Nil(t, r.Temperature, "request %d", r.N)
+		require.Equal(t, "low", r.ReasoningEffort)
+		require.True(t, r.Stream)
+	}
+	q, code := run(t, env, "scheduler", "query", "--run-dir", dir, "--format", "csv",
+		"SELECT count(*), sum(reasoning_tokens), sum(cached_tokens), sum(tokens_estimated), round(sum(cost_usd), 6) FROM llm_calls WHERE error = ''")
+	require.Equal(t, 0, code, q)
+	f := strings.Split(strings.Split(strings.TrimSpace(q), "\n")[1], ",")
+	calls, _ := strconv.Atoi(f[0])
+	require.Equal(t, len(reqs), calls, q)
+	require.Equal(t, strconv.Itoa(500*calls), f[1], "reasoning tokens")
+	require.Equal(t, strconv.Itoa(400*calls), f[2], "cached tokens")
+	require.Equal(t, "0", f[3], "the endpoint reported usage")
+	cost, _ := strconv.ParseFloat(f[4], 64)
+	require.InDelta(t, float64(calls)*(600*1.75+400*0.175+600*14)/1e6, cost, 1e-6, "cached tokens at their price")
+	var info struct {
+		LLM map[string]string `json:"llm"`
+	}
+	data, err = os.ReadFile(filepath.Join(dir, "run.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &info))
+	require.Equal(t, "gpt-5.2", info.LLM["model"])
+}
+
+// TestMisconfiguredEndpointStopsTheRun: an endpoint that refuses a
+// parameter every request carries (here: a reasoning model told it is not
+// one, so max_tokens and a temperature are sent) stops the run at its
+// first request: interrupted, exit code not 0, the endpoint's own message
+// and parameter said, no node buggy, nothing more sent. Fixed, the run
+// resumes and completes. A wrong key does the same.
+func TestMisconfiguredEndpointStopsTheRun(t *testing.T) {
+	t.Parallel()
+	srv := fakellm.NewWith(t, fakellm.Options{Key: "test-key", Reasoning: func(m string) bool { return m == "house-reasoner" }},
+		func(r fakellm.Request) fakellm.Reply {
+			switch r.Kind {
+			case "phase0":
+				return fakellm.Reply{Content: fakellm.WithMemory("{}", fakellm.Plan("a script"))}
+			case "draft":
+				return fakellm.Reply{Content: fakellm.WithMemory("{}", runScript("echo 'METRIC score="+strconv.Itoa(r.KindN)+"'\n"))}
+			}
+			return fakellm.Reply{Content: "{}"}
+		})
+	idea := reasoningIdea(t)
+	dir := filepath.Join(t.TempDir(), "run-refused")
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_LLM_MODEL=house-reasoner")
+	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", dir, idea)
+	require.NotEqual(t, 0, code, out)
+	require.Contains(t, out, "interrupted (resume with --resume")
+	require.Contains(t, out, "the endpoint refused the configuration (status 400 unsupported_parameter, parameter max_tokens)")
+	require.Contains(t, out, "Use 'max_completion_tokens' instead")
+	require.EqualValues(t, 1, srv.Arrivals(), "nothing is sent after the first refusal")
+	require.NoFileExists(t, filepath.Join(dir, "nodes", "n0001", "result.json"), "no node ends for it")
+
+	// Fixed (HPCQ_LLM_REASONING says what the name does not), it resumes
+	// and completes.
+	out, code = run(t, append(env, "HPCQ_LLM_REASONING=true"), "scheduler", "run", "--local", "--resume", dir)
+	require.Equal(t, 0, code, out)
+	var tree search.TreeJSON
+	data, err := os.ReadFile(filepath.Join(dir, "tree.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &tree))
+	require.Len(t, tree.Nodes, 2)
+	for _, n := range tree.Nodes {
+		require.False(t, n.Buggy, "%s: %s", n.ID, n.Reason)
+	}
+
+	// A wrong key stops a new run the same way, with OpenAI's message.
+	bad := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=sk-wrong-key-1234", "HPCQ_LLM_MODEL=gpt-5.2")
+	before := srv.Arrivals()
+	out, code = run(t, bad, "scheduler", "run", "--local", "--run-dir", filepath.Join(t.TempDir(), "run-badkey"), idea)
+	require.NotEqual(t, 0, code, out)
+	require.Contains(t, out, "the endpoint refused the configuration (status 401 invalid_api_key)")
+	require.Contains(t, out, "Incorrect API key provided: sk-*****1234")
+	require.EqualValues(t, before+1, srv.Arrivals(), "one request, not retried")
+}
