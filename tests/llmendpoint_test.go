@@ -147,3 +147,43 @@ func TestMisconfiguredEndpointStopsTheRun(t *testing.T) {
 	require.Contains(t, out, "Incorrect API key provided: sk-*****1234")
 	require.EqualValues(t, before+1, srv.Arrivals(), "one request, not retried")
 }
+
+// TestCheckProbe: `scheduler check` says what a run sends to its model;
+// --probe asks the endpoint once (OpenAI's shape, then Azure's paths and
+// key header) and prints what it accepted; a refused probe is an error.
+func TestCheckProbe(t *testing.T) {
+	t.Parallel()
+	reply := func(fakellm.Request) fakellm.Reply {
+		return fakellm.Reply{Content: "ok", TokensIn: 12, TokensOut: 70, ReasoningTokens: 64}
+	}
+	idea := reasoningIdea(t)
+	srv := fakellm.NewWith(t, fakellm.Options{Key: "test-key"}, reply)
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_LLM_MODEL=gpt-5.2")
+	out, code := run(t, env, "scheduler", "check", idea)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "model:   gpt-5.2 at "+srv.BaseURL())
+	require.Contains(t, out, "sends:   gpt-5.2, a reasoning model (by its name), to an OpenAI-compatible endpoint: max_completion_tokens, reasoning_effort, no temperature or top_p; replies streamed")
+	require.Contains(t, out, "limits:  max_completion_tokens 8000 (up to 32000 when a reply is cut by reasoning), reasoning_effort low; llm.temperature 0.7 is not sent; each attempt capped at 20m0s, 1m30s between chunks")
+	require.Zero(t, srv.Arrivals(), "check alone sends nothing")
+
+	out, code = run(t, env, "scheduler", "check", "--probe", idea)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `probe:   text: accepted in \d+ms, streamed; model "gpt-5.2" answered "ok" \(finish stop; 12 tokens in, 0 cached; 70 out, 64 reasoning; usage reported\)`, out)
+	r := srv.Requests()[0]
+	require.Equal(t, 2048, r.MaxCompletionTokens)
+	require.Equal(t, "low", r.ReasoningEffort)
+
+	out, code = run(t, append(env, "OPENAI_API_KEY=wrong"), "scheduler", "check", "--probe", idea)
+	require.NotEqual(t, 0, code, out)
+	require.Contains(t, out, "probe:   text: refused after")
+	require.Contains(t, out, "status 401 invalid_api_key")
+
+	azure := fakellm.NewWith(t, fakellm.Options{Key: "az-key", Azure: true}, reply)
+	env = baseEnv(t, "OPENAI_BASE_URL="+azure.BaseURL(), "OPENAI_API_KEY=az-key", "HPCQ_LLM_MODEL=gpt-5.2", "HPCQ_LLM_ENDPOINT=azure")
+	out, code = run(t, env, "scheduler", "check", "--probe", idea)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "to Azure OpenAI: max_completion_tokens")
+	require.Contains(t, out, "POST /openai/deployments/gpt-5.2/chat/completions?api-version=2024-12-01-preview, api-key")
+	require.Contains(t, out, "probe:   text: accepted")
+	require.Equal(t, "/openai/deployments/gpt-5.2/chat/completions?api-version=2024-12-01-preview", azure.Requests()[0].Path)
+}

@@ -57,7 +57,8 @@ func defineServe(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(con
 
 func defineCheck(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
 	config.AddMemoryFlags(fs, &cfg.Memory)
-	return func() bool { return fs.NArg() == 1 }, func(context.Context, *slog.Logger) error {
-		return scheduler.Check(cfg, scheduler.CheckOptions{IdeaDir: fs.Arg(0)})
+	probe := fs.Bool("probe", false, "send one tiny request (and with llm.vision, one tiny image) to the endpoint and print what it accepted, the model it reports and the latency")
+	return func() bool { return fs.NArg() == 1 }, func(ctx context.Context, _ *slog.Logger) error {
+		return scheduler.Check(ctx, cfg, scheduler.CheckOptions{IdeaDir: fs.Arg(0), Probe: *probe})
 	}
 }

@@ -10,7 +10,7 @@
 //	scheduler logs [--run-dir DIR] [--follow] NODE        a node's phase logs, or a running node's live output
 //	scheduler cancel [--run-dir DIR] [NODE...]            stop a run (or nodes): queued tasks removed, running ones stopped
 //	scheduler purge [--run-dir DIR] [--memory]            delete a run's tasks, results and artifacts from the server; its memory from Redis
-//	scheduler check IDEA_DIR                              validate an idea directory; print the resolved settings
+//	scheduler check [--probe] IDEA_DIR                    validate an idea directory; print the resolved settings (--probe: ask the endpoint once)
 //	scheduler serve [--http ADDR] [--run-dir DIR | --runs DIR]  the dashboard, JSON API and /metrics
 package main
 
@@ -50,7 +50,8 @@ Commands:
   cancel [--run-dir DIR] [--reason TEXT] [NODE...]         stop the run (or the nodes): no new node, queued tasks removed, running ones stopped
   purge [--run-dir DIR] [--memory]                         delete a finished run's tasks, results and artifacts from the NATS server;
                                                            --memory: move its memory out of Redis into the run directory (ClickHouse keeps its rows)
-  check [memory flags] IDEA_DIR                            validate an idea directory and print the settings a run would use (starts nothing)
+  check [--probe] [memory flags] IDEA_DIR                  validate an idea directory and print the settings a run would use, and what it
+                                                           sends to the model (starts nothing; --probe asks the endpoint once)
   serve [--http ADDR] [--run-dir DIR | --runs DIR]        the web dashboard, JSON API (/api/runs) and /metrics of finished or going runs
                                                            (default 127.0.0.1:8780; another address needs HPCQ_HTTP_TOKEN)
   completion bash|zsh|fish                                 the shell's completion script (e.g. source <(scheduler completion bash))

@@ -127,7 +127,7 @@ type Profile struct {
 	Model    string
 	// Reasoning: a reasoning model (by its name, or llm.reasoning).
 	Reasoning       bool
-	ReasoningSource string // "model name" or "llm.reasoning"
+	ReasoningSource string // "its name", or the setting
 	// TokenField is the request's output limit: max_tokens or
 	// max_completion_tokens.
 	TokenField string
@@ -150,9 +150,9 @@ type Profile struct {
 func Resolve(endpoint Endpoint, model string, reasoning *bool, stream bool, apiVersion string) Profile {
 	p := Profile{Endpoint: endpoint, Model: model, Stream: stream, TokenField: "max_tokens", Temperature: true,
 		Auth: "Authorization: Bearer", Path: "/chat/completions"}
-	p.Reasoning, p.ReasoningSource = IsReasoningModel(model), "model name"
+	p.Reasoning, p.ReasoningSource = IsReasoningModel(model), "its name"
 	if reasoning != nil {
-		p.Reasoning, p.ReasoningSource = *reasoning, "llm.reasoning"
+		p.Reasoning, p.ReasoningSource = *reasoning, "llm.reasoning or HPCQ_LLM_REASONING"
 	}
 	if p.Reasoning {
 		p.Temperature, p.Effort = false, true
@@ -169,23 +169,38 @@ func Resolve(endpoint Endpoint, model string, reasoning *bool, stream bool, apiV
 	return p
 }
 
+// Name is how the endpoint is called.
+func (e Endpoint) Name() string {
+	switch e {
+	case EndpointOpenAI:
+		return "OpenAI"
+	case EndpointAzure:
+		return "Azure OpenAI"
+	case EndpointVLLM:
+		return "vLLM"
+	case EndpointOllama:
+		return "Ollama"
+	case EndpointLlamaCpp:
+		return "llama.cpp server"
+	case EndpointProxy:
+		return "a proxy (LiteLLM, OpenRouter, ...)"
+	}
+	return "an OpenAI-compatible endpoint"
+}
+
 // String is the profile on one line, for logs and `scheduler check`.
 func (p Profile) String() string {
-	kind := "chat model"
+	var b strings.Builder
 	if p.Reasoning {
-		kind = "reasoning model (" + p.ReasoningSource + ")"
+		fmt.Fprintf(&b, "%s, a reasoning model (by %s), to %s: %s, reasoning_effort, no temperature or top_p", p.Model, p.ReasoningSource, p.Endpoint.Name(), p.TokenField)
+	} else {
+		fmt.Fprintf(&b, "%s, a chat model, to %s: %s, temperature", p.Model, p.Endpoint.Name(), p.TokenField)
 	}
-	temp := "temperature sent"
-	if !p.Temperature {
-		temp = "no temperature or top_p"
+	if p.Stream {
+		b.WriteString("; replies streamed (stream_options.include_usage)")
+	} else {
+		b.WriteString("; whole replies")
 	}
-	extra := ""
-	if p.Effort {
-		extra = ", reasoning_effort passed through"
-	}
-	mode := "streamed (stream_options.include_usage)"
-	if !p.Stream {
-		mode = "not streamed"
-	}
-	return fmt.Sprintf("%s at a %s endpoint: %s, %s%s; %s; POST %s with %s", p.Model, p.Endpoint, kind, p.TokenField, extra+", "+temp, mode, p.Path, p.Auth)
+	fmt.Fprintf(&b, "; POST %s, %s", p.Path, p.Auth)
+	return b.String()
 }
