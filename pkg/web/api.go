@@ -52,9 +52,13 @@ type RunSummary struct {
 	LLMCalls  int64    `json:"llm_calls"`
 	TokensIn  int64    `json:"tokens_in"`
 	TokensOut int64    `json:"tokens_out"`
-	CostUSD   float64  `json:"cost_usd"`
-	StoppedBy string   `json:"stopped_by,omitempty"`
-	Canceled  string   `json:"canceled,omitempty"`
+	// TokensReasoning of TokensOut were spent reasoning; TokensCached of
+	// TokensIn came from the endpoint's prompt cache.
+	TokensReasoning int64   `json:"tokens_reasoning"`
+	TokensCached    int64   `json:"tokens_cached"`
+	CostUSD         float64 `json:"cost_usd"`
+	StoppedBy       string  `json:"stopped_by,omitempty"`
+	Canceled        string  `json:"canceled,omitempty"`
 	// Source is "dir" (a run directory) or "clickhouse" (only the results
 	// store's tables know the run: no plans, code, logs or memory).
 	Source string `json:"source"`
@@ -214,6 +218,7 @@ func (s *Server) summary(dir string) RunSummary {
 		sum.Title, sum.Metric, sum.Unit = snap.Title, snap.Metric, snap.Unit
 		sum.Nodes, sum.Done, sum.Buggy, sum.Best, sum.BestValue = snap.Nodes, snap.Done, snap.Buggy, snap.Best, snap.Value
 		sum.LLMCalls, sum.TokensIn, sum.TokensOut, sum.CostUSD = snap.Usage.Calls, snap.Usage.TokensIn, snap.Usage.TokensOut, snap.Usage.CostUSD
+		sum.TokensReasoning, sum.TokensCached = snap.Usage.TokensReasoning, snap.Usage.TokensCached
 		sum.StoppedBy = snap.Stopped
 		if spec, err := engine.ReadSpec(dir); err == nil {
 			sum.Direction = spec.Metric.Direction
@@ -372,7 +377,8 @@ func (s *Server) llmCalls(ctx context.Context, q query, run, node string) ([]map
 	if q == nil {
 		return calls, 0, errNoResults
 	}
-	tab, err := q(ctx, "SELECT ts, purpose, model, tokens_in, tokens_out, latency_ms, cost_usd, cache_hit, error FROM llm_calls WHERE run = "+
+	tab, err := q(ctx, "SELECT ts, purpose, model, tokens_in, cached_tokens, tokens_out, reasoning_tokens, tokens_estimated, latency_ms, cost_usd, cache_hit, error "+
+		"FROM llm_calls WHERE run = "+
 		quote(run)+" AND node = "+quote(node)+" ORDER BY ts_ms, call_id")
 	if err != nil {
 		return calls, 0, err

@@ -290,7 +290,7 @@ function drawSummary() {
     ['buggy', r.buggy],
     ['best', r.best_value !== undefined ? `${fmtNum(r.best_value)} ${r.unit || ''}` : '–'],
     ['best node', r.best || '–'],
-    ['LLM', `${r.llm_calls} calls · ${fmtCost(r.cost_usd)}`],
+    ['LLM', `${r.llm_calls} calls · ${fmtCost(r.cost_usd)}` + (r.tokens_reasoning ? ` · ${r.tokens_reasoning} reasoning tokens` : '')],
     ['mode', `${r.mode} ${r.command}`],
     ['started', fmtTime(r.started) + (r.resumes ? ` (${r.resumes} resumes)` : '')],
   ];
@@ -620,6 +620,7 @@ const TAB_VIEWS = {
     return out;
   },
   llm(d) {
+    const tokens = (c, n) => (Number(c.tokens_estimated) ? '~' : '') + n;
     const out = [];
     if (d.llm_calls_error) out.push(el('p', { class: 'error' }, d.llm_calls_error));
     out.push(el('p', {}, `${d.llm_calls.length} calls · ${fmtCost(d.cost_usd)}`));
@@ -628,8 +629,11 @@ const TAB_VIEWS = {
       out.push(el('table', {}, el('tr', {}, ['time', 'purpose', 'model', 'in', 'out', 'latency', 'cost'].map(h => el('th', {}, h))),
         d.llm_calls.map(c => el('tr', {}, el('td', { title: String(c.ts) }, fmtClock(c.ts)),
           el('td', {}, c.purpose, Number(c.cache_hit) ? el('div', { class: 'muted' }, 'cache hit') : null, c.error ? el('div', { class: 'error' }, c.error) : null),
-          el('td', {}, c.model), el('td', { class: 'num' }, c.tokens_in),
-          el('td', { class: 'num' }, c.tokens_out), el('td', { class: 'num' }, fmtDur(Math.round(Number(c.latency_ms) || 0))), el('td', { class: 'num' }, fmtCost(c.cost_usd))))));
+          el('td', {}, c.model),
+          // Cached prompt tokens and reasoning tokens are said under the
+          // counts they are part of; "~" marks counts estimated by hpcq.
+          el('td', { class: 'num' }, tokens(c, c.tokens_in), Number(c.cached_tokens) ? el('div', { class: 'muted' }, `${c.cached_tokens} cached`) : null),
+          el('td', { class: 'num' }, tokens(c, c.tokens_out), Number(c.reasoning_tokens) ? el('div', { class: 'muted' }, `${c.reasoning_tokens} reasoning`) : null), el('td', { class: 'num' }, fmtDur(Math.round(Number(c.latency_ms) || 0))), el('td', { class: 'num' }, fmtCost(c.cost_usd))))));
     }
     if (d.prompts && d.prompts.length) {
       out.push(el('h3', {}, 'Prompts'), el('ul', {}, d.prompts.map(p => el('li', {}, el('a', { href: fileURL(view.run.id, p.path), target: '_blank', rel: 'noopener' }, p.name), ' ', el('span', { class: 'muted' }, fmtBytes(p.bytes))))));
