@@ -43,6 +43,7 @@ const (
 	childSlotsEnv   = "HPCQ_BENCH_ENGINE_SLOTS"
 	childCodeEnv    = "HPCQ_BENCH_ENGINE_CODE_BYTES"
 	childStoreEnv   = "HPCQ_BENCH_ENGINE_STORE"
+	childChunkEnv   = "HPCQ_BENCH_ENGINE_CHUNK"
 )
 
 // The stores a benchmark run can use: the run directory's SQLite files
@@ -118,16 +119,21 @@ static void sweep_%d(double *restrict out, const double *restrict in, int nx, in
 	return b.String()
 }
 
+// defaultChunk is the bytes of reply in each streamed chunk: about one
+// token, as OpenAI streams.
+const defaultChunk = 4
+
 // child runs the workers and the endpoint until its stdin closes; it
 // prints the endpoint's URL first.
 func child(natsURL string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	var workers, slots, codeBytes int
-	if _, err := fmt.Sscan(os.Getenv(childWorkersEnv)+" "+os.Getenv(childSlotsEnv)+" "+os.Getenv(childCodeEnv), &workers, &slots, &codeBytes); err != nil {
-		return fmt.Errorf("workers, slots and code size: %w", err)
+	var workers, slots, codeBytes, chunk int
+	if _, err := fmt.Sscan(os.Getenv(childWorkersEnv)+" "+os.Getenv(childSlotsEnv)+" "+os.Getenv(childCodeEnv)+" "+os.Getenv(childChunkEnv),
+		&workers, &slots, &codeBytes, &chunk); err != nil {
+		return fmt.Errorf("workers, slots, code size and chunk: %w", err)
 	}
-	srv, err := fakellm.Start("127.0.0.1:0", false, replier(codeBytes))
+	srv, err := fakellm.StartWith("127.0.0.1:0", false, fakellm.Options{Chunk: chunk}, replier(codeBytes))
 	if err != nil {
 		return err
 	}
@@ -201,6 +207,10 @@ func child(natsURL string) error {
 // options are a benchmark's settings besides the tree's size.
 type options struct {
 	workers, slots, codeBytes int
+	// whole asks for whole replies; else they are streamed in chunks of
+	// chunk bytes.
+	whole bool
+	chunk int
 	base                      string // the run directories' parent
 	heap                      string // the heap profile's file ("" for none)
 	store                     string // storeSQLite or storeCluster (Redis and ClickHouse of config.Store from the environment)
@@ -267,7 +277,7 @@ func measure(n int, o options) (string, error) {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = append(os.Environ(), childEnv+"="+natsURL, fmt.Sprintf("%s=%d", childWorkersEnv, workers), fmt.Sprintf("%s=%d", childSlotsEnv, slots),
-		fmt.Sprintf("%s=%d", childCodeEnv, o.codeBytes), childStoreEnv+"="+o.store)
+		fmt.Sprintf("%s=%d", childCodeEnv, o.codeBytes), childStoreEnv+"="+o.store, fmt.Sprintf("%s=%d", childChunkEnv, o.chunk))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -294,7 +304,7 @@ func measure(n int, o options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	client, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: url, APIKey: "bench", Model: "bench-model", Concurrency: slots, Logger: log})
+	client, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: url, APIKey: "bench", Model: "bench-model", Concurrency: slots, NoStream: o.whole, Logger: log})
 	if err != nil {
 		return "", err
 	}
@@ -390,6 +400,11 @@ func measure(n int, o options) (string, error) {
 	}
 	if o.natsURL != "" {
 		line += " nats=server"
+	}
+	if o.whole {
+		line += " llm=whole"
+	} else if o.chunk != defaultChunk {
+		line += fmt.Sprintf(" chunk=%d", o.chunk)
 	}
 	return line, nil
 }

@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 func TestBenchLine(t *testing.T) {
 	heap := filepath.Join(t.TempDir(), "heap")
 	base := t.TempDir()
-	line, err := measure(40, options{workers: 2, slots: 4, codeBytes: 4000, base: base, heap: heap, store: storeSQLite})
+	line, err := measure(40, options{workers: 2, slots: 4, codeBytes: 4000, chunk: defaultChunk, base: base, heap: heap, store: storeSQLite})
 	require.NoError(t, err)
 	task, err := os.ReadFile(filepath.Join(base, "run-bench-40", "nodes", "n0001", "task.json"))
 	require.NoError(t, err)
@@ -62,7 +62,7 @@ func TestBenchLineCluster(t *testing.T) {
 	n := testutil.StartService(t, "nats")
 	t.Setenv("HPCQ_REDIS_URL", r.Env["HPCQ_REDIS_URL"])
 	t.Setenv("HPCQ_CLICKHOUSE_DSN", c.Env["HPCQ_CLICKHOUSE_DSN"])
-	line, err := measure(40, options{workers: 2, slots: 4, base: t.TempDir(), store: storeCluster, natsURL: n.Env["HPCQ_NATS_URL"]})
+	line, err := measure(40, options{workers: 2, slots: 4, chunk: defaultChunk, base: t.TempDir(), store: storeCluster, natsURL: n.Env["HPCQ_NATS_URL"]})
 	require.NoError(t, err)
 	require.Regexp(t, regexp.MustCompile(`^bench-engine nodes=40 workers=2 slots=4 .* journal_bytes=[1-9][0-9]* store=redis\+clickhouse nats=server$`), line)
 	ctx := context.Background()

@@ -28,6 +28,11 @@
 // has them; -nats URL puts the queue on a nats-server process, whose CPU
 // is then not this process's. Such a line ends "store=redis+clickhouse"
 // and "nats=server". Each run there has a run id of its own.
+//
+// The endpoint (in the child, its CPU not counted) streams each reply in
+// chunks of -chunk bytes (4: about a token each, as OpenAI streams); -llm
+// whole asks for whole replies. A line says "llm=whole" or "chunk=N" when
+// they are not the defaults.
 package main
 
 import (
@@ -59,6 +64,8 @@ func main() {
 	profile := flag.String("cpuprofile", "", "write a CPU profile of this process (the scheduler's) to this file")
 	heap := flag.String("memprofile", "", "write the live heap of this process when 95% of the nodes have ended to this file (<file>.<nodes> per size)")
 	tracePath := flag.String("trace", "", "write a Go execution trace of this process to this file (go tool trace)")
+	llmMode := flag.String("llm", "stream", "stream: replies streamed (as hpcq asks by default); whole: whole replies (HPCQ_LLM_STREAM=false)")
+	chunk := flag.Int("chunk", defaultChunk, "bytes of reply in each streamed chunk (about one token, as OpenAI streams)")
 	flag.Parse()
 	stop, err := benchutil.CPUProfile(*profile)
 	if err != nil {
@@ -81,8 +88,8 @@ func main() {
 		}
 		ns = append(ns, n)
 	}
-	if *workers < 1 || *slots < *workers || *codeBytes < 0 || *codeBytes > 1<<20 {
-		fmt.Fprintln(os.Stderr, "bench-engine: -workers >= 1, -slots >= -workers and -code-bytes from 0 to 1 MiB")
+	if *workers < 1 || *slots < *workers || *codeBytes < 0 || *codeBytes > 1<<20 || *llmMode != "stream" && *llmMode != "whole" || *chunk < 1 {
+		fmt.Fprintln(os.Stderr, "bench-engine: -workers >= 1, -slots >= -workers, -code-bytes from 0 to 1 MiB, -llm stream or whole, -chunk >= 1")
 		os.Exit(2)
 	}
 	base := *keep
@@ -100,7 +107,7 @@ func main() {
 	}
 	code := 0
 	for _, n := range ns {
-		line, err := measure(n, options{workers: *workers, slots: *slots, codeBytes: *codeBytes, base: base, heap: *heap, store: *store, natsURL: *nats})
+		line, err := measure(n, options{workers: *workers, slots: *slots, codeBytes: *codeBytes, whole: *llmMode == "whole", chunk: *chunk, base: base, heap: *heap, store: *store, natsURL: *nats})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench-engine:", err)
 			code = 1

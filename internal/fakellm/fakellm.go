@@ -121,11 +121,16 @@ func NewOn(t testing.TB, addr string, handle func(Request) Reply) *Server {
 // closes it. keep: Requests returns the requests (a long benchmark drops
 // them; the counts stay).
 func Start(addr string, keep bool, handle func(Request) Reply) (*Server, error) {
+	return StartWith(addr, keep, Options{}, handle)
+}
+
+// StartWith is Start with options.
+func StartWith(addr string, keep bool, opt Options, handle func(Request) Reply) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("fake LLM endpoint on %s: %w", addr, err)
 	}
-	s := &Server{handle: handle, kindN: map[string]int{}, drop: !keep}
+	s := &Server{handle: handle, kindN: map[string]int{}, drop: !keep, opt: opt}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	_ = s.Server.Listener.Close()
 	s.Server.Listener = ln
