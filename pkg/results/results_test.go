@@ -117,6 +117,29 @@ INSERT INTO nodes VALUES ('r1','n1','',1,'draft','cpu',1,'ok','','gflops',3.5,1,
 	require.Equal(t, "r1|n1|3.5\nr2|n1|12.5\nr2|n2|NULL\n", string(out))
 }
 
+// TestSQLiteLLMTokenColumns: a results file written before llm_calls had
+// reasoning_tokens, cached_tokens and tokens_estimated (a run resumed from
+// it) gets them; its rows have 0.
+func TestSQLiteLLMTokenColumns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.sqlite")
+	out, err := exec.Command("sqlite3", path, `CREATE TABLE llm_calls (
+  run TEXT NOT NULL, node TEXT NOT NULL, call_id TEXT NOT NULL, purpose TEXT NOT NULL, model TEXT NOT NULL,
+  tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, latency_ms REAL NOT NULL, cost_usd REAL NOT NULL,
+  cache_hit INTEGER NOT NULL, error TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
+  PRIMARY KEY (run, node, call_id)) WITHOUT ROWID;
+INSERT INTO llm_calls VALUES ('r1','n1','c0','draft','m',10,5,1.5,0.1,0,'',1,'2026-11-22 11:00:00');`).CombinedOutput()
+	require.NoError(t, err, string(out))
+	s, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	rows := sample("r2")
+	rows.LLMCalls[0].ReasoningTokens, rows.LLMCalls[0].CachedTokens = 200, 64
+	require.NoError(t, s.Write(context.Background(), rows))
+	require.NoError(t, s.Close())
+	out, err = exec.Command("sqlite3", "-readonly", path, "SELECT run, reasoning_tokens, cached_tokens, tokens_estimated FROM llm_calls ORDER BY run").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Equal(t, "r1|0|0|0\nr2|200|64|1\n", string(out))
+}
+
 func TestTableFormats(t *testing.T) {
 	tab := &results.Table{Columns: []string{"node", "value", "ts"}, Rows: [][]any{{"n1", 12.5, t0}, {"n,2", nil, t0}}}
 	var b bytes.Buffer
