@@ -277,8 +277,12 @@ func (c *OpenAI) retrying(ctx context.Context, p Profile, creq openai.ChatComple
 		if ctx.Err() != nil {
 			return Response{}, fmt.Errorf("llm: %s: %w", p.Model, ctx.Err())
 		}
-		if stream && streamRefused(err) && c.noStream.CompareAndSwap(false, true) {
-			c.o.Logger.Warn("llm: the endpoint refused a streamed reply; replies are asked whole from now on", "model", p.Model, "err", err)
+		if stream && streamRefused(err) {
+			// Said once, by whichever request saw it first; every request
+			// refused so is asked again whole.
+			if c.noStream.CompareAndSwap(false, true) {
+				c.o.Logger.Warn("llm: the endpoint refused a streamed reply; replies are asked whole from now on", "model", p.Model, "err", err)
+			}
 			attempt-- // not the request's failure
 			continue
 		}

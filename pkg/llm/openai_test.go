@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,11 +25,14 @@ import (
 func rawServer(t *testing.T, answer func(n int64, body map[string]any, w http.ResponseWriter)) (*httptest.Server, *atomic.Int64, *[]map[string]any) {
 	var calls atomic.Int64
 	var bodies []map[string]any
+	var mu sync.Mutex
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := calls.Add(1)
 		var body map[string]any
 		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
 		bodies = append(bodies, body)
+		mu.Unlock()
 		answer(n, body, w)
 	}))
 	t.Cleanup(srv.Close)
@@ -275,6 +279,7 @@ func TestStreamRefused(t *testing.T) {
 	srv, calls, bodies := rawServer(t, func(_ int64, body map[string]any, w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		if body["stream"] == true {
+			time.Sleep(20 * time.Millisecond) // the concurrent requests are all in flight
 			w.WriteHeader(400)
 			fmt.Fprint(w, `{"error": {"message": "Your organization must be verified to stream this model.", "type": "invalid_request_error", "param": "stream", "code": "unsupported_value"}}`)
 			return
@@ -290,6 +295,19 @@ func TestStreamRefused(t *testing.T) {
 	require.EqualValues(t, 3, calls.Load())
 	require.False(t, c.Streaming())
 	require.NotContains(t, (*bodies)[1], "stream_options")
+
+	// Requests in flight together when the refusals come are all asked
+	// again whole: none takes the refusal for the configuration's.
+	c = newClient(t, srv.URL, OpenAIOptions{Model: "o3", Concurrency: 4})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			resp, err := c.Chat(context.Background(), ask("x"))
+			require.NoError(t, err)
+			require.Equal(t, "whole", resp.Content)
+		})
+	}
+	wg.Wait()
 }
 
 // FuzzAnswer: whatever an endpoint answers, streamed or not, the client
