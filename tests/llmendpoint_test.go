@@ -94,6 +94,7 @@ func TestReasoningModelRun(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &info))
 	require.Equal(t, "gpt-5.2", info.LLM["model"])
+	require.Contains(t, info.LLM["sends"], "gpt-5.2, a reasoning model (by its name), to an OpenAI-compatible endpoint: max_completion_tokens")
 }
 
 // TestMisconfiguredEndpointStopsTheRun: an endpoint that refuses a

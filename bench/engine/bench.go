@@ -209,12 +209,12 @@ type options struct {
 	workers, slots, codeBytes int
 	// whole asks for whole replies; else they are streamed in chunks of
 	// chunk bytes.
-	whole bool
-	chunk int
-	base                      string // the run directories' parent
-	heap                      string // the heap profile's file ("" for none)
-	store                     string // storeSQLite or storeCluster (Redis and ClickHouse of config.Store from the environment)
-	natsURL                   string // a nats-server's URL; "" for a server embedded in this process
+	whole   bool
+	chunk   int
+	base    string // the run directories' parent
+	heap    string // the heap profile's file ("" for none)
+	store   string // storeSQLite or storeCluster (Redis and ClickHouse of config.Store from the environment)
+	natsURL string // a nats-server's URL; "" for a server embedded in this process
 }
 
 // measure grows a tree of n nodes in o.base, then resumes the finished run.

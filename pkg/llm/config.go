@@ -72,3 +72,15 @@ func Options(c config.LLM, rs RunSettings) (OpenAIOptions, error) {
 		Reasoning: rs.Reasoning, MaxTokensCap: rs.MaxTokensCap, NoStream: !c.Stream, IdleTimeout: c.IdleTimeout, Timeout: c.Timeout,
 		MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency}, nil
 }
+
+// ProfileOf is what a client of the settings sends to their model.
+func ProfileOf(c config.LLM, rs RunSettings) (Profile, error) {
+	o, err := Options(c, rs)
+	if err != nil {
+		return Profile{}, err
+	}
+	if o.Endpoint == EndpointAzure && o.APIVersion == "" {
+		o.APIVersion = azureVersion(o)
+	}
+	return Resolve(o.Endpoint, o.Model, o.Reasoning, !o.NoStream, o.APIVersion), nil
+}

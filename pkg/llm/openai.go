@@ -142,10 +142,7 @@ func NewOpenAI(o OpenAIOptions) (*OpenAI, error) {
 	cfg := openai.DefaultConfig(o.APIKey)
 	if endpoint == EndpointAzure {
 		if o.APIVersion == "" {
-			o.APIVersion = AzureAPIVersion
-			if IsReasoningModel(o.Model) || o.Reasoning != nil && *o.Reasoning {
-				o.APIVersion = AzureReasoningAPIVersion
-			}
+			o.APIVersion = azureVersion(o)
 		}
 		// The resource's endpoint; go-openai adds /openai/deployments/<model>.
 		cfg = openai.DefaultAzureConfig(o.APIKey, strings.TrimSuffix(base, "/openai"))
@@ -156,6 +153,15 @@ func NewOpenAI(o OpenAIOptions) (*OpenAI, error) {
 	}
 	cfg.HTTPClient = boundedDoer{hc: hc}
 	return &OpenAI{api: openai.NewClientWithConfig(cfg), hc: hc, o: o, endpoint: endpoint, sem: make(chan struct{}, o.Concurrency), wait: sleep}, nil
+}
+
+// azureVersion is the api-version a client of o asks Azure for when none
+// is set.
+func azureVersion(o OpenAIOptions) string {
+	if IsReasoningModel(o.Model) || o.Reasoning != nil && *o.Reasoning {
+		return AzureReasoningAPIVersion
+	}
+	return AzureAPIVersion
 }
 
 // requestBuffer is the write buffer of each connection to the endpoint.

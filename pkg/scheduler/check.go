@@ -97,16 +97,10 @@ func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
 		}
 		return nil
 	}
-	opts, err := llm.Options(llmConf, runSettings(spec))
+	p, err := llm.ProfileOf(llmConf, runSettings(spec))
 	if err != nil {
 		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
 	}
-	opts.MaxAttempts = 1
-	client, err := llm.NewOpenAI(opts)
-	if err != nil {
-		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
-	}
-	p := client.Profile(spec.LLM.Model)
 	fmt.Fprintf(o.Out, "sends:   %s\n", p)
 	fmt.Fprintf(o.Out, "limits:  %s %d", p.TokenField, spec.LLM.MaxTokens)
 	if p.Reasoning {
@@ -132,6 +126,15 @@ func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
 	fmt.Fprintln(o.Out)
 	if !o.Probe {
 		return nil
+	}
+	opts, err := llm.Options(llmConf, runSettings(spec))
+	if err != nil {
+		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+	}
+	opts.MaxAttempts = 1
+	client, err := llm.NewOpenAI(opts)
+	if err != nil {
+		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
 	}
 	refused := false
 	for _, r := range client.Probe(ctx, llm.Request{Model: spec.LLM.Model, MaxTokens: probeTokens(p), ReasoningEffort: spec.LLM.ReasoningEffort,

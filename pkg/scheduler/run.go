@@ -92,6 +92,13 @@ func runLLM(spec *run.Spec, ideaDir, runDir string, log *slog.Logger) (llm.Clien
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if info["backend"] == "openai" {
+		// What every request looks like, in the log and in run.json.
+		if p, err := llm.ProfileOf(c, runSettings(*spec)); err == nil {
+			info["sends"] = p.String()
+			log.Info("llm", "sends", info["sends"])
+		}
+	}
 	// Identical reproducible requests are answered from the run's cache
 	// (and the shared one): a resumed run, or a later run of the idea
 	// through HPCQ_LLM_CACHE, does not pay for them twice.
