@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -118,18 +119,44 @@ func apiFields(err error) (status int, code, typ, param, msg string, ok bool) {
 	}
 	var reqErr *openai.RequestError
 	if errors.As(err, &reqErr) {
-		return reqErr.HTTPStatusCode, "", "", "", head(reqErr.Body), true
+		// A body go-openai does not read as an error: the fields at its
+		// top level (vLLM before 0.9: {"object": "error", "message", ...}),
+		// else its start.
+		var top struct {
+			Message string  `json:"message"`
+			Type    string  `json:"type"`
+			Param   *string `json:"param"`
+			Code    any     `json:"code"`
+		}
+		if json.Unmarshal(reqErr.Body, &top) != nil || top.Message == "" {
+			return reqErr.HTTPStatusCode, "", "", "", head(reqErr.Body), true
+		}
+		if top.Param != nil {
+			param = *top.Param
+		}
+		if top.Code != nil {
+			code = fmt.Sprint(top.Code)
+		}
+		return reqErr.HTTPStatusCode, cutMessage(code), cutMessage(top.Type), cutMessage(param), cutMessage(top.Message), true
 	}
 	return 0, "", "", "", "", false
 }
 
+// requestCodes are the codes of a 400 that refuses that one request's
+// content (its length, an image, a filter), never the configuration.
+var requestCodes = map[string]bool{"context_length_exceeded": true, "string_above_max_length": true, "content_filter": true,
+	"content_policy_violation": true, "invalid_image": true, "invalid_image_format": true, "image_too_large": true, "invalid_base64": true}
+
 // asConfigError is err as a *ConfigError when it refuses the
 // configuration: 401, 403 and 404 (a key, an account, a model or
 // deployment), a 400 whose code or parameter is one of the request's
-// settings, 429 insufficient_quota (no credit: waiting does not help),
-// and go-openai's own checks of a reasoning model's request; nil for any
-// other error (a request too long for the context is that request's fault).
-func asConfigError(err error) *ConfigError {
+// settings, any other 400 before the endpoint accepted a request (first:
+// servers such as vLLM name no parameter) unless its code is about the
+// request's content, 429 insufficient_quota (no credit: waiting does not
+// help), and go-openai's own checks of a reasoning model's request; nil
+// for any other error (a request too long for the context is that
+// request's fault).
+func asConfigError(err error, first bool) *ConfigError {
 	if errors.Is(err, openai.ErrReasoningModelMaxTokensDeprecated) || errors.Is(err, openai.ErrReasoningModelLimitationsOther) ||
 		errors.Is(err, openai.ErrReasoningSamplingUnsupported) || errors.Is(err, openai.ErrReasoningEffortUnsupported) {
 		return &ConfigError{Status: http.StatusBadRequest, Message: "go-openai refused it before sending: " + err.Error(), Err: err}
@@ -143,7 +170,7 @@ func asConfigError(err error) *ConfigError {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
 		refused = true
 	case http.StatusBadRequest:
-		refused = configCodes[code] || configParams[param]
+		refused = configCodes[code] || configParams[param] || first && !requestCodes[code] && !strings.HasPrefix(param, "messages")
 	case http.StatusTooManyRequests:
 		refused = code == "insufficient_quota"
 	}

@@ -76,6 +76,8 @@ type OpenAI struct {
 	noStream atomic.Bool
 	// refused: the endpoint refused the configuration.
 	refused  atomic.Pointer[ConfigError]
+	// accepted: the endpoint has answered a request.
+	accepted atomic.Bool
 	profiles sync.Map // model -> Profile
 	warned   sync.Map // a warning's text -> true: said once
 }
@@ -278,6 +280,7 @@ func (c *OpenAI) retrying(ctx context.Context, p Profile, creq openai.ChatComple
 		stream := c.Streaming()
 		resp, retryAfter, err := c.attempt(ctx, p, creq, stream)
 		if err == nil {
+			c.accepted.Store(true)
 			return resp, nil
 		}
 		if ctx.Err() != nil {
@@ -292,7 +295,7 @@ func (c *OpenAI) retrying(ctx context.Context, p Profile, creq openai.ChatComple
 			attempt-- // not the request's failure
 			continue
 		}
-		if ce := asConfigError(err); ce != nil {
+		if ce := asConfigError(err, !c.accepted.Load()); ce != nil {
 			c.refused.CompareAndSwap(nil, ce)
 			return Response{}, fmt.Errorf("llm: %s: %w", p.Model, ce)
 		}

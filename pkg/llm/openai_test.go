@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	openai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/chatsse"
@@ -233,6 +234,8 @@ func TestAnswers(t *testing.T) {
 			401, "status 401 invalid_api_key", true, false},
 		{"model", "application/json", `{"object": "error", "message": "The model does not exist.", "type": "NotFoundError", "param": null, "code": 404}`,
 			404, "status 404", true, false},
+		{"vllm first", "application/json", `{"object": "error", "message": "Unsupported parameter: 'reasoning_effort'", "type": "BadRequestError", "param": null, "code": 400}`,
+			400, "the endpoint refused the configuration (status 400 400): Unsupported parameter", true, false},
 		{"vllm busy", "application/json", `{"error": {"message": "busy", "code": 503}}`, 503, "busy", false, true},
 		{"quota", "application/json", `{"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}`,
 			429, "exceeded your current quota", true, false},
@@ -253,6 +256,31 @@ func TestAnswers(t *testing.T) {
 			require.Equal(t, tc.retry, errors.Is(err, ErrRetriesExhausted), tc.name)
 		}
 	}
+}
+
+// TestBadRequestAfterTheFirst: a 400 that names no setting is the
+// configuration's fault before the endpoint accepted any request, and that
+// request's after one was; either way it is not retried.
+func TestBadRequestAfterTheFirst(t *testing.T) {
+	srv, calls, _ := rawServer(t, func(n int64, _ map[string]any, w http.ResponseWriter) {
+		if n == 1 {
+			chatsse.Write(w, chatsse.Reply{ID: "c", Model: "m", Content: "fine", FinishReason: "stop", Usage: map[string]int{"prompt_tokens": 1, "completion_tokens": 1}})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(400)
+		fmt.Fprint(w, `{"error": {"message": "Invalid prompt: your prompt was flagged", "type": "invalid_request_error", "param": null, "code": null}}`)
+	})
+	c := newClient(t, srv.URL, OpenAIOptions{})
+	_, err := c.Chat(context.Background(), ask("x"))
+	require.NoError(t, err)
+	_, err = c.Chat(context.Background(), ask("x"))
+	require.NotErrorIs(t, err, ErrConfig)
+	require.ErrorContains(t, err, "status 400 Bad Request (invalid_request_error): Invalid prompt")
+	var apiErr *openai.APIError
+	require.ErrorAs(t, err, &apiErr, "go-openai's typed error is found through hpcq's")
+	require.Equal(t, 400, apiErr.HTTPStatusCode)
+	require.EqualValues(t, 2, calls.Load())
 }
 
 // TestConfigRefusalLatched: after the endpoint refused the configuration,
