@@ -75,7 +75,7 @@ type OpenAI struct {
 	// noStream: the endpoint refused a stream; replies are asked whole.
 	noStream atomic.Bool
 	// refused: the endpoint refused the configuration.
-	refused  atomic.Pointer[ConfigError]
+	refused atomic.Pointer[ConfigError]
 	// accepted: the endpoint has answered a request.
 	accepted atomic.Bool
 	profiles sync.Map // model -> Profile
