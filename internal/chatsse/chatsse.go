@@ -19,8 +19,9 @@ type Reply struct {
 	// Usage, when not nil, is sent in a last chunk with no choices (what
 	// stream_options.include_usage asks for).
 	Usage any
-	// Chunk is the size of each content chunk in bytes [16], cut between
-	// runes.
+	// Chunk is the size of each content chunk in bytes, cut between runes
+	// [16, or a 256th of a larger reply: a test's 17 MB reply is not a
+	// million events].
 	Chunk int
 }
 
@@ -43,7 +44,7 @@ func Write(w http.ResponseWriter, r Reply) {
 	}
 	size := r.Chunk
 	if size <= 0 {
-		size = 16
+		size = max(16, len(r.Content)/256)
 	}
 	send(chunk(map[string]string{"role": "assistant", "content": ""}, nil))
 	for s := r.Content; s != ""; {

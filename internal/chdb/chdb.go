@@ -78,7 +78,9 @@ func createDatabase(ctx context.Context, opts clickhouse.Options) error {
 
 // Migrate applies the embedded schema migrations that the database does not
 // record yet, in order. Every statement is idempotent (CREATE ... IF NOT
-// EXISTS), so processes that start together may both run it.
+// EXISTS; an ADD COLUMN of one column whose "already exists" counts as
+// done, this server having no ADD COLUMN IF NOT EXISTS), so processes that
+// start together may both run it.
 func Migrate(ctx context.Context, conn driver.Conn) error {
 	if err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS hpcq_migrations (version UInt32, name String, applied DateTime)
 ENGINE = ReplacingMergeTree() ORDER BY version`); err != nil {
@@ -122,6 +124,9 @@ ENGINE = ReplacingMergeTree() ORDER BY version`); err != nil {
 				continue
 			}
 			if err := conn.Exec(ctx, stmt); err != nil {
+				if addedBefore(stmt, err) {
+					continue
+				}
 				return fmt.Errorf("chdb: migration %s: %w\n%s", base, err, strings.TrimSpace(stmt))
 			}
 		}
@@ -137,6 +142,11 @@ ENGINE = ReplacingMergeTree() ORDER BY version`); err != nil {
 		}
 	}
 	return nil
+}
+
+// addedBefore: stmt adds one column, which err says exists already.
+func addedBefore(stmt string, err error) bool {
+	return strings.Count(strings.ToUpper(stmt), "ADD COLUMN") == 1 && strings.Contains(err.Error(), "already exists")
 }
 
 func stripComments(s string) string {
