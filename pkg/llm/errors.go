@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -142,21 +143,21 @@ func apiFields(err error) (status int, code, typ, param, msg string, ok bool) {
 	return 0, "", "", "", "", false
 }
 
-// requestCodes are the codes of a 400 that refuses that one request's
-// content (its length, an image, a filter), never the configuration.
-var requestCodes = map[string]bool{"context_length_exceeded": true, "string_above_max_length": true, "content_filter": true,
-	"content_policy_violation": true, "invalid_image": true, "invalid_image_format": true, "image_too_large": true, "invalid_base64": true}
+// configPhrases begin the message of a 400 that refuses a parameter where
+// the server names no code or parameter (vLLM, proxies): OpenAI's own
+// wording, which they copy.
+var configPhrases = []string{"unsupported parameter", "unsupported value", "unrecognized request argument"}
 
 // asConfigError is err as a *ConfigError when it refuses the
 // configuration: 401, 403 and 404 (a key, an account, a model or
 // deployment), a 400 whose code or parameter is one of the request's
-// settings, any other 400 before the endpoint accepted a request (first:
-// servers such as vLLM name no parameter) unless its code is about the
-// request's content, 429 insufficient_quota (no credit: waiting does not
-// help), and go-openai's own checks of a reasoning model's request; nil
-// for any other error (a request too long for the context is that
-// request's fault).
-func asConfigError(err error, first bool) *ConfigError {
+// settings or whose message says it refuses a parameter, 429
+// insufficient_quota (no credit: waiting does not help), and go-openai's
+// own checks of a reasoning model's request; nil for any other error (a
+// request too long for the context, or whose content is refused, is that
+// request's fault: a rule that took any first 400 for the configuration
+// would stop a resumed run for good on a request it must send again).
+func asConfigError(err error) *ConfigError {
 	if errors.Is(err, openai.ErrReasoningModelMaxTokensDeprecated) || errors.Is(err, openai.ErrReasoningModelLimitationsOther) ||
 		errors.Is(err, openai.ErrReasoningSamplingUnsupported) || errors.Is(err, openai.ErrReasoningEffortUnsupported) {
 		return &ConfigError{Status: http.StatusBadRequest, Message: "go-openai refused it before sending: " + err.Error(), Err: err}
@@ -170,7 +171,9 @@ func asConfigError(err error, first bool) *ConfigError {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
 		refused = true
 	case http.StatusBadRequest:
-		refused = configCodes[code] || configParams[param] || first && !requestCodes[code] && !strings.HasPrefix(param, "messages")
+		refused = configCodes[code] || configParams[param] || slices.ContainsFunc(configPhrases, func(p string) bool {
+			return strings.HasPrefix(strings.ToLower(msg), p)
+		})
 	case http.StatusTooManyRequests:
 		refused = code == "insufficient_quota"
 	}

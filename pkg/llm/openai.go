@@ -75,9 +75,7 @@ type OpenAI struct {
 	// noStream: the endpoint refused a stream; replies are asked whole.
 	noStream atomic.Bool
 	// refused: the endpoint refused the configuration.
-	refused atomic.Pointer[ConfigError]
-	// accepted: the endpoint has answered a request.
-	accepted atomic.Bool
+	refused  atomic.Pointer[ConfigError]
 	profiles sync.Map // model -> Profile
 	warned   sync.Map // a warning's text -> true: said once
 }
@@ -280,7 +278,6 @@ func (c *OpenAI) retrying(ctx context.Context, p Profile, creq openai.ChatComple
 		stream := c.Streaming()
 		resp, retryAfter, err := c.attempt(ctx, p, creq, stream)
 		if err == nil {
-			c.accepted.Store(true)
 			return resp, nil
 		}
 		if ctx.Err() != nil {
@@ -295,7 +292,7 @@ func (c *OpenAI) retrying(ctx context.Context, p Profile, creq openai.ChatComple
 			attempt-- // not the request's failure
 			continue
 		}
-		if ce := asConfigError(err, !c.accepted.Load()); ce != nil {
+		if ce := asConfigError(err); ce != nil {
 			c.refused.CompareAndSwap(nil, ce)
 			return Response{}, fmt.Errorf("llm: %s: %w", p.Model, ce)
 		}

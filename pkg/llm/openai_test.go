@@ -234,7 +234,7 @@ func TestAnswers(t *testing.T) {
 			401, "status 401 invalid_api_key", true, false},
 		{"model", "application/json", `{"object": "error", "message": "The model does not exist.", "type": "NotFoundError", "param": null, "code": 404}`,
 			404, "status 404", true, false},
-		{"vllm first", "application/json", `{"object": "error", "message": "Unsupported parameter: 'reasoning_effort'", "type": "BadRequestError", "param": null, "code": 400}`,
+		{"vllm parameter", "application/json", `{"object": "error", "message": "Unsupported parameter: 'reasoning_effort'", "type": "BadRequestError", "param": null, "code": 400}`,
 			400, "the endpoint refused the configuration (status 400 400): Unsupported parameter", true, false},
 		{"vllm busy", "application/json", `{"error": {"message": "busy", "code": 503}}`, 503, "busy", false, true},
 		{"quota", "application/json", `{"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}`,
@@ -258,12 +258,12 @@ func TestAnswers(t *testing.T) {
 	}
 }
 
-// TestBadRequestAfterTheFirst: a 400 that names no setting is the
-// configuration's fault before the endpoint accepted any request, and that
-// request's after one was; either way it is not retried.
-func TestBadRequestAfterTheFirst(t *testing.T) {
+// TestBadRequestOfTheContent: a 400 that names no setting is that
+// request's fault, even as the first of a process (a resumed run's first
+// request is one it must send again): not retried, nothing latched.
+func TestBadRequestOfTheContent(t *testing.T) {
 	srv, calls, _ := rawServer(t, func(n int64, _ map[string]any, w http.ResponseWriter) {
-		if n == 1 {
+		if n == 2 {
 			chatsse.Write(w, chatsse.Reply{ID: "c", Model: "m", Content: "fine", FinishReason: "stop", Usage: map[string]int{"prompt_tokens": 1, "completion_tokens": 1}})
 			return
 		}
@@ -273,13 +273,13 @@ func TestBadRequestAfterTheFirst(t *testing.T) {
 	})
 	c := newClient(t, srv.URL, OpenAIOptions{})
 	_, err := c.Chat(context.Background(), ask("x"))
-	require.NoError(t, err)
-	_, err = c.Chat(context.Background(), ask("x"))
 	require.NotErrorIs(t, err, ErrConfig)
 	require.ErrorContains(t, err, "status 400 Bad Request (invalid_request_error): Invalid prompt")
 	var apiErr *openai.APIError
 	require.ErrorAs(t, err, &apiErr, "go-openai's typed error is found through hpcq's")
 	require.Equal(t, 400, apiErr.HTTPStatusCode)
+	_, err = c.Chat(context.Background(), ask("x"))
+	require.NoError(t, err)
 	require.EqualValues(t, 2, calls.Load())
 }
 
