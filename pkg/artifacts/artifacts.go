@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -102,7 +103,7 @@ func (u *Uploader) Upload(ctx context.Context, t *schema.NodeTask, files []File)
 		}
 		if !fi.Mode().IsRegular() {
 			root.Close()
-			left = append(left, key+": not a regular file")
+			left = append(left, key+": "+fileio.TypeName(fi.Mode())+", not a regular file")
 			continue
 		}
 		size := fi.Size()
@@ -219,7 +220,9 @@ func (u *Uploader) verify(ctx context.Context, name string, n int64, sum string)
 }
 
 func (u *Uploader) putOnce(ctx context.Context, name string, root *os.Root, rel string, size int64) (int64, string, error) {
-	f, err := root.Open(rel)
+	// Not followed, never blocking, regular only: a program's leftovers
+	// (a named pipe where a plot was) cannot hold the worker's slot.
+	f, _, err := fileio.OpenRegular(root, rel)
 	if err != nil {
 		return 0, "", fmt.Errorf("%w: %v", errLocal, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/jsonw"
 	"github.com/hpcq/hpcq/pkg/artifacts"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -186,26 +187,21 @@ func (e *Executor) Execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
 	up := artifacts.Uploader{Store: e.cfg.ArtifactStore, Chunks: e.cfg.ArtifactChunks, Limits: e.cfg.ArtifactLimits}
-	arts, note, uerr := up.Upload(uctx, t, e.artifactFiles(t, res))
-	res.Artifacts, res.ArtifactsNote = arts, note
+	files, walkNote := e.artifactFiles(t, res)
+	arts, note, uerr := up.Upload(uctx, t, files)
+	res.Artifacts, res.ArtifactsNote = arts, strings.TrimPrefix(walkNote+"; "+note, "; ")
+	res.ArtifactsNote = strings.TrimSuffix(res.ArtifactsNote, "; ")
 	if uerr != nil {
 		res.ArtifactsNote = strings.TrimPrefix(res.ArtifactsNote+"; "+uerr.Error(), "; ")
 	}
 	return res, nil
 }
 
-// Plots are looked for in the workspace up to this depth and count.
-const (
-	plotDepth   = 6
-	plotMax     = 64
-	plotVisited = 20000
-)
-
 // artifactFiles are the files of an attempt to bring home: the phase logs,
 // the expected outputs found, and the plots (*.png, *.svg) of the
-// workspace, not following symbolic links.
-func (e *Executor) artifactFiles(t *schema.NodeTask, res *schema.NodeResult) []artifacts.File {
-	var files []artifacts.File
+// workspace, not following symbolic links; note says what the plot walk
+// left out.
+func (e *Executor) artifactFiles(t *schema.NodeTask, res *schema.NodeResult) (files []artifacts.File, note string) {
 	logDir := e.LogDir(t)
 	for _, p := range res.Phases {
 		if p.Name == schema.PhaseCoding {
@@ -219,30 +215,11 @@ func (e *Executor) artifactFiles(t *schema.NodeTask, res *schema.NodeResult) []a
 		outputs[o] = true
 		files = append(files, artifacts.File{Kind: schema.ArtifactOutput, Name: o, Dir: ws, Rel: o})
 	}
-	plots, visited := 0, 0
-	_ = filepath.WalkDir(ws, func(p string, d os.DirEntry, err error) error {
-		visited++
-		if err != nil || visited > plotVisited || plots >= plotMax {
-			return filepath.SkipAll
-		}
-		rel, rerr := filepath.Rel(ws, p)
-		if rerr != nil {
-			return nil
-		}
-		if d.IsDir() {
-			if rel != "." && strings.Count(rel, string(filepath.Separator)) >= plotDepth {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		ext := strings.ToLower(filepath.Ext(p))
-		if (ext == ".png" || ext == ".svg") && d.Type().IsRegular() && !outputs[rel] {
-			plots++
-			files = append(files, artifacts.File{Kind: schema.ArtifactPlot, Name: filepath.ToSlash(rel), Dir: ws, Rel: rel})
-		}
-		return nil
-	})
-	return files
+	plots, note := findPlots(ws, outputs)
+	for _, rel := range plots {
+		files = append(files, artifacts.File{Kind: schema.ArtifactPlot, Name: filepath.ToSlash(rel), Dir: ws, Rel: rel})
+	}
+	return files, note
 }
 
 func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot) (*schema.NodeResult, error) {
@@ -404,8 +381,14 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 			missing = append(missing, p)
 			continue
 		}
-		if _, err := root.Stat(p); err != nil {
+		fi, err := root.Stat(p)
+		switch {
+		case err != nil:
 			missing = append(missing, p)
+			continue
+		case !fi.Mode().IsRegular() && !fi.IsDir():
+			// A named pipe or socket: nothing to read or bring home.
+			missing = append(missing, p+" ("+fileio.TypeName(fi.Mode())+")")
 			continue
 		}
 		res.OutputsFound = append(res.OutputsFound, p)
@@ -443,20 +426,14 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 }
 
 // readSmall reads name from root, refusing more than limit bytes and
-// anything but a regular file.
+// anything but a regular file (opened without following a link or
+// blocking: a named pipe there does not hold the slot).
 func readSmall(root *os.Root, name string, limit int64) ([]byte, error) {
-	f, err := root.Open(name)
+	f, fi, err := fileio.OpenRegular(root, name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", name)
-	}
 	if fi.Size() > limit {
 		return nil, fmt.Errorf("%s is %d bytes, at most %d", name, fi.Size(), limit)
 	}
