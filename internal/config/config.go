@@ -117,6 +117,9 @@ type Isolation struct {
 	Mode     string   `envconfig:"ISOLATION" default:"auto" desc:"auto (namespaces where the machine allows them), required (fail at start without) or off"`
 	User     string   `envconfig:"SANDBOX_USER" default:"nobody" desc:"user task commands run as when the worker runs as root"`
 	Writable []string `envconfig:"SANDBOX_WRITABLE" desc:"directories besides the workspace that task commands may write (absolute paths)"`
+	// TmpMB bounds a command's private /tmp, /var/tmp and /dev/shm
+	// together (one tmpfs, in RAM) when its task sets no memory limit.
+	TmpMB int `envconfig:"SANDBOX_TMP_MB" default:"1024" desc:"size of a task command's private /tmp, /var/tmp and /dev/shm together (one tmpfs) when the task sets no limits.memory_mb"`
 }
 
 // Common settings of every command.

@@ -35,6 +35,9 @@ type Spec struct {
 	HideFS    bool     `json:"hide_fs"`
 	Writable  []string `json:"writable,omitempty"`
 	NoNetwork bool     `json:"no_network,omitempty"`
+	// TmpMB bounds /tmp, /var/tmp and /dev/shm together: one tmpfs of
+	// that size shows in all three (0: each its own, unbounded).
+	TmpMB int `json:"tmp_mb,omitempty"`
 }
 
 // IsHelper reports whether this process was started as the helper.
@@ -93,6 +96,9 @@ func Main(specJSON string, argv []string) int {
 		}
 		if pid != p.Pid {
 			continue // an orphan, reaped
+		}
+		if spec.HideFS {
+			reportTmpFull(spec.TmpMB)
 		}
 		switch {
 		case ws.Exited():
@@ -155,6 +161,13 @@ func hideFS(spec Spec) error {
 		return fmt.Errorf("read-only file system: %w", err)
 	}
 	covers := []string{"/tmp", "/var/tmp", "/dev/shm"}
+	var done []string
+	if spec.TmpMB > 0 {
+		if err := boundedTmp(spec.TmpMB, covers); err != nil {
+			return err
+		}
+		done = append(done, covers...)
+	}
 	if spec.UID >= 0 {
 		for _, p := range keep {
 			if d, _ := FirstClosed(p, false, spec.UID, spec.GID); d != "" {
@@ -163,7 +176,6 @@ func hideFS(spec Spec) error {
 		}
 	}
 	sort.Strings(covers)
-	var done []string
 	for _, c := range covers {
 		if under(c, done) {
 			continue
@@ -189,6 +201,71 @@ func hideFS(spec Spec) error {
 		}
 	}
 	return nil
+}
+
+// boundedTmp mounts one tmpfs of mb megabytes and shows a directory of
+// it at each of dirs (mode 1777): what a command writes to /tmp, /var/tmp
+// and /dev/shm together is bounded, where three tmpfs of their own could
+// each take half the machine's memory. The mount is made detached (fsopen,
+// fsmount), so its directories appear nowhere else.
+func boundedTmp(mb int, dirs []string) error {
+	fs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("bounded /tmp: fsopen: %w", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigSetString(fs, "size", fmt.Sprintf("%dm", mb)); err != nil {
+		return fmt.Errorf("bounded /tmp: size %d MB: %w", mb, err)
+	}
+	if err := unix.FsconfigSetString(fs, "mode", "0755"); err != nil {
+		return fmt.Errorf("bounded /tmp: %w", err)
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return fmt.Errorf("bounded /tmp: create: %w", err)
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return fmt.Errorf("bounded /tmp: fsmount: %w", err)
+	}
+	defer unix.Close(mnt)
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+			continue
+		}
+		name := strings.Trim(strings.ReplaceAll(d, "/", "-"), "-")
+		if err := unix.Mkdirat(mnt, name, 0o700); err != nil {
+			return fmt.Errorf("bounded %s: %w", d, err)
+		}
+		if err := unix.Fchmodat(mnt, name, 0o1777, 0); err != nil {
+			return fmt.Errorf("bounded %s: %w", d, err)
+		}
+		tree, err := unix.OpenTree(mnt, name, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return fmt.Errorf("bounded %s: %w", d, err)
+		}
+		err = unix.MoveMount(tree, "", unix.AT_FDCWD, d, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		unix.Close(tree)
+		if err != nil {
+			return fmt.Errorf("bounded %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// TmpFull is the line the helper writes on stderr when a command's
+// bounded /tmp, /var/tmp and /dev/shm were full as it ended.
+const TmpFull = "hpcq-sandbox: /tmp, /var/tmp and /dev/shm (one tmpfs"
+
+// reportTmpFull says so on stderr when the bounded /tmp is full: writes
+// there failed (ENOSPC) and the phase's failure is likely that.
+func reportTmpFull(mb int) {
+	var st unix.Statfs_t
+	if mb <= 0 || unix.Statfs("/tmp", &st) != nil {
+		return
+	}
+	if free := st.Bavail * uint64(st.Bsize); free < 1<<20 {
+		fmt.Fprintf(os.Stderr, "%s of %d MB) were full: writes there failed (the bound is the task's limits.memory_mb, else the worker's HPCQ_SANDBOX_TMP_MB)\n", TmpFull, mb)
+	}
 }
 
 // under reports whether p is one of dirs or below one.

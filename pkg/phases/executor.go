@@ -294,6 +294,9 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	run := phaseRun{ws: ws, env: env, maxOut: maxOut, noNetwork: t.Limits.NoNetwork(),
 		login: e.cfg.Shell == ShellLogin || t.Shell == ShellLogin, rlimits: Rlimits{
 			AddressSpaceMB: t.Limits.AddressSpaceMB, FileSizeMB: t.Limits.FileSizeMB, OpenFiles: t.Limits.OpenFiles}}
+	if e.sandbox != nil {
+		run.tmpMB = e.sandbox.TmpMB(t.Limits.MemoryMB)
+	}
 	res.Limits = e.enforce(t, slot, &run)
 	if run.cgroup != nil {
 		defer run.cgroup.close()
@@ -454,6 +457,7 @@ type phaseRun struct {
 	maxOut    int64
 	rlimits   Rlimits
 	noNetwork bool // for the compile and run phases
+	tmpMB     int  // the bound of each command's /tmp, /var/tmp and /dev/shm
 	login     bool // bash -lc per command
 	// live receives each phase's log as it is written (LiveLog), by phase.
 	live map[string]io.Writer
@@ -514,7 +518,7 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		}
 		cmd := Command{Line: line, Dir: run.ws, Env: run.env, Timeout: left, KillGrace: e.cfg.KillGrace,
 			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits, Sandbox: e.sandbox, Login: run.login,
-			NoNetwork: run.noNetwork && ph.name != schema.PhaseDownload, CPUs: run.cpus}
+			NoNetwork: run.noNetwork && ph.name != schema.PhaseDownload, CPUs: run.cpus, TmpMB: run.tmpMB}
 		if run.cgroup != nil {
 			cmd.CgroupFD = run.cgroup.fd
 		}

@@ -95,3 +95,33 @@ func TestShallowPlotPastDeepJunk(t *testing.T) {
 	require.Contains(t, res.ArtifactsNote, "plots: the walk stopped after 20000 entries (breadth first, at depth 2)")
 	require.False(t, strings.Contains(res.ArtifactsNote, "zz-plot"))
 }
+
+// TestTmpBounded: a task with limits.memory_mb 64 that writes 256 MB to
+// /tmp, then to /dev/shm and /var/tmp, gets 64 MB in all (the three are
+// one tmpfs of that size), and its log says the bound was reached.
+func TestTmpBounded(t *testing.T) {
+	e := newExec(t)
+	if e.sandbox == nil {
+		t.Skip("no sandbox on this machine: " + e.Isolation())
+	}
+	task := &schema.NodeTask{V: 1, RunID: "r1", NodeID: "tmp", Attempt: 1, Pool: "cpu", Limits: schema.Limits{MemoryMB: 64},
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{
+			"head -c 256M /dev/zero > /tmp/big; head -c 16M /dev/zero > /dev/shm/more; head -c 16M /dev/zero > /var/tmp/more; " +
+				"echo \"METRIC written=$(( ($(stat -c %s /tmp/big) + $(stat -c %s /dev/shm/more) + $(stat -c %s /var/tmp/more)) / 1048576 ))\"; " +
+				"df -m /tmp /var/tmp /dev/shm | tail -n +2 | awk '{print \"size\", $2}'"}}}}
+	res := executeWithin(t, e, task, time.Minute)
+	require.LessOrEqual(t, res.Metrics["written"], 64.0, "MB written to /tmp, /dev/shm and /var/tmp together")
+	require.GreaterOrEqual(t, res.Metrics["written"], 60.0)
+	log := res.Phases[len(res.Phases)-1].LogTail
+	require.Contains(t, log, "No space left on device")
+	require.Equal(t, 3, strings.Count(log, "size 64"), log)
+	require.Contains(t, log, "hpcq-sandbox: /tmp, /var/tmp and /dev/shm (one tmpfs of 64 MB) were full")
+	t.Log(log)
+
+	// No memory limit: the worker's bound (HPCQ_SANDBOX_TMP_MB).
+	task.NodeID, task.Limits.MemoryMB = "tmp2", 0
+	task.Artifacts.Run.Commands = []string{"df -m /tmp /var/tmp /dev/shm | tail -n +2 | awk '{print \"size\", $2}'"}
+	res = executeWithin(t, e, task, time.Minute)
+	require.Nil(t, res.Error)
+	require.Equal(t, 3, strings.Count(res.Phases[len(res.Phases)-1].LogTail, "size "+strconv.Itoa(DefaultTmpMB)))
+}

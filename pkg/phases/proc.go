@@ -41,6 +41,9 @@ type Command struct {
 	Sandbox *Sandbox
 	// NoNetwork takes the network away (with a Sandbox only).
 	NoNetwork bool
+	// TmpMB bounds the private /tmp, /var/tmp and /dev/shm together (with a
+	// Sandbox only; 0: unbounded).
+	TmpMB int
 	// Login runs the line in a login shell (bash -lc) rather than bash -c:
 	// for environments the worker did not capture (see CaptureLoginEnv).
 	Login bool
@@ -118,7 +121,7 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	if c.Sandbox != nil {
 		// The worker's own executable, started again as the namespaces'
 		// first process, runs argv (see internal/nsinit).
-		args, err := c.Sandbox.helperArgv(c.Dir, c.NoNetwork, argv)
+		args, err := c.Sandbox.helperArgv(c.Dir, c.NoNetwork, c.TmpMB, argv)
 		if err != nil {
 			return Outcome{}, fmt.Errorf("%w: sandbox: %v", ErrStart, err)
 		}

@@ -46,6 +46,9 @@ type SandboxConfig struct {
 	// write (a shared package cache, say); everything else outside the
 	// workspace, a private /tmp and /dev/shm is read-only.
 	Writable []string
+	// TmpMB bounds the private /tmp, /var/tmp and /dev/shm of a command
+	// together (one tmpfs) when its task sets no memory limit [1024].
+	TmpMB int
 }
 
 // Sandbox runs commands in their own PID and mount namespaces (and, when a
@@ -68,6 +71,7 @@ type Sandbox struct {
 	hideFS   bool
 	userName string
 	writable []string
+	tmpMB    int    // the default bound of a command's /tmp, /var/tmp, /dev/shm
 	note     string // what could not be had, for every result
 }
 
@@ -90,7 +94,10 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig, reachDir string) (*Sandb
 		}
 		return nil, "no isolation: " + why + "; commands run in a process group as the worker's user", nil
 	}
-	s := &Sandbox{helper: helperPath(), uid: -1, gid: -1, hideFS: true}
+	s := &Sandbox{helper: helperPath(), uid: -1, gid: -1, hideFS: true, tmpMB: cfg.TmpMB}
+	if s.tmpMB <= 0 {
+		s.tmpMB = DefaultTmpMB
+	}
 	for _, w := range cfg.Writable {
 		if !filepath.IsAbs(w) {
 			return nil, "", fmt.Errorf("phases: sandbox writable directory %q: must be an absolute path", w)
@@ -264,9 +271,22 @@ func (s *Sandbox) sysProcAttr(noNetwork bool) *syscall.SysProcAttr {
 	return a
 }
 
+// DefaultTmpMB bounds a command's /tmp, /var/tmp and /dev/shm together
+// when neither the task nor the worker says.
+const DefaultTmpMB = 1024
+
+// TmpMB is the bound of a command's /tmp, /var/tmp and /dev/shm together:
+// the task's memory limit (what it may hold in RAM), else the worker's.
+func (s *Sandbox) TmpMB(memoryMB int) int {
+	if memoryMB > 0 {
+		return memoryMB
+	}
+	return s.tmpMB
+}
+
 // helperArgv is the helper's argv for a command line in dir.
-func (s *Sandbox) helperArgv(dir string, noNetwork bool, argv []string) ([]string, error) {
-	spec, err := json.Marshal(nsinit.Spec{Dir: dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: noNetwork})
+func (s *Sandbox) helperArgv(dir string, noNetwork bool, tmpMB int, argv []string) ([]string, error) {
+	spec, err := json.Marshal(nsinit.Spec{Dir: dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: noNetwork, TmpMB: tmpMB})
 	if err != nil {
 		return nil, err
 	}
