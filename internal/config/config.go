@@ -119,6 +119,9 @@ type Isolation struct {
 	Writable []string `envconfig:"SANDBOX_WRITABLE" desc:"directories besides the workspace that task commands may write (absolute paths)"`
 	// TmpMB bounds a command's private /tmp, /var/tmp and /dev/shm
 	// together (one tmpfs, in RAM) when its task sets no memory limit.
+	// Pids bounds a task's processes and threads when it sets no
+	// limits.pids.
+	Pids  int `envconfig:"TASK_PIDS" desc:"processes and threads a task may have at once (cgroup pids.max) when it sets no limits.pids (default: 1024, or 32 per core of the node if more)"`
 	TmpMB int `envconfig:"SANDBOX_TMP_MB" default:"1024" desc:"size of a task command's private /tmp, /var/tmp and /dev/shm together (one tmpfs) when the task sets no limits.memory_mb"`
 }
 

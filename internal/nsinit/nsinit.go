@@ -38,6 +38,9 @@ type Spec struct {
 	// TmpMB bounds /tmp, /var/tmp and /dev/shm together: one tmpfs of
 	// that size shows in all three (0: each its own, unbounded).
 	TmpMB int `json:"tmp_mb,omitempty"`
+	// Cgroups are cgroup.procs files (cgroup v1) the helper joins before
+	// anything else: what it starts is in them from its first instruction.
+	Cgroups []string `json:"cgroups,omitempty"`
 }
 
 // IsHelper reports whether this process was started as the helper.
@@ -117,6 +120,12 @@ func Main(specJSON string, argv []string) int {
 // that shows the namespace's processes only; the loopback interface up in
 // a new network namespace; the working directory.
 func setupSandbox(spec Spec) error {
+	for _, procs := range spec.Cgroups {
+		// "0": this process, whatever its pid is outside the namespace.
+		if err := os.WriteFile(procs, []byte("0"), 0); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", filepath.Dir(procs), err)
+		}
+	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}

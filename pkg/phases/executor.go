@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,9 @@ type Config struct {
 	// Sandbox says how commands are isolated; the zero value isolates them
 	// where the machine allows (see NewSandbox).
 	Sandbox SandboxConfig
+	// Pids bounds a task's processes and threads when it sets no
+	// limits.pids (cgroup pids.max, with a sandbox) [DefaultPids].
+	Pids int
 	// Shell is ShellPlain (default: bash -c in the login environment,
 	// captured once) or ShellLogin (bash -lc per command). A task may ask
 	// for ShellLogin.
@@ -116,6 +120,10 @@ type Executor struct {
 	// cgroups limit tasks' memory; nil (cgroupWhy says why): RLIMIT_AS.
 	cgroups   *memCgroups
 	cgroupWhy string
+	// v1 limit tasks' processes and, where memory is on cgroup v1, their
+	// memory; nil (v1Why says why) without a sandbox or v1 controllers.
+	v1    *v1Cgroups
+	v1Why string
 }
 
 var _ worker.Executor = (*Executor)(nil)
@@ -149,7 +157,14 @@ func NewExecutor(cfg Config) (*Executor, error) {
 		env = append(env, kv)
 	}
 	cg, why := detectMemCgroups()
-	return &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc, cgroups: cg, cgroupWhy: why}, nil
+	e := &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc, cgroups: cg, cgroupWhy: why}
+	if sb != nil {
+		// The sandbox helper joins them: v1 has no CLONE_INTO_CGROUP.
+		e.v1, e.v1Why = detectV1()
+	} else {
+		e.v1Why = "no sandbox to join v1 cgroups"
+	}
+	return e, nil
 }
 
 // Isolation says in one line how the executor isolates commands, or why it
@@ -300,6 +315,14 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	res.Limits = e.enforce(t, slot, &run)
 	if run.cgroup != nil {
 		defer run.cgroup.close()
+	}
+	if run.v1 != nil {
+		defer run.v1.close()
+		defer func() {
+			if res.Limits != nil {
+				res.Limits.PidsPeak = run.v1.peak()
+			}
+		}()
 	}
 	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
 	if err != nil { // Validate compiled them already
@@ -464,6 +487,8 @@ type phaseRun struct {
 	// cpus bind the commands; cgroup limits their memory (nil: none).
 	cpus   []int
 	cgroup *taskCgroup
+	v1     *taskV1 // the v1 pids and memory cgroups (nil: none)
+	pids   int     // the process limit
 	// memoryMB is the task's memory limit, memory how it is enforced.
 	memoryMB int
 	memory   string
@@ -522,6 +547,9 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		if run.cgroup != nil {
 			cmd.CgroupFD = run.cgroup.fd
 		}
+		if run.v1 != nil {
+			cmd.JoinCgroups = run.v1.procs()
+		}
 		o, err := Run(ctx, cmd)
 		for _, c := range closers {
 			c.Close()
@@ -561,8 +589,11 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 	pr.OK = rerr == nil
 	pr.DurationMS = time.Since(pr.Started).Milliseconds()
 	pr.LogTail = both.Tail(e.cfg.LogTailBytes)
-	if rerr != nil && rerr.Kind != schema.ErrKindTimeout {
-		rerr.Message += memoryReason(run, pr)
+	if rerr != nil {
+		rerr.Message += pidsReason(run)
+		if rerr.Kind != schema.ErrKindTimeout {
+			rerr.Message += memoryReason(run, pr)
+		}
 	}
 	return pr, rerr, nil
 }
@@ -739,9 +770,41 @@ func (e *Executor) enforce(t *schema.NodeTask, slot worker.Slot, run *phaseRun) 
 	} else if t.Limits.CPUs > 0 {
 		notes = append(notes, "CPUs counted, not bound: the worker was given more cores than it may run on")
 	}
-	if mb := slot.MemoryMB; mb > 0 {
+	pids := t.Limits.Pids
+	if pids == 0 {
+		pids = e.cfg.Pids
+	}
+	if pids == 0 {
+		pids = DefaultPids()
+	}
+	mb := slot.MemoryMB
+	v1MB := 0
+	if mb > 0 && e.cgroups == nil {
+		v1MB = mb // memory on cgroup v1, where it is
+	}
+	if e.v1 != nil {
+		v1, err := e.v1.create(pids, v1MB)
+		if err != nil {
+			notes = append(notes, err.Error())
+		} else {
+			run.v1 = v1
+			if v1.pids != "" {
+				run.pids, enf.Pids = pids, pids
+			}
+		}
+	}
+	if run.pids == 0 {
+		why := e.v1Why
+		if why == "" {
+			why = "no pids cgroup"
+		}
+		notes = append(notes, "no process limit: "+why)
+	}
+	if mb > 0 {
 		run.memoryMB, enf.MemoryMB = mb, mb
-		if e.cgroups != nil {
+		if run.v1 != nil && run.v1.memory != "" {
+			run.memory, enf.Memory = "cgroup-v1", "cgroup-v1"
+		} else if e.cgroups != nil {
 			cg, err := e.cgroups.create(mb)
 			if err == nil {
 				run.cgroup, run.memory, enf.Memory = cg, "cgroup", "cgroup"
@@ -749,23 +812,39 @@ func (e *Executor) enforce(t *schema.NodeTask, slot worker.Slot, run *phaseRun) 
 				notes = append(notes, err.Error())
 			}
 		}
-		if run.cgroup == nil {
+		if run.memory == "" {
 			run.memory, enf.Memory = "rlimit", "rlimit"
 			if run.rlimits.AddressSpaceMB == 0 || run.rlimits.AddressSpaceMB > mb {
 				run.rlimits.AddressSpaceMB = mb
 			}
-			why := e.cgroupWhy
+			why := strings.Trim(e.cgroupWhy+"; "+e.v1Why, "; ")
 			if why == "" {
 				why = "no memory cgroup"
 			}
-			notes = append(notes, "memory limited as RLIMIT_AS (virtual memory of each process) because "+why)
+			notes = append(notes, "memory limited as RLIMIT_AS (virtual memory of each process: the last resort) because "+why)
 		}
 	}
 	enf.Note = strings.Join(notes, "; ")
-	if enf.CPUs == "" && enf.Memory == "" && len(enf.GPUs) == 0 && enf.Note == "" {
+	if enf.CPUs == "" && enf.Memory == "" && len(enf.GPUs) == 0 && enf.Pids == 0 && enf.Note == "" {
 		return nil
 	}
 	return enf
+}
+
+// DefaultPids is a task's process limit when neither it nor the worker
+// sets one: 1024, or 32 per core of the node where that is more (an MPI
+// rank per core with its own threads on a large node).
+func DefaultPids() int { return max(1024, 32*runtime.NumCPU()) }
+
+// pidsReason says when the task's process limit refused forks.
+func pidsReason(run phaseRun) string {
+	if run.v1 == nil {
+		return ""
+	}
+	if n := run.v1.forksRefused(); n > 0 {
+		return fmt.Sprintf("; the task's process limit (limits.pids = %d, cgroup pids.max) refused %d forks", run.pids, n)
+	}
+	return ""
 }
 
 // memoryReason says when a failed command met the task's memory limit: the
@@ -775,6 +854,10 @@ func memoryReason(run phaseRun, pr schema.PhaseResult) string {
 	case "cgroup":
 		if run.cgroup.oomKilled() {
 			return fmt.Sprintf("; killed by the task's memory limit (limits.memory_mb = %d MB, cgroup memory.max)", run.memoryMB)
+		}
+	case "cgroup-v1":
+		if run.v1.oomKilled() {
+			return fmt.Sprintf("; killed by the task's memory limit (limits.memory_mb = %d MB, cgroup v1 memory.limit_in_bytes)", run.memoryMB)
 		}
 	case "rlimit":
 		tail := strings.ToLower(pr.LogTail)

@@ -27,9 +27,15 @@ func uploadingExec(t *testing.T) *Executor {
 	return e
 }
 
-// executeWithin runs task, failing the test if the executor has not
-// answered within limit (a slot held by what the task left behind).
+// executeWithin runs task in a slot of its memory limit, failing the test
+// if the executor has not answered within limit (a slot held by what the
+// task left behind).
 func executeWithin(t *testing.T, e *Executor, task *schema.NodeTask, limit time.Duration) *schema.NodeResult {
+	t.Helper()
+	return executeIn(t, e, task, worker.Slot{MemoryMB: task.Limits.MemoryMB}, limit)
+}
+
+func executeIn(t *testing.T, e *Executor, task *schema.NodeTask, slot worker.Slot, limit time.Duration) *schema.NodeResult {
 	t.Helper()
 	type answer struct {
 		res *schema.NodeResult
@@ -38,7 +44,7 @@ func executeWithin(t *testing.T, e *Executor, task *schema.NodeTask, limit time.
 	done := make(chan answer, 1)
 	start := time.Now()
 	go func() {
-		res, err := e.Execute(context.Background(), task, worker.Slot{})
+		res, err := e.Execute(context.Background(), task, slot)
 		done <- answer{res, err}
 	}()
 	select {
@@ -98,7 +104,9 @@ func TestShallowPlotPastDeepJunk(t *testing.T) {
 
 // TestTmpBounded: a task with limits.memory_mb 64 that writes 256 MB to
 // /tmp, then to /dev/shm and /var/tmp, gets 64 MB in all (the three are
-// one tmpfs of that size), and its log says the bound was reached.
+// one tmpfs of that size), and its log says the bound was reached; where
+// a memory cgroup holds the task too, what it keeps there counts against
+// its limit. Without a memory limit, the worker's bound holds.
 func TestTmpBounded(t *testing.T) {
 	e := newExec(t)
 	if e.sandbox == nil {
@@ -109,7 +117,7 @@ func TestTmpBounded(t *testing.T) {
 			"head -c 256M /dev/zero > /tmp/big; head -c 16M /dev/zero > /dev/shm/more; head -c 16M /dev/zero > /var/tmp/more; " +
 				"echo \"METRIC written=$(( ($(stat -c %s /tmp/big) + $(stat -c %s /dev/shm/more) + $(stat -c %s /var/tmp/more)) / 1048576 ))\"; " +
 				"df -m /tmp /var/tmp /dev/shm | tail -n +2 | awk '{print \"size\", $2}'"}}}}
-	res := executeWithin(t, e, task, time.Minute)
+	res := executeIn(t, e, task, worker.Slot{}, time.Minute) // the tmpfs alone, no memory cgroup
 	require.LessOrEqual(t, res.Metrics["written"], 64.0, "MB written to /tmp, /dev/shm and /var/tmp together")
 	require.GreaterOrEqual(t, res.Metrics["written"], 60.0)
 	log := res.Phases[len(res.Phases)-1].LogTail
@@ -118,10 +126,88 @@ func TestTmpBounded(t *testing.T) {
 	require.Contains(t, log, "hpcq-sandbox: /tmp, /var/tmp and /dev/shm (one tmpfs of 64 MB) were full")
 	t.Log(log)
 
+	// With the memory limit enforced too, the tmpfs pages are the task's
+	// memory: it is stopped at 64 MB in all, by a full /tmp or its limit.
+	task.NodeID = "tmp-mem"
+	res = executeWithin(t, e, task, time.Minute)
+	require.LessOrEqual(t, res.Metrics["written"], 64.0)
+	if res.Error != nil {
+		require.Contains(t, res.Error.Message, "memory limit (limits.memory_mb = 64 MB")
+	}
+	t.Logf("with the memory limit: %v MB written, %+v", res.Metrics["written"], res.Error)
+
 	// No memory limit: the worker's bound (HPCQ_SANDBOX_TMP_MB).
 	task.NodeID, task.Limits.MemoryMB = "tmp2", 0
 	task.Artifacts.Run.Commands = []string{"df -m /tmp /var/tmp /dev/shm | tail -n +2 | awk '{print \"size\", $2}'"}
 	res = executeWithin(t, e, task, time.Minute)
 	require.Nil(t, res.Error)
 	require.Equal(t, 3, strings.Count(res.Phases[len(res.Phases)-1].LogTail, "size "+strconv.Itoa(DefaultTmpMB)))
+}
+
+// v1OrSkip skips a test of the cgroup v1 limits where the worker cannot
+// make them (no sandbox, no v1 controllers, not allowed), saying why.
+func v1OrSkip(t *testing.T, e *Executor, memory bool) {
+	t.Helper()
+	switch {
+	case e.v1 == nil:
+		t.Skip("no cgroup v1 pids or memory controller this worker may use: " + e.v1Why)
+	case memory && (e.v1.memory == "" || e.cgroups != nil):
+		t.Skip("the memory controller is not on a cgroup v1 this worker may use here")
+	}
+}
+
+// TestForkBombBounded: a task that starts processes without end stops at
+// its limits.pids (cgroup pids.max; the sandbox's PID namespace is the
+// outer safety net), ends at its timeout, and says the limit refused its
+// forks; its peak is recorded.
+func TestForkBombBounded(t *testing.T) {
+	e := newExec(t)
+	v1OrSkip(t, e, false)
+	task := &schema.NodeTask{V: 1, RunID: "r1", NodeID: "bomb", Attempt: 1, Pool: "cpu", Limits: schema.Limits{Pids: 64, RunTimeoutS: 3},
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"for i in $(seq 1 2000); do sleep 60 & done 2>/dev/null; wait"}}}}
+	res := executeWithin(t, e, task, time.Minute)
+	require.NotNil(t, res.Error)
+	require.Contains(t, res.Error.Message, "the task's process limit (limits.pids = 64, cgroup pids.max) refused")
+	require.NotNil(t, res.Limits)
+	require.Equal(t, 64, res.Limits.Pids)
+	require.Positive(t, res.Limits.PidsPeak)
+	require.LessOrEqual(t, res.Limits.PidsPeak, int64(64))
+	t.Logf("%s; peak %d processes", res.Error.Message, res.Limits.PidsPeak)
+}
+
+// TestMemoryLimitV1: where memory is on cgroup v1, limits.memory_mb is the
+// controller's memory.limit_in_bytes, not RLIMIT_AS: a program that
+// reserves far more address space than it uses (as CUDA, the JVM and Go
+// do) runs, and one that uses more is killed with the reason.
+func TestMemoryLimitV1(t *testing.T) {
+	requireGCC(t)
+	e := newExec(t)
+	v1OrSkip(t, e, true)
+	prog := `#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+int main(int argc, char **argv) {
+  size_t reserve = (size_t)8 << 30, use = (size_t)atoi(argv[1]) << 20;
+  char *p = mmap(NULL, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) { perror("mmap"); return 3; }
+  memset(p, 1, use);
+  printf("METRIC used_mb=%zu\n", use >> 20);
+  return 0;
+}
+`
+	task := func(node string, useMB int) *schema.NodeTask {
+		return &schema.NodeTask{V: 1, RunID: "r1", NodeID: node, Attempt: 1, Pool: "cpu", Limits: schema.Limits{MemoryMB: 64},
+			Artifacts: schema.Artifacts{Coding: schema.CodingPhase{Workspace: schema.Workspace{Files: []schema.File{{Path: "reserve.c", Content: prog}}}},
+				Compile: schema.CommandsPhase{Commands: []string{"gcc -O0 -o reserve reserve.c"}},
+				Run:     schema.RunPhase{Commands: []string{"./reserve " + strconv.Itoa(useMB)}}}}
+	}
+	res := executeWithin(t, e, task("reserve", 16), time.Minute)
+	require.Nil(t, res.Error, "8 GB reserved, 16 MB used, under a 64 MB limit")
+	require.Equal(t, "cgroup-v1", res.Limits.Memory)
+	require.Equal(t, 16.0, res.Metrics["used_mb"])
+
+	res = executeWithin(t, e, task("hog", 256), time.Minute)
+	require.NotNil(t, res.Error)
+	require.Contains(t, res.Error.Message, "killed by the task's memory limit (limits.memory_mb = 64 MB, cgroup v1 memory.limit_in_bytes)")
 }

@@ -52,6 +52,9 @@ type Command struct {
 	CPUs []int
 	// CgroupFD, when > 0, is a cgroup v2 directory the command starts in.
 	CgroupFD int
+	// JoinCgroups are cgroup.procs files (cgroup v1) the sandbox helper
+	// joins before it starts the command (with a Sandbox only).
+	JoinCgroups []string
 }
 
 // Rlimits are resource limits of a command; zero means unlimited.
@@ -121,7 +124,7 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	if c.Sandbox != nil {
 		// The worker's own executable, started again as the namespaces'
 		// first process, runs argv (see internal/nsinit).
-		args, err := c.Sandbox.helperArgv(c.Dir, c.NoNetwork, c.TmpMB, argv)
+		args, err := c.Sandbox.helperArgv(c.Dir, c.NoNetwork, c.TmpMB, c.JoinCgroups, argv)
 		if err != nil {
 			return Outcome{}, fmt.Errorf("%w: sandbox: %v", ErrStart, err)
 		}

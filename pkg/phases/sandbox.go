@@ -285,8 +285,9 @@ func (s *Sandbox) TmpMB(memoryMB int) int {
 }
 
 // helperArgv is the helper's argv for a command line in dir.
-func (s *Sandbox) helperArgv(dir string, noNetwork bool, tmpMB int, argv []string) ([]string, error) {
-	spec, err := json.Marshal(nsinit.Spec{Dir: dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: noNetwork, TmpMB: tmpMB})
+func (s *Sandbox) helperArgv(dir string, noNetwork bool, tmpMB int, cgroups []string, argv []string) ([]string, error) {
+	spec, err := json.Marshal(nsinit.Spec{Dir: dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: noNetwork,
+		TmpMB: tmpMB, Cgroups: cgroups})
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,8 @@ import (
 func ConfigFrom(t config.Tasks, runsDir string) Config {
 	return Config{RunsDir: runsDir, KillGrace: t.Grace, MaxOutputBytes: t.MaxOutput, Shell: t.Shell,
 		ArtifactLimits: artifacts.Limits{PerFile: t.ArtifactFileMax, PerNode: t.ArtifactNodeMax},
-		Sandbox:        SandboxConfig{Mode: t.Isolation.Mode, User: t.Isolation.User, Writable: t.Isolation.Writable, TmpMB: t.Isolation.TmpMB}}
+		Sandbox:        SandboxConfig{Mode: t.Isolation.Mode, User: t.Isolation.User, Writable: t.Isolation.Writable, TmpMB: t.Isolation.TmpMB},
+		Pids:           t.Isolation.Pids}
 }
 
 // UseQueue makes the executor bring its tasks' files home through q: the

@@ -254,6 +254,9 @@ type Limits struct {
 	AddressSpaceMB int `json:"address_space_mb,omitempty" yaml:"address_space_mb"`
 	FileSizeMB     int `json:"file_size_mb,omitempty" yaml:"file_size_mb"`
 	OpenFiles      int `json:"open_files,omitempty" yaml:"open_files"`
+	// Pids bounds the processes and threads of the task at once (cgroup
+	// pids.max); 0: the worker's default (HPCQ_TASK_PIDS).
+	Pids int `json:"pids,omitempty" yaml:"pids"`
 	// Network, when false, runs the compile and run phases without a
 	// network (their own network namespace with loopback only); the
 	// download phase keeps it. Unset means true.
@@ -428,6 +431,7 @@ func (t *NodeTask) Validate() error {
 		{"limits.address_space_mb", int64(l.AddressSpaceMB)},
 		{"limits.file_size_mb", int64(l.FileSizeMB)},
 		{"limits.open_files", int64(l.OpenFiles)},
+		{"limits.pids", int64(l.Pids)},
 	} {
 		if c.v < 0 {
 			return fieldErr(c.name, "%d, must not be negative", c.v)
@@ -674,9 +678,14 @@ type Enforced struct {
 	// when the worker could not bind them.
 	CPUs string `json:"cpus,omitempty"`
 	// Memory is the mechanism of the memory limit: "cgroup" (a cgroup v2
-	// memory.max), "rlimit" (RLIMIT_AS), or "" with no limit.
+	// memory.max), "cgroup-v1" (memory.limit_in_bytes), "rlimit"
+	// (RLIMIT_AS, the last resort), or "" with no limit.
 	Memory   string `json:"memory,omitempty"`
 	MemoryMB int    `json:"memory_mb,omitempty"`
+	// Pids is the process limit the task ran under (cgroup pids.max), and
+	// PidsPeak the most processes and threads it had at once.
+	Pids     int   `json:"pids,omitempty"`
+	PidsPeak int64 `json:"pids_peak,omitempty"`
 	// GPUs given to the task alone (CUDA_VISIBLE_DEVICES).
 	GPUs []string `json:"gpus,omitempty"`
 	// Note says what could not be enforced and why.

@@ -92,7 +92,7 @@ int main(void) {
 	require.Equal(t, schema.ErrKindRunFailed, r.Error.Kind)
 	require.Contains(t, r.Error.Message, "memory limit (limits.memory_mb = 64 MB")
 	require.NotNil(t, r.Limits)
-	require.Contains(t, []string{"cgroup", "rlimit"}, r.Limits.Memory)
+	require.Contains(t, []string{"cgroup", "cgroup-v1", "rlimit"}, r.Limits.Memory)
 	require.Equal(t, 64, r.Limits.MemoryMB)
 }
 
