@@ -41,6 +41,11 @@ type Spec struct {
 	// Cgroups are cgroup.procs files (cgroup v1) the helper joins before
 	// anything else: what it starts is in them from its first instruction.
 	Cgroups []string `json:"cgroups,omitempty"`
+	// Hide are directories covered with an empty one (with HideFS), the
+	// workspace and the writable directories under them put back: the
+	// worker's runs directory, so that a command sees no other task's
+	// workspace, log or run.
+	Hide []string `json:"hide,omitempty"`
 }
 
 // IsHelper reports whether this process was started as the helper.
@@ -184,6 +189,7 @@ func hideFS(spec Spec) error {
 			}
 		}
 	}
+	covers = append(covers, spec.Hide...)
 	sort.Strings(covers)
 	for _, c := range covers {
 		if under(c, done) {

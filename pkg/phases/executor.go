@@ -718,7 +718,9 @@ func (l phaseLogs) close() {
 // freshDir makes dir an empty directory, creating its parents as needed.
 // The common case (a first delivery) costs one mkdir.
 func freshDir(dir string) error {
-	err := os.Mkdir(dir, 0o755)
+	// 0700: other users of the machine do not read a task's workspace
+	// (the sandbox hides the others from a task).
+	err := os.Mkdir(dir, 0o700)
 	switch {
 	case err == nil:
 		return nil
@@ -729,7 +731,10 @@ func freshDir(dir string) error {
 	case !errors.Is(err, os.ErrNotExist):
 		return err
 	}
-	return os.MkdirAll(dir, 0o755)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return err
+	}
+	return os.Mkdir(dir, 0o700)
 }
 
 // cappedWriter writes up to left bytes, then a marker once, then discards.

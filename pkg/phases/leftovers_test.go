@@ -2,6 +2,8 @@ package phases
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -210,4 +212,29 @@ int main(int argc, char **argv) {
 	res = executeWithin(t, e, task("hog", 256), time.Minute)
 	require.NotNil(t, res.Error)
 	require.Contains(t, res.Error.Message, "killed by the task's memory limit (limits.memory_mb = 64 MB, cgroup v1 memory.limit_in_bytes)")
+}
+
+// TestOtherWorkspacesHidden: a task sees its own workspace and nothing
+// else of the worker's runs directory: not another node's workspace, not
+// another run's, not the phase logs.
+func TestOtherWorkspacesHidden(t *testing.T) {
+	e := newExec(t)
+	if e.sandbox == nil || !e.sandbox.hideFS {
+		t.Skip("no sandbox hiding the file system on this machine: " + e.Isolation())
+	}
+	other := filepath.Join(e.cfg.RunsDir, "r0", "workspaces", "n9", "1")
+	require.NoError(t, os.MkdirAll(other, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(other, "secret.txt"), []byte("another run's data"), 0o644))
+	task := &schema.NodeTask{V: 1, RunID: "r1", NodeID: "peek", Attempt: 1, Pool: "cpu", Artifacts: schema.Artifacts{
+		Coding: schema.CodingPhase{Workspace: schema.Workspace{Files: []schema.File{{Path: "mine.txt", Content: "my own"}}}},
+		Run: schema.RunPhase{Commands: []string{"cat mine.txt; echo; cat " + filepath.Join(other, "secret.txt") + " 2>&1; ls " + e.cfg.RunsDir +
+			"; ls " + filepath.Join(e.cfg.RunsDir, "r1") + "; echo METRIC seen=$(find " + e.cfg.RunsDir + " -type f 2>/dev/null | wc -l)"}}}}
+	res := executeWithin(t, e, task, time.Minute)
+	require.Nil(t, res.Error)
+	log := res.Phases[len(res.Phases)-1].LogTail
+	require.Contains(t, log, "my own")
+	require.NotContains(t, log, "another run's data")
+	require.Contains(t, log, "No such file or directory")
+	require.Equal(t, 1.0, res.Metrics["seen"], "only its own file: %s", log)
+	require.Contains(t, log, "\nr1\nworkspaces\nMETRIC", "the runs directory shows the task's own run and workspace only (no r0, no phase_logs)")
 }

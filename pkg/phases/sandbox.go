@@ -72,6 +72,7 @@ type Sandbox struct {
 	userName string
 	writable []string
 	tmpMB    int    // the default bound of a command's /tmp, /var/tmp, /dev/shm
+	hide     string // the runs directory: every workspace but the command's own is hidden
 	note     string // what could not be had, for every result
 }
 
@@ -129,6 +130,8 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig, reachDir string) (*Sandb
 	dir := reachDir
 	if dir == "" {
 		dir = os.TempDir()
+	} else {
+		s.hide = filepath.Clean(reachDir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("phases: %w", err)
@@ -286,8 +289,12 @@ func (s *Sandbox) TmpMB(memoryMB int) int {
 
 // helperArgv is the helper's argv for a command line in dir.
 func (s *Sandbox) helperArgv(dir string, noNetwork bool, tmpMB int, cgroups []string, argv []string) ([]string, error) {
+	var hide []string
+	if s.hide != "" {
+		hide = []string{s.hide}
+	}
 	spec, err := json.Marshal(nsinit.Spec{Dir: dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: noNetwork,
-		TmpMB: tmpMB, Cgroups: cgroups})
+		TmpMB: tmpMB, Cgroups: cgroups, Hide: hide})
 	if err != nil {
 		return nil, err
 	}
