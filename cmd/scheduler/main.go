@@ -21,8 +21,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
@@ -147,11 +145,6 @@ var screen = func() *term.Screen {
 	return nil
 }()
 
-// signalContext is the context a command runs in: SIGTERM or SIGINT end it.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-}
-
 // command parses a subcommand's flags (define declares them and returns
 // the check of its arguments and what it does), then runs it until it ends
 // or SIGTERM/SIGINT.
@@ -236,7 +229,7 @@ func defineRun(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(conte
 	argsOK := func() bool { return (*resume == "") == (fs.NArg() == 1) && (*resume == "" || fs.NArg() == 0) }
 	return argsOK, func(ctx context.Context, log *slog.Logger) error {
 		o := scheduler.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume, WaitWorkers: *waitWorkers,
-			MetricsAddr: *metricsAddr, HTTP: *httpAddr, Log: log}
+			MetricsAddr: *metricsAddr, HTTP: *httpAddr, Log: log, Abandon: secondInterrupt(ctx)}
 		if screen != nil {
 			o.Status = screen
 		}

@@ -75,6 +75,10 @@ type Params struct {
 	// server is away the run holds the nodes it prepares and starts no new
 	// one; past OutageMax it ends as interrupted (resumable) [10m].
 	OutageMax time.Duration
+	// Abandon, when it is closed (a second interrupt), ends the wait for
+	// the writes still in the spools at the end of the run: they are left
+	// there, and the summary says how they will be applied.
+	Abandon <-chan struct{}
 	// Gateway, when set, answers the workers' LLM requests (hpcq.llm.chat)
 	// with the run's metered client while the run goes: workers need no
 	// API key, and their calls count in llm_calls and the budget.
@@ -632,13 +636,53 @@ func (e *engine) flush(ctx context.Context, stoppedBy string) []string {
 			continue
 		}
 		start := time.Now()
-		if err := f.Flush(ctx); err != nil {
+		if err := e.flushOne(ctx, f.Flush, x.what, x.how, limit); err != nil {
 			msg := fmt.Sprintf("%s: writes not yet applied after %v (%v); %s", x.what, time.Since(start).Round(time.Second), err, x.how)
 			e.log.Warn("writes left in the spool", "store", x.what, "err", err)
 			left = append(left, msg)
 		}
 	}
 	return left
+}
+
+// errAbandoned: a second interrupt ended the wait for the spooled writes.
+var errAbandoned = errors.New("left in the spool at a second interrupt")
+
+// flushSay is how long a flush goes before the run says what it waits for.
+const flushSay = 2 * time.Second
+
+// flushOne waits for one store's writes to reach its server: past flushSay
+// it says what it waits for, how long it may, and that a second interrupt
+// leaves them in the spool; Params.Abandon closed ends the wait.
+func (e *engine) flushOne(ctx context.Context, flush func(context.Context) error, what, how string, limit time.Duration) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTimer(flushSay)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-e.p.Abandon:
+				cancel(errAbandoned)
+				return
+			case <-t.C:
+				msg := fmt.Sprintf("waiting for the %s writes to reach their server (up to %s); interrupt again to leave them in the spool: %s", what, limit, how)
+				e.log.Warn(msg)
+				if e.p.Progress != nil {
+					fmt.Fprintln(e.p.Progress, msg)
+				}
+			}
+		}
+	}()
+	err := flush(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), errAbandoned) {
+		return errAbandoned
+	}
+	return err
 }
 
 func ctxDone(stoppedBy string) bool { return strings.HasPrefix(stoppedBy, "interrupted") }

@@ -157,6 +157,9 @@ func logClose(log *slog.Logger, what string, close func() error) {
 // RunOptions are what `scheduler run` is asked.
 type RunOptions struct {
 	Local bool
+	// Abandon, closed, ends the wait for the writes still in the spools
+	// when the run ends (a second interrupt).
+	Abandon <-chan struct{}
 	// IdeaDir starts a new run in RunDir (default: the runs directory's
 	// <run id>); Resume continues the run in that directory instead.
 	IdeaDir, RunDir, Resume string
@@ -355,7 +358,7 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
 	sum, runErr := engine.Run(ctx, engine.Params{
 		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
-		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, OutageMax: cfg.OutageMax,
+		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, OutageMax: cfg.OutageMax, Abandon: o.Abandon,
 		Status: o.Status, Progress: os.Stdout, Logger: log, Metrics: met,
 	})
 	if sum.RunID == "" {
