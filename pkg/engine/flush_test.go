@@ -22,7 +22,9 @@ func TestFlushSaysWhatItWaitsFor(t *testing.T) {
 	e := &engine{p: Params{Abandon: abandon, Progress: out}, log: testutil.Logger(t)}
 	blocked := func(ctx context.Context) error { <-ctx.Done(); return context.Cause(ctx) }
 	done := make(chan error, 1)
-	go func() { done <- e.flushOne(context.Background(), blocked, "memory", "they are applied on --resume", 10*time.Minute) }()
+	go func() {
+		done <- e.flushOne(context.Background(), blocked, "memory", "they are applied on --resume", 10*time.Minute)
+	}()
 	testutil.Eventually(t, 10*time.Second, "the wait said", func() bool { return bytes.Contains(out.bytes(), []byte("waiting")) })
 	require.Contains(t, string(out.bytes()), "waiting for the memory writes to reach their server (up to 10m0s); interrupt again to leave them in the spool: they are applied on --resume")
 	start := time.Now()
