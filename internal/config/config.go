@@ -121,8 +121,11 @@ type Isolation struct {
 	// together (one tmpfs, in RAM) when its task sets no memory limit.
 	// Pids bounds a task's processes and threads when it sets no
 	// limits.pids.
-	Pids  int `envconfig:"TASK_PIDS" desc:"processes and threads a task may have at once (cgroup pids.max) when it sets no limits.pids (default: 1024, or 32 per core of the node if more)"`
-	TmpMB int `envconfig:"SANDBOX_TMP_MB" default:"1024" desc:"size of a task command's private /tmp, /var/tmp and /dev/shm together (one tmpfs) when the task sets no limits.memory_mb"`
+	Pids int `envconfig:"TASK_PIDS" desc:"processes and threads a task may have at once (cgroup pids.max) when it sets no limits.pids (default: 1024, or 32 per core of the node if more)"`
+	// DiskMB bounds a task's workspace on disk when it sets no
+	// limits.disk_mb.
+	DiskMB int `envconfig:"TASK_DISK_MB" desc:"megabytes a task's workspace may hold on disk while it runs when it sets no limits.disk_mb (default: no bound)"`
+	TmpMB  int `envconfig:"SANDBOX_TMP_MB" default:"1024" desc:"size of a task command's private /tmp, /var/tmp and /dev/shm together (one tmpfs) when the task sets no limits.memory_mb"`
 }
 
 // Common settings of every command.

@@ -52,6 +52,9 @@ type Config struct {
 	// Pids bounds a task's processes and threads when it sets no
 	// limits.pids (cgroup pids.max, with a sandbox) [DefaultPids].
 	Pids int
+	// DiskMB bounds a task's workspace on disk when it sets no
+	// limits.disk_mb [none].
+	DiskMB int
 	// Shell is ShellPlain (default: bash -c in the login environment,
 	// captured once) or ShellLogin (bash -lc per command). A task may ask
 	// for ShellLogin.
@@ -312,6 +315,10 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	if e.sandbox != nil {
 		run.tmpMB = e.sandbox.TmpMB(t.Limits.MemoryMB)
 	}
+	run.diskMB = t.Limits.DiskMB
+	if run.diskMB == 0 {
+		run.diskMB = e.cfg.DiskMB
+	}
 	res.Limits = e.enforce(t, slot, &run)
 	if run.cgroup != nil {
 		defer run.cgroup.close()
@@ -489,6 +496,7 @@ type phaseRun struct {
 	cgroup *taskCgroup
 	v1     *taskV1 // the v1 pids and memory cgroups (nil: none)
 	pids   int     // the process limit
+	diskMB int     // the workspace's bound on disk (0: none)
 	// memoryMB is the task's memory limit, memory how it is enforced.
 	memoryMB int
 	memory   string
@@ -535,6 +543,22 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 	stdout, stderr := io.MultiWriter(outs...), io.MultiWriter(errs...)
 	deadline := time.Now().Add(ph.timeout)
 	var rerr *schema.ResultError
+	// The workspace's disk bound, measured while the phase runs: past it
+	// the phase is stopped.
+	pctx := ctx
+	var disk *diskWatch
+	diskLimit := int64(run.diskMB) << 20
+	if diskLimit > 0 {
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		disk = watchDisk(run.ws, diskLimit, cancel)
+		defer disk.halt()
+	}
+	diskErr := func(what string) *schema.ResultError {
+		return &schema.ResultError{Phase: ph.name, Kind: ph.kind,
+			Message: fmt.Sprintf("%s stopped: the workspace held more than limits.disk_mb (%d MB) on disk", what, run.diskMB)}
+	}
 	for i, line := range ph.cmds {
 		fmt.Fprintf(log, "$ %s\n", line)
 		left := time.Until(deadline)
@@ -550,7 +574,7 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		if run.v1 != nil {
 			cmd.JoinCgroups = run.v1.procs()
 		}
-		o, err := Run(ctx, cmd)
+		o, err := Run(pctx, cmd)
 		for _, c := range closers {
 			c.Close()
 		}
@@ -558,10 +582,16 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 			return pr, nil, err
 		}
 		pr.ExitCode = o.ExitCode
+		what := fmt.Sprintf("%s command %d (%s)", ph.name, i+1, firstLine(line))
+		if o.Canceled && ctx.Err() == nil && disk != nil {
+			if used := disk.end(run.ws, diskLimit); used > 0 {
+				rerr = diskErr(what)
+				break
+			}
+		}
 		if o.Canceled {
 			return pr, nil, ctx.Err()
 		}
-		what := fmt.Sprintf("%s command %d (%s)", ph.name, i+1, firstLine(line))
 		switch {
 		case o.TimedOut:
 			rerr = &schema.ResultError{Phase: ph.name, Kind: schema.ErrKindTimeout,
@@ -581,6 +611,11 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		}
 		if rerr != nil {
 			break
+		}
+	}
+	if disk != nil && rerr == nil {
+		if used := disk.end(run.ws, diskLimit); used > 0 {
+			rerr = diskErr(ph.name + " phase")
 		}
 	}
 	if d := stdoutCap.Dropped() + stderrCap.Dropped(); d > 0 {
@@ -775,6 +810,7 @@ func (e *Executor) enforce(t *schema.NodeTask, slot worker.Slot, run *phaseRun) 
 	} else if t.Limits.CPUs > 0 {
 		notes = append(notes, "CPUs counted, not bound: the worker was given more cores than it may run on")
 	}
+	enf.DiskMB = run.diskMB
 	pids := t.Limits.Pids
 	if pids == 0 {
 		pids = e.cfg.Pids
@@ -830,7 +866,7 @@ func (e *Executor) enforce(t *schema.NodeTask, slot worker.Slot, run *phaseRun) 
 		}
 	}
 	enf.Note = strings.Join(notes, "; ")
-	if enf.CPUs == "" && enf.Memory == "" && len(enf.GPUs) == 0 && enf.Pids == 0 && enf.Note == "" {
+	if enf.CPUs == "" && enf.Memory == "" && len(enf.GPUs) == 0 && enf.Pids == 0 && enf.DiskMB == 0 && enf.Note == "" {
 		return nil
 	}
 	return enf

@@ -238,3 +238,29 @@ func TestOtherWorkspacesHidden(t *testing.T) {
 	require.Equal(t, 1.0, res.Metrics["seen"], "only its own file: %s", log)
 	require.Contains(t, log, "\nr1\nworkspaces\nMETRIC", "the runs directory shows the task's own run and workspace only (no r0, no phase_logs)")
 }
+
+// TestDiskBounded: a task whose workspace grows past limits.disk_mb while
+// it runs is stopped within about a second, with a reason naming the
+// bound; a sparse file counts what it occupies, not its size.
+func TestDiskBounded(t *testing.T) {
+	e := newExec(t)
+	task := &schema.NodeTask{V: 1, RunID: "r1", NodeID: "disk", Attempt: 1, Pool: "cpu", Limits: schema.Limits{DiskMB: 32, RunTimeoutS: 60},
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{
+			"truncate -s 10G sparse.bin && for i in $(seq 1 600); do head -c 1M /dev/zero > f$i; sleep 0.02; done"}}}}
+	start := time.Now()
+	res := executeWithin(t, e, task, 30*time.Second)
+	require.NotNil(t, res.Error)
+	require.Contains(t, res.Error.Message, "stopped: the workspace held more than limits.disk_mb (32 MB) on disk")
+	require.Less(t, time.Since(start), 15*time.Second, "stopped, not run to its end (12 s) or timeout")
+	require.Equal(t, 32, res.Limits.DiskMB)
+	t.Log(res.Error.Message)
+
+	// A phase that writes past the bound and ends before it is measured
+	// still fails (measured once more at its end; on a slow machine the
+	// watch may stop it first).
+	task.NodeID = "disk-fast"
+	task.Artifacts.Run.Commands = []string{"head -c 64M /dev/zero > big"}
+	res = executeWithin(t, e, task, 30*time.Second)
+	require.NotNil(t, res.Error)
+	require.Contains(t, res.Error.Message, "stopped: the workspace held more than limits.disk_mb (32 MB) on disk")
+}

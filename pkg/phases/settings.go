@@ -17,7 +17,7 @@ func ConfigFrom(t config.Tasks, runsDir string) Config {
 	return Config{RunsDir: runsDir, KillGrace: t.Grace, MaxOutputBytes: t.MaxOutput, Shell: t.Shell,
 		ArtifactLimits: artifacts.Limits{PerFile: t.ArtifactFileMax, PerNode: t.ArtifactNodeMax},
 		Sandbox:        SandboxConfig{Mode: t.Isolation.Mode, User: t.Isolation.User, Writable: t.Isolation.Writable, TmpMB: t.Isolation.TmpMB},
-		Pids:           t.Isolation.Pids}
+		Pids:           t.Isolation.Pids, DiskMB: t.Isolation.DiskMB}
 }
 
 // UseQueue makes the executor bring its tasks' files home through q: the

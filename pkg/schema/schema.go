@@ -257,6 +257,9 @@ type Limits struct {
 	// Pids bounds the processes and threads of the task at once (cgroup
 	// pids.max); 0: the worker's default (HPCQ_TASK_PIDS).
 	Pids int `json:"pids,omitempty" yaml:"pids"`
+	// DiskMB bounds what the task's workspace holds on disk while it runs;
+	// 0: the worker's default (HPCQ_TASK_DISK_MB; none unless set).
+	DiskMB int `json:"disk_mb,omitempty" yaml:"disk_mb"`
 	// Network, when false, runs the compile and run phases without a
 	// network (their own network namespace with loopback only); the
 	// download phase keeps it. Unset means true.
@@ -432,6 +435,7 @@ func (t *NodeTask) Validate() error {
 		{"limits.file_size_mb", int64(l.FileSizeMB)},
 		{"limits.open_files", int64(l.OpenFiles)},
 		{"limits.pids", int64(l.Pids)},
+		{"limits.disk_mb", int64(l.DiskMB)},
 	} {
 		if c.v < 0 {
 			return fieldErr(c.name, "%d, must not be negative", c.v)
@@ -686,6 +690,8 @@ type Enforced struct {
 	// PidsPeak the most processes and threads it had at once.
 	Pids     int   `json:"pids,omitempty"`
 	PidsPeak int64 `json:"pids_peak,omitempty"`
+	// DiskMB is the bound of the workspace on disk the task ran under.
+	DiskMB int `json:"disk_mb,omitempty"`
 	// GPUs given to the task alone (CUDA_VISIBLE_DEVICES).
 	GPUs []string `json:"gpus,omitempty"`
 	// Note says what could not be enforced and why.
