@@ -119,7 +119,7 @@ func TestMisconfiguredEndpointStopsTheRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run-refused")
 	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_LLM_MODEL=house-reasoner")
 	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", dir, idea)
-	require.NotEqual(t, 0, code, out)
+	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "interrupted (resume with --resume")
 	require.Contains(t, out, "the endpoint refused the configuration (status 400 unsupported_parameter, parameter max_tokens)")
 	require.Contains(t, out, "Use 'max_completion_tokens' instead")
