@@ -153,18 +153,30 @@ func (t *taskV1) peak() int64 {
 	return n
 }
 
-// close removes the cgroups once their processes are gone.
+// close removes the cgroups once their processes are gone: at once when
+// they are (the common case), else in the background, so that a task's
+// result does not wait for the kernel to finish its last exits.
 func (t *taskV1) close() {
+	var left []string
 	for _, d := range []string{t.pids, t.memory} {
 		if d == "" {
 			continue
 		}
-		for i := 0; i < 50; i++ {
-			err := os.Remove(d)
-			if err == nil || errors.Is(err, os.ErrNotExist) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		if err := os.Remove(d); err != nil && !errors.Is(err, os.ErrNotExist) {
+			left = append(left, d)
 		}
 	}
+	if len(left) == 0 {
+		return
+	}
+	go func() {
+		for _, d := range left {
+			for i := 0; i < 100; i++ {
+				time.Sleep(20 * time.Millisecond)
+				if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+					break
+				}
+			}
+		}
+	}()
 }
