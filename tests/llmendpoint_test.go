@@ -34,6 +34,19 @@ llm:
 `)
 }
 
+// requireNodesOK checks that the run in dir made n nodes, none buggy.
+func requireNodesOK(t *testing.T, dir string, n int) {
+	t.Helper()
+	var tree search.TreeJSON
+	data, err := os.ReadFile(filepath.Join(dir, "tree.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &tree))
+	require.Len(t, tree.Nodes, n)
+	for _, node := range tree.Nodes {
+		require.False(t, node.Buggy, "%s: %s", node.ID, node.Reason)
+	}
+}
+
 // TestReasoningModelRun: HPCQ_LLM_MODEL=gpt-5.2 wins over run.yaml's
 // model; against an endpoint that refuses what OpenAI refuses of a
 // reasoning model (max_tokens, a temperature), the run completes with ok
@@ -58,14 +71,7 @@ func TestReasoningModelRun(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run-reasoning")
 	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", dir, reasoningIdea(t))
 	require.Equal(t, 0, code, out)
-	var tree search.TreeJSON
-	data, err := os.ReadFile(filepath.Join(dir, "tree.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &tree))
-	require.Len(t, tree.Nodes, 2)
-	for _, n := range tree.Nodes {
-		require.False(t, n.Buggy, "%s: %s", n.ID, n.Reason)
-	}
+	requireNodesOK(t, dir, 2)
 	reqs := srv.Requests()
 	require.NotEmpty(t, reqs)
 	for _, r := range reqs {
@@ -90,7 +96,7 @@ func TestReasoningModelRun(t *testing.T) {
 	var info struct {
 		LLM map[string]string `json:"llm"`
 	}
-	data, err = os.ReadFile(filepath.Join(dir, "run.json"))
+	data, err := os.ReadFile(filepath.Join(dir, "run.json"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &info))
 	require.Equal(t, "gpt-5.2", info.LLM["model"])
@@ -130,14 +136,7 @@ func TestMisconfiguredEndpointStopsTheRun(t *testing.T) {
 	// and completes.
 	out, code = run(t, append(env, "HPCQ_LLM_REASONING=true"), "scheduler", "run", "--local", "--resume", dir)
 	require.Equal(t, 0, code, out)
-	var tree search.TreeJSON
-	data, err := os.ReadFile(filepath.Join(dir, "tree.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &tree))
-	require.Len(t, tree.Nodes, 2)
-	for _, n := range tree.Nodes {
-		require.False(t, n.Buggy, "%s: %s", n.ID, n.Reason)
-	}
+	requireNodesOK(t, dir, 2)
 
 	// A wrong key stops a new run the same way, with OpenAI's message.
 	bad := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=sk-wrong-key-1234", "HPCQ_LLM_MODEL=gpt-5.2")

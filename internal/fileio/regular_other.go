@@ -3,14 +3,10 @@
 package fileio
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 )
-
-// ErrNotRegular: a file a program left where a regular file was expected.
-var ErrNotRegular = errors.New("not a regular file")
 
 // OpenRegular opens rel under root if it is a regular file (checked on the
 // open file).
@@ -28,21 +24,4 @@ func OpenRegular(root *os.Root, rel string) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	return f, fi, nil
-}
-
-// TypeName says what kind of file m is, in words.
-func TypeName(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "a regular file"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "not a regular file"
 }

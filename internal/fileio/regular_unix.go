@@ -13,10 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNotRegular: a file a program left where a regular file was expected
-// (a named pipe, a socket, a device, a directory, a symbolic link).
-var ErrNotRegular = errors.New("not a regular file")
-
 // OpenRegular opens rel under root for reading only if it is a regular
 // file: the directories on the way are resolved inside root (a link out of
 // it is refused), the last name is opened without following a link and
@@ -118,22 +114,3 @@ func (m modeInfo) Mode() fs.FileMode  { return m.mode }
 func (m modeInfo) ModTime() time.Time { return time.Time{} }
 func (m modeInfo) IsDir() bool        { return m.mode.IsDir() }
 func (m modeInfo) Sys() any           { return nil }
-
-// TypeName says what kind of file m is, in words.
-func TypeName(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return "a regular file"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file"
-}

@@ -416,6 +416,12 @@ func (l *lockedBuilder) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // TestRunWithoutWorkersYet: workers that start on demand (slurm-bridge)
 // come only when tasks wait: a run with no live worker at start publishes
 // its first nodes at once (the default WaitWorkers is 0) and goes on,

@@ -1,9 +1,8 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,15 +17,15 @@ import (
 // (Params.Abandon) ends the wait at once.
 func TestFlushSaysWhatItWaitsFor(t *testing.T) {
 	abandon := make(chan struct{})
-	out := &syncBuffer{b: &bytes.Buffer{}}
+	out := &lockedBuilder{b: &strings.Builder{}}
 	e := &engine{p: Params{Abandon: abandon, Progress: out}, log: testutil.Logger(t)}
 	blocked := func(ctx context.Context) error { <-ctx.Done(); return context.Cause(ctx) }
 	done := make(chan error, 1)
 	go func() {
 		done <- e.flushOne(context.Background(), blocked, "memory", "they are applied on --resume", 10*time.Minute)
 	}()
-	testutil.Eventually(t, 10*time.Second, "the wait said", func() bool { return bytes.Contains(out.bytes(), []byte("waiting")) })
-	require.Contains(t, string(out.bytes()), "waiting for the memory writes to reach their server (up to 10m0s); interrupt again to leave them in the spool: they are applied on --resume")
+	testutil.Eventually(t, 10*time.Second, "the wait said", func() bool { return strings.Contains(out.String(), "waiting") })
+	require.Contains(t, out.String(), "waiting for the memory writes to reach their server (up to 10m0s); interrupt again to leave them in the spool: they are applied on --resume")
 	start := time.Now()
 	close(abandon)
 	select {
@@ -38,32 +37,8 @@ func TestFlushSaysWhatItWaitsFor(t *testing.T) {
 	}
 
 	// A flush that ends quickly says nothing.
-	out.reset()
-	e.p.Abandon = nil
+	out = &lockedBuilder{b: &strings.Builder{}}
+	e.p.Abandon, e.p.Progress = nil, out
 	require.NoError(t, e.flushOne(context.Background(), func(context.Context) error { return nil }, "results", "", time.Minute))
-	require.Empty(t, out.bytes())
-}
-
-// syncBuffer is a bytes.Buffer written from another goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) bytes() []byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]byte(nil), s.b.Bytes()...)
-}
-
-func (s *syncBuffer) reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b.Reset()
+	require.Empty(t, out.String())
 }
