@@ -114,18 +114,21 @@ type Store struct {
 
 // Isolation is how workers isolate the commands of their tasks.
 type Isolation struct {
-	Mode     string   `envconfig:"ISOLATION" default:"auto" desc:"auto (namespaces where the machine allows them), required (fail at start without) or off"`
-	User     string   `envconfig:"SANDBOX_USER" default:"nobody" desc:"user task commands run as when the worker runs as root"`
+	Mode string `envconfig:"ISOLATION" default:"auto" desc:"auto (namespaces where the machine allows them), required (fail at start without) or off"`
+	User string `envconfig:"SANDBOX_USER" default:"nobody" desc:"user task commands run as when the worker runs as root"`
+	// UIDs gives each slot a uid of its own (FIRST-LAST, ids no account
+	// uses), for a worker running as root.
+	UIDs     string   `envconfig:"SANDBOX_UIDS" desc:"FIRST-LAST: a uid (and group) of its own per slot, ids no account uses, for a worker running as root; RLIMIT_NPROC then limits a task's processes where no pids cgroup can (default: every task as HPCQ_SANDBOX_USER)"`
 	Writable []string `envconfig:"SANDBOX_WRITABLE" desc:"directories besides the workspace that task commands may write (absolute paths)"`
-	// TmpMB bounds a command's private /tmp, /var/tmp and /dev/shm
-	// together (one tmpfs, in RAM) when its task sets no memory limit.
 	// Pids bounds a task's processes and threads when it sets no
 	// limits.pids.
 	Pids int `envconfig:"TASK_PIDS" desc:"processes and threads a task may have at once (cgroup pids.max) when it sets no limits.pids (default: 1024, or 32 per core of the node if more)"`
 	// DiskMB bounds a task's workspace on disk when it sets no
 	// limits.disk_mb.
 	DiskMB int `envconfig:"TASK_DISK_MB" desc:"megabytes a task's workspace may hold on disk while it runs when it sets no limits.disk_mb (default: no bound)"`
-	TmpMB  int `envconfig:"SANDBOX_TMP_MB" default:"1024" desc:"size of a task command's private /tmp, /var/tmp and /dev/shm together (one tmpfs) when the task sets no limits.memory_mb"`
+	// TmpMB bounds a command's private /tmp, /var/tmp and /dev/shm
+	// together (one tmpfs, in RAM) when its task sets no memory limit.
+	TmpMB int `envconfig:"SANDBOX_TMP_MB" default:"1024" desc:"size of a task command's private /tmp, /var/tmp and /dev/shm together (one tmpfs) when the task sets no limits.memory_mb"`
 }
 
 // Common settings of every command.
@@ -163,6 +166,9 @@ type Tasks struct {
 	// Caps on what one task brings home through the object store.
 	ArtifactFileMax int64 `envconfig:"ARTIFACT_FILE_BYTES" default:"16777216" desc:"largest log, output or plot a task uploads (a log is cut to it)"`
 	ArtifactNodeMax int64 `envconfig:"ARTIFACT_NODE_BYTES" default:"67108864" desc:"most bytes one task attempt uploads in all"`
+	// FinishTimeout bounds what follows a task's last phase: its outputs
+	// and metrics read, its plots looked for, its files uploaded.
+	FinishTimeout time.Duration `envconfig:"TASK_FINISH_TIMEOUT" default:"5m" desc:"longest a task's slot is held after its last phase (outputs, metrics, plots, uploads); what is left then is said in the result"`
 	Isolation
 }
 

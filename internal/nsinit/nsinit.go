@@ -46,6 +46,9 @@ type Spec struct {
 	// worker's runs directory, so that a command sees no other task's
 	// workspace, log or run.
 	Hide []string `json:"hide,omitempty"`
+	// Nproc, when > 0, is the command's RLIMIT_NPROC: the processes its
+	// uid may have (a uid no other task shares; see phases.TaskUser).
+	Nproc int `json:"nproc,omitempty"`
 }
 
 // IsHelper reports whether this process was started as the helper.
@@ -79,6 +82,14 @@ func Main(specJSON string, argv []string) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	attr := &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: &syscall.SysProcAttr{}}
+	if spec.Nproc > 0 {
+		// Inherited by the command; root (this process) is not held to it.
+		lim := unix.Rlimit{Cur: uint64(spec.Nproc), Max: uint64(spec.Nproc)}
+		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
+			fmt.Fprintf(os.Stderr, "hpcq-sandbox: RLIMIT_NPROC %d: %v\n", spec.Nproc, err)
+			return 125
+		}
+	}
 	if spec.UID >= 0 {
 		attr.Sys.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}

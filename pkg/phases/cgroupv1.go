@@ -145,7 +145,12 @@ func (t *taskV1) peak() int64 {
 	if t.pids == "" {
 		return 0
 	}
-	data, err := os.ReadFile(filepath.Join(t.pids, "pids.peak"))
+	return readInt(filepath.Join(t.pids, "pids.peak"))
+}
+
+// readInt reads a file holding one integer; 0 when absent.
+func readInt(path string) int64 {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +54,11 @@ type Config struct {
 	// DiskMB bounds a task's workspace on disk when it sets no
 	// limits.disk_mb [none].
 	DiskMB int
+	// FinishTimeout bounds everything after a task's last phase: reading
+	// its outputs and metrics, looking for its plots, uploading its files.
+	// Past it the slot is let go and the result says what was left.
+	// Defaults to 5m.
+	FinishTimeout time.Duration
 	// Shell is ShellPlain (default: bash -c in the login environment,
 	// captured once) or ShellLogin (bash -lc per command). A task may ask
 	// for ShellLogin.
@@ -110,6 +114,9 @@ func (c Config) withDefaults() Config {
 	if c.LogTailBytes <= 0 {
 		c.LogTailBytes = 4 << 10
 	}
+	if c.FinishTimeout <= 0 {
+		c.FinishTimeout = 5 * time.Minute
+	}
 	return c
 }
 
@@ -120,9 +127,9 @@ type Executor struct {
 	sandbox *Sandbox
 	// isolation describes the sandbox, or why there is none.
 	isolation string
-	// cgroups limit tasks' memory; nil (cgroupWhy says why): RLIMIT_AS.
-	cgroups   *memCgroups
-	cgroupWhy string
+	// v2 limit tasks' memory and processes; nil (v2Why says why): v1.
+	v2    *v2Cgroups
+	v2Why string
 	// v1 limit tasks' processes and, where memory is on cgroup v1, their
 	// memory; nil (v1Why says why) without a sandbox or v1 controllers.
 	v1    *v1Cgroups
@@ -159,8 +166,8 @@ func NewExecutor(cfg Config) (*Executor, error) {
 		}
 		env = append(env, kv)
 	}
-	cg, why := detectMemCgroups()
-	e := &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc, cgroups: cg, cgroupWhy: why}
+	cg, why := detectV2()
+	e := &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc, v2: cg, v2Why: why}
 	if sb != nil {
 		// The sandbox helper joins them: v1 has no CLONE_INTO_CGROUP.
 		e.v1, e.v1Why = detectV1()
@@ -195,31 +202,67 @@ func seconds(s int, def time.Duration) time.Duration {
 // commands, stopping at the first failure, then checks the expected outputs
 // and extracts the metrics. With Config.Artifacts it then uploads the
 // attempt's files; an upload that fails is said in the result, which
-// stands.
+// stands. What follows the last phase is bounded by Config.FinishTimeout
+// (not by ctx: a drain does not lose the result of a task that ran).
 func (e *Executor) Execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot) (*schema.NodeResult, error) {
-	res, err := e.execute(ctx, t, slot)
+	var fin finishClock
+	res, err := e.execute(ctx, t, slot, &fin)
 	if err != nil || e.cfg.ArtifactStore == nil {
 		return res, err
 	}
-	// The upload is bounded on its own: a drain must not lose the result.
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	fctx, cancel := fin.context(ctx, e.cfg.FinishTimeout)
 	defer cancel()
 	up := artifacts.Uploader{Store: e.cfg.ArtifactStore, Chunks: e.cfg.ArtifactChunks, Limits: e.cfg.ArtifactLimits}
-	files, walkNote := e.artifactFiles(t, res)
-	arts, note, uerr := up.Upload(uctx, t, files)
-	res.Artifacts, res.ArtifactsNote = arts, strings.TrimPrefix(walkNote+"; "+note, "; ")
-	res.ArtifactsNote = strings.TrimSuffix(res.ArtifactsNote, "; ")
+	files, walkNote := e.artifactFiles(fctx, t, res)
+	arts, note, uerr := up.Upload(fctx, t, files)
+	notes := []string{walkNote, note}
 	if uerr != nil {
-		res.ArtifactsNote = strings.TrimPrefix(res.ArtifactsNote+"; "+uerr.Error(), "; ")
+		notes = append(notes, uerr.Error())
 	}
+	if fctx.Err() != nil {
+		notes = append(notes, fin.passed(e.cfg.FinishTimeout))
+	}
+	res.Artifacts, res.ArtifactsNote = arts, joinNotes(notes...)
 	return res, nil
+}
+
+// finishClock starts when a task's last phase ends (or when it failed
+// before: whatever comes first).
+type finishClock struct{ at time.Time }
+
+func (f *finishClock) start() {
+	if f.at.IsZero() {
+		f.at = time.Now()
+	}
+}
+
+// context is bounded by limit from the clock's start, and not canceled
+// with parent.
+func (f *finishClock) context(parent context.Context, limit time.Duration) (context.Context, context.CancelFunc) {
+	f.start()
+	return context.WithDeadline(context.WithoutCancel(parent), f.at.Add(limit))
+}
+
+func (f *finishClock) passed(limit time.Duration) string {
+	return fmt.Sprintf("the task's finish deadline (%v after its last phase, HPCQ_TASK_FINISH_TIMEOUT) passed: what was not looked at or uploaded by then was left", limit)
+}
+
+// joinNotes joins the non-empty notes with "; ".
+func joinNotes(notes ...string) string {
+	var out []string
+	for _, n := range notes {
+		if n = strings.Trim(n, "; "); n != "" {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // artifactFiles are the files of an attempt to bring home: the phase logs,
 // the expected outputs found, and the plots (*.png, *.svg) of the
 // workspace, not following symbolic links; note says what the plot walk
 // left out.
-func (e *Executor) artifactFiles(t *schema.NodeTask, res *schema.NodeResult) (files []artifacts.File, note string) {
+func (e *Executor) artifactFiles(ctx context.Context, t *schema.NodeTask, res *schema.NodeResult) (files []artifacts.File, note string) {
 	logDir := e.LogDir(t)
 	for _, p := range res.Phases {
 		if p.Name == schema.PhaseCoding {
@@ -233,20 +276,21 @@ func (e *Executor) artifactFiles(t *schema.NodeTask, res *schema.NodeResult) (fi
 		outputs[o] = true
 		files = append(files, artifacts.File{Kind: schema.ArtifactOutput, Name: o, Dir: ws, Rel: o})
 	}
-	plots, note := findPlots(ws, outputs)
+	plots, note := findPlots(ctx, ws, outputs)
 	for _, rel := range plots {
 		files = append(files, artifacts.File{Kind: schema.ArtifactPlot, Name: filepath.ToSlash(rel), Dir: ws, Rel: rel})
 	}
 	return files, note
 }
 
-func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot) (*schema.NodeResult, error) {
+func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot, fin *finishClock) (*schema.NodeResult, error) {
 	res := &schema.NodeResult{Started: time.Now().UTC()}
 	rec := e.recorder(ctx, t)
 	defer func() {
 		res.DurationMS = time.Since(res.Started).Milliseconds()
 		rec.finish(res)
 	}()
+	defer fin.start() // at the latest
 
 	ws := e.WorkspaceDir(t)
 	phases := []phaseSpec{
@@ -291,8 +335,9 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	}
 	res.Phases = append(res.Phases, coding)
 	rec.add("phase_complete", schema.PhaseCoding, filesWritten(files))
-	res.Isolation = e.sandbox.Isolation(t.Limits.NoNetwork(), e.isolation)
-	if err := e.sandbox.ChownWorkspace(ws); err != nil {
+	user, userWhy := e.sandbox.ForSlot(slot.Index)
+	res.Isolation = e.sandbox.Isolation(t.Limits.NoNetwork(), e.isolation, user, userWhy)
+	if err := e.sandbox.ChownWorkspace(ws, user); err != nil {
 		return nil, fmt.Errorf("workspace for the sandbox user: %w", err)
 	}
 
@@ -315,22 +360,13 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	if e.sandbox != nil {
 		run.tmpMB = e.sandbox.TmpMB(t.Limits.MemoryMB)
 	}
+	run.user = user
 	run.diskMB = t.Limits.DiskMB
 	if run.diskMB == 0 {
 		run.diskMB = e.cfg.DiskMB
 	}
 	res.Limits = e.enforce(t, slot, &run)
-	if run.cgroup != nil {
-		defer run.cgroup.close()
-	}
-	if run.v1 != nil {
-		defer run.v1.close()
-		defer func() {
-			if res.Limits != nil {
-				res.Limits.PidsPeak = run.v1.peak()
-			}
-		}()
-	}
+	defer run.release(res)
 	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
 	if err != nil { // Validate compiled them already
 		res.Error = &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindInvalidTask, Message: err.Error()}
@@ -400,6 +436,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	fin.start()
 	if len(t.Artifacts.Run.Commands) == 0 && len(t.Artifacts.Run.ExpectedOutputs) == 0 {
 		return res, nil
 	}
@@ -491,12 +528,18 @@ type phaseRun struct {
 	login     bool // bash -lc per command
 	// live receives each phase's log as it is written (LiveLog), by phase.
 	live map[string]io.Writer
-	// cpus bind the commands; cgroup limits their memory (nil: none).
+	// cpus bind the commands; cgroup (v2) and v1 limit their memory and
+	// processes (nil: none made).
 	cpus   []int
 	cgroup *taskCgroup
-	v1     *taskV1 // the v1 pids and memory cgroups (nil: none)
-	pids   int     // the process limit
-	diskMB int     // the workspace's bound on disk (0: none)
+	v1     *taskV1
+	// pids is the process limit, pidsBy how it is enforced (a
+	// schema.Enforced PidsBy).
+	pids   int
+	pidsBy string
+	// user runs the commands: the slot's own uid (nil: the sandbox's).
+	user   *TaskUser
+	diskMB int // the workspace's bound on disk (0: none)
 	// memoryMB is the task's memory limit, memory how it is enforced.
 	memoryMB int
 	memory   string
@@ -567,7 +610,7 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		}
 		cmd := Command{Line: line, Dir: run.ws, Env: run.env, Timeout: left, KillGrace: e.cfg.KillGrace,
 			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits, Sandbox: e.sandbox, Login: run.login,
-			NoNetwork: run.noNetwork && ph.name != schema.PhaseDownload, CPUs: run.cpus, TmpMB: run.tmpMB}
+			NoNetwork: run.noNetwork && ph.name != schema.PhaseDownload, CPUs: run.cpus, TmpMB: run.tmpMB, User: run.user}
 		if run.cgroup != nil {
 			cmd.CgroupFD = run.cgroup.fd
 		}
@@ -625,7 +668,7 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 	pr.DurationMS = time.Since(pr.Started).Milliseconds()
 	pr.LogTail = both.Tail(e.cfg.LogTailBytes)
 	if rerr != nil {
-		rerr.Message += pidsReason(run)
+		rerr.Message += pidsReason(run, pr)
 		if rerr.Kind != schema.ErrKindTimeout {
 			rerr.Message += memoryReason(run, pr)
 		}
@@ -796,115 +839,4 @@ func (c *cappedWriter) Write(p []byte) (int, error) {
 		c.left = 0 // a full disk must not fail the command
 	}
 	return n, nil
-}
-
-// enforce applies the slot's resources to the task's commands: its CPUs
-// (affinity), its memory limit (a cgroup where the worker may create one,
-// else RLIMIT_AS), and says how in the result.
-func (e *Executor) enforce(t *schema.NodeTask, slot worker.Slot, run *phaseRun) *schema.Enforced {
-	enf := &schema.Enforced{GPUs: slot.GPUs}
-	var notes []string
-	if len(slot.CPUs) > 0 {
-		run.cpus = slot.CPUs
-		enf.CPUs = worker.CPUList(slot.CPUs)
-	} else if t.Limits.CPUs > 0 {
-		notes = append(notes, "CPUs counted, not bound: the worker was given more cores than it may run on")
-	}
-	enf.DiskMB = run.diskMB
-	pids := t.Limits.Pids
-	if pids == 0 {
-		pids = e.cfg.Pids
-	}
-	if pids == 0 {
-		pids = DefaultPids()
-	}
-	mb := slot.MemoryMB
-	v1MB := 0
-	if mb > 0 && e.cgroups == nil {
-		v1MB = mb // memory on cgroup v1, where it is
-	}
-	if e.v1 != nil {
-		v1, err := e.v1.create(pids, v1MB)
-		if err != nil {
-			notes = append(notes, err.Error())
-		} else {
-			run.v1 = v1
-			if v1.pids != "" {
-				run.pids, enf.Pids = pids, pids
-			}
-		}
-	}
-	if run.pids == 0 {
-		why := e.v1Why
-		if why == "" {
-			why = "no pids cgroup"
-		}
-		notes = append(notes, "no process limit: "+why)
-	}
-	if mb > 0 {
-		run.memoryMB, enf.MemoryMB = mb, mb
-		if run.v1 != nil && run.v1.memory != "" {
-			run.memory, enf.Memory = "cgroup-v1", "cgroup-v1"
-		} else if e.cgroups != nil {
-			cg, err := e.cgroups.create(mb)
-			if err == nil {
-				run.cgroup, run.memory, enf.Memory = cg, "cgroup", "cgroup"
-			} else {
-				notes = append(notes, err.Error())
-			}
-		}
-		if run.memory == "" {
-			run.memory, enf.Memory = "rlimit", "rlimit"
-			if run.rlimits.AddressSpaceMB == 0 || run.rlimits.AddressSpaceMB > mb {
-				run.rlimits.AddressSpaceMB = mb
-			}
-			why := strings.Trim(e.cgroupWhy+"; "+e.v1Why, "; ")
-			if why == "" {
-				why = "no memory cgroup"
-			}
-			notes = append(notes, "memory limited as RLIMIT_AS (virtual memory of each process: the last resort) because "+why)
-		}
-	}
-	enf.Note = strings.Join(notes, "; ")
-	if enf.CPUs == "" && enf.Memory == "" && len(enf.GPUs) == 0 && enf.Pids == 0 && enf.DiskMB == 0 && enf.Note == "" {
-		return nil
-	}
-	return enf
-}
-
-// DefaultPids is a task's process limit when neither it nor the worker
-// sets one: 1024, or 32 per core of the node where that is more (an MPI
-// rank per core with its own threads on a large node).
-func DefaultPids() int { return max(1024, 32*runtime.NumCPU()) }
-
-// pidsReason says when the task's process limit refused forks.
-func pidsReason(run phaseRun) string {
-	if run.v1 == nil {
-		return ""
-	}
-	if n := run.v1.forksRefused(); n > 0 {
-		return fmt.Sprintf("; the task's process limit (limits.pids = %d, cgroup pids.max) refused %d forks", run.pids, n)
-	}
-	return ""
-}
-
-// memoryReason says when a failed command met the task's memory limit: the
-// cgroup's OOM kill, or (RLIMIT_AS) the signs of an allocation refused.
-func memoryReason(run phaseRun, pr schema.PhaseResult) string {
-	switch run.memory {
-	case "cgroup":
-		if run.cgroup.oomKilled() {
-			return fmt.Sprintf("; killed by the task's memory limit (limits.memory_mb = %d MB, cgroup memory.max)", run.memoryMB)
-		}
-	case "cgroup-v1":
-		if run.v1.oomKilled() {
-			return fmt.Sprintf("; killed by the task's memory limit (limits.memory_mb = %d MB, cgroup v1 memory.limit_in_bytes)", run.memoryMB)
-		}
-	case "rlimit":
-		tail := strings.ToLower(pr.LogTail)
-		if pr.ExitCode == 134 || pr.ExitCode == 137 || pr.ExitCode == 139 || strings.Contains(tail, "memory") || strings.Contains(tail, "bad_alloc") {
-			return fmt.Sprintf("; the task's memory limit (limits.memory_mb = %d MB, as RLIMIT_AS) refuses allocations beyond it", run.memoryMB)
-		}
-	}
-	return ""
 }

@@ -153,28 +153,42 @@ func v1OrSkip(t *testing.T, e *Executor, memory bool) {
 	switch {
 	case e.v1 == nil:
 		t.Skip("no cgroup v1 pids or memory controller this worker may use: " + e.v1Why)
-	case memory && (e.v1.memory == "" || e.cgroups != nil):
+	case memory && (e.v1.memory == "" || (e.v2 != nil && e.v2.memory)):
 		t.Skip("the memory controller is not on a cgroup v1 this worker may use here")
 	}
 }
 
 // TestForkBombBounded: a task that starts processes without end stops at
-// its limits.pids (cgroup pids.max; the sandbox's PID namespace is the
-// outer safety net), ends at its timeout, and says the limit refused its
-// forks; its peak is recorded.
+// its limits.pids (cgroup pids.max, v2 where its controller is delegated,
+// else v1; the sandbox's PID namespace is the outer safety net), ends at
+// its timeout, and says the limit refused its forks; its peak is recorded.
 func TestForkBombBounded(t *testing.T) {
 	e := newExec(t)
-	v1OrSkip(t, e, false)
-	task := &schema.NodeTask{V: 1, RunID: "r1", NodeID: "bomb", Attempt: 1, Pool: "cpu", Limits: schema.Limits{Pids: 64, RunTimeoutS: 3},
-		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"for i in $(seq 1 2000); do sleep 60 & done 2>/dev/null; wait"}}}}
-	res := executeWithin(t, e, task, time.Minute)
+	var by string
+	switch {
+	case e.v2 != nil && e.v2.pids:
+		by = pidsByCgroup
+	case e.v1 != nil && e.v1.pids != "":
+		by = pidsByCgroupV1
+	default:
+		t.Skipf("no pids controller this worker may use (v2: %s; v1: %s)", e.v2Why, e.v1Why)
+	}
+	res := executeWithin(t, e, forkBomb("bomb"), time.Minute)
 	require.NotNil(t, res.Error)
-	require.Contains(t, res.Error.Message, "the task's process limit (limits.pids = 64, cgroup pids.max) refused")
+	require.Regexp(t, `the task's process limit \(limits.pids = 64, cgroup (v1 )?pids.max\) refused \d+ forks`, res.Error.Message)
 	require.NotNil(t, res.Limits)
 	require.Equal(t, 64, res.Limits.Pids)
+	require.Equal(t, by, res.Limits.PidsBy)
 	require.Positive(t, res.Limits.PidsPeak)
 	require.LessOrEqual(t, res.Limits.PidsPeak, int64(64))
-	t.Logf("%s; peak %d processes", res.Error.Message, res.Limits.PidsPeak)
+	t.Logf("%s (%s); peak %d processes", res.Error.Message, by, res.Limits.PidsPeak)
+}
+
+// forkBomb is a task that starts 2,000 sleeping processes under a limit
+// of 64, for 3 seconds.
+func forkBomb(node string) *schema.NodeTask {
+	return &schema.NodeTask{V: 1, RunID: "r1", NodeID: node, Attempt: 1, Pool: "cpu", Limits: schema.Limits{Pids: 64, RunTimeoutS: 3},
+		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"for i in $(seq 1 2000); do sleep 60 & done 2>/dev/null; wait"}}}}
 }
 
 // TestMemoryLimitV1: where memory is on cgroup v1, limits.memory_mb is the

@@ -1,6 +1,7 @@
 package phases
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -24,8 +25,8 @@ const (
 // the next level's, names in order), not following links, skipping what it
 // cannot read, for at most plotMax plots in plotVisited entries: a plot at
 // the top is found whatever junk a program left deeper. note says what was
-// left out and why.
-func findPlots(ws string, skip map[string]bool) (plots []string, note string) {
+// left out and why. It stops, saying so, when ctx ends.
+func findPlots(ctx context.Context, ws string, skip map[string]bool) (plots []string, note string) {
 	root, err := os.OpenRoot(ws)
 	if err != nil {
 		return nil, "plots: workspace not read: " + err.Error()
@@ -37,6 +38,9 @@ func findPlots(ws string, skip map[string]bool) (plots []string, note string) {
 	for depth := 0; len(level) > 0 && depth <= plotDepth; depth++ {
 		var next []string
 		for _, dir := range level {
+			if ctx.Err() != nil {
+				return plots, fmt.Sprintf("plots: the walk stopped after %d entries (breadth first, at depth %d): out of time", visited, depth)
+			}
 			entries, full, err := readDirUpTo(root, dir, plotVisited-visited)
 			if err != nil {
 				unreadable++

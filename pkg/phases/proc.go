@@ -55,6 +55,9 @@ type Command struct {
 	// JoinCgroups are cgroup.procs files (cgroup v1) the sandbox helper
 	// joins before it starts the command (with a Sandbox only).
 	JoinCgroups []string
+	// User runs the command (with a Sandbox of a worker running as root
+	// only); nil: the sandbox user.
+	User *TaskUser
 }
 
 // Rlimits are resource limits of a command; zero means unlimited.
@@ -124,7 +127,7 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	if c.Sandbox != nil {
 		// The worker's own executable, started again as the namespaces'
 		// first process, runs argv (see internal/nsinit).
-		args, err := c.Sandbox.helperArgv(c.Dir, c.NoNetwork, c.TmpMB, c.JoinCgroups, argv)
+		args, err := c.Sandbox.helperArgv(c, argv)
 		if err != nil {
 			return Outcome{}, fmt.Errorf("%w: sandbox: %v", ErrStart, err)
 		}

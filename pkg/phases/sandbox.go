@@ -49,6 +49,13 @@ type SandboxConfig struct {
 	// TmpMB bounds the private /tmp, /var/tmp and /dev/shm of a command
 	// together (one tmpfs) when its task sets no memory limit [1024].
 	TmpMB int
+	// UIDs, "FIRST-LAST", gives each slot of a worker running as root a
+	// uid (and group) of its own that no account uses, as container
+	// runtimes use subordinate ids: a task cannot read another's files
+	// even where the file system cannot be hidden, and RLIMIT_NPROC counts
+	// its processes alone where no pids cgroup can be had. "": every task
+	// runs as User.
+	UIDs string
 }
 
 // Sandbox runs commands in their own PID and mount namespaces (and, when a
@@ -71,9 +78,10 @@ type Sandbox struct {
 	hideFS   bool
 	userName string
 	writable []string
-	tmpMB    int    // the default bound of a command's /tmp, /var/tmp, /dev/shm
-	hide     string // the runs directory: every workspace but the command's own is hidden
-	note     string // what could not be had, for every result
+	tmpMB    int       // the default bound of a command's /tmp, /var/tmp, /dev/shm
+	slots    *slotUIDs // a uid per slot (nil: every task as uid)
+	hide     string    // the runs directory: every workspace but the command's own is hidden
+	note     string    // what could not be had, for every result
 }
 
 // NewSandbox finds out what isolation this machine allows by running a
@@ -118,6 +126,13 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig, reachDir string) (*Sandb
 			return fail(fmt.Sprintf("sandbox user %q is root", name))
 		}
 		s.uid, s.gid, s.userName = uid, gid, fmt.Sprintf("%s (%d)", name, uid)
+		first, count, err := parseUIDRange(cfg.UIDs)
+		if err != nil {
+			return nil, "", fmt.Errorf("phases: %w", err)
+		}
+		if count > 0 {
+			s.slots = &slotUIDs{first: first, count: count}
+		}
 	} else {
 		s.userNS = true
 		u, err := user.Current()
@@ -126,6 +141,9 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig, reachDir string) (*Sandb
 			name = u.Username
 		}
 		s.userName = fmt.Sprintf("%s (%d, the worker's user)", name, os.Geteuid())
+		if strings.TrimSpace(cfg.UIDs) != "" {
+			s.note = "HPCQ_SANDBOX_UIDS is for a worker running as root: every task runs as the worker's user"
+		}
 	}
 	dir := reachDir
 	if dir == "" {
@@ -165,7 +183,7 @@ func NewSandbox(ctx context.Context, cfg SandboxConfig, reachDir string) (*Sandb
 		if err2 := probe(); err2 != nil {
 			return fail(fmt.Sprintf("cannot make namespaces: %v", err2))
 		}
-		s.note = fmt.Sprintf("the file system outside the workspace could not be made read-only (%v)", err)
+		s.note = strings.TrimPrefix(s.note+"; "+fmt.Sprintf("the file system outside the workspace could not be made read-only (%v)", err), "; ")
 		if cfg.Mode == IsolationRequired {
 			return nil, "", fmt.Errorf("%w (HPCQ_ISOLATION=required): %s", ErrIsolation, s.note)
 		}
@@ -179,6 +197,9 @@ func (s *Sandbox) Describe() string {
 		return "none: a process group as the worker's user"
 	}
 	d := "own PID and mount namespaces, as " + s.userName
+	if s.slots != nil {
+		d = fmt.Sprintf("own PID and mount namespaces, as a uid per slot (%d-%d, HPCQ_SANDBOX_UIDS; else %s)", s.slots.first, s.slots.first+s.slots.count-1, s.userName)
+	}
 	if s.hideFS {
 		d += ", file system read-only outside the workspace"
 	}
@@ -193,8 +214,9 @@ func (s *Sandbox) Describe() string {
 	return d
 }
 
-// Isolation is what goes into a result: the isolation commands ran with.
-func (s *Sandbox) Isolation(noNetwork bool, none string) *schema.Isolation {
+// Isolation is what goes into a result: the isolation commands ran with,
+// as u (nil: the sandbox user, why says why when the slot has no uid).
+func (s *Sandbox) Isolation(noNetwork bool, none string, u *TaskUser, why string) *schema.Isolation {
 	if s == nil {
 		iso := &schema.Isolation{Mode: "none", User: currentUser(), Network: true, Note: none}
 		if noNetwork {
@@ -202,20 +224,40 @@ func (s *Sandbox) Isolation(noNetwork bool, none string) *schema.Isolation {
 		}
 		return iso
 	}
-	return &schema.Isolation{Mode: "namespaces", PIDNamespace: true, User: s.userName, FilesystemHidden: s.hideFS,
-		Network: !noNetwork, Note: s.note}
+	iso := &schema.Isolation{Mode: "namespaces", PIDNamespace: true, User: s.userName, FilesystemHidden: s.hideFS,
+		Network: !noNetwork, Note: strings.TrimPrefix(s.note+"; "+why, "; ")}
+	iso.Note = strings.TrimSuffix(iso.Note, "; ")
+	if u != nil {
+		iso.User = fmt.Sprintf("uid %d, gid %d (the slot's own, HPCQ_SANDBOX_UIDS)", u.UID, u.GID)
+	}
+	return iso
 }
 
-// ChownWorkspace gives the sandbox user the workspace the worker wrote.
-func (s *Sandbox) ChownWorkspace(dir string) error {
+// ForSlot is the user of the tasks of slot i when the sandbox gives each
+// slot a uid of its own; nil (the sandbox user) otherwise, with why when
+// slot i should have had one.
+func (s *Sandbox) ForSlot(i int) (*TaskUser, string) {
+	if s == nil {
+		return nil, ""
+	}
+	return s.slots.forSlot(i)
+}
+
+// ChownWorkspace gives the workspace the worker wrote to whom its
+// commands run as: u, else the sandbox user.
+func (s *Sandbox) ChownWorkspace(dir string, u *TaskUser) error {
 	if s == nil || s.uid < 0 {
 		return nil
+	}
+	uid, gid := s.uid, s.gid
+	if u != nil {
+		uid, gid = u.UID, u.GID
 	}
 	return filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		return os.Lchown(p, s.uid, s.gid)
+		return os.Lchown(p, uid, gid)
 	})
 }
 
@@ -287,18 +329,22 @@ func (s *Sandbox) TmpMB(memoryMB int) int {
 	return s.tmpMB
 }
 
-// helperArgv is the helper's argv for a command line in dir.
-func (s *Sandbox) helperArgv(dir string, noNetwork bool, tmpMB int, cgroups []string, argv []string) ([]string, error) {
+// helperArgv is the helper's argv for c.
+func (s *Sandbox) helperArgv(c Command, argv []string) ([]string, error) {
 	var hide []string
 	if s.hide != "" {
 		hide = []string{s.hide}
 	}
-	spec, err := json.Marshal(nsinit.Spec{Dir: dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: noNetwork,
-		TmpMB: tmpMB, Cgroups: cgroups, Hide: hide})
+	spec := nsinit.Spec{Dir: c.Dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: c.NoNetwork,
+		TmpMB: c.TmpMB, Cgroups: c.JoinCgroups, Hide: hide}
+	if u := c.User; u != nil && s.uid >= 0 {
+		spec.UID, spec.GID, spec.Nproc = u.UID, u.GID, u.Nproc
+	}
+	js, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err
 	}
-	return append([]string{nsinit.Arg0, string(spec)}, argv...), nil
+	return append([]string{nsinit.Arg0, string(js)}, argv...), nil
 }
 
 // helperPath is hpcq-sandbox beside this executable, when it is a regular

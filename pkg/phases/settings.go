@@ -16,8 +16,8 @@ import (
 func ConfigFrom(t config.Tasks, runsDir string) Config {
 	return Config{RunsDir: runsDir, KillGrace: t.Grace, MaxOutputBytes: t.MaxOutput, Shell: t.Shell,
 		ArtifactLimits: artifacts.Limits{PerFile: t.ArtifactFileMax, PerNode: t.ArtifactNodeMax},
-		Sandbox:        SandboxConfig{Mode: t.Isolation.Mode, User: t.Isolation.User, Writable: t.Isolation.Writable, TmpMB: t.Isolation.TmpMB},
-		Pids:           t.Isolation.Pids, DiskMB: t.Isolation.DiskMB}
+		Sandbox:        SandboxConfig{Mode: t.Isolation.Mode, User: t.Isolation.User, Writable: t.Isolation.Writable, TmpMB: t.Isolation.TmpMB, UIDs: t.Isolation.UIDs},
+		Pids:           t.Isolation.Pids, DiskMB: t.Isolation.DiskMB, FinishTimeout: t.FinishTimeout}
 }
 
 // UseQueue makes the executor bring its tasks' files home through q: the

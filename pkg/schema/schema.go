@@ -686,10 +686,13 @@ type Enforced struct {
 	// (RLIMIT_AS, the last resort), or "" with no limit.
 	Memory   string `json:"memory,omitempty"`
 	MemoryMB int    `json:"memory_mb,omitempty"`
-	// Pids is the process limit the task ran under (cgroup pids.max), and
-	// PidsPeak the most processes and threads it had at once.
-	Pids     int   `json:"pids,omitempty"`
-	PidsPeak int64 `json:"pids_peak,omitempty"`
+	// Pids is the process limit the task ran under, PidsBy its mechanism:
+	// "cgroup" (a cgroup v2 pids.max), "cgroup-v1" (a v1 pids.max) or
+	// "rlimit" (RLIMIT_NPROC of a uid the task's slot has alone). PidsPeak
+	// is the most processes and threads it had at once (0: not known).
+	Pids     int    `json:"pids,omitempty"`
+	PidsBy   string `json:"pids_by,omitempty"`
+	PidsPeak int64  `json:"pids_peak,omitempty"`
 	// DiskMB is the bound of the workspace on disk the task ran under.
 	DiskMB int `json:"disk_mb,omitempty"`
 	// GPUs given to the task alone (CUDA_VISIBLE_DEVICES).
