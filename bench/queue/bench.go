@@ -347,7 +347,7 @@ func spawnRounds(p params, n int, name, home string, out, log io.Writer) error {
 	// machine's speed hits both alike; the medians are printed.
 	var hs, ps []float64
 	for r := range p.Reps {
-		h, err := spawnHpcq(n, cmd, r, p.Isolation)
+		h, err := spawnHpcq(n, cmd, r, p.Isolation, log)
 		if err != nil {
 			return err
 		}
@@ -371,7 +371,7 @@ func spawnRounds(p params, n int, name, home string, out, log io.Writer) error {
 
 // spawnHpcq enqueues n tasks running cmd on a fresh server, then times one
 // worker with one slot and the real executor until every result is in.
-func spawnHpcq(n int, cmd string, rep int, isolation string) (float64, error) {
+func spawnHpcq(n int, cmd string, rep int, isolation string, log io.Writer) (float64, error) {
 	e, err := newEnv(queue.Options{})
 	if err != nil {
 		return 0, err
@@ -380,6 +380,9 @@ func spawnHpcq(n int, cmd string, rep int, isolation string) (float64, error) {
 	ex, err := phases.NewExecutor(phases.Config{RunsDir: filepath.Join(e.dir, "runs"), Sandbox: phases.SandboxConfig{Mode: isolation}})
 	if err != nil {
 		return 0, err
+	}
+	if rep == 0 {
+		fmt.Fprintf(log, "  sandbox: %s\n", ex.Isolation())
 	}
 	run := "spawn" + strconv.Itoa(rep)
 	if _, err := e.q.PublishTasks(context.Background(), makeTasks(run, n, cmd)); err != nil {

@@ -1,16 +1,17 @@
 // Package nsinit is the sandbox helper of hpcq workers: the first process
-// of a task command's new namespaces. It sets them up (private mounts, the
+// of a task attempt's new namespaces. It sets them up (private mounts, the
 // file system read-only but the workspace, fresh /tmp and /proc, loopback),
-// runs the command as the sandbox user, passes signals on, reaps orphans
-// and returns the command's status. It is kept small, with no dependency
-// beyond the standard library and x/sys, so that cmd/hpcq-sandbox starts in
-// about a millisecond: it runs once per command.
+// runs the attempt's commands as the sandbox user (one given in argv, or
+// each the worker sends: see serve), passes signals on, reaps orphans and
+// returns the commands' status. It is kept small, with no dependency beyond
+// the standard library and x/sys, so that cmd/hpcq-sandbox starts in about
+// a millisecond: it runs once per task attempt.
 package nsinit
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -49,17 +50,21 @@ type Spec struct {
 	// Nproc, when > 0, is the command's RLIMIT_NPROC: the processes its
 	// uid may have (a uid no other task shares; see phases.TaskUser).
 	Nproc int `json:"nproc,omitempty"`
+	// Serve runs the commands a worker sends over ServeFD, one at a time,
+	// rather than argv: one sandbox per task attempt.
+	Serve bool `json:"serve,omitempty"`
 }
 
 // IsHelper reports whether this process was started as the helper.
 func IsHelper() bool {
-	return os.Getenv(Env) == "1" && len(os.Args) > 2 && os.Args[0] == Arg0
+	return os.Getenv(Env) == "1" && len(os.Args) > 1 && os.Args[0] == Arg0
 }
 
 // Main is the helper's main: the first process of the new PID
-// namespace. It sets the namespace up (setupSandbox), runs argv as the
-// sandbox user, passes SIGTERM, SIGINT and SIGHUP on to every process of
-// the namespace, reaps what is orphaned, and returns the command's exit
+// namespace. It sets the namespace up (setupSandbox), then runs argv as
+// the sandbox user, or with Spec.Serve the commands the worker sends (see
+// serve); it passes SIGTERM, SIGINT and SIGHUP on to every process of the
+// namespace, reaps what is orphaned, and returns the command's exit
 // status (128+signal when a signal ended it). When it returns, the kernel
 // kills whatever is left in the namespace. Status 125 means the sandbox
 // could not be set up; the reason is on stderr.
@@ -79,53 +84,48 @@ func Main(specJSON string, argv []string) int {
 			env = append(env, kv)
 		}
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	attr := &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: &syscall.SysProcAttr{}}
 	if spec.Nproc > 0 {
-		// Inherited by the command; root (this process) is not held to it.
+		// Inherited by the commands; root (this process) is not held to it.
 		lim := unix.Rlimit{Cur: uint64(spec.Nproc), Max: uint64(spec.Nproc)}
 		if err := unix.Setrlimit(unix.RLIMIT_NPROC, &lim); err != nil {
 			fmt.Fprintf(os.Stderr, "hpcq-sandbox: RLIMIT_NPROC %d: %v\n", spec.Nproc, err)
 			return 125
 		}
 	}
-	if spec.UID >= 0 {
-		attr.Sys.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
-	}
-	p, err := os.StartProcess(argv[0], argv, attr)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "hpcq-sandbox: start %s: %v\n", argv[0], err)
-		return 126
-	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	go func() {
 		for s := range sigs {
 			_ = unix.Kill(-1, s.(syscall.Signal)) // every process of the namespace but this one
 		}
 	}()
-	for {
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, 0, nil)
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "hpcq-sandbox: wait: %v\n", err)
-			return 125
-		}
-		if pid != p.Pid {
-			continue // an orphan, reaped
-		}
-		if spec.HideFS {
-			reportTmpFull(spec.TmpMB)
-		}
-		switch {
-		case ws.Exited():
-			return ws.ExitStatus()
-		case ws.Signaled():
-			return 128 + int(ws.Signal())
-		}
+	if spec.Serve {
+		return serve(spec, env)
 	}
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "hpcq-sandbox: no command")
+		return 125
+	}
+	attr := &os.ProcAttr{Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: commandAttr(spec)}
+	p, err := os.StartProcess(argv[0], argv, attr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hpcq-sandbox: start %s: %v\n", argv[0], err)
+		return 126
+	}
+	code := reapUntil(p.Pid)
+	if spec.HideFS {
+		reportTmpFull(os.Stderr, spec.TmpMB)
+	}
+	return code
+}
+
+// commandAttr is how a command starts: as the sandbox user.
+func commandAttr(spec Spec) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{}
+	if spec.UID >= 0 {
+		a.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
+	}
+	return a
 }
 
 // setupSandbox runs in the helper, as root of its namespaces, before the
@@ -282,15 +282,16 @@ func boundedTmp(mb int, dirs []string) error {
 // bounded /tmp, /var/tmp and /dev/shm were full as it ended.
 const TmpFull = "hpcq-sandbox: /tmp, /var/tmp and /dev/shm (one tmpfs"
 
-// reportTmpFull says so on stderr when the bounded /tmp is full: writes
-// there failed (ENOSPC) and the phase's failure is likely that.
-func reportTmpFull(mb int) {
+// reportTmpFull says so on w (the command's stderr) when the bounded /tmp
+// is full: writes there failed (ENOSPC) and the phase's failure is likely
+// that.
+func reportTmpFull(w io.Writer, mb int) {
 	var st unix.Statfs_t
 	if mb <= 0 || unix.Statfs("/tmp", &st) != nil {
 		return
 	}
 	if free := st.Bavail * uint64(st.Bsize); free < 1<<20 {
-		fmt.Fprintf(os.Stderr, "%s of %d MB) were full: writes there failed (the bound is the task's limits.memory_mb, else the worker's HPCQ_SANDBOX_TMP_MB)\n", TmpFull, mb)
+		fmt.Fprintf(w, "%s of %d MB) were full: writes there failed (the bound is the task's limits.memory_mb, else the worker's HPCQ_SANDBOX_TMP_MB)\n", TmpFull, mb)
 	}
 }
 

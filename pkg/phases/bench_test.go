@@ -17,8 +17,11 @@ import (
 // (process group, pipe, reaping), through Run in the sandbox (namespaces
 // made by this test binary started again; with and without a network
 // namespace), and a whole Execute (fresh workspace, log files, sandboxed
-// Run). HOME is a temp dir so the machine's login profile does not
-// dominate.
+// Run), an attempt's sandbox running 1 and 10 commands (helper started
+// once), and a whole Execute (fresh workspace, log files, the attempt's
+// sandbox). HOME is a temp dir so the machine's login profile does not
+// dominate. The helper is hpcq-sandbox where it lies beside the test
+// binary (go test -c, then copy it there), else the test binary.
 //
 //	go test -run '^$' -bench Spawn -benchtime 500x ./pkg/phases
 func BenchmarkSpawn(b *testing.B) {
@@ -57,6 +60,24 @@ func BenchmarkSpawn(b *testing.B) {
 				if err != nil || o.ExitCode != 0 {
 					b.Fatal(err, o.ExitCode)
 				}
+			}
+		})
+	}
+	for _, n := range []int{1, 10} {
+		b.Run("session-"+strconv.Itoa(n), func(b *testing.B) {
+			if sb == nil {
+				b.Skipf("no sandbox here: %s", why)
+			}
+			env, dir := os.Environ(), b.TempDir()
+			for b.Loop() {
+				box := &attemptSandbox{}
+				for range n {
+					o, err := box.run(context.Background(), Command{Line: "/bin/true", Dir: dir, Env: env, Stdout: io.Discard, Sandbox: sb})
+					if err != nil || o.ExitCode != 0 {
+						b.Fatal(err, o.ExitCode)
+					}
+				}
+				box.close()
 			}
 		})
 	}

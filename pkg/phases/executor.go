@@ -361,6 +361,9 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		run.tmpMB = e.sandbox.TmpMB(t.Limits.MemoryMB)
 	}
 	run.user = user
+	if e.sandbox != nil {
+		run.box = &attemptSandbox{}
+	}
 	run.diskMB = t.Limits.DiskMB
 	if run.diskMB == 0 {
 		run.diskMB = e.cfg.DiskMB
@@ -538,7 +541,10 @@ type phaseRun struct {
 	pids   int
 	pidsBy string
 	// user runs the commands: the slot's own uid (nil: the sandbox's).
-	user   *TaskUser
+	user *TaskUser
+	// box is the attempt's sandbox, opened by its first command (nil: no
+	// sandbox).
+	box    *attemptSandbox
 	diskMB int // the workspace's bound on disk (0: none)
 	// memoryMB is the task's memory limit, memory how it is enforced.
 	memoryMB int
@@ -617,7 +623,7 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		if run.v1 != nil {
 			cmd.JoinCgroups = run.v1.procs()
 		}
-		o, err := Run(pctx, cmd)
+		o, err := run.box.run(pctx, cmd)
 		for _, c := range closers {
 			c.Close()
 		}

@@ -113,9 +113,10 @@ func (e *Executor) enforce(t *schema.NodeTask, slot worker.Slot, run *phaseRun) 
 	return enf
 }
 
-// release records the task's peak process count in res and removes its
-// cgroups.
+// release ends the attempt's sandbox, records the task's peak process
+// count in res and removes its cgroups.
 func (run *phaseRun) release(res *schema.NodeResult) {
+	run.box.close()
 	if res != nil && res.Limits != nil {
 		switch {
 		case run.cgroup != nil && run.cgroup.pids:

@@ -127,7 +127,7 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	if c.Sandbox != nil {
 		// The worker's own executable, started again as the namespaces'
 		// first process, runs argv (see internal/nsinit).
-		args, err := c.Sandbox.helperArgv(c, argv)
+		args, err := c.Sandbox.helperArgv(c, argv, false)
 		if err != nil {
 			return Outcome{}, fmt.Errorf("%w: sandbox: %v", ErrStart, err)
 		}
@@ -137,49 +137,19 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	if c.CgroupFD > 0 {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, c.CgroupFD
 	}
-	outR, outW, err := os.Pipe()
+	out, err := newOutputs()
 	if err != nil {
-		return Outcome{}, fmt.Errorf("%w: pipe: %v", ErrStart, err)
+		return Outcome{}, err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return Outcome{}, fmt.Errorf("%w: pipe: %v", ErrStart, err)
-	}
-	cmd.Stdout = outW
-	cmd.Stderr = errW
+	cmd.Stdout, cmd.Stderr = out.outW, out.errW
 	start := time.Now()
 	err = startBound(cmd, c.CPUs)
-	outW.Close()
-	errW.Close()
+	out.started(c)
 	if err != nil {
-		outR.Close()
-		errR.Close()
+		out.close()
 		return Outcome{}, fmt.Errorf("%w: %v", ErrStart, err)
 	}
 	pgid := cmd.Process.Pid
-
-	var copying sync.WaitGroup
-	for _, p := range []struct {
-		r *os.File
-		w io.Writer
-	}{{outR, c.Stdout}, {errR, c.Stderr}} {
-		w := p.w
-		if w == nil {
-			w = io.Discard
-		}
-		copying.Add(1)
-		go func() {
-			defer copying.Done()
-			_, _ = io.Copy(w, p.r)
-		}()
-	}
-	copied := make(chan struct{})
-	go func() {
-		copying.Wait()
-		close(copied)
-	}()
 
 	exited := make(chan struct{})
 	go func() {
@@ -232,18 +202,75 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	} else if werr != nil {
 		o.ExitCode = -1
 	}
-	// A process that left the group (setsid) may hold the pipe open; do not
-	// wait on it for long.
-	select {
-	case <-copied:
-	case <-time.After(2 * time.Second):
-		outR.Close()
-		errR.Close()
-		<-copied
-	}
-	outR.Close()
-	errR.Close()
+	// A process that left the group (setsid) may hold the pipe open.
+	out.wait()
 	return o, nil
+}
+
+// outputs are the pipes of a command's stdout and stderr, copied to its
+// writers as it runs.
+type outputs struct {
+	outR, outW, errR, errW *os.File
+	copied                 chan struct{}
+}
+
+func newOutputs() (*outputs, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("%w: pipe: %v", ErrStart, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, fmt.Errorf("%w: pipe: %v", ErrStart, err)
+	}
+	return &outputs{outR: outR, outW: outW, errR: errR, errW: errW, copied: make(chan struct{})}, nil
+}
+
+// started closes the write ends (the command has its own) and copies
+// what comes to c's writers until the command and all it started have
+// closed theirs.
+func (o *outputs) started(c Command) {
+	o.outW.Close()
+	o.errW.Close()
+	var copying sync.WaitGroup
+	for _, p := range []struct {
+		r *os.File
+		w io.Writer
+	}{{o.outR, c.Stdout}, {o.errR, c.Stderr}} {
+		w := p.w
+		if w == nil {
+			w = io.Discard
+		}
+		copying.Add(1)
+		go func() {
+			defer copying.Done()
+			_, _ = io.Copy(w, p.r)
+		}()
+	}
+	go func() {
+		copying.Wait()
+		close(o.copied)
+	}()
+}
+
+// wait waits for the copies to end, at most 2 s once the command has: a
+// process that escaped it may hold a pipe open.
+func (o *outputs) wait() {
+	select {
+	case <-o.copied:
+	case <-time.After(2 * time.Second):
+		o.close()
+		<-o.copied
+	}
+	o.close()
+}
+
+// close closes the read ends (a copy in progress ends).
+func (o *outputs) close() {
+	o.outR.Close()
+	o.errR.Close()
 }
 
 // startBound starts cmd bound to cpus: the calling thread takes their

@@ -69,7 +69,8 @@ type SandboxConfig struct {
 // namespaces' first process: hpcq-sandbox beside the worker's executable
 // when it is there, else the worker's own executable started again. It
 // mounts a fresh /proc, makes the file system read-only but for the
-// workspace, drops to the sandbox user and runs the command; when it ends,
+// workspace, drops to the sandbox user and runs the command, or for a task
+// attempt every command the executor sends it (session); when it ends,
 // the kernel kills whatever is left in the namespace.
 type Sandbox struct {
 	helper   string // the helper's path
@@ -329,14 +330,16 @@ func (s *Sandbox) TmpMB(memoryMB int) int {
 	return s.tmpMB
 }
 
-// helperArgv is the helper's argv for c.
-func (s *Sandbox) helperArgv(c Command, argv []string) ([]string, error) {
+// helperArgv is the helper's argv for c, or with serve for a session
+// that runs commands like c (which keeps the network: a command without
+// is given its own network namespace by the helper).
+func (s *Sandbox) helperArgv(c Command, argv []string, serve bool) ([]string, error) {
 	var hide []string
 	if s.hide != "" {
 		hide = []string{s.hide}
 	}
-	spec := nsinit.Spec{Dir: c.Dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: c.NoNetwork,
-		TmpMB: c.TmpMB, Cgroups: c.JoinCgroups, Hide: hide}
+	spec := nsinit.Spec{Dir: c.Dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: c.NoNetwork && !serve,
+		TmpMB: c.TmpMB, Cgroups: c.JoinCgroups, Hide: hide, Serve: serve}
 	if u := c.User; u != nil && s.uid >= 0 {
 		spec.UID, spec.GID, spec.Nproc = u.UID, u.GID, u.Nproc
 	}
