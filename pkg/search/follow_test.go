@@ -38,7 +38,7 @@ func TestTreeFollower(t *testing.T) {
 	require.Len(t, same(), 5)
 	// A node created, not ended; then ended.
 	tree.mu.Lock()
-	n := tree.next(&Policy{NumDrafts: 10})
+	n, _ := tree.next(&Policy{NumDrafts: 10})
 	tree.mu.Unlock()
 	nodes := same()
 	require.Len(t, nodes, 6)

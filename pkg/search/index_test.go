@@ -11,13 +11,13 @@ import (
 
 // nextByScan is next as it was before the stage index: a pass over every
 // node of the tree for each node made. The index must choose the same.
-func (t *Tree) nextByScan(p *Policy) *Node {
+func (t *Tree) nextByScan(p *Policy) (*Node, bool) {
 	id := fmt.Sprintf("n%04d", len(t.nodes)+1)
 	expand := p.Expand
 	if expand == "" {
 		expand = Improve
 	}
-	drafts := 0
+	drafts, open, openDrafts := 0, 0, 0
 	var stage []*Node
 	for _, n := range t.nodes {
 		if stageOf(n) != stageOf(&Node{Stage: p.Stage}) {
@@ -27,8 +27,17 @@ func (t *Tree) nextByScan(p *Policy) *Node {
 		if n.Kind == Draft {
 			drafts++
 		}
+		if !n.Done {
+			open++
+			if n.Kind == Draft {
+				openDrafts++
+			}
+		}
 	}
 	n := &Node{ID: id, Kind: Draft, Stage: p.Stage}
+	if p.Base == "" && drafts >= p.NumDrafts && openDrafts > 0 {
+		return nil, true
+	}
 	if !(p.Base == "" && drafts < p.NumDrafts) {
 		var debuggable []*Node
 		for _, c := range stage {
@@ -47,10 +56,12 @@ func (t *Tree) nextByScan(p *Policy) *Node {
 			n.Parent, n.Kind, n.Depth = parent.ID, Debug, parent.Depth+1
 		case ok:
 			n.Parent, n.Kind = best.ID, expand
+		case open > 0:
+			return nil, true
 		}
 	}
 	t.add(n)
-	return n
+	return n, false
 }
 
 // TestStageIndexChoosesAsAScan: over random searches (four stages, nodes
@@ -91,7 +102,14 @@ func TestStageIndexChoosesAsAScan(t *testing.T) {
 				pa.ExpandBest, pb.ExpandBest = stage == 2, stage == 2
 			}
 			for step := range 60 {
-				na, nb := a.next(&pa), b.nextByScan(&pb)
+				na, waitA := a.next(&pa)
+				nb, waitB := b.nextByScan(&pb)
+				require.Equal(t, waitB, waitA, "seed %d stage %d step %d", seed, stage, step)
+				if waitA {
+					require.NotEmpty(t, open, "a wait with nothing running")
+					finish()
+					continue
+				}
 				require.Equal(t, *nb, *na, "seed %d stage %d step %d", seed, stage, step)
 				open = append(open, na.ID)
 				for len(open) > 0 && (len(open) > 6 || outcomes.IntN(3) == 0) {

@@ -155,7 +155,19 @@ func (t *Tree) add(n *Node) {
 	if n.Kind == Draft {
 		si.drafts++
 	}
+	si.count(n, 1)
 	t.index(si, n)
+}
+
+// count adds d to the stage's open nodes if n is open (not done).
+func (si *stageIndex) count(n *Node, d int) {
+	if n.Done {
+		return
+	}
+	si.open += d
+	if n.Kind == Draft {
+		si.openDrafts += d
+	}
 }
 
 // set replaces the state of n, a node of t, with v (same id, parent and
@@ -173,7 +185,9 @@ func (t *Tree) set(n *Node, v Node) {
 		si.stale = true // a ranked node changed (not in a run: nodes finish once)
 	}
 	si.unlist(n)
+	si.count(n, -1)
 	*n = v
+	si.count(n, 1)
 	t.index(si, n)
 }
 
@@ -183,6 +197,9 @@ func (t *Tree) set(n *Node, v Node) {
 type stageIndex struct {
 	nodes  []*Node // in creation order
 	drafts int
+	// open nodes are made and not done (running, or to run again after a
+	// resume); openDrafts those of them that are drafts.
+	open, openDrafts int
 	// best[1] is the best node when maximizing, best[0] when minimizing, as
 	// bestOf over nodes finds it (the first made among equals); stale: to
 	// be found again by bestOf (a ranked node changed, or a metric is NaN).
@@ -364,7 +381,12 @@ func (t *Tree) BestOfStage(stage int, maximize bool) (Node, bool) {
 }
 
 // next creates the next node under the policy; the caller holds t.mu.
-func (t *Tree) next(p *Policy) *Node {
+// The choice does not depend on how many nodes run at once: a stage makes
+// its NumDrafts drafts, then waits for them all before its first other
+// node, and never drafts again while a node it could build on is
+// running. wait (with a nil node) says to wait for a node to finish;
+// a nil node without it is a journal failure.
+func (t *Tree) next(p *Policy) (_ *Node, wait bool) {
 	id := fmt.Sprintf("n%04d", len(t.nodes)+1)
 	expand := p.Expand
 	if expand == "" {
@@ -374,6 +396,8 @@ func (t *Tree) next(p *Policy) *Node {
 	si := t.stage(n)
 	switch {
 	case p.Base == "" && si.drafts < p.NumDrafts:
+	case p.Base == "" && si.openDrafts > 0:
+		return nil, true
 	default:
 		var debuggable []*Node // by id
 		for _, c := range si.debuggable {
@@ -391,16 +415,20 @@ func (t *Tree) next(p *Policy) *Node {
 			n.Parent, n.Kind, n.Depth = parent.ID, Debug, parent.Depth+1
 		case ok:
 			n.Parent, n.Kind = best.ID, expand
+		case si.open > 0:
+			// Nothing good and nothing to debug yet, and a node still
+			// running may give either.
+			return nil, true
 		default:
-			// Nothing good and nothing to debug yet: another draft.
+			// Nothing good and nothing to debug: another draft.
 		}
 	}
 	if err := t.record("created", n); err != nil {
 		t.err = err
-		return nil
+		return nil, false
 	}
 	t.add(n)
-	return n
+	return n, false
 }
 
 // CompareIDs orders node ids as they were made: n9999 before n10000 (a
@@ -539,11 +567,17 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 				}
 			}
 			t.mu.Lock()
-			n = t.next(&p)
+			next, wait := t.next(&p)
 			t.mu.Unlock()
-			if n == nil {
+			if wait && running > 0 {
+				<-done // a node to decide from
+				running--
+				continue
+			}
+			if next == nil {
 				break // the journal failed
 			}
+			n = next
 			total++
 		} else {
 			break

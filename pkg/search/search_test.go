@@ -155,7 +155,7 @@ func TestResume(t *testing.T) {
 	require.Equal(t, 6, st.Nodes)
 	// The crash: a node created (journaled) whose result never came.
 	tree.mu.Lock()
-	lost := tree.next(&Policy{NumDrafts: 10, Rand: rand.New(rand.NewPCG(3, 3))})
+	lost, _ := tree.next(&Policy{NumDrafts: 10, Rand: rand.New(rand.NewPCG(3, 3))})
 	tree.mu.Unlock()
 	require.NotNil(t, lost)
 	require.NoError(t, tree.Close()) // a kill -9 leaves the same file: every record is one write
@@ -321,4 +321,39 @@ func TestLastViews(t *testing.T) {
 	last, more = again.LastSiblings("c29", 5)
 	require.Equal(t, []string{"c22", "c23", "c25", "c26", "c28"}, ids(last))
 	require.Equal(t, 14, more)
+}
+
+// TestChoicesIndependentOfSlots: how many nodes run at once decides only
+// when they run, not what the search makes: a stage makes its num_drafts
+// drafts (no more while they run), debugs the buggy one once they are
+// all done, then improves; the kinds made are the same with 1, 2 or 8
+// slots and nodes finishing in any order.
+func TestChoicesIndependentOfSlots(t *testing.T) {
+	kinds := func(slots int, seed uint64) map[string]int {
+		jitter := rand.New(rand.NewPCG(seed, 9))
+		var mu sync.Mutex
+		f := &fake{
+			buggy:  func(n *Node) bool { return n.ID == "n0001" },
+			metric: func(n *Node) float64 { return float64(len(n.ID)) },
+			sleep: func(*Node) time.Duration {
+				mu.Lock()
+				defer mu.Unlock()
+				return time.Duration(jitter.IntN(4)) * time.Millisecond
+			},
+		}
+		p := Policy{NumDrafts: 2, DebugProb: 1, MaxDebugDepth: 3, Maximize: true, Rand: rand.New(rand.NewPCG(1, 1))}
+		tree := NewTree()
+		Run(context.Background(), tree, p, f, slots, 6, Async)
+		got := map[string]int{}
+		for _, n := range tree.Nodes() {
+			got[n.Kind]++
+		}
+		return got
+	}
+	want := map[string]int{Draft: 2, Debug: 1, Improve: 3}
+	for _, slots := range []int{1, 2, 8} {
+		for seed := range uint64(5) {
+			require.Equal(t, want, kinds(slots, seed), "%d slots, seed %d", slots, seed)
+		}
+	}
 }
