@@ -109,7 +109,7 @@ func TestExecInterruptCancels(t *testing.T) {
 	dir := t.TempDir()
 	marker := fmt.Sprintf("hpcq-exec-int-%d", time.Now().UnixNano())
 	taskFile := writeTask(t, dir, map[string]any{"v": 1, "node_id": "long", "attempt": 1, "pool": "cpu",
-		"artifacts": map[string]any{"run": map[string]any{"commands": []string{"echo begun; sleep 120 # " + marker}}}})
+		"artifacts": map[string]any{"run": map[string]any{"commands": []string{"echo begun; sleep 120; echo " + marker}}}})
 	env := baseEnv(t, "HPCQ_RUNS_DIR="+filepath.Join(dir, "runs"))
 	p := start(t, env, "scheduler", "exec", "--local", taskFile)
 	testutil.Eventually(t, 60*time.Second, "the task's command to run", func() bool { return len(testutil.ProcessesWith(marker)) > 0 })

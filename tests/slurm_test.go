@@ -413,7 +413,8 @@ func TestRunOnSlurm(t *testing.T) {
 }
 
 // TestBridgeChecksWorkerBin: a worker_bin that is not there is a
-// configuration error at start, not a job failing later on a node.
+// configuration error at start, not a job failing later on a node, and
+// the bridge has made nothing (no log_dir) when it says so.
 func TestBridgeChecksWorkerBin(t *testing.T) {
 	t.Parallel()
 	n := testutil.StartNATS(t, "nats-server")
@@ -425,6 +426,7 @@ func TestBridgeChecksWorkerBin(t *testing.T) {
 	require.NotEqual(t, 0, code, out)
 	require.Contains(t, out, "worker_bin "+filepath.Join(dir, "no-worker")+": ")
 	require.Contains(t, out, "no such file")
+	require.NoDirExists(t, filepath.Join(dir, "logs"), "nothing made before the whole configuration is checked")
 }
 
 // TestPrometheusScrapes: a real Prometheus server scrapes the three

@@ -250,6 +250,7 @@ func TestDashboardFinishedRuns(t *testing.T) {
 	require.Equal(t, len(detail.BestPath), b.count(t, ".node.best-path"), "and its path from the root")
 	b.waitFor(t, "the node panel", `!!document.querySelector('#panel h1') && document.querySelector('#panel h1').textContent.startsWith('`+best+`')`)
 	b.waitFor(t, "the charts", `document.querySelectorAll('#charts svg').length === 3`)
+	require.Contains(t, b.text(t, "#charts"), "node number (n0007 is 7)", "the per-node chart's x axis is the node's number")
 	if shot := os.Getenv("HPCQ_SCREENSHOT"); shot != "" {
 		var png []byte
 		b.run(t, chromedp.CaptureScreenshot(&png))

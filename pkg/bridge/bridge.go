@@ -114,16 +114,13 @@ type Script struct {
 	ExtraArgs                                []string
 }
 
+// setConfig checks the whole configuration (worker_bin, every queue's
+// job script rendered) before it touches the file system: only then is
+// log_dir made and are the scripts written there.
 func (b *Bridge) setConfig(cfg *Config) error {
 	logDir, err := filepath.Abs(cfg.LogDir)
 	if err != nil {
 		return err
-	}
-	if _, err := os.Stat(logDir); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(logDir, 0o755); err != nil {
-			return fmt.Errorf("%w: log_dir: %w", ErrConfig, err)
-		}
-		b.log.Info("log_dir created: the worker jobs' output goes there", "log_dir", logDir)
 	}
 	bin := cfg.WorkerBin
 	if bin == "" {
@@ -145,7 +142,7 @@ func (b *Bridge) setConfig(cfg *Config) error {
 		b.log.Warn("no hpcq-sandbox beside the worker binary: workers start their task commands through themselves, about 25 ms more per command",
 			"worker_bin", bin)
 	}
-	scripts := map[string]string{}
+	rendered := map[string]string{}
 	for _, pool := range cfg.Pools() {
 		q := cfg.Queues[pool]
 		text := slurmfiles.WorkerTemplate
@@ -170,8 +167,18 @@ func (b *Bridge) setConfig(cfg *Config) error {
 			Slots: q.Slots, SignalGraceS: int(q.SignalGrace.Seconds()), IdleTimeout: q.IdleTimeout, WorkerBin: bin, ExtraArgs: q.ExtraArgs}); err != nil {
 			return fmt.Errorf("%w: queues.%s.template: %v", ErrConfig, pool, err)
 		}
+		rendered[pool] = sb.String()
+	}
+	if _, err := os.Stat(logDir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			return fmt.Errorf("%w: log_dir: %w", ErrConfig, err)
+		}
+		b.log.Info("log_dir created: the worker jobs' output goes there", "log_dir", logDir)
+	}
+	scripts := map[string]string{}
+	for pool, text := range rendered {
 		path := filepath.Join(logDir, fmt.Sprintf(".%s-%s.sbatch", cfg.Name, pool))
-		if err := os.WriteFile(path, []byte(sb.String()), 0o755); err != nil {
+		if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
 			return err
 		}
 		scripts[pool] = path

@@ -424,12 +424,16 @@ function drawCharts() {
   }
   if (best.length && done.length) best.push([Date.parse(done[done.length - 1].finished), cur, 'now']);
   const stageColors = ['#5f6b7a', '#2f6fde', '#1f9d55', '#d9822b', '#8e44ad'];
-  const perNode = [...view.nodes.values()].filter(n => n.value !== undefined).sort((a, b) => cmpID(a.node, b.node))
-    .map((n, i) => [i + 1, n.value, `${n.node} (stage ${n.stage || 0}, ${n.kind || ''})`, stageColors[n.stage || 0]]);
+  // The x axis is the node's number (n0007 is 7) where every id is one,
+  // else the node's place in id order, and says which.
+  const valued = [...view.nodes.values()].filter(n => n.value !== undefined).sort((a, b) => cmpID(a.node, b.node));
+  const numbered = valued.every(n => /^n\d+$/.test(n.node));
+  const perNode = valued.map((n, i) => [numbered ? parseInt(n.node.slice(1), 10) : i + 1, n.value,
+    `${n.node} (stage ${n.stage || 0}, ${n.kind || ''})`, stageColors[n.stage || 0]]);
   const cost = (r.cost || []).map(p => [Date.parse(p.ts), p.cost_usd, p.calls + ' calls']);
   box.replaceChildren(
     chart({ title: `Best ${metric} over time`, x: 'time', yLabel: metric, step: true, empty: 'No node has produced ' + metric + ' yet.' }, [{ name: 'best', points: best }]),
-    chart({ title: `${metric} per node, coloured by stage`, x: 'index', xLabel: 'node', yLabel: metric, points: true,
+    chart({ title: `${metric} per node, coloured by stage`, x: 'index', xLabel: numbered ? 'node number (n0007 is 7)' : 'node, in id order', yLabel: metric, points: true,
       legend: [1, 2, 3, 4].map(s => ['stage ' + s, stageColors[s]]) }, [{ name: metric, points: perNode }]),
     chart({ title: 'LLM cost over time (cumulative)', x: 'time', yLabel: 'USD', step: true, empty: r.cost_error || 'No LLM call recorded.' }, [{ name: 'cost', points: cost }]));
 }

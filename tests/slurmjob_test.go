@@ -1,0 +1,198 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/testutil"
+)
+
+// allInOne is a submission of deploy/slurm/allinone.sbatch as a user
+// would make it: from a directory of their own, the script unchanged.
+type allInOne struct {
+	e     *slurmEnv
+	id    string
+	home  string // HPCQ_HOME: the submit directory, runs/ under it
+	local string // HPCQ_LOCAL_DIR: the node-local disk
+}
+
+// submitAllInOne submits the script for idea with the model at llmURL
+// and sbatch's extra args.
+func (e *slurmEnv) submitAllInOne(t *testing.T, idea, llmURL string, args ...string) *allInOne {
+	t.Helper()
+	home, local := t.TempDir(), t.TempDir()
+	script, err := filepath.Abs("../deploy/slurm/allinone.sbatch")
+	require.NoError(t, err)
+	args = append(append([]string{"--parsable"}, args...), script, idea)
+	cmd := exec.Command("sbatch", args...)
+	cmd.Dir = home
+	cmd.Env = append(append([]string(nil), e.env...), "HPCQ_BIN="+binDir, "HPCQ_LOCAL_DIR="+local,
+		"OPENAI_BASE_URL="+llmURL, "OPENAI_API_KEY=test-key")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	id := strings.TrimSpace(strings.Split(string(out), ";")[0])
+	t.Logf("job %s in %s", id, home)
+	return &allInOne{e: e, id: id, home: home, local: local}
+}
+
+// info is the job's scontrol record.
+func (j *allInOne) info(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command("scontrol", "show", "job", j.id)
+	cmd.Env = j.e.env
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	return string(out)
+}
+
+// wait waits for the job to end; its state and exit code.
+func (j *allInOne) wait(t *testing.T, limit time.Duration) (state string, exit int) {
+	t.Helper()
+	testutil.Eventually(t, limit, "job "+j.id+" to end", func() bool {
+		m := regexp.MustCompile(`JobState=(\S+)`).FindStringSubmatch(j.info(t))
+		state = m[1]
+		return state != "PENDING" && state != "RUNNING" && state != "COMPLETING" && state != "CONFIGURING"
+	})
+	m := regexp.MustCompile(`ExitCode=(\d+):`).FindStringSubmatch(j.info(t))
+	exit, _ = strconv.Atoi(m[1])
+	return state, exit
+}
+
+// output is the job's output file.
+func (j *allInOne) output(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(j.home, "hpcq-allinone-"+j.id+".out"))
+	require.NoError(t, err)
+	return string(data)
+}
+
+// requireNothingLeft: no process of the job runs, and of all it made only
+// the run directory and its output file stay.
+func (j *allInOne) requireNothingLeft(t *testing.T) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "every process of job "+j.id+" to end", func() bool {
+		return len(jobProcesses(j.id)) == 0
+	})
+	left, err := os.ReadDir(j.local)
+	require.NoError(t, err)
+	require.Empty(t, left, "the job's node-local files (NATS store, credentials, workspaces) are removed")
+	home, err := os.ReadDir(j.home)
+	require.NoError(t, err)
+	var names []string
+	for _, d := range home {
+		names = append(names, d.Name())
+	}
+	require.ElementsMatch(t, []string{"runs", "hpcq-allinone-" + j.id + ".out"}, names)
+}
+
+// jobProcesses are the pids of processes whose environment says they
+// belong to Slurm job id.
+func jobProcesses(id string) []string {
+	var pids []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		if _, err := strconv.Atoi(d.Name()); err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", d.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(env, []byte("\x00SLURM_JOB_ID="+id+"\x00")) || bytes.HasPrefix(env, []byte("SLURM_JOB_ID="+id+"\x00")) {
+			pids = append(pids, d.Name())
+		}
+	}
+	return pids
+}
+
+// natsURL is the server the job's output says it started.
+func natsURL(t *testing.T, out string) string {
+	t.Helper()
+	m := regexp.MustCompile(`NATS at (nats://\S+) \(this job's own`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	return m[1]
+}
+
+// TestAllInOneJobs: two all-in-one jobs on one node at once, each as
+// submitted unchanged: each starts its own NATS server (a port of its own,
+// credentials of its own) and its run uses only it; both runs complete, the
+// workers are drained (no srun kill), the jobs end COMPLETED with exit 0
+// and leave their run directories and nothing else.
+func TestAllInOneJobs(t *testing.T) {
+	t.Parallel()
+	e := startSlurm(t)
+	srv := draftsLLM(t, func(n int) string { return runScript(fmt.Sprintf("echo \"METRIC score=%d\"\n", n)) })
+	idea := writeIdea(t, 2, 2)
+	a := e.submitAllInOne(t, idea, srv.BaseURL())
+	b := e.submitAllInOne(t, idea, srv.BaseURL())
+	for _, j := range []*allInOne{a, b} {
+		state, exit := j.wait(t, 3*time.Minute)
+		out := j.output(t)
+		require.Equal(t, "COMPLETED", state, out)
+		require.Zero(t, exit, out)
+		require.Contains(t, out, "2 nodes (0 buggy")
+		require.NotContains(t, out, "forcing job termination")
+		require.NotContains(t, out, "Killed")
+		require.Contains(t, out, "hpcq-allinone: done (status 0)")
+		j.requireNothingLeft(t)
+	}
+	require.NotEqual(t, natsURL(t, a.output(t)), natsURL(t, b.output(t)), "each job its own server")
+}
+
+// TestAllInOneSchedulerFails: a run that cannot start (no run.yaml) fails
+// the job with the scheduler's status and its reason, and leaves nothing
+// behind (no server, no store, no credentials).
+func TestAllInOneSchedulerFails(t *testing.T) {
+	t.Parallel()
+	e := startSlurm(t)
+	j := e.submitAllInOne(t, t.TempDir(), "http://127.0.0.1:1/v1")
+	state, exit := j.wait(t, 2*time.Minute)
+	out := j.output(t)
+	require.Equal(t, "FAILED", state, out)
+	require.NotZero(t, exit, out)
+	require.Contains(t, out, "run.yaml")
+	require.Contains(t, out, fmt.Sprintf("hpcq-allinone: done (status %d)", exit))
+	testutil.Eventually(t, 30*time.Second, "every process of the job to end", func() bool { return len(jobProcesses(j.id)) == 0 })
+	left, err := os.ReadDir(j.local)
+	require.NoError(t, err)
+	require.Empty(t, left)
+}
+
+// TestAllInOneTimeLimit: a job whose time limit comes while its nodes run
+// gets the warning signal (B:TERM, asked for 55 s before a 1-minute limit:
+// slurmctld looks every 30 s or so): the scheduler interrupts the run
+// resumably, the workers hand their tasks back, and the job ends by itself
+// before the limit, with nothing left; the run then completes with
+// --resume.
+func TestAllInOneTimeLimit(t *testing.T) {
+	t.Parallel()
+	e := startSlurm(t)
+	srv := draftsLLM(t, func(n int) string {
+		return runScript(fmt.Sprintf("[ -n \"${TEST_FAST:-}\" ] || sleep 90\necho \"METRIC score=%d\"\n", n))
+	})
+	idea := writeIdea(t, 2, 2)
+	j := e.submitAllInOne(t, idea, srv.BaseURL(), "--time=1", "--signal=B:TERM@55")
+	state, _ := j.wait(t, 3*time.Minute)
+	out := j.output(t)
+	require.NotEqual(t, "TIMEOUT", state, "the job ended at the signal, by itself:\n%s", out)
+	require.Contains(t, out, "hpcq-allinone: signal: interrupting the run")
+	m := regexp.MustCompile(`resume with --resume ([^)\s]+)\)`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
+	j.requireNothingLeft(t)
+
+	// Resumed here, in local mode, with tasks that no longer wait.
+	res, code := run(t, append(baseEnv(t), "TEST_FAST=1", "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key"),
+		"scheduler", "run", "--resume", m[1])
+	require.Equal(t, 0, code, res)
+	require.Contains(t, res, "2 nodes (0 buggy")
+}
