@@ -17,32 +17,47 @@ import (
 	"github.com/hpcq/hpcq/internal/testutil"
 )
 
-// allInOne is a submission of deploy/slurm/allinone.sbatch as a user
-// would make it: from a directory of their own, the script unchanged.
+// allInOne is a submission of a deploy/slurm script as a user would make
+// it: from a directory of their own, the script unchanged.
 type allInOne struct {
-	e     *slurmEnv
-	id    string
-	home  string // HPCQ_HOME: the submit directory, runs/ under it
-	local string // HPCQ_LOCAL_DIR: the node-local disk
+	e      *slurmEnv
+	id     string
+	script string // allinone, scheduler
+	home   string // HPCQ_HOME: the submit directory, runs/ under it
+	local  string // HPCQ_LOCAL_DIR: the node-local disk
 }
 
-// submitAllInOne submits the script for idea with the model at llmURL
-// and sbatch's extra args.
-func (e *slurmEnv) submitAllInOne(t *testing.T, idea, llmURL string, args ...string) *allInOne {
+// submitAllInOne submits the script with its arguments (an idea, or
+// --resume and a run directory), the model at llmURL, and sbatch's extra
+// options.
+func (e *slurmEnv) submitAllInOne(t *testing.T, llmURL string, sbatchOpts []string, scriptArgs ...string) *allInOne {
+	t.Helper()
+	return e.submitScript(t, "allinone", llmURL, sbatchOpts, scriptArgs...)
+}
+
+// submitScript submits deploy/slurm/<name>.sbatch.
+func (e *slurmEnv) submitScript(t *testing.T, name, llmURL string, sbatchOpts []string, scriptArgs ...string) *allInOne {
 	t.Helper()
 	home, local := t.TempDir(), t.TempDir()
-	script, err := filepath.Abs("../deploy/slurm/allinone.sbatch")
+	script, err := filepath.Abs("../deploy/slurm/" + name + ".sbatch")
 	require.NoError(t, err)
-	args = append(append([]string{"--parsable"}, args...), script, idea)
+	args := append(append(append([]string{"--parsable"}, sbatchOpts...), script), scriptArgs...)
 	cmd := exec.Command("sbatch", args...)
 	cmd.Dir = home
-	cmd.Env = append(append([]string(nil), e.env...), "HPCQ_BIN="+binDir, "HPCQ_LOCAL_DIR="+local,
+	// The jobs start their own servers: the test's is not theirs.
+	var env []string
+	for _, kv := range e.env {
+		if !strings.HasPrefix(kv, "HPCQ_NATS_URL=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = append(env, "HPCQ_BIN="+binDir, "HPCQ_LOCAL_DIR="+local,
 		"OPENAI_BASE_URL="+llmURL, "OPENAI_API_KEY=test-key")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
 	id := strings.TrimSpace(strings.Split(string(out), ";")[0])
 	t.Logf("job %s in %s", id, home)
-	return &allInOne{e: e, id: id, home: home, local: local}
+	return &allInOne{e: e, id: id, script: name, home: home, local: local}
 }
 
 // info is the job's scontrol record.
@@ -71,7 +86,7 @@ func (j *allInOne) wait(t *testing.T, limit time.Duration) (state string, exit i
 // output is the job's output file.
 func (j *allInOne) output(t *testing.T) string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(j.home, "hpcq-allinone-"+j.id+".out"))
+	data, err := os.ReadFile(filepath.Join(j.home, "hpcq-"+j.script+"-"+j.id+".out"))
 	require.NoError(t, err)
 	return string(data)
 }
@@ -88,11 +103,9 @@ func (j *allInOne) requireNothingLeft(t *testing.T) {
 	require.Empty(t, left, "the job's node-local files (NATS store, credentials, workspaces) are removed")
 	home, err := os.ReadDir(j.home)
 	require.NoError(t, err)
-	var names []string
 	for _, d := range home {
-		names = append(names, d.Name())
+		require.Contains(t, []string{"runs", "hpcq-" + j.script + "-" + j.id + ".out"}, d.Name(), "only the run directory and the job's output")
 	}
-	require.ElementsMatch(t, []string{"runs", "hpcq-allinone-" + j.id + ".out"}, names)
 }
 
 // jobProcesses are the pids of processes whose environment says they
@@ -133,8 +146,8 @@ func TestAllInOneJobs(t *testing.T) {
 	e := startSlurm(t)
 	srv := draftsLLM(t, func(n int) string { return runScript(fmt.Sprintf("echo \"METRIC score=%d\"\n", n)) })
 	idea := writeIdea(t, 2, 2)
-	a := e.submitAllInOne(t, idea, srv.BaseURL())
-	b := e.submitAllInOne(t, idea, srv.BaseURL())
+	a := e.submitAllInOne(t, srv.BaseURL(), nil, idea)
+	b := e.submitAllInOne(t, srv.BaseURL(), nil, idea)
 	for _, j := range []*allInOne{a, b} {
 		state, exit := j.wait(t, 3*time.Minute)
 		out := j.output(t)
@@ -144,6 +157,7 @@ func TestAllInOneJobs(t *testing.T) {
 		require.NotContains(t, out, "forcing job termination")
 		require.NotContains(t, out, "Killed")
 		require.Contains(t, out, "hpcq-allinone: done (status 0)")
+		t.Logf("job %s:\n%s", j.id, out)
 		j.requireNothingLeft(t)
 	}
 	require.NotEqual(t, natsURL(t, a.output(t)), natsURL(t, b.output(t)), "each job its own server")
@@ -155,7 +169,7 @@ func TestAllInOneJobs(t *testing.T) {
 func TestAllInOneSchedulerFails(t *testing.T) {
 	t.Parallel()
 	e := startSlurm(t)
-	j := e.submitAllInOne(t, t.TempDir(), "http://127.0.0.1:1/v1")
+	j := e.submitAllInOne(t, "http://127.0.0.1:1/v1", nil, t.TempDir())
 	state, exit := j.wait(t, 2*time.Minute)
 	out := j.output(t)
 	require.Equal(t, "FAILED", state, out)
@@ -181,18 +195,65 @@ func TestAllInOneTimeLimit(t *testing.T) {
 		return runScript(fmt.Sprintf("[ -n \"${TEST_FAST:-}\" ] || sleep 90\necho \"METRIC score=%d\"\n", n))
 	})
 	idea := writeIdea(t, 2, 2)
-	j := e.submitAllInOne(t, idea, srv.BaseURL(), "--time=1", "--signal=B:TERM@55")
+	j := e.submitAllInOne(t, srv.BaseURL(), []string{"--time=1", "--signal=B:TERM@55"}, idea)
 	state, _ := j.wait(t, 3*time.Minute)
 	out := j.output(t)
 	require.NotEqual(t, "TIMEOUT", state, "the job ended at the signal, by itself:\n%s", out)
+	t.Logf("job %s:\n%s", j.id, out)
 	require.Contains(t, out, "hpcq-allinone: signal: interrupting the run")
-	m := regexp.MustCompile(`resume with --resume ([^)\s]+)\)`).FindStringSubmatch(out)
-	require.NotNil(t, m, out)
+	require.Contains(t, out, "resume with --resume "+filepath.Join(j.home, "runs", "allinone-"+j.id))
+	require.Contains(t, out, "hpcq-allinone: the run stopped at the signal; go on with: sbatch allinone.sbatch --resume "+filepath.Join(j.home, "runs", "allinone-"+j.id))
 	j.requireNothingLeft(t)
 
-	// Resumed here, in local mode, with tasks that no longer wait.
-	res, code := run(t, append(baseEnv(t), "TEST_FAST=1", "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key"),
-		"scheduler", "run", "--resume", m[1])
-	require.Equal(t, 0, code, res)
+	// Resumed by another job, as the log says, with tasks that no longer
+	// wait (the job's environment reaches them).
+	e.env = append(e.env, "TEST_FAST=1")
+	runDir := filepath.Join(j.home, "runs", "allinone-"+j.id)
+	r := e.submitAllInOne(t, srv.BaseURL(), nil, "--resume", runDir)
+	state, exit := r.wait(t, 3*time.Minute)
+	res := r.output(t)
+	require.Equal(t, "COMPLETED", state, res)
+	require.Zero(t, exit, res)
+	r.requireNothingLeft(t)
 	require.Contains(t, res, "2 nodes (0 buggy")
+}
+
+// TestSchedulerJob: scheduler.sbatch starts its own server and writes
+// its address and credentials to a file of mode 600 for the workers; a
+// worker that reads it (as slurm-bridge's would) runs the nodes, and the
+// job ends with the run and removes the server, its store and the file.
+func TestSchedulerJob(t *testing.T) {
+	t.Parallel()
+	e := startSlurm(t)
+	srv := draftsLLM(t, func(n int) string { return runScript(fmt.Sprintf("echo \"METRIC score=%d\"\n", n)) })
+	j := e.submitScript(t, "scheduler", srv.BaseURL(), nil, writeIdea(t, 2, 2))
+	envFile := filepath.Join(j.home, "hpcq-nats-"+j.id+".env")
+	testutil.Eventually(t, time.Minute, "the job's server address", func() bool { _, err := os.Stat(envFile); return err == nil })
+	fi, err := os.Stat(envFile)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	// The file is shell: read it the way a worker job's shell would.
+	cmd := exec.Command("bash", "-c", ". "+envFile+" && env | grep ^HPCQ_NATS_")
+	vars, err := cmd.Output()
+	require.NoError(t, err)
+	var wenv []string
+	for _, kv := range e.env {
+		if !strings.HasPrefix(kv, "HPCQ_NATS_URL=") {
+			wenv = append(wenv, kv)
+		}
+	}
+	for _, kv := range strings.Split(strings.TrimSpace(string(vars)), "\n") {
+		wenv = append(wenv, kv)
+	}
+	require.Contains(t, string(vars), "HPCQ_NATS_PASSWORD=")
+	w := start(t, append(wenv, "HPCQ_WORK_DIR="+t.TempDir()), "worker", "--slots", "2", "--idle-exit", "5s")
+	state, exit := j.wait(t, 3*time.Minute)
+	out := j.output(t)
+	t.Logf("job %s:\n%s", j.id, out)
+	require.Equal(t, "COMPLETED", state, out)
+	require.Zero(t, exit, out)
+	require.Contains(t, out, "2 nodes (0 buggy")
+	require.NoFileExists(t, envFile)
+	j.requireNothingLeft(t)
+	w.wait(t, time.Minute)
 }
