@@ -156,7 +156,7 @@ func TestRunKilledAndResumed(t *testing.T) {
 	})
 	st, code := run(t, env, "scheduler", "status", "--run-dir", runDir)
 	require.Equal(t, 0, code, st)
-	require.Regexp(t, `nodes: \d+ started, \d+ done \(0 buggy, 0 from the result cache\), \d+ running; best n\d+: score = \d`, st)
+	require.Regexp(t, `nodes: \d+ started, \d+ done \(0 buggy, 0 from the result cache\), \d+ not finished; best n\d+: score = \d`, st)
 	require.Contains(t, st, "local-1", "status reaches the going local run's queue (server.json) and sees its worker")
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
 	p.wait(t, 30*time.Second)
@@ -303,4 +303,23 @@ func TestProgressOnATerminal(t *testing.T) {
 		require.LessOrEqual(t, len([]rune(row)), cols-1, "the progress line fits the width: %q", row)
 	}
 	require.Positive(t, seen, "the progress line is shown:\n%s", strings.Join(rows, "\n"))
+}
+
+// TestQueuedIsNotRunning: a cluster run with no worker yet says its nodes
+// are queued, not running: in its progress line and in `scheduler
+// status`; once a worker comes they run and the run completes.
+func TestQueuedIsNotRunning(t *testing.T) {
+	t.Parallel()
+	n := testutil.StartNATS(t, "nats-server")
+	srv := draftsLLM(t, func(k int) string { return runScript(fmt.Sprintf("echo \"METRIC score=%d\"\n", k)) })
+	env := baseEnv(t, "HPCQ_NATS_URL="+n.URL, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
+	runDir := filepath.Join(t.TempDir(), "run")
+	p := start(t, env, "scheduler", "run", "--wait-workers", "0s", "--run-dir", runDir, writeIdea(t, 2, 2))
+	testutil.Eventually(t, 60*time.Second, "the progress line", func() bool { return strings.Contains(p.output(), "s1 0 done/0 running/0 buggy (2 queued)") })
+	st, code := run(t, env, "scheduler", "status", "--run-dir", runDir)
+	require.Equal(t, 0, code, st)
+	require.Contains(t, st, "not finished: 0 preparing (asking the model), 2 queued (no worker has taken them yet), 0 declined, 0 running")
+	start(t, append(env, "HPCQ_WORK_DIR="+t.TempDir()), "worker", "--slots", "2")
+	require.Equal(t, 0, p.wait(t, 2*time.Minute), p.output())
+	require.Contains(t, p.output(), "2 nodes (0 buggy")
 }

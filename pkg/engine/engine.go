@@ -174,6 +174,11 @@ type engine struct {
 	approaches sync.Map
 	// own: node id -> ownNode, for the nodes this process made or ended.
 	own sync.Map
+	// published: node id -> struct{}, the nodes whose task is in the
+	// queue now (the progress line tells them from those being written).
+	published sync.Map
+	// reg is the registry as the progress line last read it.
+	reg registryView
 	// tasks and outcomes keep the files of the nodes last written or read.
 	tasks    recent[schema.NodeTask]
 	outcomes recent[outcome]

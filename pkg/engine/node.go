@@ -132,6 +132,10 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 	default:
 	}
 	ch, err := e.disp.Submit(ctx, &task)
+	if err == nil {
+		e.published.Store(n.ID, struct{}{})
+		defer e.published.Delete(n.ID)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return search.Result{}, ctx.Err()

@@ -9,9 +9,12 @@ import (
 )
 
 // progressLine is the state of the run in one line: per stage nodes done,
-// running and buggy, the best metric, tokens and cost so far.
+// running and buggy, and those not running yet (being written by the
+// model, queued with no worker on them, declined by a worker), the best
+// metric, tokens and cost so far.
 func (e *engine) progressLine() string {
-	type count struct{ done, running, buggy int }
+	type count struct{ done, preparing, queued, declined, running, buggy int }
+	reg := e.reg.read(e)
 	per := map[int]*count{}
 	for _, n := range e.tree.Nodes() {
 		s := max(n.Stage, 1)
@@ -20,9 +23,16 @@ func (e *engine) progressLine() string {
 			c = &count{}
 			per[s] = c
 		}
+		_, published := e.published.Load(n.ID)
 		switch {
-		case !n.Done:
+		case !n.Done && !published:
+			c.preparing++
+		case !n.Done && reg[n.ID] == nodeRunning:
 			c.running++
+		case !n.Done && reg[n.ID] == nodeDeclined:
+			c.declined++
+		case !n.Done:
+			c.queued++
 		case n.Buggy:
 			c.buggy++
 			c.done++
@@ -32,9 +42,24 @@ func (e *engine) progressLine() string {
 	}
 	var parts []string
 	for s := 1; s <= 4; s++ {
-		if c := per[s]; c != nil {
-			parts = append(parts, fmt.Sprintf("s%d %d done/%d running/%d buggy", s, c.done, c.running, c.buggy))
+		c := per[s]
+		if c == nil {
+			continue
 		}
+		part := fmt.Sprintf("s%d %d done/%d running/%d buggy", s, c.done, c.running, c.buggy)
+		var waiting []string
+		for _, w := range []struct {
+			n    int
+			word string
+		}{{c.preparing, "preparing"}, {c.queued, "queued"}, {c.declined, "declined"}} {
+			if w.n > 0 {
+				waiting = append(waiting, fmt.Sprintf("%d %s", w.n, w.word))
+			}
+		}
+		if len(waiting) > 0 {
+			part += " (" + strings.Join(waiting, ", ") + ")"
+		}
+		parts = append(parts, part)
 	}
 	best := "best -"
 	if b, ok := e.tree.Best(e.maximize()); ok {
@@ -100,4 +125,53 @@ func (e *engine) startProgress(ctx context.Context) func() {
 		close(done)
 		wg.Wait()
 	}
+}
+
+// What the registry says of a node.
+const (
+	nodeRunning  = 1
+	nodeDeclined = 2
+)
+
+// registryView is the workers' registry as the progress line reads it:
+// node id -> nodeRunning or nodeDeclined, read at most every 2 s.
+type registryView struct {
+	mu    sync.Mutex
+	at    time.Time
+	nodes map[string]int
+}
+
+func (v *registryView) read(e *engine) map[string]int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if e.p.Queue == nil || time.Since(v.at) < 2*time.Second {
+		return v.nodes
+	}
+	v.at = time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	workers, err := e.p.Queue.Workers(ctx)
+	if err != nil {
+		return v.nodes // as last read
+	}
+	nodes := map[string]int{}
+	for _, w := range workers {
+		if w.Lost {
+			continue
+		}
+		for _, d := range w.Declined {
+			if d.Run == e.runID {
+				nodes[d.Node] = nodeDeclined
+			}
+		}
+	}
+	for _, w := range workers {
+		for _, t := range w.Tasks {
+			if !w.Lost && t.Run == e.runID {
+				nodes[t.Node] = nodeRunning
+			}
+		}
+	}
+	v.nodes = nodes
+	return nodes
 }

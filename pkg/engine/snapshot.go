@@ -112,7 +112,7 @@ func (s Snapshot) Write(w io.Writer) error {
 	if s.Value != nil {
 		best = fmt.Sprintf("best %s: %s = %g %s", s.Best, s.Metric, *s.Value, s.Unit)
 	}
-	_, err := fmt.Fprintf(w, "run %s: %s\nnodes: %d started, %d done (%d buggy, %d from the result cache), %d running; %s\nLLM: %d calls, %d tokens, $%.4f\n",
+	_, err := fmt.Fprintf(w, "run %s: %s\nnodes: %d started, %d done (%d buggy, %d from the result cache), %d not finished; %s\nLLM: %d calls, %d tokens, $%.4f\n",
 		s.RunID, s.Title, s.Nodes, s.Done, s.Buggy, s.Cached, s.Nodes-s.Done, best, s.Usage.Calls, s.Usage.TokensIn+s.Usage.TokensOut, s.Usage.CostUSD)
 	if err == nil && s.Stopped != "" {
 		_, err = fmt.Fprintf(w, "stopped early: %s\n", s.Stopped)

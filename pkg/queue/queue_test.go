@@ -545,3 +545,24 @@ func TestUseExisting(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, "made by hand", info.CachedInfo().Config.Description, "without UseExisting, the scheduler's settings apply")
 }
+
+// TestAddDeclined: a worker advertises each declined task once (its
+// latest decline), at most MaxDeclined of them, none older than
+// DeclinedFor.
+func TestAddDeclined(t *testing.T) {
+	var i queue.WorkerInfo
+	t0 := time.Now()
+	i.AddDeclined(queue.DeclinedTask{Run: "r", Node: "old", At: t0})
+	for n := range queue.MaxDeclined + 4 {
+		i.AddDeclined(queue.DeclinedTask{Run: "r", Node: fmt.Sprint("n", n%(queue.MaxDeclined+2)), Reason: fmt.Sprint(n), At: t0.Add(queue.DeclinedFor)})
+	}
+	require.Len(t, i.Declined, queue.MaxDeclined)
+	seen := map[string]bool{}
+	for _, d := range i.Declined {
+		require.False(t, seen[d.Node], "one entry per task")
+		seen[d.Node] = true
+		require.NotEqual(t, "old", d.Node, "past DeclinedFor")
+	}
+	last := i.Declined[len(i.Declined)-1]
+	require.Equal(t, fmt.Sprint(queue.MaxDeclined+3), last.Reason, "the newest last")
+}

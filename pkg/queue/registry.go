@@ -37,6 +37,12 @@ type WorkerInfo struct {
 	// the last heartbeat).
 	Running int           `json:"running"`
 	Tasks   []RunningTask `json:"tasks,omitempty"`
+	// Declined are the tasks it handed back recently without running them
+	// and why (their limits do not fit its walltime left, or its
+	// resources), so that a task waiting for another worker is not shown as
+	// merely queued; the newest last, at most MaxDeclined within
+	// DeclinedFor.
+	Declined []DeclinedTask `json:"declined,omitempty"`
 	// Draining is set once the worker stopped pulling.
 	Draining bool `json:"draining,omitempty"`
 	// SlurmJobID is the Slurm job the worker runs in; Deadline the end of
@@ -51,6 +57,36 @@ type RunningTask struct {
 	Node    string    `json:"node"`
 	Attempt int       `json:"attempt"`
 	Started time.Time `json:"started"`
+}
+
+// DeclinedTask is a task a worker handed back without running it.
+type DeclinedTask struct {
+	Run     string    `json:"run"`
+	Node    string    `json:"node"`
+	Attempt int       `json:"attempt"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
+}
+
+// How many declines a worker advertises, and for how long.
+const (
+	MaxDeclined = 16
+	DeclinedFor = 10 * time.Minute
+)
+
+// AddDeclined records d in i.Declined (replacing an earlier decline of
+// the same task), dropping those past DeclinedFor or MaxDeclined.
+func (i *WorkerInfo) AddDeclined(d DeclinedTask) {
+	keep := i.Declined[:0]
+	for _, o := range i.Declined {
+		if d.At.Sub(o.At) < DeclinedFor && (o.Run != d.Run || o.Node != d.Node) {
+			keep = append(keep, o)
+		}
+	}
+	i.Declined = append(keep, d)
+	if n := len(i.Declined); n > MaxDeclined {
+		i.Declined = append(i.Declined[:0], i.Declined[n-MaxDeclined:]...)
+	}
 }
 
 // GPUDevice is one GPU of a worker.

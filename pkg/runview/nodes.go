@@ -43,7 +43,40 @@ const (
 	Preparing = "preparing" // its plan and code are being asked of the model
 	Queued    = "queued"    // published; no worker reported it running (yet)
 	Running   = "running"
+	// Declined: queued, and a worker handed it back without running it
+	// (its limits do not fit the worker's walltime left or resources); it
+	// waits for a worker that can.
+	Declined = "declined"
 )
+
+// fillDeclined marks the queued nodes of run that a live worker declined.
+func fillDeclined(lines []NodeLine, run string, workers []queue.WorkerStatus) {
+	type decline struct {
+		worker string
+		d      queue.DeclinedTask
+	}
+	last := map[string]decline{}
+	for _, w := range workers {
+		if w.Lost {
+			continue
+		}
+		for _, d := range w.Declined {
+			if d.Run == run && d.At.After(last[d.Node].d.At) {
+				last[d.Node] = decline{w.ID, d}
+			}
+		}
+	}
+	for i := range lines {
+		l := &lines[i]
+		dc, ok := last[l.Node]
+		if !ok || l.Status != Queued || (l.Attempt != 0 && dc.d.Attempt != l.Attempt) {
+			continue
+		}
+		l.Status = Declined
+		l.Reason = fmt.Sprintf("declined by worker %s %s ago: %s; waiting for a worker that can run it", dc.worker,
+			time.Since(dc.d.At).Round(time.Second), dc.d.Reason)
+	}
+}
 
 // nodeRecord reads nodes/<id>/result.json of both kinds of runs: a tree
 // search's outcome and an exec's result line.
@@ -78,8 +111,10 @@ func (r nodeRecord) status() string {
 }
 
 // FillRunning fills in the worker, Slurm job and start of the nodes the
-// registry's live workers run now.
+// registry's live workers run now, and marks Declined (with the reason)
+// the queued nodes a live worker recently handed back without running.
 func FillRunning(lines []NodeLine, run string, workers []queue.WorkerStatus) {
+	defer fillDeclined(lines, run, workers)
 	at := map[string]int{}
 	for i, l := range lines {
 		at[l.Node] = i

@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/search"
 )
@@ -117,4 +119,33 @@ func TestListNodesKeepsEndedNodes(t *testing.T) {
 	require.Equal(t, "failed", again[0].Status)
 	require.Equal(t, "rewritten", again[0].Reason)
 	require.Equal(t, first[1:], again[1:])
+}
+
+// TestFillRunningDeclined: a queued node a live worker handed back is
+// shown declined with the worker's reason; one another worker runs now is
+// running; a decline of another attempt, or by a lost worker, is not the
+// node's.
+func TestFillRunningDeclined(t *testing.T) {
+	now := time.Now()
+	lines := []NodeLine{
+		{Node: "n1", Status: Queued, Attempt: 1},
+		{Node: "n2", Status: Queued, Attempt: 1},
+		{Node: "n3", Status: Queued, Attempt: 2},
+		{Node: "n4", Status: Queued, Attempt: 1},
+	}
+	declined := func(node string, attempt int) queue.DeclinedTask {
+		return queue.DeclinedTask{Run: "r", Node: node, Attempt: attempt, Reason: "its time limits (1h0m0s) do not fit", At: now.Add(-3 * time.Second)}
+	}
+	workers := []queue.WorkerStatus{
+		{WorkerInfo: queue.WorkerInfo{ID: "short", Declined: []queue.DeclinedTask{declined("n1", 1), declined("n2", 1), declined("n3", 1)}}},
+		{WorkerInfo: queue.WorkerInfo{ID: "long", Tasks: []queue.RunningTask{{Run: "r", Node: "n2", Attempt: 1, Started: now}}}},
+		{WorkerInfo: queue.WorkerInfo{ID: "gone", Declined: []queue.DeclinedTask{declined("n4", 1)}}, Lost: true},
+	}
+	FillRunning(lines, "r", workers)
+	require.Equal(t, Declined, lines[0].Status)
+	require.Equal(t, "declined by worker short 3s ago: its time limits (1h0m0s) do not fit; waiting for a worker that can run it", lines[0].Reason)
+	require.Equal(t, Running, lines[1].Status)
+	require.Equal(t, "long", lines[1].Worker)
+	require.Equal(t, Queued, lines[2].Status, "another attempt's decline")
+	require.Equal(t, Queued, lines[3].Status, "a lost worker's decline")
 }

@@ -61,7 +61,7 @@ func Logs(ctx context.Context, cfg *config.Scheduler, o LogsOptions) error {
 	if node == nil {
 		return fmt.Errorf("run %s has no node %q (scheduler ls --run-dir %s lists them)", rundir.Dir(dir).ID(), o.Node, dir)
 	}
-	finished := node.Status != runview.Preparing && node.Status != runview.Queued
+	finished := node.Status != runview.Preparing && node.Status != runview.Queued && node.Status != runview.Declined
 	if node.Status == runview.Preparing {
 		return fmt.Errorf("node %s has not been published yet: its code is being asked of the model", o.Node)
 	}

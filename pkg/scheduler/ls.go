@@ -38,7 +38,7 @@ func Ls(ctx context.Context, cfg *config.Scheduler, o LsOptions) error {
 	}
 	unfinished := false
 	for _, l := range lines {
-		unfinished = unfinished || l.Status == runview.Queued
+		unfinished = unfinished || l.Status == runview.Queued || l.Status == runview.Declined
 	}
 	note := ""
 	if unfinished {

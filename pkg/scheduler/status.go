@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/engine"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/runview"
 )
 
 // StatusOptions are what `scheduler status` is asked.
@@ -29,13 +31,13 @@ func Status(ctx context.Context, cfg *config.Scheduler, o StatusOptions) error {
 	var err error
 	var q *queue.Queue
 	var snap *engine.Snapshot
+	dir := o.RunDir
 	if cfg.NATS.URL != "" && o.RunDir == "" {
 		if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-status"), cfg.Queue.Options(), log); err != nil {
 			return err
 		}
 		defer q.Close()
 	} else {
-		dir := o.RunDir
 		if dir == "" {
 			if dir, err = newestRun(cfg.RunsDir); err != nil {
 				return err
@@ -79,14 +81,57 @@ func Status(ctx context.Context, cfg *config.Scheduler, o StatusOptions) error {
 	if err != nil {
 		return err
 	}
+	var lines []runview.NodeLine
+	if dir != "" {
+		if lines, err = runview.ListNodes(dir); err != nil {
+			return err
+		}
+		runview.FillRunning(lines, rundir.Dir(dir).ID(), workers)
+	}
 	if o.JSON {
 		out := map[string]any{"pools": stats, "workers": workers}
 		if snap != nil {
 			out["run"] = snap
 		}
+		if lines != nil {
+			out["unfinished"] = unfinishedCounts(lines)
+		}
 		return json.NewEncoder(os.Stdout).Encode(out)
 	}
+	if lines != nil {
+		writeUnfinished(os.Stdout, lines)
+	}
 	return dispatch.WriteStats(os.Stdout, stats, workers)
+}
+
+// unfinishedCounts are the run's nodes not finished, by where they stand.
+func unfinishedCounts(lines []runview.NodeLine) map[string]int {
+	n := map[string]int{}
+	for _, l := range lines {
+		switch l.Status {
+		case runview.Preparing, runview.Queued, runview.Declined, runview.Running:
+			n[l.Status]++
+		}
+	}
+	return n
+}
+
+// writeUnfinished says where the nodes not finished stand: being written
+// by the model, queued (no worker has taken them), declined by a worker
+// (why), running.
+func writeUnfinished(w io.Writer, lines []runview.NodeLine) {
+	n := unfinishedCounts(lines)
+	if len(n) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "not finished: %d preparing (asking the model), %d queued (no worker has taken them yet), %d declined, %d running\n",
+		n[runview.Preparing], n[runview.Queued], n[runview.Declined], n[runview.Running])
+	for _, l := range lines {
+		if l.Status == runview.Declined {
+			fmt.Fprintf(w, "  %s %s\n", l.Node, l.Reason)
+		}
+	}
+	fmt.Fprintln(w)
 }
 
 func newestRun(runsDir string) (string, error) {

@@ -250,7 +250,7 @@ func (s *Server) summary(dir string) RunSummary {
 		sum.Nodes = len(lines)
 		for _, l := range lines {
 			switch l.Status {
-			case runview.Preparing, runview.Queued, runview.Running:
+			case runview.Preparing, runview.Queued, runview.Declined, runview.Running:
 			default:
 				sum.Done++
 				if l.Status != results.NodeOK && l.Status != results.NodeCached {

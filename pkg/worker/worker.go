@@ -554,6 +554,11 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		} else {
 			log().Info("task declined: its time limits do not fit in the walltime left", "needs", need, "left", left)
 		}
+		of := "the worker's walltime"
+		if w.cfg.SlurmJobID != "" {
+			of = "Slurm job " + w.cfg.SlurmJobID + "'s walltime"
+		}
+		w.declined(t, fmt.Sprintf("its time limits (%v) do not fit in the %v left of %s", need, left, of))
 		return
 	}
 	tctx, stop := context.WithCancelCause(drain)
@@ -700,6 +705,7 @@ func (w *Worker) handBackUnfit(d *queue.Delivery, reason string, fits func(queue
 		}
 		if fits(o) {
 			log().Info("task handed back: this worker cannot run it, another can", "reason", reason, "capable_worker", o.ID)
+			w.declined(t, reason)
 			if err := d.NakWithDelay(w.cfg.RequeueDelay); err != nil {
 				log().Warn("hand-back failed; the task returns after AckWait", "err", err)
 			}
@@ -710,6 +716,14 @@ func (w *Worker) handBackUnfit(d *queue.Delivery, reason string, fits func(queue
 	if err := d.DeadLetter(ctx, reason); err != nil {
 		log().Error("dead letter failed", "err", err)
 	}
+}
+
+// declined says in the registry that this worker handed t back without
+// running it, and why.
+func (w *Worker) declined(t *schema.NodeTask, why string) {
+	w.reg.Update(func(i *queue.WorkerInfo) {
+		i.AddDeclined(queue.DeclinedTask{Run: t.RunID, Node: t.NodeID, Attempt: t.Attempt, Reason: why, At: time.Now().UTC()})
+	})
 }
 
 // execute calls the executor, turning a panic into an error.

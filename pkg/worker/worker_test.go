@@ -16,6 +16,7 @@ import (
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/dispatch"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/runview"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -395,6 +396,23 @@ func TestWorkerDeclinesWhatCannotFit(t *testing.T) {
 	done := make(chan []dispatch.Outcome, 1)
 	go func() { done <- execAll(t, q, []*schema.NodeTask{task}) }()
 	time.Sleep(time.Second) // the short worker declines it (more than once)
+	// The registry says so, with the reason: the node is shown declined,
+	// not merely queued.
+	var lines []runview.NodeLine
+	testutil.Eventually(t, 30*time.Second, "the decline in the registry", func() bool {
+		ws, err := q.Workers(context.Background())
+		require.NoError(t, err)
+		run := "" // execAll names the run
+		for _, w := range ws {
+			for _, d := range w.Declined {
+				run = d.Run
+			}
+		}
+		lines = []runview.NodeLine{{Node: task.NodeID, Status: runview.Queued, Attempt: task.Attempt}}
+		runview.FillRunning(lines, run, ws)
+		return lines[0].Status == runview.Declined
+	})
+	require.Regexp(t, `^declined by worker short \d+s ago: its time limits \(2m\d*s?\) do not fit in the \d+s left of the worker's walltime; waiting for a worker that can run it$`, lines[0].Reason)
 	startWorker(t, q, worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
 		return okResult(), nil
 	}), worker.Config{ID: "long", Slots: 1})

@@ -4,7 +4,7 @@
 'use strict';
 
 const STATUS_COLORS = {
-  ok: '#1f9d55', failed: '#d64545', running: '#2f6fde', queued: '#7c8aa5', preparing: '#a0a8b8',
+  ok: '#1f9d55', failed: '#d64545', running: '#2f6fde', queued: '#7c8aa5', declined: '#d9822b', preparing: '#a0a8b8',
   canceled: '#d9822b', cached: '#1a9aa0', dead_lettered: '#8e44ad', not_run: '#a0a8b8', no_answer: '#a0a8b8',
 };
 const SERIES = ['#2f6fde', '#d64545', '#1f9d55', '#d9822b', '#8e44ad', '#1a9aa0', '#e0a800', '#5f6b7a'];
@@ -321,7 +321,7 @@ function bestPath() { return pathTo(view.run.best); }
 // SUBTREE_CLOSED nodes below it shows a button for them. What the user
 // opens stays open (view.open) as the run goes.
 const LIST_SHOWN = 24, SUBTREE_CLOSED = 50;
-const ACTIVE = ['preparing', 'queued', 'running'];
+const ACTIVE = ['preparing', 'queued', 'declined', 'running'];
 
 function drawTree() {
   const tree = document.getElementById('tree');
