@@ -323,3 +323,34 @@ func TestQueuedIsNotRunning(t *testing.T) {
 	require.Equal(t, 0, p.wait(t, 2*time.Minute), p.output())
 	require.Contains(t, p.output(), "2 nodes (0 buggy")
 }
+
+// TestExampleSearchesAlikeOnACluster: the example's tree search makes the
+// same kinds of nodes per stage locally and on a cluster whose worker
+// comes late (none at the start, when a search that filled the slots it
+// was told of drafted more than num_drafts and lost the debug node the
+// example is written to show).
+func TestExampleSearchesAlikeOnACluster(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "gcc")
+	kinds := func(env []string, runDir string) string {
+		q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+			"SELECT stage, kind, count(*) AS n FROM nodes GROUP BY stage, kind ORDER BY stage, kind")
+		require.Equal(t, 0, code, q)
+		return q
+	}
+	env := baseEnv(t)
+	local := filepath.Join(t.TempDir(), "local")
+	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", local, "../examples/stencil-omp")
+	require.Equal(t, 0, code, out)
+	want := kinds(env, local)
+	require.Equal(t, "stage,kind,n\n1,debug,1\n1,draft,2\n2,hyperparam,2\n3,improve,2\n4,ablation,1\n", want)
+
+	n := testutil.StartNATS(t, "nats-server")
+	cenv := baseEnv(t, "HPCQ_NATS_URL="+n.URL)
+	cluster := filepath.Join(t.TempDir(), "cluster")
+	p := start(t, cenv, "scheduler", "run", "--wait-workers", "0s", "--run-dir", cluster, "../examples/stencil-omp")
+	testutil.Eventually(t, time.Minute, "nodes queued with no worker", func() bool { return strings.Contains(p.output(), "queued)") })
+	start(t, append(cenv, "HPCQ_WORK_DIR="+t.TempDir()), "worker", "--slots", "4")
+	require.Equal(t, 0, p.wait(t, 3*time.Minute), p.output())
+	require.Equal(t, want, kinds(env, cluster))
+}
