@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -207,8 +208,12 @@ func (ss *session) failed(c Command) (Outcome, error) {
 		ss.kill()
 	}
 	code := 125
-	if ps := ss.helper.ProcessState; ps != nil && ps.ExitCode() > 0 {
-		code = ps.ExitCode()
+	if ps := ss.helper.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal()) // killed, by the OOM killer say
+		} else if ps.ExitCode() > 0 {
+			code = ps.ExitCode()
+		}
 	}
 	if c.Stderr != nil {
 		msg := ss.diag.String()
