@@ -165,12 +165,8 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 		}
 	}()
 
-	var timer <-chan time.Time
-	if c.Timeout > 0 {
-		t := time.NewTimer(c.Timeout)
-		defer t.Stop()
-		timer = t.C
-	}
+	timer, stopTimer := c.timer()
+	defer stopTimer()
 	var o Outcome
 	select {
 	case <-exited:
@@ -271,6 +267,15 @@ func (o *outputs) wait() {
 func (o *outputs) close() {
 	o.outR.Close()
 	o.errR.Close()
+}
+
+// timer fires at c's timeout (never without one); stop releases it.
+func (c Command) timer() (<-chan time.Time, func()) {
+	if c.Timeout <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTimer(c.Timeout)
+	return t.C, func() { t.Stop() }
 }
 
 // startBound starts cmd bound to cpus: the calling thread takes their

@@ -140,12 +140,8 @@ func (ss *session) run(ctx context.Context, c Command) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("%w: sandbox: %s", ErrStart, r.Err)
 	}
 
-	var timer <-chan time.Time
-	if c.Timeout > 0 {
-		t := time.NewTimer(c.Timeout)
-		defer t.Stop()
-		timer = t.C
-	}
+	timer, stopTimer := c.timer()
+	defer stopTimer()
 	var o Outcome
 	select {
 	case r, ok = <-ss.replies:
