@@ -1,0 +1,151 @@
+// Markdown for the report and the prompts: code blocks, links, metric text.
+
+package engine
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
+)
+
+// bestDetail is the report's section on the best node: metrics and code.
+func (e *engine) bestDetail(id string) string {
+	var b strings.Builder
+	o, ok, _ := e.nodeOutcome(id)
+	if ok && o.Result != nil && len(o.Result.Metrics) > 0 {
+		b.WriteString("### Its metrics\n\n| metric | value | unit |\n|---|---|---|\n")
+		names := make([]string, 0, len(o.Result.Metrics))
+		for k := range o.Result.Metrics {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			fmt.Fprintf(&b, "| %s | %g | %s |\n", k, o.Result.Metrics[k], o.Result.MetricUnits[k])
+		}
+		b.WriteString("\n")
+	}
+	if ok && o.Result != nil {
+		b.WriteString(artifactLinks(id, *o))
+	}
+	if code := e.codeText(id, true); code != "" {
+		b.WriteString("### Its code\n\n" + code + "\n")
+	}
+	return b.String()
+}
+
+// artifactLinks is markdown linking a node's logs and outputs in the run
+// directory (report.md is at its top), its plots shown inline, and what
+// did not come home.
+func artifactLinks(id string, o outcome) string {
+	var logs, outputs, plots []string
+	for _, a := range o.Result.Artifacts {
+		link := rundir.NodeFile(id, a.Dir(), a.Name)
+		switch a.Kind {
+		case schema.ArtifactLog:
+			logs = append(logs, fmt.Sprintf("[%s](%s)", a.Name, mdURL(link)))
+		case schema.ArtifactPlot:
+			plots = append(plots, fmt.Sprintf("![%s](%s)", mdText(a.Name), mdURL(link)))
+		default:
+			outputs = append(outputs, fmt.Sprintf("[%s](%s)", mdText(a.Name), mdURL(link)))
+		}
+	}
+	var b strings.Builder
+	if len(logs)+len(outputs)+len(plots) > 0 || o.Result.ArtifactsNote != "" || o.ArtifactsError != "" {
+		b.WriteString("### Its files\n\n")
+	}
+	if len(logs) > 0 {
+		b.WriteString("Logs: " + strings.Join(logs, ", ") + "\n\n")
+	}
+	if len(outputs) > 0 {
+		b.WriteString("Outputs: " + strings.Join(outputs, ", ") + "\n\n")
+	}
+	for _, p := range plots {
+		b.WriteString(p + "\n\n")
+	}
+	if o.PlotAnalysis != "" {
+		b.WriteString("What the vision model saw in the plots: " + mdText(o.PlotAnalysis) + "\n\n")
+	}
+	if o.Result.ArtifactsNote != "" {
+		b.WriteString("Left out: " + mdText(o.Result.ArtifactsNote) + "\n\n")
+	}
+	if o.ArtifactsError != "" {
+		b.WriteString("Not fetched: " + mdText(o.ArtifactsError) + "\n\n")
+	}
+	return b.String()
+}
+
+// mdURL escapes a relative path for a markdown link target.
+func mdURL(p string) string {
+	return (&url.URL{Path: p}).EscapedPath()
+}
+
+// codeBlock is content in a fenced markdown block (info string lang), the
+// fence longer than any run of backticks in content, so that content
+// cannot end the block early; it ends with a blank line.
+func codeBlock(lang, content string) string {
+	var b strings.Builder
+	writeCodeBlock(&b, lang, content)
+	return b.String()
+}
+
+// writeCodeBlock writes codeBlock(lang, content) to b.
+func writeCodeBlock(b *strings.Builder, lang, content string) {
+	longest, run := 0, 0
+	for i := 0; i < len(content); i++ {
+		if content[i] == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	n := max(3, longest+1)
+	b.Grow(2*n + len(lang) + len(content) + 4)
+	for range n {
+		b.WriteByte('`')
+	}
+	b.WriteString(lang)
+	b.WriteByte('\n')
+	b.WriteString(content)
+	b.WriteByte('\n')
+	for range n {
+		b.WriteByte('`')
+	}
+	b.WriteString("\n\n")
+}
+
+// mdText keeps a file name or message from being read as markdown.
+func mdText(s string) string {
+	return strings.NewReplacer("\\", "\\\\", "[", "\\[", "]", "\\]", "*", "\\*", "_", "\\_", "`", "\\`", "<", "&lt;", "\n", " ").Replace(s)
+}
+
+func metricText(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%g", *v)
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 200 {
+		s = s[:200] + "..."
+	}
+	return s
+}
+
+// tail keeps the last n bytes of s, at a line start when it can.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
+		s = s[i+1:]
+	}
+	return "...\n" + s
+}
