@@ -53,7 +53,7 @@ func (e *engine) injectMemory(ctx context.Context, node, purpose string) (string
 		parts = append(parts, p)
 	}
 	payload := fmt.Sprintf("%s prompt: %d chars of memory (%s)", purpose, len(rd.Text), strings.Join(parts, ", "))
-	if _, err := e.mem.RecallAppend(ctx, node, memory.RecallEvent{Kind: "memory_context_injected", NodeID: node, Payload: payload}); err != nil {
+	if _, err := e.mem.RecallAppend(ctx, node, memory.RecallEvent{Kind: memory.EventMemoryContextInjected, NodeID: node, Payload: payload}); err != nil {
 		return "", err
 	}
 	return rd.Text, nil
@@ -103,13 +103,13 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 		// A task published without Recall (a run resumed from an earlier
 		// version): the events from the result, after the fact.
 		for _, ph := range o.Result.Phases {
-			kind, payload := "phase_complete", fmt.Sprintf("exit %d in %d ms", ph.ExitCode, ph.DurationMS)
+			kind, payload := memory.EventPhaseComplete, fmt.Sprintf("exit %d in %d ms", ph.ExitCode, ph.DurationMS)
 			switch {
 			case !ph.OK:
-				kind = "error_encountered"
+				kind = memory.EventErrorEncountered
 				payload += "\n" + tail(ph.LogTail, 1500)
 			case ph.Name == schema.PhaseRun:
-				kind = "execution_result"
+				kind = memory.EventExecutionResult
 				payload += "\n" + tail(ph.LogTail, 1500)
 			}
 			_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: kind, NodeID: n.ID, Phase: ph.Name, Payload: payload})
@@ -128,7 +128,7 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 			changed, err := e.mem.RefreshResources(ctx, n.ID, cmds, ph.OK)
 			warn(err)
 			if len(changed) > 0 {
-				_, err = e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "resources_refreshed", NodeID: n.ID, Phase: schema.PhaseDownload,
+				_, err = e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventResourcesRefreshed, NodeID: n.ID, Phase: schema.PhaseDownload,
 					Payload: strings.Join(changed, "; ")})
 				warn(err)
 			}
@@ -137,7 +137,7 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 	if o.Result != nil && !o.Cached {
 		for _, a := range o.Result.Artifacts {
 			if a.Kind == schema.ArtifactPlot {
-				_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "plot_generated", NodeID: n.ID, Phase: schema.PhaseRun,
+				_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventPlotGenerated, NodeID: n.ID, Phase: schema.PhaseRun,
 					Payload: fmt.Sprintf("%s (%d bytes), in nodes/%s/outputs/", a.Name, a.Bytes, n.ID)})
 				warn(err)
 			}
@@ -158,7 +158,7 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 		}
 		tags = []string{"SUCCESS", "stage:" + stage}
 	}
-	_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "node_result", NodeID: n.ID, Payload: text})
+	_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventNodeResult, NodeID: n.ID, Payload: text})
 	warn(err)
 	// The node's texts go to archival memory in one transaction, then the
 	// sweep sees them all.

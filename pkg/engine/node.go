@@ -305,7 +305,7 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 		}
 		created := false
 		if redo {
-			if created, err = e.hasEvent(ctx, n.ID, "node_created"); err != nil {
+			if created, err = e.hasEvent(ctx, n.ID, memory.EventNodeCreated); err != nil {
 				return fail("memory", err)
 			}
 		}
@@ -314,7 +314,7 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 			payload += " from " + n.Parent
 		}
 		if !created {
-			if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "node_created", NodeID: n.ID, Payload: payload}); err != nil {
+			if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventNodeCreated, NodeID: n.ID, Payload: payload}); err != nil {
 				return fail("memory", err)
 			}
 		}
@@ -398,7 +398,7 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 		}
 		payload := fmt.Sprintf("%s code: %s; commands: download %d, compile %d, run %d", n.Kind, strings.Join(files, ", "),
 			len(a.Phases.Download.Commands), len(a.Phases.Compile.Commands), len(a.Phases.Run.Commands))
-		if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: "code_generated", NodeID: n.ID, Phase: schema.PhaseCoding,
+		if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventCodeGenerated, NodeID: n.ID, Phase: schema.PhaseCoding,
 			Payload: payload}); err != nil {
 			return fail("memory", err)
 		}

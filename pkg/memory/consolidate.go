@@ -35,7 +35,7 @@ const SemanticTag = "SEMANTIC"
 
 // notEpisodes are recall kinds that are bookkeeping, not experience (a
 // phase's start is its commands, which code_generated and the code say).
-var notEpisodes = map[string]bool{"memory_context_injected": true, "node_created": true, "phase_started": true}
+var notEpisodes = map[string]bool{EventMemoryContextInjected: true, EventNodeCreated: true, EventPhaseStarted: true}
 
 // timings are what differs between two sightings of the same episode.
 var timings = regexp.MustCompile(` in \d+ ms\b`)

@@ -70,12 +70,12 @@ type Exported struct {
 }
 
 func isFailure(kind string) bool {
-	return kind == "error_encountered" || strings.HasSuffix(kind, "_failed")
+	return kind == EventErrorEncountered || strings.HasSuffix(kind, "_failed")
 }
 
 func isResult(kind string) bool {
 	switch kind {
-	case "node_result", "metric_extracted", "execution_result", "run_complete":
+	case EventNodeResult, EventMetricExtracted, EventExecutionResult, eventRunComplete:
 		return true
 	}
 	return false

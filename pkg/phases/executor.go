@@ -18,6 +18,7 @@ import (
 	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/jsonw"
 	"github.com/hpcq/hpcq/pkg/artifacts"
+	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 	"github.com/nats-io/nats.go/jetstream"
@@ -326,7 +327,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		coding.ExitCode = -1
 		coding.LogTail = werr.Error()
 		res.Phases = append(res.Phases, coding)
-		rec.add("error_encountered", schema.PhaseCoding, werr.Error())
+		rec.add(memory.EventErrorEncountered, schema.PhaseCoding, werr.Error())
 		if errors.Is(werr, ErrInvalidWorkspace) {
 			res.Error = &schema.ResultError{Phase: schema.PhaseCoding, Kind: schema.ErrKindInvalidWorkspace, Message: werr.Error()}
 			return res, nil
@@ -334,7 +335,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		return nil, werr
 	}
 	res.Phases = append(res.Phases, coding)
-	rec.add("phase_complete", schema.PhaseCoding, filesWritten(files))
+	rec.add(memory.EventPhaseComplete, schema.PhaseCoding, filesWritten(files))
 	user, userWhy := e.sandbox.ForSlot(slot.Index)
 	res.Isolation = e.sandbox.Isolation(t.Limits.NoNetwork(), e.isolation, user, userWhy)
 	if err := e.sandbox.ChownWorkspace(ws, user); err != nil {
@@ -388,7 +389,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	}
 	for _, ph := range phases {
 		if ph.name == schema.PhaseDownload && t.Install != nil {
-			rec.add("phase_started", ph.name, strings.TrimSpace(phaseStarted(ph.cmds)+fmt.Sprintf("\nthen up to %d install commands asked of the model", t.Install.MaxSteps)))
+			rec.add(memory.EventPhaseStarted, ph.name, strings.TrimSpace(phaseStarted(ph.cmds)+fmt.Sprintf("\nthen up to %d install commands asked of the model", t.Install.MaxSteps)))
 			pr, rerr, err := e.iterativeDownload(ctx, t, ph, run, logs().files[ph.name])
 			if err != nil {
 				return nil, err
@@ -412,7 +413,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		case schema.PhaseRun:
 			stdoutLine = met.stdoutLine
 		}
-		rec.add("phase_started", ph.name, phaseStarted(ph.cmds))
+		rec.add(memory.EventPhaseStarted, ph.name, phaseStarted(ph.cmds))
 		pr, rerr, err := e.runPhase(ctx, ph, run, logs().files[ph.name], diags, stdoutLine)
 		if err != nil {
 			return nil, err
@@ -427,7 +428,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 				for _, d := range res.Diagnostics[:min(10, len(res.Diagnostics))] {
 					fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.File, d.Line, d.Column, d.Severity, d.Message)
 				}
-				rec.add("compile_diagnostics", ph.name, strings.TrimSpace(b.String()))
+				rec.add(memory.EventCompileDiagnostics, ph.name, strings.TrimSpace(b.String()))
 			}
 		}
 		rec.phaseEnded(pr, rerr)
@@ -477,15 +478,15 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	res.Metrics, res.MetricUnits, bad = met.finish()
 	switch {
 	case len(missing) > 0:
-		rec.add("outputs_missing", schema.PhaseRun, "expected outputs not found: "+strings.Join(missing, ", "))
+		rec.add(memory.EventOutputsMissing, schema.PhaseRun, "expected outputs not found: "+strings.Join(missing, ", "))
 	case len(res.OutputsFound) > 0:
-		rec.add("outputs_found", schema.PhaseRun, strings.Join(res.OutputsFound, ", "))
+		rec.add(memory.EventOutputsFound, schema.PhaseRun, strings.Join(res.OutputsFound, ", "))
 	}
 	if len(res.Metrics) > 0 {
-		rec.add("metric_extracted", schema.PhaseRun, metricsText(res.Metrics, res.MetricUnits))
+		rec.add(memory.EventMetricExtracted, schema.PhaseRun, metricsText(res.Metrics, res.MetricUnits))
 	}
 	if len(bad) > 0 {
-		rec.add("metrics_bad", schema.PhaseRun, strings.Join(bad, "; "))
+		rec.add(memory.EventMetricsBad, schema.PhaseRun, strings.Join(bad, "; "))
 	}
 	switch {
 	case len(missing) > 0:

@@ -91,15 +91,15 @@ func (r *recorder) phaseEnded(pr schema.PhaseResult, rerr *schema.ResultError) {
 			payload += ": " + rerr.Kind + ": " + rerr.Message
 		}
 		payload += "\n" + tailString(pr.LogTail, 1500)
-		r.add("error_encountered", pr.Name, payload)
+		r.add(memory.EventErrorEncountered, pr.Name, payload)
 		return
 	}
 	if pr.Name == schema.PhaseRun {
 		// The run's completion carries what it printed.
-		r.add("execution_result", pr.Name, payload+"\n"+tailString(pr.LogTail, 1500))
+		r.add(memory.EventExecutionResult, pr.Name, payload+"\n"+tailString(pr.LogTail, 1500))
 		return
 	}
-	r.add("phase_complete", pr.Name, payload)
+	r.add(memory.EventPhaseComplete, pr.Name, payload)
 }
 
 // filesWritten is the payload of the coding phase's phase_complete: the
