@@ -126,8 +126,7 @@ func start(fs *flag.FlagSet, cfg *config.Scheduler, args []string, usageOK func(
 		return nil, err
 	}
 	if !usageOK() {
-		fs.Usage()
-		return nil, exitError(2)
+		return nil, cli.BadArgs(fs, fmt.Sprintf("wrong arguments %q", fs.Args()))
 	}
 	var w io.Writer = os.Stderr
 	if screen != nil {

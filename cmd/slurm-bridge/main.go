@@ -104,8 +104,7 @@ func cmdRun(args []string) error {
 		return err
 	}
 	if fs.NArg() != 0 {
-		fs.Usage()
-		return exitError(2)
+		return cli.BadArgs(fs, fmt.Sprintf("unexpected arguments %q", fs.Args()))
 	}
 	log, err := s.Log.Logger(os.Stderr)
 	if err != nil {
@@ -171,8 +170,7 @@ func cmdResume(args []string) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitError(2)
+		return cli.BadArgs(fs, fmt.Sprintf("wrong arguments %q", fs.Args()))
 	}
 	cfg, err := bridge.LoadConfig(s.Config, os.Getenv)
 	if err != nil {

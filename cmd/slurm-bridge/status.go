@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/pkg/bridge"
 	"github.com/hpcq/hpcq/pkg/queue"
 )
@@ -31,8 +32,7 @@ func cmdStatus(args []string) error {
 		return err
 	}
 	if fs.NArg() != 0 {
-		fs.Usage()
-		return exitError(2)
+		return cli.BadArgs(fs, fmt.Sprintf("unexpected arguments %q", fs.Args()))
 	}
 	cfg, err := bridge.LoadConfig(s.Config, os.Getenv)
 	if err != nil {

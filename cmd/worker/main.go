@@ -62,9 +62,7 @@ func run(args []string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "worker: unexpected arguments: %v\n", fs.Args())
-		fs.Usage()
-		return cli.ExitError(2)
+		return cli.BadArgs(fs, fmt.Sprintf("unexpected arguments %q", fs.Args()))
 	}
 	if cfg.NATS.URL == "" {
 		fmt.Fprintln(os.Stderr, "worker: no NATS server: set HPCQ_NATS_URL or --nats-url (a local run starts its workers itself: scheduler run --local)")

@@ -51,16 +51,51 @@ func Main(name string, dispatch func(args []string) error) {
 	}
 }
 
-// Parse parses flags: -h is ExitError(0) (the usage was printed), a bad
-// flag ExitError(2).
+// Parse parses flags wherever they are among the arguments (as git and
+// kubectl users expect: `logs n0001 --phase compile`); "--" ends them.
+// fs.Args() are then the other arguments, in order. -h prints the usage
+// and is ExitError(0); a bad flag is one line and a hint, ExitError(2).
 func Parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	usage := fs.Usage
+	fs.Usage = func() {} // printed below, once, and only for -h
+	defer func() { fs.Usage = usage }()
+	var rest []string
+	for {
+		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
+			usage()
 			return ExitError(0)
 		}
-		return ExitError(2)
+		if err != nil { // the flag package said what
+			fmt.Fprintf(fs.Output(), "run '%s -h' for its usage\n", fs.Name())
+			return ExitError(2)
+		}
+		left := fs.Args()
+		used := len(args) - len(left)
+		if len(left) == 0 || (used > 0 && args[used-1] == "--") {
+			rest = append(rest, left...)
+			break
+		}
+		rest, args = append(rest, left[0]), left[1:]
 	}
-	return nil
+	return fs.Parse(append([]string{"--"}, rest...))
+}
+
+// BadArgs says in two lines that fs's command got arguments it does not
+// take (what, and the usage line with a hint) and is ExitError(2): not
+// the whole usage for one stray word.
+func BadArgs(fs *flag.FlagSet, what string) error {
+	var b strings.Builder
+	out := fs.Output()
+	fs.SetOutput(&b)
+	fs.Usage()
+	fs.SetOutput(out)
+	line, _, _ := strings.Cut(b.String(), "\n")
+	if !strings.HasPrefix(line, "usage:") {
+		line = "usage: " + fs.Name() + " [flags]"
+	}
+	fmt.Fprintf(out, "%s: %s\n%s (-h for the flags)\n", fs.Name(), what, line)
+	return ExitError(2)
 }
 
 // FlagNames are the flags of fs as typed: "--name", sorted.
