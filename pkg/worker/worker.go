@@ -322,59 +322,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// watchCancels records every cancel and stops the running tasks it covers.
-func (w *Worker) watchCancels(cancels <-chan queue.Cancel) {
-	for c := range cancels {
-		w.cancelMu.Lock()
-		key := c.Run + "/" + c.Node
-		w.canceled[key] = c
-		for t, stop := range w.stoppers {
-			if c.Matches(t.RunID, t.NodeID) {
-				w.log.Info("stopping a canceled task", "run_id", t.RunID, "node_id", t.NodeID, "reason", c.Reason)
-				stop(ErrCanceled)
-			}
-		}
-		w.cancelMu.Unlock()
-	}
-}
-
-// cancelOf returns the cancel covering t, if one was seen.
-func (w *Worker) cancelOf(t *schema.NodeTask) (queue.Cancel, bool) {
-	w.cancelMu.Lock()
-	defer w.cancelMu.Unlock()
-	if c, ok := w.canceled[t.RunID+"/"]; ok {
-		return c, true
-	}
-	c, ok := w.canceled[t.RunID+"/"+t.NodeID]
-	return c, ok
-}
-
-// track registers a running task's stop function; the returned func
-// forgets it.
-func (w *Worker) track(t *schema.NodeTask, stop context.CancelCauseFunc) func() {
-	w.cancelMu.Lock()
-	w.stoppers[t] = stop
-	w.cancelMu.Unlock()
-	return func() {
-		w.cancelMu.Lock()
-		delete(w.stoppers, t)
-		w.cancelMu.Unlock()
-	}
-}
-
-// canceledResult is the answer of a task canceled before or while it ran.
-func canceledResult(c queue.Cancel, started time.Time, ran bool) *schema.NodeResult {
-	what := "canceled before it ran"
-	if ran {
-		what = "canceled while running: its commands were stopped"
-	}
-	if c.Reason != "" {
-		what += " (" + c.Reason + ")"
-	}
-	return &schema.NodeResult{Started: started.UTC(), DurationMS: time.Since(started).Milliseconds(),
-		Error: &schema.ResultError{Phase: "cancel", Kind: schema.ErrKindCanceled, Message: what}}
-}
-
 // idleWatch ends the worker once it has been idle for IdleExit.
 func (w *Worker) idleWatch(ctx context.Context, stop context.CancelFunc) {
 	tick := time.NewTicker(min(w.cfg.IdleExit/4, time.Second))
@@ -614,117 +561,12 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	w.answer(drain, d, res, log)
 }
 
-// answer publishes the result of the delivery's task (and its results rows
-// when the worker writes them), then acks the delivery.
-func (w *Worker) answer(drain context.Context, d *queue.Delivery, res *schema.NodeResult, log func() *slog.Logger) {
-	t := d.Task
-	res.V = schema.Version
-	res.RunID, res.NodeID, res.Attempt, res.Pool = t.RunID, t.NodeID, t.Attempt, t.Pool
-	if w.cfg.Metrics != nil {
-		status := "ok"
-		switch {
-		case res.Error != nil && res.Error.Kind == schema.ErrKindCanceled:
-			status = "canceled"
-		case res.Error != nil:
-			status = "failed"
-		}
-		phases := make(map[string]time.Duration, len(res.Phases))
-		for _, p := range res.Phases {
-			phases[p.Name] = time.Duration(p.DurationMS) * time.Millisecond
-		}
-		w.cfg.Metrics.Task(t.Pool, status, phases)
-	}
-	res.Worker, res.Host, res.SlurmJobID = w.cfg.ID, w.host, w.cfg.SlurmJobID
-	if res.Toolchain == nil && len(w.cfg.Toolchains) > 0 {
-		res.Toolchain = w.cfg.Toolchains
-	}
-	if w.cfg.Results != nil {
-		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := w.cfg.Results.Write(rctx, results.FromResult(t, res)); err != nil {
-			log().Warn("results rows not written", "err", err)
-		}
-		cancel()
-	}
-	if err := w.publish(drain, d, res, log); err != nil {
-		if nerr := d.Nak(); nerr != nil {
-			log().Warn("hand-back failed; the task returns after AckWait", "err", nerr)
-		}
-		return
-	}
-	ack := d.Ack
-	if time.Since(d.Received) >= confirmAckAfter {
-		ack = func() error { return d.AckConfirmed(context.Background()) }
-	}
-	if err := ack(); err != nil {
-		// The result is stored; a redelivery reruns the task and its second
-		// result is dropped as a duplicate.
-		log().Warn("ack failed after the result was stored", "err", err)
-	}
-}
-
 // confirmAckAfter: a task held this long is acked with a confirmed ack. A
 // lost ack (a NATS cluster electing the consumer's leader loses those in
 // flight) runs the task again: for a task this long the rerun costs more
 // than the round trip of a confirmed ack, which would cost a third of the
 // throughput of short tasks.
 const confirmAckAfter = time.Second
-
-// missingToolchains returns the requirements versions does not satisfy;
-// "mpi" needs both mpicc and mpirun.
-func MissingToolchains(versions map[string]string, requires []string) []string {
-	var out []string
-	for _, r := range requires {
-		_, ok := versions[r]
-		if r == "mpi" {
-			ok = versions["mpicc"] != "" && versions["mpirun"] != ""
-		}
-		if !ok {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// handBackUnfit answers a task the worker cannot run (a toolchain it lacks,
-// limits beyond its capacity): if another live worker of the pool fits, the
-// task goes back with a delay for it; if none does, it is dead-lettered
-// with the reason.
-func (w *Worker) handBackUnfit(d *queue.Delivery, reason string, fits func(queue.WorkerStatus) bool, log func() *slog.Logger) {
-	t := d.Task
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	workers, err := w.q.Workers(ctx)
-	if err != nil {
-		log().Warn("registry unreadable; task handed back", "err", err)
-		_ = d.NakWithDelay(w.cfg.RequeueDelay)
-		return
-	}
-	for _, o := range workers {
-		if o.Lost || o.Draining || o.ID == w.cfg.ID || !slices.Contains(o.Pools, t.Pool) {
-			continue
-		}
-		if fits(o) {
-			log().Info("task handed back: this worker cannot run it, another can", "reason", reason, "capable_worker", o.ID)
-			w.declined(t, reason)
-			if err := d.NakWithDelay(w.cfg.RequeueDelay); err != nil {
-				log().Warn("hand-back failed; the task returns after AckWait", "err", err)
-			}
-			return
-		}
-	}
-	w.cfg.Metrics.Task(d.Task.Pool, "dead_lettered", nil)
-	if err := d.DeadLetter(ctx, reason); err != nil {
-		log().Error("dead letter failed", "err", err)
-	}
-}
-
-// declined says in the registry that this worker handed t back without
-// running it, and why.
-func (w *Worker) declined(t *schema.NodeTask, why string) {
-	w.reg.Update(func(i *queue.WorkerInfo) {
-		i.AddDeclined(queue.DeclinedTask{Run: t.RunID, Node: t.NodeID, Attempt: t.Attempt, Reason: why, At: time.Now().UTC()})
-	})
-}
 
 // execute calls the executor, turning a panic into an error.
 func (w *Worker) execute(ctx context.Context, t *schema.NodeTask, s Slot) (res *schema.NodeResult, err error) {
@@ -738,38 +580,4 @@ func (w *Worker) execute(ctx context.Context, t *schema.NodeTask, s Slot) (res *
 		err = errors.New("executor returned no result")
 	}
 	return res, err
-}
-
-// publish stores the result, retrying while the server is unreachable. A
-// result the queue rejects as invalid is replaced by an internal-error
-// result saying why, so the scheduler still learns the node's fate.
-func (w *Worker) publish(drain context.Context, d *queue.Delivery, res *schema.NodeResult, log func() *slog.Logger) error {
-	backoff := 200 * time.Millisecond
-	for {
-		dup, err := d.PublishResult(context.Background(), res)
-		if err == nil {
-			if dup {
-				// The queue kept the first: this task ran again after an
-				// ack was lost (or this publish was retried after a lost PubAck).
-				log().Info("result already stored for this attempt; this one is dropped")
-			}
-			return nil
-		}
-		if errors.Is(err, schema.ErrInvalidMessage) {
-			log().Error("result rejected, reporting an internal error instead", "err", err)
-			res = &schema.NodeResult{
-				V: schema.Version, RunID: res.RunID, NodeID: res.NodeID, Attempt: res.Attempt, Pool: res.Pool,
-				Worker: res.Worker, Started: res.Started, DurationMS: res.DurationMS,
-				Error: &schema.ResultError{Phase: "report", Kind: schema.ErrKindInfra, Message: "result could not be published: " + err.Error()},
-			}
-			continue
-		}
-		log().Warn("publish result failed, retrying", "err", err, "retry_in", backoff)
-		select {
-		case <-drain.Done():
-			return err
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
 }
