@@ -2,20 +2,14 @@ package memory
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/hpcq/hpcq/internal/bufpool"
-	"github.com/hpcq/hpcq/internal/jsonw"
-	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // Config holds the memory settings; the json names are the keys of the
@@ -247,89 +241,6 @@ func (m *Memory) redact(s string) string {
 // write(2) was 2% of a 3,000-node run's CPU.
 const CallLogFlush = 100 * time.Millisecond
 
-// call is one line of memory_calls.jsonl.
-type call struct {
-	TS       time.Time `json:"ts"`
-	Branch   string    `json:"branch"`
-	Op       string    `json:"op"`
-	InBytes  int       `json:"in_bytes"`
-	OutBytes int       `json:"out_bytes"`
-	// Input and Output are what went in and came out, redacted and cut to
-	// memory_log_max_chars (the seed's memory log).
-	Input      string  `json:"input,omitempty"`
-	Output     string  `json:"output,omitempty"`
-	Items      int     `json:"items,omitempty"`
-	DurationMS float64 `json:"duration_ms"`
-	Error      string  `json:"error,omitempty"`
-}
-
-func (m *Memory) record(branch, op string, start time.Time, in, out string, items int, err error) {
-	if m.opts.Observe != nil {
-		m.opts.Observe(op, time.Since(start), err)
-	}
-	if m.opts.Calls == nil {
-		return
-	}
-	c := call{TS: m.opts.Now().UTC(), Branch: branch, Op: op, InBytes: len(in), OutBytes: len(out), Items: items,
-		Input: m.logText(in), Output: m.logText(out), DurationMS: float64(time.Since(start).Microseconds()) / 1000}
-	if err != nil {
-		c.Error = m.redact(err.Error())
-	}
-	bp := bufpool.Get()
-	defer bufpool.Put(bp)
-	*bp = append(c.appendJSON(*bp), '\n')
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, werr := m.opts.Calls.Write(*bp); werr != nil {
-		m.opts.Logger.Warn("memory call log write failed", "err", werr)
-	}
-}
-
-// appendJSON appends c's line, the bytes json.Marshal writes for it,
-// without reflection: every memory call writes one.
-func (c *call) appendJSON(dst []byte) []byte {
-	start := len(dst)
-	dst, okTime := jsonw.AppendTime(append(dst, `{"ts":`...), c.TS)
-	_, okFloat := jsonw.AppendFloat(nil, c.DurationMS)
-	if !okTime || !okFloat {
-		// What json.Marshal writes its own way (exponents) or refuses (a
-		// time RFC 3339 cannot write, NaN): as it does.
-		data, err := json.Marshal(c)
-		if err != nil {
-			data, _ = json.Marshal(call{Branch: c.Branch, Op: c.Op, Error: fmt.Sprintf("the call log could not write this call (at %s): %v", c.TS, err)})
-		}
-		return append(dst[:start], data...)
-	}
-	dst = jsonw.AppendString(append(dst, `,"branch":`...), c.Branch)
-	dst = jsonw.AppendString(append(dst, `,"op":`...), c.Op)
-	dst = strconv.AppendInt(append(dst, `,"in_bytes":`...), int64(c.InBytes), 10)
-	dst = strconv.AppendInt(append(dst, `,"out_bytes":`...), int64(c.OutBytes), 10)
-	if c.Input != "" {
-		dst = jsonw.AppendString(append(dst, `,"input":`...), c.Input)
-	}
-	if c.Output != "" {
-		dst = jsonw.AppendString(append(dst, `,"output":`...), c.Output)
-	}
-	if c.Items != 0 {
-		dst = strconv.AppendInt(append(dst, `,"items":`...), int64(c.Items), 10)
-	}
-	dst, _ = jsonw.AppendFloat(append(dst, `,"duration_ms":`...), c.DurationMS)
-	if c.Error != "" {
-		dst = jsonw.AppendString(append(dst, `,"error":`...), c.Error)
-	}
-	return append(dst, '}')
-}
-
-// logText is text as the call log keeps it: redacted, cut to
-// memory_log_max_chars (on a rune boundary, marked).
-func (m *Memory) logText(text string) string {
-	text = m.redact(text)
-	if n := m.cfg.LogMaxChars; len(text) > n {
-		text = text[:textcut.Floor(text, n)] + "…[cut]"
-	}
-	return text
-}
-
 // Fork creates the branch of a node.
 func (m *Memory) Fork(ctx context.Context, branch, parent string) (Branch, error) {
 	start := time.Now()
@@ -491,134 +402,6 @@ func (m *Memory) RecallWindow(ctx context.Context, branch string) (RecallSummary
 	return v.Summary, v.Events, err
 }
 
-// Results of the reads of an update, the JSON inside <memory_results>.
-type Results struct {
-	Core           map[string]*string `json:"core_get,omitempty"`
-	ArchivalSearch []ResultItem       `json:"archival_search,omitempty"`
-	RecallSearch   []ResultEvent      `json:"recall_search,omitempty"`
-}
-
-// ResultItem is an archival hit in <memory_results>.
-type ResultItem struct {
-	Text  string   `json:"text"`
-	Tags  []string `json:"tags,omitempty"`
-	Count int      `json:"count"`
-	Score float64  `json:"score"`
-}
-
-// ResultEvent is a recall hit in <memory_results>.
-type ResultEvent struct {
-	TS      time.Time `json:"ts"`
-	Kind    string    `json:"kind"`
-	NodeID  string    `json:"node_id,omitempty"`
-	Payload string    `json:"payload"`
-}
-
-// Apply carries out an update on branch: every write in one transaction
-// (all or none), then the reads. It returns the <memory_results> block of
-// the reads, or "" when there were none.
-func (m *Memory) Apply(ctx context.Context, branch string, u *Update) (string, error) {
-	start := time.Now()
-	p := ApplyParams{Branch: branch, CoreDeletes: u.CoreDeletes}
-	var in strings.Builder
-	for _, c := range u.CoreSets {
-		v := m.redact(c.Value)
-		in.WriteString(c.Key + ": " + v + "\n")
-		p.CoreSets = append(p.CoreSets, CoreSetParams{Branch: branch, Key: c.Key, Value: v, Importance: c.Importance, TTL: c.TTL})
-	}
-	for _, a := range u.Archival {
-		t := m.redact(a.Text)
-		in.WriteString(t + "\n")
-		p.Archival = append(p.Archival, ArchivalWriteParams{Branch: branch, Text: t, Tags: a.Tags, Context: "memory_update"})
-	}
-	writes := len(p.CoreSets) + len(p.CoreDeletes) + len(p.Archival)
-	if writes > 0 {
-		err := m.store.Apply(ctx, p)
-		m.record(branch, "memory_update_writes", start, in.String(), "", writes, err)
-		if err != nil {
-			return "", fmt.Errorf("memory: apply <memory_update> writes (none applied): %w", err)
-		}
-	}
-	if !u.HasReads() {
-		return "", nil
-	}
-	var r Results
-	if len(u.CoreGets) > 0 {
-		r.Core = map[string]*string{}
-		for _, k := range u.CoreGets {
-			e, ok, err := m.CoreGet(ctx, branch, k)
-			if err != nil {
-				return "", err
-			}
-			if ok {
-				v := e.Value
-				r.Core[k] = &v
-			} else {
-				r.Core[k] = nil
-			}
-		}
-	}
-	if s := u.ArchivalSearch; s != nil {
-		hits, err := m.ArchivalSearch(ctx, ArchivalSearchParams{Branch: branch, Query: s.Query, Tags: s.Tags, K: s.K})
-		if err != nil {
-			return "", err
-		}
-		r.ArchivalSearch = []ResultItem{}
-		for _, h := range hits {
-			r.ArchivalSearch = append(r.ArchivalSearch, ResultItem{Text: h.Text, Tags: h.Tags, Count: h.Count, Score: h.Score})
-		}
-	}
-	if s := u.RecallSearch; s != nil {
-		hits, err := m.RecallSearch(ctx, RecallSearchParams{Branch: branch, Query: s.Query, Limit: s.K})
-		if err != nil {
-			return "", err
-		}
-		r.RecallSearch = []ResultEvent{}
-		for _, h := range hits {
-			r.RecallSearch = append(r.RecallSearch, ResultEvent{TS: h.TS, Kind: h.Kind, NodeID: h.NodeID, Payload: h.Payload})
-		}
-	}
-	data, err := jsonw.MarshalIndent(r)
-	if err != nil {
-		return "", err
-	}
-	return resultsOpenTag + "\n" + string(data) + "\n" + resultsCloseTag, nil
-}
-
 // ErrReadRounds: the replies kept asking for reads past
 // max_memory_read_rounds.
 var ErrReadRounds = errors.New("memory: too many <memory_update> read rounds")
-
-// FollowUp sends the <memory_results> of a round back to the model and
-// returns its next reply.
-type FollowUp func(ctx context.Context, results string) (string, error)
-
-// Converse handles a reply's <memory_update> block: it applies the writes
-// and, while the block asks for reads, answers them through followUp, up
-// to max_memory_read_rounds; it returns the payload of the last reply. A
-// missing block when required is ErrMissingUpdate, for the caller to retry
-// with feedback.
-func (m *Memory) Converse(ctx context.Context, branch, reply string, required bool, followUp FollowUp) (string, error) {
-	for round := 0; ; round++ {
-		u, payload, err := ParseReply(reply, required)
-		if err != nil || u == nil {
-			return payload, err
-		}
-		results, err := m.Apply(ctx, branch, u)
-		if err != nil {
-			return payload, err
-		}
-		if results == "" {
-			return payload, nil
-		}
-		if round >= m.cfg.MaxMemoryReadRounds {
-			return payload, fmt.Errorf("%w: %d allowed", ErrReadRounds, m.cfg.MaxMemoryReadRounds)
-		}
-		if followUp == nil {
-			return payload, nil
-		}
-		if reply, err = followUp(ctx, results); err != nil {
-			return payload, err
-		}
-	}
-}
