@@ -620,7 +620,7 @@ queues:
 	// 3. The other compute host is cut off for a while, then healed.
 	require.NoError(t, compute2.LinkDown())
 	fault("compute_host_partitioned")
-	time.Sleep(8 * time.Second)
+	time.Sleep(8 * time.Second) //nolint:forbidigo // the partition lasts 8 s
 	require.NoError(t, compute2.LinkUp())
 	t.Logf("%s healed", time.Now().Format("15:04:05.000"))
 
@@ -630,7 +630,7 @@ queues:
 		serviceOn(t, service, svcDirs[sv], "stop", sv)
 	}
 	fault("services_restarted")
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) //nolint:forbidigo // the services stay down 3 s
 	for _, sv := range []string{"redis", "clickhouse"} {
 		serviceOn(t, service, svcDirs[sv], "start", sv)
 	}

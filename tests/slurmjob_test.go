@@ -183,8 +183,9 @@ func TestAllInOneSchedulerFails(t *testing.T) {
 }
 
 // TestAllInOneTimeLimit: a job whose time limit comes while its nodes run
-// gets the warning signal (B:TERM, asked for 55 s before a 1-minute limit:
-// slurmctld looks every 30 s or so): the scheduler interrupts the run
+// gets the warning signal (B:TERM, asked for 100 s before a 2-minute limit:
+// slurmctld looks every 30 s or so, so it comes 20 to 50 s in, and the job
+// has over a minute to stop): the scheduler interrupts the run
 // resumably, the workers hand their tasks back, and the job ends by itself
 // before the limit, with nothing left; the run then completes with
 // --resume.
@@ -195,7 +196,7 @@ func TestAllInOneTimeLimit(t *testing.T) {
 		return runScript(fmt.Sprintf("[ -n \"${TEST_FAST:-}\" ] || sleep 90\necho \"METRIC score=%d\"\n", n))
 	})
 	idea := writeIdea(t, 2, 2)
-	j := e.submitAllInOne(t, srv.BaseURL(), []string{"--time=1", "--signal=B:TERM@55"}, idea)
+	j := e.submitAllInOne(t, srv.BaseURL(), []string{"--time=2", "--signal=B:TERM@100"}, idea)
 	state, _ := j.wait(t, 3*time.Minute)
 	out := j.output(t)
 	require.NotEqual(t, "TIMEOUT", state, "the job ended at the signal, by itself:\n%s", out)
@@ -242,9 +243,7 @@ func TestSchedulerJob(t *testing.T) {
 			wenv = append(wenv, kv)
 		}
 	}
-	for _, kv := range strings.Split(strings.TrimSpace(string(vars)), "\n") {
-		wenv = append(wenv, kv)
-	}
+	wenv = append(wenv, strings.Split(strings.TrimSpace(string(vars)), "\n")...)
 	require.Contains(t, string(vars), "HPCQ_NATS_PASSWORD=")
 	w := start(t, append(wenv, "HPCQ_WORK_DIR="+t.TempDir()), "worker", "--slots", "2", "--idle-exit", "5s")
 	state, exit := j.wait(t, 3*time.Minute)

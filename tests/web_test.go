@@ -60,7 +60,7 @@ func newBrowser(t *testing.T) *browser {
 		cancelCtx()
 		cancelAlloc()
 		for i := 0; i < 20 && os.RemoveAll(profile) != nil; i++ {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) //nolint:forbidigo // Chromium's profile is released a moment after it exits
 		}
 	})
 	chromedp.ListenTarget(ctx, func(ev any) {

@@ -198,10 +198,13 @@ func child(natsURL string) error {
 		stop()
 	}()
 	<-ctx.Done()
+	var first error
 	for range workers {
-		<-errs
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
 	}
-	return nil
+	return first
 }
 
 // options are a benchmark's settings besides the tree's size.

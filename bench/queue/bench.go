@@ -288,7 +288,7 @@ func benchLatency(p params, out, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer stop()
+	defer func() { _ = stop() }()
 	tasks := makeTasks("lat", n, "true")
 	done := make(chan error, 1)
 	go func() { done <- awaitResults(e.q, "lat", n, p.LatencyFor+time.Minute) }()

@@ -58,15 +58,13 @@ func run(n int, binDir, services string) error {
 
 	// Baseline: one sbatch job per task.
 	t0 := time.Now()
-	var ids []string
 	for i := range n {
 		out, err := exec.Command("sbatch", "--parsable", "--job-name=bench-sbatch", "--output=/dev/null", "--cpus-per-task=1",
 			"--wrap", "sleep 0.1").Output()
 		if err != nil {
 			return fmt.Errorf("sbatch %d: %w", i, err)
 		}
-		id, _, _ := strings.Cut(strings.TrimSpace(string(out)), ";")
-		ids = append(ids, id)
+		_ = out
 	}
 	if err := waitGone("bench-sbatch", 60*time.Minute); err != nil {
 		return err

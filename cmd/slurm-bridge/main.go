@@ -27,8 +27,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 )
 
-type exitError = cli.ExitError
-
 func main() { cli.Main("slurm-bridge", dispatch) }
 
 func dispatch(args []string) error {

@@ -149,7 +149,11 @@ func run(args []string) error {
 		if err != nil {
 			return err
 		}
-		defer release()
+		defer func() {
+			if err := release(); err != nil {
+				log.Warn("spools: not released", "err", err)
+			}
+		}()
 		go func() {
 			if _, err := stores.AdoptSpools(ctx, cfg.Store, cfg.Store.SpoolDir, id, log); err != nil {
 				log.Warn("spools of workers that are gone: not all shipped (the next worker's start tries again)", "err", err)

@@ -25,7 +25,6 @@ type Dispatcher struct {
 	mu      sync.Mutex
 	arrived map[queue.ResultKey]Outcome
 	waiting map[queue.ResultKey]waiter
-	err     error
 	done    chan struct{}
 }
 

@@ -204,7 +204,7 @@ func TestRunRidesOutAnOutage(t *testing.T) {
 	outage := func(s *testutil.Server) {
 		defer outages.Done()
 		s.Stop()
-		time.Sleep(5 * time.Second) // a node takes about 1 s; AckWait is 2 s
+		time.Sleep(5 * time.Second) //nolint:forbidigo // a node takes about 1 s; AckWait is 2 s
 		s.Start()
 	}
 	handle := func(r fakellm.Request) fakellm.Reply {

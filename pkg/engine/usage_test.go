@@ -37,6 +37,6 @@ func TestUsageSaver(t *testing.T) {
 	s.save()
 	s.flush()
 	require.EqualValues(t, 4, read(), "flush writes at once")
-	time.Sleep(usageEvery + 100*time.Millisecond)
+	time.Sleep(usageEvery + 100*time.Millisecond) //nolint:forbidigo // a period must pass to show nothing more is written
 	require.EqualValues(t, 4, read())
 }

@@ -337,7 +337,7 @@ func (c *OpenAI) request(p Profile, req Request, limit int, effort string) opena
 		if p.TokenField == "max_completion_tokens" {
 			creq.MaxCompletionTokens = limit
 		} else {
-			creq.MaxTokens = limit
+			creq.MaxTokens = limit //nolint:staticcheck // max_tokens is what chat models and vLLM, Ollama, llama.cpp take
 		}
 	}
 	if p.Temperature && req.Temperature != nil {

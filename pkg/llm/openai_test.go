@@ -184,7 +184,7 @@ func TestStreamCutAndIdle(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"slow"}}]}`+"\n\n")
 			w.(http.Flusher).Flush()
-			time.Sleep(time.Second)
+			time.Sleep(time.Second) //nolint:forbidigo // a slow stream: the pause is the test
 		default:
 			chatsse.Write(w, chatsse.Reply{ID: "c", Model: "m", Content: "whole", FinishReason: "stop", Usage: map[string]int{"prompt_tokens": 1, "completion_tokens": 1}})
 		}
@@ -195,7 +195,7 @@ func TestStreamCutAndIdle(t *testing.T) {
 	require.Equal(t, "whole", resp.Content)
 	require.EqualValues(t, 3, calls.Load())
 
-	slow, slowCalls, _ := rawServer(t, func(int64, map[string]any, http.ResponseWriter) { time.Sleep(time.Second) })
+	slow, slowCalls, _ := rawServer(t, func(int64, map[string]any, http.ResponseWriter) { time.Sleep(time.Second) }) //nolint:forbidigo // a slow endpoint: the pause is the test
 	c = newClient(t, slow.URL, OpenAIOptions{Timeout: 200 * time.Millisecond})
 	_, err = c.Chat(context.Background(), ask("x"))
 	require.ErrorIs(t, err, errAttemptCap)
@@ -307,7 +307,7 @@ func TestStreamRefused(t *testing.T) {
 	srv, calls, bodies := rawServer(t, func(_ int64, body map[string]any, w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		if body["stream"] == true {
-			time.Sleep(20 * time.Millisecond) // the concurrent requests are all in flight
+			time.Sleep(20 * time.Millisecond) //nolint:forbidigo // the concurrent requests are all in flight
 			w.WriteHeader(400)
 			fmt.Fprint(w, `{"error": {"message": "Your organization must be verified to stream this model.", "type": "invalid_request_error", "param": "stream", "code": "unsupported_value"}}`)
 			return

@@ -77,7 +77,7 @@ func TestRecallWriterShip(t *testing.T) {
 	<-inShip["a"]
 	toA := appendTo(ctx, "a")
 	require.NoError(t, within(appendTo(ctx, "b"), "an Append to another run"))
-	time.Sleep(50 * time.Millisecond) // room for a wrong Append to open a second store of "a"
+	time.Sleep(50 * time.Millisecond) //nolint:forbidigo // room for a wrong Append to open a second store of "a"
 	select {
 	case err := <-toA:
 		t.Fatalf("an Append to the run being shipped returned before Ship closed its store: %v", err)

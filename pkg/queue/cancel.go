@@ -118,7 +118,7 @@ func (q *Queue) WatchCancels(ctx context.Context) (<-chan Cancel, error) {
 	out := make(chan Cancel, 64)
 	go func() {
 		defer close(out)
-		defer w.Stop()
+		defer func() { _ = w.Stop() }() // the watch ends with its subscription either way
 		for {
 			select {
 			case <-ctx.Done():

@@ -131,9 +131,6 @@ type refusal struct {
 	at  time.Time
 }
 
-// refusalMemory is how long a refusal explains a request's silence.
-const refusalMemory = time.Minute
-
 func noteRefusal(nc *nats.Conn, err error) {
 	if errors.Is(err, nats.ErrPermissionViolation) {
 		refusals.Store(nc, refusal{err: err, at: time.Now()})

@@ -63,7 +63,7 @@ func TestWriteBehindLargeBursts(t *testing.T) {
 				got <- all.Bytes()
 				return
 			}
-			time.Sleep(100 * time.Microsecond) // a slow reader
+			time.Sleep(100 * time.Microsecond) //nolint:forbidigo // a slow reader
 		}
 	}()
 	var want bytes.Buffer
@@ -129,7 +129,7 @@ func TestWriteBehindCloseDrains(t *testing.T) {
 	}
 	got := make(chan []byte, 1)
 	go func() { // the peer starts reading after Close began
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) //nolint:forbidigo // the peer starts reading after Close began
 		all, _ := io.ReadAll(b)
 		got <- all
 	}()

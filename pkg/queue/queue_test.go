@@ -253,7 +253,7 @@ func TestAckWaitRedeliveryAndInProgress(t *testing.T) {
 		stop := time.Now().Add(3 * ackWait)
 		for time.Now().Before(stop) {
 			require.NoError(t, got[0].InProgress())
-			time.Sleep(ackWait / 3)
+			time.Sleep(ackWait / 3) //nolint:forbidigo // heartbeats at their period
 		}
 		var none []*queue.Delivery
 		_, err = c.Fetch(ctx, 1, 100*time.Millisecond, func(d *queue.Delivery) { none = append(none, d) })
@@ -283,7 +283,7 @@ func TestWatchRunDeliversEachResultOnce(t *testing.T) {
 		r := &schema.NodeResult{V: 1, RunID: "r", NodeID: "a", Attempt: 1, Worker: "w"}
 		_, err = q.PublishResult(ctx, r)
 		require.NoError(t, err)
-		time.Sleep(1200 * time.Millisecond) // past the dedup window: the server stores it again
+		time.Sleep(1200 * time.Millisecond) //nolint:forbidigo // past the dedup window: the server stores it again
 		dup, err := q.PublishResult(ctx, r)
 		require.NoError(t, err)
 		require.False(t, dup)
@@ -444,7 +444,7 @@ func TestNewOutlivesServerRestart(t *testing.T) {
 		defer close(restarted)
 		// Past a lookup's try and a declaration's (4 s each): New's
 		// first two requests go unanswered.
-		time.Sleep(9 * time.Second)
+		time.Sleep(9 * time.Second) //nolint:forbidigo // the server is away for the client's first two tries
 		b, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir, Listen: true, Port: port})
 		if err != nil {
 			t.Errorf("restart on port %d: %v", port, err)

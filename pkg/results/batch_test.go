@@ -243,7 +243,7 @@ func BenchmarkSQLiteWriteNode(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				rng := rand.New(rand.NewPCG(uint64(next.Add(1)), 1))
 				for pb.Next() {
-					time.Sleep(time.Duration(rng.Int64N(int64(200 * time.Millisecond))))
+					time.Sleep(time.Duration(rng.Int64N(int64(200 * time.Millisecond)))) //nolint:forbidigo // writers at random paces
 					rows := nodeRow(fmt.Sprintf("%s-%07d", via, next.Add(1)))
 					if via == "node-paced-direct" {
 						require.NoError(b, s.Write(ctx, rows))

@@ -226,7 +226,7 @@ func (c *ClickHouse) insert(ctx context.Context, rows Rows) error {
 		}
 		for _, row := range vals[table] {
 			if err := b.Append(row...); err != nil {
-				b.Abort()
+				_ = b.Abort() // the append's error is the one to report
 				return fmt.Errorf("insert into %s: %w", table, err)
 			}
 		}

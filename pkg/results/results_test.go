@@ -179,7 +179,7 @@ func TestClickHouse(t *testing.T) {
 
 	c.Stop()
 	require.NoError(t, s.Write(ctx, sample("r2")), "writes go on while ClickHouse is away")
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(500 * time.Millisecond) //nolint:forbidigo // ClickHouse stays away a while
 	c.Start()
 	require.NoError(t, s.Flush(fctx))
 

@@ -139,7 +139,7 @@ func nullableMetric(db *sql.DB) error {
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // after Commit: sql.ErrTxDone, nothing to undo
 	for _, stmt := range []string{
 		`ALTER TABLE nodes RENAME TO nodes_notnull`,
 		sqliteNodesTable,
@@ -215,7 +215,7 @@ func (s *SQLite) insert(writes []*sqliteWrite) error {
 	if err != nil {
 		return fmt.Errorf("results: %w", err)
 	}
-	defer tx.Rollback()
+	defer func() { _ = tx.Rollback() }() // after Commit: sql.ErrTxDone, nothing to undo
 	vals := make([]map[string][][]any, len(writes))
 	for i, w := range writes {
 		vals[i] = w.rows.values()

@@ -267,7 +267,11 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	defer closeLLM()
+	defer func() {
+		if err := closeLLM(); err != nil {
+			log.Warn("llm: closing the cassette or cache", "err", err)
+		}
+	}()
 	info.LLM = llmInfo
 
 	sink, where, err := stores.OpenResults(ctx, cfg.Store, rundir.Dir(runDir), log)

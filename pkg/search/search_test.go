@@ -45,7 +45,7 @@ func (f *fake) Run(ctx context.Context, n *Node) (Result, error) {
 	f.parents[n.ID] = n.Parent
 	f.mu.Unlock()
 	if f.sleep != nil {
-		time.Sleep(f.sleep(n))
+		time.Sleep(f.sleep(n)) //nolint:forbidigo // the node's run time is the test
 	}
 	if f.fail[n.ID] {
 		return Result{}, errors.New("worker lost")
@@ -137,7 +137,7 @@ func TestAsyncKeepsSlotsBusy(t *testing.T) {
 func TestRunStopsWithContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fake{sleep: func(*Node) time.Duration { return 5 * time.Millisecond }}
-	go func() { time.Sleep(30 * time.Millisecond); cancel() }()
+	go func() { time.Sleep(30 * time.Millisecond); cancel() }() //nolint:forbidigo // canceled while nodes run
 	st := Run(ctx, NewTree(), policy(), f, 2, 10000, Async)
 	require.Less(t, st.Nodes, 10000)
 	require.Equal(t, st.Nodes, len(f.ran), "every started node finished")

@@ -49,7 +49,7 @@ func spoolHelper(dir string) error {
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer func() { _ = release() }()
 	sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: s.ClickHouseDSN, SpoolDir: dir, Name: stores.ResultsSpoolName(id)})
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func TestAdoptSpools(t *testing.T) {
 	c.Start()
 	release, err := stores.HoldSpools(dir, "self")
 	require.NoError(t, err)
-	defer release()
+	defer func() { _ = release() }()
 	adopted, err = stores.AdoptSpools(ctx, s, dir, "self", testutil.Logger(t))
 	require.NoError(t, err)
 	require.Equal(t, []string{"dead"}, adopted)
@@ -224,7 +224,7 @@ func TestShipOwnSpools(t *testing.T) {
 	// until ClickHouse is back.
 	release, err := stores.HoldSpools(dir, "again")
 	require.NoError(t, err)
-	defer release()
+	defer func() { _ = release() }()
 	adopted, err := stores.AdoptSpools(ctx, s, dir, "again", log)
 	require.NoError(t, err)
 	require.Empty(t, adopted, "its own spools are not another's to adopt")
@@ -232,7 +232,7 @@ func TestShipOwnSpools(t *testing.T) {
 	defer rw.Close()
 	shipped := make(chan error, 1)
 	go func() { shipped <- stores.ShipOwnSpoolsUntilDone(ctx, rw, dir, "again", 100*time.Millisecond, log) }()
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) //nolint:forbidigo // several shipping periods pass with nothing to ship
 	select {
 	case err := <-shipped:
 		t.Fatalf("shipped with ClickHouse away: %v", err)

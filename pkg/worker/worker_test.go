@@ -104,7 +104,7 @@ func TestWorkerRunsEveryTaskOnce(t *testing.T) {
 			mu.Lock()
 			runs[task.NodeID]++
 			mu.Unlock()
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) //nolint:forbidigo // a task takes a moment
 			return okResult(), nil
 		})
 		startWorker(t, q, exec, worker.Config{Slots: 3, Cores: 6})
@@ -131,7 +131,7 @@ func TestWorkerHeartbeatsLongTasks(t *testing.T) {
 		var calls atomic.Int64
 		exec := worker.ExecutorFunc(func(ctx context.Context, task *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
 			calls.Add(1)
-			time.Sleep(3 * time.Second) // 3 x AckWait
+			time.Sleep(3 * time.Second) //nolint:forbidigo // 3 x AckWait
 			return okResult(), nil
 		})
 		startWorker(t, q, exec, worker.Config{Slots: 1})
@@ -297,7 +297,7 @@ func TestSlotGPUs(t *testing.T) {
 		mu.Lock()
 		got = append(got, s.GPUs)
 		mu.Unlock()
-		time.Sleep(200 * time.Millisecond) // keep every slot busy at once
+		time.Sleep(200 * time.Millisecond) //nolint:forbidigo // keep every slot busy at once
 		return okResult(), nil
 	})
 	startWorker(t, q, exec, worker.Config{Slots: 4, Cores: 8, GPUIDs: []string{"0", "1", "2", "3"}})
@@ -315,7 +315,7 @@ func TestWorkerIdleExit(t *testing.T) {
 	srv := testutil.StartNATS(t, "embedded")
 	q := srv.Queue(t, queue.Options{})
 	exec := worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
-		time.Sleep(700 * time.Millisecond) // longer than IdleExit: a running task is not idleness
+		time.Sleep(700 * time.Millisecond) //nolint:forbidigo // longer than IdleExit: a running task is not idleness
 		return okResult(), nil
 	})
 	w, err := worker.New(q, exec, worker.Config{Slots: 1, IdleExit: 400 * time.Millisecond, Logger: testutil.Logger(t)})
@@ -395,7 +395,7 @@ func TestWorkerDeclinesWhatCannotFit(t *testing.T) {
 	task.Limits.RunTimeoutS = 120
 	done := make(chan []dispatch.Outcome, 1)
 	go func() { done <- execAll(t, q, []*schema.NodeTask{task}) }()
-	time.Sleep(time.Second) // the short worker declines it (more than once)
+	time.Sleep(time.Second) //nolint:forbidigo // the short worker declines it (more than once)
 	// The registry says so, with the reason: the node is shown declined,
 	// not merely queued.
 	var lines []runview.NodeLine

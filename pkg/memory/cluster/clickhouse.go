@@ -109,7 +109,7 @@ func (s *shipper) loop(stop <-chan struct{}, stopped chan<- struct{}) {
 	for {
 		select {
 		case <-stop:
-			s.sendOnce(context.Background())
+			_ = s.sendOnce(context.Background()) // a last try: what it could not send stays queued
 			return
 		case <-t.C:
 		case <-s.wake:
@@ -177,7 +177,7 @@ func (s *shipper) insert(ctx context.Context, r chRows) error {
 		}
 		for _, a := range r.archival {
 			if err := b.Append(s.run, a.seq, a.branch, a.text, a.tags, a.context, a.factHash, a.episodeHash, a.docLen, a.tsMS, time.UnixMilli(a.tsMS)); err != nil {
-				b.Abort()
+				_ = b.Abort() // the append's error is the one to report
 				return fmt.Errorf("clickhouse archival: %w", err)
 			}
 		}
@@ -192,7 +192,7 @@ func (s *shipper) insert(ctx context.Context, r chRows) error {
 		}
 		for _, h := range r.hits {
 			if err := b.Append(s.run, h.seq, h.branch, h.target, h.tsMS, time.UnixMilli(h.tsMS)); err != nil {
-				b.Abort()
+				_ = b.Abort() // the append's error is the one to report
 				return fmt.Errorf("clickhouse archival_hits: %w", err)
 			}
 		}
@@ -208,7 +208,7 @@ func (s *shipper) insert(ctx context.Context, r chRows) error {
 		for _, rr := range r.recall {
 			e := rr.ev
 			if err := b.Append(s.run, e.Seq, e.Branch, e.NodeID, e.Phase, e.Kind, e.Payload, e.TS.UnixMilli(), e.TS); err != nil {
-				b.Abort()
+				_ = b.Abort() // the append's error is the one to report
 				return fmt.Errorf("clickhouse recall_events: %w", err)
 			}
 		}

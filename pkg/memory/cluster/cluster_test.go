@@ -82,7 +82,7 @@ func (w *writer) run(ctx context.Context, s memory.Store, stop <-chan struct{}, 
 		}
 		w.acked = append(w.acked, i)
 		w.n.Add(1)
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) //nolint:forbidigo // a writer at a steady pace
 	}
 }
 
@@ -114,7 +114,7 @@ func outage(t *testing.T, s *cluster.Store, archival bool, down, up func()) []*w
 	t.Logf("%d writes acknowledged; starting the server", ws[0].n.Load())
 	up()
 	t.Logf("server back")
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) //nolint:forbidigo // writes go on a while after the server is back
 	close(stop)
 	wg.Wait()
 	for _, w := range ws {
@@ -196,7 +196,7 @@ func TestRedisRestart(t *testing.T) {
 	var readErr error
 	ws := outage(t, s, true, func() {
 		r.Stop()
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond) //nolint:forbidigo // the outage lasts a while
 		_, readErr = s.CoreList(context.Background(), memory.CoreListParams{Branch: "b0"})
 	}, r.Start)
 	require.ErrorIs(t, readErr, cluster.ErrUnavailable, "reads fail clearly while Redis is away")
