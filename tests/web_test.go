@@ -251,6 +251,7 @@ func TestDashboardFinishedRuns(t *testing.T) {
 	b.waitFor(t, "the node panel", `!!document.querySelector('#panel h1') && document.querySelector('#panel h1').textContent.startsWith('`+best+`')`)
 	b.waitFor(t, "the charts", `document.querySelectorAll('#charts svg').length === 3`)
 	require.Contains(t, b.text(t, "#charts"), "node number (n0007 is 7)", "the per-node chart's x axis is the node's number")
+	require.Contains(t, b.text(t, `.stage[data-stage="1"] h2`), "initial implementation", "stage names from the API")
 	if shot := os.Getenv("HPCQ_SCREENSHOT"); shot != "" {
 		var png []byte
 		b.run(t, chromedp.CaptureScreenshot(&png))

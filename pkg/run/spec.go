@@ -310,13 +310,10 @@ func (s Spec) Validate() error {
 	if s.Metric.Direction != "maximize" && s.Metric.Direction != "minimize" {
 		return bad("metric.direction", "%q, must be maximize or minimize", s.Metric.Direction)
 	}
-	for _, st := range []struct {
-		name string
-		v    int
-	}{{"initial_implementation", s.Stages.InitialImplementation.MaxIterations}, {"baseline_tuning", s.Stages.BaselineTuning.MaxIterations},
-		{"creative_research", s.Stages.CreativeResearch.MaxIterations}, {"ablation_studies", s.Stages.AblationStudies.MaxIterations}} {
-		if st.v < 0 {
-			return bad("stages."+st.name+".max_iterations", "%d, must not be negative", st.v)
+	for i, v := range []int{s.Stages.InitialImplementation.MaxIterations, s.Stages.BaselineTuning.MaxIterations,
+		s.Stages.CreativeResearch.MaxIterations, s.Stages.AblationStudies.MaxIterations} {
+		if v < 0 {
+			return bad("stages."+schema.Stages[i]+".max_iterations", "%d, must not be negative", v)
 		}
 	}
 	if s.Stages.InitialImplementation.MaxIterations == 0 {

@@ -35,6 +35,19 @@ const (
 
 var validKinds = map[string]bool{"": true, KindDraft: true, KindDebug: true, KindImprove: true, KindHyperparam: true, KindAblation: true}
 
+// Stages are the stages of a tree search, in order, as run.yaml names
+// them (stages.<name>) and everything shows them: a node's stage is 1 to
+// 4, Stages[stage-1]; 0 is a hand-written task.
+var Stages = []string{"initial_implementation", "baseline_tuning", "creative_research", "ablation_studies"}
+
+// StageName names stage s (1-based); "" when out of range.
+func StageName(s int) string {
+	if s < 1 || s > len(Stages) {
+		return ""
+	}
+	return Stages[s-1]
+}
+
 // Limits on message sizes that Validate enforces. They keep a hostile or
 // buggy producer from making a worker allocate without bound.
 const (

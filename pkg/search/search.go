@@ -25,16 +25,11 @@ const (
 	Ablation   = schema.KindAblation
 )
 
-// The stages of a run, in order (a node's Stage is 1 to 4).
-var Stages = []string{"initial_implementation", "baseline_tuning", "creative_research", "ablation_studies"}
+// Stages are the stages of a run, in order (schema.Stages).
+var Stages = schema.Stages
 
 // StageName names stage s (1-based); "" when out of range.
-func StageName(s int) string {
-	if s < 1 || s > len(Stages) {
-		return ""
-	}
-	return Stages[s-1]
-}
+func StageName(s int) string { return schema.StageName(s) }
 
 // Node is one experiment of the tree.
 type Node struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/runview"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // Run statuses of the API.
@@ -75,6 +76,9 @@ type RunDetail struct {
 	Workers    int               `json:"local_workers"`
 	Slots      int               `json:"slots"`
 	StageNotes map[string]string `json:"stage_notes,omitempty"`
+	// Stages names the stages a node's stage number stands for (1 to 4),
+	// as run.yaml does.
+	Stages []string `json:"stages"`
 	// BestPath are the nodes from the root to the best node.
 	BestPath []string `json:"best_path,omitempty"`
 	// Cost is the cost over time: cumulative, one point per LLM call (at
@@ -289,7 +293,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	dir := ref.dir
-	det := RunDetail{RunSummary: s.summary(dir), Cost: []CostPoint{}}
+	det := RunDetail{RunSummary: s.summary(dir), Cost: []CostPoint{}, Stages: schema.Stages}
 	if info, err := rundir.Dir(dir).ReadInfo(); err == nil {
 		det.Results, det.Memory, det.LLM, det.NATS, det.Version = info.Results, info.Memory, info.LLM, info.NATSURL, info.Version
 		det.Workers, det.Slots = info.LocalWorkers, info.Slots

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/runview"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // The archive: runs a cluster's results store (ClickHouse) knows whose run
@@ -137,7 +138,7 @@ func (s *Server) archivedDetail(ctx context.Context, id string) (RunDetail, erro
 	if len(sums) == 0 {
 		return RunDetail{}, fmt.Errorf("%w: %s", errNoRun, id)
 	}
-	det := RunDetail{RunSummary: sums[0], Cost: []CostPoint{}, Results: map[string]string{"store": "clickhouse"}}
+	det := RunDetail{RunSummary: sums[0], Cost: []CostPoint{}, Stages: schema.Stages, Results: map[string]string{"store": "clickhouse"}}
 	if det.Best != "" {
 		if views, err := s.archivedNodes(ctx, id); err == nil {
 			lines := make([]runview.NodeLine, len(views))

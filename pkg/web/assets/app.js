@@ -8,7 +8,12 @@ const STATUS_COLORS = {
   canceled: '#d9822b', cached: '#1a9aa0', dead_lettered: '#8e44ad', not_run: '#a0a8b8', no_answer: '#a0a8b8',
 };
 const SERIES = ['#2f6fde', '#d64545', '#1f9d55', '#d9822b', '#8e44ad', '#1a9aa0', '#e0a800', '#5f6b7a'];
-const STAGE_NAMES = { 0: 'tasks', 1: 'initial implementation', 2: 'baseline tuning', 3: 'creative research', 4: 'ablation studies' };
+// stageName is how the run's stage s is called: the names come with the
+// run (the API's stages, as run.yaml writes them); 0 is hand-written tasks.
+function stageName(s) {
+  if (!s) return 'tasks';
+  return ((view.run && view.run.stages) || [])[s - 1]?.replaceAll('_', ' ') || '';
+}
 const SVGNS = 'http://www.w3.org/2000/svg';
 
 // el builds an element: attributes (on* are listeners), then children
@@ -382,7 +387,7 @@ function drawTree() {
     };
     const done = nodes.filter(n => !ACTIVE.includes(n.status)).length;
     return el('section', { class: 'stage', 'data-stage': stage }, el('h2', {}, `${stage ? 'Stage ' + stage : 'Tasks'} `,
-      el('small', {}, `${STAGE_NAMES[stage] || ''} · ${done}/${nodes.length}` + (base ? ` · from ${base[0]}` : ''))), list(''));
+      el('small', {}, `${stageName(stage)} · ${done}/${nodes.length}` + (base ? ` · from ${base[0]}` : ''))), list(''));
   });
   tree.replaceChildren(...(columns.length ? columns : [el('p', { class: 'muted' }, 'No node yet.')]));
 
