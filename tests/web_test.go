@@ -230,7 +230,10 @@ func TestDashboardFinishedRuns(t *testing.T) {
 
 	p := start(t, env, "scheduler", "serve", "--http", "127.0.0.1:0")
 	url := waitDashboard(t, p)
-	require.Contains(t, scrape(strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")), "process_cpu_seconds_total", "serve has /metrics")
+	m := scrape(strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
+	require.Contains(t, m, "process_cpu_seconds_total", "serve has /metrics")
+	require.Contains(t, m, `hpcq_serve_runs{status="finished"} 2`, "and the runs it serves, by status")
+	require.Regexp(t, `hpcq_serve_nodes\{status="ok"\} \d+`, m)
 
 	b.run(t, chromedp.Navigate(url), chromedp.WaitVisible(`tr[data-run="stencil-a"]`, chromedp.ByQuery))
 	b.waitFor(t, "the comparison chart of the two runs", `document.querySelectorAll('#compare svg path.series').length === 2`)

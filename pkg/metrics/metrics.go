@@ -283,3 +283,39 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.workers, prometheus.GaugeValue, float64(p.LostWorkers), p.Pool, "lost")
 	}
 }
+
+// runsCollector reads the counts of the runs a dashboard serves at each
+// scrape.
+type runsCollector struct {
+	counts      func() (runs, nodes map[string]int, err error)
+	runs, nodes *prometheus.Desc
+}
+
+// NewRunsCollector registers hpcq_serve_runs{status} and
+// hpcq_serve_nodes{status} on reg: the runs `scheduler serve` shows and
+// their nodes, by status, read from counts at each scrape.
+func NewRunsCollector(reg prometheus.Registerer, counts func() (runs, nodes map[string]int, err error)) {
+	reg.MustRegister(&runsCollector{counts: counts,
+		runs:  prometheus.NewDesc("hpcq_serve_runs", "Runs the dashboard serves, by status.", []string{"status"}, nil),
+		nodes: prometheus.NewDesc("hpcq_serve_nodes", "Nodes of the runs the dashboard serves, by status.", []string{"status"}, nil),
+	})
+}
+
+func (c *runsCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.runs
+	ch <- c.nodes
+}
+
+func (c *runsCollector) Collect(ch chan<- prometheus.Metric) {
+	runs, nodes, err := c.counts()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.runs, err)
+		return
+	}
+	for status, n := range runs {
+		ch <- prometheus.MustNewConstMetric(c.runs, prometheus.GaugeValue, float64(n), status)
+	}
+	for status, n := range nodes {
+		ch <- prometheus.MustNewConstMetric(c.nodes, prometheus.GaugeValue, float64(n), status)
+	}
+}

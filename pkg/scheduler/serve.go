@@ -78,6 +78,7 @@ func Serve(ctx context.Context, cfg *config.Scheduler, o ServeOptions) error {
 		ln.Close()
 		return err
 	}
+	metrics.NewRunsCollector(reg, srv.Counts)
 	fmt.Printf("dashboard: http://%s/\n", ln.Addr())
 	return srv.Serve(ctx, ln)
 }

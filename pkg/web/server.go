@@ -19,6 +19,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/runview"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -299,4 +300,26 @@ func (s *Server) runDir(id string) (string, error) {
 		return "", fmt.Errorf("%w: %s", errNoRun, id)
 	}
 	return d, nil
+}
+
+// Counts are the runs the server shows by status and their nodes by
+// status (runview's words), for its /metrics: what `scheduler serve`
+// serves, at a glance, with no run or node id in a label.
+func (s *Server) Counts() (runs, nodes map[string]int, err error) {
+	dirs, err := s.runDirs()
+	if err != nil {
+		return nil, nil, err
+	}
+	runs, nodes = map[string]int{}, map[string]int{}
+	for _, d := range dirs {
+		runs[s.summary(d).Status]++
+		lines, err := runview.ListNodes(d)
+		if err != nil {
+			continue // the run's summary says what cannot be read
+		}
+		for _, l := range lines {
+			nodes[l.Status]++
+		}
+	}
+	return runs, nodes, nil
 }
