@@ -13,10 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"os/user"
-	"path/filepath"
 	"runtime"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -101,36 +98,18 @@ func run(args []string) error {
 	}
 	tc := phases.DetectToolchains(ctx, env, cfg.Shell == phases.ShellLogin, log)
 	cores, gpuIDs := runtime.NumCPU(), phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
-	var jobID string
-	var deadline time.Time
 	// Under Slurm the allocation sizes the worker: its CPUs, its GPUs, its
-	// walltime.
-	if alloc, ok, err := worker.SlurmFromEnv(os.Getenv); err != nil {
+	// walltime, and its files go to a node-local directory.
+	alloc, err := fromSlurm(ctx, &cfg, fs, log)
+	if err != nil {
 		return err
-	} else if ok {
-		jobID = alloc.JobID
-		if alloc.CPUs > 0 {
-			cores = alloc.CPUs
-		}
-		if len(alloc.GPUs) > 0 {
-			gpuIDs = alloc.GPUs
-		}
-		if deadline, err = worker.SlurmDeadline(ctx, jobID); err != nil {
-			log.Warn("walltime of the Slurm job unknown: tasks are not checked against it", "job_id", jobID, "err", err)
-		}
-		// Unless configured, workspaces, logs and the spool go to a
-		// node-local directory, not the job's submit directory.
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-		local := worker.NodeLocalDir(os.Getenv, currentUser())
-		if _, env := os.LookupEnv("HPCQ_WORK_DIR"); !env && !set["work-dir"] {
-			cfg.WorkDir = filepath.Join(local, "work")
-		}
-		if _, env := os.LookupEnv("HPCQ_SPOOL_DIR"); !env {
-			cfg.Store.SpoolDir = filepath.Join(local, "spool")
-		}
-		log.Info("running as a Slurm job", "job_id", jobID, "cpus", cores, "gpus", gpuIDs, "ends", deadline,
-			"work_dir", cfg.WorkDir, "spool_dir", cfg.Store.SpoolDir)
+	}
+	jobID, deadline := alloc.JobID, alloc.Deadline
+	if alloc.CPUs > 0 {
+		cores = alloc.CPUs
+	}
+	if len(alloc.GPUs) > 0 {
+		gpuIDs = alloc.GPUs
 	}
 	// The iterative installer asks the model through the scheduler's LLM
 	// gateway: a worker holds no API key.
@@ -208,13 +187,4 @@ func run(args []string) error {
 		return err
 	}
 	return w.Run(ctx)
-}
-
-// currentUser is the name of the worker's user, for its node-local
-// directory.
-func currentUser() string {
-	if u, err := user.Current(); err == nil {
-		return u.Username
-	}
-	return strconv.Itoa(os.Getuid())
 }

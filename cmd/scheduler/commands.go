@@ -1,0 +1,96 @@
+// The definitions of scheduler's commands: their flags, the arguments
+// they take, and what they run (control.go: ls, logs, cancel, purge, serve, check).
+
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/scheduler"
+)
+
+// runDirFlag is --run-dir of the commands about one run.
+func runDirFlag(fs *flag.FlagSet) *string {
+	return fs.String("run-dir", "", "the run (default: the newest under --runs-dir)")
+}
+
+func noArgs(fs *flag.FlagSet) func() bool { return func() bool { return fs.NArg() == 0 } }
+
+func defineExec(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
+	var pools []string
+	fs.Var(config.ListFlag{P: &pools}, "pools", "pools of the in-process workers with --local (default: the pools of the tasks)")
+	timeout := fs.Duration("timeout", 0, "give up waiting after this long (0: wait for every result)")
+	jsonOut := fs.Bool("json", false, "print the results as JSON lines instead of a table")
+	return func() bool { return fs.NArg() > 0 }, func(ctx context.Context, log *slog.Logger) error {
+		if *timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, *timeout)
+			defer cancel()
+		}
+		return scheduler.Exec(ctx, cfg, scheduler.ExecOptions{Local: *local, Pools: pools, Files: fs.Args(), JSON: *jsonOut, Log: log})
+	}
+}
+
+func defineStatus(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	runDir := fs.String("run-dir", "", "run to inspect: its nodes and best metric, and its queue (default: the newest under --runs-dir when no NATS URL is set)")
+	jsonOut := fs.Bool("json", false, "print JSON")
+	return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
+		return scheduler.Status(ctx, cfg, scheduler.StatusOptions{RunDir: *runDir, JSON: *jsonOut, Log: log})
+	}
+}
+
+func defineQuery(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	runDir := fs.String("run-dir", "", "run whose results to query (default: ClickHouse if HPCQ_CLICKHOUSE_DSN is set, else the newest run under --runs-dir)")
+	format := fs.String("format", "table", "table, csv or json")
+	timeout := fs.Duration("timeout", results.DefaultQueryTimeout, "stop the query after this long")
+	return func() bool { return fs.NArg() == 1 }, func(ctx context.Context, _ *slog.Logger) error {
+		switch *format {
+		case "table", "csv", "json":
+		default:
+			fmt.Fprintf(os.Stderr, "scheduler query: --format %q: must be table, csv or json\n", *format)
+			return exitError(2)
+		}
+		if *timeout <= 0 {
+			fmt.Fprintf(os.Stderr, "scheduler query: --timeout %v: must be positive\n", *timeout)
+			return exitError(2)
+		}
+		return scheduler.Query(ctx, cfg, scheduler.QueryOptions{RunDir: *runDir, SQL: fs.Arg(0), Format: *format, Timeout: *timeout})
+	}
+}
+
+func defineRun(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
+	runDir := fs.String("run-dir", "", "the run's directory (default: --runs-dir/<run id>)")
+	resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
+	metricsAddr := fs.String("metrics-addr", "", "serve only Prometheus metrics at http://ADDR/metrics while the run goes (--http serves them too)")
+	httpAddr := fs.String("http", "", "serve the live dashboard, the JSON API and /metrics at http://ADDR/ while the run goes (127.0.0.1:PORT; another address needs HPCQ_HTTP_TOKEN)")
+	config.AddMemoryFlags(fs, &cfg.Memory)
+	waitWorkers := fs.Duration("wait-workers", 0, "how long to wait at start for a live worker of the run's pool before the first nodes are published (default: no wait; workers slurm-bridge starts come when tasks wait, and the prompts describe the pool's toolchains once a worker registered)")
+	argsOK := func() bool { return (*resume == "") == (fs.NArg() == 1) && (*resume == "" || fs.NArg() == 0) }
+	return argsOK, func(ctx context.Context, log *slog.Logger) error {
+		o := scheduler.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume, WaitWorkers: *waitWorkers,
+			MetricsAddr: *metricsAddr, HTTP: *httpAddr, Log: log, Abandon: secondInterrupt(ctx)}
+		if screen != nil {
+			o.Status = screen
+		}
+		return scheduler.Run(ctx, cfg, o)
+	}
+}
+
+func defineExport(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	runDir := runDirFlag(fs)
+	return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
+		return scheduler.Export(ctx, cfg, scheduler.ExportOptions{RunDir: *runDir, Log: log})
+	}
+}
