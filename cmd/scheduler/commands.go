@@ -24,8 +24,8 @@ func noArgs(fs *flag.FlagSet) func() bool { return func() bool { return fs.NArg(
 
 func defineExec(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
 	local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
-	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
-	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, config.Help(cfg, &cfg.Workers, "in-process workers with --local"))
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, config.Help(cfg, &cfg.Slots, "slots per in-process worker, default: cores"))
 	var pools []string
 	fs.Var(config.ListFlag{P: &pools}, "pools", "pools of the in-process workers with --local (default: the pools of the tasks)")
 	timeout := fs.Duration("timeout", 0, "give up waiting after this long (0: wait for every result)")
@@ -69,8 +69,8 @@ func defineQuery(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(con
 
 func defineRun(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
 	local := fs.Bool("local", false, "start an embedded NATS server and in-process workers (default when no NATS URL is set)")
-	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "in-process workers with --local (env HPCQ_LOCAL_WORKERS)")
-	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, "slots per in-process worker, default: cores (env HPCQ_SLOTS)")
+	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, config.Help(cfg, &cfg.Workers, "in-process workers with --local"))
+	fs.IntVar(&cfg.Slots, "slots", cfg.Slots, config.Help(cfg, &cfg.Slots, "slots per in-process worker, default: cores"))
 	runDir := fs.String("run-dir", "", "the run's directory (default: --runs-dir/<run id>)")
 	resume := fs.String("resume", "", "continue the run in this directory after a crash or an interrupt")
 	metricsAddr := fs.String("metrics-addr", "", "serve only Prometheus metrics at http://ADDR/metrics while the run goes (--http serves them too)")

@@ -105,7 +105,7 @@ func route(args []string) error {
 func newFlags(name string, cfg *config.Scheduler, args string) *flag.FlagSet {
 	fs := flag.NewFlagSet("scheduler "+name, flag.ContinueOnError)
 	config.AddCommonFlags(fs, &cfg.Common)
-	fs.StringVar(&cfg.RunsDir, "runs-dir", cfg.RunsDir, "directory of run directories (env HPCQ_RUNS_DIR)")
+	fs.StringVar(&cfg.RunsDir, "runs-dir", cfg.RunsDir, config.Help(cfg, &cfg.RunsDir, "directory of run directories"))
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: scheduler %s [flags] %s\n\nFlags:\n", name, args)
 		fs.PrintDefaults()

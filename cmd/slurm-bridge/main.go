@@ -51,7 +51,7 @@ type settings struct {
 func flags(name, args string, s *settings) *flag.FlagSet {
 	fs := flag.NewFlagSet("slurm-bridge "+name, flag.ContinueOnError)
 	config.AddCommonFlags(fs, &s.Common)
-	fs.StringVar(&s.Config, "config", s.Config, "bridge.yaml (env HPCQ_BRIDGE_CONFIG)")
+	fs.StringVar(&s.Config, "config", s.Config, config.Help(s, &s.Config, "bridge.yaml"))
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: slurm-bridge %s[flags] %s\n\nFlags:\n", name, args)
 		fs.PrintDefaults()

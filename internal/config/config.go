@@ -420,16 +420,16 @@ func Usage(w io.Writer, cfg any) {
 // AddCommonFlags binds flags to c, with the values read so far as defaults,
 // so that a flag overrides the environment.
 func AddCommonFlags(fs *flag.FlagSet, c *Common) {
-	fs.StringVar(&c.NATS.URL, "nats-url", c.NATS.URL, "NATS server URL (env HPCQ_NATS_URL); empty: local mode")
-	fs.StringVar(&c.NATS.CredsFile, "nats-creds", c.NATS.CredsFile, "NATS credentials file (env HPCQ_NATS_CREDS_FILE)")
-	fs.StringVar(&c.NATS.NKeyFile, "nats-nkey", c.NATS.NKeyFile, "NATS nkey seed file (env HPCQ_NATS_NKEY_FILE)")
-	fs.StringVar(&c.NATS.TLSCA, "nats-tls-ca", c.NATS.TLSCA, "PEM CA file (env HPCQ_NATS_TLS_CA)")
-	fs.DurationVar(&c.Queue.AckWait, "ack-wait", c.Queue.AckWait, "AckWait of task deliveries (env HPCQ_ACK_WAIT)")
-	fs.IntVar(&c.Queue.MaxDeliver, "max-deliver", c.Queue.MaxDeliver, "deliveries before dead-lettering (env HPCQ_MAX_DELIVER)")
-	fs.Var(dsnFlag{&c.Store}, "clickhouse-dsn", "ClickHouse for results and archival memory (env HPCQ_CLICKHOUSE_DSN)")
-	fs.StringVar(&c.Store.RedisURL, "redis-url", c.Store.RedisURL, "Redis for memory (env HPCQ_REDIS_URL)")
-	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, "debug, info, warn, error (env HPCQ_LOG_LEVEL)")
-	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, "text or json (env HPCQ_LOG_FORMAT)")
+	fs.StringVar(&c.NATS.URL, "nats-url", c.NATS.URL, Help(c, &c.NATS.URL, "NATS server URL; empty: local mode"))
+	fs.StringVar(&c.NATS.CredsFile, "nats-creds", c.NATS.CredsFile, Help(c, &c.NATS.CredsFile, "NATS credentials file"))
+	fs.StringVar(&c.NATS.NKeyFile, "nats-nkey", c.NATS.NKeyFile, Help(c, &c.NATS.NKeyFile, "NATS nkey seed file"))
+	fs.StringVar(&c.NATS.TLSCA, "nats-tls-ca", c.NATS.TLSCA, Help(c, &c.NATS.TLSCA, "PEM CA file"))
+	fs.DurationVar(&c.Queue.AckWait, "ack-wait", c.Queue.AckWait, Help(c, &c.Queue.AckWait, "AckWait of task deliveries"))
+	fs.IntVar(&c.Queue.MaxDeliver, "max-deliver", c.Queue.MaxDeliver, Help(c, &c.Queue.MaxDeliver, "deliveries before dead-lettering"))
+	fs.Var(dsnFlag{&c.Store}, "clickhouse-dsn", Help(c, &c.Store.ClickHouseDSN, "ClickHouse for results and archival memory"))
+	fs.StringVar(&c.Store.RedisURL, "redis-url", c.Store.RedisURL, Help(c, &c.Store.RedisURL, "Redis for memory"))
+	fs.StringVar(&c.Log.Level, "log-level", c.Log.Level, Help(c, &c.Log.Level, "debug, info, warn, error"))
+	fs.StringVar(&c.Log.Format, "log-format", c.Log.Format, Help(c, &c.Log.Format, "text or json"))
 }
 
 // ListFlag is a comma-separated list flag.

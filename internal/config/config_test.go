@@ -119,3 +119,16 @@ func TestSecretFiles(t *testing.T) {
 	t.Setenv("HPCQ_REDIS_PASSWORD", "also")
 	require.ErrorContains(t, Load(&Worker{}), "HPCQ_REDIS_PASSWORD and HPCQ_REDIS_PASSWORD_FILE are both set")
 }
+
+// TestHelp: a flag's help names the variable from the setting's own tag,
+// nested and embedded settings included (a struct and its first field share
+// an address), and says the setting's desc when the flag has no words.
+func TestHelp(t *testing.T) {
+	var w Worker
+	require.Equal(t, "the server (env HPCQ_NATS_URL)", Help(&w, &w.NATS.URL, "the server"))
+	require.Equal(t, "tasks at once (env HPCQ_SLOTS)", Help(&w, &w.Slots, "tasks at once"))
+	require.Equal(t, "pools to pull tasks from (env HPCQ_POOLS)", Help(&w, &w.Pools, ""))
+	require.Equal(t, "x (env HPCQ_SANDBOX_UIDS)", Help(&w, &w.Isolation.UIDs, "x"))
+	other := 0
+	require.Panics(t, func() { Help(&w, &other, "not a setting") })
+}
