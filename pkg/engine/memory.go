@@ -12,6 +12,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/run"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/search"
 )
@@ -138,7 +139,7 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 		for _, a := range o.Result.Artifacts {
 			if a.Kind == schema.ArtifactPlot {
 				_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventPlotGenerated, NodeID: n.ID, Phase: schema.PhaseRun,
-					Payload: fmt.Sprintf("%s (%d bytes), in nodes/%s/outputs/", a.Name, a.Bytes, n.ID)})
+					Payload: fmt.Sprintf("%s (%d bytes), in %s/", a.Name, a.Bytes, rundir.NodeFile(n.ID, rundir.OutputsDir))})
 				warn(err)
 			}
 		}

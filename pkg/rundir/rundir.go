@@ -63,9 +63,16 @@ const (
 // of node's Phase 0 plan in a run written before: plans/<id>/phase0_plan.json.
 func OldPhase0Plan(node string) string { return path.Join(OldPlansDir, node, Phase0Plan) }
 
+// A node's directories of the files its attempts brought home (also the
+// kinds' directories in the object store's names: schema.Artifact.Dir).
+const (
+	LogsDir    = "logs"    // nodes/<id>/logs/<phase>.log
+	OutputsDir = "outputs" // nodes/<id>/outputs/<name>: the expected outputs and plots
+)
+
 // NodeFile is the slash-separated path, relative to the run directory, of
 // a file of a node: nodes/<id>/<elem>...; artifacts land at
-// NodeFile(id, "logs", "<phase>.log") and NodeFile(id, "outputs", name).
+// NodeFile(id, LogsDir, "<phase>.log") and NodeFile(id, OutputsDir, name).
 func NodeFile(node string, elem ...string) string {
 	return path.Join(append([]string{NodesDir, node}, elem...)...)
 }

@@ -146,10 +146,10 @@ func ReadNode(dir string, id string, lines []NodeLine) (*Node, error) {
 	if err := n.readResult(d.Path(rundir.NodeFile(id, rundir.ResultFile))); err != nil {
 		return nil, err
 	}
-	if n.Logs, err = listFiles(d, rundir.NodeFile(id, "logs"), true); err != nil {
+	if n.Logs, err = listFiles(d, rundir.NodeFile(id, rundir.LogsDir), true); err != nil {
 		return nil, err
 	}
-	outputs, err := listFiles(d, rundir.NodeFile(id, "outputs"), false)
+	outputs, err := listFiles(d, rundir.NodeFile(id, rundir.OutputsDir), false)
 	if err != nil {
 		return nil, err
 	}

@@ -135,7 +135,7 @@ func storedLogs(dir string, o LogsOptions) error {
 	}
 	printed := 0
 	for _, p := range phases {
-		path := rundir.Dir(dir).Path(rundir.NodeFile(o.Node, "logs", p+".log"))
+		path := rundir.Dir(dir).Path(rundir.NodeFile(o.Node, rundir.LogsDir, p+".log"))
 		f, err := os.Open(path)
 		if errors.Is(err, os.ErrNotExist) {
 			if o.Phase != "" {
@@ -148,7 +148,7 @@ func storedLogs(dir string, o LogsOptions) error {
 			return err
 		}
 		if o.Phase == "" {
-			fmt.Fprintf(o.Out, "==> %s <==\n", rundir.NodeFile(o.Node, "logs", p+".log"))
+			fmt.Fprintf(o.Out, "==> %s <==\n", rundir.NodeFile(o.Node, rundir.LogsDir, p+".log"))
 		}
 		_, err = io.Copy(o.Out, f)
 		f.Close()
@@ -159,7 +159,7 @@ func storedLogs(dir string, o LogsOptions) error {
 	}
 	if printed == 0 {
 		return fmt.Errorf("node %s has no logs in %s (it ran no command, or its logs did not come home: see %s)",
-			o.Node, rundir.Dir(dir).Path(rundir.NodeFile(o.Node, "logs")), rundir.NodeFile(o.Node, rundir.ResultFile))
+			o.Node, rundir.Dir(dir).Path(rundir.NodeFile(o.Node, rundir.LogsDir)), rundir.NodeFile(o.Node, rundir.ResultFile))
 	}
 	return nil
 }
@@ -176,7 +176,7 @@ func objectLogs(ctx context.Context, q *queue.Queue, run string, o LogsOptions, 
 	}
 	printed := 0
 	for _, p := range phases {
-		obj, err := store.Get(ctx, queue.ArtifactObject(run, o.Node, attempt, "logs", p+".log"))
+		obj, err := store.Get(ctx, queue.ArtifactObject(run, o.Node, attempt, rundir.LogsDir, p+".log"))
 		if err != nil {
 			continue
 		}

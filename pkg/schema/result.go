@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // Error kinds of a NodeResult. All but ErrKindInfra are failures of the
@@ -110,13 +112,13 @@ type Artifact struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Dir is the node directory an artifact of kind goes to: "logs" or
-// "outputs".
+// Dir is the node directory an artifact of kind goes to: rundir.LogsDir
+// or rundir.OutputsDir.
 func (a Artifact) Dir() string {
 	if a.Kind == ArtifactLog {
-		return "logs"
+		return rundir.LogsDir
 	}
-	return "outputs"
+	return rundir.OutputsDir
 }
 
 // Enforced says how a task's resource limits were enforced on the worker.

@@ -84,7 +84,7 @@ func servable(rel string) bool {
 	}
 	parts := strings.Split(rel, "/")
 	switch {
-	case len(parts) >= 4 && parts[0] == rundir.NodesDir && (parts[2] == "logs" || parts[2] == "outputs"):
+	case len(parts) >= 4 && parts[0] == rundir.NodesDir && (parts[2] == rundir.LogsDir || parts[2] == rundir.OutputsDir):
 		return true
 	case len(parts) == 3 && parts[0] == rundir.NodesDir && parts[2] == rundir.PromptsLog:
 		return true
