@@ -281,33 +281,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		return nil, fmt.Errorf("workspace for the sandbox user: %w", err)
 	}
 
-	env := append(append([]string(nil), e.baseEnv...),
-		"HPCQ_RUN_ID="+t.RunID, "HPCQ_NODE_ID="+t.NodeID, "HPCQ_ATTEMPT="+strconv.Itoa(t.Attempt),
-		"HPCQ_WORKSPACE="+ws, "OMP_NUM_THREADS="+strconv.Itoa(max(1, slot.Cores)))
-	if len(slot.GPUs) > 0 {
-		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(slot.GPUs, ","))
-	}
-	for k, v := range t.Env {
-		env = append(env, k+"="+v)
-	}
-	maxOut := e.cfg.MaxOutputBytes
-	if t.Limits.MaxOutputBytes > 0 {
-		maxOut = t.Limits.MaxOutputBytes
-	}
-	run := phaseRun{ws: ws, env: env, maxOut: maxOut, noNetwork: t.Limits.NoNetwork(),
-		login: e.cfg.Shell == ShellLogin || t.Shell == ShellLogin, rlimits: Rlimits{
-			AddressSpaceMB: t.Limits.AddressSpaceMB, FileSizeMB: t.Limits.FileSizeMB, OpenFiles: t.Limits.OpenFiles}}
-	if e.sandbox != nil {
-		run.tmpMB = e.sandbox.TmpMB(t.Limits.MemoryMB)
-	}
-	run.user = user
-	if e.sandbox != nil {
-		run.box = &attemptSandbox{}
-	}
-	run.diskMB = t.Limits.DiskMB
-	if run.diskMB == 0 {
-		run.diskMB = e.cfg.DiskMB
-	}
+	run := e.newPhaseRun(t, slot, ws, user)
 	res.Limits = e.enforce(t, slot, &run)
 	defer run.release(res)
 	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
@@ -383,9 +357,21 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	if len(t.Artifacts.Run.Commands) == 0 && len(t.Artifacts.Run.ExpectedOutputs) == 0 {
 		return res, nil
 	}
+	if err := collect(t, ws, res, met, rec); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// collect reads what the run phase left: the expected outputs (found,
+// missing, or not a file to bring home), the metrics file, and the
+// metrics of every source; it sets res's outputs, metrics and error (a
+// missing output, a bad metric) and records what it found. Its error is
+// the worker's (the workspace cannot be opened).
+func collect(t *schema.NodeTask, ws string, res *schema.NodeResult, met *metrics, rec *recorder) error {
 	root, err := os.OpenRoot(ws)
 	if err != nil {
-		return nil, fmt.Errorf("open workspace: %w", err)
+		return fmt.Errorf("open workspace: %w", err)
 	}
 	defer root.Close()
 	var missing []string
@@ -435,5 +421,35 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		res.Error = &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindBadMetric,
 			Message: "bad metrics: " + strings.Join(bad, "; ")}
 	}
-	return res, nil
+	return nil
+}
+
+// newPhaseRun is what every command of t's attempt in ws shares: its
+// environment (the worker's, the task's ids and workspace, its threads
+// and GPUs, the task's own variables), output bound, rlimits, network,
+// shell, /tmp bound, user, sandbox and disk bound. The limits of the
+// slot are added by enforce.
+func (e *Executor) newPhaseRun(t *schema.NodeTask, slot worker.Slot, ws string, user *TaskUser) phaseRun {
+	env := append(append([]string(nil), e.baseEnv...),
+		"HPCQ_RUN_ID="+t.RunID, "HPCQ_NODE_ID="+t.NodeID, "HPCQ_ATTEMPT="+strconv.Itoa(t.Attempt),
+		"HPCQ_WORKSPACE="+ws, "OMP_NUM_THREADS="+strconv.Itoa(max(1, slot.Cores)))
+	if len(slot.GPUs) > 0 {
+		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(slot.GPUs, ","))
+	}
+	for k, v := range t.Env {
+		env = append(env, k+"="+v)
+	}
+	maxOut := e.cfg.MaxOutputBytes
+	if t.Limits.MaxOutputBytes > 0 {
+		maxOut = t.Limits.MaxOutputBytes
+	}
+	run := phaseRun{ws: ws, env: env, maxOut: maxOut, noNetwork: t.Limits.NoNetwork(),
+		login: e.cfg.Shell == ShellLogin || t.Shell == ShellLogin, rlimits: Rlimits{
+			AddressSpaceMB: t.Limits.AddressSpaceMB, FileSizeMB: t.Limits.FileSizeMB, OpenFiles: t.Limits.OpenFiles}}
+	run.user, run.diskMB = user, cmpOr(t.Limits.DiskMB, e.cfg.DiskMB)
+	if e.sandbox != nil {
+		run.tmpMB = e.sandbox.TmpMB(t.Limits.MemoryMB)
+		run.box = &attemptSandbox{}
+	}
+	return run
 }
