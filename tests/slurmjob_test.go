@@ -96,7 +96,7 @@ func (j *allInOne) output(t *testing.T) string {
 func (j *allInOne) requireNothingLeft(t *testing.T) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, "every process of job "+j.id+" to end", func() bool {
-		return len(jobProcesses(j.id)) == 0
+		return len(jobProcesses(j.id, j.e.conf)) == 0
 	})
 	left, err := os.ReadDir(j.local)
 	require.NoError(t, err)
@@ -109,8 +109,9 @@ func (j *allInOne) requireNothingLeft(t *testing.T) {
 }
 
 // jobProcesses are the pids of processes whose environment says they
-// belong to Slurm job id.
-func jobProcesses(id string) []string {
+// belong to Slurm job id of the Slurm whose configuration is conf (tests
+// run Slurms of their own side by side, each numbering its jobs from 1).
+func jobProcesses(id, conf string) []string {
 	var pids []string
 	dirs, _ := os.ReadDir("/proc")
 	for _, d := range dirs {
@@ -121,7 +122,8 @@ func jobProcesses(id string) []string {
 		if err != nil {
 			continue
 		}
-		if bytes.Contains(env, []byte("\x00SLURM_JOB_ID="+id+"\x00")) || bytes.HasPrefix(env, []byte("SLURM_JOB_ID="+id+"\x00")) {
+		env = append([]byte{0}, env...)
+		if bytes.Contains(env, []byte("\x00SLURM_JOB_ID="+id+"\x00")) && bytes.Contains(env, []byte("\x00SLURM_CONF="+conf+"\x00")) {
 			pids = append(pids, d.Name())
 		}
 	}
@@ -176,7 +178,7 @@ func TestAllInOneSchedulerFails(t *testing.T) {
 	require.NotZero(t, exit, out)
 	require.Contains(t, out, "run.yaml")
 	require.Contains(t, out, fmt.Sprintf("hpcq-allinone: done (status %d)", exit))
-	testutil.Eventually(t, 30*time.Second, "every process of the job to end", func() bool { return len(jobProcesses(j.id)) == 0 })
+	testutil.Eventually(t, 30*time.Second, "every process of the job to end", func() bool { return len(jobProcesses(j.id, j.e.conf)) == 0 })
 	left, err := os.ReadDir(j.local)
 	require.NoError(t, err)
 	require.Empty(t, left)
@@ -230,6 +232,7 @@ func TestSchedulerJob(t *testing.T) {
 	j := e.submitScript(t, "scheduler", srv.BaseURL(), nil, writeIdea(t, 2, 2))
 	envFile := filepath.Join(j.home, "hpcq-nats-"+j.id+".env")
 	testutil.Eventually(t, time.Minute, "the job's server address", func() bool { _, err := os.Stat(envFile); return err == nil })
+	require.NotEmpty(t, jobProcesses(j.id, e.conf), "the job's processes are found while it runs (what requireNothingLeft looks for)")
 	fi, err := os.Stat(envFile)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
