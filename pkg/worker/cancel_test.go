@@ -45,6 +45,18 @@ func TestCancelStopsAndAnswers(t *testing.T) {
 			t.Fatal("no canceled result")
 		}
 		testutil.RequireNoProcessWith(t, marker)
+		// The answered task's ack may reach the server a moment after its
+		// result: until then the task is still in the work queue.
+		testutil.Eventually(t, 30*time.Second, "the answered task acked", func() bool {
+			stats, err := q.Stats(ctx)
+			require.NoError(t, err)
+			for _, s := range stats {
+				if s.Pool == "cpu" && s.Pending+s.InFlight > 0 {
+					return false
+				}
+			}
+			return true
+		})
 
 		// The whole run: the next task of it is answered without running.
 		n, err := q.CancelRun(ctx, "rc", "enough")
