@@ -28,6 +28,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/metrics"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/queue/embedded"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -253,7 +254,7 @@ func measure(n int, o options) (string, error) {
 	natsURL := o.natsURL
 	var nc *nats.Conn
 	if natsURL == "" {
-		srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: filepath.Join(dir, "nats"), Listen: true})
+		srv, err := embedded.Start(embedded.Options{StoreDir: filepath.Join(dir, "nats"), Listen: true})
 		if err != nil {
 			return "", err
 		}

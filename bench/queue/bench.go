@@ -22,6 +22,7 @@ import (
 	"github.com/hpcq/hpcq/internal/benchutil"
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/queue/embedded"
 	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -62,7 +63,7 @@ func samples(xs []float64) string {
 // env is one fresh embedded server with file storage in a temp dir.
 type env struct {
 	dir string
-	srv *queue.Embedded
+	srv *embedded.Server
 	nc  *nats.Conn
 	q   *queue.Queue
 }
@@ -72,7 +73,7 @@ func newEnv(opts queue.Options) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: filepath.Join(dir, "nats")})
+	srv, err := embedded.Start(embedded.Options{StoreDir: filepath.Join(dir, "nats")})
 	if err != nil {
 		return nil, err
 	}

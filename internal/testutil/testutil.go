@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/queue/embedded"
 )
 
 // RepoRoot is the directory holding go.mod.
@@ -112,7 +113,7 @@ func StartNATS(t testing.TB, kind string) *NATS {
 
 func startEmbedded(t testing.TB) *NATS {
 	dir := t.TempDir()
-	e, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir, Listen: true})
+	e, err := embedded.Start(embedded.Options{StoreDir: dir, Listen: true})
 	if err != nil {
 		t.Fatalf("embedded server: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/queue/embedded"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/worker"
 )
@@ -49,7 +50,7 @@ type Params struct {
 // Cluster is an embedded NATS server, a Queue on it, and in-process workers:
 // the cluster mode with every piece in one process.
 type Cluster struct {
-	Server *queue.Embedded
+	Server *embedded.Server
 	Conn   *nats.Conn
 	Queue  *queue.Queue
 	RunID  string
@@ -91,7 +92,7 @@ func Start(ctx context.Context, p Params) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: rundir.Dir(runDir).Path(rundir.NATSDir),
+	srv, err := embedded.Start(embedded.Options{StoreDir: rundir.Dir(runDir).Path(rundir.NATSDir),
 		Listen: true, Host: "127.0.0.1", User: "hpcq", Password: password})
 	if err != nil {
 		return nil, err

@@ -1,7 +1,8 @@
 // Package queue is hpcq's task queue on NATS JetStream: the versioned
 // messages, the streams, publishing with deduplication, the pull consumer
-// each pool's workers share, dead letters, the worker registry, and an
-// embedded server for local mode.
+// each pool's workers share, dead letters and the worker registry. It is
+// the client only: the server that local mode runs in the process is
+// package [github.com/hpcq/hpcq/pkg/queue/embedded].
 //
 // # Streams and subjects
 //
@@ -45,15 +46,6 @@
 // that reaches the server's limit stays in a work-queue stream forever,
 // invisible to every consumer. The limit is enforced by the receiving side
 // instead, so whichever worker dies when, nothing stays stuck.
-//
-// # Embedded server
-//
-// [StartEmbedded] runs a nats-server with JetStream in the process;
-// [Embedded.Connect] gives in-process clients whose writes are handed to
-// the server's pipe by a goroutine of their own, in order (a pipe's write
-// waits for the server's read loop, and nats.go flushes under its
-// connection's lock). Close waits for the buffered bytes to reach the
-// server.
 //
 // # Registry
 //

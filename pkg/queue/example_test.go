@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/queue/embedded"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -32,7 +33,7 @@ func ExampleDecodeTask() {
 func ExampleQueue_PublishTask() {
 	dir, _ := os.MkdirTemp("", "hpcq-queue-example-")
 	defer os.RemoveAll(dir)
-	srv, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir})
+	srv, err := embedded.Start(embedded.Options{StoreDir: dir})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/queue/embedded"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -404,12 +405,12 @@ func TestOptionsValidated(t *testing.T) {
 // refused (it would corrupt the files); once the first stops, it starts.
 func TestEmbeddedStoreLocked(t *testing.T) {
 	dir := t.TempDir()
-	a, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir})
+	a, err := embedded.Start(embedded.Options{StoreDir: dir})
 	require.NoError(t, err)
-	_, err = queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir})
-	require.ErrorIs(t, err, queue.ErrStoreInUse)
+	_, err = embedded.Start(embedded.Options{StoreDir: dir})
+	require.ErrorIs(t, err, embedded.ErrStoreInUse)
 	a.Shutdown()
-	b, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir})
+	b, err := embedded.Start(embedded.Options{StoreDir: dir})
 	require.NoError(t, err)
 	b.Shutdown()
 }
@@ -422,7 +423,7 @@ func TestEmbeddedStoreLocked(t *testing.T) {
 func TestNewOutlivesServerRestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	a, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir, Listen: true})
+	a, err := embedded.Start(embedded.Options{StoreDir: dir, Listen: true})
 	require.NoError(t, err)
 	url := a.ClientURL()
 	_, portText, err := net.SplitHostPort(strings.TrimPrefix(url, "nats://"))
@@ -439,13 +440,13 @@ func TestNewOutlivesServerRestart(t *testing.T) {
 	require.NoError(t, err)
 	defer nc.Close()
 	a.Shutdown()
-	restarted := make(chan *queue.Embedded, 1)
+	restarted := make(chan *embedded.Server, 1)
 	go func() {
 		defer close(restarted)
 		// Past a lookup's try and a declaration's (4 s each): New's
 		// first two requests go unanswered.
 		time.Sleep(9 * time.Second) //nolint:forbidigo // the server is away for the client's first two tries
-		b, err := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: dir, Listen: true, Port: port})
+		b, err := embedded.Start(embedded.Options{StoreDir: dir, Listen: true, Port: port})
 		if err != nil {
 			t.Errorf("restart on port %d: %v", port, err)
 			return

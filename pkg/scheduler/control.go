@@ -12,6 +12,7 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/pkg/artifacts"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/queue/embedded"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/stores"
 )
@@ -53,7 +54,7 @@ func runQueue(ctx context.Context, cfg *config.Scheduler, dir, name string, offl
 	if !offline {
 		return nil, nil, fmt.Errorf("run %s (local): %w", info.RunID, err)
 	}
-	emb, serr := queue.StartEmbedded(queue.EmbeddedOptions{StoreDir: d.Path(rundir.NATSDir)})
+	emb, serr := embedded.Start(embedded.Options{StoreDir: d.Path(rundir.NATSDir)})
 	if serr != nil {
 		return nil, nil, fmt.Errorf("run %s (local): open its NATS store: %w", info.RunID, serr)
 	}

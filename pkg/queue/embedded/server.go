@@ -1,4 +1,13 @@
-package queue
+// Package embedded runs a NATS server with JetStream inside the process:
+// local mode, the tests and the benchmarks need no nats-server binary. It is
+// apart from the queue client so that a program that only connects (a
+// worker, the LLM gateway) does not link the server.
+//
+// [Server.Connect] gives in-process clients whose writes are handed to the
+// server's pipe by a goroutine of their own, in order (a pipe's write waits
+// for the server's read loop, and nats.go flushes under its connection's
+// lock). Close waits for the buffered bytes to reach the server.
+package embedded
 
 import (
 	"errors"
@@ -13,8 +22,8 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// EmbeddedOptions configure an in-process nats-server with JetStream.
-type EmbeddedOptions struct {
+// Options configure an in-process nats-server with JetStream.
+type Options struct {
 	// StoreDir holds the JetStream files. Required; local mode uses
 	// <run-dir>/nats.
 	StoreDir string
@@ -30,38 +39,38 @@ type EmbeddedOptions struct {
 	User, Password string
 }
 
-// Embedded is a running in-process nats-server.
-type Embedded struct {
+// Server is a running in-process nats-server.
+type Server struct {
 	srv        *server.Server
 	lock       *os.File // flock on the store: one server per store
 	user, pass string
 }
 
-// StartEmbedded starts a nats-server with JetStream on disk in o.StoreDir
+// Start starts a nats-server with JetStream on disk in o.StoreDir
 // and waits until it accepts clients.
-func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
+func Start(o Options) (*Server, error) {
 	if o.StoreDir == "" {
-		return nil, fmt.Errorf("%w: EmbeddedOptions.StoreDir is required", ErrInvalidOption)
+		return nil, errors.New("embedded: Options.StoreDir is required")
 	}
 	if err := os.MkdirAll(o.StoreDir, 0o755); err != nil {
-		return nil, fmt.Errorf("queue: embedded server store: %w", err)
+		return nil, fmt.Errorf("embedded: server store: %w", err)
 	}
 	abs, err := filepath.Abs(o.StoreDir)
 	if err != nil {
-		return nil, fmt.Errorf("queue: embedded server store: %w", err)
+		return nil, fmt.Errorf("embedded: server store: %w", err)
 	}
 	// One server per store: a second one on the same files would corrupt
 	// them. The lock goes with the process (a kill -9 releases it).
 	lock, err := os.OpenFile(filepath.Join(abs, "hpcq.lock"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("queue: embedded server store: %w", err)
+		return nil, fmt.Errorf("embedded: server store: %w", err)
 	}
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		lock.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w: %s is used by another process's embedded server", ErrStoreInUse, abs)
 		}
-		return nil, fmt.Errorf("queue: embedded server store lock: %w", err)
+		return nil, fmt.Errorf("embedded: server store lock: %w", err)
 	}
 	sopts := &server.Options{
 		ServerName:         "hpcq-embedded",
@@ -88,19 +97,19 @@ func StartEmbedded(o EmbeddedOptions) (*Embedded, error) {
 	srv, err := server.NewServer(sopts)
 	if err != nil {
 		lock.Close()
-		return nil, fmt.Errorf("queue: embedded server: %w", err)
+		return nil, fmt.Errorf("embedded: server: %w", err)
 	}
 	go srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
 		lock.Close()
-		return nil, errors.New("queue: embedded server did not become ready within 10s")
+		return nil, errors.New("embedded: server did not become ready within 10s")
 	}
-	return &Embedded{srv: srv, lock: lock, user: o.User, pass: o.Password}, nil
+	return &Server{srv: srv, lock: lock, user: o.User, pass: o.Password}, nil
 }
 
 // ClientURL is the TCP URL of the server, or "" when it does not listen.
-func (e *Embedded) ClientURL() string {
+func (e *Server) ClientURL() string {
 	if e.srv.Addr() == nil {
 		return ""
 	}
@@ -108,24 +117,24 @@ func (e *Embedded) ClientURL() string {
 }
 
 // Connect opens an in-process client connection to the server.
-func (e *Embedded) Connect(name string) (*nats.Conn, error) {
+func (e *Server) Connect(name string) (*nats.Conn, error) {
 	opts := []nats.Option{nats.InProcessServer(inProcess{e.srv}), nats.Name(name), nats.MaxReconnects(-1)}
 	if e.user != "" {
 		opts = append(opts, nats.UserInfo(e.user, e.pass))
 	}
 	nc, err := nats.Connect("", opts...)
 	if err != nil {
-		return nil, fmt.Errorf("queue: connect to embedded server: %w", err)
+		return nil, fmt.Errorf("embedded: connect to server: %w", err)
 	}
 	return nc, nil
 }
 
 // Shutdown stops the server and waits for it to finish.
-func (e *Embedded) Shutdown() {
+func (e *Server) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 	e.lock.Close() // releases the store's lock
 }
 
 // ErrStoreInUse: another process runs an embedded server on the store.
-var ErrStoreInUse = errors.New("queue: embedded server store in use")
+var ErrStoreInUse = errors.New("embedded: server store in use")

@@ -1,4 +1,4 @@
-package queue
+package embedded
 
 import (
 	"bytes"
@@ -175,7 +175,7 @@ func TestWriteBehindBackpressure(t *testing.T) {
 // connection just before it is closed, without a flush, all reach the
 // embedded server.
 func TestInProcessCloseDelivers(t *testing.T) {
-	e, err := StartEmbedded(EmbeddedOptions{StoreDir: t.TempDir()})
+	e, err := Start(Options{StoreDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(e.Shutdown)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

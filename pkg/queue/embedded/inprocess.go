@@ -1,4 +1,4 @@
-package queue
+package embedded
 
 import (
 	"errors"
@@ -70,7 +70,7 @@ func newWriteBehind(c net.Conn, limit int) *writeBehind {
 }
 
 // errWriteBehindClosed is returned by Write after Close.
-var errWriteBehindClosed = errors.New("queue: in-process connection closed")
+var errWriteBehindClosed = errors.New("embedded: in-process connection closed")
 
 func (w *writeBehind) Write(p []byte) (int, error) {
 	w.mu.Lock()
