@@ -21,7 +21,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/chatsse"
-	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/testutil"
 )
 
@@ -505,42 +504,6 @@ func TestMetered(t *testing.T) {
 }
 
 func writeFile(path string, data []byte) error { return os.WriteFile(path, data, 0o644) }
-
-func TestFromConfig(t *testing.T) {
-	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
-		return 200, nil, "live", 0
-	})
-	dir := t.TempDir()
-	cassette := filepath.Join(dir, "c.jsonl")
-	c, closeFn, err := FromConfig(config.LLM{BaseURL: f.URL + "/v1", APIKey: "sk-x", Model: "m", Record: cassette, MaxAttempts: 1}, RunSettings{}, testutil.Logger(t))
-	require.NoError(t, err)
-	resp, err := c.Chat(context.Background(), ask("q"))
-	require.NoError(t, err)
-	require.Equal(t, "live", resp.Content)
-	require.NoError(t, closeFn())
-
-	c, _, err = FromConfig(config.LLM{Replay: cassette}, RunSettings{}, nil)
-	require.NoError(t, err)
-	resp, err = c.Chat(context.Background(), ask("q"))
-	require.NoError(t, err)
-	require.Equal(t, "live", resp.Content)
-	require.True(t, resp.CacheHit)
-
-	_, _, err = FromConfig(config.LLM{Replay: cassette, Record: cassette}, RunSettings{}, nil)
-	require.ErrorContains(t, err, "together")
-	_, _, err = FromConfig(config.LLM{}, RunSettings{}, nil)
-	require.ErrorContains(t, err, "HPCQ_LLM_MODEL")
-	_, _, err = FromConfig(config.LLM{Replay: filepath.Join(dir, "missing.jsonl")}, RunSettings{}, nil)
-	require.Error(t, err)
-
-	t.Setenv("OPENAI_API_KEY", "sk-env")
-	t.Setenv("HPCQ_LLM_MODEL", "env-model")
-	l, err := config.LoadLLM()
-	require.NoError(t, err)
-	require.Equal(t, "sk-env", l.APIKey)
-	require.Equal(t, "env-model", l.Model)
-	require.Equal(t, 5, l.MaxAttempts)
-}
 
 // TestNotACompletionIsRetried: a 200 answer that is an HTML page (a proxy's
 // login page, say) or not JSON at all is a transport error: retried like a

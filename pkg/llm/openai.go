@@ -155,6 +155,24 @@ func NewOpenAI(o OpenAIOptions) (*OpenAI, error) {
 	return &OpenAI{api: openai.NewClientWithConfig(cfg), hc: hc, o: o, endpoint: endpoint, sem: make(chan struct{}, o.Concurrency), wait: sleep}, nil
 }
 
+// Profile is what a client of o sends to its model.
+func (o OpenAIOptions) Profile() Profile {
+	if o.Endpoint == EndpointAzure && o.APIVersion == "" {
+		o.APIVersion = azureVersion(o)
+	}
+	return Resolve(o.Endpoint, o.Model, o.Reasoning, !o.NoStream, o.APIVersion)
+}
+
+// RunSettings are the run's own settings of the endpoint client
+// (run.yaml's llm section).
+type RunSettings struct {
+	// Reasoning overrides what the model's name says (llm.reasoning).
+	Reasoning *bool
+	// MaxTokensCap bounds the limit a reply cut by reasoning is asked
+	// again with (llm.max_tokens_cap).
+	MaxTokensCap int
+}
+
 // azureVersion is the api-version a client of o asks Azure for when none
 // is set.
 func azureVersion(o OpenAIOptions) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/stores"
 )
 
 // memoryOverrides are the memory settings of the environment and the
@@ -97,7 +98,7 @@ func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
 		}
 		return nil
 	}
-	p, err := llm.ProfileOf(llmConf, runSettings(spec))
+	p, err := stores.LLMProfile(llmConf, runSettings(spec))
 	if err != nil {
 		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
 	}
@@ -127,7 +128,7 @@ func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
 	if !o.Probe {
 		return nil
 	}
-	opts, err := llm.Options(llmConf, runSettings(spec))
+	opts, err := stores.LLMOptions(llmConf, runSettings(spec))
 	if err != nil {
 		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
 	}

@@ -88,13 +88,13 @@ func runLLM(spec *run.Spec, ideaDir, runDir string, log *slog.Logger) (llm.Clien
 		delete(info, "scripted")
 		fmt.Printf("no model configured: replaying the scripted replies of %s (not a live model; set OPENAI_API_KEY for one)\n", c.Replay)
 	}
-	client, closeFn, err := llm.FromConfig(c, runSettings(*spec), log)
+	client, closeFn, err := stores.LLM(c, runSettings(*spec), log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if info["backend"] == "openai" {
 		// What every request looks like, in the log and in run.json.
-		if p, err := llm.ProfileOf(c, runSettings(*spec)); err == nil {
+		if p, err := stores.LLMProfile(c, runSettings(*spec)); err == nil {
 			info["sends"] = p.String()
 			log.Info("llm", "sends", info["sends"])
 		}
