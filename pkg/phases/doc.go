@@ -6,7 +6,7 @@
 // # Workspace
 //
 // Each (node, attempt) gets a fresh directory,
-// <runs>/<run_id>/workspaces/<node>/<attempt>. [CheckFiles] rejects, before
+// <runs>/<run_id>/workspaces/<node>/<attempt>. [schema.CheckFiles] rejects, before
 // anything is written, paths that are absolute, climb out with "..", are
 // not clean, hold control or format characters or invalid UTF-8, repeat, or
 // exceed the count and size limits; [WriteFiles] writes through an os.Root,

@@ -38,7 +38,7 @@ type Config struct {
 	// LogTailBytes of a phase's output put in the result. Defaults to 4 KiB.
 	LogTailBytes int
 	// Workspace limits.
-	Workspace WorkspaceLimits
+	Workspace schema.WorkspaceLimits
 	// Installer runs the iterative download phase of a task with Install
 	// set; without one such a task fails in its download phase, saying why.
 	Installer Installer
@@ -267,7 +267,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		coding.LogTail = werr.Error()
 		res.Phases = append(res.Phases, coding)
 		rec.add(memory.EventErrorEncountered, schema.PhaseCoding, werr.Error())
-		if errors.Is(werr, ErrInvalidWorkspace) {
+		if errors.Is(werr, schema.ErrInvalidWorkspace) {
 			res.Error = &schema.ResultError{Phase: schema.PhaseCoding, Kind: schema.ErrKindInvalidWorkspace, Message: werr.Error()}
 			return res, nil
 		}
@@ -376,7 +376,7 @@ func collect(t *schema.NodeTask, ws string, res *schema.NodeResult, met *metrics
 	defer root.Close()
 	var missing []string
 	for _, p := range t.Artifacts.Run.ExpectedOutputs {
-		if CheckPath(p) != nil {
+		if schema.CheckPath(p) != nil {
 			missing = append(missing, p)
 			continue
 		}

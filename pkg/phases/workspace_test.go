@@ -30,12 +30,12 @@ func TestCheckPathRejects(t *testing.T) {
 		strings.Repeat("a", 1025): "longer than",
 	}
 	for p, want := range cases {
-		err := CheckPath(p)
-		require.ErrorIs(t, err, ErrInvalidWorkspace, "%q", p)
+		err := schema.CheckPath(p)
+		require.ErrorIs(t, err, schema.ErrInvalidWorkspace, "%q", p)
 		require.Contains(t, err.Error(), want, "%q", p)
 	}
 	for _, ok := range []string{"a", "src/main.c", "a.b/c-d_e", "deep/er/still/ok.txt", "ünïcode.c", "..a", "a.."} {
-		require.NoError(t, CheckPath(ok), ok)
+		require.NoError(t, schema.CheckPath(ok), ok)
 	}
 }
 
@@ -45,8 +45,8 @@ func TestWriteFilesAllOrNothing(t *testing.T) {
 		{Path: "ok.c", Content: "int x;"},
 		{Path: "../escape.txt", Content: "boom"},
 	}
-	err := WriteFiles(dir, files, WorkspaceLimits{})
-	require.ErrorIs(t, err, ErrInvalidWorkspace)
+	err := WriteFiles(dir, files, schema.WorkspaceLimits{})
+	require.ErrorIs(t, err, schema.ErrInvalidWorkspace)
 	require.Contains(t, err.Error(), `"../escape.txt"`)
 	entries, _ := os.ReadDir(dir)
 	require.Empty(t, entries, "nothing is written when one file is rejected")
@@ -57,20 +57,20 @@ func TestWriteFilesAllOrNothing(t *testing.T) {
 func TestWriteFilesRules(t *testing.T) {
 	for name, c := range map[string]struct {
 		files []schema.File
-		lim   WorkspaceLimits
+		lim   schema.WorkspaceLimits
 		want  string
 	}{
-		"duplicate":   {[]schema.File{{Path: "a"}, {Path: "a"}}, WorkspaceLimits{}, "duplicate"},
-		"file as dir": {[]schema.File{{Path: "a"}, {Path: "a/b"}}, WorkspaceLimits{}, "also a file"},
-		"mode":        {[]schema.File{{Path: "a", Mode: "4755"}}, WorkspaceLimits{}, "only regular files"},
-		"count":       {[]schema.File{{Path: "a"}, {Path: "b"}}, WorkspaceLimits{MaxFiles: 1}, "2 files, at most 1"},
-		"size":        {[]schema.File{{Path: "a", Content: "12345"}}, WorkspaceLimits{MaxFileBytes: 4}, "at most 4 per file"},
-		"total":       {[]schema.File{{Path: "a", Content: "123"}, {Path: "b", Content: "123"}}, WorkspaceLimits{MaxTotalBytes: 5}, "total more than 5"},
+		"duplicate":   {[]schema.File{{Path: "a"}, {Path: "a"}}, schema.WorkspaceLimits{}, "duplicate"},
+		"file as dir": {[]schema.File{{Path: "a"}, {Path: "a/b"}}, schema.WorkspaceLimits{}, "also a file"},
+		"mode":        {[]schema.File{{Path: "a", Mode: "4755"}}, schema.WorkspaceLimits{}, "only regular files"},
+		"count":       {[]schema.File{{Path: "a"}, {Path: "b"}}, schema.WorkspaceLimits{MaxFiles: 1}, "2 files, at most 1"},
+		"size":        {[]schema.File{{Path: "a", Content: "12345"}}, schema.WorkspaceLimits{MaxFileBytes: 4}, "at most 4 per file"},
+		"total":       {[]schema.File{{Path: "a", Content: "123"}, {Path: "b", Content: "123"}}, schema.WorkspaceLimits{MaxTotalBytes: 5}, "total more than 5"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			err := WriteFiles(dir, c.files, c.lim)
-			require.ErrorIs(t, err, ErrInvalidWorkspace)
+			require.ErrorIs(t, err, schema.ErrInvalidWorkspace)
 			require.Contains(t, err.Error(), c.want)
 			entries, _ := os.ReadDir(dir)
 			require.Empty(t, entries)
@@ -83,7 +83,7 @@ func TestWriteFilesModesAndDirs(t *testing.T) {
 	require.NoError(t, WriteFiles(dir, []schema.File{
 		{Path: "run.sh", Content: "#!/bin/sh\n", Mode: "0755"},
 		{Path: "src/deep/a.c", Content: "int a;"},
-	}, WorkspaceLimits{}))
+	}, schema.WorkspaceLimits{}))
 	fi, err := os.Stat(filepath.Join(dir, "run.sh"))
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o755), fi.Mode().Perm())
@@ -96,14 +96,14 @@ func TestWriteFilesThroughSymlinkStaysInside(t *testing.T) {
 	outside := t.TempDir()
 	dir := t.TempDir()
 	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "link")))
-	err := WriteFiles(dir, []schema.File{{Path: "link/pwned.txt", Content: "x"}}, WorkspaceLimits{})
+	err := WriteFiles(dir, []schema.File{{Path: "link/pwned.txt", Content: "x"}}, schema.WorkspaceLimits{})
 	require.Error(t, err)
-	require.True(t, errors.Is(err, ErrInvalidWorkspace), "%v", err)
+	require.True(t, errors.Is(err, schema.ErrInvalidWorkspace), "%v", err)
 	_, err = os.Stat(filepath.Join(outside, "pwned.txt"))
 	require.True(t, os.IsNotExist(err), "a write went through the symlink")
 }
 
-// FuzzCheckPath: whatever CheckPath accepts stays inside the workspace.
+// FuzzCheckPath: whatever schema.CheckPath accepts stays inside the workspace.
 func FuzzCheckPath(f *testing.F) {
 	for _, s := range []string{"a", "../a", "/abs", "a/../../b", "a\x00", "....//", "a/./b", "\u202e", "~/x", "a//", "C:\\x", "%2e%2e/x",
 		"../../../../../../tmp/x", "/etc/passwd", "evil\nname", "bell\a", "\xc3\x28", "./a", "a/.", `..\..\windows`,
@@ -111,7 +111,7 @@ func FuzzCheckPath(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		if CheckPath(p) != nil {
+		if schema.CheckPath(p) != nil {
 			return
 		}
 		root := "/ws/root"

@@ -15,7 +15,6 @@ import (
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/hpcq/hpcq/pkg/llm"
-	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -137,7 +136,7 @@ func ParseArtifacts(payload string) (Artifacts, error) {
 	if err := t.Validate(); err != nil {
 		return Artifacts{}, fmt.Errorf("%w: %s", ErrArtifacts, strings.ReplaceAll(err.Error(), "artifacts.", "phase_artifacts."))
 	}
-	if err := phases.CheckFiles(a.Phases.Coding.Workspace.Files, phases.WorkspaceLimits{}); err != nil {
+	if err := schema.CheckFiles(a.Phases.Coding.Workspace.Files, schema.WorkspaceLimits{}); err != nil {
 		return Artifacts{}, fmt.Errorf("%w: phase_artifacts.coding.workspace.files: %v", ErrArtifacts, err)
 	}
 	return a, nil

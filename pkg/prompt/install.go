@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/hpcq/hpcq/pkg/llm"
-	"github.com/hpcq/hpcq/pkg/phases"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -146,9 +145,9 @@ func InstallMessages(t *schema.NodeTask) []llm.Message {
 	return []llm.Message{{Role: "system", Content: defaultSystem}, {Role: "user", Content: b.String()}}
 }
 
-// NewInstaller is a worker's iterative installer (phases.Installer) on a
-// client, the scheduler's LLM gateway on a cluster.
-func NewInstaller(c llm.Client) phases.Installer {
+// NewInstaller is a worker's iterative installer (the executor's Installer)
+// on a client, the scheduler's LLM gateway on a cluster.
+func NewInstaller(c llm.Client) func(ctx context.Context, t *schema.NodeTask, run func(ctx context.Context, command string) (int, string, error)) error {
 	return func(ctx context.Context, t *schema.NodeTask, run func(ctx context.Context, command string) (int, string, error)) error {
 		_, err := Install(ctx, InstallParams{Client: c, Messages: InstallMessages(t), MaxSteps: t.Install.MaxSteps, Node: t.NodeID,
 			Run: func(ctx context.Context, command string) (CommandResult, error) {
