@@ -20,14 +20,26 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/chatsse"
-	"github.com/hpcq/hpcq/pkg/llm"
 )
+
+// Message is a request's message as the server read it: its text, and the
+// images of its image_url parts (data URLs).
+type Message struct {
+	Role, Content string
+	Images        []Image
+}
+
+// Image is an image a message carried.
+type Image struct {
+	MIME string
+	Data []byte
+}
 
 // Request is a chat request as the server saw it.
 type Request struct {
 	N        int // 1-based arrival order
 	Model    string
-	Messages []llm.Message
+	Messages []Message
 	// Kind is what the prompt asks for: phase0, draft, debug, improve,
 	// hyperparam, ablation, judge, install, summarize, compress, or "".
 	Kind string
@@ -184,12 +196,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	var body wireRequest
 	data, _ := io.ReadAll(r.Body)
-	msgs, err := []llm.Message(nil), json.Unmarshal(data, &body)
+	msgs, err := []Message(nil), json.Unmarshal(data, &body)
 	for _, m := range body.Messages {
 		if err != nil {
 			break
 		}
-		var msg llm.Message
+		var msg Message
 		msg, err = message(m.Role, m.Content)
 		msgs = append(msgs, msg)
 	}
@@ -302,7 +314,7 @@ var kinds = []struct{ phrase, kind string }{
 }
 
 // KindOf tells what a conversation asks for, from its first messages.
-func KindOf(msgs []llm.Message) string {
+func KindOf(msgs []Message) string {
 	var head strings.Builder
 	for i, m := range msgs {
 		if i == 2 {
@@ -350,8 +362,8 @@ func WithMemory(update, payload string) string {
 
 // message reads a request's message: its content a string, or parts (text
 // and image_url with a data URL: the images).
-func message(role string, content json.RawMessage) (llm.Message, error) {
-	m := llm.Message{Role: role}
+func message(role string, content json.RawMessage) (Message, error) {
+	m := Message{Role: role}
 	if json.Unmarshal(content, &m.Content) == nil {
 		return m, nil
 	}
@@ -378,7 +390,7 @@ func message(role string, content json.RawMessage) (llm.Message, error) {
 			if err != nil {
 				return m, err
 			}
-			m.Images = append(m.Images, llm.Image{MIME: head, Data: data})
+			m.Images = append(m.Images, Image{MIME: head, Data: data})
 		}
 	}
 	return m, nil

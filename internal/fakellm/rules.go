@@ -4,16 +4,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/hpcq/hpcq/pkg/llm"
 )
 
 // Options make the server behave as one endpoint or another. Whatever
 // they are, it refuses what OpenAI's API refuses, with error bodies of the
 // API's shape: max_tokens, a temperature other than 1 and top_p for a
-// reasoning model (llm.IsReasoningModel, or Reasoning), reasoning_effort for
+// reasoning model (o1, o3, o4-mini, gpt-5 and their dated names, or Reasoning), reasoning_effort for
 // another, stream_options without a stream.
 type Options struct {
 	// Key, when set, is the only API key accepted (Authorization: Bearer,
@@ -104,6 +104,22 @@ func (s *Server) authorized(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
+// reasoningModel tells the API's reasoning models by name, as the API's
+// documentation lists them (o1, o3, o4-mini, gpt-5, gpt-5-mini, gpt-5.1,
+// dated and fine-tuned names, behind a provider's prefix), the chat
+// variants (gpt-5-chat-latest) being ordinary models. It is the fake's own
+// reading of the documentation, not the client's: a client that misjudges a
+// model is refused here as the API would refuse it.
+var reasoningName = regexp.MustCompile(`^(?:[a-z0-9_.-]+/)*(?:ft:)?(?:o[1-9]|gpt-[5-9])(?:$|[-_.:])`)
+
+func reasoningModel(model string) bool {
+	m := strings.ToLower(model)
+	return reasoningName.MatchString(m) && !strings.Contains(m, "-chat")
+}
+
+// reasoningEfforts are the values the API takes for reasoning_effort.
+var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high"}
+
 // checkRules refuses what the API refuses of a request, answering.
 func (s *Server) checkRules(w http.ResponseWriter, b wireRequest) bool {
 	if len(s.opt.Models) > 0 && !slices.Contains(s.opt.Models, b.Model) {
@@ -111,7 +127,7 @@ func (s *Server) checkRules(w http.ResponseWriter, b wireRequest) bool {
 			fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", b.Model))
 		return false
 	}
-	reasoning := llm.IsReasoningModel(b.Model)
+	reasoning := reasoningModel(b.Model)
 	if s.opt.Reasoning != nil {
 		reasoning = s.opt.Reasoning(b.Model)
 	}
@@ -139,7 +155,7 @@ func (s *Server) checkRules(w http.ResponseWriter, b wireRequest) bool {
 		return unsupported("top_p", "Unsupported parameter: 'top_p' is not supported with this model.")
 	case !reasoning && b.ReasoningEffort != "":
 		return unsupported("reasoning_effort", "Unsupported parameter: 'reasoning_effort' is not supported with this model.")
-	case b.ReasoningEffort != "" && llm.CheckReasoningEffort(b.ReasoningEffort) != nil:
+	case b.ReasoningEffort != "" && !slices.Contains(reasoningEfforts, b.ReasoningEffort):
 		refuse(w, http.StatusBadRequest, "invalid_request_error", "reasoning_effort", "invalid_value",
 			fmt.Sprintf("Invalid value: '%s'. Supported values are: 'minimal', 'low', 'medium', and 'high'.", b.ReasoningEffort))
 		return false
