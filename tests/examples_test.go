@@ -10,11 +10,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/dispatch"
+	"github.com/hpcq/hpcq/internal/executor"
 	"github.com/hpcq/hpcq/internal/testutil"
-	"github.com/hpcq/hpcq/pkg/dispatch"
-	"github.com/hpcq/hpcq/pkg/phases"
+	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/schema"
-	"github.com/hpcq/hpcq/pkg/worker"
 )
 
 var examples = []string{"hello", "stencil-omp", "mpi-pi", "matmul-cuda"}
@@ -49,7 +49,7 @@ func TestExampleSourcesInSync(t *testing.T) {
 func execExample(t *testing.T, task *schema.NodeTask, slot worker.Slot) *schema.NodeResult {
 	t.Helper()
 	t.Setenv("HOME", t.TempDir())
-	e, err := phases.NewExecutor(phases.Config{RunsDir: t.TempDir()})
+	e, err := executor.NewExecutor(executor.Config{RunsDir: t.TempDir()})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -87,8 +87,8 @@ func TestMatmulCUDA(t *testing.T) {
 	if _, err := exec.LookPath("nvcc"); err != nil {
 		t.Skip("nvcc not found: the CUDA example needs the CUDA toolkit and a GPU")
 	}
-	tc := phases.DetectToolchains(context.Background(), os.Environ(), true, testutil.Logger(t))
-	ids := phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
+	tc := executor.DetectToolchains(context.Background(), os.Environ(), true, testutil.Logger(t))
+	ids := executor.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
 	if len(ids) == 0 {
 		t.Skip("nvcc found but no GPU reported by nvidia-smi")
 	}

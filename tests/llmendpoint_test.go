@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/fakellm"
-	"github.com/hpcq/hpcq/pkg/search"
+	"github.com/hpcq/hpcq/internal/search"
 )
 
 // reasoningIdea is a two-draft idea whose run.yaml names a chat model

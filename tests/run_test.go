@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/fakellm"
+	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/internal/testutil"
-	"github.com/hpcq/hpcq/pkg/search"
 )
 
 // TestRunExampleOffline is `make run`: the tree search on

@@ -22,9 +22,9 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/rundir"
-	"github.com/hpcq/hpcq/pkg/search"
 )
 
 // browser is a headless Chromium driven through the DevTools protocol: it

@@ -21,20 +21,20 @@ import (
 
 	"github.com/hpcq/hpcq/internal/benchutil"
 	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/internal/linelog"
-	"github.com/hpcq/hpcq/pkg/engine"
+	"github.com/hpcq/hpcq/internal/metrics"
+	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/stores"
+	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
-	"github.com/hpcq/hpcq/pkg/metrics"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/queue/embedded"
 	"github.com/hpcq/hpcq/pkg/results"
-	"github.com/hpcq/hpcq/pkg/run"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
-	"github.com/hpcq/hpcq/pkg/stores"
-	"github.com/hpcq/hpcq/pkg/worker"
 )
 
 // childEnv carries the embedded server's URL to the child process.
@@ -250,7 +250,7 @@ func measure(n int, o options) (string, error) {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	// Local mode: the scheduler reaches its embedded server in-process
-	// (pkg/local), the workers (the child) over loopback TCP.
+	// (internal/local), the workers (the child) over loopback TCP.
 	natsURL := o.natsURL
 	var nc *nats.Conn
 	if natsURL == "" {
@@ -337,7 +337,7 @@ func measure(n int, o options) (string, error) {
 		}
 		reg := prometheus.NewRegistry()
 		// In cluster mode the workers write their results' rows, as
-		// `scheduler run` has them do with ClickHouse (pkg/scheduler).
+		// `scheduler run` has them do with ClickHouse (internal/schedcmd).
 		p := engine.Params{Spec: sp, RunDir: dir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink, Mode: mode,
 			Slots: slots, Progress: io.Discard, ProgressEvery: time.Hour, Logger: log, Metrics: metrics.NewScheduler(reg), Gateway: nc,
 			WorkersWriteResults: o.store == storeCluster}

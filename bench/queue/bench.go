@@ -20,11 +20,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hpcq/hpcq/internal/benchutil"
-	"github.com/hpcq/hpcq/pkg/phases"
+	"github.com/hpcq/hpcq/internal/executor"
+	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/queue/embedded"
 	"github.com/hpcq/hpcq/pkg/schema"
-	"github.com/hpcq/hpcq/pkg/worker"
 )
 
 type params struct {
@@ -342,7 +342,7 @@ func spawnRounds(p params, n int, name, home string, out, log io.Writer) error {
 		defer os.Setenv("HOME", realHome)
 	}
 	const cmd = "/bin/true"
-	argv := phases.ShellArgv(cmd, true)
+	argv := executor.ShellArgv(cmd, true)
 
 	// Rounds alternate hpcq and the plain loop, so that drift in the
 	// machine's speed hits both alike; the medians are printed.
@@ -361,7 +361,7 @@ func spawnRounds(p params, n int, name, home string, out, log io.Writer) error {
 	}
 	h, pl := median(hs), median(ps)
 	fmt.Fprintf(out, "bench-queue %s n=%d hpcq_s=%.3f plain_s=%.3f ratio=%.3f\n", name, n, h, pl, h/pl)
-	nologin, err := spawnPlain(min(n, 200), phases.ShellArgv(cmd, false))
+	nologin, err := spawnPlain(min(n, 200), executor.ShellArgv(cmd, false))
 	if err != nil {
 		return err
 	}
@@ -378,7 +378,7 @@ func spawnHpcq(n int, cmd string, rep int, isolation string, log io.Writer) (flo
 		return 0, err
 	}
 	defer e.close()
-	ex, err := phases.NewExecutor(phases.Config{RunsDir: filepath.Join(e.dir, "runs"), Sandbox: phases.SandboxConfig{Mode: isolation}})
+	ex, err := executor.NewExecutor(executor.Config{RunsDir: filepath.Join(e.dir, "runs"), Sandbox: executor.SandboxConfig{Mode: isolation}})
 	if err != nil {
 		return 0, err
 	}

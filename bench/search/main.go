@@ -17,7 +17,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hpcq/hpcq/pkg/search"
+	"github.com/hpcq/hpcq/internal/search"
 )
 
 // simulated runs node i for durations[i] and reports a seeded outcome.

@@ -11,8 +11,8 @@ import (
 	"os"
 
 	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/schedcmd"
 	"github.com/hpcq/hpcq/pkg/results"
-	"github.com/hpcq/hpcq/pkg/scheduler"
 )
 
 // runDirFlag is --run-dir of the commands about one run.
@@ -36,7 +36,7 @@ func defineExec(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(cont
 			ctx, cancel = context.WithTimeout(ctx, *timeout)
 			defer cancel()
 		}
-		return scheduler.Exec(ctx, cfg, scheduler.ExecOptions{Local: *local, Pools: pools, Files: fs.Args(), JSON: *jsonOut, Log: log})
+		return schedcmd.Exec(ctx, cfg, schedcmd.ExecOptions{Local: *local, Pools: pools, Files: fs.Args(), JSON: *jsonOut, Log: log})
 	}
 }
 
@@ -44,7 +44,7 @@ func defineStatus(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(co
 	runDir := fs.String("run-dir", "", "run to inspect: its nodes and best metric, and its queue (default: the newest under --runs-dir when no NATS URL is set)")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
-		return scheduler.Status(ctx, cfg, scheduler.StatusOptions{RunDir: *runDir, JSON: *jsonOut, Log: log})
+		return schedcmd.Status(ctx, cfg, schedcmd.StatusOptions{RunDir: *runDir, JSON: *jsonOut, Log: log})
 	}
 }
 
@@ -63,7 +63,7 @@ func defineQuery(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(con
 			fmt.Fprintf(os.Stderr, "scheduler query: --timeout %v: must be positive\n", *timeout)
 			return exitError(2)
 		}
-		return scheduler.Query(ctx, cfg, scheduler.QueryOptions{RunDir: *runDir, SQL: fs.Arg(0), Format: *format, Timeout: *timeout})
+		return schedcmd.Query(ctx, cfg, schedcmd.QueryOptions{RunDir: *runDir, SQL: fs.Arg(0), Format: *format, Timeout: *timeout})
 	}
 }
 
@@ -79,18 +79,18 @@ func defineRun(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(conte
 	waitWorkers := fs.Duration("wait-workers", 0, "how long to wait at start for a live worker of the run's pool before the first nodes are published (default: no wait; workers slurm-bridge starts come when tasks wait, and the prompts describe the pool's toolchains once a worker registered)")
 	argsOK := func() bool { return (*resume == "") == (fs.NArg() == 1) && (*resume == "" || fs.NArg() == 0) }
 	return argsOK, func(ctx context.Context, log *slog.Logger) error {
-		o := scheduler.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume, WaitWorkers: *waitWorkers,
+		o := schedcmd.RunOptions{Local: *local, IdeaDir: fs.Arg(0), RunDir: *runDir, Resume: *resume, WaitWorkers: *waitWorkers,
 			MetricsAddr: *metricsAddr, HTTP: *httpAddr, Log: log, Abandon: secondInterrupt(ctx)}
 		if screen != nil {
 			o.Status = screen
 		}
-		return scheduler.Run(ctx, cfg, o)
+		return schedcmd.Run(ctx, cfg, o)
 	}
 }
 
 func defineExport(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
 	runDir := runDirFlag(fs)
 	return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
-		return scheduler.Export(ctx, cfg, scheduler.ExportOptions{RunDir: *runDir, Log: log})
+		return schedcmd.Export(ctx, cfg, schedcmd.ExportOptions{RunDir: *runDir, Log: log})
 	}
 }

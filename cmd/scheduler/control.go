@@ -7,14 +7,14 @@ import (
 	"strings"
 
 	"github.com/hpcq/hpcq/internal/config"
-	"github.com/hpcq/hpcq/pkg/scheduler"
+	"github.com/hpcq/hpcq/internal/schedcmd"
 )
 
 func defineLs(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
 	runDir := runDirFlag(fs)
 	asJSON := fs.Bool("json", false, "one JSON object per node")
 	return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
-		return scheduler.Ls(ctx, cfg, scheduler.LsOptions{RunDir: *runDir, JSON: *asJSON, Log: log})
+		return schedcmd.Ls(ctx, cfg, schedcmd.LsOptions{RunDir: *runDir, JSON: *asJSON, Log: log})
 	}
 }
 
@@ -25,7 +25,7 @@ func defineLogs(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(cont
 	follow := fs.Bool("follow", false, "on a running node: print its output as it comes, until it ends")
 	fs.BoolVar(follow, "f", false, "short for --follow")
 	return func() bool { return fs.NArg() == 1 }, func(ctx context.Context, log *slog.Logger) error {
-		return scheduler.Logs(ctx, cfg, scheduler.LogsOptions{RunDir: *runDir, Node: fs.Arg(0), Phase: *phase, Attempt: *attempt,
+		return schedcmd.Logs(ctx, cfg, schedcmd.LogsOptions{RunDir: *runDir, Node: fs.Arg(0), Phase: *phase, Attempt: *attempt,
 			Follow: *follow, Log: log})
 	}
 }
@@ -34,7 +34,7 @@ func defineCancel(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(co
 	runDir := runDirFlag(fs)
 	reason := fs.String("reason", "", "why, recorded with the cancel")
 	return func() bool { return true }, func(ctx context.Context, log *slog.Logger) error {
-		return scheduler.Cancel(ctx, cfg, scheduler.CancelOptions{RunDir: *runDir, Nodes: fs.Args(), Reason: strings.TrimSpace(*reason), Log: log})
+		return schedcmd.Cancel(ctx, cfg, schedcmd.CancelOptions{RunDir: *runDir, Nodes: fs.Args(), Reason: strings.TrimSpace(*reason), Log: log})
 	}
 }
 
@@ -42,16 +42,16 @@ func definePurge(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(con
 	runDir := runDirFlag(fs)
 	mem := fs.Bool("memory", false, "also move the run's memory out of Redis into its run directory (an ended cluster run; ClickHouse keeps its rows)")
 	return noArgs(fs), func(ctx context.Context, log *slog.Logger) error {
-		return scheduler.Purge(ctx, cfg, scheduler.PurgeOptions{RunDir: *runDir, Memory: *mem, Log: log})
+		return schedcmd.Purge(ctx, cfg, schedcmd.PurgeOptions{RunDir: *runDir, Memory: *mem, Log: log})
 	}
 }
 
 func defineServe(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
-	addr := fs.String("http", scheduler.DefaultHTTPAddr, "address of the dashboard, the JSON API and /metrics (another address than loopback needs HPCQ_HTTP_TOKEN)")
+	addr := fs.String("http", schedcmd.DefaultHTTPAddr, "address of the dashboard, the JSON API and /metrics (another address than loopback needs HPCQ_HTTP_TOKEN)")
 	runDir := fs.String("run-dir", "", "serve this run only")
 	runs := fs.String("runs", "", "serve every run under this directory (default: --runs-dir)")
 	return func() bool { return fs.NArg() == 0 && (*runDir == "" || *runs == "") }, func(ctx context.Context, log *slog.Logger) error {
-		return scheduler.Serve(ctx, cfg, scheduler.ServeOptions{HTTP: *addr, RunDir: *runDir, Runs: *runs, Log: log})
+		return schedcmd.Serve(ctx, cfg, schedcmd.ServeOptions{HTTP: *addr, RunDir: *runDir, Runs: *runs, Log: log})
 	}
 }
 
@@ -59,6 +59,6 @@ func defineCheck(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(con
 	config.AddMemoryFlags(fs, &cfg.Memory)
 	probe := fs.Bool("probe", false, "send one tiny request (and with llm.vision, one tiny image) to the endpoint and print what it accepted, the model it reports and the latency")
 	return func() bool { return fs.NArg() == 1 }, func(ctx context.Context, _ *slog.Logger) error {
-		return scheduler.Check(ctx, cfg, scheduler.CheckOptions{IdeaDir: fs.Arg(0), Probe: *probe})
+		return schedcmd.Check(ctx, cfg, schedcmd.CheckOptions{IdeaDir: fs.Arg(0), Probe: *probe})
 	}
 }

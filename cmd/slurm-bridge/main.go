@@ -20,10 +20,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/bridge"
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
-	"github.com/hpcq/hpcq/pkg/bridge"
-	"github.com/hpcq/hpcq/pkg/metrics"
+	"github.com/hpcq/hpcq/internal/metrics"
 	"github.com/hpcq/hpcq/pkg/queue"
 )
 

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hpcq/hpcq/pkg/bridge"
+	"github.com/hpcq/hpcq/internal/bridge"
 )
 
 // TestLastErrorOneLine: a multi-line sbatch error stays on its pool's row.

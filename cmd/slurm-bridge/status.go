@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/bridge"
 	"github.com/hpcq/hpcq/internal/cli"
-	"github.com/hpcq/hpcq/pkg/bridge"
 	"github.com/hpcq/hpcq/pkg/queue"
 )
 

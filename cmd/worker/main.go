@@ -19,15 +19,15 @@ import (
 
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/executor"
+	"github.com/hpcq/hpcq/internal/metrics"
+	"github.com/hpcq/hpcq/internal/prompt"
+	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/version"
+	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/llm"
-	"github.com/hpcq/hpcq/pkg/metrics"
-	"github.com/hpcq/hpcq/pkg/phases"
-	"github.com/hpcq/hpcq/pkg/prompt"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
-	"github.com/hpcq/hpcq/pkg/stores"
-	"github.com/hpcq/hpcq/pkg/worker"
 )
 
 func main() { cli.Main("worker", run) }
@@ -92,12 +92,12 @@ func run(args []string) error {
 	defer q.Close()
 	// The login environment, captured once: toolchains are detected and
 	// commands run in it (HPCQ_TASK_SHELL=login: a login shell per command).
-	env, err := phases.WorkerEnv(ctx, cfg.Shell)
+	env, err := executor.WorkerEnv(ctx, cfg.Shell)
 	if err != nil {
 		return err
 	}
-	tc := phases.DetectToolchains(ctx, env, cfg.Shell == phases.ShellLogin, log)
-	cores, gpuIDs := runtime.NumCPU(), phases.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
+	tc := executor.DetectToolchains(ctx, env, cfg.Shell == executor.ShellLogin, log)
+	cores, gpuIDs := runtime.NumCPU(), executor.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
 	// Under Slurm the allocation sizes the worker: its CPUs, its GPUs, its
 	// walltime, and its files go to a node-local directory.
 	alloc, err := fromSlurm(ctx, &cfg, fs, log)
@@ -113,7 +113,7 @@ func run(args []string) error {
 	}
 	// The iterative installer asks the model through the scheduler's LLM
 	// gateway: a worker holds no API key.
-	pc := phases.ConfigFrom(cfg.Tasks, cfg.WorkDir)
+	pc := executor.ConfigFrom(cfg.Tasks, cfg.WorkDir)
 	pc.Env = env
 	pc.Installer = prompt.NewInstaller(llm.Gateway{NC: q.Conn()})
 	if err := pc.UseQueue(ctx, q); err != nil {
@@ -152,7 +152,7 @@ func run(args []string) error {
 	} else {
 		log.Info("no HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN: nodes' recall events go to the scheduler with their results")
 	}
-	exec, err := phases.NewExecutor(pc)
+	exec, err := executor.NewExecutor(pc)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/config"
-	"github.com/hpcq/hpcq/pkg/worker"
+	"github.com/hpcq/hpcq/internal/worker"
 )
 
 // slurmJob is what a worker takes from the Slurm job it runs in: the

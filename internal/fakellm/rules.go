@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-
 )
 
 // Options make the server behave as one endpoint or another. Whatever

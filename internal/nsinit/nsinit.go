@@ -48,7 +48,7 @@ type Spec struct {
 	// workspace, log or run.
 	Hide []string `json:"hide,omitempty"`
 	// Nproc, when > 0, is the command's RLIMIT_NPROC: the processes its
-	// uid may have (a uid no other task shares; see phases.TaskUser).
+	// uid may have (a uid no other task shares; see executor.TaskUser).
 	Nproc int `json:"nproc,omitempty"`
 	// Serve runs the commands a worker sends over ServeFD, one at a time,
 	// rather than argv: one sandbox per task attempt.

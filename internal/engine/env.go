@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hpcq/hpcq/internal/prompt"
+	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory"
+)
+
+// environment is what the prompts say about where nodes run: the
+// toolchains the pool's live workers registered.
+type environment struct {
+	text       string
+	resources  string
+	toolchains map[string]string // the cache's toolchain fingerprint
+	workers    int
+	slots      int
+}
+
+// environment waits up to WaitWorkers for a live worker of the run's pool
+// and describes the pool's workers. With none by then (workers that start
+// on demand, from slurm-bridge, come when tasks wait) it describes what it
+// knows and the run goes on: the nodes' tasks wait in the queue, and the
+// environment is read again for every node until workers are there.
+func (e *engine) environment(ctx context.Context, wait time.Duration) (environment, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		ws, err := e.p.Queue.Workers(ctx)
+		if err != nil {
+			return environment{}, err
+		}
+		env := environment{toolchains: map[string]string{}}
+		var lines []string
+		for _, w := range ws {
+			if w.Lost || w.Draining || !contains(w.Pools, e.spec.Pool) {
+				continue
+			}
+			env.workers++
+			env.slots += w.Slots
+			names := make([]string, 0, len(w.Toolchains))
+			for k, v := range w.Toolchains {
+				names = append(names, k)
+				if _, ok := env.toolchains[k]; !ok {
+					env.toolchains[k] = v
+				}
+			}
+			sort.Strings(names)
+			var tcs []string
+			for _, k := range names {
+				tcs = append(tcs, fmt.Sprintf("%s %s", k, w.Toolchains[k]))
+			}
+			gpu := ""
+			if w.GPUs > 0 {
+				gpu = fmt.Sprintf(", %d GPUs", w.GPUs)
+			}
+			lines = append(lines, fmt.Sprintf("- worker %s on %s: %d cores, %d slots%s; toolchains: %s", w.ID, w.Host, w.Cores, w.Slots, gpu, strings.Join(tcs, "; ")))
+		}
+		if env.workers > 0 {
+			sort.Strings(lines)
+			env.text = fmt.Sprintf("Nodes run in the %q pool, on Linux, each in a fresh workspace with bash; a slot's cores are in OMP_NUM_THREADS. "+
+				"Use only these toolchains; nothing else is installed unless the download phase installs it.\n%s", e.spec.Pool, strings.Join(lines, "\n"))
+			if len(e.spec.Requires) > 0 {
+				env.text += "\nThe run requires: " + strings.Join(e.spec.Requires, ", ") + "."
+			}
+			return env, nil
+		}
+		if !time.Now().Before(deadline) {
+			env.text = fmt.Sprintf("Nodes run in the %q pool, on Linux, each in a fresh workspace with bash; no worker of the pool has "+
+				"registered yet, so its toolchains are not known: use common ones (gcc, make) and check for what you need.", e.spec.Pool)
+			if len(e.spec.Requires) > 0 {
+				env.text += "\nThe run requires: " + strings.Join(e.spec.Requires, ", ") + "."
+			}
+			return env, nil
+		}
+		select {
+		case <-ctx.Done():
+			return environment{}, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// setupMemory creates the run's root branch (once) with the idea and the
+// resources.
+func (e *engine) setupMemory(ctx context.Context) error {
+	var idx memory.ResourceIndex
+	if e.spec.Resources != "" {
+		var err error
+		if idx, err = memory.LoadResources(e.spec.Resources, filepath.Dir(e.spec.Resources)); err != nil {
+			return err
+		}
+		e.env.resources = idx.Text()
+	}
+	if e.mem == nil {
+		return nil
+	}
+	if _, err := e.mem.Fork(ctx, RootBranch, ""); err != nil {
+		if errors.Is(err, memory.ErrBranchExists) {
+			return nil // a resumed run
+		}
+		return err
+	}
+	idea := strings.TrimSpace(e.spec.Idea)
+	if run.On(e.spec.Memory.PersistIdeaMD) {
+		if _, _, err := e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: RootBranch, Text: idea, Tags: []string{"IDEA_MD", "ROOT_IDEA"}, Context: "idea"}); err != nil {
+			return err
+		}
+	}
+	if run.On(e.spec.Memory.AlwaysInjectIdeaSummary) {
+		summary := e.section(ctx, idea, "idea_summary", "a summary of the research idea as short bullet points: the goal, the constraints, the metric")
+		if _, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "IDEA_SUMMARY", Value: summary, Importance: 5}); err != nil {
+			return err
+		}
+	}
+	if len(idx.Items) > 0 {
+		if err := e.mem.IngestResources(ctx, RootBranch, idx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refreshEnvironment reads the pool's workers again while none was known
+// (workers started on demand); the resources stay as they were.
+func (e *engine) refreshEnvironment(ctx context.Context) {
+	e.envMu.Lock()
+	defer e.envMu.Unlock()
+	if e.env.workers > 0 {
+		return
+	}
+	env, err := e.environment(ctx, 0)
+	if err != nil || env.workers == 0 {
+		return
+	}
+	env.resources = e.env.resources
+	e.env = env
+	e.log.Info("workers of the pool registered", "pool", e.spec.Pool, "workers", env.workers, "slots", env.slots)
+}
+
+// currentEnv is the environment as last read.
+func (e *engine) currentEnv() environment {
+	e.envMu.Lock()
+	defer e.envMu.Unlock()
+	return e.env
+}
+
+// resources is the Resources section of a prompt about node: each
+// resource with its fetch status as the node's branch knows it (a Phase 1
+// of an ancestor may have fetched it), within datasets_tested_budget_chars.
+func (e *engine) resources(ctx context.Context, node string) string {
+	text := e.currentEnv().resources
+	if e.mem != nil && text != "" {
+		idx, ok, err := e.mem.Resources(ctx, node)
+		if err != nil {
+			e.log.Warn("resources of the node's memory", "node_id", node, "err", err)
+		} else if ok {
+			text = idx.Text()
+		}
+	}
+	return cutText(text, budgetOr(e.spec.Memory.Config.DatasetsTestedBudgetChars))
+}
+
+// compressor is the memory's compressor: the model (compression_model,
+// default the run's), or none when use_llm_compression is off: sections
+// over budget are then cut, with a marker.
+func compressor(m run.Memory, client llm.Client) memory.Compressor {
+	if !run.On(m.UseLLMCompression) {
+		return nil
+	}
+	return prompt.Compressor{Client: client, Model: m.CompressionModel}
+}
+
+// section brings text within the budget of a section (the seed's
+// section_budgets: key): as it is, compressed by the memory's model, or cut
+// with a marker when the run has no memory or compression is off.
+func (e *engine) section(ctx context.Context, text, key, hint string) string {
+	budget := e.spec.Memory.SectionBudgets[key]
+	if budget <= 0 {
+		budget = memory.Defaults().SectionBudgets[key]
+	}
+	if budget <= 0 || len(text) <= budget {
+		return text
+	}
+	if e.mem != nil {
+		return e.mem.Shorten(ctx, text, budget, hint)
+	}
+	return cutText(text, budget)
+}
+
+// sweep is seed 004's memory sweep: every memory.sweep_interval_s (and at
+// the run's end, with all), the branches of the nodes that ended since the
+// last sweep have their repeated episodes consolidated into semantic
+// facts. Decay needs no pass of its own: ranking and forget_below apply it
+// to every read.
+func (e *engine) sweep(ctx context.Context, all bool) {
+	interval := time.Duration(e.spec.Memory.Config.SweepIntervalS) * time.Second
+	if interval <= 0 {
+		interval = time.Duration(memory.Defaults().SweepIntervalS) * time.Second
+	}
+	e.sweepMu.Lock()
+	if e.lastSweep.IsZero() {
+		e.lastSweep = time.Now() // the first interval starts with the run
+	}
+	if len(e.sweepPending) == 0 || (!all && time.Since(e.lastSweep) < interval) {
+		e.sweepMu.Unlock()
+		return
+	}
+	branches := e.sweepPending
+	e.sweepPending, e.lastSweep = nil, time.Now()
+	e.sweepMu.Unlock()
+	facts := 0
+	for _, b := range branches {
+		got, err := e.mem.Consolidate(ctx, b)
+		if err != nil {
+			e.log.Warn("memory sweep", "branch", b, "err", err)
+			continue
+		}
+		facts += len(got)
+	}
+	e.log.Debug("memory sweep", "branches", len(branches), "facts_consolidated", facts)
+}

@@ -1,0 +1,524 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hpcq/hpcq/internal/bufpool"
+	"github.com/hpcq/hpcq/internal/dispatch"
+	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/jsonw"
+	"github.com/hpcq/hpcq/internal/prompt"
+	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
+)
+
+// Files of a node, under nodes/<id>/.
+const (
+	taskFile    = rundir.TaskFile   // the task as published: written before the publish
+	outcomeFile = rundir.ResultFile // how the node ended: written before the journal records it
+	planFile    = rundir.Phase0Plan // written last of Phase 0's files: a resume finds Phase 0 done
+)
+
+// outcome is result.json: the task's result or dead letter, or why the
+// node never ran.
+type outcome struct {
+	Node       string             `json:"node"`
+	NotRun     bool               `json:"not_run,omitempty"`
+	Buggy      bool               `json:"buggy"`
+	Reason     string             `json:"reason,omitempty"`
+	Metric     *float64           `json:"metric,omitempty"`
+	Cached     bool               `json:"cached,omitempty"`
+	Result     *schema.NodeResult `json:"result,omitempty"`
+	DeadLetter *queue.DeadLetter  `json:"dead_letter,omitempty"`
+	// ArtifactsError says which files of the result could not be fetched
+	// into the node's directory, and why.
+	ArtifactsError string `json:"artifacts_error,omitempty"`
+	// Canceled: scheduler cancel stopped the node (before or while it ran).
+	Canceled bool `json:"canceled,omitempty"`
+	// MetricFrom says where the metric came from when not from the run's
+	// own METRIC lines or patterns ("parse_metrics": the model read it).
+	MetricFrom string `json:"metric_from,omitempty"`
+	// Review is the execution review's verdict, when one was asked.
+	Review *prompt.Review `json:"review,omitempty"`
+	// Summary is the model's summary of the node (node_summary).
+	Summary string `json:"summary,omitempty"`
+	// PlotAnalysis is the vision model's analysis of the node's plots.
+	PlotAnalysis string `json:"plot_analysis,omitempty"`
+}
+
+func (o outcome) searchResult() search.Result {
+	r := search.Result{Buggy: o.Buggy, Reason: o.Reason, NotRun: o.NotRun}
+	if o.Metric != nil {
+		r.Metric, r.HasMetric = *o.Metric, true
+	}
+	return r
+}
+
+// runner runs one node of the search (search.Runner).
+type runner struct{ e *engine }
+
+func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error) {
+	e := r.e
+	defer e.usage.save()
+	dir := filepath.Join(e.dir, nodesDir, n.ID)
+	fresh, err := makeNodeDir(dir)
+	if err != nil {
+		return search.Result{}, err
+	}
+	var o outcome
+	var task schema.NodeTask
+	ok := false
+	if fresh {
+		e.own.Store(n.ID, ownNode{})
+		if e.logs != nil {
+			e.logs.New(n.ID)
+		}
+	} else {
+		e.own.Delete(n.ID)
+		if ok, err := readJSON(filepath.Join(dir, outcomeFile), &o); err != nil || ok {
+			// Ended before a crash that came before the journal recorded it.
+			return o.searchResult(), err
+		}
+		if ok, err = readJSON(filepath.Join(dir, taskFile), &task); err != nil {
+			return search.Result{}, err
+		}
+	}
+	if !ok {
+		t, why, err := r.prepare(ctx, n)
+		if err != nil {
+			return search.Result{}, err // ctx ended: the node stays unfinished
+		}
+		if why != "" {
+			o = outcome{Node: n.ID, Buggy: true, NotRun: true, Reason: why}
+			return r.end(ctx, n, nil, o)
+		}
+		task = *t
+		if err := e.saveTask(n.ID, &task); err != nil {
+			return search.Result{}, err
+		}
+	}
+	key := search.CacheKey(&task, e.currentEnv().toolchains)
+	if res, hit := e.cache.Get(key); hit {
+		res.RunID, res.NodeID, res.Attempt = e.runID, task.NodeID, task.Attempt
+		// The files are those of the node that ran, not of this one.
+		res.Artifacts, res.ArtifactsNote = nil, "not run: the result of an identical earlier node was reused; its files are in that node's directory"
+		o = e.evaluate(n.ID, &res, nil)
+		o.Cached = true
+		e.log.Info("result cache hit: the node was not run again", "node_id", n.ID)
+		return r.end(ctx, n, &task, o)
+	}
+	canceled, why := e.nodeCanceled(n.ID)
+	select {
+	case <-canceled:
+		return r.end(ctx, n, &task, canceledOutcome(n.ID, why()))
+	default:
+	}
+	ch, err := e.disp.Submit(ctx, &task)
+	if err == nil {
+		e.published.Store(n.ID, struct{}{})
+		defer e.published.Delete(n.ID)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return search.Result{}, ctx.Err()
+		}
+		return r.end(ctx, n, &task, outcome{Node: n.ID, Buggy: true, Reason: "publish: " + err.Error()})
+	}
+	var got dispatch.Outcome
+	select {
+	case got = <-ch:
+	case <-canceled:
+		// The worker stops it (or answers it without running it); its
+		// answer is not waited for.
+		return r.end(ctx, n, &task, canceledOutcome(n.ID, why()))
+	case <-ctx.Done():
+		return search.Result{}, ctx.Err()
+	}
+	o = r.assess(ctx, n, e.evaluate(n.ID, got.Result, got.DeadLetter))
+	o.Summary = r.summarize(ctx, n, o)
+	if got.Result != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+		if err := dispatch.FetchArtifacts(fctx, e.p.Queue, e.dir, got.Result); err != nil {
+			o.ArtifactsError = err.Error()
+			e.log.Error("artifacts not fetched", "node_id", n.ID, "err", err)
+		}
+		cancel()
+		if got.Result.ArtifactsNote != "" {
+			// The worker could not bring every file home (a size cap, an
+			// upload that failed): the user learns it here, not only in
+			// result.json.
+			e.log.Warn("artifacts incomplete", "node_id", n.ID, "note", got.Result.ArtifactsNote)
+		}
+		o.PlotAnalysis = r.analyzePlots(ctx, n, o)
+	}
+	if got.Result != nil && got.Result.OK() {
+		if err := e.cache.Put(key, *got.Result); err != nil {
+			e.log.Warn("result cache", "err", err)
+		}
+	}
+	return r.end(ctx, n, &task, o)
+}
+
+// evaluate turns a task's answer into the node's outcome.
+func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLetter) outcome {
+	o := outcome{Node: node, Result: res, DeadLetter: dl}
+	switch {
+	case dl != nil:
+		o.Buggy, o.Reason = true, "dead-lettered: "+dl.Reason
+	case res == nil:
+		o.Buggy, o.Reason = true, "no answer"
+	case res.Error != nil && res.Error.Kind == schema.ErrKindCanceled:
+		o.Buggy, o.NotRun, o.Canceled, o.Reason = true, true, true, res.Error.Message
+	case res.Error != nil:
+		o.Buggy, o.Reason = true, fmt.Sprintf("%s in %s: %s", res.Error.Kind, res.Error.Phase, res.Error.Message)
+		if len(res.Diagnostics) > 0 {
+			d := res.Diagnostics[0]
+			o.Reason += fmt.Sprintf(" (%s:%d: %s)", d.File, d.Line, d.Message)
+		}
+	default:
+		v, ok := res.Metrics[e.spec.Metric.Name]
+		if !ok {
+			var have []string
+			for k := range res.Metrics {
+				have = append(have, k)
+			}
+			sort.Strings(have)
+			o.Buggy, o.Reason = true, fmt.Sprintf("the run reported no %q metric (it reported: %s)", e.spec.Metric.Name, strings.Join(have, ", "))
+		} else {
+			o.Metric = &v
+		}
+	}
+	return o
+}
+
+// end records a node's outcome: the memory events, the results rows, and
+// result.json (before the search journals it).
+func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask, o outcome) (search.Result, error) {
+	e := r.e
+	if ctx.Err() != nil && o.Result == nil && o.DeadLetter == nil {
+		return search.Result{}, ctx.Err()
+	}
+	ctx = context.WithoutCancel(ctx)
+	if e.mem != nil {
+		e.memoryAfter(ctx, n, task, o)
+	}
+	rows := results.Rows{}
+	if o.Result != nil && !o.Cached && !e.p.WorkersWriteResults && task != nil {
+		rows = results.FromResult(task, o.Result)
+	}
+	row := results.Node{Run: e.runID, Node: n.ID, Parent: n.Parent, Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Attempt: 1,
+		Status: results.NodeOK, MetricName: e.spec.Metric.Name, TS: time.Now()}
+	switch {
+	case o.Canceled:
+		row.Status, row.ErrorKind = results.NodeCanceled, schema.ErrKindCanceled
+	case o.Buggy && o.DeadLetter != nil:
+		row.Status, row.ErrorKind = results.NodeDeadLettered, results.ErrKindDeadLetter
+	case o.Buggy && o.Result != nil && o.Result.Error != nil:
+		row.Status, row.ErrorKind = results.NodeFailed, o.Result.Error.Kind
+	case o.Buggy && task == nil:
+		row.Status, row.ErrorKind = results.NodeNotRun, results.ErrKindLLM
+	case o.Buggy:
+		row.Status, row.ErrorKind = results.NodeFailed, results.ErrKindMetric
+	case o.Cached:
+		row.Status = results.NodeCached
+	}
+	if o.Metric != nil && !o.Buggy {
+		row.MetricValue = o.Metric
+	}
+	rows.Nodes = append(rows.Nodes, row)
+	e.p.Metrics.Node(n.Kind, row.Status)
+	// Stored before result.json is written (a resume takes a node with
+	// one for done, its rows included), in one transaction with the other
+	// nodes ending within results.WriteGather.
+	if err := e.rows.Write(ctx, rows); err != nil {
+		e.log.Warn("results rows not written", "node_id", n.ID, "err", err)
+	}
+	if err := e.saveOutcome(n.ID, &o); err != nil {
+		return search.Result{}, err
+	}
+	if e.logs != nil {
+		e.logs.Done(n.ID)
+	}
+	e.log.Info("node finished", "node_id", n.ID, "kind", n.Kind, "stage", n.Stage, "buggy", o.Buggy, "reason", firstLine(o.Reason),
+		"metric", metricText(o.Metric), "cached", o.Cached)
+	return o.searchResult(), nil
+}
+
+// memoryLost reports whether the memory store has lost the run's memory:
+// its root branch, which every run has from its start, is gone.
+func (e *engine) memoryLost(ctx context.Context) bool {
+	if e.outage == nil {
+		return false
+	}
+	_, err := e.outage.BranchGet(ctx, RootBranch)
+	return errors.Is(err, memory.ErrNoBranch)
+}
+
+// prepare writes a node: its memory branch, its Phase 0 plan, its code. A
+// non-empty why makes the node buggy without running it (the model gave
+// nothing usable, the budget is spent); an error means ctx ended.
+func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask, string, error) {
+	e := r.e
+	parent := RootBranch
+	if n.Parent != "" {
+		parent = n.Parent
+	}
+	fail := func(stage string, err error) (*schema.NodeTask, string, error) {
+		if errors.Is(err, memory.ErrNoBranch) && e.memoryLost(ctx) {
+			err = fmt.Errorf("%w (its root branch is gone: did Redis restart without its data? restore it, then resume the run): %w", memory.ErrLost, err)
+			e.log.Error("memory lost", "err", err)
+		}
+		if errors.Is(err, memory.ErrOutage) || errors.Is(err, memory.ErrLost) {
+			// Not the node's fault: the run stops, resumable, and the node
+			// is prepared again when it resumes.
+			e.outageStop.Store(true)
+			e.cancel(fmt.Errorf("%s: %w", stage, err))
+			return nil, "", err
+		}
+		if ctx.Err() != nil {
+			return nil, "", ctx.Err()
+		}
+		return nil, stage + ": " + err.Error(), nil
+	}
+	if e.outage != nil {
+		// No new node starts while the memory store is away.
+		if err := e.outage.Wait(ctx); err != nil {
+			return fail("memory", err)
+		}
+	}
+	if e.mem != nil {
+		_, err := e.mem.Fork(ctx, n.ID, parent)
+		redo := errors.Is(err, memory.ErrBranchExists) // a resumed run doing the node again
+		if err != nil && !redo {
+			return fail("memory", err)
+		}
+		created := false
+		if redo {
+			if created, err = e.hasEvent(ctx, n.ID, memory.EventNodeCreated); err != nil {
+				return fail("memory", err)
+			}
+		}
+		payload := fmt.Sprintf("%s node %s created in stage %s", n.Kind, n.ID, search.StageName(max(n.Stage, 1)))
+		if n.Parent != "" {
+			payload += " from " + n.Parent
+		}
+		if !created {
+			if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventNodeCreated, NodeID: n.ID, Payload: payload}); err != nil {
+				return fail("memory", err)
+			}
+		}
+	}
+	e.refreshEnvironment(ctx)
+	env := e.currentEnv()
+	plan, err := r.phase0(ctx, n)
+	if err != nil {
+		return fail("phase 0", err)
+	}
+	pc := e.promptContext(ctx)
+	pc.Environment, pc.Resources, pc.Phase0Plan = env.text, e.resources(ctx, n.ID), plan
+	if n.Parent != "" {
+		pc.Code = e.nodeCode(n.Parent)
+		pc.ExecutionOutput = e.section(ctx, e.nodeOutput(n.Parent), "results", "the execution output of a node: keep its errors, diagnostics and metrics")
+		if n.Kind == search.Debug || n.Kind == search.Improve {
+			pc.TimeFeedback, pc.PlotFeedback = e.feedback(n.Parent)
+		}
+	}
+	switch n.Kind {
+	case search.Hyperparam:
+		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, search.Hyperparam)
+	case search.Ablation:
+		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, search.Ablation)
+	case search.Draft:
+		pc.ExecutionOutput = ""
+	}
+	if e.mem != nil {
+		text, err := e.injectMemory(ctx, n.ID, n.Kind)
+		if err != nil {
+			return fail("memory", err)
+		}
+		pc.Memory = text
+	}
+	msgs, err := prompt.Build(prompt.Kind(n.Kind), pc)
+	if err != nil {
+		return fail("prompt", err)
+	}
+	a, err := prompt.Generate(ctx, r.params(n, n.Kind, msgs))
+	if err != nil {
+		return fail(n.Kind, err)
+	}
+	t := &schema.NodeTask{V: schema.Version, RunID: e.runID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
+		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Artifacts: a.Phases, Limits: e.spec.Limits, Requires: e.spec.Requires,
+		Shell: e.spec.Shell}
+	if e.mem != nil {
+		// The worker appends the node's phase events to its branch as they
+		// happen (the branch exists: forked above).
+		redact := e.spec.Memory.Config.RedactSecrets
+		t.Recall = &schema.TaskRecall{RedactSecrets: redact == nil || *redact}
+	}
+	if dl := a.Phases.Download.Commands; e.spec.Phase1.Mode == "iterative" && len(dl) > 0 {
+		// The planned download commands become the goal of the worker's
+		// iterative installer, which runs them one at a time under the
+		// model's eye and adapts when one fails.
+		goal := "Run or adapt these planned commands:\n" + strings.Join(dl, "\n")
+		for _, note := range a.Notes {
+			if strings.HasPrefix(note, "download: ") {
+				goal = strings.TrimPrefix(note, "download: ") + "\n\n" + goal
+			}
+		}
+		t.Install = &schema.Install{Goal: goal, MaxSteps: e.spec.Phase1.MaxSteps}
+		if e.mem != nil {
+			// The installer sees the node's memory: what earlier nodes
+			// found installed, missing or broken.
+			if rd, err := e.mem.RenderForPrompt(ctx, n.ID, "install download setup "+goal, installMemoryChars); err == nil {
+				t.Install.Memory = rd.Text
+			} else {
+				e.log.Warn("memory not rendered for the installer", "node_id", n.ID, "err", err)
+			}
+		}
+		t.Artifacts.Download.Commands = nil
+	}
+	if err := t.Validate(); err != nil {
+		return fail("task", err)
+	}
+	if e.mem != nil {
+		files := make([]string, 0, len(a.Phases.Coding.Workspace.Files))
+		for _, f := range a.Phases.Coding.Workspace.Files {
+			files = append(files, fmt.Sprintf("%s (%d bytes)", f.Path, len(f.Content)))
+		}
+		payload := fmt.Sprintf("%s code: %s; commands: download %d, compile %d, run %d", n.Kind, strings.Join(files, ", "),
+			len(a.Phases.Download.Commands), len(a.Phases.Compile.Commands), len(a.Phases.Run.Commands))
+		if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventCodeGenerated, NodeID: n.ID, Phase: schema.PhaseCoding,
+			Payload: payload}); err != nil {
+			return fail("memory", err)
+		}
+	}
+	return t, "", nil
+}
+
+func (r *runner) params(n *search.Node, purpose string, msgs []llm.Message) prompt.GenerateParams {
+	e := r.e
+	p := prompt.GenerateParams{Client: e.client, Messages: msgs, Retries: e.spec.LLM.Retries, Purpose: purpose, Node: n.ID}
+	if e.spec.LLM.Retries == 0 {
+		p.Retries = -1 // Generate reads 0 as its default
+	}
+	if e.mem != nil {
+		p.Memory, p.Branch, p.RequireMemoryUpdate = e.mem, n.ID, true
+	}
+	if e.logs != nil {
+		p.Observe = func(x prompt.Exchange) {
+			if err := e.logs.Write(n.ID, purpose, x); err != nil {
+				e.log.Warn("prompt log", "err", err)
+			}
+		}
+	}
+	return p
+}
+
+// phase0 plans the node (seed 000: once per node, with the history of the
+// run so far) and writes nodes/<id>/phase0_plan.json, the raw reply and
+// what the prompt was given.
+func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
+	e := r.e
+	dir := filepath.Join(e.dir, nodesDir, n.ID)
+	if !e.isUnwritten(n.ID) {
+		if data, err := e.readPlan(n.ID); err == nil {
+			return string(data), nil
+		}
+	}
+	env := e.currentEnv()
+	pc := e.promptContext(ctx)
+	pc.History, pc.Environment, pc.Resources = e.history(n.ID), env.text, e.resources(ctx, n.ID)
+	if e.mem != nil {
+		text, err := e.injectMemory(ctx, n.ID, "phase0")
+		if err != nil {
+			return "", err
+		}
+		pc.Memory = text
+	}
+	msgs, err := prompt.Build(prompt.Phase0, pc)
+	if err != nil {
+		return "", err
+	}
+	var plan prompt.Plan
+	payload, err := prompt.Ask(ctx, r.params(n, "phase0", msgs), `one JSON object {"plan": {...}}`, func(s string) error {
+		var err error
+		plan, err = prompt.ParsePlan(s)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	// The raw reply and what Phase 0 was given (seed 000's
+	// phase0_history_full.json) are records written once: a crash cutting
+	// one short is followed by Phase 0 asked again and the file written
+	// again, as the plan, written last and whole, is not there.
+	if err := fileio.WriteFile(filepath.Join(dir, rundir.Phase0Reply), []byte(payload), 0o644); err != nil {
+		return "", err
+	}
+	given := bufpool.Get()
+	*given = appendPhase0Given(*given, pc)
+	err = fileio.WriteFile(filepath.Join(dir, rundir.Phase0Given), *given, 0o644)
+	bufpool.Put(given)
+	if err != nil {
+		return "", err
+	}
+	if err := fileio.WriteFileAtomic(filepath.Join(dir, planFile), append(plan.Raw, '\n')); err != nil {
+		return "", err
+	}
+	e.approaches.Store(n.ID, firstLine(plan.Approach))
+	if e.mem != nil {
+		if err := e.memoryPhase0(ctx, n.ID, payload, plan); err != nil {
+			e.log.Warn("phase 0 not kept in memory", "node_id", n.ID, "err", err)
+		}
+	}
+	return string(plan.Raw), nil
+}
+
+// appendPhase0Given appends phase0_history_full.json: what Phase 0 was
+// given, as json.MarshalIndent writes it for a map of the four texts (keys
+// sorted), and a newline; written directly, not indented in a second pass
+// over texts of tens of kilobytes.
+func appendPhase0Given(dst []byte, pc prompt.Context) []byte {
+	dst = append(dst, "{\n"...)
+	for i, kv := range [...][2]string{{"environment", pc.Environment}, {"history", pc.History}, {"memory", pc.Memory}, {"resources", pc.Resources}} {
+		if i > 0 {
+			dst = append(dst, ",\n"...)
+		}
+		dst = append(append(append(dst, `  "`...), kv[0]...), `": `...)
+		dst = jsonw.AppendString(dst, kv[1])
+	}
+	return append(dst, "\n}\n"...)
+}
+
+// installMemoryChars is the budget of the memory the installer sees.
+const installMemoryChars = 6000
+
+// maxSnapshotChars bounds a code snapshot in archival memory.
+const maxSnapshotChars = 32 << 10
+
+// promptNodes bounds the nodes a prompt lists (the run so far, a node's
+// siblings): the latest ones, and how many more there were.
+const promptNodes = 20
+
+// ownNode is what the engine knows of a node whose directory this process
+// made (os.Mkdir made it: not a resumed node) or whose outcome it saved.
+// Until a made node's outcome is saved none of its files is on disk but
+// those this process wrote: its outcome is known to be absent, and its
+// approach too until Phase 0 keeps it, so that the prompts listing running
+// siblings do not look for files that are not there (they looked ten
+// times per node). Once ended, whether the result cache answered it is
+// kept for the run's summary.
+type ownNode struct {
+	ended, cached bool
+}

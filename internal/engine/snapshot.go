@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/hpcq/hpcq/internal/filecache"
+	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/rundir"
+)
+
+// Snapshot is a run's state as its directory shows it, readable while the
+// run goes (`scheduler status`): only files the run writes atomically.
+type Snapshot struct {
+	RunID   string    `json:"run_id"`
+	Title   string    `json:"title"`
+	Metric  string    `json:"metric"`
+	Unit    string    `json:"unit,omitempty"`
+	Nodes   int       `json:"nodes"`   // started
+	Done    int       `json:"done"`    // with an outcome
+	Buggy   int       `json:"buggy"`   // of the done
+	Cached  int       `json:"cached"`  // of the done: result cache hits
+	Best    string    `json:"best"`    // node id, "" without one
+	Value   *float64  `json:"value"`   // the best node's metric
+	Usage   llm.Usage `json:"usage"`   // as of the last node that ended
+	Stopped string    `json:"stopped"` // why the last session stopped early, if it did
+}
+
+// ReadSnapshot reads a `scheduler run` directory.
+func ReadSnapshot(runDir string) (Snapshot, error) {
+	var spec run.Spec
+	ok, err := readJSON(filepath.Join(runDir, rundir.SpecFile), &spec)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	if !ok {
+		return Snapshot{}, fmt.Errorf("%s is not the directory of a `scheduler run` (no %s)", runDir, rundir.SpecFile)
+	}
+	s := Snapshot{RunID: filepath.Base(runDir), Title: spec.Title, Metric: spec.Metric.Name, Unit: spec.Metric.Unit}
+	entries, err := os.ReadDir(filepath.Join(runDir, nodesDir))
+	if err != nil && !os.IsNotExist(err) {
+		return s, err
+	}
+	ids := make([]string, 0, len(entries))
+	for _, ent := range entries {
+		if ent.IsDir() {
+			ids = append(ids, ent.Name())
+		}
+	}
+	slices.SortFunc(ids, search.CompareIDs) // a tie goes to the node made first
+	// What was read of a node the tree journal says ended is final
+	// (search.TreeFollower): read again with no stat.
+	journal := search.Followed(filepath.Join(runDir, rundir.TreeJournal))
+	tree, file, err := journal.Update()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return s, err
+	}
+	done := make(map[string]bool, len(tree))
+	for _, n := range tree {
+		done[n.ID] = n.Done
+	}
+	maximize := spec.Metric.Direction != "minimize"
+	for _, id := range ids {
+		s.Nodes++
+		v, ok := journal.Kept(file, id, "snapshot")
+		if !ok || !done[id] {
+			v, err = filecache.Get(filepath.Join(runDir, nodesDir, id, outcomeFile), "snapshot", readEnded)
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return s, err
+			}
+			if done[id] {
+				journal.Keep(file, id, "snapshot", v)
+			}
+		}
+		o := v.(ended)
+		s.Done++
+		if o.Buggy {
+			s.Buggy++
+		}
+		if o.Cached {
+			s.Cached++
+		}
+		if !o.Buggy && o.Metric != nil && (s.Value == nil || maximize && *o.Metric > *s.Value || !maximize && *o.Metric < *s.Value) {
+			v := *o.Metric
+			s.Best, s.Value = id, &v
+		}
+	}
+	if s.Usage, err = loadUsage(filepath.Join(runDir, rundir.UsageFile)); err != nil {
+		return s, err
+	}
+	var end End
+	if _, err := readJSON(filepath.Join(runDir, rundir.EndFile), &end); err != nil {
+		return s, err
+	}
+	s.Stopped = end.StoppedBy
+	return s, nil
+}
+
+// Write prints the snapshot for people.
+func (s Snapshot) Write(w io.Writer) error {
+	best := "no node has produced " + s.Metric + " yet"
+	if s.Value != nil {
+		best = fmt.Sprintf("best %s: %s = %g %s", s.Best, s.Metric, *s.Value, s.Unit)
+	}
+	_, err := fmt.Fprintf(w, "run %s: %s\nnodes: %d started, %d done (%d buggy, %d from the result cache), %d not finished; %s\nLLM: %d calls, %d tokens, $%.4f\n",
+		s.RunID, s.Title, s.Nodes, s.Done, s.Buggy, s.Cached, s.Nodes-s.Done, best, s.Usage.Calls, s.Usage.TokensIn+s.Usage.TokensOut, s.Usage.CostUSD)
+	if err == nil && s.Stopped != "" {
+		_, err = fmt.Fprintf(w, "stopped early: %s\n", s.Stopped)
+	}
+	return err
+}
+
+// ReadSpec reads the resolved spec a run directory keeps (spec.json), for
+// a resume or an export, and validates it.
+func ReadSpec(runDir string) (run.Spec, error) {
+	var spec run.Spec
+	ok, err := readJSON(filepath.Join(runDir, rundir.SpecFile), &spec)
+	switch {
+	case err != nil:
+		return spec, err
+	case !ok:
+		return spec, fmt.Errorf("%s has no %s", runDir, rundir.SpecFile)
+	}
+	if err := spec.Validate(); err != nil {
+		return spec, fmt.Errorf("%s: %w", filepath.Join(runDir, rundir.SpecFile), err)
+	}
+	return spec, nil
+}
+
+// ReadEnd reads how a run ended; ok is false for a run that has not ended.
+func ReadEnd(runDir string) (end End, ok bool, err error) {
+	ok, err = readJSON(filepath.Join(runDir, rundir.EndFile), &end)
+	return end, ok, err
+}
+
+// ended is what a snapshot takes of a node's result.json. A dashboard
+// counts a run's results on every page it serves: filecache keeps these,
+// so that a file is read again only once it changed.
+type ended struct {
+	Buggy, Cached bool
+	Metric        *float64
+}
+
+func readEnded(path string) (any, error) {
+	var o outcome
+	ok, err := readJSON(path, &o)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fs.ErrNotExist
+	}
+	return ended{Buggy: o.Buggy, Cached: o.Cached, Metric: o.Metric}, nil
+}

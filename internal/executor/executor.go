@@ -1,0 +1,455 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hpcq/hpcq/internal/artifacts"
+	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/worker"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/schema"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config configures the Executor. Every field has a default.
+type Config struct {
+	// RunsDir holds one directory per run: <RunsDir>/<run_id>/workspaces and
+	// phase_logs. Defaults to "runs".
+	RunsDir string
+	// Default timeouts of the phases, used when a task's limits leave them
+	// at 0. Default 30m, 30m and 1h.
+	DownloadTimeout, CompileTimeout, RunTimeout time.Duration
+	// KillGrace is the time between SIGTERM and SIGKILL. Defaults to 5s.
+	KillGrace time.Duration
+	// MaxOutputBytes of a phase's output kept in memory, when the task does
+	// not set it. Defaults to 8 MiB.
+	MaxOutputBytes int64
+	// MaxLogBytes written to a phase's log file. Defaults to 64 MiB.
+	MaxLogBytes int64
+	// LogTailBytes of a phase's output put in the result. Defaults to 4 KiB.
+	LogTailBytes int
+	// Workspace limits.
+	Workspace schema.WorkspaceLimits
+	// Installer runs the iterative download phase of a task with Install
+	// set; without one such a task fails in its download phase, saying why.
+	Installer Installer
+	// Sandbox says how commands are isolated; the zero value isolates them
+	// where the machine allows (see NewSandbox).
+	Sandbox SandboxConfig
+	// Pids bounds a task's processes and threads when it sets no
+	// limits.pids (cgroup pids.max, with a sandbox) [DefaultPids].
+	Pids int
+	// DiskMB bounds a task's workspace on disk when it sets no
+	// limits.disk_mb [none].
+	DiskMB int
+	// FinishTimeout bounds everything after a task's last phase: reading
+	// its outputs and metrics, looking for its plots, uploading its files.
+	// Past it the slot is let go and the result says what was left.
+	// Defaults to 5m.
+	FinishTimeout time.Duration
+	// Shell is ShellPlain (default: bash -c in the login environment,
+	// captured once) or ShellLogin (bash -lc per command). A task may ask
+	// for ShellLogin.
+	Shell string
+	// Env is the environment commands start from (WorkerEnv), without the
+	// worker's own settings; nil: NewExecutor takes it from WorkerEnv.
+	Env []string
+	// ArtifactStore, when set, receives every attempt's phase logs, found
+	// outputs and plots (*.png, *.svg in the workspace), within
+	// ArtifactLimits; the result lists them (queue.Queue.Artifacts).
+	ArtifactStore  jetstream.ObjectStore
+	ArtifactChunks func(ctx context.Context, nuid string) (uint64, error) // queue.Queue.ArtifactChunks
+	ArtifactLimits artifacts.Limits
+	// LiveLog, when set, receives each phase's log as the commands write
+	// it (scheduler logs --follow); it is closed when the phase's task
+	// ends. queue.Queue.LogWriter is the one workers use.
+	LiveLog func(t *schema.NodeTask, phase string) io.WriteCloser
+	// Recall, when set, stores the recall events of tasks that ask for
+	// them (NodeTask.Recall) as each phase happens; without it they come
+	// back in the result for the scheduler to store.
+	Recall RecallSink
+}
+
+// Installer decides the commands of an iterative download phase one at a
+// time (the worker asks the model through the scheduler's LLM gateway),
+// running each with run, which returns its exit code and the tail of its
+// output. A failing command is not the end: the installer sees it and may
+// try another. An error from the installer fails the phase.
+type Installer func(ctx context.Context, t *schema.NodeTask, run func(ctx context.Context, command string) (exitCode int, output string, err error)) error
+
+func (c Config) withDefaults() Config {
+	if c.RunsDir == "" {
+		c.RunsDir = "runs"
+	}
+	if c.DownloadTimeout <= 0 {
+		c.DownloadTimeout = 30 * time.Minute
+	}
+	if c.CompileTimeout <= 0 {
+		c.CompileTimeout = 30 * time.Minute
+	}
+	if c.RunTimeout <= 0 {
+		c.RunTimeout = time.Hour
+	}
+	if c.KillGrace <= 0 {
+		c.KillGrace = 5 * time.Second
+	}
+	if c.MaxOutputBytes <= 0 {
+		c.MaxOutputBytes = 8 << 20
+	}
+	if c.MaxLogBytes <= 0 {
+		c.MaxLogBytes = 64 << 20
+	}
+	if c.LogTailBytes <= 0 {
+		c.LogTailBytes = 4 << 10
+	}
+	if c.FinishTimeout <= 0 {
+		c.FinishTimeout = 5 * time.Minute
+	}
+	return c
+}
+
+// Executor runs a task's phases as shell commands in a fresh workspace.
+type Executor struct {
+	cfg     Config
+	baseEnv []string
+	sandbox *Sandbox
+	// isolation describes the sandbox, or why there is none.
+	isolation string
+	// v2 limit tasks' memory and processes; nil (v2Why says why): v1.
+	v2    *v2Cgroups
+	v2Why string
+	// v1 limit tasks' processes and, where memory is on cgroup v1, their
+	// memory; nil (v1Why says why) without a sandbox or v1 controllers.
+	v1    *v1Cgroups
+	v1Why string
+}
+
+var _ worker.Executor = (*Executor)(nil)
+
+// NewExecutor returns an Executor. The environment of commands is the
+// worker's login environment (Config.Env, else captured once: see
+// CaptureLoginEnv), without the worker's own settings and secrets (HPCQ_*,
+// OPENAI_*, NATS_*), plus the task's variables.
+func NewExecutor(cfg Config) (*Executor, error) {
+	cfg = cfg.withDefaults()
+	abs, err := filepath.Abs(cfg.RunsDir)
+	if err != nil {
+		return nil, fmt.Errorf("phases: runs dir: %w", err)
+	}
+	cfg.RunsDir = abs
+	sb, desc, err := NewSandbox(context.Background(), cfg.Sandbox, abs)
+	if err != nil {
+		return nil, err
+	}
+	base := cfg.Env
+	if base == nil {
+		if base, err = WorkerEnv(context.Background(), cfg.Shell); err != nil {
+			return nil, err
+		}
+	}
+	var env []string
+	for _, kv := range base {
+		if strings.HasPrefix(kv, "HPCQ_") || strings.HasPrefix(kv, "OPENAI_") || strings.HasPrefix(kv, "NATS_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	cg, why := detectV2()
+	e := &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc, v2: cg, v2Why: why}
+	if sb != nil {
+		// The sandbox helper joins them: v1 has no CLONE_INTO_CGROUP.
+		e.v1, e.v1Why = detectV1()
+	} else {
+		e.v1Why = "no sandbox to join v1 cgroups"
+	}
+	return e, nil
+}
+
+// Isolation says in one line how the executor isolates commands, or why it
+// cannot; workers log it at start.
+func (e *Executor) Isolation() string { return e.isolation }
+
+// WorkspaceDir is where a task's files are written and its commands run.
+func (e *Executor) WorkspaceDir(t *schema.NodeTask) string {
+	return filepath.Join(e.cfg.RunsDir, t.RunID, "workspaces", t.NodeID, strconv.Itoa(t.Attempt))
+}
+
+// LogDir is where a task's phase logs go.
+func (e *Executor) LogDir(t *schema.NodeTask) string {
+	return filepath.Join(e.cfg.RunsDir, t.RunID, "phase_logs", "node_"+t.NodeID)
+}
+
+func seconds(s int, def time.Duration) time.Duration {
+	if s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return def
+}
+
+// Execute writes the workspace, then runs the download, compile and run
+// commands, stopping at the first failure, then checks the expected outputs
+// and extracts the metrics. With Config.Artifacts it then uploads the
+// attempt's files; an upload that fails is said in the result, which
+// stands. What follows the last phase is bounded by Config.FinishTimeout
+// (not by ctx: a drain does not lose the result of a task that ran).
+func (e *Executor) Execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot) (*schema.NodeResult, error) {
+	var fin finishClock
+	res, err := e.execute(ctx, t, slot, &fin)
+	if err != nil || e.cfg.ArtifactStore == nil {
+		return res, err
+	}
+	fctx, cancel := fin.context(ctx, e.cfg.FinishTimeout)
+	defer cancel()
+	up := artifacts.Uploader{Store: e.cfg.ArtifactStore, Chunks: e.cfg.ArtifactChunks, Limits: e.cfg.ArtifactLimits}
+	files, walkNote := e.artifactFiles(fctx, t, res)
+	arts, note, uerr := up.Upload(fctx, t, files)
+	notes := []string{walkNote, note}
+	if uerr != nil {
+		notes = append(notes, uerr.Error())
+	}
+	if fctx.Err() != nil {
+		notes = append(notes, fin.passed(e.cfg.FinishTimeout))
+	}
+	res.Artifacts, res.ArtifactsNote = arts, joinNotes(notes...)
+	return res, nil
+}
+
+func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot, fin *finishClock) (*schema.NodeResult, error) {
+	res := &schema.NodeResult{Started: time.Now().UTC()}
+	rec := e.recorder(ctx, t)
+	defer func() {
+		res.DurationMS = time.Since(res.Started).Milliseconds()
+		rec.finish(res)
+	}()
+	defer fin.start() // at the latest
+
+	ws := e.WorkspaceDir(t)
+	phases := []phaseSpec{
+		{schema.PhaseDownload, t.Artifacts.Download.Commands, seconds(t.Limits.DownloadTimeoutS, e.cfg.DownloadTimeout), schema.ErrKindInstallFailed},
+		{schema.PhaseCompile, t.Artifacts.Compile.Commands, seconds(t.Limits.CompileTimeoutS, e.cfg.CompileTimeout), schema.ErrKindCompileFailed},
+		{schema.PhaseRun, t.Artifacts.Run.Commands, seconds(t.Limits.RunTimeoutS, e.cfg.RunTimeout), schema.ErrKindRunFailed},
+	}
+	var names []string
+	for _, ph := range phases {
+		if len(ph.cmds) > 0 || (ph.name == schema.PhaseDownload && t.Install != nil) {
+			names = append(names, ph.name)
+		}
+	}
+	// The log files (and artifacts.json) are made while the workspace is:
+	// on disks where a mkdir costs a fraction of a millisecond, this takes
+	// them off the task's critical path.
+	logsReady := make(chan phaseLogs, 1)
+	go func() { logsReady <- openLogs(e.LogDir(t), names, &t.Artifacts) }()
+	logs := sync.OnceValue(func() phaseLogs { return <-logsReady })
+	defer func() { logs().close() }()
+
+	// A fresh directory per (node, attempt): nothing of an earlier delivery
+	// of the same attempt survives.
+	if err := freshDir(ws); err != nil {
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+
+	start := time.Now()
+	files := t.Artifacts.Coding.Workspace.Files
+	werr := WriteFiles(ws, files, e.cfg.Workspace)
+	coding := schema.PhaseResult{Name: schema.PhaseCoding, OK: werr == nil, Started: start.UTC(), DurationMS: time.Since(start).Milliseconds()}
+	if werr != nil {
+		coding.ExitCode = -1
+		coding.LogTail = werr.Error()
+		res.Phases = append(res.Phases, coding)
+		rec.add(memory.EventErrorEncountered, schema.PhaseCoding, werr.Error())
+		if errors.Is(werr, schema.ErrInvalidWorkspace) {
+			res.Error = &schema.ResultError{Phase: schema.PhaseCoding, Kind: schema.ErrKindInvalidWorkspace, Message: werr.Error()}
+			return res, nil
+		}
+		return nil, werr
+	}
+	res.Phases = append(res.Phases, coding)
+	rec.add(memory.EventPhaseComplete, schema.PhaseCoding, filesWritten(files))
+	user, userWhy := e.sandbox.ForSlot(slot.Index)
+	res.Isolation = e.sandbox.Isolation(t.Limits.NoNetwork(), e.isolation, user, userWhy)
+	if err := e.sandbox.ChownWorkspace(ws, user); err != nil {
+		return nil, fmt.Errorf("workspace for the sandbox user: %w", err)
+	}
+
+	run := e.newPhaseRun(t, slot, ws, user)
+	res.Limits = e.enforce(t, slot, &run)
+	defer run.release(res)
+	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
+	if err != nil { // Validate compiled them already
+		res.Error = &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindInvalidTask, Message: err.Error()}
+		return res, nil
+	}
+	if err := logs().err; err != nil {
+		return nil, err
+	}
+	if e.cfg.LiveLog != nil {
+		run.live = make(map[string]io.Writer, len(names))
+		for _, n := range names {
+			lw := e.cfg.LiveLog(t, n)
+			run.live[n] = lw
+			defer lw.Close()
+		}
+	}
+	for _, ph := range phases {
+		if ph.name == schema.PhaseDownload && t.Install != nil {
+			rec.add(memory.EventPhaseStarted, ph.name, strings.TrimSpace(phaseStarted(ph.cmds)+fmt.Sprintf("\nthen up to %d install commands asked of the model", t.Install.MaxSteps)))
+			pr, rerr, err := e.iterativeDownload(ctx, t, ph, run, logs().files[ph.name])
+			if err != nil {
+				return nil, err
+			}
+			res.Phases = append(res.Phases, pr)
+			rec.phaseEnded(pr, rerr)
+			if rerr != nil {
+				res.Error = rerr
+				return res, nil
+			}
+			continue
+		}
+		if len(ph.cmds) == 0 {
+			continue
+		}
+		var diags *diagnostics
+		var stdoutLine func(string)
+		switch ph.name {
+		case schema.PhaseCompile:
+			diags = &diagnostics{}
+		case schema.PhaseRun:
+			stdoutLine = met.stdoutLine
+		}
+		rec.add(memory.EventPhaseStarted, ph.name, phaseStarted(ph.cmds))
+		pr, rerr, err := e.runPhase(ctx, ph, run, logs().files[ph.name], diags, stdoutLine)
+		if err != nil {
+			return nil, err
+		}
+		res.Phases = append(res.Phases, pr)
+		if diags != nil && rerr != nil {
+			res.Diagnostics = diags.errorsFirst()
+			if len(res.Diagnostics) > 0 {
+				d := res.Diagnostics[0]
+				rerr.Message += fmt.Sprintf("; first diagnostic: %s:%d:%d: %s: %s", d.File, d.Line, d.Column, d.Severity, d.Message)
+				var b strings.Builder
+				for _, d := range res.Diagnostics[:min(10, len(res.Diagnostics))] {
+					fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.File, d.Line, d.Column, d.Severity, d.Message)
+				}
+				rec.add(memory.EventCompileDiagnostics, ph.name, strings.TrimSpace(b.String()))
+			}
+		}
+		rec.phaseEnded(pr, rerr)
+		if rerr != nil {
+			res.Error = rerr
+			return res, nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	fin.start()
+	if len(t.Artifacts.Run.Commands) == 0 && len(t.Artifacts.Run.ExpectedOutputs) == 0 {
+		return res, nil
+	}
+	if err := collect(t, ws, res, met, rec); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// collect reads what the run phase left: the expected outputs (found,
+// missing, or not a file to bring home), the metrics file, and the
+// metrics of every source; it sets res's outputs, metrics and error (a
+// missing output, a bad metric) and records what it found. Its error is
+// the worker's (the workspace cannot be opened).
+func collect(t *schema.NodeTask, ws string, res *schema.NodeResult, met *metrics, rec *recorder) error {
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	var missing []string
+	for _, p := range t.Artifacts.Run.ExpectedOutputs {
+		if schema.CheckPath(p) != nil {
+			missing = append(missing, p)
+			continue
+		}
+		fi, err := root.Stat(p)
+		switch {
+		case err != nil:
+			missing = append(missing, p)
+			continue
+		case !fi.Mode().IsRegular() && !fi.IsDir():
+			// A named pipe or socket: nothing to read or bring home.
+			missing = append(missing, p+" ("+fileio.TypeName(fi.Mode())+")")
+			continue
+		}
+		res.OutputsFound = append(res.OutputsFound, p)
+	}
+	if len(t.Artifacts.Run.Commands) > 0 {
+		if data, err := readSmall(root, "metrics.json", 1<<20); err == nil {
+			met.file(data)
+		} else if !errors.Is(err, os.ErrNotExist) {
+			met.badf("%s: %v", sourceFile, err)
+		}
+	}
+	var bad []string
+	res.Metrics, res.MetricUnits, bad = met.finish()
+	switch {
+	case len(missing) > 0:
+		rec.add(memory.EventOutputsMissing, schema.PhaseRun, "expected outputs not found: "+strings.Join(missing, ", "))
+	case len(res.OutputsFound) > 0:
+		rec.add(memory.EventOutputsFound, schema.PhaseRun, strings.Join(res.OutputsFound, ", "))
+	}
+	if len(res.Metrics) > 0 {
+		rec.add(memory.EventMetricExtracted, schema.PhaseRun, metricsText(res.Metrics, res.MetricUnits))
+	}
+	if len(bad) > 0 {
+		rec.add(memory.EventMetricsBad, schema.PhaseRun, strings.Join(bad, "; "))
+	}
+	switch {
+	case len(missing) > 0:
+		res.Error = &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindMissingOutput,
+			Message: "expected outputs not found in the workspace: " + strings.Join(missing, ", ")}
+	case len(bad) > 0:
+		res.Error = &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindBadMetric,
+			Message: "bad metrics: " + strings.Join(bad, "; ")}
+	}
+	return nil
+}
+
+// newPhaseRun is what every command of t's attempt in ws shares: its
+// environment (the worker's, the task's ids and workspace, its threads
+// and GPUs, the task's own variables), output bound, rlimits, network,
+// shell, /tmp bound, user, sandbox and disk bound. The limits of the
+// slot are added by enforce.
+func (e *Executor) newPhaseRun(t *schema.NodeTask, slot worker.Slot, ws string, user *TaskUser) phaseRun {
+	env := append(append([]string(nil), e.baseEnv...),
+		"HPCQ_RUN_ID="+t.RunID, "HPCQ_NODE_ID="+t.NodeID, "HPCQ_ATTEMPT="+strconv.Itoa(t.Attempt),
+		"HPCQ_WORKSPACE="+ws, "OMP_NUM_THREADS="+strconv.Itoa(max(1, slot.Cores)))
+	if len(slot.GPUs) > 0 {
+		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(slot.GPUs, ","))
+	}
+	for k, v := range t.Env {
+		env = append(env, k+"="+v)
+	}
+	maxOut := e.cfg.MaxOutputBytes
+	if t.Limits.MaxOutputBytes > 0 {
+		maxOut = t.Limits.MaxOutputBytes
+	}
+	run := phaseRun{ws: ws, env: env, maxOut: maxOut, noNetwork: t.Limits.NoNetwork(),
+		login: e.cfg.Shell == ShellLogin || t.Shell == ShellLogin, rlimits: Rlimits{
+			AddressSpaceMB: t.Limits.AddressSpaceMB, FileSizeMB: t.Limits.FileSizeMB, OpenFiles: t.Limits.OpenFiles}}
+	run.user, run.diskMB = user, cmpOr(t.Limits.DiskMB, e.cfg.DiskMB)
+	if e.sandbox != nil {
+		run.tmpMB = e.sandbox.TmpMB(t.Limits.MemoryMB)
+		run.box = &attemptSandbox{}
+	}
+	return run
+}

@@ -1,0 +1,6 @@
+//go:build race
+
+package executor
+
+// raceEnabled: the race detector's shadow memory multiplies the heap.
+const raceEnabled = true

@@ -1,0 +1,285 @@
+package runview
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hpcq/hpcq/internal/filecache"
+	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
+)
+
+// NodeLine is one node as `scheduler ls` shows it.
+type NodeLine struct {
+	Node       string     `json:"node"`
+	Parent     string     `json:"parent,omitempty"`
+	Stage      int        `json:"stage,omitempty"`
+	Kind       string     `json:"kind,omitempty"`
+	Status     string     `json:"status"`
+	Attempt    int        `json:"attempt,omitempty"`
+	Worker     string     `json:"worker,omitempty"`
+	Host       string     `json:"host,omitempty"`
+	SlurmJobID string     `json:"slurm_job_id,omitempty"`
+	Started    *time.Time `json:"started,omitempty"`
+	DurationMS *int64     `json:"duration_ms,omitempty"`
+	Metric     string     `json:"metric,omitempty"`
+	// Value is the metric of a tree search's node that produced it.
+	Value  *float64 `json:"value,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+}
+
+// Status of a node not finished, besides the results table's words.
+const (
+	Preparing = "preparing" // its plan and code are being asked of the model
+	Queued    = "queued"    // published; no worker reported it running (yet)
+	Running   = "running"
+	// Declined: queued, and a worker handed it back without running it
+	// (its limits do not fit the worker's walltime left or resources); it
+	// waits for a worker that can.
+	Declined = "declined"
+)
+
+// fillDeclined marks the queued nodes of run that a live worker declined.
+func fillDeclined(lines []NodeLine, run string, workers []queue.WorkerStatus) {
+	type decline struct {
+		worker string
+		d      queue.DeclinedTask
+	}
+	last := map[string]decline{}
+	for _, w := range workers {
+		if w.Lost {
+			continue
+		}
+		for _, d := range w.Declined {
+			if d.Run == run && d.At.After(last[d.Node].d.At) {
+				last[d.Node] = decline{w.ID, d}
+			}
+		}
+	}
+	for i := range lines {
+		l := &lines[i]
+		dc, ok := last[l.Node]
+		if !ok || l.Status != Queued || (l.Attempt != 0 && dc.d.Attempt != l.Attempt) {
+			continue
+		}
+		l.Status = Declined
+		l.Reason = fmt.Sprintf("declined by worker %s %s ago: %s; waiting for a worker that can run it", dc.worker,
+			time.Since(dc.d.At).Round(time.Second), dc.d.Reason)
+	}
+}
+
+// nodeRecord reads nodes/<id>/result.json of both kinds of runs: a tree
+// search's outcome and an exec's result line.
+type nodeRecord struct {
+	Status     string             `json:"status"` // exec
+	Buggy      bool               `json:"buggy"`
+	NotRun     bool               `json:"not_run"`
+	Canceled   bool               `json:"canceled"`
+	Cached     bool               `json:"cached"`
+	Reason     string             `json:"reason"`
+	Metric     *float64           `json:"metric"`
+	Result     *schema.NodeResult `json:"result"`
+	DeadLetter *json.RawMessage   `json:"dead_letter"`
+}
+
+func (r nodeRecord) status() string {
+	switch {
+	case r.Status != "":
+		return r.Status
+	case r.Canceled:
+		return results.NodeCanceled
+	case r.DeadLetter != nil:
+		return results.NodeDeadLettered
+	case r.Cached:
+		return results.NodeCached
+	case r.NotRun:
+		return results.NodeNotRun
+	case r.Buggy:
+		return results.NodeFailed
+	}
+	return results.NodeOK
+}
+
+// FillRunning fills in the worker, Slurm job and start of the nodes the
+// registry's live workers run now, and marks Declined (with the reason)
+// the queued nodes a live worker recently handed back without running.
+func FillRunning(lines []NodeLine, run string, workers []queue.WorkerStatus) {
+	defer fillDeclined(lines, run, workers)
+	at := map[string]int{}
+	for i, l := range lines {
+		at[l.Node] = i
+	}
+	for _, w := range workers {
+		if w.Lost {
+			continue
+		}
+		for _, t := range w.Tasks {
+			i, ok := at[t.Node]
+			if t.Run != run || !ok || lines[i].Status != Queued {
+				continue
+			}
+			l := &lines[i]
+			started := t.Started
+			l.Status, l.Worker, l.Host, l.SlurmJobID, l.Attempt, l.Started = Running, w.ID, w.Host, w.SlurmJobID, t.Attempt, &started
+			d := time.Since(t.Started).Milliseconds()
+			l.DurationMS = &d
+		}
+	}
+}
+
+// ListNodes reads a run directory's nodes (tree search or exec), in node
+// order: what each is, and how it ended or where it stands. What it read
+// of each file is kept (internal/filecache): a file is read again only once it
+// changed, so that listing a run of 10,000 nodes again (the dashboard does
+// on every page and node it shows) is a stat per file, not 20,000 reads and
+// decodes (0.75 s).
+func ListNodes(dir string) ([]NodeLine, error) {
+	d := rundir.Dir(dir)
+	byID := map[string]*NodeLine{}
+	var order []string
+	add := func(id string) *NodeLine {
+		if l, ok := byID[id]; ok {
+			return l
+		}
+		byID[id] = &NodeLine{Node: id, Status: Preparing}
+		order = append(order, id)
+		return byID[id]
+	}
+	// A tree search's nodes, also those whose code is still being asked.
+	journal := search.Followed(d.Path(rundir.TreeJournal))
+	tree, file, err := journal.Update()
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	ended := map[string]bool{}
+	for _, n := range tree {
+		l := add(n.ID)
+		l.Parent, l.Stage, l.Kind = n.Parent, n.Stage, n.Kind
+		ended[n.ID] = n.Done
+	}
+	entries, err := os.ReadDir(d.Path(rundir.NodesDir))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		l := add(e.Name())
+		// An ended node's line, once read after its end, is final
+		// (search.TreeFollower): listed again with no stat.
+		if ended[l.Node] {
+			if line, ok := journal.Kept(file, l.Node, "line"); ok {
+				*l = line.(NodeLine)
+				continue
+			}
+		}
+		nd := d.Path(rundir.NodeFile(e.Name()))
+		if t, err := filecache.Get(filepath.Join(nd, rundir.TaskFile), "task", readTaskFacts); err == nil {
+			task := t.(taskFacts)
+			l.Status, l.Attempt = Queued, task.attempt
+			if l.Kind == "" {
+				l.Parent, l.Stage, l.Kind = task.parent, task.stage, task.kind
+			}
+		}
+		r, err := filecache.Get(filepath.Join(nd, rundir.ResultFile), "result", readResultFacts)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		r.(resultFacts).apply(l)
+		if ended[l.Node] {
+			journal.Keep(file, l.Node, "line", *l)
+		}
+	}
+	out := make([]NodeLine, 0, len(order))
+	slices.SortFunc(order, search.CompareIDs)
+	for _, id := range order {
+		out = append(out, *byID[id])
+	}
+	return out, nil
+}
+
+// taskFacts is what a node's list line takes from its task.json.
+type taskFacts struct {
+	attempt, stage int
+	parent, kind   string
+}
+
+func readTaskFacts(path string) (any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var task schema.NodeTask
+	if err := json.Unmarshal(data, &task); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return taskFacts{attempt: task.Attempt, stage: task.Stage, parent: task.ParentID, kind: task.Kind}, nil
+}
+
+// resultFacts is what a node's list line takes from its result.json.
+type resultFacts struct {
+	status, reason string
+	ran            bool // a result of its own (not the result cache's)
+	worker, host   string
+	slurmJobID     string
+	attempt        int
+	started        time.Time
+	durationMS     int64
+	metric         string
+	value          *float64
+}
+
+func readResultFacts(path string) (any, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rec nodeRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f := resultFacts{status: rec.status(), reason: rec.Reason}
+	if r := rec.Result; r != nil && !rec.Cached {
+		f.ran, f.worker, f.host, f.slurmJobID, f.attempt, f.started, f.durationMS = true, r.Worker, r.Host, r.SlurmJobID, r.Attempt, r.Started, r.DurationMS
+	}
+	switch {
+	case rec.Metric != nil && !rec.Buggy:
+		f.metric = strconv.FormatFloat(*rec.Metric, 'g', 6, 64)
+		v := *rec.Metric
+		f.value = &v
+	case rec.Result != nil && len(rec.Result.Metrics) > 0 && rec.Status != "":
+		names := slices.Sorted(maps.Keys(rec.Result.Metrics))
+		f.metric = names[0] + "=" + strconv.FormatFloat(rec.Result.Metrics[names[0]], 'g', 6, 64)
+	}
+	return f, nil
+}
+
+// apply sets the line's fields from the result.
+func (f resultFacts) apply(l *NodeLine) {
+	l.Status, l.Reason = f.status, f.reason
+	if f.ran {
+		started, dur := f.started, f.durationMS
+		l.Worker, l.Host, l.SlurmJobID, l.Attempt, l.Started, l.DurationMS = f.worker, f.host, f.slurmJobID, f.attempt, &started, &dur
+	}
+	if f.metric != "" {
+		l.Metric = f.metric
+	}
+	if f.value != nil {
+		v := *f.value
+		l.Value = &v
+	}
+}

@@ -1,0 +1,151 @@
+package runview
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/rundir"
+)
+
+// TestListNodesSeesChanges: what ListNodes keeps of a node's files is
+// read again when a file is replaced (as the engine writes it: a rename),
+// appears, goes, or is written again in place.
+func TestListNodesSeesChanges(t *testing.T) {
+	dir := t.TempDir()
+	nd := filepath.Join(dir, "nodes", "n0001")
+	require.NoError(t, os.MkdirAll(nd, 0o755))
+	put := func(name, content string) {
+		t.Helper()
+		tmp := filepath.Join(nd, name+".tmp")
+		require.NoError(t, os.WriteFile(tmp, []byte(content), 0o644))
+		require.NoError(t, os.Rename(tmp, filepath.Join(nd, name)))
+	}
+	one := func() NodeLine {
+		t.Helper()
+		lines, err := ListNodes(dir)
+		require.NoError(t, err)
+		require.Len(t, lines, 1)
+		return lines[0]
+	}
+	require.Equal(t, Preparing, one().Status)
+	put("task.json", `{"node_id":"n0001","attempt":1,"kind":"draft","stage":1}`)
+	require.Equal(t, NodeLine{Node: "n0001", Status: Queued, Attempt: 1, Kind: "draft", Stage: 1}, one())
+	put("result.json", `{"buggy":false,"metric":2.5}`)
+	l := one()
+	require.Equal(t, "ok", l.Status)
+	require.Equal(t, "2.5", l.Metric)
+	put("result.json", `{"buggy":true,"reason":"no metric"}`) // same size or not: a new file
+	l = one()
+	require.Equal(t, "failed", l.Status)
+	require.Empty(t, l.Metric)
+	require.Nil(t, l.Value)
+	require.Equal(t, "no metric", l.Reason)
+	// Written in place, longer: read again.
+	require.NoError(t, os.WriteFile(filepath.Join(nd, "result.json"), []byte(`{"buggy":false,"metric":3.25, "reason":""}`), 0o644))
+	require.Equal(t, "3.25", one().Metric)
+	require.NoError(t, os.Remove(filepath.Join(nd, "result.json")))
+	require.Equal(t, Queued, one().Status)
+	require.NoError(t, os.WriteFile(filepath.Join(nd, "result.json"), []byte(`{`), 0o644))
+	_, err := ListNodes(dir)
+	require.ErrorContains(t, err, "result.json")
+}
+
+// TestListNodesKeepsEndedNodes: a node the tree journal says ended is
+// read once after the end and then listed without its files being looked
+// at again (its files are final); a journal written anew (a run directory
+// reused) forgets what was kept. Ids sort as made: n10000 after n9999.
+func TestListNodesKeepsEndedNodes(t *testing.T) {
+	dir := t.TempDir()
+	journal := filepath.Join(dir, rundir.JournalDir, "tree.journal")
+	require.NoError(t, os.MkdirAll(filepath.Dir(journal), 0o755))
+	tree, err := search.OpenTree(journal)
+	require.NoError(t, err)
+	// On the search's goroutines: errors with t.Error, not require.
+	put := func(id, name, content string) {
+		nd := filepath.Join(dir, rundir.NodeFile(id))
+		tmp := filepath.Join(nd, name+".tmp")
+		if err := errors.Join(os.MkdirAll(nd, 0o755), os.WriteFile(tmp, []byte(content), 0o644), os.Rename(tmp, filepath.Join(nd, name))); err != nil {
+			t.Error(err)
+		}
+	}
+	// As the engine does: task.json before the run, result.json before
+	// the journal records the end.
+	runner := search.RunnerFunc(func(_ context.Context, n *search.Node) (search.Result, error) {
+		put(n.ID, rundir.TaskFile, fmt.Sprintf(`{"node_id":%q,"attempt":1,"kind":%q}`, n.ID, n.Kind))
+		i, err := strconv.Atoi(n.ID[1:])
+		if err != nil {
+			t.Error(err)
+		}
+		put(n.ID, rundir.ResultFile, fmt.Sprintf(`{"buggy":false,"metric":%d}`, i))
+		return search.Result{Metric: 1, HasMetric: true}, nil
+	})
+	search.Run(context.Background(), tree, search.Policy{NumDrafts: 3, Maximize: true}, runner, 1, 12, search.Lockstep)
+	require.NoError(t, tree.Close())
+
+	first, err := ListNodes(dir)
+	require.NoError(t, err)
+	require.Len(t, first, 12)
+	for i, l := range first {
+		require.Equal(t, fmt.Sprintf("n%04d", i+1), l.Node)
+		require.Equal(t, "ok", l.Status)
+		require.Equal(t, strconv.Itoa(i+1), l.Metric)
+	}
+	again, err := ListNodes(dir)
+	require.NoError(t, err)
+	require.Equal(t, first, again)
+
+	// Written again in place (the engine never does): not looked at.
+	nd := filepath.Join(dir, rundir.NodeFile("n0001"))
+	require.NoError(t, os.WriteFile(filepath.Join(nd, rundir.ResultFile), []byte(`{"buggy":true,"reason":"rewritten"}`), 0o644))
+	again, err = ListNodes(dir)
+	require.NoError(t, err)
+	require.Equal(t, "ok", again[0].Status)
+
+	// The journal replaced by another file: read again.
+	testutil.ReplaceWithCopy(t, journal)
+	again, err = ListNodes(dir)
+	require.NoError(t, err)
+	require.Equal(t, "failed", again[0].Status)
+	require.Equal(t, "rewritten", again[0].Reason)
+	require.Equal(t, first[1:], again[1:])
+}
+
+// TestFillRunningDeclined: a queued node a live worker handed back is
+// shown declined with the worker's reason; one another worker runs now is
+// running; a decline of another attempt, or by a lost worker, is not the
+// node's.
+func TestFillRunningDeclined(t *testing.T) {
+	now := time.Now()
+	lines := []NodeLine{
+		{Node: "n1", Status: Queued, Attempt: 1},
+		{Node: "n2", Status: Queued, Attempt: 1},
+		{Node: "n3", Status: Queued, Attempt: 2},
+		{Node: "n4", Status: Queued, Attempt: 1},
+	}
+	declined := func(node string, attempt int) queue.DeclinedTask {
+		return queue.DeclinedTask{Run: "r", Node: node, Attempt: attempt, Reason: "its time limits (1h0m0s) do not fit", At: now.Add(-3 * time.Second)}
+	}
+	workers := []queue.WorkerStatus{
+		{WorkerInfo: queue.WorkerInfo{ID: "short", Declined: []queue.DeclinedTask{declined("n1", 1), declined("n2", 1), declined("n3", 1)}}},
+		{WorkerInfo: queue.WorkerInfo{ID: "long", Tasks: []queue.RunningTask{{Run: "r", Node: "n2", Attempt: 1, Started: now}}}},
+		{WorkerInfo: queue.WorkerInfo{ID: "gone", Declined: []queue.DeclinedTask{declined("n4", 1)}}, Lost: true},
+	}
+	FillRunning(lines, "r", workers)
+	require.Equal(t, Declined, lines[0].Status)
+	require.Equal(t, "declined by worker short 3s ago: its time limits (1h0m0s) do not fit; waiting for a worker that can run it", lines[0].Reason)
+	require.Equal(t, Running, lines[1].Status)
+	require.Equal(t, "long", lines[1].Worker)
+	require.Equal(t, Queued, lines[2].Status, "another attempt's decline")
+	require.Equal(t, Queued, lines[3].Status, "a lost worker's decline")
+}

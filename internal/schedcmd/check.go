@@ -1,0 +1,167 @@
+package schedcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/hpcq/hpcq/internal/cli"
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/stores"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/rundir"
+)
+
+// memoryOverrides are the memory settings of the environment and the
+// seed's flags (config.Memory), for run.MemoryOverrides.Apply.
+func memoryOverrides(cfg *config.Scheduler) run.MemoryOverrides {
+	m := cfg.Memory
+	return run.MemoryOverrides{Enabled: m.MemoryEnabled, DB: m.MemoryDB, CoreMaxChars: m.MemoryCoreMax, RecallMaxEvents: m.MemoryRecall,
+		RetrievalK: m.MemoryK, MaxCompressionIterations: m.MemoryCompress}
+}
+
+// CheckOptions are what `scheduler check` is asked.
+type CheckOptions struct {
+	IdeaDir string
+	Out     io.Writer
+	// Probe sends one tiny request (and with vision, one tiny image) to
+	// the endpoint and prints what it accepted.
+	Probe bool
+}
+
+// Check is `scheduler check IDEA_DIR`: it reads and validates the idea
+// directory with the environment and flags applied as `run` would, and
+// prints the resolved settings and where the run would keep its memory and
+// results and which model would answer, and what is sent to it. It starts
+// nothing; with Probe it asks the endpoint once (an error when it
+// refuses). An invalid setting is cli.ErrInvalidInput naming the key.
+func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	spec, err := loadIdea(o.IdeaDir)
+	if err == nil {
+		err = memoryOverrides(cfg).Apply(&spec)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+	}
+	llmConf, llmInfo, llmErr := llmChoice(spec, o.IdeaDir)
+	if llmErr == nil && llmConf.Model != "" {
+		spec.LLM.Model = llmConf.Model // HPCQ_LLM_MODEL, as run applies it
+	}
+	shown := spec
+	shown.Idea = fmt.Sprintf("(%d characters; first line: %s)", len(spec.Idea), firstLine(spec.Idea))
+	data, err := yaml.Marshal(shown)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "%s: valid\n\n# resolved settings (run.yaml, then HPCQ_MEMORY_*, then the flags)\n%s\n", o.IdeaDir, data)
+	memory := "off"
+	switch {
+	case !*spec.Memory.Enabled:
+	case cfg.Store.RedisURL != "" && cfg.Store.ClickHouseDSN != "":
+		memory = fmt.Sprintf("cluster: Redis %s, ClickHouse %s", config.RedactURL(cfg.Store.RedisURL), config.RedactURL(cfg.Store.ClickHouseDSN))
+	case spec.Memory.DBPath != "":
+		memory = "SQLite " + spec.Memory.DBPath
+	default:
+		memory = "SQLite RUN_DIR/" + rundir.MemoryDB
+	}
+	results := "SQLite RUN_DIR/" + rundir.ResultsFile
+	if cfg.Store.ClickHouseDSN != "" {
+		results = "ClickHouse " + config.RedactURL(cfg.Store.ClickHouseDSN)
+	}
+	model := ""
+	switch {
+	case llmErr != nil:
+		model = "none: " + llmErr.Error()
+	case llmInfo["backend"] == "openai":
+		model = fmt.Sprintf("%s at %s", llmInfo["model"], llmInfo["base_url"])
+		if llmInfo["base_url"] == "" {
+			model = llmInfo["model"] + " (OpenAI)"
+		}
+	case llmInfo["scripted"] != "":
+		model = "the scripted replies of " + llmInfo["cassette"] + " (no model configured)"
+	default:
+		model = "replay of " + llmInfo["cassette"]
+	}
+	fmt.Fprintf(o.Out, "memory:  %s\nresults: %s\nmodel:   %s\n", memory, results, model)
+	if llmErr != nil || llmInfo["backend"] != "openai" {
+		if o.Probe {
+			return fmt.Errorf("--probe: no endpoint to probe (model: %s)", model)
+		}
+		return nil
+	}
+	p, err := stores.LLMProfile(llmConf, runSettings(spec))
+	if err != nil {
+		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+	}
+	fmt.Fprintf(o.Out, "sends:   %s\n", p)
+	fmt.Fprintf(o.Out, "limits:  %s %d", p.TokenField, spec.LLM.MaxTokens)
+	if p.Reasoning {
+		capTokens := spec.LLM.MaxTokensCap
+		if capTokens == 0 {
+			capTokens = 4 * spec.LLM.MaxTokens
+		}
+		effort := spec.LLM.ReasoningEffort
+		if effort == "" {
+			effort = "the endpoint's default"
+		}
+		fmt.Fprintf(o.Out, " (up to %d when a reply is cut by reasoning), reasoning_effort %s", capTokens, effort)
+		if t := spec.LLM.Temperature; t != nil {
+			fmt.Fprintf(o.Out, "; llm.temperature %g is not sent", *t)
+		}
+	} else if t := spec.LLM.Temperature; t != nil {
+		fmt.Fprintf(o.Out, ", temperature %g", *t)
+	}
+	fmt.Fprintf(o.Out, "; each attempt capped at %s", llmConf.Timeout)
+	if p.Stream {
+		fmt.Fprintf(o.Out, ", %s between chunks", llmConf.IdleTimeout)
+	}
+	fmt.Fprintln(o.Out)
+	if !o.Probe {
+		return nil
+	}
+	opts, err := stores.LLMOptions(llmConf, runSettings(spec))
+	if err != nil {
+		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+	}
+	opts.MaxAttempts = 1
+	client, err := llm.NewOpenAI(opts)
+	if err != nil {
+		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+	}
+	refused := false
+	for _, r := range client.Probe(ctx, llm.Request{Model: spec.LLM.Model, MaxTokens: probeTokens(p), ReasoningEffort: spec.LLM.ReasoningEffort,
+		Temperature: spec.LLM.Temperature}, spec.LLM.VisionOn() && spec.LLM.VLMModel == "") {
+		fmt.Fprintf(o.Out, "probe:   %s\n", r)
+		refused = refused || !r.Accepted
+	}
+	if refused {
+		return errors.New("the endpoint refused the probe: fix the settings above before a run")
+	}
+	return nil
+}
+
+// probeTokens is the output limit of a probe: a word, or for a reasoning
+// model room to think first.
+func probeTokens(p llm.Profile) int {
+	if p.Reasoning {
+		return 2048
+	}
+	return 16
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}

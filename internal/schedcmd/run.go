@@ -1,0 +1,427 @@
+package schedcmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/hpcq/hpcq/internal/cli"
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/dispatch"
+	"github.com/hpcq/hpcq/internal/engine"
+	"github.com/hpcq/hpcq/internal/linelog"
+	"github.com/hpcq/hpcq/internal/metrics"
+	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/stores"
+	"github.com/hpcq/hpcq/internal/version"
+	"github.com/hpcq/hpcq/internal/web"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
+)
+
+// ideaCassette is the scripted cassette of an idea directory.
+const ideaCassette = "cassette.jsonl"
+
+func printSummary(spec run.Spec, runDir string, sum engine.Summary) {
+	fmt.Printf("\nrun %s: %d nodes (%d buggy, %d from the result cache)", sum.RunID, sum.Nodes, sum.Buggy, sum.CacheHits)
+	if sum.HasBest {
+		fmt.Printf(", best %s: %s = %g %s\n", sum.Best.ID, spec.Metric.Name, sum.Best.Metric, spec.Metric.Unit)
+	} else {
+		fmt.Printf(", no node produced %s\n", spec.Metric.Name)
+	}
+	if sum.StoppedBy != "" {
+		fmt.Printf("stopped early: %s\n", sum.StoppedBy)
+	}
+	for _, l := range sum.Unflushed {
+		fmt.Printf("not yet applied: %s\n", l)
+	}
+	u := sum.Usage
+	fmt.Printf("LLM: %d calls, %d tokens in, %d out, $%.4f\n", u.Calls, u.TokensIn, u.TokensOut, u.CostUSD)
+	// Absolute paths, and the binary that ran: the hint works from any
+	// directory.
+	abs, err := filepath.Abs(runDir)
+	if err != nil {
+		abs = runDir
+	}
+	fmt.Printf("report: %s\ntree:   %s\nquery:  %s query --run-dir %s \"SELECT node, stage, kind, status, metric_value FROM nodes ORDER BY node\"\n",
+		filepath.Join(abs, "report.md"), filepath.Join(abs, "tree.html"), selfPath(), abs)
+}
+
+// selfPath is the running scheduler binary's path, for hints to type.
+func selfPath() string {
+	if exe, err := os.Executable(); err == nil {
+		return exe
+	}
+	return os.Args[0]
+}
+
+// loadIdea reads an idea directory (run.LoadIdeaDir).
+func loadIdea(dir string) (run.Spec, error) {
+	if _, err := os.Stat(filepath.Join(dir, run.SpecFile)); err != nil {
+		return run.Spec{}, fmt.Errorf("%s is not an idea directory (run.yaml, idea.md, resources.yaml): %w", dir, err)
+	}
+	return run.LoadIdeaDir(dir)
+}
+
+// runLLM picks the run's model: HPCQ_LLM_REPLAY; else the endpoint of
+// OPENAI_BASE_URL / OPENAI_API_KEY (model from HPCQ_LLM_MODEL or run.yaml);
+// else the idea directory's scripted cassette, said loudly. HPCQ_LLM_MODEL
+// becomes the spec's model: every request names it.
+func runLLM(spec *run.Spec, ideaDir, runDir string, log *slog.Logger) (llm.Client, func() error, map[string]string, error) {
+	c, info, err := llmChoice(*spec, ideaDir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	spec.LLM.Model = c.Model
+	if info["scripted"] != "" {
+		delete(info, "scripted")
+		fmt.Printf("no model configured: replaying the scripted replies of %s (not a live model; set OPENAI_API_KEY for one)\n", c.Replay)
+	}
+	client, closeFn, err := stores.LLM(c, runSettings(*spec), log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if info["backend"] == "openai" {
+		// What every request looks like, in the log and in run.json.
+		if p, err := stores.LLMProfile(c, runSettings(*spec)); err == nil {
+			info["sends"] = p.String()
+			log.Info("llm", "sends", info["sends"])
+		}
+	}
+	// Identical reproducible requests are answered from the run's cache
+	// (and the shared one): a resumed run, or a later run of the idea
+	// through HPCQ_LLM_CACHE, does not pay for them twice.
+	cache := &llm.Cache{Client: client, Dirs: []string{rundir.Dir(runDir).Path(rundir.LLMCacheDir)}, All: spec.LLM.Cache, Model: c.Model, Logger: log}
+	if c.Cache != "" {
+		cache.Dirs = append(cache.Dirs, c.Cache)
+		info["cache"] = c.Cache
+	}
+	return cache, closeFn, info, nil
+}
+
+// runSettings are run.yaml's settings of the endpoint client.
+func runSettings(spec run.Spec) llm.RunSettings {
+	return llm.RunSettings{Reasoning: spec.LLM.Reasoning, MaxTokensCap: spec.LLM.MaxTokensCap}
+}
+
+// llmChoice is the model runLLM picks, and what run.json says of it
+// ("scripted" set when it is the idea directory's cassette).
+func llmChoice(spec run.Spec, ideaDir string) (config.LLM, map[string]string, error) {
+	c, err := config.LoadLLM()
+	if err != nil {
+		return c, nil, err
+	}
+	if c.Model == "" {
+		c.Model = spec.LLM.Model
+	}
+	info := map[string]string{}
+	switch {
+	case c.Replay != "":
+		info["backend"], info["cassette"] = "replay", c.Replay
+	case c.APIKey != "" || c.BaseURL != "":
+		info["backend"], info["model"], info["base_url"] = "openai", c.Model, config.RedactURL(c.BaseURL)
+		if c.Record != "" {
+			info["record"] = c.Record
+		}
+	default:
+		cassette := filepath.Join(ideaDir, ideaCassette)
+		if _, err := os.Stat(cassette); err != nil {
+			return c, nil, errors.New("no model configured: set OPENAI_API_KEY (and OPENAI_BASE_URL, HPCQ_LLM_MODEL) for a live model, " +
+				"or HPCQ_LLM_REPLAY to a cassette")
+		}
+		c.Replay = cassette
+		info["backend"], info["cassette"], info["scripted"] = "replay", cassette, "true"
+	}
+	return c, info, nil
+}
+
+// logClose calls close and logs its failure: for what a command closes on
+// its way out, when the command's own result is already decided.
+func logClose(log *slog.Logger, what string, close func() error) {
+	if err := close(); err != nil {
+		log.Error(what, "err", err)
+	}
+}
+
+// RunOptions are what `scheduler run` is asked.
+type RunOptions struct {
+	Local bool
+	// Abandon, closed, ends the wait for the writes still in the spools
+	// when the run ends (a second interrupt).
+	Abandon <-chan struct{}
+	// IdeaDir starts a new run in RunDir (default: the runs directory's
+	// <run id>); Resume continues the run in that directory instead.
+	IdeaDir, RunDir, Resume string
+	// WaitWorkers bounds the wait for a live worker at start.
+	WaitWorkers time.Duration
+	// Status, when stdout is a terminal, shows the progress in place (the
+	// log must write through the same Screen); nil: a line every 10 s.
+	Status engine.StatusLine
+	// MetricsAddr serves Prometheus metrics at /metrics while the run goes.
+	MetricsAddr string
+	// HTTP serves the dashboard, the JSON API and /metrics while the run
+	// goes.
+	HTTP string
+	Log  *slog.Logger
+}
+
+// Run is `scheduler run`: the tree search of an idea, or the resume of a
+// run. A run that ends with no node producing the metric returns
+// ExitError(1); one interrupted returns the reason.
+func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
+	log := o.Log
+	var err error
+	local := o.Local
+	if cfg.NATS.URL == "" && !local {
+		local = true
+	}
+	mode := "cluster"
+	if local {
+		mode = "local"
+	}
+
+	// The dashboard's address is checked (and taken) before anything starts.
+	var httpLn net.Listener
+	if o.HTTP != "" {
+		if httpLn, err = web.Listen(o.HTTP, os.Getenv(web.TokenEnv)); err != nil {
+			return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+		}
+		defer httpLn.Close()
+	}
+
+	var spec run.Spec
+	var info rundir.Info
+	var runDir string
+	if o.Resume != "" {
+		runDir = o.Resume
+		var err error
+		switch info, err = rundir.Dir(runDir).ReadInfo(); {
+		case err != nil:
+			return fmt.Errorf("%w: %s is not the directory of a `scheduler run`: %w", cli.ErrInvalidInput, runDir, err)
+		case info.Command != "run":
+			return fmt.Errorf("%s is not the directory of a `scheduler run`: its run.json is of `scheduler %s`", runDir, info.Command)
+		}
+		if spec, err = engine.ReadSpec(runDir); err != nil {
+			return fmt.Errorf("it cannot be resumed: %w", err)
+		}
+		if memoryOverrides(cfg) != (run.MemoryOverrides{}) {
+			log.Warn("the memory flags and HPCQ_MEMORY_* are ignored on --resume: a run keeps the memory settings it started with (spec.json)")
+		}
+		if info.Mode != mode {
+			return fmt.Errorf("run %s ran in %s mode; resume it in the same mode", info.RunID, info.Mode)
+		}
+		info.Resumes++
+	} else {
+		ideaDir := o.IdeaDir
+		if spec, err = loadIdea(ideaDir); err != nil {
+			return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+		}
+		if err := memoryOverrides(cfg).Apply(&spec); err != nil {
+			return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+		}
+		id := dispatch.NewRunID()
+		runDir = o.RunDir
+		if runDir == "" {
+			runDir = filepath.Join(cfg.RunsDir, id)
+		}
+		if _, err := os.Stat(rundir.Dir(runDir).Path(rundir.InfoFile)); err == nil {
+			return fmt.Errorf("%s holds a run already: use --resume %s, or another --run-dir", runDir, runDir)
+		}
+		if err := schema.CheckToken("run id", filepath.Base(runDir), true); err != nil {
+			return fmt.Errorf("--run-dir %s: its name is the run id: %w", runDir, err)
+		}
+		abs, _ := filepath.Abs(ideaDir)
+		info = rundir.Info{RunID: filepath.Base(runDir), Command: "run", Mode: mode, IdeaDir: abs, Version: version.Version,
+			Started: time.Now().UTC(), LocalWorkers: cfg.Workers, Slots: cfg.Slots}
+	}
+	// A new run whose start fails (NATS, Redis or ClickHouse unreachable,
+	// a bad endpoint) leaves no directory behind: it would pass for the
+	// newest run.
+	_, statErr := os.Stat(runDir)
+	created := o.Resume == "" && errors.Is(statErr, os.ErrNotExist)
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return err
+	}
+	started := false
+	defer func() {
+		if created && !started {
+			if err := os.RemoveAll(runDir); err != nil {
+				log.Warn("could not remove the directory of a run that did not start", "dir", runDir, "err", err)
+			}
+		}
+	}()
+	runID := filepath.Base(runDir)
+
+	client, closeLLM, llmInfo, err := runLLM(&spec, info.IdeaDir, runDir, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := closeLLM(); err != nil {
+			log.Warn("llm: closing the cassette or cache", "err", err)
+		}
+	}()
+	info.LLM = llmInfo
+
+	sink, where, err := stores.OpenResults(ctx, cfg.Store, rundir.Dir(runDir), log)
+	if err != nil {
+		return err
+	}
+	// Workers write the rows of their results when they can reach the
+	// store: in-process workers, and remote ones when it is ClickHouse.
+	workersWrite := local || cfg.Store.ClickHouseDSN != ""
+	defer logClose(log, "results", sink.Close)
+	info.Results = where
+
+	var store memory.Store
+	info.Memory = map[string]string{"enabled": "false"}
+	if *spec.Memory.Enabled {
+		if store, info.Memory, err = stores.OpenMemory(ctx, cfg.Store, rundir.Dir(runDir), spec.Memory.DBPath, spec.Memory.Config.HalfLife(), log); err != nil {
+			return err
+		}
+		defer logClose(log, "memory", store.Close)
+	}
+	if err := os.MkdirAll(rundir.Dir(runDir).Path(rundir.MemoryDir), 0o755); err != nil {
+		return err
+	}
+	// The memory call log (memory_log_enabled, memory_log_dir).
+	var calls io.Writer
+	if run.On(spec.Memory.LogEnabled) {
+		path := rundir.Dir(runDir).Path(rundir.MemoryCalls)
+		if spec.Memory.LogDir != "" {
+			if err := os.MkdirAll(spec.Memory.LogDir, 0o755); err != nil {
+				return fmt.Errorf("memory.memory_log_dir: %w", err)
+			}
+			path = filepath.Join(spec.Memory.LogDir, runID+"-"+filepath.Base(rundir.MemoryCalls)) // a directory may be shared by runs
+		}
+		w, err := linelog.Open(path, memory.CallLogFlush)
+		if err != nil {
+			return err
+		}
+		defer logClose(log, "memory call log", w.Close)
+		calls = w
+	}
+
+	var q *queue.Queue
+	var gw *nats.Conn
+	if local {
+		l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, []string{spec.Pool}, sink, true, store, log)
+		if err != nil {
+			return err
+		}
+		defer closeLocal()
+		q, ctx = l.Queue, lctx
+		gw = l.Conn
+		info.NATSURL = "embedded"
+	} else {
+		conn, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-scheduler"), log)
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		if q, err = queue.New(ctx, conn, cfg.Queue.Options(), log); err != nil {
+			return err
+		}
+		defer q.Close()
+		gw = conn
+		info.NATSURL = config.RedactURL(cfg.NATS.URL)
+	}
+	if err := rundir.Dir(runDir).WriteInfo(info); err != nil {
+		return err
+	}
+	started = true
+	var met *metrics.Scheduler
+	if o.MetricsAddr != "" || o.HTTP != "" {
+		reg := metrics.NewRegistry()
+		met = metrics.NewScheduler(reg)
+		queueCollector(reg, func(context.Context) (*queue.Queue, error) { return q, nil })
+		if o.MetricsAddr != "" {
+			if _, err := metrics.Serve(ctx, o.MetricsAddr, reg, log); err != nil {
+				return err
+			}
+		}
+		if o.HTTP != "" {
+			addr, err := serveRun(ctx, cfg, httpLn, runDir, store, q, reg, log)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("dashboard: http://%s/\n", addr)
+		}
+	}
+	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
+	sum, runErr := engine.Run(ctx, engine.Params{
+		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
+		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, OutageMax: cfg.OutageMax, Abandon: o.Abandon,
+		Status: o.Status, Progress: os.Stdout, Logger: log, Metrics: met,
+	})
+	if sum.RunID == "" {
+		return runErr
+	}
+	printSummary(spec, runDir, sum)
+	if runErr != nil {
+		return runErr
+	}
+	if !sum.HasBest {
+		return exitError(1)
+	}
+	return nil
+}
+
+// ExportOptions are what `scheduler export` is asked.
+type ExportOptions struct {
+	RunDir string
+	Log    *slog.Logger
+}
+
+// Export writes a finished (or interrupted) run's outputs again from its
+// directory: tree.json, tree.html, report.md and the memory export.
+func Export(ctx context.Context, cfg *config.Scheduler, o ExportOptions) error {
+	log := o.Log
+	var err error
+	dir := o.RunDir
+	if dir == "" {
+		if dir, err = newestRun(cfg.RunsDir); err != nil {
+			return err
+		}
+	}
+	var spec run.Spec
+	info, err := rundir.Dir(dir).ReadInfo()
+	if err == nil && info.Command != "run" {
+		err = fmt.Errorf("its run.json is of `scheduler %s`", info.Command)
+	}
+	if err != nil {
+		return fmt.Errorf("%s is not the directory of a `scheduler run`: %w", dir, err)
+	}
+	if spec, err = engine.ReadSpec(dir); err != nil {
+		return err
+	}
+	p := engine.Params{Spec: spec, RunDir: dir, Logger: log}
+	st, err := stores.ReopenMemory(ctx, cfg.Store, rundir.Dir(dir), info.Memory, log)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer logClose(log, "memory", st.Close)
+		p.MemoryStore = st
+	}
+	sum, err := engine.Export(ctx, p)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("report: %s\ntree:   %s, %s\n", sum.Report, filepath.Join(dir, "tree.json"), filepath.Join(dir, "tree.html"))
+	if md, _ := spec.Memory.ExportNames(); p.MemoryStore != nil && run.On(spec.Memory.FinalMemoryEnabled) {
+		fmt.Printf("memory: %s\n", filepath.Join(dir, "memory", md))
+	}
+	return nil
+}

@@ -1,0 +1,148 @@
+package schedcmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/dispatch"
+	"github.com/hpcq/hpcq/internal/engine"
+	"github.com/hpcq/hpcq/internal/runview"
+	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/rundir"
+)
+
+// StatusOptions are what `scheduler status` is asked.
+type StatusOptions struct {
+	RunDir string
+	JSON   bool
+	Log    *slog.Logger
+}
+
+// Status prints a run's nodes and best metric (from its files, also while
+// it runs) and the queue's pools and workers.
+func Status(ctx context.Context, cfg *config.Scheduler, o StatusOptions) error {
+	log := o.Log
+	var err error
+	var q *queue.Queue
+	var snap *engine.Snapshot
+	dir := o.RunDir
+	if cfg.NATS.URL != "" && o.RunDir == "" {
+		if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-status"), cfg.Queue.Options(), log); err != nil {
+			return err
+		}
+		defer q.Close()
+	} else {
+		if dir == "" {
+			if dir, err = newestRun(cfg.RunsDir); err != nil {
+				return err
+			}
+		}
+		// A tree search's nodes, from its files: readable while it goes.
+		if s, err := engine.ReadSnapshot(dir); err == nil {
+			snap = &s
+		}
+		if snap != nil && !o.JSON {
+			if err := snap.Write(os.Stdout); err != nil {
+				return err
+			}
+			fmt.Println()
+		}
+		if _, ierr := rundir.Dir(dir).ReadInfo(); ierr != nil && cfg.NATS.URL != "" {
+			// Not a run directory hpcq wrote: the configured server.
+			if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-status"), cfg.Queue.Options(), log); err != nil {
+				return err
+			}
+			defer q.Close()
+		} else {
+			// The run's server: the configured one (cluster), the going local
+			// run's embedded one (server.json), or the store of a local run
+			// that ended.
+			var closeQ func()
+			if q, closeQ, err = runQueue(ctx, cfg, dir, "hpcq-status", true, log); err != nil {
+				return err
+			}
+			defer closeQ()
+			if snap == nil && !o.JSON {
+				fmt.Printf("run %s\n\n", filepath.Base(dir))
+			}
+		}
+	}
+	stats, err := q.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	workers, err := q.Workers(ctx)
+	if err != nil {
+		return err
+	}
+	var lines []runview.NodeLine
+	if dir != "" {
+		if lines, err = runview.ListNodes(dir); err != nil {
+			return err
+		}
+		runview.FillRunning(lines, rundir.Dir(dir).ID(), workers)
+	}
+	if o.JSON {
+		out := map[string]any{"pools": stats, "workers": workers}
+		if snap != nil {
+			out["run"] = snap
+		}
+		if lines != nil {
+			out["unfinished"] = unfinishedCounts(lines)
+		}
+		return json.NewEncoder(os.Stdout).Encode(out)
+	}
+	if lines != nil {
+		writeUnfinished(os.Stdout, lines)
+	}
+	return dispatch.WriteStats(os.Stdout, stats, workers)
+}
+
+// unfinishedCounts are the run's nodes not finished, by where they stand.
+func unfinishedCounts(lines []runview.NodeLine) map[string]int {
+	n := map[string]int{}
+	for _, l := range lines {
+		switch l.Status {
+		case runview.Preparing, runview.Queued, runview.Declined, runview.Running:
+			n[l.Status]++
+		}
+	}
+	return n
+}
+
+// writeUnfinished says where the nodes not finished stand: being written
+// by the model, queued (no worker has taken them), declined by a worker
+// (why), running.
+func writeUnfinished(w io.Writer, lines []runview.NodeLine) {
+	n := unfinishedCounts(lines)
+	if len(n) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "not finished: %d preparing (asking the model), %d queued (no worker has taken them yet), %d declined, %d running\n",
+		n[runview.Preparing], n[runview.Queued], n[runview.Declined], n[runview.Running])
+	for _, l := range lines {
+		if l.Status == runview.Declined {
+			fmt.Fprintf(w, "  %s %s\n", l.Node, l.Reason)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func newestRun(runsDir string) (string, error) {
+	entries, err := os.ReadDir(runsDir)
+	if err != nil {
+		return "", fmt.Errorf("no NATS URL set and no runs in %s: %w", runsDir, err)
+	}
+	for i := len(entries) - 1; i >= 0; i-- {
+		if entries[i].IsDir() {
+			return filepath.Join(runsDir, entries[i].Name()), nil
+		}
+	}
+	return "", fmt.Errorf("no NATS URL set and no runs in %s", runsDir)
+}

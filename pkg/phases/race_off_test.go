@@ -1,5 +1,0 @@
-//go:build !race
-
-package phases
-
-const raceEnabled = false

@@ -1,0 +1,224 @@
+package tests
+
+import (
+	"bufio"
+	"maps"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/hpcq/hpcq/"
+
+// programs are the binaries of the layout table's "in" column.
+var programs = map[byte]string{'S': "cmd/scheduler", 'W': "cmd/worker", 'B': "cmd/slurm-bridge", 'X': "cmd/hpcq-sandbox"}
+
+// layoutRow is a row of docs/decisions.md's layout table.
+type layoutRow struct {
+	pkgs    []string
+	in      string // program letters, or "tests"
+	imports []string
+	anyBut  []string // "any package above but ...": imports are the rows above less these
+	index   int
+}
+
+var backticked = regexp.MustCompile("`([^`]+)`")
+
+// readLayout reads the table that follows "| package | in | owns | imports |".
+func readLayout(t *testing.T) []layoutRow {
+	t.Helper()
+	f, err := os.Open("../docs/decisions.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var rows []layoutRow
+	in := false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "| package | in | owns | imports |"):
+			in = true
+			continue
+		case !in:
+			continue
+		case strings.HasPrefix(line, "|---"):
+			continue
+		case !strings.HasPrefix(line, "|"):
+			return rows
+		}
+		cols := strings.Split(strings.Trim(line, "|"), " | ")
+		if len(cols) != 4 {
+			t.Fatalf("layout row with %d columns (package | in | owns | imports): %s", len(cols), line)
+		}
+		r := layoutRow{in: strings.TrimSpace(cols[1]), index: len(rows)}
+		for _, m := range backticked.FindAllStringSubmatch(cols[0], -1) {
+			r.pkgs = append(r.pkgs, m[1])
+		}
+		deps := strings.TrimSpace(cols[3])
+		if rest, ok := strings.CutPrefix(deps, "any package above but "); ok {
+			for _, m := range backticked.FindAllStringSubmatch(rest, -1) {
+				r.anyBut = append(r.anyBut, m[1])
+			}
+			if r.anyBut == nil {
+				r.anyBut = []string{}
+			}
+		} else if deps != "none" {
+			for _, m := range backticked.FindAllStringSubmatch(deps, -1) {
+				r.imports = append(r.imports, m[1])
+			}
+		}
+		rows = append(rows, r)
+	}
+	t.Fatal("docs/decisions.md has no layout table (| package | in | owns | imports |)")
+	return nil
+}
+
+// goList runs go list with a template over patterns, one line per package.
+func goList(t *testing.T, format string, patterns ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-f", format}, patterns...)...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
+}
+
+// hpcqOnly keeps the module's packages of a list, without the module prefix.
+func hpcqOnly(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if rel, ok := strings.CutPrefix(p, module); ok {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// TestLayout: the layout map of docs/decisions.md is what go list says: every
+// package of internal/, pkg/ and deploy/ has a row, imports only the packages
+// its row names (all from rows above it), and is linked by exactly the
+// programs its row names; plus the rules that keep each program to its own
+// side.
+func TestLayout(t *testing.T) {
+	t.Parallel()
+	rows := readLayout(t)
+	rowOf := map[string]layoutRow{}
+	for _, r := range rows {
+		for _, p := range r.pkgs {
+			if _, dup := rowOf[p]; dup {
+				t.Errorf("%s has two rows", p)
+			}
+			rowOf[p] = r
+		}
+	}
+
+	imports := map[string][]string{}
+	for _, line := range goList(t, "{{.ImportPath}} {{join .Imports \" \"}}", "../internal/...", "../pkg/...", "../deploy/...") {
+		f := strings.Fields(line)
+		imports[strings.TrimPrefix(f[0], module)] = hpcqOnly(f[1:])
+	}
+	linkedBy := map[string]string{}
+	for _, letter := range slices.Sorted(maps.Keys(programs)) {
+		for _, p := range hpcqOnly(goList(t, "{{.ImportPath}}", "-deps", "../"+programs[letter])) {
+			linkedBy[p] += string(letter)
+		}
+	}
+
+	for _, p := range slices.Sorted(maps.Keys(imports)) {
+		r, ok := rowOf[p]
+		if !ok {
+			t.Errorf("%s has no row in docs/decisions.md's layout table", p)
+			continue
+		}
+		allowed := map[string]bool{}
+		if r.anyBut != nil {
+			for _, above := range rows[:r.index] {
+				for _, q := range above.pkgs {
+					allowed[q] = !slices.Contains(r.anyBut, q)
+				}
+			}
+		} else {
+			for _, q := range r.imports {
+				if qr, ok := rowOf[q]; !ok || qr.index > r.index {
+					t.Errorf("%s's row lists %s, which has no row above it", p, q)
+				}
+				allowed[q] = true
+			}
+		}
+		for _, q := range imports[p] {
+			if !allowed[q] {
+				t.Errorf("%s imports %s, which its row in docs/decisions.md does not list", p, q)
+			}
+		}
+		want := r.in
+		if want == "tests" {
+			want = ""
+		}
+		if got := linkedBy[p]; !sameLetters(got, want) {
+			t.Errorf("%s is linked by programs %q, its row says %q (S scheduler, W worker, B slurm-bridge, X hpcq-sandbox)", p, got, r.in)
+		}
+	}
+	// A row's list is what its packages import, not more.
+	for _, r := range rows {
+		if r.anyBut != nil {
+			continue
+		}
+		used := map[string]bool{}
+		for _, p := range r.pkgs {
+			if _, ok := imports[p]; !ok {
+				t.Errorf("the layout table names %s, which is not a package", p)
+			}
+			for _, q := range imports[p] {
+				used[q] = true
+			}
+		}
+		for _, q := range r.imports {
+			if !used[q] && !slices.Contains(r.pkgs, q) {
+				t.Errorf("the row of %v lists %s, which none of them imports", r.pkgs, q)
+			}
+		}
+	}
+}
+
+// TestProgramsKeepToTheirSide: what each side must not link, from the full
+// dependency lists (third-party packages included).
+func TestProgramsKeepToTheirSide(t *testing.T) {
+	t.Parallel()
+	deps := func(pkg string) []string { return goList(t, "{{.ImportPath}}", "-deps", "../"+pkg) }
+	forbid := func(pkg string, why string, bad ...string) {
+		for _, d := range deps(pkg) {
+			for _, b := range bad {
+				if d == b || strings.HasPrefix(d, b+"/") {
+					t.Errorf("%s links %s: %s", pkg, d, why)
+				}
+			}
+		}
+	}
+	forbid("pkg/schema", "the messages speak no transport",
+		"github.com/nats-io", "github.com/redis", "github.com/ClickHouse", "net/http", "database/sql")
+	for _, p := range []string{"internal/engine", "internal/prompt", "internal/search", "pkg/llm"} {
+		forbid(p, "the scheduler's side runs no generated program", module+"internal/executor", module+"internal/nsinit")
+	}
+	forbid("pkg/llm", "a client needs no server", "github.com/nats-io/nats-server")
+	forbid("cmd/worker", "a worker connects to a server and grows no tree",
+		"github.com/nats-io/nats-server", module+"internal/engine", module+"internal/search", module+"internal/web")
+	forbid("cmd/slurm-bridge", "the bridge starts workers, it runs no task",
+		module+"internal/executor", module+"internal/nsinit", module+"internal/engine")
+	if got := hpcqOnly(deps("cmd/hpcq-sandbox")); !slices.Equal(got, []string{"internal/nsinit", "cmd/hpcq-sandbox"}) {
+		t.Errorf("cmd/hpcq-sandbox links %v: only internal/nsinit, the code that runs inside the sandbox", got)
+	}
+}
+
+// sameLetters: a and b hold the same letters, in any order.
+func sameLetters(a, b string) bool {
+	x, y := []byte(a), []byte(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
+}
