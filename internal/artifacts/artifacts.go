@@ -77,7 +77,7 @@ func (u *Uploader) Upload(ctx context.Context, t *schema.NodeTask, files []File)
 	seen := map[string]bool{}
 	for _, f := range files {
 		a := schema.Artifact{Kind: f.Kind, Name: f.Name}
-		key := a.Dir() + "/" + a.Name
+		key := rundir.ArtifactDir(a) + "/" + a.Name
 		if seen[key] {
 			continue
 		}
@@ -121,7 +121,7 @@ func (u *Uploader) Upload(ctx context.Context, t *schema.NodeTask, files []File)
 			left = append(left, fmt.Sprintf("%s: %s, over the %s per-node cap", key, human(size), human(lim.PerNode)))
 			continue
 		}
-		n, sum, err := u.put(ctx, queue.ArtifactObject(t.RunID, t.NodeID, t.Attempt, a.Dir(), a.Name), root, f.Rel, size)
+		n, sum, err := u.put(ctx, queue.ArtifactObject(t.RunID, t.NodeID, t.Attempt, rundir.ArtifactDir(a), a.Name), root, f.Rel, size)
 		root.Close()
 		if errors.Is(err, errLocal) {
 			left = append(left, fmt.Sprintf("%s: %v", key, err))
@@ -254,7 +254,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 // Fetch writes the artifacts of res into the run directory runDir
-// (rundir.NodeFile(node, a.Dir(), a.Name)), checking every file's size and SHA-256 against the result.
+// (rundir.NodeFile(node, rundir.ArtifactDir(a), a.Name)), checking every file's size and SHA-256 against the result.
 // Files already there with the right digest are not fetched again. A missing
 // or corrupt object is an error naming the node and the file; the other
 // files are still fetched, and a corrupt file is not left in place.
@@ -274,7 +274,7 @@ func Fetch(ctx context.Context, store jetstream.ObjectStore, runDir string, res 
 	var errs []error
 	for _, a := range res.Artifacts {
 		if err := fetchOne(ctx, store, root, res, a); err != nil {
-			errs = append(errs, fmt.Errorf("artifacts of node %s (attempt %d): %s/%s: %w", res.NodeID, res.Attempt, a.Dir(), a.Name, err))
+			errs = append(errs, fmt.Errorf("artifacts of node %s (attempt %d): %s/%s: %w", res.NodeID, res.Attempt, rundir.ArtifactDir(a), a.Name, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -288,7 +288,7 @@ func fetchOne(ctx context.Context, store jetstream.ObjectStore, root *os.Root, r
 	if err := schema.CheckArtifactName(a.Name); err != nil {
 		return err
 	}
-	rel := path.Join(a.Dir(), a.Name)
+	rel := path.Join(rundir.ArtifactDir(a), a.Name)
 	if sum, err := fileSum(root, rel); err == nil && sum == a.SHA256 {
 		return nil
 	}
@@ -304,7 +304,7 @@ func fetchOne(ctx context.Context, store jetstream.ObjectStore, root *os.Root, r
 
 // getOnce gets one artifact into rel, through rel.part.
 func getOnce(ctx context.Context, store jetstream.ObjectStore, root *os.Root, res *schema.NodeResult, a schema.Artifact, rel string) error {
-	obj, err := store.Get(ctx, queue.ArtifactObject(res.RunID, res.NodeID, res.Attempt, a.Dir(), a.Name))
+	obj, err := store.Get(ctx, queue.ArtifactObject(res.RunID, res.NodeID, res.Attempt, rundir.ArtifactDir(a), a.Name))
 	if err != nil {
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			return fmt.Errorf("not in the object store (older than HPCQ_ARTIFACTS_MAX_AGE, or purged): %w", err)

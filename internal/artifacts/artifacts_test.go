@@ -17,6 +17,7 @@ import (
 	"github.com/hpcq/hpcq/internal/artifacts"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -68,7 +69,7 @@ func TestRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			var names []string
 			for _, a := range arts {
-				names = append(names, a.Dir()+"/"+a.Name)
+				names = append(names, rundir.ArtifactDir(a)+"/"+a.Name)
 			}
 			require.Equal(t, []string{"logs/compile.log", "logs/run.log", "outputs/out/result.csv", "outputs/plots/gflops.svg"}, names)
 			require.Contains(t, note, "logs/run.log: 2.9 KiB, only its first 2.4 KiB kept")

@@ -41,16 +41,16 @@ type deadLetterJSON struct {
 
 // OutcomeJSON is an outcome as a line of results.jsonl.
 func OutcomeJSON(o Outcome) OutcomeLine {
-	l := OutcomeLine{NodeID: o.Task.NodeID, Attempt: o.Task.Attempt, Status: results.NodeNoAnswer, Result: o.Result, ArtifactsError: o.ArtifactsError}
+	l := OutcomeLine{NodeID: o.Task.NodeID, Attempt: o.Task.Attempt, Status: schema.NodeNoAnswer, Result: o.Result, ArtifactsError: o.ArtifactsError}
 	switch {
 	case o.Result != nil && o.Result.OK():
-		l.Status = results.NodeOK
+		l.Status = schema.NodeOK
 	case o.Result != nil && o.Result.Error.Kind == schema.ErrKindCanceled:
-		l.Status = results.NodeCanceled
+		l.Status = schema.NodeCanceled
 	case o.Result != nil:
-		l.Status = results.NodeFailed
+		l.Status = schema.NodeFailed
 	case o.DeadLetter != nil:
-		l.Status = results.NodeDeadLettered
+		l.Status = schema.NodeDeadLettered
 		d := o.DeadLetter
 		l.DeadLetter = &deadLetterJSON{Pool: d.Pool, Reason: d.Reason, Deliveries: d.Deliveries, Worker: d.Worker, Time: d.Time}
 	}
@@ -79,7 +79,7 @@ func WriteResultsFile(path string, outs []Outcome) error {
 func OutcomeRows(run results.Run, outs []Outcome, withResults, canceled bool) results.Rows {
 	now := time.Now()
 	rows := results.Rows{}
-	run.Status, run.TS = results.RunDone, now
+	run.Status, run.TS = schema.RunDone, now
 	for _, o := range outs {
 		t := o.Task
 		switch {
@@ -87,22 +87,22 @@ func OutcomeRows(run results.Run, outs []Outcome, withResults, canceled bool) re
 			rows = rows.Append(results.FromResult(t, o.Result))
 			rows.Runs = nil
 		case o.Result == nil:
-			status, kind := results.NodeNoAnswer, ""
+			status, kind := schema.NodeNoAnswer, ""
 			switch {
 			case o.DeadLetter != nil:
-				status, kind = results.NodeDeadLettered, results.ErrKindDeadLetter
+				status, kind = schema.NodeDeadLettered, schema.ErrKindDeadLetter
 			case canceled:
-				status, kind = results.NodeCanceled, schema.ErrKindCanceled
+				status, kind = schema.NodeCanceled, schema.ErrKindCanceled
 			}
 			rows.Nodes = append(rows.Nodes, results.Node{Run: run.Run, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
 				Pool: t.Pool, Attempt: t.Attempt, Status: status, ErrorKind: kind, TS: now})
 		}
 		if !o.OK() {
-			run.Status = results.RunFailed
+			run.Status = schema.RunFailed
 		}
 	}
 	if canceled {
-		run.Status = results.RunCanceled
+		run.Status = schema.RunCanceled
 	}
 	rows.Runs = []results.Run{run}
 	return rows

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/pkg/queue"
-	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -20,13 +19,13 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tATTEMPT\tSTATUS\tDURATION\tEXIT CODES\tWORKER\tMETRICS\tERROR")
 	for _, o := range outs {
-		status, dur, codes, worker, metrics, msg := results.NodeNoAnswer, "-", "-", "-", "-", ""
+		status, dur, codes, worker, metrics, msg := schema.NodeNoAnswer, "-", "-", "-", "-", ""
 		switch {
 		case o.Result != nil:
 			r := o.Result
-			status = results.NodeOK
+			status = schema.NodeOK
 			if r.Error != nil {
-				status = results.NodeFailed
+				status = schema.NodeFailed
 				msg = fmt.Sprintf("%s in %s: %s", r.Error.Kind, r.Error.Phase, oneLine(r.Error.Message, 100))
 			}
 			dur = (time.Duration(r.DurationMS) * time.Millisecond).String()
@@ -45,7 +44,7 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 				metrics = m
 			}
 		case o.DeadLetter != nil:
-			status = results.NodeDeadLettered
+			status = schema.NodeDeadLettered
 			msg = oneLine(o.DeadLetter.Reason, 100)
 			if o.DeadLetter.Worker != "" {
 				worker = o.DeadLetter.Worker

@@ -331,7 +331,7 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 		return Summary{}, err
 	}
 	cfg, _ := json.Marshal(e.spec)
-	runRow := results.Run{Run: e.runID, Status: results.RunRunning, Title: e.title(), Mode: e.p.Mode, Config: string(cfg), TS: started}
+	runRow := results.Run{Run: e.runID, Status: schema.RunRunning, Title: e.title(), Mode: e.p.Mode, Config: string(cfg), TS: started}
 	if err := e.p.Results.Write(ctx, results.Rows{Runs: []results.Run{runRow}}); err != nil {
 		e.log.Warn("runs row not written", "err", err)
 	}
@@ -486,16 +486,16 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 	if err := e.rows.Flush(ctx); err != nil {
 		e.log.Warn("llm_calls rows not written before the run's end", "err", err)
 	}
-	runRow.Status, runRow.TS = results.RunDone, time.Now()
+	runRow.Status, runRow.TS = schema.RunDone, time.Now()
 	switch {
 	case e.canceled.Load() != nil:
-		runRow.Status = results.RunCanceled
+		runRow.Status = schema.RunCanceled
 	case ctxDone(stoppedBy):
-		runRow.Status = results.RunInterrupted
+		runRow.Status = schema.RunInterrupted
 	case stoppedBy != "":
-		runRow.Status = results.RunStopped
+		runRow.Status = schema.RunStopped
 	case !sum.HasBest:
-		runRow.Status = results.RunFailed
+		runRow.Status = schema.RunFailed
 	}
 	if err := e.p.Results.Write(ctx, results.Rows{Runs: []results.Run{runRow}}); err != nil {
 		e.log.Warn("runs row not written", "err", err)

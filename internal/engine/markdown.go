@@ -43,7 +43,7 @@ func (e *engine) bestDetail(id string) string {
 func artifactLinks(id string, o outcome) string {
 	var logs, outputs, plots []string
 	for _, a := range o.Result.Artifacts {
-		link := rundir.NodeFile(id, a.Dir(), a.Name)
+		link := rundir.NodeFile(id, rundir.ArtifactDir(a), a.Name)
 		switch a.Kind {
 		case schema.ArtifactLog:
 			logs = append(logs, fmt.Sprintf("[%s](%s)", a.Name, mdURL(link)))

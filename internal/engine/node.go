@@ -218,20 +218,20 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 		rows = results.FromResult(task, o.Result)
 	}
 	row := results.Node{Run: e.runID, Node: n.ID, Parent: n.Parent, Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Attempt: 1,
-		Status: results.NodeOK, MetricName: e.spec.Metric.Name, TS: time.Now()}
+		Status: schema.NodeOK, MetricName: e.spec.Metric.Name, TS: time.Now()}
 	switch {
 	case o.Canceled:
-		row.Status, row.ErrorKind = results.NodeCanceled, schema.ErrKindCanceled
+		row.Status, row.ErrorKind = schema.NodeCanceled, schema.ErrKindCanceled
 	case o.Buggy && o.DeadLetter != nil:
-		row.Status, row.ErrorKind = results.NodeDeadLettered, results.ErrKindDeadLetter
+		row.Status, row.ErrorKind = schema.NodeDeadLettered, schema.ErrKindDeadLetter
 	case o.Buggy && o.Result != nil && o.Result.Error != nil:
-		row.Status, row.ErrorKind = results.NodeFailed, o.Result.Error.Kind
+		row.Status, row.ErrorKind = schema.NodeFailed, o.Result.Error.Kind
 	case o.Buggy && task == nil:
-		row.Status, row.ErrorKind = results.NodeNotRun, results.ErrKindLLM
+		row.Status, row.ErrorKind = schema.NodeNotRun, schema.ErrKindLLM
 	case o.Buggy:
-		row.Status, row.ErrorKind = results.NodeFailed, results.ErrKindMetric
+		row.Status, row.ErrorKind = schema.NodeFailed, schema.ErrKindMetric
 	case o.Cached:
-		row.Status = results.NodeCached
+		row.Status = schema.NodeCached
 	}
 	if o.Metric != nil && !o.Buggy {
 		row.MetricValue = o.Metric

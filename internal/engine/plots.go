@@ -55,7 +55,7 @@ func (e *engine) plotsOf(id string, artifacts []schema.Artifact, budget int) (pl
 	var in plotInput
 	var b strings.Builder
 	for _, a := range plots {
-		rel := rundir.NodeFile(id, a.Dir(), a.Name)
+		rel := rundir.NodeFile(id, rundir.ArtifactDir(a), a.Name)
 		mime, svg := llm.ImageMIME(a.Name), isSVG(a.Name)
 		limit := int64(llm.MaxImageBytes)
 		if svg {

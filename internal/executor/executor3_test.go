@@ -20,6 +20,7 @@ import (
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -257,7 +258,7 @@ func TestArtifactsUploaded(t *testing.T) {
 	require.Nil(t, res.Error)
 	byName := map[string]schema.Artifact{}
 	for _, a := range res.Artifacts {
-		byName[a.Dir()+"/"+a.Name] = a
+		byName[rundir.ArtifactDir(a)+"/"+a.Name] = a
 	}
 	require.Len(t, byName, 4, "%+v", res.Artifacts)
 	for _, k := range []string{"logs/compile.log", "logs/run.log", "outputs/out.txt", "outputs/fig/speedup.svg"} {

@@ -14,7 +14,6 @@ import (
 	"github.com/hpcq/hpcq/internal/filecache"
 	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/pkg/queue"
-	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -97,17 +96,17 @@ func (r nodeRecord) status() string {
 	case r.Status != "":
 		return r.Status
 	case r.Canceled:
-		return results.NodeCanceled
+		return schema.NodeCanceled
 	case r.DeadLetter != nil:
-		return results.NodeDeadLettered
+		return schema.NodeDeadLettered
 	case r.Cached:
-		return results.NodeCached
+		return schema.NodeCached
 	case r.NotRun:
-		return results.NodeNotRun
+		return schema.NodeNotRun
 	case r.Buggy:
-		return results.NodeFailed
+		return schema.NodeFailed
 	}
-	return results.NodeOK
+	return schema.NodeOK
 }
 
 // FillRunning fills in the worker, Slurm job and start of the nodes the

@@ -24,6 +24,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // ExecOptions are what `scheduler exec` is asked.
@@ -111,11 +112,11 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 		log.Warn("run.json not written", "err", err)
 	}
 	started := time.Now()
-	runRow := results.Run{Run: runID, Status: results.RunRunning, Title: "exec of " + strings.Join(o.Files, " "), Mode: mode, Config: "{}", TS: started}
+	runRow := results.Run{Run: runID, Status: schema.RunRunning, Title: "exec of " + strings.Join(o.Files, " "), Mode: mode, Config: "{}", TS: started}
 	queued := results.Rows{Runs: []results.Run{runRow}}
 	for _, t := range tasks {
 		queued.Nodes = append(queued.Nodes, results.Node{Run: runID, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
-			Pool: t.Pool, Attempt: t.Attempt, Status: results.NodeQueued, TS: started})
+			Pool: t.Pool, Attempt: t.Attempt, Status: schema.NodeQueued, TS: started})
 	}
 	if err := sink.Write(ctx, queued); err != nil {
 		log.Warn("results rows not written", "err", err)

@@ -48,7 +48,7 @@ func TestLocalStores(t *testing.T) {
 	sink, where, err := stores.OpenResults(ctx, config.Store{}, dir, log)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"store": "sqlite", "file": rundir.ResultsFile}, where)
-	require.NoError(t, sink.Write(ctx, results.Rows{Runs: []results.Run{{Run: dir.ID(), Status: results.RunDone}}}))
+	require.NoError(t, sink.Write(ctx, results.Rows{Runs: []results.Run{{Run: dir.ID(), Status: schema.RunDone}}}))
 	require.NoError(t, sink.Close())
 	tab, err := results.QuerySQLite(ctx, dir.Path(rundir.ResultsFile), "SELECT status FROM runs")
 	require.NoError(t, err)

@@ -254,7 +254,7 @@ func (s *Server) summary(dir string) RunSummary {
 			case runview.Preparing, runview.Queued, runview.Declined, runview.Running:
 			default:
 				sum.Done++
-				if l.Status != results.NodeOK && l.Status != results.NodeCached {
+				if l.Status != schema.NodeOK && l.Status != schema.NodeCached {
 					sum.Buggy++
 				}
 			}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/runview"
-	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -119,11 +118,11 @@ func (s *Server) archiveSummaries(ctx context.Context, id string) ([]RunSummary,
 // archiveStatus is the dashboard's word for a runs row's status.
 func archiveStatus(s string) string {
 	switch s {
-	case results.RunRunning:
+	case schema.RunRunning:
 		return RunRunning
-	case results.RunCanceled:
+	case schema.RunCanceled:
 		return RunCanceled
-	case results.RunInterrupted:
+	case schema.RunInterrupted:
 		return RunStopped
 	}
 	return RunFinished
@@ -178,7 +177,7 @@ func (s *Server) archivedNodes(ctx context.Context, id string) ([]NodeView, erro
 	for _, row := range tab.Rows {
 		l := runview.NodeLine{Node: str(row[0]), Parent: str(row[1]), Stage: int(toFloat(row[2])), Kind: str(row[3]), Attempt: int(toFloat(row[4])),
 			Status: str(row[5]), Reason: str(row[6])}
-		if l.Status == results.NodeQueued {
+		if l.Status == schema.NodeQueued {
 			l.Status = runview.Queued
 		}
 		if f, ok := number(row[7]); ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/hpcq/hpcq/internal/web"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // TestArchive: with a ClickHouse results store, the runs it knows that
@@ -31,8 +32,8 @@ func TestArchive(t *testing.T) {
 	m1, m2 := 2.5, 4.0
 	config := `{"Title":"stencil","Metric":{"Name":"gflops","Direction":"maximize","Unit":"GFLOP/s"}}`
 	rows := results.Rows{
-		Runs: []results.Run{{Run: "arch-1", Status: results.RunDone, Title: "stencil on the cluster", Mode: "cluster", Config: config, TS: t0},
-			{Run: here, Status: results.RunDone, Title: "also here", Mode: "local", Config: "{}", TS: t0}},
+		Runs: []results.Run{{Run: "arch-1", Status: schema.RunDone, Title: "stencil on the cluster", Mode: "cluster", Config: config, TS: t0},
+			{Run: here, Status: schema.RunDone, Title: "also here", Mode: "local", Config: "{}", TS: t0}},
 		Nodes: []results.Node{{Run: "arch-1", Node: "n0001", Stage: 1, Kind: "draft", Pool: "cpu", Attempt: 1, Status: "ok", MetricName: "gflops", MetricValue: &m1, TS: t0},
 			{Run: "arch-1", Node: "n0002", Parent: "n0001", Stage: 1, Kind: "debug", Pool: "cpu", Attempt: 1, Status: "ok", MetricName: "gflops", MetricValue: &m2, TS: t0},
 			{Run: "arch-1", Node: "n0003", Parent: "n0002", Stage: 2, Kind: "hyperparam", Pool: "cpu", Attempt: 1, Status: "failed", ErrorKind: "compile_failed", TS: t0}},

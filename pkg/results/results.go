@@ -215,9 +215,9 @@ func FromResult(t *schema.NodeTask, r *schema.NodeResult) Rows {
 	}
 	end := r.Started.Add(time.Duration(r.DurationMS) * time.Millisecond)
 	for _, p := range r.Phases {
-		status, kind := PhaseOK, ""
+		status, kind := schema.PhaseOK, ""
 		if !p.OK {
-			status = PhaseFailed
+			status = schema.PhaseFailed
 			if r.Error != nil && r.Error.Phase == p.Name {
 				kind = r.Error.Kind
 			}
@@ -234,12 +234,12 @@ func FromResult(t *schema.NodeTask, r *schema.NodeResult) Rows {
 		rows.Metrics = append(rows.Metrics, Metric{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Name: n, Value: r.Metrics[n],
 			Unit: r.MetricUnits[n], TS: end})
 	}
-	status := NodeOK
+	status := schema.NodeOK
 	switch {
 	case r.Error != nil && r.Error.Kind == schema.ErrKindCanceled:
-		status = NodeCanceled
+		status = schema.NodeCanceled
 	case r.Error != nil:
-		status = NodeFailed
+		status = schema.NodeFailed
 	}
 	node := Node{Run: r.RunID, Node: r.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind, Pool: t.Pool, Attempt: r.Attempt,
 		Status: status, ErrorKind: errKind, TS: end}
@@ -260,7 +260,7 @@ func FromResult(t *schema.NodeTask, r *schema.NodeResult) Rows {
 	rows.Nodes = append(rows.Nodes, node)
 	for _, a := range r.Artifacts {
 		rows.Artifacts = append(rows.Artifacts, Artifact{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Kind: a.Kind, Name: a.Name,
-			Path: rundir.NodeFile(r.NodeID, a.Dir(), a.Name), Bytes: a.Bytes, SHA256: a.SHA256, TS: end})
+			Path: rundir.NodeFile(r.NodeID, rundir.ArtifactDir(a), a.Name), Bytes: a.Bytes, SHA256: a.SHA256, TS: end})
 	}
 	return rows
 }

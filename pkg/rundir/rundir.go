@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // Names inside a run directory.
@@ -197,4 +198,13 @@ func (d Dir) WriteInfo(info Info) error {
 		return err
 	}
 	return fileio.WriteFileAtomic(d.Path(InfoFile), append(data, '\n'))
+}
+
+// ArtifactDir is the node directory an artifact goes to: LogsDir for a
+// log, OutputsDir for an output.
+func ArtifactDir(a schema.Artifact) string {
+	if a.Kind == schema.ArtifactLog {
+		return LogsDir
+	}
+	return OutputsDir
 }

@@ -8,8 +8,6 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // Error kinds of a NodeResult. All but ErrKindInfra are failures of the
@@ -110,15 +108,6 @@ type Artifact struct {
 	Name   string `json:"name"`
 	Bytes  int64  `json:"bytes"`
 	SHA256 string `json:"sha256"`
-}
-
-// Dir is the node directory an artifact of kind goes to: rundir.LogsDir
-// or rundir.OutputsDir.
-func (a Artifact) Dir() string {
-	if a.Kind == ArtifactLog {
-		return rundir.LogsDir
-	}
-	return rundir.OutputsDir
 }
 
 // Enforced says how a task's resource limits were enforced on the worker.
@@ -279,10 +268,15 @@ func (r *NodeResult) Validate() error {
 		if err := CheckArtifactName(a.Name); err != nil {
 			return fieldErr(f+".name", "%v", err)
 		}
-		if seen[a.Dir()+"/"+a.Name] {
-			return fieldErr(f+".name", "%s/%s listed twice", a.Dir(), a.Name)
+		// Logs go to one directory of the node, outputs and plots to another.
+		home := "an output"
+		if a.Kind == ArtifactLog {
+			home = "a log"
 		}
-		seen[a.Dir()+"/"+a.Name] = true
+		if seen[home+"\x00"+a.Name] {
+			return fieldErr(f+".name", "%s listed twice as %s", a.Name, home)
+		}
+		seen[home+"\x00"+a.Name] = true
 		if a.Bytes < 0 {
 			return fieldErr(f+".bytes", "%d, must be >= 0", a.Bytes)
 		}

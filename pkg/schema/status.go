@@ -1,8 +1,8 @@
-package results
+package schema
 
-// The status column of each table: one vocabulary for every writer (the
-// workers, the engine of a tree search, `scheduler exec`), documented in
-// docs/results.md.
+// The status words of runs, nodes and phase runs: one vocabulary for the
+// results tables (their status columns), a node's result.json, `scheduler
+// ls` and the dashboard's API, documented in docs/results.md.
 
 // Status of a runs row.
 const (
@@ -32,7 +32,8 @@ const (
 	PhaseFailed = "failed"
 )
 
-// Error kinds the engine adds to the task's own (queue.ErrKind*).
+// Error kinds the scheduler adds to a task's own (the ErrKind* of a
+// NodeResult).
 const (
 	ErrKindLLM        = "llm"         // the model gave nothing usable
 	ErrKindMetric     = "metric"      // the run reported no value for the run's metric
