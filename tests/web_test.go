@@ -232,7 +232,7 @@ func TestDashboardFinishedRuns(t *testing.T) {
 	url := waitDashboard(t, p)
 	m := scrape(strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/"))
 	require.Contains(t, m, "process_cpu_seconds_total", "serve has /metrics")
-	require.Contains(t, m, `hpcq_serve_runs{status="finished"} 2`, "and the runs it serves, by status")
+	require.Contains(t, m, `hpcq_serve_runs{status="done"} 2`, "and the runs it serves, by status")
 	require.Regexp(t, `hpcq_serve_nodes\{status="ok"\} \d+`, m)
 
 	b.run(t, chromedp.Navigate(url), chromedp.WaitVisible(`tr[data-run="stencil-a"]`, chromedp.ByQuery))

@@ -55,6 +55,8 @@ type Outcome struct {
 	// ArtifactsError says which of the result's files could not be
 	// fetched into the run directory, and why.
 	ArtifactsError string
+	// Canceled: the exec ended before the task's answer and canceled it.
+	Canceled bool
 }
 
 // OK reports whether the task ran and every phase succeeded.
@@ -129,7 +131,7 @@ func Exec(ctx context.Context, q *queue.Queue, p ExecParams) ([]Outcome, error) 
 					out[i].ArtifactsError = err.Error()
 					log.Error("artifacts not fetched", "node_id", r.NodeID, "err", err)
 				}
-				if err := writeNodeFile(p.RunDir, r.NodeID, rundir.ResultFile, OutcomeJSON(out[i])); err != nil {
+				if err := writeNodeFile(p.RunDir, r.NodeID, rundir.ResultFile, out[i].Record()); err != nil {
 					log.Warn("result.json not written", "node_id", r.NodeID, "err", err)
 				}
 			}
@@ -142,7 +144,7 @@ func Exec(ctx context.Context, q *queue.Queue, p ExecParams) ([]Outcome, error) 
 			left--
 			log.Warn("task dead-lettered", "node_id", d.NodeID, "reason", d.Reason)
 			if p.RunDir != "" {
-				if err := writeNodeFile(p.RunDir, d.NodeID, rundir.ResultFile, OutcomeJSON(out[i])); err != nil {
+				if err := writeNodeFile(p.RunDir, d.NodeID, rundir.ResultFile, out[i].Record()); err != nil {
 					log.Warn("result.json not written", "node_id", d.NodeID, "err", err)
 				}
 			}

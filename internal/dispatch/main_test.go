@@ -3,8 +3,8 @@ package dispatch_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/hpcq/hpcq/internal/leakcheck"
 )
 
 // TestMain fails the package's tests if they leave goroutines running.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.Main(m) }

@@ -2,10 +2,13 @@ package dispatch
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"time"
 
+	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -20,44 +23,35 @@ func Unanswered(outs []Outcome) int {
 	return n
 }
 
-// OutcomeLine is one line of results.jsonl (and of `scheduler exec --json`).
-type OutcomeLine struct {
-	NodeID     string             `json:"node_id"`
-	Attempt    int                `json:"attempt"`
-	Status     string             `json:"status"`
-	Result     *schema.NodeResult `json:"result,omitempty"`
-	DeadLetter *deadLetterJSON    `json:"dead_letter,omitempty"`
-	// ArtifactsError: files of the result that could not be fetched.
-	ArtifactsError string `json:"artifacts_error,omitempty"`
-}
-
-type deadLetterJSON struct {
-	Pool       string    `json:"pool"`
-	Reason     string    `json:"reason"`
-	Deliveries uint64    `json:"deliveries"`
-	Worker     string    `json:"worker,omitempty"`
-	Time       time.Time `json:"time"`
-}
-
-// OutcomeJSON is an outcome as a line of results.jsonl.
-func OutcomeJSON(o Outcome) OutcomeLine {
-	l := OutcomeLine{NodeID: o.Task.NodeID, Attempt: o.Task.Attempt, Status: schema.NodeNoAnswer, Result: o.Result, ArtifactsError: o.ArtifactsError}
+// Record is the outcome as the task's result.json, a line of results.jsonl
+// and a line of `scheduler exec --json` keep it (rundir.Outcome, sealed).
+func (o *Outcome) Record() rundir.Outcome {
+	r := rundir.Outcome{Node: o.Task.NodeID, Attempt: o.Task.Attempt, Result: o.Result, ArtifactsError: o.ArtifactsError}
 	switch {
-	case o.Result != nil && o.Result.OK():
-		l.Status = schema.NodeOK
-	case o.Result != nil && o.Result.Error.Kind == schema.ErrKindCanceled:
-		l.Status = schema.NodeCanceled
+	case o.Result != nil && o.Result.Error != nil:
+		e := o.Result.Error
+		r.Buggy, r.Reason = true, fmt.Sprintf("%s in %s: %s", e.Kind, e.Phase, e.Message)
 	case o.Result != nil:
-		l.Status = schema.NodeFailed
 	case o.DeadLetter != nil:
-		l.Status = schema.NodeDeadLettered
-		d := o.DeadLetter
-		l.DeadLetter = &deadLetterJSON{Pool: d.Pool, Reason: d.Reason, Deliveries: d.Deliveries, Worker: d.Worker, Time: d.Time}
+		r.Buggy, r.Reason, r.DeadLetter = true, "dead-lettered: "+o.DeadLetter.Reason, DeadLetterRecord(o.DeadLetter)
+	case o.Canceled:
+		r.Buggy, r.Canceled, r.Reason = true, true, "canceled: the exec ended before its answer"
+	default:
+		r.Buggy, r.Reason = true, "no answer"
 	}
-	return l
+	r.Seal()
+	return r
 }
 
-// WriteResultsFile writes one OutcomeLine per outcome to path.
+// DeadLetterRecord is what a node's result.json keeps of a dead letter.
+func DeadLetterRecord(d *queue.DeadLetter) *rundir.DeadLetter {
+	if d == nil {
+		return nil
+	}
+	return &rundir.DeadLetter{Pool: d.Pool, Reason: d.Reason, Deliveries: d.Deliveries, Worker: d.Worker, Time: d.Time}
+}
+
+// WriteResultsFile writes the Record of every outcome to path, one per line.
 func WriteResultsFile(path string, outs []Outcome) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -65,7 +59,7 @@ func WriteResultsFile(path string, outs []Outcome) error {
 	}
 	enc := json.NewEncoder(f)
 	for _, o := range outs {
-		if err := enc.Encode(OutcomeJSON(o)); err != nil {
+		if err := enc.Encode(o.Record()); err != nil {
 			f.Close()
 			return err
 		}
@@ -73,33 +67,25 @@ func WriteResultsFile(path string, outs []Outcome) error {
 	return f.Close()
 }
 
-// OutcomeRows are the rows that close an exec's run: the run's status, the
-// nodes that got no result, and (withResults) every result's rows. With
-// canceled, the run and the tasks without an answer are canceled.
-func OutcomeRows(run results.Run, outs []Outcome, withResults, canceled bool) results.Rows {
-	now := time.Now()
+// OutcomeRows are the rows that close an exec's run: the run's status and
+// every task's nodes row, and (withResults: the workers could not write
+// them) every result's attempt rows. A task without an answer that the
+// exec's end canceled (Outcome.Canceled) makes the run canceled.
+func OutcomeRows(run results.Run, outs []Outcome, withResults bool) results.Rows {
 	rows := results.Rows{}
-	run.Status, run.TS = schema.RunDone, now
-	for _, o := range outs {
-		t := o.Task
-		switch {
-		case o.Result != nil && withResults:
-			rows = rows.Append(results.FromResult(t, o.Result))
-			rows.Runs = nil
-		case o.Result == nil:
-			status, kind := schema.NodeNoAnswer, ""
-			switch {
-			case o.DeadLetter != nil:
-				status, kind = schema.NodeDeadLettered, schema.ErrKindDeadLetter
-			case canceled:
-				status, kind = schema.NodeCanceled, schema.ErrKindCanceled
-			}
-			rows.Nodes = append(rows.Nodes, results.Node{Run: run.Run, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
-				Pool: t.Pool, Attempt: t.Attempt, Status: status, ErrorKind: kind, TS: now})
+	run.Status, run.TS = schema.RunDone, time.Now()
+	canceled := false
+	for i := range outs {
+		o := &outs[i]
+		if o.Result != nil && withResults {
+			rows = rows.Append(results.AttemptRows(o.Task, o.Result))
 		}
+		rec := o.Record()
+		rows.Nodes = append(rows.Nodes, results.NodeRow(o.Task, o.Result, rec.Status, rec.ErrorKind))
 		if !o.OK() {
 			run.Status = schema.RunFailed
 		}
+		canceled = canceled || rec.Status == schema.NodeCanceled && o.Result == nil
 	}
 	if canceled {
 		run.Status = schema.RunCanceled

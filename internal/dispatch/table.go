@@ -18,14 +18,13 @@ import (
 func WriteOutcomes(w io.Writer, outs []Outcome) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tATTEMPT\tSTATUS\tDURATION\tEXIT CODES\tWORKER\tMETRICS\tERROR")
-	for _, o := range outs {
-		status, dur, codes, worker, metrics, msg := schema.NodeNoAnswer, "-", "-", "-", "-", ""
+	for i := range outs {
+		o := &outs[i]
+		status, dur, codes, worker, metrics, msg := o.Record().Status, "-", "-", "-", "-", ""
 		switch {
 		case o.Result != nil:
 			r := o.Result
-			status = schema.NodeOK
 			if r.Error != nil {
-				status = schema.NodeFailed
 				msg = fmt.Sprintf("%s in %s: %s", r.Error.Kind, r.Error.Phase, oneLine(r.Error.Message, 100))
 			}
 			dur = (time.Duration(r.DurationMS) * time.Millisecond).String()
@@ -44,7 +43,6 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 				metrics = m
 			}
 		case o.DeadLetter != nil:
-			status = schema.NodeDeadLettered
 			msg = oneLine(o.DeadLetter.Reason, 100)
 			if o.DeadLetter.Worker != "" {
 				worker = o.DeadLetter.Worker

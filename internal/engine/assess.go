@@ -7,6 +7,7 @@ import (
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -30,7 +31,7 @@ func budgetOr(v int) int {
 
 // assess completes o, the outcome of a run that ended without an error,
 // with the model's judgement.
-func (r *runner) assess(ctx context.Context, n *search.Node, o outcome) outcome {
+func (r *runner) assess(ctx context.Context, n *search.Node, o rundir.Outcome) rundir.Outcome {
 	e := r.e
 	res := o.Result
 	if res == nil || res.Error != nil || o.Cached || o.DeadLetter != nil {
@@ -80,7 +81,7 @@ func (r *runner) assess(ctx context.Context, n *search.Node, o outcome) outcome 
 
 // summarize asks for the summary of a node that ran ("" when it could not
 // be had: the run goes on).
-func (r *runner) summarize(ctx context.Context, n *search.Node, o outcome) string {
+func (r *runner) summarize(ctx context.Context, n *search.Node, o rundir.Outcome) string {
 	e := r.e
 	if !run.On(e.spec.Evaluation.NodeSummary) || o.Result == nil || o.Cached {
 		return ""

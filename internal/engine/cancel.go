@@ -74,8 +74,8 @@ func (e *engine) nodeCanceled(node string) (<-chan struct{}, func() string) {
 }
 
 // canceledOutcome is the outcome of a node canceled while it waited.
-func canceledOutcome(node, reason string) outcome {
-	o := outcome{Node: node, Buggy: true, NotRun: true, Canceled: true, Reason: "canceled"}
+func canceledOutcome(node, reason string) rundir.Outcome {
+	o := rundir.Outcome{Node: node, Buggy: true, NotRun: true, Canceled: true, Reason: "canceled"}
 	if reason != "" {
 		o.Reason += ": " + reason
 	}
@@ -118,7 +118,7 @@ func (e *engine) endInFlight(ctx context.Context, reason string) {
 			continue
 		}
 		dir := filepath.Join(e.dir, nodesDir, n.ID)
-		var o outcome
+		var o rundir.Outcome
 		if ok, _ := readJSON(filepath.Join(dir, outcomeFile), &o); ok {
 			continue
 		}

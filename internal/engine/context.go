@@ -127,7 +127,7 @@ func (e *engine) nodeOutput(id string) string {
 }
 
 // outputText is how a node ended, as a prompt shows it.
-func (e *engine) outputText(o outcome) string {
+func (e *engine) outputText(o rundir.Outcome) string {
 	var b strings.Builder
 	if o.Buggy {
 		fmt.Fprintf(&b, "The node failed: %s\n\n", o.Reason)
@@ -240,7 +240,7 @@ func (e *engine) nodeSummary(n search.Node) string {
 		return line.(string)
 	}
 	var s strings.Builder
-	var o *outcome
+	var o *rundir.Outcome
 	if n.Done { // a running node has no summary yet
 		o, _, _ = e.nodeOutcome(n.ID)
 	}

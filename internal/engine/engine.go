@@ -143,6 +143,8 @@ func Export(ctx context.Context, p Params) (Summary, error) {
 // with one has ended (by itself, or canceled); one without is going or was
 // interrupted.
 type End struct {
+	// Status is the run's status (schema.Run*), as its runs row says.
+	Status    string         `json:"status,omitempty"`
 	StoppedBy string         `json:"stopped_by,omitempty"`
 	Notes     map[int]string `json:"stage_notes,omitempty"`
 	// Canceled is the reason of a cancel that ended the run.
@@ -180,7 +182,7 @@ type engine struct {
 	reg registryView
 	// tasks and outcomes keep the files of the nodes last written or read.
 	tasks    recent[schema.NodeTask]
-	outcomes recent[outcome]
+	outcomes recent[rundir.Outcome]
 	// oldPlans: the run was written when Phase 0's files were in plans/<id>/.
 	oldPlans bool
 	// cancel ends the run with a cause (an outage past its limit), and
@@ -421,19 +423,6 @@ type stageState struct {
 // finish writes the outputs of the run and its final rows.
 func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy string, notes map[int]string) (Summary, error) {
 	u := e.metered.Usage()
-	if e.disp != nil {
-		e.usage.flush()
-		end := End{StoppedBy: stoppedBy, Notes: notes}
-		if c := e.canceled.Load(); c != nil {
-			end.Canceled = c.Reason
-			if end.Canceled == "" {
-				end.Canceled = "scheduler cancel"
-			}
-		}
-		if err := writeJSON(filepath.Join(e.dir, rundir.EndFile), end); err != nil {
-			e.log.Warn("end of run not saved", "err", err)
-		}
-	}
 	nodes := e.tree.Nodes()
 	sum := Summary{RunID: e.runID, Nodes: len(nodes), StoppedBy: stoppedBy, Usage: u, Report: filepath.Join(e.dir, "report.md")}
 	for _, n := range nodes {
@@ -445,6 +434,20 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 		}
 	}
 	sum.Best, sum.HasBest = e.tree.Best(e.maximize())
+	runRow.Status, runRow.TS = e.endStatus(stoppedBy, sum.HasBest), time.Now()
+	if e.disp != nil {
+		e.usage.flush()
+		end := End{Status: runRow.Status, StoppedBy: stoppedBy, Notes: notes}
+		if c := e.canceled.Load(); c != nil {
+			end.Canceled = c.Reason
+			if end.Canceled == "" {
+				end.Canceled = "scheduler cancel"
+			}
+		}
+		if err := writeJSON(filepath.Join(e.dir, rundir.EndFile), end); err != nil {
+			e.log.Warn("end of run not saved", "err", err)
+		}
+	}
 	if err := search.WriteTreeJSON(filepath.Join(e.dir, "tree.json"), e.tree, e.maximize()); err != nil {
 		return sum, err
 	}
@@ -486,22 +489,26 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 	if err := e.rows.Flush(ctx); err != nil {
 		e.log.Warn("llm_calls rows not written before the run's end", "err", err)
 	}
-	runRow.Status, runRow.TS = schema.RunDone, time.Now()
-	switch {
-	case e.canceled.Load() != nil:
-		runRow.Status = schema.RunCanceled
-	case ctxDone(stoppedBy):
-		runRow.Status = schema.RunInterrupted
-	case stoppedBy != "":
-		runRow.Status = schema.RunStopped
-	case !sum.HasBest:
-		runRow.Status = schema.RunFailed
-	}
 	if err := e.p.Results.Write(ctx, results.Rows{Runs: []results.Run{runRow}}); err != nil {
 		e.log.Warn("runs row not written", "err", err)
 	}
 	sum.Unflushed = e.flush(ctx, stoppedBy)
 	return sum, nil
+}
+
+// endStatus is how the run ended (its runs row and end.json).
+func (e *engine) endStatus(stoppedBy string, hasBest bool) string {
+	switch {
+	case e.canceled.Load() != nil:
+		return schema.RunCanceled
+	case ctxDone(stoppedBy):
+		return schema.RunInterrupted
+	case stoppedBy != "":
+		return schema.RunStopped
+	case !hasBest:
+		return schema.RunFailed
+	}
+	return schema.RunDone
 }
 
 func ctxDone(stoppedBy string) bool { return strings.HasPrefix(stoppedBy, "interrupted") }

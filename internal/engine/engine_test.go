@@ -25,6 +25,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory/sqlite"
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // script is a node whose run prints score.
@@ -99,8 +100,8 @@ func setup(t *testing.T, spec run.Spec, handle func(fakellm.Request) fakellm.Rep
 		WorkersWriteResults: true, Mode: "local", Logger: log, Gateway: l.Conn}}
 }
 
-func readOutcome(t *testing.T, dir, node string) outcome {
-	var o outcome
+func readOutcome(t *testing.T, dir, node string) rundir.Outcome {
+	var o rundir.Outcome
 	ok, err := readJSON(filepath.Join(dir, nodesDir, node, outcomeFile), &o)
 	require.NoError(t, err)
 	require.True(t, ok, "node %s has no result.json", node)

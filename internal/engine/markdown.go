@@ -40,7 +40,7 @@ func (e *engine) bestDetail(id string) string {
 // artifactLinks is markdown linking a node's logs and outputs in the run
 // directory (report.md is at its top), its plots shown inline, and what
 // did not come home.
-func artifactLinks(id string, o outcome) string {
+func artifactLinks(id string, o rundir.Outcome) string {
 	var logs, outputs, plots []string
 	for _, a := range o.Result.Artifacts {
 		link := rundir.NodeFile(id, rundir.ArtifactDir(a), a.Name)

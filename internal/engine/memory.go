@@ -84,7 +84,7 @@ func (e *engine) memoryPhase0(ctx context.Context, node, output string, plan pro
 
 // memoryAfter writes the events of seed 003 for a node that ended: one per
 // phase, node_result, and the [SUCCESS, stage:X] or [ERROR] archival entry.
-func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.NodeTask, o outcome) {
+func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.NodeTask, o rundir.Outcome) {
 	stage := search.StageName(max(n.Stage, 1))
 	warn := func(err error) {
 		if err != nil {

@@ -30,34 +30,8 @@ const (
 	planFile    = rundir.Phase0Plan // written last of Phase 0's files: a resume finds Phase 0 done
 )
 
-// outcome is result.json: the task's result or dead letter, or why the
-// node never ran.
-type outcome struct {
-	Node       string             `json:"node"`
-	NotRun     bool               `json:"not_run,omitempty"`
-	Buggy      bool               `json:"buggy"`
-	Reason     string             `json:"reason,omitempty"`
-	Metric     *float64           `json:"metric,omitempty"`
-	Cached     bool               `json:"cached,omitempty"`
-	Result     *schema.NodeResult `json:"result,omitempty"`
-	DeadLetter *queue.DeadLetter  `json:"dead_letter,omitempty"`
-	// ArtifactsError says which files of the result could not be fetched
-	// into the node's directory, and why.
-	ArtifactsError string `json:"artifacts_error,omitempty"`
-	// Canceled: scheduler cancel stopped the node (before or while it ran).
-	Canceled bool `json:"canceled,omitempty"`
-	// MetricFrom says where the metric came from when not from the run's
-	// own METRIC lines or patterns ("parse_metrics": the model read it).
-	MetricFrom string `json:"metric_from,omitempty"`
-	// Review is the execution review's verdict, when one was asked.
-	Review *prompt.Review `json:"review,omitempty"`
-	// Summary is the model's summary of the node (node_summary).
-	Summary string `json:"summary,omitempty"`
-	// PlotAnalysis is the vision model's analysis of the node's plots.
-	PlotAnalysis string `json:"plot_analysis,omitempty"`
-}
-
-func (o outcome) searchResult() search.Result {
+// searchResult is what the search learns of an outcome.
+func searchResult(o rundir.Outcome) search.Result {
 	r := search.Result{Buggy: o.Buggy, Reason: o.Reason, NotRun: o.NotRun}
 	if o.Metric != nil {
 		r.Metric, r.HasMetric = *o.Metric, true
@@ -76,7 +50,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 	if err != nil {
 		return search.Result{}, err
 	}
-	var o outcome
+	var o rundir.Outcome
 	var task schema.NodeTask
 	ok := false
 	if fresh {
@@ -88,7 +62,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 		e.own.Delete(n.ID)
 		if ok, err := readJSON(filepath.Join(dir, outcomeFile), &o); err != nil || ok {
 			// Ended before a crash that came before the journal recorded it.
-			return o.searchResult(), err
+			return searchResult(o), err
 		}
 		if ok, err = readJSON(filepath.Join(dir, taskFile), &task); err != nil {
 			return search.Result{}, err
@@ -100,7 +74,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 			return search.Result{}, err // ctx ended: the node stays unfinished
 		}
 		if why != "" {
-			o = outcome{Node: n.ID, Buggy: true, NotRun: true, Reason: why}
+			o = rundir.Outcome{Node: n.ID, Buggy: true, NotRun: true, Reason: why}
 			return r.end(ctx, n, nil, o)
 		}
 		task = *t
@@ -133,7 +107,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 		if ctx.Err() != nil {
 			return search.Result{}, ctx.Err()
 		}
-		return r.end(ctx, n, &task, outcome{Node: n.ID, Buggy: true, Reason: "publish: " + err.Error()})
+		return r.end(ctx, n, &task, rundir.Outcome{Node: n.ID, Buggy: true, Reason: "publish: " + err.Error()})
 	}
 	var got dispatch.Outcome
 	select {
@@ -171,8 +145,8 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 }
 
 // evaluate turns a task's answer into the node's outcome.
-func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLetter) outcome {
-	o := outcome{Node: node, Result: res, DeadLetter: dl}
+func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLetter) rundir.Outcome {
+	o := rundir.Outcome{Node: node, Attempt: 1, Result: res, DeadLetter: dispatch.DeadLetterRecord(dl)}
 	switch {
 	case dl != nil:
 		o.Buggy, o.Reason = true, "dead-lettered: "+dl.Reason
@@ -204,7 +178,7 @@ func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLet
 
 // end records a node's outcome: the memory events, the results rows, and
 // result.json (before the search journals it).
-func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask, o outcome) (search.Result, error) {
+func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask, o rundir.Outcome) (search.Result, error) {
 	e := r.e
 	if ctx.Err() != nil && o.Result == nil && o.DeadLetter == nil {
 		return search.Result{}, ctx.Err()
@@ -215,24 +189,11 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	}
 	rows := results.Rows{}
 	if o.Result != nil && !o.Cached && !e.p.WorkersWriteResults && task != nil {
-		rows = results.FromResult(task, o.Result)
+		rows = results.AttemptRows(task, o.Result)
 	}
+	o.Seal()
 	row := results.Node{Run: e.runID, Node: n.ID, Parent: n.Parent, Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Attempt: 1,
-		Status: schema.NodeOK, MetricName: e.spec.Metric.Name, TS: time.Now()}
-	switch {
-	case o.Canceled:
-		row.Status, row.ErrorKind = schema.NodeCanceled, schema.ErrKindCanceled
-	case o.Buggy && o.DeadLetter != nil:
-		row.Status, row.ErrorKind = schema.NodeDeadLettered, schema.ErrKindDeadLetter
-	case o.Buggy && o.Result != nil && o.Result.Error != nil:
-		row.Status, row.ErrorKind = schema.NodeFailed, o.Result.Error.Kind
-	case o.Buggy && task == nil:
-		row.Status, row.ErrorKind = schema.NodeNotRun, schema.ErrKindLLM
-	case o.Buggy:
-		row.Status, row.ErrorKind = schema.NodeFailed, schema.ErrKindMetric
-	case o.Cached:
-		row.Status = schema.NodeCached
-	}
+		Status: o.Status, ErrorKind: o.ErrorKind, MetricName: e.spec.Metric.Name, TS: time.Now()}
 	if o.Metric != nil && !o.Buggy {
 		row.MetricValue = o.Metric
 	}
@@ -252,7 +213,7 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	}
 	e.log.Info("node finished", "node_id", n.ID, "kind", n.Kind, "stage", n.Stage, "buggy", o.Buggy, "reason", firstLine(o.Reason),
 		"metric", metricText(o.Metric), "cached", o.Cached)
-	return o.searchResult(), nil
+	return searchResult(o), nil
 }
 
 // memoryLost reports whether the memory store has lost the run's memory:

@@ -114,7 +114,7 @@ func readHead(root *os.Root, name string, limit int64) ([]byte, bool, error) {
 // analyzePlots asks for the analysis of the plots node n brought home; ""
 // when vision is off, the node has no plots, or no usable answer came (the
 // run goes on; the reason is logged).
-func (r *runner) analyzePlots(ctx context.Context, n *search.Node, o outcome) string {
+func (r *runner) analyzePlots(ctx context.Context, n *search.Node, o rundir.Outcome) string {
 	e := r.e
 	if !e.spec.LLM.VisionOn() || o.Result == nil || o.Cached {
 		return ""

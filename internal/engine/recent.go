@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -72,14 +73,14 @@ func (e *engine) nodeTask(id string) (*schema.NodeTask, bool, error) {
 
 // nodeOutcome is how node id ended (nodes/<id>/result.json); ok is false
 // before it ended.
-func (e *engine) nodeOutcome(id string) (*outcome, bool, error) {
+func (e *engine) nodeOutcome(id string) (*rundir.Outcome, bool, error) {
 	if o, ok := e.outcomes.get(id); ok {
 		return o, true, nil
 	}
 	if e.isUnwritten(id) {
 		return nil, false, nil
 	}
-	var o outcome
+	var o rundir.Outcome
 	ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o)
 	if err != nil || !ok {
 		return nil, false, err
@@ -99,7 +100,7 @@ func (e *engine) saveTask(id string, t *schema.NodeTask) error {
 }
 
 // saveOutcome writes node id's result file and keeps the outcome.
-func (e *engine) saveOutcome(id string, o *outcome) error {
+func (e *engine) saveOutcome(id string, o *rundir.Outcome) error {
 	if err := writeJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), o); err != nil {
 		return err
 	}

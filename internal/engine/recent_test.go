@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -40,7 +41,7 @@ func TestNodeFilesKept(t *testing.T) {
 	e := &engine{dir: t.TempDir()}
 	require.NoError(t, os.MkdirAll(filepath.Join(e.dir, nodesDir, "n1"), 0o755))
 	require.NoError(t, e.saveTask("n1", &schema.NodeTask{NodeID: "n1"}))
-	require.NoError(t, e.saveOutcome("n1", &outcome{Node: "n1", Summary: "ran"}))
+	require.NoError(t, e.saveOutcome("n1", &rundir.Outcome{Node: "n1", Summary: "ran"}))
 	// Changed on disk behind the engine's back: the kept copy is served.
 	require.NoError(t, os.WriteFile(filepath.Join(e.dir, nodesDir, "n1", outcomeFile), []byte(`{"node":"n1","summary":"edited"}`), 0o644))
 	o, ok, err := e.nodeOutcome("n1")
@@ -91,14 +92,14 @@ func TestFreshNodeFiles(t *testing.T) {
 	e.approaches.Store("n1", "tile the loops")
 	require.Equal(t, "tile the loops; running", e.nodeSummary(search.Node{ID: "n1"}))
 
-	require.NoError(t, e.saveOutcome("n1", &outcome{Node: "n1", Summary: "it ran\nin detail"}))
+	require.NoError(t, e.saveOutcome("n1", &rundir.Outcome{Node: "n1", Summary: "it ran\nin detail"}))
 	o, ok, err := e.nodeOutcome("n1")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, "it ran\nin detail", o.Summary)
 	require.False(t, e.isUnwritten("n1"), "saved: no longer unwritten")
 	require.Equal(t, "it ran; ok", e.nodeSummary(search.Node{ID: "n1", Done: true}), "a finished node's line: its summary")
-	e.outcomes = recent[outcome]{} // forgotten: read back from the file the engine wrote
+	e.outcomes = recent[rundir.Outcome]{} // forgotten: read back from the file the engine wrote
 	o, ok, err = e.nodeOutcome("n1")
 	require.NoError(t, err)
 	require.True(t, ok)

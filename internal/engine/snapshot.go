@@ -152,7 +152,7 @@ type ended struct {
 }
 
 func readEnded(path string) (any, error) {
-	var o outcome
+	var o rundir.Outcome
 	ok, err := readJSON(path, &o)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -24,12 +25,8 @@ const (
 	MaxSummaryChars    = 8000
 )
 
-// Review is the execution review's verdict.
-type Review struct {
-	IsBug           bool   `json:"is_bug"`
-	Summary         string `json:"summary"`
-	MetricPlausible *bool  `json:"metric_plausible,omitempty"`
-}
+// Review is the execution review's verdict, as a node's result.json keeps it.
+type Review = rundir.Review
 
 // ParsedMetric is a metric the metrics parser read from an output.
 type ParsedMetric struct {

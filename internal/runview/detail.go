@@ -61,9 +61,9 @@ type Node struct {
 	// Summary is the model's summary of the node; Review the execution
 	// review's verdict; MetricFrom where the metric came from when the
 	// model read it (parse_metrics).
-	Summary    string          `json:"summary,omitempty"`
-	Review     json.RawMessage `json:"review,omitempty"`
-	MetricFrom string          `json:"metric_from,omitempty"`
+	Summary    string         `json:"summary,omitempty"`
+	Review     *rundir.Review `json:"review,omitempty"`
+	MetricFrom string         `json:"metric_from,omitempty"`
 	// PlotAnalysis is the vision model's analysis of the node's plots.
 	PlotAnalysis string `json:"plot_analysis,omitempty"`
 	// Prompts are the node's readable prompt log: nodes/<id>/prompts.md
@@ -221,14 +221,7 @@ func (n *Node) readResult(p string) error {
 	if err != nil {
 		return err
 	}
-	var rec struct {
-		nodeRecord
-		ArtifactsError string          `json:"artifacts_error"`
-		Summary        string          `json:"summary"`
-		Review         json.RawMessage `json:"review"`
-		MetricFrom     string          `json:"metric_from"`
-		PlotAnalysis   string          `json:"plot_analysis"`
-	}
+	var rec rundir.Outcome
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}

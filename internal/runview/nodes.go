@@ -77,38 +77,6 @@ func fillDeclined(lines []NodeLine, run string, workers []queue.WorkerStatus) {
 	}
 }
 
-// nodeRecord reads nodes/<id>/result.json of both kinds of runs: a tree
-// search's outcome and an exec's result line.
-type nodeRecord struct {
-	Status     string             `json:"status"` // exec
-	Buggy      bool               `json:"buggy"`
-	NotRun     bool               `json:"not_run"`
-	Canceled   bool               `json:"canceled"`
-	Cached     bool               `json:"cached"`
-	Reason     string             `json:"reason"`
-	Metric     *float64           `json:"metric"`
-	Result     *schema.NodeResult `json:"result"`
-	DeadLetter *json.RawMessage   `json:"dead_letter"`
-}
-
-func (r nodeRecord) status() string {
-	switch {
-	case r.Status != "":
-		return r.Status
-	case r.Canceled:
-		return schema.NodeCanceled
-	case r.DeadLetter != nil:
-		return schema.NodeDeadLettered
-	case r.Cached:
-		return schema.NodeCached
-	case r.NotRun:
-		return schema.NodeNotRun
-	case r.Buggy:
-		return schema.NodeFailed
-	}
-	return schema.NodeOK
-}
-
 // FillRunning fills in the worker, Slurm job and start of the nodes the
 // registry's live workers run now, and marks Declined (with the reason)
 // the queued nodes a live worker recently handed back without running.
@@ -247,11 +215,11 @@ func readResultFacts(path string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rec nodeRecord
+	var rec rundir.Outcome
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f := resultFacts{status: rec.status(), reason: rec.Reason}
+	f := resultFacts{status: rec.Status, reason: rec.Reason}
 	if r := rec.Result; r != nil && !rec.Cached {
 		f.ran, f.worker, f.host, f.slurmJobID, f.attempt, f.started, f.durationMS = true, r.Worker, r.Host, r.SlurmJobID, r.Attempt, r.Started, r.DurationMS
 	}
@@ -260,7 +228,7 @@ func readResultFacts(path string) (any, error) {
 		f.metric = strconv.FormatFloat(*rec.Metric, 'g', 6, 64)
 		v := *rec.Metric
 		f.value = &v
-	case rec.Result != nil && len(rec.Result.Metrics) > 0 && rec.Status != "":
+	case rec.Metric == nil && rec.Result != nil && len(rec.Result.Metrics) > 0: // an exec's task: its first metric
 		names := slices.Sorted(maps.Keys(rec.Result.Metrics))
 		f.metric = names[0] + "=" + strconv.FormatFloat(rec.Result.Metrics[names[0]], 'g', 6, 64)
 	}

@@ -45,7 +45,7 @@ func TestListNodesSeesChanges(t *testing.T) {
 	l := one()
 	require.Equal(t, "ok", l.Status)
 	require.Equal(t, "2.5", l.Metric)
-	put("result.json", `{"buggy":true,"reason":"no metric"}`) // same size or not: a new file
+	put("result.json", `{"buggy":true,"reason":"no metric","result":{"v":1}}`) // same size or not: a new file
 	l = one()
 	require.Equal(t, "failed", l.Status)
 	require.Empty(t, l.Metric)
@@ -107,7 +107,7 @@ func TestListNodesKeepsEndedNodes(t *testing.T) {
 
 	// Written again in place (the engine never does): not looked at.
 	nd := filepath.Join(dir, rundir.NodeFile("n0001"))
-	require.NoError(t, os.WriteFile(filepath.Join(nd, rundir.ResultFile), []byte(`{"buggy":true,"reason":"rewritten"}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(nd, rundir.ResultFile), []byte(`{"buggy":true,"reason":"rewritten","result":{"v":1}}`), 0o644))
 	again, err = ListNodes(dir)
 	require.NoError(t, err)
 	require.Equal(t, "ok", again[0].Status)

@@ -125,8 +125,7 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 	if outs == nil {
 		return execErr
 	}
-	canceled := execErr != nil && dispatch.Unanswered(outs) > 0
-	if canceled {
+	if execErr != nil && dispatch.Unanswered(outs) > 0 {
 		// Nobody will collect the answers: the tasks still queued are
 		// removed, the running ones stopped on their workers.
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -137,8 +136,11 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 		} else {
 			log.Warn("exec ended before every answer: its tasks are canceled", "removed_from_queue", n, "unanswered", dispatch.Unanswered(outs))
 		}
+		for i := range outs {
+			outs[i].Canceled = outs[i].Result == nil && outs[i].DeadLetter == nil
+		}
 	}
-	if err := sink.Write(context.Background(), dispatch.OutcomeRows(runRow, outs, !workersWrite, canceled)); err != nil {
+	if err := sink.Write(context.Background(), dispatch.OutcomeRows(runRow, outs, !workersWrite)); err != nil {
 		log.Warn("results rows not written", "err", err)
 	}
 	if err := dispatch.WriteResultsFile(filepath.Join(runDir, "results.jsonl"), outs); err != nil {
@@ -146,8 +148,8 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 	}
 	if o.JSON {
 		enc := json.NewEncoder(os.Stdout)
-		for _, o := range outs {
-			_ = enc.Encode(dispatch.OutcomeJSON(o))
+		for i := range outs {
+			_ = enc.Encode(outs[i].Record())
 		}
 	} else if err := dispatch.WriteOutcomes(os.Stdout, outs); err != nil {
 		return err

@@ -19,14 +19,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
-// Run statuses of the API.
-const (
-	RunRunning  = "running"  // going now
-	RunFinished = "finished" // ended by itself (all stages, or a limit: see stopped_by)
-	RunCanceled = "canceled" // ended by scheduler cancel
-	RunStopped  = "stopped"  // not going and not ended: interrupted (resumable), or going in another process of a cluster
-)
-
 // RunSummary is a run as the runs list shows it.
 type RunSummary struct {
 	ID      string    `json:"id"`
@@ -204,7 +196,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 // summary reads a run's summary; what cannot be read is in its Error.
 func (s *Server) summary(dir string) RunSummary {
 	d := rundir.Dir(dir)
-	sum := RunSummary{ID: d.ID(), Status: RunStopped, Source: SourceDir}
+	sum := RunSummary{ID: d.ID(), Status: schema.RunInterrupted, Source: SourceDir}
 	info, err := d.ReadInfo()
 	if err != nil {
 		sum.Error = err.Error()
@@ -234,13 +226,20 @@ func (s *Server) summary(dir string) RunSummary {
 	}
 	switch {
 	case sum.ID == s.o.Live && s.o.Live != "":
-		sum.Status = RunRunning
+		sum.Status = schema.RunRunning
 	case ended && end.Canceled != "":
-		sum.Status, sum.Canceled = RunCanceled, end.Canceled
-	case ended:
-		sum.Status = RunFinished
+		sum.Status, sum.Canceled = schema.RunCanceled, end.Canceled
+	case ended && end.Status != "":
+		sum.Status = end.Status
+	case ended: // an end.json of a run before it recorded its status
+		sum.Status = schema.RunDone
+		if sum.StoppedBy != "" {
+			sum.Status = schema.RunStopped
+		} else if sum.Best == "" {
+			sum.Status = schema.RunFailed
+		}
 	case alive(d):
-		sum.Status = RunRunning
+		sum.Status = schema.RunRunning
 	}
 	if info.Command != "run" {
 		lines, err := runview.ListNodes(dir)
@@ -259,8 +258,11 @@ func (s *Server) summary(dir string) RunSummary {
 				}
 			}
 		}
-		if sum.Status == RunStopped && sum.Done == info.Tasks && info.Tasks > 0 {
-			sum.Status = RunFinished
+		if sum.Status == schema.RunInterrupted && sum.Done == info.Tasks && info.Tasks > 0 {
+			sum.Status = schema.RunDone
+			if sum.Buggy > 0 {
+				sum.Status = schema.RunFailed
+			}
 		}
 	}
 	return sum

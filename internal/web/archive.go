@@ -58,7 +58,7 @@ func (s *Server) archiveSummaries(ctx context.Context, id string) ([]RunSummary,
 	byID := map[string]*RunSummary{}
 	for _, row := range tab.Rows {
 		r := RunSummary{ID: str(row[0]), Title: str(row[2]), Mode: str(row[3]), Started: toTime(row[5]), Source: SourceArchive, Command: "run"}
-		r.Status = archiveStatus(str(row[1]))
+		r.Status = str(row[1]) // the runs row's words are the API's
 		var spec struct {
 			Metric struct{ Name, Direction, Unit string }
 		}
@@ -113,19 +113,6 @@ func (s *Server) archiveSummaries(ctx context.Context, id string) ([]RunSummary,
 		}
 	}
 	return out, nil
-}
-
-// archiveStatus is the dashboard's word for a runs row's status.
-func archiveStatus(s string) string {
-	switch s {
-	case schema.RunRunning:
-		return RunRunning
-	case schema.RunCanceled:
-		return RunCanceled
-	case schema.RunInterrupted:
-		return RunStopped
-	}
-	return RunFinished
 }
 
 // archivedDetail is run id's page from the archive.

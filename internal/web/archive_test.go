@@ -68,7 +68,7 @@ func TestArchive(t *testing.T) {
 	a := runs.Runs[1]
 	require.Equal(t, "arch-1", a.ID)
 	require.Equal(t, web.SourceArchive, a.Source)
-	require.Equal(t, web.RunFinished, a.Status)
+	require.Equal(t, schema.RunDone, a.Status, "the runs row's status as it is")
 	require.Equal(t, "stencil on the cluster", a.Title)
 	require.Equal(t, [4]int{3, 3, 1}, [4]int{a.Nodes, a.Done, a.Buggy})
 	require.Equal(t, "n0002", a.Best)

@@ -137,7 +137,7 @@ func TestAPI(t *testing.T) {
 	require.Equal(t, id, r.ID)
 	require.Equal(t, 2, r.Nodes)
 	require.Equal(t, 1, r.Done)
-	require.Equal(t, web.RunStopped, r.Status, "one of two tasks answered, nothing going")
+	require.Equal(t, schema.RunInterrupted, r.Status, "one of two tasks answered, nothing going")
 
 	code, body, _ = get(t, ts, "/api/runs/"+id+"/nodes")
 	require.Equal(t, 200, code, body)

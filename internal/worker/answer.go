@@ -41,7 +41,7 @@ func (w *Worker) answer(drain context.Context, d *queue.Delivery, res *schema.No
 	}
 	if w.cfg.Results != nil {
 		rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := w.cfg.Results.Write(rctx, results.FromResult(t, res)); err != nil {
+		if err := w.cfg.Results.Write(rctx, results.AttemptRows(t, res)); err != nil {
 			log().Warn("results rows not written", "err", err)
 		}
 		cancel()

@@ -5,8 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -204,16 +205,14 @@ func Compiler(t *schema.NodeTask) string {
 	return ""
 }
 
-// FromResult is the phase_runs and metrics rows of a task's result, and its
-// nodes row.
-func FromResult(t *schema.NodeTask, r *schema.NodeResult) Rows {
+// AttemptRows are the phase_runs, metrics and artifacts rows of a task's
+// result: the facts of one attempt. Exactly one side writes them: the
+// worker, where it reaches the results store (local mode, ClickHouse),
+// else the scheduler. The node's row is the scheduler's (NodeRow).
+func AttemptRows(t *schema.NodeTask, r *schema.NodeResult) Rows {
 	var rows Rows
 	compiler := Compiler(t)
-	errKind := ""
-	if r.Error != nil {
-		errKind = r.Error.Kind
-	}
-	end := r.Started.Add(time.Duration(r.DurationMS) * time.Millisecond)
+	end := resultEnd(r)
 	for _, p := range r.Phases {
 		status, kind := schema.PhaseOK, ""
 		if !p.OK {
@@ -225,44 +224,48 @@ func FromResult(t *schema.NodeTask, r *schema.NodeResult) Rows {
 		rows.PhaseRuns = append(rows.PhaseRuns, PhaseRun{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Worker: r.Worker, Phase: p.Name,
 			Status: status, ExitCode: p.ExitCode, DurationMS: float64(p.DurationMS), Compiler: compiler, ErrorKind: kind, TS: p.Started})
 	}
-	names := make([]string, 0, len(r.Metrics))
-	for n := range r.Metrics {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(r.Metrics)) {
 		rows.Metrics = append(rows.Metrics, Metric{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Name: n, Value: r.Metrics[n],
 			Unit: r.MetricUnits[n], TS: end})
 	}
-	status := schema.NodeOK
-	switch {
-	case r.Error != nil && r.Error.Kind == schema.ErrKindCanceled:
-		status = schema.NodeCanceled
-	case r.Error != nil:
-		status = schema.NodeFailed
-	}
-	node := Node{Run: r.RunID, Node: r.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind, Pool: t.Pool, Attempt: r.Attempt,
-		Status: status, ErrorKind: errKind, TS: end}
-	if len(names) > 0 {
-		// The node's metric: the first the run phase named, else the first by name.
-		node.MetricName = names[0]
-		for _, p := range t.Artifacts.Run.MetricPatterns {
-			if _, ok := r.Metrics[p.Name]; ok {
-				node.MetricName = p.Name
-				break
-			}
-		}
-		if r.Error == nil {
-			v := r.Metrics[node.MetricName]
-			node.MetricValue = &v
-		}
-	}
-	rows.Nodes = append(rows.Nodes, node)
 	for _, a := range r.Artifacts {
 		rows.Artifacts = append(rows.Artifacts, Artifact{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Kind: a.Kind, Name: a.Name,
 			Path: rundir.NodeFile(r.NodeID, rundir.ArtifactDir(a), a.Name), Bytes: a.Bytes, SHA256: a.SHA256, TS: end})
 	}
 	return rows
+}
+
+// NodeRow is the nodes row of a task that ended with result r (nil: none
+// came), its status and error kind those of the node's outcome
+// (rundir.Outcome.StatusOf). Its metric is the first the run phase names,
+// else the first by name; its value only when the node is ok.
+func NodeRow(t *schema.NodeTask, r *schema.NodeResult, status, errKind string) Node {
+	node := Node{Run: t.RunID, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind, Pool: t.Pool, Attempt: t.Attempt,
+		Status: status, ErrorKind: errKind, TS: time.Now()}
+	if r == nil {
+		return node
+	}
+	node.Attempt, node.TS = r.Attempt, resultEnd(r)
+	names := slices.Sorted(maps.Keys(r.Metrics))
+	if len(names) == 0 {
+		return node
+	}
+	node.MetricName = names[0]
+	for _, p := range t.Artifacts.Run.MetricPatterns {
+		if _, ok := r.Metrics[p.Name]; ok {
+			node.MetricName = p.Name
+			break
+		}
+	}
+	if status == schema.NodeOK {
+		v := r.Metrics[node.MetricName]
+		node.MetricValue = &v
+	}
+	return node
+}
+
+func resultEnd(r *schema.NodeResult) time.Time {
+	return r.Started.Add(time.Duration(r.DurationMS) * time.Millisecond)
 }
 
 // withIDs gives every llm_calls row without a CallID a random one. Sinks

@@ -28,7 +28,8 @@ var t0 = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 // sample is the conformance suite's sample run.
 var sample = resultstest.Sample
 
-func TestFromResult(t *testing.T) {
+// TestRowsOfAResult: the attempt rows and the node row of a result.
+func TestRowsOfAResult(t *testing.T) {
 	rows := sample("r1")
 	require.Len(t, rows.PhaseRuns, 3)
 	require.Equal(t, "gcc", rows.PhaseRuns[0].Compiler)

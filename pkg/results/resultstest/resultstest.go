@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -53,8 +54,13 @@ func Sample(run string) results.Rows {
 		Phases: []schema.PhaseResult{{Name: "compile", OK: false, ExitCode: 1, Started: T0.Add(time.Minute), DurationMS: 200}},
 		Error:  &schema.ResultError{Phase: "compile", Kind: schema.ErrKindCompileFailed, Message: "pi.c:3: error"}}
 	rows := results.Rows{Runs: []results.Run{{Run: run, Status: "running", Title: "stencil", Mode: "local", Config: "{}", TS: T0}}}
-	for _, r := range []results.Rows{results.FromResult(&ok, &okRes), results.FromResult(&bad, &badRes)} {
-		rows.Nodes = append(rows.Nodes, r.Nodes...)
+	for _, r := range []struct {
+		t *schema.NodeTask
+		r *schema.NodeResult
+	}{{&ok, &okRes}, {&bad, &badRes}} {
+		status, kind := (&rundir.Outcome{Result: r.r}).StatusOf()
+		rows.Nodes = append(rows.Nodes, results.NodeRow(r.t, r.r, status, kind))
+		r := results.AttemptRows(r.t, r.r)
 		rows.PhaseRuns = append(rows.PhaseRuns, r.PhaseRuns...)
 		rows.Metrics = append(rows.Metrics, r.Metrics...)
 		rows.Artifacts = append(rows.Artifacts, r.Artifacts...)
