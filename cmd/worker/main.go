@@ -17,15 +17,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/assemble"
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/executor"
 	"github.com/hpcq/hpcq/internal/metrics"
-	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/internal/worker"
-	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 )
@@ -90,35 +89,26 @@ func run(args []string) error {
 		return err
 	}
 	defer q.Close()
-	// The login environment, captured once: toolchains are detected and
-	// commands run in it (HPCQ_TASK_SHELL=login: a login shell per command).
-	env, err := executor.WorkerEnv(ctx, cfg.Shell)
-	if err != nil {
-		return err
-	}
-	tc := executor.DetectToolchains(ctx, env, cfg.Shell == executor.ShellLogin, log)
-	cores, gpuIDs := runtime.NumCPU(), executor.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
 	// Under Slurm the allocation sizes the worker: its CPUs, its GPUs, its
 	// walltime, and its files go to a node-local directory.
 	alloc, err := fromSlurm(ctx, &cfg, fs, log)
 	if err != nil {
 		return err
 	}
-	jobID, deadline := alloc.JobID, alloc.Deadline
+	wc := worker.ConfigFrom(cfg.Tasks, cfg.Pools)
+	wc.ID, wc.Cores, wc.SlurmJobID, wc.Deadline = id, runtime.NumCPU(), alloc.JobID, alloc.Deadline
 	if alloc.CPUs > 0 {
-		cores = alloc.CPUs
+		wc.Cores = alloc.CPUs
 	}
 	if len(alloc.GPUs) > 0 {
-		gpuIDs = alloc.GPUs
+		wc.GPUIDs = alloc.GPUs
 	}
+	wc.Version, wc.Logger = version.Version, log
+	// The login environment is captured once: toolchains are detected and
+	// commands run in it (HPCQ_TASK_SHELL=login: a login shell per command).
 	// The iterative installer asks the model through the scheduler's LLM
-	// gateway: a worker holds no API key.
-	pc := executor.ConfigFrom(cfg.Tasks, cfg.WorkDir)
-	pc.Env = env
-	pc.Installer = prompt.NewInstaller(llm.Gateway{NC: q.Conn()})
-	if err := pc.UseQueue(ctx, q); err != nil {
-		return err
-	}
+	// gateway.
+	p := assemble.Params{Queue: q, Executor: executor.ConfigFrom(cfg.Tasks, cfg.WorkDir), Worker: wc, Installer: true, Logger: log}
 	// Recall events go to the node's branch in Redis as each phase happens;
 	// without the memory servers they go back with the result.
 	if cfg.Store.ClickHouseDSN != "" {
@@ -140,7 +130,7 @@ func run(args []string) error {
 		}()
 	}
 	if rw := stores.RecallWriter(cfg.Store, stores.MemorySpoolDir(cfg.Store.SpoolDir, id), log); rw != nil {
-		pc.Recall = rw
+		p.Executor.Recall = rw
 		defer func() {
 			if err := rw.Close(); err != nil {
 				log.Error("memory", "err", err)
@@ -152,17 +142,13 @@ func run(args []string) error {
 	} else {
 		log.Info("no HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN: nodes' recall events go to the scheduler with their results")
 	}
-	exec, err := executor.NewExecutor(pc)
+	exec, wc, err := assemble.Worker(ctx, p)
 	if err != nil {
 		return err
 	}
-	log.Info("task commands isolated", "isolation", exec.Isolation())
-	wc := worker.ConfigFrom(cfg.Tasks, cfg.Pools)
-	wc.ID, wc.Cores, wc.Toolchains, wc.GPUIDs, wc.GPUDevices = id, cores, tc.Versions, gpuIDs, tc.GPUs
-	wc.Version, wc.Logger, wc.SlurmJobID, wc.Deadline = version.Version, log, jobID, deadline
 	if cfg.Store.ClickHouseDSN != "" {
-		// phase_runs, metrics and nodes rows of every task, spooled while
-		// ClickHouse is away.
+		// phase_runs, metrics and artifacts rows of every task, spooled
+		// while ClickHouse is away.
 		sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: cfg.Store.ClickHouseDSN,
 			SpoolDir: cfg.Store.SpoolDir, Name: stores.ResultsSpoolName(id), Logger: log})
 		if err != nil {

@@ -13,10 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/hpcq/hpcq/internal/assemble"
 	"github.com/hpcq/hpcq/internal/executor"
-	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/worker"
-	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/queue/embedded"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -115,43 +114,21 @@ func Start(ctx context.Context, p Params) (*Cluster, error) {
 		return nil, err
 	}
 	l := &Cluster{Server: srv, Conn: nc, Queue: q, RunID: filepath.Base(runDir), failed: make(chan struct{}), dir: rundir.Dir(runDir)}
-	exec := p.Executor
-	if exec == nil && p.Phases.Env == nil {
-		// The login environment, captured once for detection and commands.
-		env, err := executor.WorkerEnv(ctx, p.Phases.Shell)
-		if err != nil {
-			l.shutdown()
-			return nil, err
-		}
-		p.Phases.Env = env
-	}
-	if exec == nil && p.Worker.Toolchains == nil {
-		tc := executor.DetectToolchains(ctx, p.Phases.Env, p.Phases.Shell == executor.ShellLogin, log)
-		p.Worker.Toolchains, p.Worker.GPUDevices = tc.Versions, tc.GPUs
-		p.Worker.GPUIDs = executor.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
-	}
+	exec, wcfg := p.Executor, p.Worker
 	if exec == nil {
 		pc := p.Phases
 		pc.RunsDir = filepath.Dir(runDir)
-		if p.GatewayInstaller && pc.Installer == nil {
-			pc.Installer = prompt.NewInstaller(llm.Gateway{NC: nc})
-		}
-		if err := pc.UseQueue(ctx, q); err != nil {
-			l.shutdown()
-			return nil, err
-		}
-		e, err := executor.NewExecutor(pc)
+		e, c, err := assemble.Worker(ctx, assemble.Params{Queue: q, Executor: pc, Worker: p.Worker, Installer: p.GatewayInstaller, Logger: log})
 		if err != nil {
 			l.shutdown()
 			return nil, err
 		}
-		log.Info("task commands isolated", "isolation", e.Isolation())
-		exec = e
+		exec, wcfg = e, c
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
 	for i := range p.Workers {
-		wc := p.Worker
+		wc := wcfg
 		wc.ID = fmt.Sprintf("local-%d", i+1)
 		wc.Logger = log
 		w, err := worker.New(q, exec, wc)
