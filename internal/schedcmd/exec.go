@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,73 +52,40 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
 	}
-	pools := append([]string(nil), o.Pools...)
 	local := o.Local
 	if cfg.NATS.URL == "" && !local {
 		log.Info("no NATS URL configured: running locally with an embedded server")
 		local = true
 	}
 
-	var q *queue.Queue
 	runDir := filepath.Join(cfg.RunsDir, runID)
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
+	dir, err := claimRunDir(runDir, true, log)
+	if err != nil {
 		return err
 	}
-	// A start that fails leaves no directory that would pass for the newest run.
-	startedOK := false
-	defer func() {
-		if !startedOK {
-			if err := os.RemoveAll(runDir); err != nil {
-				log.Warn("could not remove the directory of a run that did not start", "dir", runDir, "err", err)
-			}
-		}
-	}()
+	defer dir.release()
 	sink, where, err := stores.OpenResults(ctx, cfg.Store, rundir.Dir(runDir), log)
 	if err != nil {
 		return err
 	}
 	workersWrite := local || cfg.Store.ClickHouseDSN != ""
 	defer logClose(log, "results", sink.Close)
-	if local {
-		if len(pools) == 0 {
-			seen := map[string]bool{}
-			for _, t := range tasks {
-				if !seen[t.Pool] {
-					seen[t.Pool] = true
-					pools = append(pools, t.Pool)
-				}
-			}
-			sort.Strings(pools)
-		}
-		l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, pools, sink, false, nil, log)
-		if err != nil {
-			return err
-		}
-		defer closeLocal()
-		q, ctx = l.Queue, lctx
-		log.Info("local run", "run_dir", runDir, "workers", max(1, cfg.Workers), "pools", pools)
-	} else {
-		if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-scheduler"), cfg.Queue.Options(), log); err != nil {
-			return err
-		}
-		defer q.Close()
+	q, ctx, closeQueue, err := execQueue(ctx, cfg, local, runDir, tasks, o.Pools, sink, log)
+	if err != nil {
+		return err
 	}
+	defer closeQueue()
 	mode := "cluster"
 	if local {
 		mode = "local"
 	}
-	startedOK = true
+	dir.started = true
 	if err := writeRunJSON(rundir.Dir(runDir), mode, where, cfg, len(tasks)); err != nil {
 		log.Warn("run.json not written", "err", err)
 	}
 	started := time.Now()
 	runRow := results.Run{Run: runID, Status: schema.RunRunning, Title: "exec of " + strings.Join(o.Files, " "), Mode: mode, Config: "{}", TS: started}
-	queued := results.Rows{Runs: []results.Run{runRow}}
-	for _, t := range tasks {
-		queued.Nodes = append(queued.Nodes, results.Node{Run: runID, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
-			Pool: t.Pool, Attempt: t.Attempt, Status: schema.NodeQueued, TS: started})
-	}
-	if err := sink.Write(ctx, queued); err != nil {
+	if err := sink.Write(ctx, queuedRows(runRow, tasks)); err != nil {
 		log.Warn("results rows not written", "err", err)
 	}
 	outs, execErr := dispatch.Exec(ctx, q, dispatch.ExecParams{Tasks: tasks, RunID: runID, Logger: log, RunDir: runDir})
@@ -126,19 +93,7 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 		return execErr
 	}
 	if execErr != nil && dispatch.Unanswered(outs) > 0 {
-		// Nobody will collect the answers: the tasks still queued are
-		// removed, the running ones stopped on their workers.
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		n, err := q.CancelRun(cctx, runID, "scheduler exec ended: "+context.Cause(ctx).Error())
-		cancel()
-		if err != nil {
-			log.Error("the exec's tasks could not be canceled: they may still run", "err", err)
-		} else {
-			log.Warn("exec ended before every answer: its tasks are canceled", "removed_from_queue", n, "unanswered", dispatch.Unanswered(outs))
-		}
-		for i := range outs {
-			outs[i].Canceled = outs[i].Result == nil && outs[i].DeadLetter == nil
-		}
+		cancelUnanswered(ctx, q, runID, outs, log)
 	}
 	if err := sink.Write(context.Background(), dispatch.OutcomeRows(runRow, outs, !workersWrite)); err != nil {
 		log.Warn("results rows not written", "err", err)
@@ -146,12 +101,7 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 	if err := dispatch.WriteResultsFile(filepath.Join(runDir, "results.jsonl"), outs); err != nil {
 		log.Warn("results file not written", "err", err)
 	}
-	if o.JSON {
-		enc := json.NewEncoder(os.Stdout)
-		for i := range outs {
-			_ = enc.Encode(outs[i].Record())
-		}
-	} else if err := dispatch.WriteOutcomes(os.Stdout, outs); err != nil {
+	if err := printOutcomes(outs, o.JSON); err != nil {
 		return err
 	}
 	failed := 0
@@ -168,6 +118,77 @@ func Exec(ctx context.Context, cfg *config.Scheduler, o ExecOptions) error {
 		return exitError(1)
 	}
 	log.Info("run finished", "run_id", runID, "tasks", len(outs))
+	return nil
+}
+
+// execQueue is the exec's queue: local mode's embedded server and workers,
+// one per pool the tasks name unless pools are given (its context ends when
+// a local worker fails), or the cluster's NATS.
+func execQueue(ctx context.Context, cfg *config.Scheduler, local bool, runDir string, tasks []*schema.NodeTask, pools []string,
+	sink results.Sink, log *slog.Logger) (*queue.Queue, context.Context, func(), error) {
+	if !local {
+		q, err := queue.Dial(ctx, cfg.NATS.Conn("hpcq-scheduler"), cfg.Queue.Options(), log)
+		if err != nil {
+			return nil, ctx, nil, err
+		}
+		return q, ctx, q.Close, nil
+	}
+	pools = slices.Clone(pools)
+	if len(pools) == 0 {
+		for _, t := range tasks {
+			pools = append(pools, t.Pool)
+		}
+		slices.Sort(pools)
+		pools = slices.Compact(pools)
+	}
+	l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, pools, sink, false, nil, log)
+	if err != nil {
+		return nil, ctx, nil, err
+	}
+	log.Info("local run", "run_dir", runDir, "workers", max(1, cfg.Workers), "pools", pools)
+	return l.Queue, lctx, closeLocal, nil
+}
+
+// queuedRows are the rows of an exec that starts: the run, running, and
+// its tasks, queued.
+func queuedRows(run results.Run, tasks []*schema.NodeTask) results.Rows {
+	rows := results.Rows{Runs: []results.Run{run}}
+	for _, t := range tasks {
+		rows.Nodes = append(rows.Nodes, results.Node{Run: run.Run, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind,
+			Pool: t.Pool, Attempt: t.Attempt, Status: schema.NodeQueued, TS: run.TS})
+	}
+	return rows
+}
+
+// cancelUnanswered cancels the tasks of an exec that ended before every
+// answer: nobody will collect their answers, so the tasks still queued are
+// removed and the running ones stopped on their workers.
+func cancelUnanswered(ctx context.Context, q *queue.Queue, runID string, outs []dispatch.Outcome, log *slog.Logger) {
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	n, err := q.CancelRun(cctx, runID, "scheduler exec ended: "+context.Cause(ctx).Error())
+	cancel()
+	if err != nil {
+		log.Error("the exec's tasks could not be canceled: they may still run", "err", err)
+	} else {
+		log.Warn("exec ended before every answer: its tasks are canceled", "removed_from_queue", n, "unanswered", dispatch.Unanswered(outs))
+	}
+	for i := range outs {
+		outs[i].Canceled = outs[i].Result == nil && outs[i].DeadLetter == nil
+	}
+}
+
+// printOutcomes prints the exec's outcomes: a table, or one JSON record per
+// line (rundir.Outcome, as results.jsonl holds them).
+func printOutcomes(outs []dispatch.Outcome, asJSON bool) error {
+	if !asJSON {
+		return dispatch.WriteOutcomes(os.Stdout, outs)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for i := range outs {
+		if err := enc.Encode(outs[i].Record()); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

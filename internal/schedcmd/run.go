@@ -26,6 +26,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/queue"
+	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -182,15 +183,11 @@ type RunOptions struct {
 func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	log := o.Log
 	var err error
-	local := o.Local
-	if cfg.NATS.URL == "" && !local {
-		local = true
-	}
+	local := o.Local || cfg.NATS.URL == ""
 	mode := "cluster"
 	if local {
 		mode = "local"
 	}
-
 	// The dashboard's address is checked (and taken) before anything starts.
 	var httpLn net.Listener
 	if o.HTTP != "" {
@@ -200,78 +197,22 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		defer httpLn.Close()
 	}
 
-	var spec run.Spec
-	var info rundir.Info
-	var runDir string
-	if o.Resume != "" {
-		runDir = o.Resume
-		var err error
-		switch info, err = rundir.Dir(runDir).ReadInfo(); {
-		case err != nil:
-			return fmt.Errorf("%w: %s is not the directory of a `scheduler run`: %w", cli.ErrInvalidInput, runDir, err)
-		case info.Command != "run":
-			return fmt.Errorf("%s is not the directory of a `scheduler run`: its run.json is of `scheduler %s`", runDir, info.Command)
-		}
-		if spec, err = engine.ReadSpec(runDir); err != nil {
-			return fmt.Errorf("it cannot be resumed: %w", err)
-		}
-		if memoryOverrides(cfg) != (run.MemoryOverrides{}) {
-			log.Warn("the memory flags and HPCQ_MEMORY_* are ignored on --resume: a run keeps the memory settings it started with (spec.json)")
-		}
-		if info.Mode != mode {
-			return fmt.Errorf("run %s ran in %s mode; resume it in the same mode", info.RunID, info.Mode)
-		}
-		info.Resumes++
-	} else {
-		ideaDir := o.IdeaDir
-		if spec, err = loadIdea(ideaDir); err != nil {
-			return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
-		}
-		if err := memoryOverrides(cfg).Apply(&spec); err != nil {
-			return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
-		}
-		id := dispatch.NewRunID()
-		runDir = o.RunDir
-		if runDir == "" {
-			runDir = filepath.Join(cfg.RunsDir, id)
-		}
-		if _, err := os.Stat(rundir.Dir(runDir).Path(rundir.InfoFile)); err == nil {
-			return fmt.Errorf("%s holds a run already: use --resume %s, or another --run-dir", runDir, runDir)
-		}
-		if err := schema.CheckToken("run id", filepath.Base(runDir), true); err != nil {
-			return fmt.Errorf("--run-dir %s: its name is the run id: %w", runDir, err)
-		}
-		abs, _ := filepath.Abs(ideaDir)
-		info = rundir.Info{RunID: filepath.Base(runDir), Command: "run", Mode: mode, IdeaDir: abs, Version: version.Version,
-			Started: time.Now().UTC(), LocalWorkers: cfg.Workers, Slots: cfg.Slots}
-	}
-	// A new run whose start fails (NATS, Redis or ClickHouse unreachable,
-	// a bad endpoint) leaves no directory behind: it would pass for the
-	// newest run.
-	_, statErr := os.Stat(runDir)
-	created := o.Resume == "" && errors.Is(statErr, os.ErrNotExist)
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
+	spec, info, runDir, err := runSpec(cfg, o, mode, log)
+	if err != nil {
 		return err
 	}
-	started := false
-	defer func() {
-		if created && !started {
-			if err := os.RemoveAll(runDir); err != nil {
-				log.Warn("could not remove the directory of a run that did not start", "dir", runDir, "err", err)
-			}
-		}
-	}()
+	dir, err := claimRunDir(runDir, o.Resume == "", log)
+	if err != nil {
+		return err
+	}
+	defer dir.release()
 	runID := filepath.Base(runDir)
 
 	client, closeLLM, llmInfo, err := runLLM(&spec, info.IdeaDir, runDir, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := closeLLM(); err != nil {
-			log.Warn("llm: closing the cassette or cache", "err", err)
-		}
-	}()
+	defer logClose(log, "llm: the cassette or cache", closeLLM)
 	info.LLM = llmInfo
 
 	sink, where, err := stores.OpenResults(ctx, cfg.Store, rundir.Dir(runDir), log)
@@ -284,80 +225,30 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	defer logClose(log, "results", sink.Close)
 	info.Results = where
 
-	var store memory.Store
-	info.Memory = map[string]string{"enabled": "false"}
-	if *spec.Memory.Enabled {
-		if store, info.Memory, err = stores.OpenMemory(ctx, cfg.Store, rundir.Dir(runDir), spec.Memory.DBPath, spec.Memory.Config.HalfLife(), log); err != nil {
-			return err
-		}
-		defer logClose(log, "memory", store.Close)
-	}
-	if err := os.MkdirAll(rundir.Dir(runDir).Path(rundir.MemoryDir), 0o755); err != nil {
+	store, memInfo, closeMemory, err := runMemory(ctx, cfg, spec, runDir, log)
+	if err != nil {
 		return err
 	}
-	// The memory call log (memory_log_enabled, memory_log_dir).
-	var calls io.Writer
-	if run.On(spec.Memory.LogEnabled) {
-		path := rundir.Dir(runDir).Path(rundir.MemoryCalls)
-		if spec.Memory.LogDir != "" {
-			if err := os.MkdirAll(spec.Memory.LogDir, 0o755); err != nil {
-				return fmt.Errorf("memory.memory_log_dir: %w", err)
-			}
-			path = filepath.Join(spec.Memory.LogDir, runID+"-"+filepath.Base(rundir.MemoryCalls)) // a directory may be shared by runs
-		}
-		w, err := linelog.Open(path, memory.CallLogFlush)
-		if err != nil {
-			return err
-		}
-		defer logClose(log, "memory call log", w.Close)
-		calls = w
+	defer logClose(log, "memory", closeMemory)
+	info.Memory = memInfo
+	calls, closeCalls, err := memoryCallLog(spec, runDir)
+	if err != nil {
+		return err
 	}
-
-	var q *queue.Queue
-	var gw *nats.Conn
-	if local {
-		l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, []string{spec.Pool}, sink, true, store, log)
-		if err != nil {
-			return err
-		}
-		defer closeLocal()
-		q, ctx = l.Queue, lctx
-		gw = l.Conn
-		info.NATSURL = "embedded"
-	} else {
-		conn, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-scheduler"), log)
-		if err != nil {
-			return err
-		}
-		defer conn.Close()
-		if q, err = queue.New(ctx, conn, cfg.Queue.Options(), log); err != nil {
-			return err
-		}
-		defer q.Close()
-		gw = conn
-		info.NATSURL = config.RedactURL(cfg.NATS.URL)
+	defer logClose(log, "memory call log", closeCalls)
+	q, gw, ctx, natsURL, closeQueue, err := searchQueue(ctx, cfg, local, runDir, spec.Pool, sink, store, log)
+	if err != nil {
+		return err
 	}
+	defer closeQueue()
+	info.NATSURL = natsURL
 	if err := rundir.Dir(runDir).WriteInfo(info); err != nil {
 		return err
 	}
-	started = true
-	var met *metrics.Scheduler
-	if o.MetricsAddr != "" || o.HTTP != "" {
-		reg := metrics.NewRegistry()
-		met = metrics.NewScheduler(reg)
-		queueCollector(reg, func(context.Context) (*queue.Queue, error) { return q, nil })
-		if o.MetricsAddr != "" {
-			if _, err := metrics.Serve(ctx, o.MetricsAddr, reg, log); err != nil {
-				return err
-			}
-		}
-		if o.HTTP != "" {
-			addr, err := serveRun(ctx, cfg, httpLn, runDir, store, q, reg, log)
-			if err != nil {
-				return err
-			}
-			fmt.Printf("dashboard: http://%s/\n", addr)
-		}
+	dir.started = true
+	met, err := runObservers(ctx, cfg, o, httpLn, runDir, store, q, log)
+	if err != nil {
+		return err
 	}
 	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
 	sum, runErr := engine.Run(ctx, engine.Params{
@@ -365,6 +256,12 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, OutageMax: cfg.OutageMax, Abandon: o.Abandon,
 		Status: o.Status, Progress: os.Stdout, Logger: log, Metrics: met,
 	})
+	return endRun(spec, runDir, sum, runErr)
+}
+
+// endRun prints how the run ended and is what `scheduler run` returns:
+// the run's error, ExitError(1) when no node produced the metric, or nil.
+func endRun(spec run.Spec, runDir string, sum engine.Summary, runErr error) error {
 	if sum.RunID == "" {
 		return runErr
 	}
@@ -376,6 +273,166 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		return exitError(1)
 	}
 	return nil
+}
+
+// runSpec is what a run starts from: a new run's idea, checked, its
+// directory and run.json to be; or the spec and run.json of the run to
+// resume, in the mode it ran in.
+func runSpec(cfg *config.Scheduler, o RunOptions, mode string, log *slog.Logger) (spec run.Spec, info rundir.Info, runDir string, err error) {
+	if o.Resume != "" {
+		runDir = o.Resume
+		switch info, err = rundir.Dir(runDir).ReadInfo(); {
+		case err != nil:
+			return spec, info, runDir, fmt.Errorf("%w: %s is not the directory of a `scheduler run`: %w", cli.ErrInvalidInput, runDir, err)
+		case info.Command != "run":
+			return spec, info, runDir, fmt.Errorf("%s is not the directory of a `scheduler run`: its run.json is of `scheduler %s`", runDir, info.Command)
+		}
+		if spec, err = engine.ReadSpec(runDir); err != nil {
+			return spec, info, runDir, fmt.Errorf("it cannot be resumed: %w", err)
+		}
+		if memoryOverrides(cfg) != (run.MemoryOverrides{}) {
+			log.Warn("the memory flags and HPCQ_MEMORY_* are ignored on --resume: a run keeps the memory settings it started with (spec.json)")
+		}
+		if info.Mode != mode {
+			return spec, info, runDir, fmt.Errorf("run %s ran in %s mode; resume it in the same mode", info.RunID, info.Mode)
+		}
+		info.Resumes++
+		return spec, info, runDir, nil
+	}
+	if spec, err = loadIdea(o.IdeaDir); err != nil {
+		return spec, info, "", fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+	}
+	if err := memoryOverrides(cfg).Apply(&spec); err != nil {
+		return spec, info, "", fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+	}
+	runDir = o.RunDir
+	if runDir == "" {
+		runDir = filepath.Join(cfg.RunsDir, dispatch.NewRunID())
+	}
+	if _, err := os.Stat(rundir.Dir(runDir).Path(rundir.InfoFile)); err == nil {
+		return spec, info, runDir, fmt.Errorf("%s holds a run already: use --resume %s, or another --run-dir", runDir, runDir)
+	}
+	if err := schema.CheckToken("run id", filepath.Base(runDir), true); err != nil {
+		return spec, info, runDir, fmt.Errorf("--run-dir %s: its name is the run id: %w", runDir, err)
+	}
+	abs, _ := filepath.Abs(o.IdeaDir)
+	info = rundir.Info{RunID: filepath.Base(runDir), Command: "run", Mode: mode, IdeaDir: abs, Version: version.Version,
+		Started: time.Now().UTC(), LocalWorkers: cfg.Workers, Slots: cfg.Slots}
+	return spec, info, runDir, nil
+}
+
+// runDirGuard removes the directory of a new run whose start fails (NATS,
+// Redis or ClickHouse unreachable, a bad endpoint): it would pass for the
+// newest run.
+type runDirGuard struct {
+	dir              string
+	created, started bool
+	log              *slog.Logger
+}
+
+// claimRunDir makes the run's directory, noting whether this run created it.
+func claimRunDir(dir string, isNew bool, log *slog.Logger) (*runDirGuard, error) {
+	_, statErr := os.Stat(dir)
+	g := &runDirGuard{dir: dir, created: isNew && errors.Is(statErr, os.ErrNotExist), log: log}
+	return g, os.MkdirAll(dir, 0o755)
+}
+
+func (g *runDirGuard) release() {
+	if g.created && !g.started {
+		if err := os.RemoveAll(g.dir); err != nil {
+			g.log.Warn("could not remove the directory of a run that did not start", "dir", g.dir, "err", err)
+		}
+	}
+}
+
+// runMemory opens the run's memory store (none when memory is off) and
+// makes its directory; the map is run.json's account of it.
+func runMemory(ctx context.Context, cfg *config.Scheduler, spec run.Spec, runDir string, log *slog.Logger) (memory.Store, map[string]string, func() error, error) {
+	var store memory.Store
+	info, closeFn := map[string]string{"enabled": "false"}, func() error { return nil }
+	if *spec.Memory.Enabled {
+		var err error
+		if store, info, err = stores.OpenMemory(ctx, cfg.Store, rundir.Dir(runDir), spec.Memory.DBPath, spec.Memory.Config.HalfLife(), log); err != nil {
+			return nil, nil, closeFn, err
+		}
+		closeFn = store.Close
+	}
+	if err := os.MkdirAll(rundir.Dir(runDir).Path(rundir.MemoryDir), 0o755); err != nil {
+		_ = closeFn()
+		return nil, nil, closeFn, err
+	}
+	return store, info, closeFn, nil
+}
+
+// memoryCallLog opens the memory call log the spec asks for
+// (memory_log_enabled, memory_log_dir), or returns a nil writer.
+func memoryCallLog(spec run.Spec, runDir string) (io.Writer, func() error, error) {
+	if !run.On(spec.Memory.LogEnabled) {
+		return nil, func() error { return nil }, nil
+	}
+	path := rundir.Dir(runDir).Path(rundir.MemoryCalls)
+	if spec.Memory.LogDir != "" {
+		if err := os.MkdirAll(spec.Memory.LogDir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("memory.memory_log_dir: %w", err)
+		}
+		// A directory may be shared by runs.
+		path = filepath.Join(spec.Memory.LogDir, filepath.Base(runDir)+"-"+filepath.Base(rundir.MemoryCalls))
+	}
+	w, err := linelog.Open(path, memory.CallLogFlush)
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, w.Close, nil
+}
+
+// searchQueue is the run's queue: local mode's embedded server and workers
+// (whose context ends the run if they fail), or the cluster's NATS. It
+// returns the connection the LLM gateway serves on and the NATS URL
+// run.json records.
+func searchQueue(ctx context.Context, cfg *config.Scheduler, local bool, runDir, pool string, sink results.Sink, store memory.Store,
+	log *slog.Logger) (*queue.Queue, *nats.Conn, context.Context, string, func(), error) {
+	if local {
+		l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, []string{pool}, sink, true, store, log)
+		if err != nil {
+			return nil, nil, ctx, "", nil, err
+		}
+		return l.Queue, l.Conn, lctx, "embedded", closeLocal, nil
+	}
+	conn, err := queue.Connect(ctx, cfg.NATS.Conn("hpcq-scheduler"), log)
+	if err != nil {
+		return nil, nil, ctx, "", nil, err
+	}
+	q, err := queue.New(ctx, conn, cfg.Queue.Options(), log)
+	if err != nil {
+		conn.Close()
+		return nil, nil, ctx, "", nil, err
+	}
+	return q, conn, ctx, config.RedactURL(cfg.NATS.URL), func() { q.Close(); conn.Close() }, nil
+}
+
+// runObservers serves what the run's options ask: /metrics, the
+// dashboard. Its metrics are nil when neither is asked.
+func runObservers(ctx context.Context, cfg *config.Scheduler, o RunOptions, httpLn net.Listener, runDir string, store memory.Store,
+	q *queue.Queue, log *slog.Logger) (*metrics.Scheduler, error) {
+	if o.MetricsAddr == "" && o.HTTP == "" {
+		return nil, nil
+	}
+	reg := metrics.NewRegistry()
+	met := metrics.NewScheduler(reg)
+	queueCollector(reg, func(context.Context) (*queue.Queue, error) { return q, nil })
+	if o.MetricsAddr != "" {
+		if _, err := metrics.Serve(ctx, o.MetricsAddr, reg, log); err != nil {
+			return nil, err
+		}
+	}
+	if o.HTTP != "" {
+		addr, err := serveRun(ctx, cfg, httpLn, runDir, store, q, reg, log)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Printf("dashboard: http://%s/\n", addr)
+	}
+	return met, nil
 }
 
 // ExportOptions are what `scheduler export` is asked.
