@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -409,78 +408,10 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	log := func() *slog.Logger {
 		return w.log.With("run_id", t.RunID, "node_id", t.NodeID, "attempt", t.Attempt, "delivery", d.NumDelivered)
 	}
-	rt := queue.RunningTask{Run: t.RunID, Node: t.NodeID, Attempt: t.Attempt, Started: time.Now().UTC()}
-	w.reg.Update(func(i *queue.WorkerInfo) {
-		i.Running = int(w.running.Load())
-		i.Tasks = append(i.Tasks, rt)
-	})
-	w.cfg.Metrics.SetSlots(w.cfg.Slots, int(w.running.Load()))
-	w.lastActive.Store(time.Now().UnixNano())
-
-	// Keep the delivery alive until it is answered: an InProgress every
-	// third of AckWait.
-	period := w.q.Options().AckWait / 3
-	var hbMu sync.Mutex
-	hbStopped := false
-	var hb *time.Timer
-	hbMu.Lock() // the first beat may fire before hb is assigned
-	hb = time.AfterFunc(period, func() {
-		if err := d.InProgress(); err != nil {
-			log().Warn("in-progress heartbeat failed", "err", err)
-		}
-		hbMu.Lock()
-		if !hbStopped {
-			hb.Reset(period)
-		}
-		hbMu.Unlock()
-	})
-	hbMu.Unlock()
-	defer func() {
-		hbMu.Lock()
-		hbStopped = true
-		hb.Stop()
-		hbMu.Unlock()
-		w.lastActive.Store(time.Now().UnixNano())
-		w.running.Add(-1)
-		w.reg.Update(func(i *queue.WorkerInfo) {
-			i.Running = int(w.running.Load())
-			i.Tasks = slices.DeleteFunc(i.Tasks, func(x queue.RunningTask) bool { return x == rt })
-		})
-		w.cfg.Metrics.SetSlots(w.cfg.Slots, int(w.running.Load()))
-	}()
-
+	defer w.hold(d, log)()
 	started := time.Now()
-	if c, ok := w.cancelOf(t); ok {
-		// Answered without running: the scheduler learns the node's fate.
-		w.slots <- slot
-		w.answer(drain, d, canceledResult(c, started, false), log)
-		return
-	}
-	if missing := MissingToolchains(w.cfg.Toolchains, t.Requires); len(missing) > 0 {
-		w.slots <- slot
-		w.handBackUnfit(d, fmt.Sprintf("no worker in pool %s has %s", t.Pool, strings.Join(missing, ", ")),
-			func(o queue.WorkerStatus) bool { return len(MissingToolchains(o.Toolchains, t.Requires)) == 0 }, log)
-		return
-	}
-	if why := w.res.exceeds(t, w.cfg.Slots); why != "" {
-		w.slots <- slot
-		cpus, gpus := w.res.need(t, w.cfg.Slots)
-		w.handBackUnfit(d, fmt.Sprintf("declined: %s; no live worker of pool %s has that much", why, t.Pool),
-			func(o queue.WorkerStatus) bool {
-				return o.Cores >= cpus && o.GPUs >= gpus && (o.MemoryMB == 0 || o.MemoryMB >= t.Limits.MemoryMB)
-			}, log)
-		return
-	}
-	cpus, gpus, ok := w.res.take(t, w.cfg.Slots)
+	cpus, gpus, ok := w.admit(drain, d, slot, started, log)
 	if !ok {
-		// Other tasks hold the CPUs or GPUs it needs: later, or another worker.
-		w.slots <- slot
-		w.cfg.Metrics.Task(d.Task.Pool, "handed_back", nil)
-		if err := d.HandBack(context.Background(), w.cfg.RequeueDelay); err != nil {
-			log().Warn("hand-back failed; the task returns after AckWait", "err", err)
-		} else {
-			log().Info("task handed back: the CPUs or GPUs it needs are busy", "limits_cpus", t.Limits.CPUs, "limits_gpus", t.Limits.GPUs)
-		}
 		return
 	}
 	released := false
@@ -491,26 +422,9 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		}
 	}
 	defer release()
-	if need := DeclaredLimit(t); need > 0 && !w.cfg.Deadline.IsZero() && time.Until(w.cfg.Deadline) < need+walltimeMargin {
-		release()
-		w.slots <- slot
-		left := time.Until(w.cfg.Deadline).Round(time.Second)
-		w.cfg.Metrics.Task(d.Task.Pool, "handed_back", nil)
-		if err := d.HandBack(context.Background(), w.cfg.RequeueDelay); err != nil {
-			log().Warn("hand-back failed; the task returns after AckWait", "err", err)
-		} else {
-			log().Info("task declined: its time limits do not fit in the walltime left", "needs", need, "left", left)
-		}
-		of := "the worker's walltime"
-		if w.cfg.SlurmJobID != "" {
-			of = "Slurm job " + w.cfg.SlurmJobID + "'s walltime"
-		}
-		w.declined(t, fmt.Sprintf("its time limits (%v) do not fit in the %v left of %s", need, left, of))
-		return
-	}
 	tctx, stop := context.WithCancelCause(drain)
 	forget := w.track(t, stop)
-	if _, ok := w.cancelOf(t); ok { // canceled since the check above
+	if _, ok := w.cancelOf(t); ok { // canceled since admit's check
 		stop(ErrCanceled)
 	}
 	sl := Slot{Index: slot, Cores: max(1, len(cpus)), GPUs: gpus, MemoryMB: t.Limits.MemoryMB}
@@ -526,36 +440,8 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	release()
 	w.slots <- slot
 	defer func() { <-w.answering }()
-
-	switch {
-	case err != nil && drain.Err() == nil && errors.Is(context.Cause(tctx), ErrCanceled):
-		c, _ := w.cancelOf(t)
-		log().Info("task canceled", "reason", c.Reason)
-		w.answer(drain, d, canceledResult(c, started, true), log)
-		return
-	case err != nil && drain.Err() != nil:
-		// Drain: hand it back at once, for another worker, without using
-		// up one of its deliveries (a walltime signal is not its fault).
-		w.cfg.Metrics.Task(d.Task.Pool, "handed_back", nil)
-		if err := d.HandBack(context.Background(), 0); err != nil {
-			log().Warn("hand-back failed; the task returns after AckWait", "err", err)
-		} else {
-			log().Info("task handed back (drain)")
-		}
-		return
-	case err != nil:
-		if d.LastDelivery() {
-			reason := fmt.Sprintf("worker %s could not run it on delivery %d of %d: %v", w.cfg.ID, d.NumDelivered, w.q.Options().MaxDeliver, err)
-			w.cfg.Metrics.Task(d.Task.Pool, "dead_lettered", nil)
-			if derr := d.DeadLetter(context.Background(), reason); derr != nil {
-				log().Error("dead letter failed", "err", derr)
-			}
-			return
-		}
-		log().Warn("task could not run, handed back", "err", err, "retry_in", w.cfg.RetryDelay)
-		if nerr := d.NakWithDelay(w.cfg.RetryDelay); nerr != nil {
-			log().Warn("hand-back failed; the task returns after AckWait", "err", nerr)
-		}
+	if err != nil {
+		w.notRun(drain, tctx, d, started, err, log)
 		return
 	}
 	w.answer(drain, d, res, log)
