@@ -12,21 +12,19 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"log/slog"
 	"os/signal"
 	"runtime"
 	"syscall"
-	"time"
 
 	"github.com/hpcq/hpcq/internal/assemble"
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/executor"
 	"github.com/hpcq/hpcq/internal/metrics"
-	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/queue"
-	"github.com/hpcq/hpcq/pkg/results"
 )
 
 func main() { cli.Main("worker", run) }
@@ -76,6 +74,12 @@ func run(args []string) error {
 		stop()
 	}()
 
+	return serve(ctx, &cfg, fs, log)
+}
+
+// serve connects, builds the worker from the settings and the machine (a
+// Slurm allocation, the toolchains), and runs it until ctx ends.
+func serve(ctx context.Context, cfg *config.Worker, fs *flag.FlagSet, log *slog.Logger) error {
 	id := cfg.ID
 	if id == "" {
 		id = worker.DefaultID()
@@ -91,7 +95,7 @@ func run(args []string) error {
 	defer q.Close()
 	// Under Slurm the allocation sizes the worker: its CPUs, its GPUs, its
 	// walltime, and its files go to a node-local directory.
-	alloc, err := fromSlurm(ctx, &cfg, fs, log)
+	alloc, err := fromSlurm(ctx, cfg, fs, log)
 	if err != nil {
 		return err
 	}
@@ -109,57 +113,14 @@ func run(args []string) error {
 	// The iterative installer asks the model through the scheduler's LLM
 	// gateway.
 	p := assemble.Params{Queue: q, Executor: executor.ConfigFrom(cfg.Tasks, cfg.WorkDir), Worker: wc, Installer: true, Logger: log}
-	// Recall events go to the node's branch in Redis as each phase happens;
-	// without the memory servers they go back with the result.
-	if cfg.Store.ClickHouseDSN != "" {
-		// This worker's spools are its own while it runs; those of workers
-		// that died here (a killed host, a job Slurm ended) are shipped.
-		release, err := stores.HoldSpools(cfg.Store.SpoolDir, id)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if err := release(); err != nil {
-				log.Warn("spools: not released", "err", err)
-			}
-		}()
-		go func() {
-			if _, err := stores.AdoptSpools(ctx, cfg.Store, cfg.Store.SpoolDir, id, log); err != nil {
-				log.Warn("spools of workers that are gone: not all shipped (the next worker's start tries again)", "err", err)
-			}
-		}()
-	}
-	if rw := stores.RecallWriter(cfg.Store, stores.MemorySpoolDir(cfg.Store.SpoolDir, id), log); rw != nil {
-		p.Executor.Recall = rw
-		defer func() {
-			if err := rw.Close(); err != nil {
-				log.Error("memory", "err", err)
-			}
-		}()
-		// What this worker id spooled before it stopped, of runs it may not
-		// see again.
-		go func() { _ = stores.ShipOwnSpoolsUntilDone(ctx, rw, cfg.Store.SpoolDir, id, 10*time.Second, log) }()
-	} else {
-		log.Info("no HPCQ_REDIS_URL and HPCQ_CLICKHOUSE_DSN: nodes' recall events go to the scheduler with their results")
+	closeStores, err := workerStores(ctx, cfg, id, &p, log)
+	defer closeStores()
+	if err != nil {
+		return err
 	}
 	exec, wc, err := assemble.Worker(ctx, p)
 	if err != nil {
 		return err
-	}
-	if cfg.Store.ClickHouseDSN != "" {
-		// phase_runs, metrics and artifacts rows of every task, spooled
-		// while ClickHouse is away.
-		sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: cfg.Store.ClickHouseDSN,
-			SpoolDir: cfg.Store.SpoolDir, Name: stores.ResultsSpoolName(id), Logger: log})
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if err := sink.Close(); err != nil {
-				log.Error("results", "err", err)
-			}
-		}()
-		wc.Results = sink
 	}
 	if cfg.MetricsAddr != "" {
 		reg := metrics.NewRegistry()
