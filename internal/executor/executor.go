@@ -233,17 +233,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	defer fin.start() // at the latest
 
 	ws := e.WorkspaceDir(t)
-	phases := []phaseSpec{
-		{schema.PhaseDownload, t.Artifacts.Download.Commands, seconds(t.Limits.DownloadTimeoutS, e.cfg.DownloadTimeout), schema.ErrKindInstallFailed},
-		{schema.PhaseCompile, t.Artifacts.Compile.Commands, seconds(t.Limits.CompileTimeoutS, e.cfg.CompileTimeout), schema.ErrKindCompileFailed},
-		{schema.PhaseRun, t.Artifacts.Run.Commands, seconds(t.Limits.RunTimeoutS, e.cfg.RunTimeout), schema.ErrKindRunFailed},
-	}
-	var names []string
-	for _, ph := range phases {
-		if len(ph.cmds) > 0 || (ph.name == schema.PhaseDownload && t.Install != nil) {
-			names = append(names, ph.name)
-		}
-	}
+	phases, names := e.phaseSpecs(t)
 	// The log files (and artifacts.json) are made while the workspace is:
 	// on disks where a mkdir costs a fraction of a millisecond, this takes
 	// them off the task's critical path.
@@ -258,23 +248,11 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		return nil, fmt.Errorf("create workspace: %w", err)
 	}
 
-	start := time.Now()
-	files := t.Artifacts.Coding.Workspace.Files
-	werr := WriteFiles(ws, files, e.cfg.Workspace)
-	coding := schema.PhaseResult{Name: schema.PhaseCoding, OK: werr == nil, Started: start.UTC(), DurationMS: time.Since(start).Milliseconds()}
-	if werr != nil {
-		coding.ExitCode = -1
-		coding.LogTail = werr.Error()
-		res.Phases = append(res.Phases, coding)
-		rec.add(memory.EventErrorEncountered, schema.PhaseCoding, werr.Error())
-		if errors.Is(werr, schema.ErrInvalidWorkspace) {
-			res.Error = &schema.ResultError{Phase: schema.PhaseCoding, Kind: schema.ErrKindInvalidWorkspace, Message: werr.Error()}
-			return res, nil
-		}
-		return nil, werr
+	if ok, err := e.coding(ws, t, res, rec); err != nil {
+		return nil, err
+	} else if !ok {
+		return res, nil
 	}
-	res.Phases = append(res.Phases, coding)
-	rec.add(memory.EventPhaseComplete, schema.PhaseCoding, filesWritten(files))
 	user, userWhy := e.sandbox.ForSlot(slot.Index)
 	res.Isolation = e.sandbox.Isolation(t.Limits.NoNetwork(), e.isolation, user, userWhy)
 	if err := e.sandbox.ChownWorkspace(ws, user); err != nil {
@@ -292,59 +270,19 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	if err := logs().err; err != nil {
 		return nil, err
 	}
-	if e.cfg.LiveLog != nil {
-		run.live = make(map[string]io.Writer, len(names))
-		for _, n := range names {
-			lw := e.cfg.LiveLog(t, n)
-			run.live[n] = lw
-			defer lw.Close()
-		}
-	}
+	defer e.openLive(t, names, &run)()
 	for _, ph := range phases {
-		if ph.name == schema.PhaseDownload && t.Install != nil {
-			rec.add(memory.EventPhaseStarted, ph.name, strings.TrimSpace(phaseStarted(ph.cmds)+fmt.Sprintf("\nthen up to %d install commands asked of the model", t.Install.MaxSteps)))
-			pr, rerr, err := e.iterativeDownload(ctx, t, ph, run, logs().files[ph.name])
-			if err != nil {
-				return nil, err
-			}
-			res.Phases = append(res.Phases, pr)
-			rec.phaseEnded(pr, rerr)
-			if rerr != nil {
-				res.Error = rerr
-				return res, nil
-			}
-			continue
+		var rerr *schema.ResultError
+		var err error
+		switch {
+		case ph.name == schema.PhaseDownload && t.Install != nil:
+			rerr, err = e.installPhase(ctx, t, ph, run, logs().files[ph.name], res, rec)
+		case len(ph.cmds) > 0:
+			rerr, err = e.commandsPhase(ctx, ph, run, logs().files[ph.name], met, res, rec)
 		}
-		if len(ph.cmds) == 0 {
-			continue
-		}
-		var diags *diagnostics
-		var stdoutLine func(string)
-		switch ph.name {
-		case schema.PhaseCompile:
-			diags = &diagnostics{}
-		case schema.PhaseRun:
-			stdoutLine = met.stdoutLine
-		}
-		rec.add(memory.EventPhaseStarted, ph.name, phaseStarted(ph.cmds))
-		pr, rerr, err := e.runPhase(ctx, ph, run, logs().files[ph.name], diags, stdoutLine)
 		if err != nil {
 			return nil, err
 		}
-		res.Phases = append(res.Phases, pr)
-		if diags != nil && rerr != nil {
-			res.Diagnostics = diags.errorsFirst()
-			if len(res.Diagnostics) > 0 {
-				d := res.Diagnostics[0]
-				rerr.Message += fmt.Sprintf("; first diagnostic: %s:%d:%d: %s: %s", d.File, d.Line, d.Column, d.Severity, d.Message)
-				var b strings.Builder
-				for _, d := range res.Diagnostics[:min(10, len(res.Diagnostics))] {
-					fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.File, d.Line, d.Column, d.Severity, d.Message)
-				}
-				rec.add(memory.EventCompileDiagnostics, ph.name, strings.TrimSpace(b.String()))
-			}
-		}
-		rec.phaseEnded(pr, rerr)
 		if rerr != nil {
 			res.Error = rerr
 			return res, nil
@@ -361,6 +299,117 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		return nil, err
 	}
 	return res, nil
+}
+
+// openLive gives each phase that runs its live log stream (LiveLog), and
+// returns what closes them.
+func (e *Executor) openLive(t *schema.NodeTask, names []string, run *phaseRun) func() {
+	if e.cfg.LiveLog == nil {
+		return func() {}
+	}
+	run.live = make(map[string]io.Writer, len(names))
+	var open []io.Closer
+	for _, n := range names {
+		lw := e.cfg.LiveLog(t, n)
+		run.live[n] = lw
+		open = append(open, lw)
+	}
+	return func() {
+		for _, lw := range open {
+			lw.Close()
+		}
+	}
+}
+
+// phaseSpecs are the task's phases after coding, with their time limits,
+// and the names of those that run (a log file each).
+func (e *Executor) phaseSpecs(t *schema.NodeTask) ([]phaseSpec, []string) {
+	phases := []phaseSpec{
+		{schema.PhaseDownload, t.Artifacts.Download.Commands, seconds(t.Limits.DownloadTimeoutS, e.cfg.DownloadTimeout), schema.ErrKindInstallFailed},
+		{schema.PhaseCompile, t.Artifacts.Compile.Commands, seconds(t.Limits.CompileTimeoutS, e.cfg.CompileTimeout), schema.ErrKindCompileFailed},
+		{schema.PhaseRun, t.Artifacts.Run.Commands, seconds(t.Limits.RunTimeoutS, e.cfg.RunTimeout), schema.ErrKindRunFailed},
+	}
+	var names []string
+	for _, ph := range phases {
+		if len(ph.cmds) > 0 || (ph.name == schema.PhaseDownload && t.Install != nil) {
+			names = append(names, ph.name)
+		}
+	}
+	return phases, names
+}
+
+// coding writes the task's files into the workspace ws: the coding phase.
+// A file the rules refuse ends the task (ok false, res says why); an error
+// is the worker's.
+func (e *Executor) coding(ws string, t *schema.NodeTask, res *schema.NodeResult, rec *recorder) (ok bool, err error) {
+	start := time.Now()
+	files := t.Artifacts.Coding.Workspace.Files
+	werr := WriteFiles(ws, files, e.cfg.Workspace)
+	coding := schema.PhaseResult{Name: schema.PhaseCoding, OK: werr == nil, Started: start.UTC(), DurationMS: time.Since(start).Milliseconds()}
+	if werr == nil {
+		res.Phases = append(res.Phases, coding)
+		rec.add(memory.EventPhaseComplete, schema.PhaseCoding, filesWritten(files))
+		return true, nil
+	}
+	coding.ExitCode = -1
+	coding.LogTail = werr.Error()
+	res.Phases = append(res.Phases, coding)
+	rec.add(memory.EventErrorEncountered, schema.PhaseCoding, werr.Error())
+	if errors.Is(werr, schema.ErrInvalidWorkspace) {
+		res.Error = &schema.ResultError{Phase: schema.PhaseCoding, Kind: schema.ErrKindInvalidWorkspace, Message: werr.Error()}
+		return false, nil
+	}
+	return false, werr
+}
+
+// installPhase runs the download phase with the iterative installer: its
+// commands, then up to Install.MaxSteps more asked of the model.
+func (e *Executor) installPhase(ctx context.Context, t *schema.NodeTask, ph phaseSpec, run phaseRun, log *os.File, res *schema.NodeResult,
+	rec *recorder) (*schema.ResultError, error) {
+	rec.add(memory.EventPhaseStarted, ph.name, strings.TrimSpace(phaseStarted(ph.cmds)+fmt.Sprintf("\nthen up to %d install commands asked of the model", t.Install.MaxSteps)))
+	pr, rerr, err := e.iterativeDownload(ctx, t, ph, run, log)
+	if err != nil {
+		return nil, err
+	}
+	res.Phases = append(res.Phases, pr)
+	rec.phaseEnded(pr, rerr)
+	return rerr, nil
+}
+
+// commandsPhase runs a phase of commands (compile, run, a download
+// without the installer) and adds its result to res: the compiler's
+// diagnostics, errors first, for a failed compile; the metrics of the run's
+// stdout. Its ResultError is the task's failure, its error the worker's.
+func (e *Executor) commandsPhase(ctx context.Context, ph phaseSpec, run phaseRun, log *os.File, met *metrics, res *schema.NodeResult,
+	rec *recorder) (*schema.ResultError, error) {
+	var diags *diagnostics
+	var stdoutLine func(string)
+	switch ph.name {
+	case schema.PhaseCompile:
+		diags = &diagnostics{}
+	case schema.PhaseRun:
+		stdoutLine = met.stdoutLine
+	}
+	rec.add(memory.EventPhaseStarted, ph.name, phaseStarted(ph.cmds))
+	pr, rerr, err := e.runPhase(ctx, ph, run, log, diags, stdoutLine)
+	if err != nil {
+		return nil, err
+	}
+	res.Phases = append(res.Phases, pr)
+	if diags != nil && rerr != nil {
+		res.Diagnostics = diags.errorsFirst()
+		if len(res.Diagnostics) > 0 {
+			d := res.Diagnostics[0]
+			rerr.Message += fmt.Sprintf("; first diagnostic: %s:%d:%d: %s: %s", d.File, d.Line, d.Column, d.Severity, d.Message)
+			var b strings.Builder
+			for _, d := range res.Diagnostics[:min(10, len(res.Diagnostics))] {
+				fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.File, d.Line, d.Column, d.Severity, d.Message)
+			}
+			rec.add(memory.EventCompileDiagnostics, ph.name, strings.TrimSpace(b.String()))
+		}
+	}
+	rec.phaseEnded(pr, rerr)
+	return rerr, nil
 }
 
 // collect reads what the run phase left: the expected outputs (found,
