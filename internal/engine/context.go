@@ -298,3 +298,35 @@ func hasOldPlans(dir string) bool {
 	fi, err := os.Stat(filepath.Join(dir, rundir.OldPlansDir))
 	return err == nil && fi.IsDir()
 }
+
+// nodeContext is what node n's prompt is told: the environment, the
+// resources, Phase 0's plan, its parent's code, output and feedback, the
+// change a hyperparameter or ablation node makes, and its memory. Its error
+// is the memory's.
+func (e *engine) nodeContext(ctx context.Context, n *search.Node, env, plan string) (prompt.Context, error) {
+	pc := e.promptContext(ctx)
+	pc.Environment, pc.Resources, pc.Phase0Plan = env, e.resources(ctx, n.ID), plan
+	if n.Parent != "" {
+		pc.Code = e.nodeCode(n.Parent)
+		pc.ExecutionOutput = e.section(ctx, e.nodeOutput(n.Parent), "results", "the execution output of a node: keep its errors, diagnostics and metrics")
+		if n.Kind == search.Debug || n.Kind == search.Improve {
+			pc.TimeFeedback, pc.PlotFeedback = e.feedback(n.Parent)
+		}
+	}
+	switch n.Kind {
+	case search.Hyperparam:
+		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, search.Hyperparam)
+	case search.Ablation:
+		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, search.Ablation)
+	case search.Draft:
+		pc.ExecutionOutput = ""
+	}
+	if e.mem != nil {
+		text, err := e.injectMemory(ctx, n.ID, n.Kind)
+		if err != nil {
+			return pc, err
+		}
+		pc.Memory = text
+	}
+	return pc, nil
+}

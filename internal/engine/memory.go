@@ -5,6 +5,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -91,6 +92,20 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 			e.log.Warn("memory write after the node failed", "node_id", n.ID, "err", err)
 		}
 	}
+	e.phaseEvents(ctx, n, task, o, warn)
+	warn(e.mem.ArchivalWrites(ctx, n.ID, e.nodeArchival(ctx, n, o, stage, warn)))
+	e.sweepMu.Lock()
+	e.sweepPending = append(e.sweepPending, n.ID)
+	e.sweepMu.Unlock()
+	e.sweep(ctx, false)
+}
+
+// phaseEvents are the recall events of node n's phases, by the engine
+// only where the worker did not write them (those it could not store came
+// back with the result; a task published without Recall, by a run resumed
+// from an earlier version, gets them from the result), and what the
+// download phase and the plots changed.
+func (e *engine) phaseEvents(ctx context.Context, n *search.Node, task *schema.NodeTask, o rundir.Outcome, warn func(error)) {
 	switch {
 	case o.Result == nil || o.Cached:
 	case task != nil && task.Recall != nil:
@@ -144,6 +159,12 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 			}
 		}
 	}
+}
+
+// nodeArchival are node n's archival entries: the [SUCCESS, stage:X] or
+// [ERROR] line (also its node_result event), its summary and plot
+// analysis, and the seed's snapshots of its code and results.
+func (e *engine) nodeArchival(ctx context.Context, n *search.Node, o rundir.Outcome, stage string, warn func(error)) []memory.ArchivalWriteParams {
 	var text string
 	var tags []string
 	if o.Buggy {
@@ -185,9 +206,75 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 				Context: "results of node " + n.ID})
 		}
 	}
-	warn(e.mem.ArchivalWrites(ctx, n.ID, writes))
-	e.sweepMu.Lock()
-	e.sweepPending = append(e.sweepPending, n.ID)
-	e.sweepMu.Unlock()
-	e.sweep(ctx, false)
+	return writes
+}
+
+// forkBranch gives node n its memory branch, forked from parent's, and
+// records its creation there once (a resumed run doing the node again
+// finds both).
+func (e *engine) forkBranch(ctx context.Context, n *search.Node, parent string) error {
+	if e.mem == nil {
+		return nil
+	}
+	_, err := e.mem.Fork(ctx, n.ID, parent)
+	redo := errors.Is(err, memory.ErrBranchExists) // a resumed run doing the node again
+	if err != nil && !redo {
+		return err
+	}
+	if redo {
+		created, err := e.hasEvent(ctx, n.ID, memory.EventNodeCreated)
+		if err != nil || created {
+			return err
+		}
+	}
+	payload := fmt.Sprintf("%s node %s created in stage %s", n.Kind, n.ID, search.StageName(max(n.Stage, 1)))
+	if n.Parent != "" {
+		payload += " from " + n.Parent
+	}
+	_, err = e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventNodeCreated, NodeID: n.ID, Payload: payload})
+	return err
+}
+
+// codeGenerated records in node n's branch the files and commands the
+// model wrote.
+func (e *engine) codeGenerated(ctx context.Context, n *search.Node, a schema.Artifacts) error {
+	if e.mem == nil {
+		return nil
+	}
+	files := make([]string, 0, len(a.Coding.Workspace.Files))
+	for _, f := range a.Coding.Workspace.Files {
+		files = append(files, fmt.Sprintf("%s (%d bytes)", f.Path, len(f.Content)))
+	}
+	payload := fmt.Sprintf("%s code: %s; commands: download %d, compile %d, run %d", n.Kind, strings.Join(files, ", "),
+		len(a.Download.Commands), len(a.Compile.Commands), len(a.Run.Commands))
+	_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventCodeGenerated, NodeID: n.ID, Phase: schema.PhaseCoding,
+		Payload: payload})
+	return err
+}
+
+// iterativeInstall makes the planned download commands of task t the goal
+// of the worker's iterative installer (phase1.mode: iterative), which runs
+// them one at a time under the model's eye and adapts when one fails; the
+// installer sees the node's memory (what earlier nodes found installed,
+// missing or broken).
+func (e *engine) iterativeInstall(ctx context.Context, n *search.Node, t *schema.NodeTask, notes []string) {
+	dl := t.Artifacts.Download.Commands
+	if e.spec.Phase1.Mode != "iterative" || len(dl) == 0 {
+		return
+	}
+	goal := "Run or adapt these planned commands:\n" + strings.Join(dl, "\n")
+	for _, note := range notes {
+		if strings.HasPrefix(note, "download: ") {
+			goal = strings.TrimPrefix(note, "download: ") + "\n\n" + goal
+		}
+	}
+	t.Install = &schema.Install{Goal: goal, MaxSteps: e.spec.Phase1.MaxSteps}
+	if e.mem != nil {
+		if rd, err := e.mem.RenderForPrompt(ctx, n.ID, "install download setup "+goal, installMemoryChars); err == nil {
+			t.Install.Memory = rd.Text
+		} else {
+			e.log.Warn("memory not rendered for the installer", "node_id", n.ID, "err", err)
+		}
+	}
+	t.Artifacts.Download.Commands = nil
 }

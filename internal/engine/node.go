@@ -30,8 +30,11 @@ const (
 	planFile    = rundir.Phase0Plan // written last of Phase 0's files: a resume finds Phase 0 done
 )
 
-// searchResult is what the search learns of an outcome.
-func searchResult(o rundir.Outcome) search.Result {
+// searchResult is what the search learns of an outcome (none: nothing).
+func searchResult(o *rundir.Outcome) search.Result {
+	if o == nil {
+		return search.Result{}
+	}
 	r := search.Result{Buggy: o.Buggy, Reason: o.Reason, NotRun: o.NotRun}
 	if o.Metric != nil {
 		r.Metric, r.HasMetric = *o.Metric, true
@@ -45,37 +48,21 @@ type runner struct{ e *engine }
 func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error) {
 	e := r.e
 	defer e.usage.save()
-	dir := filepath.Join(e.dir, nodesDir, n.ID)
-	fresh, err := makeNodeDir(dir)
-	if err != nil {
-		return search.Result{}, err
+	ended, published, err := e.openNode(n.ID)
+	if err != nil || ended != nil {
+		// Ended before a crash that came before the journal recorded it.
+		return searchResult(ended), err
 	}
-	var o rundir.Outcome
 	var task schema.NodeTask
-	ok := false
-	if fresh {
-		e.own.Store(n.ID, ownNode{})
-		if e.logs != nil {
-			e.logs.New(n.ID)
-		}
+	if published != nil {
+		task = *published
 	} else {
-		e.own.Delete(n.ID)
-		if ok, err := readJSON(filepath.Join(dir, outcomeFile), &o); err != nil || ok {
-			// Ended before a crash that came before the journal recorded it.
-			return searchResult(o), err
-		}
-		if ok, err = readJSON(filepath.Join(dir, taskFile), &task); err != nil {
-			return search.Result{}, err
-		}
-	}
-	if !ok {
 		t, why, err := r.prepare(ctx, n)
 		if err != nil {
 			return search.Result{}, err // ctx ended: the node stays unfinished
 		}
 		if why != "" {
-			o = rundir.Outcome{Node: n.ID, Buggy: true, NotRun: true, Reason: why}
-			return r.end(ctx, n, nil, o)
+			return r.end(ctx, n, nil, rundir.Outcome{Node: n.ID, Buggy: true, NotRun: true, Reason: why})
 		}
 		task = *t
 		if err := e.saveTask(n.ID, &task); err != nil {
@@ -87,7 +74,7 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 		res.RunID, res.NodeID, res.Attempt = e.runID, task.NodeID, task.Attempt
 		// The files are those of the node that ran, not of this one.
 		res.Artifacts, res.ArtifactsNote = nil, "not run: the result of an identical earlier node was reused; its files are in that node's directory"
-		o = e.evaluate(n.ID, &res, nil)
+		o := e.evaluate(n.ID, &res, nil)
 		o.Cached = true
 		e.log.Info("result cache hit: the node was not run again", "node_id", n.ID)
 		return r.end(ctx, n, &task, o)
@@ -119,22 +106,10 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 	case <-ctx.Done():
 		return search.Result{}, ctx.Err()
 	}
-	o = r.assess(ctx, n, e.evaluate(n.ID, got.Result, got.DeadLetter))
+	o := r.assess(ctx, n, e.evaluate(n.ID, got.Result, got.DeadLetter))
 	o.Summary = r.summarize(ctx, n, o)
 	if got.Result != nil {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-		if err := dispatch.FetchArtifacts(fctx, e.p.Queue, e.dir, got.Result); err != nil {
-			o.ArtifactsError = err.Error()
-			e.log.Error("artifacts not fetched", "node_id", n.ID, "err", err)
-		}
-		cancel()
-		if got.Result.ArtifactsNote != "" {
-			// The worker could not bring every file home (a size cap, an
-			// upload that failed): the user learns it here, not only in
-			// result.json.
-			e.log.Warn("artifacts incomplete", "node_id", n.ID, "note", got.Result.ArtifactsNote)
-		}
-		o.PlotAnalysis = r.analyzePlots(ctx, n, o)
+		r.bringHome(ctx, n, got.Result, &o)
 	}
 	if got.Result != nil && got.Result.OK() {
 		if err := e.cache.Put(key, *got.Result); err != nil {
@@ -142,6 +117,52 @@ func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error)
 		}
 	}
 	return r.end(ctx, n, &task, o)
+}
+
+// openNode makes node id's directory, or reads what it holds from before a
+// crash: the node's outcome when it ended, else its task when it was
+// published.
+func (e *engine) openNode(id string) (ended *rundir.Outcome, published *schema.NodeTask, err error) {
+	dir := filepath.Join(e.dir, nodesDir, id)
+	fresh, err := makeNodeDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fresh {
+		e.own.Store(id, ownNode{})
+		if e.logs != nil {
+			e.logs.New(id)
+		}
+		return nil, nil, nil
+	}
+	e.own.Delete(id)
+	var o rundir.Outcome
+	if ok, err := readJSON(filepath.Join(dir, outcomeFile), &o); err != nil || ok {
+		return &o, nil, err
+	}
+	var t schema.NodeTask
+	if ok, err := readJSON(filepath.Join(dir, taskFile), &t); err != nil || !ok {
+		return nil, nil, err
+	}
+	return nil, &t, nil
+}
+
+// bringHome fetches the files of node n's result into its directory and
+// has the vision model read its plots.
+func (r *runner) bringHome(ctx context.Context, n *search.Node, res *schema.NodeResult, o *rundir.Outcome) {
+	e := r.e
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	if err := dispatch.FetchArtifacts(fctx, e.p.Queue, e.dir, res); err != nil {
+		o.ArtifactsError = err.Error()
+		e.log.Error("artifacts not fetched", "node_id", n.ID, "err", err)
+	}
+	cancel()
+	if res.ArtifactsNote != "" {
+		// The worker could not bring every file home (a size cap, an upload
+		// that failed): the user learns it here, not only in result.json.
+		e.log.Warn("artifacts incomplete", "node_id", n.ID, "note", res.ArtifactsNote)
+	}
+	o.PlotAnalysis = r.analyzePlots(ctx, n, *o)
 }
 
 // evaluate turns a task's answer into the node's outcome.
@@ -213,7 +234,7 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	}
 	e.log.Info("node finished", "node_id", n.ID, "kind", n.Kind, "stage", n.Stage, "buggy", o.Buggy, "reason", firstLine(o.Reason),
 		"metric", metricText(o.Metric), "cached", o.Cached)
-	return searchResult(o), nil
+	return searchResult(&o), nil
 }
 
 // memoryLost reports whether the memory store has lost the run's memory:
@@ -258,27 +279,8 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 			return fail("memory", err)
 		}
 	}
-	if e.mem != nil {
-		_, err := e.mem.Fork(ctx, n.ID, parent)
-		redo := errors.Is(err, memory.ErrBranchExists) // a resumed run doing the node again
-		if err != nil && !redo {
-			return fail("memory", err)
-		}
-		created := false
-		if redo {
-			if created, err = e.hasEvent(ctx, n.ID, memory.EventNodeCreated); err != nil {
-				return fail("memory", err)
-			}
-		}
-		payload := fmt.Sprintf("%s node %s created in stage %s", n.Kind, n.ID, search.StageName(max(n.Stage, 1)))
-		if n.Parent != "" {
-			payload += " from " + n.Parent
-		}
-		if !created {
-			if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventNodeCreated, NodeID: n.ID, Payload: payload}); err != nil {
-				return fail("memory", err)
-			}
-		}
+	if err := e.forkBranch(ctx, n, parent); err != nil {
+		return fail("memory", err)
 	}
 	e.refreshEnvironment(ctx)
 	env := e.currentEnv()
@@ -286,29 +288,9 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 	if err != nil {
 		return fail("phase 0", err)
 	}
-	pc := e.promptContext(ctx)
-	pc.Environment, pc.Resources, pc.Phase0Plan = env.text, e.resources(ctx, n.ID), plan
-	if n.Parent != "" {
-		pc.Code = e.nodeCode(n.Parent)
-		pc.ExecutionOutput = e.section(ctx, e.nodeOutput(n.Parent), "results", "the execution output of a node: keep its errors, diagnostics and metrics")
-		if n.Kind == search.Debug || n.Kind == search.Improve {
-			pc.TimeFeedback, pc.PlotFeedback = e.feedback(n.Parent)
-		}
-	}
-	switch n.Kind {
-	case search.Hyperparam:
-		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, search.Hyperparam)
-	case search.Ablation:
-		pc.BaseCode, pc.Code, pc.Change = pc.Code, "", e.changeIdea(n, search.Ablation)
-	case search.Draft:
-		pc.ExecutionOutput = ""
-	}
-	if e.mem != nil {
-		text, err := e.injectMemory(ctx, n.ID, n.Kind)
-		if err != nil {
-			return fail("memory", err)
-		}
-		pc.Memory = text
+	pc, err := e.nodeContext(ctx, n, env.text, plan)
+	if err != nil {
+		return fail("memory", err)
 	}
 	msgs, err := prompt.Build(prompt.Kind(n.Kind), pc)
 	if err != nil {
@@ -327,42 +309,12 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 		redact := e.spec.Memory.Config.RedactSecrets
 		t.Recall = &schema.TaskRecall{RedactSecrets: redact == nil || *redact}
 	}
-	if dl := a.Phases.Download.Commands; e.spec.Phase1.Mode == "iterative" && len(dl) > 0 {
-		// The planned download commands become the goal of the worker's
-		// iterative installer, which runs them one at a time under the
-		// model's eye and adapts when one fails.
-		goal := "Run or adapt these planned commands:\n" + strings.Join(dl, "\n")
-		for _, note := range a.Notes {
-			if strings.HasPrefix(note, "download: ") {
-				goal = strings.TrimPrefix(note, "download: ") + "\n\n" + goal
-			}
-		}
-		t.Install = &schema.Install{Goal: goal, MaxSteps: e.spec.Phase1.MaxSteps}
-		if e.mem != nil {
-			// The installer sees the node's memory: what earlier nodes
-			// found installed, missing or broken.
-			if rd, err := e.mem.RenderForPrompt(ctx, n.ID, "install download setup "+goal, installMemoryChars); err == nil {
-				t.Install.Memory = rd.Text
-			} else {
-				e.log.Warn("memory not rendered for the installer", "node_id", n.ID, "err", err)
-			}
-		}
-		t.Artifacts.Download.Commands = nil
-	}
+	e.iterativeInstall(ctx, n, t, a.Notes)
 	if err := t.Validate(); err != nil {
 		return fail("task", err)
 	}
-	if e.mem != nil {
-		files := make([]string, 0, len(a.Phases.Coding.Workspace.Files))
-		for _, f := range a.Phases.Coding.Workspace.Files {
-			files = append(files, fmt.Sprintf("%s (%d bytes)", f.Path, len(f.Content)))
-		}
-		payload := fmt.Sprintf("%s code: %s; commands: download %d, compile %d, run %d", n.Kind, strings.Join(files, ", "),
-			len(a.Phases.Download.Commands), len(a.Phases.Compile.Commands), len(a.Phases.Run.Commands))
-		if _, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventCodeGenerated, NodeID: n.ID, Phase: schema.PhaseCoding,
-			Payload: payload}); err != nil {
-			return fail("memory", err)
-		}
+	if err := e.codeGenerated(ctx, n, a.Phases); err != nil {
+		return fail("memory", err)
 	}
 	return t, "", nil
 }
