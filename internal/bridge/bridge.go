@@ -352,36 +352,9 @@ func (b *Bridge) Tick(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	names := make([]string, 0, len(cfg.Queues))
-	for _, p := range cfg.Pools() {
-		names = append(names, cfg.Name+"-"+p)
-	}
-	all, err := b.slurm.Jobs(ctx, names)
+	mine, alive, err := b.ourJobs(ctx, cfg)
 	if err != nil {
-		b.mu.Lock()
-		for _, st := range b.status {
-			st.LastError = "squeue: " + err.Error()
-		}
-		b.mu.Unlock()
-		b.saveStatus(ctx)
 		return err // nothing is submitted without knowing what runs
-	}
-	b.mu.Lock()
-	for _, st := range b.status {
-		if strings.HasPrefix(st.LastError, "squeue: ") {
-			st.LastError = "" // squeue answers again
-		}
-	}
-	b.mu.Unlock()
-	mine := map[string][]Job{}
-	alive := map[string]bool{}
-	for _, j := range all {
-		if j.Comment != comment(cfg.Name) {
-			continue // same name, someone else's job
-		}
-		pool := strings.TrimPrefix(j.Name, cfg.Name+"-")
-		mine[pool] = append(mine[pool], j)
-		alive[j.ID] = true
 	}
 	b.resumeRequested(ctx, cfg)
 
@@ -389,20 +362,7 @@ func (b *Bridge) Tick(ctx context.Context) error {
 	for _, s := range stats {
 		backlog[s.Pool] = s.Pending + s.InFlight
 	}
-	for pool, n := range backlog {
-		if _, ok := cfg.Queues[pool]; ok || n == 0 {
-			continue
-		}
-		b.mu.Lock()
-		st := b.status[pool]
-		if st == nil {
-			st = &PoolStatus{Pool: pool}
-			b.status[pool] = st
-			b.log.Warn("tasks wait in a pool no allocation queue serves: nothing is submitted for them", "pool", pool, "backlog", n)
-		}
-		st.NoQueue, st.Backlog, st.Updated = true, n, time.Now().UTC()
-		b.mu.Unlock()
-	}
+	b.unserved(cfg, backlog)
 	for _, pool := range cfg.Pools() {
 		q := cfg.Queues[pool]
 		jobs := mine[pool]
@@ -437,29 +397,7 @@ func (b *Bridge) Tick(ctx context.Context) error {
 		if paused || want <= 0 {
 			continue
 		}
-		for range want {
-			id, err := b.slurm.Submit(ctx, scripts[pool])
-			b.Metrics.Submitted(pool, err == nil)
-			b.mu.Lock()
-			if err != nil {
-				st.Failures++
-				st.LastError = "sbatch: " + err.Error()
-				fails := st.Failures
-				b.mu.Unlock()
-				b.log.Warn("worker job not submitted", "pool", pool, "failures_in_a_row", fails, "err", err)
-				if fails >= cfg.PauseAfter {
-					b.pause(pool, fmt.Sprintf("%d submissions failed in a row; last: %v", fails, err))
-				}
-				break
-			}
-			st.Failures, st.LastError = 0, ""
-			st.Submitted++
-			st.Pending++
-			b.jobs[id] = pool
-			alive[id] = true
-			b.mu.Unlock()
-			b.log.Info("worker job submitted", "pool", pool, "job_id", id, "backlog", n)
-		}
+		b.submit(ctx, cfg, pool, scripts[pool], want, n, alive)
 	}
 	b.mu.Lock()
 	for id := range b.jobs {
@@ -470,6 +408,91 @@ func (b *Bridge) Tick(ctx context.Context) error {
 	b.mu.Unlock()
 	b.saveStatus(ctx)
 	return nil
+}
+
+// ourJobs are the bridge's jobs by pool (one squeue; a job of the same
+// name without the bridge's comment is someone else's) and the ids of all
+// of them. A failed squeue is every pool's last error until it answers.
+func (b *Bridge) ourJobs(ctx context.Context, cfg *Config) (map[string][]Job, map[string]bool, error) {
+	names := make([]string, 0, len(cfg.Queues))
+	for _, p := range cfg.Pools() {
+		names = append(names, cfg.Name+"-"+p)
+	}
+	all, err := b.slurm.Jobs(ctx, names)
+	b.mu.Lock()
+	for _, st := range b.status {
+		switch {
+		case err != nil:
+			st.LastError = "squeue: " + err.Error()
+		case strings.HasPrefix(st.LastError, "squeue: "):
+			st.LastError = "" // squeue answers again
+		}
+	}
+	b.mu.Unlock()
+	if err != nil {
+		b.saveStatus(ctx)
+		return nil, nil, err
+	}
+	mine := map[string][]Job{}
+	alive := map[string]bool{}
+	for _, j := range all {
+		if j.Comment != comment(cfg.Name) {
+			continue // same name, someone else's job
+		}
+		pool := strings.TrimPrefix(j.Name, cfg.Name+"-")
+		mine[pool] = append(mine[pool], j)
+		alive[j.ID] = true
+	}
+	return mine, alive, nil
+}
+
+// unserved notes the pools with a backlog that no allocation queue serves:
+// nothing is submitted for them, and the status says so.
+func (b *Bridge) unserved(cfg *Config, backlog map[string]uint64) {
+	for pool, n := range backlog {
+		if _, ok := cfg.Queues[pool]; ok || n == 0 {
+			continue
+		}
+		b.mu.Lock()
+		st := b.status[pool]
+		if st == nil {
+			st = &PoolStatus{Pool: pool}
+			b.status[pool] = st
+			b.log.Warn("tasks wait in a pool no allocation queue serves: nothing is submitted for them", "pool", pool, "backlog", n)
+		}
+		st.NoQueue, st.Backlog, st.Updated = true, n, time.Now().UTC()
+		b.mu.Unlock()
+	}
+}
+
+// submit submits want worker jobs of pool, stopping at the first failure
+// (the pool pauses after PauseAfter in a row); the jobs submitted join
+// alive.
+func (b *Bridge) submit(ctx context.Context, cfg *Config, pool, script string, want int, backlog uint64, alive map[string]bool) {
+	for range want {
+		id, err := b.slurm.Submit(ctx, script)
+		b.Metrics.Submitted(pool, err == nil)
+		b.mu.Lock()
+		st := b.status[pool]
+		if err != nil {
+			st.Failures++
+			st.LastError = "sbatch: " + err.Error()
+			fails := st.Failures
+			b.mu.Unlock()
+			b.log.Warn("worker job not submitted", "pool", pool, "failures_in_a_row", fails, "err", err)
+			if fails >= cfg.PauseAfter {
+				b.pause(pool, fmt.Sprintf("%d submissions failed in a row; last: %v", fails, err))
+			}
+			return
+		}
+		st.Failures, st.LastError = 0, ""
+		st.Submitted++
+		st.Pending++
+		b.jobs[id] = pool
+		alive[id] = true
+		b.mu.Unlock()
+		b.log.Info("worker job submitted", "pool", pool, "job_id", id, "backlog", backlog)
+	}
 }
 
 // resumeRequested unpauses the queues `slurm-bridge resume` asked for.
