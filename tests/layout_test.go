@@ -2,9 +2,14 @@ package tests
 
 import (
 	"bufio"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -221,4 +226,50 @@ func sameLetters(a, b string) bool {
 	slices.Sort(x)
 	slices.Sort(y)
 	return slices.Equal(x, y)
+}
+
+// TestCodeShape: the sizes a reader can hold: no Go file (tests aside) over
+// 600 lines, no file of a main package over 200, and no function over 80
+// lines without a "Long:" paragraph in its comment saying why.
+func TestCodeShape(t *testing.T) {
+	t.Parallel()
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "bin" || d.Name() == "testdata" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimPrefix(path, "../")
+		lines := fset.File(f.Pos()).LineCount()
+		switch {
+		case lines > 600:
+			t.Errorf("%s has %d lines (at most 600: split it by concern)", rel, lines)
+		case strings.HasPrefix(rel, "cmd/") && lines > 200:
+			t.Errorf("%s has %d lines (a main's files at most 200: its work belongs in a package)", rel, lines)
+		}
+		for _, decl := range f.Decls {
+			fd, ok := decl.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			n := fset.Position(fd.End()).Line - fset.Position(fd.Pos()).Line + 1
+			if n > 80 && (fd.Doc == nil || !strings.Contains(fd.Doc.Text(), "Long:")) {
+				t.Errorf("%s:%d: %s has %d lines (over 80: split it, or say why not in a \"Long:\" paragraph of its comment)",
+					rel, fset.Position(fd.Pos()).Line, fd.Name.Name, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -126,6 +126,8 @@ const defaultChunk = 4
 
 // child runs the workers and the endpoint until its stdin closes; it
 // prints the endpoint's URL first.
+//
+// Long: the child process's side of the benchmark, step by step.
 func child(natsURL string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
@@ -222,6 +224,9 @@ type options struct {
 }
 
 // measure grows a tree of n nodes in o.base, then resumes the finished run.
+//
+// Long: the benchmark's scenario step by step, as BENCHMARKS.md describes
+// it; its result lines are printed in one place.
 func measure(n int, o options) (string, error) {
 	ctx := context.Background()
 	workers, slots := o.workers, o.slots

@@ -130,6 +130,9 @@ func withStore(storeName string, fn func(ctx context.Context, store *benchStore,
 }
 
 // replay runs the trace's ops against store and prints the report.
+//
+// Long: the replay of a recorded run's memory calls, step by step, as
+// BENCHMARKS.md describes it.
 func replay(ctx context.Context, store *benchStore, tmp, trace, storeName string, ops []op, out, log io.Writer) error {
 	var err error
 	m := memory.New(store, memory.Config{}, memory.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

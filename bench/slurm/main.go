@@ -38,6 +38,11 @@ func main() {
 	}
 }
 
+// run starts the Slurm of the benchmark, submits n worker jobs through the
+// bridge and prints the result lines.
+//
+// Long: the benchmark's scenario step by step, as BENCHMARKS.md describes
+// it.
 func run(n int, binDir, services string) error {
 	binDir, err := filepath.Abs(binDir)
 	if err != nil {

@@ -66,6 +66,9 @@ func (o *Outcome) OK() bool { return o.Result != nil && o.Result.OK() }
 // letter, or ctx ends. The outcomes are in the order of the tasks; when ctx
 // ends first, those without an answer have neither Result nor DeadLetter and
 // the error is ctx's.
+//
+// Long: the wait loop's cases share the outcomes and their index; split,
+// they would need all of it.
 func Exec(ctx context.Context, q *queue.Queue, p ExecParams) ([]Outcome, error) {
 	if p.RunID == "" {
 		p.RunID = NewRunID()

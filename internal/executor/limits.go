@@ -21,6 +21,9 @@ const (
 // where the slot has a uid of its own), its memory limit (a cgroup where
 // the worker may create one, else RLIMIT_AS), and says how in the result.
 // run.release undoes it.
+//
+// Long: one block per limit (CPUs, processes, memory), each with its
+// fallback and the words the result uses for it.
 func (e *Executor) enforce(t *schema.NodeTask, slot worker.Slot, run *phaseRun) *schema.Enforced {
 	enf := &schema.Enforced{GPUs: slot.GPUs, DiskMB: run.diskMB}
 	var notes []string

@@ -73,6 +73,10 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 // to stdoutLine and, with diags, both streams' lines to the diagnostics
 // parser. It returns the phase's record, the task error if the phase failed,
 // or an error if the worker failed (or ctx ended: then ctx's error).
+//
+// Long: each command's plumbing (captures, log file, line readers,
+// diagnostics) is set up and torn down in one place, so that a reader sees
+// every pipe drained before the phase's record is made.
 func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *os.File, diags *diagnostics, stdoutLine func(string)) (schema.PhaseResult, *schema.ResultError, error) {
 	pr := schema.PhaseResult{Name: ph.name, Started: time.Now().UTC(), LogRef: f.Name()}
 	limit := int(min(run.maxOut, 1<<30))

@@ -117,6 +117,10 @@ func ShellArgv(line string, login bool) []string {
 // after KillGrace. The group is signalled only while its leader is not yet
 // reaped, so its id cannot have been reused by an unrelated process: Run
 // never signals anything but what the command started.
+//
+// Long: starting, waiting, reaping and signalling the process group are in
+// one function on purpose: the group is signalled only while its leader is
+// unreaped, an order that must be read whole.
 func Run(ctx context.Context, c Command) (Outcome, error) {
 	grace := c.KillGrace
 	if grace <= 0 {

@@ -90,6 +90,9 @@ type Sandbox struct {
 // process groups) with the reason when no namespace can be made; in
 // required mode that is an error wrapping ErrIsolation. reachDir is a
 // directory (the runs directory) the sandbox user must be able to reach.
+//
+// Long: the probes from the strongest isolation to the weakest, each with
+// the reason it failed kept for the note; the order is the point.
 func NewSandbox(ctx context.Context, cfg SandboxConfig, reachDir string) (*Sandbox, string, error) {
 	switch cfg.Mode {
 	case "", IsolationAuto, IsolationRequired:

@@ -84,6 +84,8 @@ func DetectToolchains(ctx context.Context, env []string, login bool, log *slog.L
 }
 
 // parseDetection reads detectScript's output.
+//
+// Long: one case per line kind of detectScript's output.
 func parseDetection(s string) Toolchains {
 	t := Toolchains{Versions: map[string]string{}}
 	sections := map[string][]string{}

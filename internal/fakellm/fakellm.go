@@ -177,6 +177,10 @@ func (s *Server) Count(kind string) int {
 	return s.kindN[kind]
 }
 
+// serve answers one request as the API would.
+//
+// Long: the endpoint's handling of a request in the order the API applies
+// its checks (method, path, key, body, rules), then the reply.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.arrived.Add(1)
 	want := "/v1/chat/completions"

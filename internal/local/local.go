@@ -84,33 +84,8 @@ func Start(ctx context.Context, p Params) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The server also listens on a loopback port, with a password recorded
-	// in the run directory (mode 0600), so that other processes of the user
-	// (scheduler status, ls, logs, cancel) reach the run while it goes.
-	password, err := randomSecret()
+	srv, nc, q, err := startServer(ctx, runDir, p.Queue, log)
 	if err != nil {
-		return nil, err
-	}
-	srv, err := embedded.Start(embedded.Options{StoreDir: rundir.Dir(runDir).Path(rundir.NATSDir),
-		Listen: true, Host: "127.0.0.1", User: "hpcq", Password: password})
-	if err != nil {
-		return nil, err
-	}
-	if err := rundir.Dir(runDir).WriteServer(rundir.Server{URL: srv.ClientURL(), User: "hpcq", Password: password, PID: os.Getpid()}); err != nil {
-		srv.Shutdown()
-		return nil, fmt.Errorf("local: %s: %w", rundir.ServerFile, err)
-	}
-	nc, err := srv.Connect("hpcq-local")
-	if err != nil {
-		_ = os.Remove(rundir.Dir(runDir).Path(rundir.ServerFile))
-		srv.Shutdown()
-		return nil, err
-	}
-	q, err := queue.New(ctx, nc, p.Queue, log)
-	if err != nil {
-		nc.Close()
-		_ = os.Remove(rundir.Dir(runDir).Path(rundir.ServerFile))
-		srv.Shutdown()
 		return nil, err
 	}
 	l := &Cluster{Server: srv, Conn: nc, Queue: q, RunID: filepath.Base(runDir), failed: make(chan struct{}), dir: rundir.Dir(runDir)}
@@ -149,6 +124,41 @@ func Start(ctx context.Context, p Params) (*Cluster, error) {
 		}()
 	}
 	return l, nil
+}
+
+// startServer starts the embedded server of runDir and a queue on it. The
+// server also listens on a loopback port, with a password recorded in the
+// run directory (mode 0600), so that other processes of the user
+// (scheduler status, ls, logs, cancel) reach the run while it goes.
+func startServer(ctx context.Context, runDir string, opts queue.Options, log *slog.Logger) (*embedded.Server, *nats.Conn, *queue.Queue, error) {
+	password, err := randomSecret()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	srv, err := embedded.Start(embedded.Options{StoreDir: rundir.Dir(runDir).Path(rundir.NATSDir),
+		Listen: true, Host: "127.0.0.1", User: "hpcq", Password: password})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	serverFile := rundir.Dir(runDir).Path(rundir.ServerFile)
+	if err := rundir.Dir(runDir).WriteServer(rundir.Server{URL: srv.ClientURL(), User: "hpcq", Password: password, PID: os.Getpid()}); err != nil {
+		srv.Shutdown()
+		return nil, nil, nil, fmt.Errorf("local: %s: %w", rundir.ServerFile, err)
+	}
+	nc, err := srv.Connect("hpcq-local")
+	if err != nil {
+		_ = os.Remove(serverFile)
+		srv.Shutdown()
+		return nil, nil, nil, err
+	}
+	q, err := queue.New(ctx, nc, opts, log)
+	if err != nil {
+		nc.Close()
+		_ = os.Remove(serverFile)
+		srv.Shutdown()
+		return nil, nil, nil, err
+	}
+	return srv, nc, q, nil
 }
 
 // Close drains the workers, then stops the server. It returns the workers'

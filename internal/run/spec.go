@@ -286,6 +286,9 @@ func loadSpec(path string, fill func(*Spec)) (Spec, error) {
 }
 
 // Validate reports the first invalid field.
+//
+// Long: one check per key of run.yaml, in the order of the file, so that a
+// reader sees every rule.
 func (s Spec) Validate() error {
 	switch s.Shell {
 	case "", "plain", "login":

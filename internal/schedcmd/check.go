@@ -41,6 +41,9 @@ type CheckOptions struct {
 // results and which model would answer, and what is sent to it. It starts
 // nothing; with Probe it asks the endpoint once (an error when it
 // refuses). An invalid setting is cli.ErrInvalidInput naming the key.
+//
+// Long: it prints the resolved settings in the order a user reads them, one
+// short block per setting.
 func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
 	if o.Out == nil {
 		o.Out = os.Stdout

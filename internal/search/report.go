@@ -75,6 +75,8 @@ type ReportParams struct {
 // WriteReport writes report.md: the best node and the path of decisions
 // that led to it, the counts per kind and outcome, the failures met, and
 // the LLM usage.
+//
+// Long: report.md written top to bottom, one block per section.
 func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
 	nodes := t.Nodes()
 	byID := map[string]Node{}

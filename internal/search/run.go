@@ -40,6 +40,10 @@ type Stats struct {
 // on. It stops early when ctx ends (running nodes finish; one whose
 // runner returns an error because ctx ended stays unfinished) or the tree's
 // journal fails (Err says why).
+//
+// Long: the loop that starts and collects nodes holds its state (slots,
+// running nodes, the stage's count) in locals that its select cases share;
+// split, they would become a struct whose every method needs all of it.
 func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, mode Mode) Stats {
 	if p.Rand == nil {
 		p.Rand = rand.New(rand.NewPCG(1, 2))

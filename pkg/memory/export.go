@@ -92,6 +92,10 @@ func (m *Memory) Export(ctx context.Context, p ExportParams) (Exported, error) {
 	return e, err
 }
 
+// export builds the export of the branches from p.Root to p.Best.
+//
+// Long: the export document written top to bottom, one block per section
+// of the seed's final_memory_for_paper.
 func (m *Memory) export(ctx context.Context, p ExportParams) (Exported, error) {
 	out := Exported{Root: p.Root, Best: p.Best, Generated: m.opts.Now().UTC(), Core: map[string]string{},
 		Decisions: []ExportEvent{}, Results: []ExportEvent{}, Errors: []ExportError{}}

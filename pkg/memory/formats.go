@@ -493,6 +493,8 @@ func writeDiff(b *strings.Builder, parent, child State) {
 func sameFact(a, b StateFact) bool { return a.Text == b.Text && slices.Equal(a.Tags, b.Tags) }
 
 // DecodeDelta reads EncodeDelta's output back into the states.
+//
+// Long: one case per field of EncodeDelta's format, in its order.
 func DecodeDelta(text string) (Tree, error) {
 	var t Tree
 	states := map[string]int{} // branch -> index in t.Branches

@@ -98,6 +98,9 @@ func (c *compressCache) put(k, v string) {
 // over its share is compressed (cached, up to max_compression_iterations
 // rounds) and, if that fails or still overflows, truncated with a visible
 // marker. A section cut to nothing says so.
+//
+// Long: the sections in the order the prompt shows them, each with its share
+// of the budget; the shares depend on what the sections before them used.
 func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, budgetChars int) (Rendered, error) {
 	start := time.Now()
 	if budgetChars <= 0 {

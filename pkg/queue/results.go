@@ -34,6 +34,9 @@ type Watch struct {
 // WatchRun starts reading the results of run from the beginning of its
 // subject, and the dead letters of every pool that name run and were
 // written after since. Results that do not validate are logged and skipped.
+//
+// Long: two consumers (results, dead letters) started and torn down
+// together; their error paths must undo each other in order.
 func (q *Queue) WatchRun(ctx context.Context, run string, since time.Time) (*Watch, error) {
 	if err := schema.CheckToken("run_id", run, true); err != nil {
 		return nil, err

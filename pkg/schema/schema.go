@@ -352,6 +352,9 @@ func checkCommands(field string, cmds []string) error {
 // ErrInvalidMessage (and ErrUnknownVersion for a wrong "v") and names the
 // field. The paths of workspace files get their full check when the worker
 // writes them; Validate rejects only what is never acceptable.
+//
+// Long: one check per field, in the order of the message, so that a reader
+// sees every rule and none is missed.
 func (t *NodeTask) Validate() error {
 	switch t.Shell {
 	case "", "plain", "login":

@@ -227,6 +227,9 @@ func dialRedis(ctx context.Context, o Options) (*redis.Client, error) {
 // Open connects to both servers, applies the ClickHouse migrations, opens
 // the spool and replays what it holds. Redis must answer at Open (the run's
 // branches live there); ClickHouse may be away (its rows are spooled).
+//
+// Long: the store's start in order (Redis, ClickHouse, migrations, spool,
+// replay), each undone by the steps after it when it fails.
 func Open(ctx context.Context, o Options) (*Store, error) {
 	if err := checkRun(o.Run); err != nil {
 		return nil, err

@@ -317,6 +317,8 @@ func testRecall(t *testing.T, s memory.Store, _ *Clock) {
 // OutageStore) returns what CoreList, RecallSummaryGet and RecallList give,
 // and RecallUnfolded what RecallSummaryGet and RecallList's Total give, in a
 // tree with writes after its forks, a tombstone and summaries.
+//
+// Long: one conformance scenario, its steps and assertions in order.
 func testView(t *testing.T, s memory.Store, clock *Clock) {
 	ctx := context.Background()
 	fork(t, s, "root", "")

@@ -170,6 +170,9 @@ CREATE VIEW IF NOT EXISTS recall_events AS
 `
 
 // Open opens (creating if needed) the store in the file at path.
+//
+// Long: the store's start in order (file, pragmas, schema, journal replay,
+// mirrors), each undone by the steps after it when it fails.
 func Open(path string, o Options) (*Store, error) {
 	if o.Now == nil {
 		o.Now = time.Now
@@ -294,6 +297,9 @@ func openReadOnly(db *sql.DB, o Options) (*Store, error) {
 }
 
 // loadIndex rebuilds the in-memory mirrors and indexes from the tables.
+//
+// Long: one query per table, each filling its mirror, in the order the
+// mirrors depend on each other.
 func (s *Store) loadIndex() error {
 	brows, err := s.db.Query(`SELECT id, parent, fork_seq, depth, created_ms FROM mem_branches`)
 	if err != nil {

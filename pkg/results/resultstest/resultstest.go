@@ -103,6 +103,8 @@ FROM phase_runs GROUP BY phase`,
 }
 
 // Exercise runs the suite; open returns a fresh, empty store for each case.
+//
+// Long: the conformance suite's scenarios in order, each a few assertions.
 func Exercise(t *testing.T, open func(t *testing.T) Store) {
 	ctx := context.Background()
 	setup := func(t *testing.T) (Store, func(q string, args ...any) [][]any) {
