@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/fakellm"
-	"github.com/hpcq/hpcq/pkg/llm"
 )
 
 // TestPlotAnalysis: with llm.vlm_model, the plots a node wrote are shown to
@@ -97,7 +96,7 @@ llm: {model: test-model, vlm_model: test-vlm}
 	require.Equal(t, "test-vlm", first.Model, "llm.vlm_model answers it")
 	user := first.Messages[len(first.Messages)-1]
 	require.Len(t, user.Images, 1)
-	require.Equal(t, llm.Image{MIME: "image/png", Data: pngData.Bytes()}, user.Images[0], "the PNG as the node wrote it")
+	require.Equal(t, fakellm.Image{MIME: "image/png", Data: pngData.Bytes()}, user.Images[0], "the PNG as the node wrote it")
 	require.Contains(t, user.Content, "plot.png (image/png, ")
 	require.Contains(t, user.Content, "attached as image 1")
 	require.Contains(t, user.Content, "<text>score against size</text>", "the SVG's source")
