@@ -24,6 +24,7 @@ func newFlags(out *strings.Builder) (*flag.FlagSet, *string, *bool) {
 // TestParseFlagsAnywhere: flags after the arguments are flags (as git and
 // kubectl read them); "--" ends them; the arguments keep their order.
 func TestParseFlagsAnywhere(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	fs, phase, follow := newFlags(&out)
 	require.NoError(t, Parse(fs, []string{"--run-dir=x", "n0001", "--phase", "compile", "-follow"}[1:]))
@@ -41,6 +42,7 @@ func TestParseFlagsAnywhere(t *testing.T) {
 // TestParseErrors: -h prints the usage once (status 0); a bad flag is one
 // line and a hint (status 2), as is a stray argument (BadArgs).
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	var out strings.Builder
 	fs, _, _ := newFlags(&out)
 	require.Equal(t, ExitError(0), Parse(fs, []string{"n1", "-h"}))

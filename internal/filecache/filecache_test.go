@@ -11,6 +11,7 @@ import (
 )
 
 func TestGetReadsAgainOnlyWhenChanged(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "result.json")
 	reads := 0
 	read := func(p string) (any, error) {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestWriteAndRead(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, size := range []int{0, 1, 511, 512, 513, 4096, 1 << 20} {
 		p := filepath.Join(dir, "f")
@@ -49,6 +50,7 @@ func TestWriteAndRead(t *testing.T) {
 
 // A file whose size the kernel does not know (/proc) is read to its end.
 func TestReadFileUnknownSize(t *testing.T) {
+	t.Parallel()
 	got, err := ReadFile("/proc/self/status")
 	if errors.Is(err, fs.ErrNotExist) {
 		t.Skip("no /proc on this system")
@@ -62,6 +64,7 @@ func TestReadFileUnknownSize(t *testing.T) {
 }
 
 func TestErrorsAsPackageOS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	missing := filepath.Join(dir, "missing")
 	_, err := ReadFile(missing)
@@ -96,6 +99,7 @@ func TestErrorsAsPackageOS(t *testing.T) {
 }
 
 func TestWriteFileAtomic(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "result.json")
 	for _, s := range []string{"first\n", "second, longer\n", "3\n"} {
 		if err := WriteFileAtomic(p, []byte(s)); err != nil {
@@ -145,6 +149,7 @@ func BenchmarkWriteAtomicRead(b *testing.B) {
 // writer appended meanwhile; after Close, writing or closing again is
 // fs.ErrClosed; a write that fails is a PathError naming the file.
 func TestAppender(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "prompts.jsonl")
 	if err := os.WriteFile(p, []byte("0\n"), 0o644); err != nil {
 		t.Fatal(err)

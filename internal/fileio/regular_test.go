@@ -18,6 +18,7 @@ import (
 // would block an open forever), a link in the workspace or out of it, a
 // directory and a socket are refused at once, saying what they are.
 func TestOpenRegular(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "metrics.json"), []byte(`{"x": 1}`), 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "out", "plots"), 0o755))

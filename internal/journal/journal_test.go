@@ -23,6 +23,7 @@ func collect(t *testing.T, path string) ([]string, *Journal) {
 }
 
 func TestAppendReopen(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "j")
 	got, j := collect(t, path)
 	require.Empty(t, got)
@@ -53,6 +54,7 @@ func TestAppendReopen(t *testing.T) {
 // TestTornTail: a crash in the middle of a write leaves a partial frame; Open
 // returns the records before it, cuts it off, and appends after the cut.
 func TestTornTail(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		cut  func(size int64) int64
@@ -83,6 +85,7 @@ func TestTornTail(t *testing.T) {
 // TestCorruptRecord: a record whose checksum does not match ends the
 // journal there.
 func TestCorruptRecord(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "j")
 	_, j := collect(t, path)
 	require.NoError(t, j.Append([]byte("one")))
@@ -98,6 +101,7 @@ func TestCorruptRecord(t *testing.T) {
 }
 
 func TestReplayError(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "j")
 	_, j := collect(t, path)
 	require.NoError(t, j.Append([]byte("one")))
@@ -111,6 +115,7 @@ func TestReplayError(t *testing.T) {
 }
 
 func TestTooLarge(t *testing.T) {
+	t.Parallel()
 	_, j := collect(t, filepath.Join(t.TempDir(), "j"))
 	defer j.Close()
 	require.ErrorIs(t, j.Append(make([]byte, MaxRecord+1)), ErrTooLarge)
@@ -118,6 +123,7 @@ func TestTooLarge(t *testing.T) {
 }
 
 func TestConcurrentAppends(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "j")
 	_, j := collect(t, path)
 	var wg sync.WaitGroup
@@ -145,6 +151,7 @@ func TestConcurrentAppends(t *testing.T) {
 }
 
 func TestSync(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "j")
 	j, err := Open(path, Options{Sync: true}, nil)
 	require.NoError(t, err)
@@ -181,6 +188,7 @@ func FuzzOpen(f *testing.F) {
 // TestLock: a locked journal cannot be opened with Lock again until its
 // holder closes it; a plain Open or Read still can.
 func TestLock(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "spool.journal")
 	a, err := Open(path, Options{Lock: true}, nil)
 	require.NoError(t, err)

@@ -23,6 +23,7 @@ func marshal(t testing.TB, v any) string {
 // (the scan reads eight at a time), and the cases encoding/json treats
 // apart, give json.Marshal's bytes.
 func TestAppendStringAsMarshal(t *testing.T) {
+	t.Parallel()
 	cases := []string{
 		"", "a", "plain text of more than eight bytes",
 		`quote " and backslash \ and slash /`,
@@ -83,6 +84,7 @@ func BenchmarkAppendString(b *testing.B) {
 // bytes when ok; not ok (nothing appended) exactly for what json.Marshal
 // refuses or writes with an exponent.
 func TestAppendTimeAndFloatAsMarshal(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 24, 20, 1, 2, 345678900, time.UTC)
 	for _, tm := range []time.Time{at, {}, at.In(time.FixedZone("x", -5*3600+30*60)), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
 		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC), at.In(time.FixedZone("far", 25*3600))} {

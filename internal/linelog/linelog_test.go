@@ -25,6 +25,7 @@ func read(t *testing.T, path string) string {
 // a batch of MaxBatch at once, what waits at Close; writing after Close
 // is refused.
 func TestLinesArrive(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "calls.jsonl")
 	w, err := Open(path, 20*time.Millisecond)
 	require.NoError(t, err)
@@ -59,6 +60,7 @@ func TestLinesArrive(t *testing.T) {
 // TestSharedFile: two writers appending to one file (two runs sharing a
 // log directory) never cut each other's lines.
 func TestSharedFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "shared.jsonl")
 	var wg sync.WaitGroup
 	for k := range 2 {
@@ -95,6 +97,7 @@ func TestSharedFile(t *testing.T) {
 // TestWriteError: a batch that could not be written is reported once: by
 // the Write that wrote it, the next one, or Close.
 func TestWriteError(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("no /dev/full to make writes fail:", err)
 	}

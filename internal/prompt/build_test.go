@@ -23,6 +23,7 @@ func full() Context {
 // TestBuildEveryKind: every kind renders in both variants; the with-memory
 // variant carries the memory and its instructions, the plain one neither.
 func TestBuildEveryKind(t *testing.T) {
+	t.Parallel()
 	for _, kind := range Kinds {
 		for _, withMemory := range []bool{false, true} {
 			c := full()
@@ -50,6 +51,7 @@ func TestBuildEveryKind(t *testing.T) {
 }
 
 func TestBuildSectionsAndOrder(t *testing.T) {
+	t.Parallel()
 	msgs, err := Build(Debug, Context{Idea: "idea", Code: "CODE", ExecutionOutput: "OUTPUT", Environment: "ENV"})
 	require.NoError(t, err)
 	u := msgs[1].Content
@@ -73,6 +75,7 @@ func TestBuildSectionsAndOrder(t *testing.T) {
 }
 
 func TestBuildRequires(t *testing.T) {
+	t.Parallel()
 	for kind, c := range map[Kind]Context{
 		Draft: {}, Debug: {Code: "x"}, Improve: {Idea: "x"}, Hyperparam: {BaseCode: "x"}, Ablation: {Change: "x"},
 		ExecutionReview: {Code: "x"}, ParseMetrics: {}, Phase0: {Code: "x"}, Summary: {},
@@ -88,6 +91,7 @@ func TestBuildRequires(t *testing.T) {
 // TestMemoryExampleParses: the <memory_update> example the with-memory
 // prompts show is one the protocol accepts.
 func TestMemoryExampleParses(t *testing.T) {
+	t.Parallel()
 	msgs, err := Build(Draft, Context{Idea: "x", WithMemory: true})
 	require.NoError(t, err)
 	u := msgs[1].Content
@@ -108,6 +112,7 @@ var update = flag.Bool("update", false, "write testdata/build.golden from the pr
 // are exactly testdata/build.golden (after a deliberate change to the
 // prompts: go test ./internal/prompt -run BuildGolden -update, and read the diff).
 func TestBuildGolden(t *testing.T) {
+	t.Parallel()
 	spaced := full()
 	spaced.Code = "\n\n  int main(){}  \n\n"
 	spaced.Memory = "  \n"

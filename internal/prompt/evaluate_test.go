@@ -8,6 +8,7 @@ import (
 )
 
 func TestParseEvaluationReplies(t *testing.T) {
+	t.Parallel()
 	r, err := ParseReview("```json\n{\"is_bug\": true, \"summary\": \"the checksum is NaN\", \"metric_plausible\": false}\n```")
 	require.NoError(t, err)
 	require.True(t, r.IsBug)

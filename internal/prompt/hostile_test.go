@@ -34,6 +34,7 @@ func requestBytes(r fakellm.Request) int {
 // the endpoint as a short excerpt with the reason, not whole; the prompt
 // logs keep at most MaxLoggedReply of it.
 func TestRefusedReplyIsNotSentBack(t *testing.T) {
+	t.Parallel()
 	huge := `{"phase_artifacts": {"run": {"commands": ["` + strings.Repeat("x", 5<<20) + `"]}}, "oops"}`
 	s := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
 		if r.Attempt == 1 {
@@ -65,6 +66,7 @@ func TestRefusedReplyIsNotSentBack(t *testing.T) {
 // TestCutOffReplyFeedback: a reply cut at the output limit is said to be
 // cut off, with its size, rather than an "unexpected EOF".
 func TestCutOffReplyFeedback(t *testing.T) {
+	t.Parallel()
 	s := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
 		if r.Attempt == 1 {
 			return fakellm.Reply{Content: good[:len(good)/2], FinishReason: "length", TokensOut: 4096}
@@ -84,6 +86,7 @@ func TestCutOffReplyFeedback(t *testing.T) {
 // files; with no reply at all after the retries, the node's reason says
 // what happened.
 func TestReasoningSpentFeedback(t *testing.T) {
+	t.Parallel()
 	spent := func(r fakellm.Request) fakellm.Reply {
 		return fakellm.Reply{FinishReason: "length", TokensIn: 900, TokensOut: r.MaxCompletionTokens, ReasoningTokens: r.MaxCompletionTokens}
 	}
@@ -118,6 +121,7 @@ func TestReasoningSpentFeedback(t *testing.T) {
 // TestFileModes: the unambiguous ways models write a mode are accepted and
 // normalised; the rest are refused with the reason.
 func TestFileModes(t *testing.T) {
+	t.Parallel()
 	payload := func(mode string) string {
 		return `{"phase_artifacts": {"coding": {"workspace": {"files": [{"path": "run.sh", "content": "#!/bin/sh\n", "mode": ` + mode + `}]}}, "run": {"commands": ["./run.sh"]}}}`
 	}
@@ -140,6 +144,7 @@ func TestFileModes(t *testing.T) {
 }
 
 func TestExcerpt(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, "short", Excerpt("short", 10))
 	long := strings.Repeat("é", 1000) // 2 bytes each
 	e := Excerpt(long, 100)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseStep(t *testing.T) {
+	t.Parallel()
 	s, err := ParseStep(`{"command": " apt-get install -y libopenblas-dev ", "done": false, "reason": "BLAS"}`)
 	require.NoError(t, err)
 	require.Equal(t, "apt-get install -y libopenblas-dev", s.Command)
@@ -39,6 +40,7 @@ func FuzzParseStep(f *testing.F) {
 // TestInstall: the model's commands run one by one with their results fed
 // back, a bad reply is retried, and done ends it; the step limit holds.
 func TestInstall(t *testing.T) {
+	t.Parallel()
 	c, prompts := fakeModel(t,
 		`{"command": "which gcc", "done": false, "reason": "check the compiler"}`,
 		`not json`,

@@ -9,6 +9,7 @@ import (
 )
 
 func TestJudge(t *testing.T) {
+	t.Parallel()
 	cands := []Candidate{{ID: "n1", Metric: 10, Summary: "fast but wrong checksum"}, {ID: "n2", Metric: 8, Summary: "correct"}}
 	c, prompts := fakeModel(t, `{"best": "n2", "reason": "n1's checksum is wrong"}`)
 	best, why := Judge(context.Background(), c, "stencil", "gflops", true, cands)

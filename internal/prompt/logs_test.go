@@ -28,6 +28,7 @@ func requireAsMarshal(t *testing.T, r LogRecord) {
 // say, no messages and nil ones, images (through json.Marshal), a time
 // zone, and a year and a zone json.Marshal refuses.
 func TestLogRecordAsMarshal(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 24, 20, 1, 2, 345678900, time.UTC)
 	full := LogRecord{N: 12, Time: at, Node: "n0001", Purpose: "draft", Attempt: 2,
 		Messages: []llm.Message{{Role: "system", Content: "a \"quoted\" <b>&\n\ttab \xff \u2028"}, {Role: "user", Content: "日本"}},

@@ -16,6 +16,7 @@ import (
 )
 
 func TestCompressor(t *testing.T) {
+	t.Parallel()
 	s := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
 		if r.N == 2 {
 			return fakellm.Reply{Content: "  "}
@@ -37,6 +38,7 @@ func TestCompressor(t *testing.T) {
 // TestSummarizerInMemory: the memory folds events out of its window through
 // the model; a reply that is not a summary leaves the memory as it was.
 func TestSummarizerInMemory(t *testing.T) {
+	t.Parallel()
 	var bad atomic.Bool
 	s := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
 		if bad.Load() {
@@ -72,6 +74,7 @@ func TestSummarizerInMemory(t *testing.T) {
 }
 
 func TestParseSummary(t *testing.T) {
+	t.Parallel()
 	for reply, want := range map[string]string{
 		`{"summary": "tile 32 wins"}`:                    "tile 32 wins",
 		"```json\n{\"summary\": \" spaced \"}\n```":      "spaced",

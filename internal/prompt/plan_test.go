@@ -9,6 +9,7 @@ import (
 )
 
 func TestParsePlan(t *testing.T) {
+	t.Parallel()
 	p, err := ParsePlan("```json\n{\"plan\": {\"goal\": \"fast stencil\", \"approach\": \"OpenMP rows\", \"risks\": [\"NUMA\"], \"extra\": 1}}\n```")
 	require.NoError(t, err)
 	require.Equal(t, "fast stencil", p.Goal)

@@ -34,6 +34,7 @@ const good = `{"phase_artifacts": {
 }, "constraints": {"max_threads": 8}}`
 
 func TestParseArtifacts(t *testing.T) {
+	t.Parallel()
 	a, err := ParseArtifacts(good)
 	require.NoError(t, err)
 	require.Equal(t, "src/stencil.c", a.Phases.Coding.Workspace.Files[0].Path)
@@ -63,6 +64,7 @@ func sortStrings(s []string) []string {
 // TestParseArtifactsRejects: hostile and broken replies get an error that
 // names the problem; nothing is half-accepted.
 func TestParseArtifactsRejects(t *testing.T) {
+	t.Parallel()
 	withFile := func(path string) string {
 		return fmt.Sprintf(`{"phase_artifacts": {"coding": {"workspace": {"files": [{"path": %q, "content": "x"}]}}, "run": {"commands": ["true"]}}}`, path)
 	}
@@ -158,6 +160,7 @@ func ask() []llm.Message {
 // one with a path traversal, then a good one: the model hears each reason,
 // the memory gets the good reply's writes, and the artifacts come back.
 func TestGenerateRetriesWithFeedback(t *testing.T) {
+	t.Parallel()
 	bad := `<memory_update>{"core": {"tried": "escape"}}</memory_update>` +
 		`{"phase_artifacts": {"coding": {"workspace": {"files": [{"path": "../x.c", "content": ""}]}}, "run": {"commands": ["true"]}}}`
 	okReply := `<memory_update>{"core": {"approach": "tiling"}, "archival": [{"text": "tile 32 first", "tags": ["idea"]}]}</memory_update>` + good
@@ -185,6 +188,7 @@ func TestGenerateRetriesWithFeedback(t *testing.T) {
 // TestGenerateReadRounds: a reply that reads memory gets the results and
 // answers again within the same attempt.
 func TestGenerateReadRounds(t *testing.T) {
+	t.Parallel()
 	m := newMemory(t)
 	_, _, err := m.ArchivalWrite(context.Background(), memory.ArchivalWriteParams{Branch: "n1", Text: "blocking 64 beat 32 on this CPU"})
 	require.NoError(t, err)
@@ -200,6 +204,7 @@ func TestGenerateReadRounds(t *testing.T) {
 // TestGenerateGivesUp: replies that never become usable make the node buggy
 // with the last reason; a client failure ends at once.
 func TestGenerateGivesUp(t *testing.T) {
+	t.Parallel()
 	c, prompts := fakeModel(t, "I cannot help with that.")
 	_, err := Generate(context.Background(), GenerateParams{Client: c, Messages: ask(), Retries: 2})
 	require.ErrorIs(t, err, ErrUnusable)
@@ -221,6 +226,7 @@ func TestGenerateGivesUp(t *testing.T) {
 // log ends when the run is resumed), secrets redacted; hostile names are
 // refused.
 func TestLogs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	logs := &Logs{Dir: dir}
 	t.Cleanup(func() { require.NoError(t, logs.Close()) })
@@ -305,6 +311,7 @@ func readLog(t *testing.T, path string) []LogRecord {
 // for the last MaxOpenNodes nodes at most; Done and Close close them, and
 // writing after either opens them again, numbering on.
 func TestLogsOpenFiles(t *testing.T) {
+	// Not parallel: it counts the process's open files.
 	openFDs := func() int {
 		fds, err := os.ReadDir("/proc/self/fd")
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 // read again when a file is replaced (as the engine writes it: a rename),
 // appears, goes, or is written again in place.
 func TestListNodesSeesChanges(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	nd := filepath.Join(dir, "nodes", "n0001")
 	require.NoError(t, os.MkdirAll(nd, 0o755))
@@ -66,6 +67,7 @@ func TestListNodesSeesChanges(t *testing.T) {
 // at again (its files are final); a journal written anew (a run directory
 // reused) forgets what was kept. Ids sort as made: n10000 after n9999.
 func TestListNodesKeepsEndedNodes(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	journal := filepath.Join(dir, rundir.JournalDir, "tree.journal")
 	require.NoError(t, os.MkdirAll(filepath.Dir(journal), 0o755))
@@ -126,6 +128,7 @@ func TestListNodesKeepsEndedNodes(t *testing.T) {
 // running; a decline of another attempt, or by a lost worker, is not the
 // node's.
 func TestFillRunningDeclined(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	lines := []NodeLine{
 		{Node: "n1", Status: Queued, Attempt: 1},

@@ -19,6 +19,7 @@ func task() *schema.NodeTask {
 }
 
 func TestCacheKey(t *testing.T) {
+	t.Parallel()
 	tc := map[string]string{"gcc": "12.2.0", "openmp": "gcc"}
 	base := CacheKey(task(), tc)
 
@@ -47,6 +48,7 @@ func TestCacheKey(t *testing.T) {
 }
 
 func TestCachePersists(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "cache.journal")
 	c, err := OpenCache(path)
 	require.NoError(t, err)

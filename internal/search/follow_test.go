@@ -15,6 +15,7 @@ import (
 // that ended, a torn record at the end (read once whole), a journal
 // replaced by another file.
 func TestTreeFollower(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tree.journal")
 	follow := FollowTree(path)
 	_, _, err := follow.Update()

@@ -10,6 +10,7 @@ import (
 )
 
 func TestCompareIDs(t *testing.T) {
+	t.Parallel()
 	ids := []string{"zz", "n10000", "a", "n0002", "n9999", "n0010", "n123456", "nx", "n0001", "n01a", "n10001"}
 	slices.SortFunc(ids, CompareIDs)
 	require.Equal(t, []string{"n0001", "n0002", "n0010", "n9999", "n10000", "n10001", "n123456", "a", "n01a", "nx", "zz"}, ids)

@@ -69,6 +69,7 @@ func (t *Tree) nextByScan(p *Policy) (*Node, bool) {
 // directions), the tree's stage index makes the same node at every step as
 // a scan of the whole tree, and its best of each stage is bestOf's.
 func TestStageIndexChoosesAsAScan(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(40) {
 		maximize := seed%2 == 0
 		outcomes := rand.New(rand.NewPCG(seed, 7))
@@ -136,6 +137,7 @@ func TestStageIndexChoosesAsAScan(t *testing.T) {
 // ids were made, past n9999 too (a seeded choice among them picks the same
 // node as a scan in that order).
 func TestDebuggableInIDOrder(t *testing.T) {
+	t.Parallel()
 	tr := NewTree()
 	ids := []string{"n10000", "n0002", "n9999", "n10001", "n0100"}
 	for _, id := range ids {

@@ -14,6 +14,7 @@ import (
 )
 
 func TestReports(t *testing.T) {
+	t.Parallel()
 	f := &fake{
 		buggy:  func(n *Node) bool { return n.ID == "n0001" },
 		metric: func(n *Node) float64 { return map[string]float64{"n0002": 5, "n0003": 4, "n0005": 7.5}[n.ID] },
@@ -50,6 +51,7 @@ func TestReports(t *testing.T) {
 }
 
 func TestTreeHTML(t *testing.T) {
+	t.Parallel()
 	f := &fake{
 		buggy:  func(n *Node) bool { return n.ID == "n0001" },
 		metric: func(n *Node) float64 { return map[string]float64{"n0002": 5}[n.ID] },
@@ -80,6 +82,7 @@ func TestTreeHTML(t *testing.T) {
 // small subtrees only, and groups the children of a node with many by
 // kind, each group with its counts and best.
 func TestTreeHTMLLarge(t *testing.T) {
+	t.Parallel()
 	tree := NewTree()
 	add := func(id, parent, kind string, metric float64, buggy bool) {
 		tree.add(&Node{ID: id, Parent: parent, Kind: kind, Done: true, Buggy: buggy, Metric: metric, HasMetric: !buggy})

@@ -67,6 +67,7 @@ func policy() Policy {
 // TestRunEveryNodeOnce: every node runs exactly once, never more than
 // slots at a time, failures become buggy nodes and the search goes on.
 func TestRunEveryNodeOnce(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []Mode{Async, Lockstep} {
 		f := &fake{fail: map[string]bool{"n0002": true}, sleep: func(*Node) time.Duration { return time.Millisecond }}
 		tree := NewTree()
@@ -90,6 +91,7 @@ func TestRunEveryNodeOnce(t *testing.T) {
 // TestPolicy: drafts first; buggy leaves are debugged (within the depth);
 // otherwise the best node is improved.
 func TestPolicy(t *testing.T) {
+	t.Parallel()
 	f := &fake{
 		buggy:  func(n *Node) bool { return n.Kind == Draft && n.ID == "n0001" || n.Kind == Debug },
 		metric: func(n *Node) float64 { return map[string]float64{"n0002": 5, "n0003": 9}[n.ID] },
@@ -123,6 +125,7 @@ func TestPolicy(t *testing.T) {
 // expansion keeps the slots busier than lockstep batches (no timing
 // asserted beyond the ordering of the two).
 func TestAsyncKeepsSlotsBusy(t *testing.T) {
+	t.Parallel()
 	uneven := func(n *Node) time.Duration {
 		if n.ID[len(n.ID)-1]%4 == 0 {
 			return 40 * time.Millisecond
@@ -135,6 +138,7 @@ func TestAsyncKeepsSlotsBusy(t *testing.T) {
 }
 
 func TestRunStopsWithContext(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &fake{sleep: func(*Node) time.Duration { return 5 * time.Millisecond }}
 	go func() { time.Sleep(30 * time.Millisecond); cancel() }() //nolint:forbidigo // canceled while nodes run
@@ -147,6 +151,7 @@ func TestRunStopsWithContext(t *testing.T) {
 // finished node, runs the node that was started but never finished, and
 // grows on to the target; no node runs twice.
 func TestResume(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "tree.journal")
 	tree, err := OpenTree(path)
 	require.NoError(t, err)
@@ -185,6 +190,7 @@ func TestResume(t *testing.T) {
 // TestStages: a later stage starts from the previous stage's best node,
 // counts only its own nodes, makes no drafts, and Stop ends it cleanly.
 func TestStages(t *testing.T) {
+	t.Parallel()
 	f := &fake{metric: func(n *Node) float64 { return float64(len(n.ID) + int(n.ID[len(n.ID)-1])) }}
 	tree := NewTree()
 	p := policy()
@@ -237,6 +243,7 @@ func (r *notRunner) Run(_ context.Context, n *Node) (Result, error) {
 // TestNotRunIsNotDebugged: a node that never ran has no code to debug: the
 // policy drafts again instead.
 func TestNotRunIsNotDebugged(t *testing.T) {
+	t.Parallel()
 	r := &notRunner{}
 	Run(context.Background(), NewTree(), policy(), r, 1, 6, Async)
 	require.Equal(t, []string{Draft, Draft, Draft, Draft, Draft, Draft}, r.kinds)
@@ -247,6 +254,7 @@ func TestNotRunIsNotDebugged(t *testing.T) {
 // are; LastDone the last k done nodes but one and how many more; both keep
 // their counts through nodes finishing and a journal replayed.
 func TestLastViews(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "tree.journal")
 	tree, err := OpenTree(dir)
 	require.NoError(t, err)
@@ -329,6 +337,7 @@ func TestLastViews(t *testing.T) {
 // all done, then improves; the kinds made are the same with 1, 2 or 8
 // slots and nodes finishing in any order.
 func TestChoicesIndependentOfSlots(t *testing.T) {
+	t.Parallel()
 	kinds := func(slots int, seed uint64) map[string]int {
 		jitter := rand.New(rand.NewPCG(seed, 9))
 		var mu sync.Mutex

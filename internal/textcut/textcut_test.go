@@ -6,6 +6,7 @@ import (
 )
 
 func TestFloorCeil(t *testing.T) {
+	t.Parallel()
 	s := "aé€😀b" // runes of 1, 2, 3, 4 and 1 bytes: starts at 0 1 3 6 10, len 11
 	for _, c := range []struct{ n, floor, ceil int }{
 		{-3, 0, 0}, {0, 0, 0}, {1, 1, 1}, {2, 1, 3}, {3, 3, 3}, {4, 3, 6}, {5, 3, 6},

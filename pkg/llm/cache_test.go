@@ -20,6 +20,7 @@ import (
 // in; a cache shared between runs serves another run's directory; a broken
 // entry is asked again; a failed request is not stored.
 func TestCache(t *testing.T) {
+	t.Parallel()
 	fail := false
 	f := newFake(t, func(n int64, body map[string]any) (int, map[string]string, string, time.Duration) {
 		if fail {

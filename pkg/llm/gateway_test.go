@@ -33,6 +33,7 @@ func (s scripted) Chat(_ context.Context, req Request) (Response, error) {
 // NATS (embedded and nats-server), errors keep their kind, and what cannot
 // be answered says why.
 func TestGateway(t *testing.T) {
+	t.Parallel()
 	for _, kind := range testutil.ServerKinds {
 		t.Run(kind, func(t *testing.T) {
 			srv := testutil.StartNATS(t, kind)
@@ -89,6 +90,7 @@ func TestGateway(t *testing.T) {
 // TestGatewayRecordsInTheScheduler: calls through the gateway are metered
 // where the key is, in the scheduler's process.
 func TestGatewayRecordsInTheScheduler(t *testing.T) {
+	t.Parallel()
 	srv := testutil.StartNATS(t, "embedded")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -132,6 +132,7 @@ func ask(text string) Request {
 }
 
 func TestChat(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
 		return 200, nil, `{"plan": "tile the loop"}`, 0
 	})
@@ -166,6 +167,7 @@ func TestChat(t *testing.T) {
 // (which would give the endpoint's default, 1 for OpenAI); no temperature
 // is left out.
 func TestTemperatureZeroIsSent(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) { return 200, nil, "x", 0 })
 	c, _ := client(t, f, OpenAIOptions{})
 	zero := 0.0
@@ -184,6 +186,7 @@ func TestTemperatureZeroIsSent(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) { return 200, nil, "x", 0 })
 	c, _ := client(t, f, OpenAIOptions{})
 	_, err := c.Chat(context.Background(), Request{})
@@ -198,6 +201,7 @@ func TestBadRequests(t *testing.T) {
 // Test429RetryAfter: a 429 with Retry-After is retried after the time the
 // server asked for.
 func Test429RetryAfter(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(n int64, _ map[string]any) (int, map[string]string, string, time.Duration) {
 		if n < 3 {
 			return 429, map[string]string{"Retry-After": "7"}, "rate limited", 0
@@ -215,6 +219,7 @@ func Test429RetryAfter(t *testing.T) {
 // TestServerErrorsExhaust: 5xx are retried with growing, jittered backoff,
 // up to MaxAttempts; then the error says so.
 func TestServerErrorsExhaust(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
 		return 503, nil, "overloaded", 0
 	})
@@ -232,6 +237,7 @@ func TestServerErrorsExhaust(t *testing.T) {
 }
 
 func TestClientErrorsAreNotRetried(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
 		return 400, nil, "context length exceeded", 0
 	})
@@ -246,6 +252,7 @@ func TestClientErrorsAreNotRetried(t *testing.T) {
 // TestTimeout: an attempt whose first chunk takes longer than IdleTimeout
 // is abandoned and retried; the caller's own deadline ends everything.
 func TestTimeout(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(n int64, _ map[string]any) (int, map[string]string, string, time.Duration) {
 		if n == 1 {
 			return 200, nil, "late", 2 * time.Second
@@ -268,6 +275,7 @@ func TestTimeout(t *testing.T) {
 }
 
 func TestEmptyChoicesRetried(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(n int64, _ map[string]any) (int, map[string]string, string, time.Duration) {
 		if n == 1 {
 			return 200, nil, "<no choices>", 0
@@ -296,6 +304,7 @@ func chatAtOnce(t *testing.T, c *OpenAI, n int) {
 }
 
 func TestConcurrencyLimit(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
 		return 200, nil, "ok", 50 * time.Millisecond
 	})
@@ -309,6 +318,7 @@ func TestConcurrencyLimit(t *testing.T) {
 // of the first wave; none is dialled again (with a remote endpoint, each
 // dial is a TCP and TLS handshake).
 func TestConnectionsReused(t *testing.T) {
+	t.Parallel()
 	var conns atomic.Int64
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
 		return 200, nil, "ok", 20 * time.Millisecond
@@ -332,6 +342,7 @@ func TestConnectionsReused(t *testing.T) {
 // its code, output and memory) goes out in one write on the connection,
 // not one per 4 KB: each write is a system call.
 func TestPromptInOneWrite(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
 		return 200, nil, "ok", 0
 	})
@@ -362,6 +373,7 @@ func (c countingConn) Write(p []byte) (int, error) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 	require.Equal(t, 3*time.Second, parseRetryAfter("3", now))
 	require.Equal(t, 1500*time.Millisecond, parseRetryAfter("1.5", now))
@@ -375,6 +387,7 @@ func TestParseRetryAfter(t *testing.T) {
 // again offline: exactly, by messages when the model differs, in recorded
 // order for repeated questions; an unknown request is an error.
 func TestRecordAndReplay(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(n int64, _ map[string]any) (int, map[string]string, string, time.Duration) {
 		return 200, nil, fmt.Sprintf("reply %d", n), 0
 	})
@@ -415,6 +428,7 @@ func TestRecordAndReplay(t *testing.T) {
 // TestScriptedReplay: scripted exchanges answer any request of their
 // purpose, in order, after the keyed lookups; other purposes get ErrNoReply.
 func TestScriptedReplay(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "script.jsonl")
 	require.NoError(t, os.WriteFile(path, []byte(`{"scripted": true, "purpose": "draft", "response": {"content": "one"}}
 {"scripted": true, "purpose": "draft", "response": {"content": "two"}}
@@ -440,6 +454,7 @@ func TestScriptedReplay(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	var got Request
 	temp := 0.3
 	d := Defaults{Client: ClientFunc(func(_ context.Context, r Request) (Response, error) { got = r; return Response{Content: "x"}, nil }),
@@ -460,6 +475,7 @@ func TestDefaults(t *testing.T) {
 // TestMetered: calls are priced, recorded in llm_calls, and refused once
 // the budget is spent.
 func TestMetered(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) { return 200, nil, "ok", 0 })
 	live, _ := client(t, f, OpenAIOptions{})
 	var mu sync.Mutex
@@ -509,6 +525,7 @@ func writeFile(path string, data []byte) error { return os.WriteFile(path, data,
 // login page, say) or not JSON at all is a transport error: retried like a
 // 5xx, and when every attempt gets one, the error says what came back.
 func TestNotACompletionIsRetried(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	var allBad atomic.Bool
 	bad := func(n int64) bool { return n <= 2 || allBad.Load() }
@@ -549,6 +566,7 @@ func TestNotACompletionIsRetried(t *testing.T) {
 // URLs) after its text; images where they cannot go, of another type, empty,
 // too large or too many are refused before anything is sent.
 func TestImages(t *testing.T) {
+	t.Parallel()
 	f := newFake(t, func(int64, map[string]any) (int, map[string]string, string, time.Duration) {
 		return 200, nil, `{"summary": "ok"}`, 0
 	})
@@ -594,6 +612,7 @@ func TestImages(t *testing.T) {
 // TestOversizedAnswer: an endpoint that answers more than maxReplyBytes
 // gets a clear error, once (it is not asked again).
 func TestOversizedAnswer(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
@@ -620,6 +639,7 @@ func TestOversizedAnswer(t *testing.T) {
 // what a completion keeps of it stays as it was when later answers are
 // read into the same buffer.
 func TestAnswersKeptWhole(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := calls.Add(1)

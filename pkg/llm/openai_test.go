@@ -57,6 +57,7 @@ func newClient(t *testing.T, url string, o OpenAIOptions) *OpenAI {
 // of 8192 completion tokens reasoning) is asked again with twice the limit,
 // and its usage is counted with the second answer's.
 func TestEmptyReplyCutByReasoning(t *testing.T) {
+	t.Parallel()
 	fixture, err := os.ReadFile("testdata/gpt-5.2-empty-reply.json")
 	require.NoError(t, err)
 	srv, calls, bodies := rawServer(t, func(n int64, _ map[string]any, w http.ResponseWriter) {
@@ -106,6 +107,7 @@ func TestEmptyReplyCutByReasoning(t *testing.T) {
 // max_tokens and a temperature of 0 as 1e-45 (go-openai's documented way
 // past its omitempty).
 func TestReasoningRequest(t *testing.T) {
+	t.Parallel()
 	var raw []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var b strings.Builder
@@ -176,6 +178,7 @@ func readAll(r *http.Request) string {
 // sends nothing for longer than the idle timeout, is retried; an attempt
 // that reaches its cap is not.
 func TestStreamCutAndIdle(t *testing.T) {
+	t.Parallel()
 	srv, calls, _ := rawServer(t, func(n int64, _ map[string]any, w http.ResponseWriter) {
 		switch n {
 		case 1:
@@ -206,6 +209,7 @@ func TestStreamCutAndIdle(t *testing.T) {
 // TestUsageEstimated: a stream without usage gets its tokens counted here,
 // marked estimated.
 func TestUsageEstimated(t *testing.T) {
+	t.Parallel()
 	srv, _, _ := rawServer(t, func(_ int64, _ map[string]any, w http.ResponseWriter) {
 		chatsse.Write(w, chatsse.Reply{ID: "c", Model: "m", Content: "hello there, world", FinishReason: "stop"})
 	})
@@ -220,6 +224,7 @@ func TestUsageEstimated(t *testing.T) {
 // becomes: OpenAI's (string code, param), vLLM's (numeric code), a proxy's
 // page, a body too large; the configuration's refusals are ErrConfig.
 func TestAnswers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, ct, body string
 		status         int
@@ -262,6 +267,7 @@ func TestAnswers(t *testing.T) {
 // request's fault, even as the first of a process (a resumed run's first
 // request is one it must send again): not retried, nothing latched.
 func TestBadRequestOfTheContent(t *testing.T) {
+	t.Parallel()
 	srv, calls, _ := rawServer(t, func(n int64, _ map[string]any, w http.ResponseWriter) {
 		if n == 2 {
 			chatsse.Write(w, chatsse.Reply{ID: "c", Model: "m", Content: "fine", FinishReason: "stop", Usage: map[string]int{"prompt_tokens": 1, "completion_tokens": 1}})
@@ -286,6 +292,7 @@ func TestBadRequestOfTheContent(t *testing.T) {
 // TestConfigRefusalLatched: after the endpoint refused the configuration,
 // nothing more is sent; the error says why at once.
 func TestConfigRefusalLatched(t *testing.T) {
+	t.Parallel()
 	srv, calls, _ := rawServer(t, func(_ int64, _ map[string]any, w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(401)
@@ -304,6 +311,7 @@ func TestConfigRefusalLatched(t *testing.T) {
 // organization not verified for the model) is asked again without one, at
 // once, and never streamed to again.
 func TestStreamRefused(t *testing.T) {
+	t.Parallel()
 	srv, calls, bodies := rawServer(t, func(_ int64, body map[string]any, w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
 		if body["stream"] == true {

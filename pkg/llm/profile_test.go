@@ -7,6 +7,7 @@ import (
 )
 
 func TestReasoningModels(t *testing.T) {
+	t.Parallel()
 	for model, want := range map[string]bool{
 		"o1": true, "o1-mini": true, "o3": true, "o3-mini-2025-01-31": true, "o4-mini": true, "gpt-5": true, "gpt-5.2": true,
 		"gpt-5-mini": true, "GPT-5.2-2025-12-11": true, "openai/o3": true, "azure/gpt-5": true, "gpt-6": true,
@@ -18,6 +19,7 @@ func TestReasoningModels(t *testing.T) {
 }
 
 func TestEndpoints(t *testing.T) {
+	t.Parallel()
 	for url, want := range map[string]Endpoint{
 		"": EndpointOpenAI, "https://api.openai.com/v1": EndpointOpenAI, "https://res.openai.azure.com": EndpointAzure,
 		"https://res.cognitiveservices.azure.com/": EndpointAzure, "http://localhost:11434/v1": EndpointOllama,

@@ -17,6 +17,7 @@ import (
 // TestCallLogKeepsContent: memory_calls.jsonl keeps what went in and came
 // out of each operation, redacted, cut to memory_log_max_chars.
 func TestCallLogKeepsContent(t *testing.T) {
+	t.Parallel()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "m.sqlite"), sqlite.Options{Run: "r"})
 	require.NoError(t, err)
 	defer st.Close()
@@ -52,6 +53,7 @@ func TestCallLogKeepsContent(t *testing.T) {
 // would be (redacted, a repeat counted), all or none, with one call log
 // line.
 func TestArchivalWrites(t *testing.T) {
+	t.Parallel()
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "m.sqlite"), sqlite.Options{Run: "r"})
 	require.NoError(t, err)
 	defer st.Close()

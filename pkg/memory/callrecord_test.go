@@ -22,6 +22,7 @@ func requireCallAsMarshal(t *testing.T, c call) {
 // durations in decimal and in exponent notation, a time zone; a call
 // json.Marshal refuses is logged as a line that says so.
 func TestCallRecordAsMarshal(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 24, 20, 1, 2, 345678000, time.UTC)
 	requireCallAsMarshal(t, call{TS: at, Branch: "n0001", Op: "render", InBytes: 12, OutBytes: 9000, Input: "phase0 <hint> \"q\"",
 		Output: "## Core memory\n\t\xff \u2028 …[cut]", Items: 4, DurationMS: 0.125, Error: "memory: failed & gone"})

@@ -15,6 +15,7 @@ import (
 // bidirectional override or invalid UTF-8 is refused by every writer, not
 // only by the reply protocol, and nothing is stored.
 func TestCoreSetRefusesControlKeys(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := sqlite.Open(filepath.Join(t.TempDir(), "m.sqlite"), sqlite.Options{})
 	require.NoError(t, err)

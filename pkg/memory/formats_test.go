@@ -95,6 +95,7 @@ func sortCore(c []memory.StateCore) {
 // exactly; compact is smaller than verbose, delta than compact here
 // (children share most of their parents' state).
 func TestFormatsRoundTrip(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(20) {
 		tree := sampleTree(seed)
 		v, err := memory.EncodeVerbose(tree)
@@ -119,6 +120,7 @@ func TestFormatsRoundTrip(t *testing.T) {
 
 // TestFormatErrors: what cannot be read is refused with where and why.
 func TestFormatErrors(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"":                                         "empty",
 		"0c2\n":                                    `line 1: "0c2", want "0c1"`,
@@ -157,6 +159,7 @@ func TestFormatErrors(t *testing.T) {
 
 // TestLevels: L0 is the shortest, L2 has every text whole.
 func TestLevels(t *testing.T) {
+	t.Parallel()
 	tree := sampleTree(3)
 	l0, l1, l2 := memory.RenderLevel(tree, memory.L0), memory.RenderLevel(tree, memory.L1), memory.RenderLevel(tree, memory.L2)
 	require.Less(t, len(l0), len(l1))

@@ -11,6 +11,7 @@ import (
 )
 
 func TestParseReplyBothSpellings(t *testing.T) {
+	t.Parallel()
 	for _, body := range []string{
 		`{"core": {"flags": "-O3", "tile": {"value": 32, "importance": 5, "ttl_s": 60}}, "archival": [{"text": "tiling helps", "tags": ["insight"]}],
 		  "core_get": ["flags"], "archival_search": {"query": "tiling", "k": 3}, "recall_search": "compile", "core_delete": ["old"]}`,
@@ -31,6 +32,7 @@ func TestParseReplyBothSpellings(t *testing.T) {
 }
 
 func TestParseReplyErrors(t *testing.T) {
+	t.Parallel()
 	u, payload, err := memory.ParseReply(`{"plan": 1}`, false)
 	require.NoError(t, err)
 	require.Nil(t, u)
@@ -103,6 +105,7 @@ func FuzzParseReply(f *testing.F) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	require.NoError(t, memory.Config{}.Validate(), "zero values take the defaults")
 	require.NoError(t, memory.Defaults().Validate())
 	for _, tc := range []struct {

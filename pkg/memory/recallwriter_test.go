@@ -20,6 +20,7 @@ import (
 // until its context ends; an Append to another run does not wait; a run
 // the writer has open is not opened again.
 func TestRecallWriterShip(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	var mu sync.Mutex

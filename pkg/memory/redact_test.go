@@ -8,6 +8,7 @@ import (
 )
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"key sk-proj-abcdefghijklmnopqrstuvwxyz123456 in text":                                      "key [REDACTED] in text",
 		"OPENAI_API_KEY=sk-abcdefghijklmnopqrstuv":                                                  "OPENAI_API_KEY=[REDACTED]",
@@ -33,6 +34,7 @@ func TestRedact(t *testing.T) {
 // TestTriggeredBy: every trigger is found at the start, inside and at the
 // very end of a text, in any case, as in the lower-cased text.
 func TestTriggeredBy(t *testing.T) {
+	t.Parallel()
 	for _, p := range secretPatterns {
 		for _, w := range p.triggers {
 			for _, form := range []string{w, strings.ToUpper(w), strings.ToUpper(w[:1]) + w[1:]} {

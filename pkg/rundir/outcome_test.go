@@ -12,6 +12,7 @@ import (
 
 // TestStatusOf: every way a node ends has one status and error kind.
 func TestStatusOf(t *testing.T) {
+	t.Parallel()
 	v := 2.5
 	ok := &schema.NodeResult{Metrics: map[string]float64{"gflops": v}}
 	failed := &schema.NodeResult{Error: &schema.ResultError{Kind: schema.ErrKindCompileFailed, Phase: "compile"}}
@@ -39,6 +40,7 @@ func TestStatusOf(t *testing.T) {
 // TestOutcomeOfEveryVersion: result.json files written before Outcome (a
 // tree search's "node" without a status, an exec's line) read alike.
 func TestOutcomeOfEveryVersion(t *testing.T) {
+	t.Parallel()
 	var o rundir.Outcome
 	require.NoError(t, json.Unmarshal([]byte(`{"node":"n0003","buggy":true,"reason":"no answer",
 		"dead_letter":{"Pool":"cpu","Reason":"worker lost","Deliveries":5,"Data":"e30="}}`), &o))

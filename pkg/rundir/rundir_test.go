@@ -12,6 +12,7 @@ import (
 )
 
 func TestInfoRoundTrip(t *testing.T) {
+	t.Parallel()
 	d := rundir.Dir(filepath.Join(t.TempDir(), "20261123-010203-abcdef"))
 	require.NoError(t, os.MkdirAll(string(d), 0o755))
 	_, err := d.ReadInfo()

@@ -19,6 +19,7 @@ func validTask() *NodeTask {
 }
 
 func TestDecodeTaskRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := validTask()
 	in.Kind = KindDraft
 	in.Stage = 2
@@ -33,6 +34,7 @@ func TestDecodeTaskRoundTrip(t *testing.T) {
 }
 
 func TestDecodeTaskRejects(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, json, want string
 		version          bool
@@ -75,6 +77,7 @@ func TestDecodeTaskRejects(t *testing.T) {
 }
 
 func TestDecodeTaskTooBig(t *testing.T) {
+	t.Parallel()
 	big := `{"v":1,"pad":"` + strings.Repeat("x", MaxTaskBytes) + `"}`
 	_, err := DecodeTask([]byte(big))
 	require.ErrorIs(t, err, ErrInvalidMessage)
@@ -82,6 +85,7 @@ func TestDecodeTaskTooBig(t *testing.T) {
 }
 
 func TestDecodeResult(t *testing.T) {
+	t.Parallel()
 	r := &NodeResult{V: 1, RunID: "r", NodeID: "n", Attempt: 2, Worker: "w1",
 		Phases:  []PhaseResult{{Name: PhaseRun, OK: false, ExitCode: 3}},
 		Metrics: map[string]float64{"mlups": 12.5},
@@ -173,6 +177,7 @@ func FuzzValidID(f *testing.F) {
 }
 
 func TestInstallValidation(t *testing.T) {
+	t.Parallel()
 	base := func() *NodeTask {
 		return &NodeTask{V: Version, RunID: "r", NodeID: "n", Attempt: 1, Kind: "draft", Pool: "cpu",
 			Install: &Install{Goal: "get zlib", MaxSteps: 12}}
