@@ -97,7 +97,8 @@ func main() {
 		// One directory for every size, removed at the end: a size's run
 		// directory removed before the next size starts made the next one's
 		// files dearer on ext4, whose inode allocator skips one by one the
-		// inodes freed in the last minutes (BENCHMARKS.md, "On a disk").
+		// inodes freed in the last minutes (the engine benchmark's eighth
+		// pass, in `git log -p BENCHMARKS.md`).
 		tmp, err := os.MkdirTemp("", "bench-engine-")
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench-engine:", err)

@@ -139,7 +139,7 @@ func (c *ClickHouse) Write(_ context.Context, rows Rows) error {
 // at once. Every insert is a part ClickHouse merges later, and while a
 // table is small (parts under a megabyte) each merge rewrites it whole: a
 // sink per worker inserting five times a second kept a ClickHouse core
-// busy merging (BENCHMARKS.md, "the engine in cluster mode"). ClickHouse's
+// busy merging (BENCHMARKS.md, `make bench-engine-cluster`). ClickHouse's
 // advice is an insert a second at most; Flush sends at once.
 const (
 	shipEvery = time.Second
