@@ -30,7 +30,7 @@
 set -euo pipefail
 
 ALL_SERVICES=(nats redis clickhouse slurm)
-INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus chromium)
+INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus chromium squashfs busybox)
 
 die() { echo "services.sh: $*" >&2; exit 1; }
 
@@ -47,7 +47,9 @@ package_of() {
     slurm) echo slurmctld slurmd slurm-client munge ;;
     prometheus) echo prometheus ;;
     chromium) echo chromium ;;
-    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus chromium)" ;;
+    squashfs) echo squashfs-tools ;;
+    busybox) echo busybox-static ;;
+    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus chromium squashfs busybox)" ;;
   esac
 }
 
@@ -61,6 +63,8 @@ binary_of() {
     slurm) echo slurmctld ;;
     prometheus) echo prometheus ;;
     chromium) echo chromium ;;
+    squashfs) echo unsquashfs ;;
+    busybox) echo busybox ;;
     *) die "unknown service '$1'" ;;
   esac
 }

@@ -1,0 +1,293 @@
+package image_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"debug/elf"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/apptainer/sif/v2/pkg/sif"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/image"
+	"github.com/hpcq/hpcq/internal/testutil"
+)
+
+// rootfs builds a small root file system from Debian's busybox-static: a
+// static busybox, the applets the tests use as links to it, and an
+// os-release naming the image.
+func rootfs(t *testing.T, id string) string {
+	t.Helper()
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		t.Skip("busybox not found: scripts/services.sh install busybox (Debian busybox-static)")
+	}
+	if f, err := elf.Open(bb); err == nil {
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				f.Close()
+				t.Skipf("%s is not static: install Debian's busybox-static", bb)
+			}
+		}
+		f.Close()
+	}
+	dir := filepath.Join(t.TempDir(), "rootfs")
+	for _, d := range []string{"bin", "etc", "tmp", "proc", "dev", "usr/bin"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
+	}
+	data, err := os.ReadFile(bb)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bin/busybox"), data, 0o755))
+	for _, applet := range []string{"sh", "cat", "ls", "echo", "id", "true"} {
+		require.NoError(t, os.Symlink("busybox", filepath.Join(dir, "bin", applet)))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/os-release"), []byte("ID="+id+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/gone"), []byte("removed by the second layer\n"), 0o644))
+	return dir
+}
+
+// squashfs makes a SquashFS file of dir with mksquashfs.
+func squashfs(t *testing.T, dir string) string {
+	t.Helper()
+	testutil.RequireBinary(t, "mksquashfs", "scripts/services.sh install squashfs")
+	out := filepath.Join(t.TempDir(), "image.sqfs")
+	cmd := exec.Command("mksquashfs", dir, out, "-noappend", "-no-progress", "-quiet", "-all-root")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(b))
+	return out
+}
+
+// sifFile makes a SIF file whose root file system partition is the
+// SquashFS file, with the format's library.
+func sifFile(t *testing.T, sqfs string) string {
+	t.Helper()
+	f, err := os.Open(sqfs)
+	require.NoError(t, err)
+	defer f.Close()
+	di, err := sif.NewDescriptorInput(sif.DataPartition, f,
+		sif.OptPartitionMetadata(sif.FsSquash, sif.PartPrimSys, runtime.GOARCH))
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "image.sif")
+	img, err := sif.CreateContainerAtPath(out, sif.OptCreateWithDescriptors(di))
+	require.NoError(t, err)
+	require.NoError(t, img.UnloadContainer())
+	return out
+}
+
+// tarOf is dir as a tar stream (a layer).
+func tarOf(t *testing.T, dir string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	require.NoError(t, tw.AddFS(os.DirFS(dir)))
+	// AddFS leaves symbolic links out: add them.
+	require.NoError(t, filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
+			return err
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: rel, Linkname: target, Mode: 0o777})
+	}))
+	require.NoError(t, tw.Close())
+	return buf.Bytes()
+}
+
+// ociImage is dir as an image of two layers: the tree, then a whiteout of
+// etc/gone.
+func ociImage(t *testing.T, dir string) v1.Image {
+	t.Helper()
+	base := tarOf(t, dir)
+	var wh bytes.Buffer
+	tw := tar.NewWriter(&wh)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/.wh.gone", Mode: 0o644}))
+	require.NoError(t, tw.Close())
+	var layers []v1.Layer
+	for _, b := range [][]byte{base, wh.Bytes()} {
+		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+		require.NoError(t, err)
+		layers = append(layers, l)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	require.NoError(t, err)
+	return img
+}
+
+func ociLayout(t *testing.T, img v1.Image) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "oci")
+	p, err := layout.Write(dir, empty.Index)
+	require.NoError(t, err)
+	require.NoError(t, p.AppendImage(img, layout.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH})))
+	return dir
+}
+
+func dockerArchive(t *testing.T, img v1.Image) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "image.tar")
+	tag, err := name.NewTag("hpcq-test:1")
+	require.NoError(t, err)
+	require.NoError(t, tarball.WriteToFile(out, tag, img))
+	return out
+}
+
+// TestEveryKindGivesTheSameTree: the same root file system as a directory,
+// SquashFS, SIF, an OCI layout and a docker save tarball resolves to the
+// same files; the unpacked ones are cached by digest and unpacked once.
+func TestEveryKindGivesTheSameTree(t *testing.T) {
+	dir := rootfs(t, "hpcq-test")
+	sqfs := squashfs(t, dir)
+	img := ociImage(t, dir)
+	refs := map[string]string{
+		image.KindDir:      dir,
+		image.KindSquashFS: sqfs,
+		image.KindSIF:      sifFile(t, sqfs),
+		image.KindOCI:      ociLayout(t, img),
+		"docker-archive":   dockerArchive(t, img),
+	}
+	cache, err := image.OpenCache(t.TempDir(), 0, testutil.Logger(t))
+	require.NoError(t, err)
+	ctx := context.Background()
+	for what, ref := range refs {
+		kind, err := image.KindOf(ref)
+		require.NoError(t, err, what)
+		if what == "docker-archive" {
+			require.Equal(t, image.KindOCI, kind)
+		} else {
+			require.Equal(t, what, kind)
+		}
+		im, err := cache.Get(ctx, ref)
+		require.NoError(t, err, what)
+		osr, err := os.ReadFile(filepath.Join(im.Root, "etc/os-release"))
+		require.NoError(t, err, what)
+		require.Equal(t, "ID=hpcq-test\n", string(osr), what)
+		fi, err := os.Stat(filepath.Join(im.Root, "bin/busybox"))
+		require.NoError(t, err, what)
+		require.NotZero(t, fi.Mode()&0o111, "%s: busybox stays executable", what)
+		link, err := os.Readlink(filepath.Join(im.Root, "bin/sh"))
+		require.NoError(t, err, what)
+		require.Equal(t, "busybox", link, what)
+		_, gone := os.Stat(filepath.Join(im.Root, "etc/gone"))
+		if kind == image.KindOCI {
+			require.ErrorIs(t, gone, os.ErrNotExist, "%s: the second layer's whiteout applies", what)
+		} else {
+			require.NoError(t, gone, what)
+		}
+		out, err := exec.Command(filepath.Join(im.Root, "bin/busybox"), "cat", filepath.Join(im.Root, "etc/os-release")).Output()
+		require.NoError(t, err, what)
+		require.Equal(t, "ID=hpcq-test\n", string(out), what)
+		if kind == image.KindDir {
+			require.Equal(t, dir, im.Root, "a directory is used where it is")
+			require.Empty(t, im.Digest)
+		} else {
+			require.True(t, strings.HasPrefix(im.Digest, "sha256:"), im.Digest)
+			again, err := cache.Get(ctx, ref)
+			require.NoError(t, err)
+			require.Equal(t, im.Root, again.Root, "%s: unpacked once", what)
+			again.Release()
+		}
+		im.Release()
+	}
+	layoutIm, err := cache.Get(ctx, refs[image.KindOCI])
+	require.NoError(t, err)
+	archIm, err := cache.Get(ctx, refs["docker-archive"])
+	require.NoError(t, err)
+	require.Equal(t, layoutIm.Digest, archIm.Digest, "the same image by its manifest's digest, whatever holds it")
+	layoutIm.Release()
+	archIm.Release()
+}
+
+// TestCacheEvictsLeastRecentlyUsed: past its bound the cache removes the
+// least recently used tree that no one holds, never one in use.
+func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	a, b := squashfs(t, rootfs(t, "a")), squashfs(t, rootfs(t, "b"))
+	cache, err := image.OpenCache(t.TempDir(), 1, testutil.Logger(t)) // 1 byte: every image is over it
+	require.NoError(t, err)
+	ctx := context.Background()
+	ia, err := cache.Get(ctx, a)
+	require.NoError(t, err)
+	ib, err := cache.Get(ctx, b)
+	require.NoError(t, err)
+	_, err = os.Stat(ia.Root)
+	require.NoError(t, err, "a is in use: kept")
+	ia.Release()
+	ib.Release()
+	ia2, err := cache.Get(ctx, a) // b, released and the older, goes
+	require.NoError(t, err)
+	defer ia2.Release()
+	_, err = os.Stat(ib.Root)
+	require.ErrorIs(t, err, os.ErrNotExist, "b evicted")
+	_, err = os.Stat(filepath.Join(ia2.Root, "bin/busybox"))
+	require.NoError(t, err)
+}
+
+// TestNotAnImage: what is not an image is refused with what was looked for.
+func TestNotAnImage(t *testing.T) {
+	dir := t.TempDir()
+	_, err := image.KindOf(dir)
+	require.ErrorIs(t, err, image.ErrImage)
+	require.ErrorContains(t, err, "oci-layout")
+	file := filepath.Join(dir, "x.img")
+	require.NoError(t, os.WriteFile(file, []byte("not an image"), 0o644))
+	_, err = image.KindOf(file)
+	require.ErrorIs(t, err, image.ErrImage)
+	_, err = image.KindOf(filepath.Join(dir, "missing.sif"))
+	require.ErrorIs(t, err, image.ErrImage)
+}
+
+// TestTarEntriesStayInside: a layer whose entries climb out (a "../"
+// name; an absolute link, then a file written through it) writes nothing
+// outside the tree: go-containerregistry refuses the first and drops the
+// second's file (untar's own refusal is TestUntarStaysInside).
+func TestTarEntriesStayInside(t *testing.T) {
+	outside := t.TempDir()
+	for what, headers := range map[string][]*tar.Header{
+		"a ../ name": {{Typeflag: tar.TypeDir, Name: "bin/", Mode: 0o755}, {Typeflag: tar.TypeReg, Name: "../escape", Mode: 0o644, Size: 1}},
+		"a file through an absolute link": {{Typeflag: tar.TypeSymlink, Name: "out", Linkname: outside, Mode: 0o777},
+			{Typeflag: tar.TypeReg, Name: "out/planted", Mode: 0o644, Size: 1}},
+	} {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, h := range headers {
+			require.NoError(t, tw.WriteHeader(h))
+			if h.Size > 0 {
+				_, _ = tw.Write([]byte("x"))
+			}
+		}
+		require.NoError(t, tw.Close())
+		b := buf.Bytes()
+		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
+		require.NoError(t, err)
+		img, err := mutate.AppendLayers(empty.Image, l)
+		require.NoError(t, err)
+		cache, err := image.OpenCache(t.TempDir(), 0, testutil.Logger(t))
+		require.NoError(t, err)
+		im, err := cache.Get(context.Background(), ociLayout(t, img))
+		if what == "a ../ name" {
+			require.ErrorIs(t, err, image.ErrImage, what)
+		} else {
+			require.NoError(t, err, what)
+			im.Release()
+		}
+		_, err = os.Stat(filepath.Join(outside, "planted"))
+		require.ErrorIs(t, err, os.ErrNotExist, "%s: nothing planted outside", what)
+		_, err = os.Stat(filepath.Join(filepath.Dir(outside), "escape"))
+		require.ErrorIs(t, err, os.ErrNotExist, what)
+	}
+}
