@@ -7,7 +7,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -58,7 +60,48 @@ type Command struct {
 	// User runs the command (with a Sandbox of a worker running as root
 	// only); nil: the sandbox user.
 	User *TaskUser
+	// Root, when set, is a container image's root file system the command
+	// runs in (with a Sandbox only): its shell is the image's (bash when
+	// the image has it, else sh), its PATH the image's standard one.
+	Root string
 }
+
+// shellArgv is the argv c's line runs as.
+func (c Command) shellArgv() []string {
+	line := c.Rlimits.script(c.Line)
+	if c.Root == "" {
+		return ShellArgv(line, c.Login)
+	}
+	sh := "/bin/sh"
+	if fi, err := os.Stat(filepath.Join(c.Root, "bin/bash")); err == nil && fi.Mode().IsRegular() {
+		sh = "/bin/bash"
+	}
+	if c.Login {
+		return []string{sh, "-lc", line}
+	}
+	return []string{sh, "-c", line}
+}
+
+// commandEnv is the environment c runs with: the sandbox user's, and in a
+// container the image's PATH, without the host's library path (its
+// directories are the host's, not the image's).
+func (c Command) commandEnv() []string {
+	env := c.Sandbox.env(c.Env, c.Dir)
+	if c.Root == "" {
+		return env
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "LD_LIBRARY_PATH=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "PATH="+containerPath)
+}
+
+// containerPath is a container's PATH: what Debian's and the OCI images'
+// shells set.
+const containerPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // Rlimits are resource limits of a command; zero means unlimited.
 type Rlimits struct {
@@ -126,7 +169,10 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	if grace <= 0 {
 		grace = 5 * time.Second
 	}
-	argv := ShellArgv(c.Rlimits.script(c.Line), c.Login)
+	if c.Root != "" && c.Sandbox == nil {
+		return Outcome{}, fmt.Errorf("%w: a container image needs the sandbox (namespaces), which this worker has not", ErrStart)
+	}
+	argv := c.shellArgv()
 	cmd := &exec.Cmd{Path: argv[0], Args: argv, Dir: c.Dir, Env: c.Env, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 	if c.Sandbox != nil {
 		// The worker's own executable, started again as the namespaces'
@@ -135,7 +181,7 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, fmt.Errorf("%w: sandbox: %v", ErrStart, err)
 		}
-		cmd = &exec.Cmd{Path: c.Sandbox.helper, Args: args, Dir: c.Dir, Env: append(c.Sandbox.env(c.Env, c.Dir), nsinit.Env+"=1"),
+		cmd = &exec.Cmd{Path: c.Sandbox.helper, Args: args, Dir: c.Dir, Env: append(c.commandEnv(), nsinit.Env+"=1"),
 			SysProcAttr: c.Sandbox.sysProcAttr(c.NoNetwork)}
 	}
 	if c.CgroupFD > 0 {

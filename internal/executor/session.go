@@ -121,9 +121,9 @@ func (ss *session) run(ctx context.Context, c Command) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	argv := ShellArgv(c.Rlimits.script(c.Line), c.Login)
+	argv := c.shellArgv()
 	start := time.Now()
-	err = ss.send(nsinit.Request{Argv: argv, Env: c.Sandbox.env(c.Env, c.Dir), NoNetwork: c.NoNetwork}, int(out.outW.Fd()), int(out.errW.Fd()))
+	err = ss.send(nsinit.Request{Argv: argv, Env: c.commandEnv(), NoNetwork: c.NoNetwork}, int(out.outW.Fd()), int(out.errW.Fd()))
 	out.started(c)
 	if err != nil {
 		out.close()

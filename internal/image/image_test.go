@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"debug/elf"
 	"io"
 	"os"
 	"os/exec"
@@ -26,38 +25,7 @@ import (
 	"github.com/hpcq/hpcq/internal/testutil"
 )
 
-// rootfs builds a small root file system from Debian's busybox-static: a
-// static busybox, the applets the tests use as links to it, and an
-// os-release naming the image.
-func rootfs(t *testing.T, id string) string {
-	t.Helper()
-	bb, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Skip("busybox not found: scripts/services.sh install busybox (Debian busybox-static)")
-	}
-	if f, err := elf.Open(bb); err == nil {
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP {
-				f.Close()
-				t.Skipf("%s is not static: install Debian's busybox-static", bb)
-			}
-		}
-		f.Close()
-	}
-	dir := filepath.Join(t.TempDir(), "rootfs")
-	for _, d := range []string{"bin", "etc", "tmp", "proc", "dev", "usr/bin"} {
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
-	}
-	data, err := os.ReadFile(bb)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "bin/busybox"), data, 0o755))
-	for _, applet := range []string{"sh", "cat", "ls", "echo", "id", "true"} {
-		require.NoError(t, os.Symlink("busybox", filepath.Join(dir, "bin", applet)))
-	}
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/os-release"), []byte("ID="+id+"\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "etc/gone"), []byte("removed by the second layer\n"), 0o644))
-	return dir
-}
+func rootfs(t *testing.T, id string) string { return testutil.BusyboxRoot(t, id) }
 
 // squashfs makes a SquashFS file of dir with mksquashfs.
 func squashfs(t *testing.T, dir string) string {

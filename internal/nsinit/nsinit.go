@@ -53,6 +53,11 @@ type Spec struct {
 	// Serve runs the commands a worker sends over ServeFD, one at a time,
 	// rather than argv: one sandbox per task attempt.
 	Serve bool `json:"serve,omitempty"`
+	// Root, when set, is a container image's root file system: the
+	// commands run in it, the workspace and the writable directories bound
+	// in at their own paths, nothing else of the host's file system seen
+	// (containerRoot). HideFS and Hide have nothing left to hide then.
+	Root string `json:"root,omitempty"`
 }
 
 // IsHelper reports whether this process was started as the helper.
@@ -113,7 +118,7 @@ func Main(specJSON string, argv []string) int {
 		return 126
 	}
 	code := reapUntil(p.Pid)
-	if spec.HideFS {
+	if spec.HideFS || spec.Root != "" {
 		reportTmpFull(os.Stderr, spec.TmpMB)
 	}
 	return code
@@ -145,7 +150,12 @@ func setupSandbox(spec Spec) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
-	if spec.HideFS {
+	switch {
+	case spec.Root != "":
+		if err := containerRoot(spec); err != nil {
+			return err
+		}
+	case spec.HideFS:
 		if err := hideFS(spec); err != nil {
 			return err
 		}

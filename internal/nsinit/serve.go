@@ -187,7 +187,7 @@ func runServed(spec Spec, env []string, r received, reqs <-chan received,
 			break // ECHILD: nothing left
 		}
 	}
-	if spec.HideFS {
+	if spec.HideFS || spec.Root != "" {
 		reportTmpFull(stderr, spec.TmpMB)
 	}
 	reply(Reply{Exited: true, Exit: code})
