@@ -169,6 +169,10 @@ type Tasks struct {
 	// FinishTimeout bounds what follows a task's last phase: its outputs
 	// and metrics read, its plots looked for, its files uploaded.
 	FinishTimeout time.Duration `envconfig:"TASK_FINISH_TIMEOUT" default:"5m" desc:"longest a task's slot is held after its last phase (outputs, metrics, plots, uploads); what is left then is said in the result"`
+	// ImageCache keeps the container images tasks name, unpacked, on
+	// node-local disk.
+	ImageCache   string `envconfig:"IMAGE_CACHE" desc:"directory of the container images tasks name, unpacked once per digest (node-local disk; default: the work directory's .images)"`
+	ImageCacheMB int    `envconfig:"IMAGE_CACHE_MB" default:"20480" desc:"bound of the unpacked images; the least recently used go first (0: none)"`
 	Isolation
 }
 

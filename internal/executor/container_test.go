@@ -10,7 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/image/imagetest"
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/internal/worker"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // TestContainerCommand: a command with a Root runs in the image: its
@@ -65,4 +68,58 @@ func TestContainerCommand(t *testing.T) {
 			require.Equal(t, "refused", read("etc"), "nobody may not write the image's /etc")
 		}
 	}
+}
+
+// TestTaskInEveryImage: a task naming an image runs its phases in it,
+// whatever kind the image is; the result says which image, of what
+// digest, by which runtime; the metric comes home as from the host.
+func TestTaskInEveryImage(t *testing.T) {
+	e := sandboxed(t)
+	images := imagetest.Images(t, testutil.BusyboxRoot(t, "hpcq-image"))
+	for kind, ref := range images {
+		task := shellTask("in-"+kind, `cat /etc/os-release > osr`, `echo "METRIC files=$(ls / | wc -l)"`)
+		task.Artifacts.Run.MetricPatterns = []schema.MetricPattern{{Name: "files", Regex: `METRIC files=(\d+)`}}
+		task.Container = &schema.Container{Image: ref}
+		res, err := e.Execute(context.Background(), task, worker.Slot{})
+		require.NoError(t, err, kind)
+		require.Nil(t, res.Error, "%s: %+v", kind, res.Error)
+		require.Equal(t, "ID=hpcq-image", wsFile(t, e, task, "osr"), kind)
+		require.NotNil(t, res.Container, kind)
+		require.Equal(t, ref, res.Container.Image)
+		require.Equal(t, "hpcq", res.Container.Runtime)
+		if kind == "dir" {
+			require.Empty(t, res.Container.Digest)
+		} else {
+			require.True(t, strings.HasPrefix(res.Container.Digest, "sha256:"), kind)
+		}
+		require.Positive(t, res.Metrics["files"], kind)
+	}
+}
+
+// TestImageRefused: an image that is not there, or not the digest the
+// task names, fails the task as the image's fault (ErrKindImage), and a
+// worker without namespaces says a container needs them.
+func TestImageRefused(t *testing.T) {
+	e := sandboxed(t)
+	sqfs := imagetest.SquashFS(t, testutil.BusyboxRoot(t, "x"))
+	for what, c := range map[string]*schema.Container{
+		"missing":      {Image: "/nonexistent/image.sif"},
+		"other digest": {Image: sqfs, Digest: "sha256:" + strings.Repeat("0", 64)},
+	} {
+		task := shellTask("refused", `true`)
+		task.Container = c
+		res, err := e.Execute(context.Background(), task, worker.Slot{})
+		require.NoError(t, err, what)
+		require.NotNil(t, res.Error, what)
+		require.Equal(t, schema.ErrKindImage, res.Error.Kind, what)
+	}
+	t.Setenv("HOME", t.TempDir())
+	plain, err := NewExecutor(Config{RunsDir: t.TempDir(), Sandbox: SandboxConfig{Mode: IsolationOff}})
+	require.NoError(t, err)
+	task := shellTask("no-namespaces", `true`)
+	task.Container = &schema.Container{Image: sqfs}
+	res, err := plain.Execute(context.Background(), task, worker.Slot{})
+	require.NoError(t, err)
+	require.Equal(t, schema.ErrKindImage, res.Error.Kind)
+	require.Contains(t, res.Error.Message, "a container needs them")
 }

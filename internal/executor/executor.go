@@ -14,6 +14,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/artifacts"
 	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/image"
 	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -77,6 +78,8 @@ type Config struct {
 	// them (NodeTask.Recall) as each phase happens; without it they come
 	// back in the result for the scheduler to store.
 	Recall RecallSink
+	// Images is where the images tasks name are kept unpacked.
+	Images ImagesConfig
 }
 
 // Installer decides the commands of an iterative download phase one at a
@@ -131,6 +134,9 @@ type Executor struct {
 	// memory; nil (v1Why says why) without a sandbox or v1 controllers.
 	v1    *v1Cgroups
 	v1Why string
+	// images is the cache of the images tasks name, opened by the first.
+	imagesMu sync.Mutex
+	images   *image.Cache
 }
 
 var _ worker.Executor = (*Executor)(nil)
@@ -234,12 +240,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 
 	ws := e.WorkspaceDir(t)
 	phases, names := e.phaseSpecs(t)
-	// The log files (and artifacts.json) are made while the workspace is:
-	// on disks where a mkdir costs a fraction of a millisecond, this takes
-	// them off the task's critical path.
-	logsReady := make(chan phaseLogs, 1)
-	go func() { logsReady <- openLogs(e.LogDir(t), names, &t.Artifacts) }()
-	logs := sync.OnceValue(func() phaseLogs { return <-logsReady })
+	logs := e.openLogsAsync(t, names)
 	defer func() { logs().close() }()
 
 	// A fresh directory per (node, attempt): nothing of an earlier delivery
@@ -253,13 +254,21 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	} else if !ok {
 		return res, nil
 	}
-	user, userWhy := e.sandbox.ForSlot(slot.Index)
-	res.Isolation = e.sandbox.Isolation(t.Limits.NoNetwork(), e.isolation, user, userWhy)
-	if err := e.sandbox.ChownWorkspace(ws, user); err != nil {
-		return nil, fmt.Errorf("workspace for the sandbox user: %w", err)
+	root, release, err := e.containerRoot(ctx, t, res)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	if res.Error != nil {
+		return res, nil
+	}
+	user, err := e.taskUser(t, ws, slot, res)
+	if err != nil {
+		return nil, err
 	}
 
 	run := e.newPhaseRun(t, slot, ws, user)
+	run.root = root
 	res.Limits = e.enforce(t, slot, &run)
 	defer run.release(res)
 	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
@@ -299,6 +308,26 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		return nil, err
 	}
 	return res, nil
+}
+
+// openLogsAsync makes the phases' log files (and artifacts.json) while
+// the workspace is made: on disks where a mkdir costs a fraction of a
+// millisecond, this takes them off the task's critical path.
+func (e *Executor) openLogsAsync(t *schema.NodeTask, names []string) func() phaseLogs {
+	ready := make(chan phaseLogs, 1)
+	go func() { ready <- openLogs(e.LogDir(t), names, &t.Artifacts) }()
+	return sync.OnceValue(func() phaseLogs { return <-ready })
+}
+
+// taskUser is the user the slot's commands run as, with the workspace
+// given to it, and the result's account of the isolation.
+func (e *Executor) taskUser(t *schema.NodeTask, ws string, slot worker.Slot, res *schema.NodeResult) (*TaskUser, error) {
+	user, why := e.sandbox.ForSlot(slot.Index)
+	res.Isolation = e.sandbox.Isolation(t.Limits.NoNetwork(), e.isolation, user, why)
+	if err := e.sandbox.ChownWorkspace(ws, user); err != nil {
+		return nil, fmt.Errorf("workspace for the sandbox user: %w", err)
+	}
+	return user, nil
 }
 
 // openLive gives each phase that runs its live log stream (LiveLog), and

@@ -8,126 +8,34 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/apptainer/sif/v2/pkg/sif"
-	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/image"
+	"github.com/hpcq/hpcq/internal/image/imagetest"
 	"github.com/hpcq/hpcq/internal/testutil"
 )
 
 func rootfs(t *testing.T, id string) string { return testutil.BusyboxRoot(t, id) }
-
-// squashfs makes a SquashFS file of dir with mksquashfs.
-func squashfs(t *testing.T, dir string) string {
-	t.Helper()
-	testutil.RequireBinary(t, "mksquashfs", "scripts/services.sh install squashfs")
-	out := filepath.Join(t.TempDir(), "image.sqfs")
-	cmd := exec.Command("mksquashfs", dir, out, "-noappend", "-no-progress", "-quiet", "-all-root")
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, string(b))
-	return out
-}
-
-// sifFile makes a SIF file whose root file system partition is the
-// SquashFS file, with the format's library.
-func sifFile(t *testing.T, sqfs string) string {
-	t.Helper()
-	f, err := os.Open(sqfs)
-	require.NoError(t, err)
-	defer f.Close()
-	di, err := sif.NewDescriptorInput(sif.DataPartition, f,
-		sif.OptPartitionMetadata(sif.FsSquash, sif.PartPrimSys, runtime.GOARCH))
-	require.NoError(t, err)
-	out := filepath.Join(t.TempDir(), "image.sif")
-	img, err := sif.CreateContainerAtPath(out, sif.OptCreateWithDescriptors(di))
-	require.NoError(t, err)
-	require.NoError(t, img.UnloadContainer())
-	return out
-}
-
-// tarOf is dir as a tar stream (a layer).
-func tarOf(t *testing.T, dir string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	require.NoError(t, tw.AddFS(os.DirFS(dir)))
-	// AddFS leaves symbolic links out: add them.
-	require.NoError(t, filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
-		if err != nil || fi.Mode()&os.ModeSymlink == 0 {
-			return err
-		}
-		target, err := os.Readlink(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: rel, Linkname: target, Mode: 0o777})
-	}))
-	require.NoError(t, tw.Close())
-	return buf.Bytes()
-}
-
-// ociImage is dir as an image of two layers: the tree, then a whiteout of
-// etc/gone.
-func ociImage(t *testing.T, dir string) v1.Image {
-	t.Helper()
-	base := tarOf(t, dir)
-	var wh bytes.Buffer
-	tw := tar.NewWriter(&wh)
-	require.NoError(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/.wh.gone", Mode: 0o644}))
-	require.NoError(t, tw.Close())
-	var layers []v1.Layer
-	for _, b := range [][]byte{base, wh.Bytes()} {
-		l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
-		require.NoError(t, err)
-		layers = append(layers, l)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layers...)
-	require.NoError(t, err)
-	return img
-}
-
-func ociLayout(t *testing.T, img v1.Image) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "oci")
-	p, err := layout.Write(dir, empty.Index)
-	require.NoError(t, err)
-	require.NoError(t, p.AppendImage(img, layout.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH})))
-	return dir
-}
-
-func dockerArchive(t *testing.T, img v1.Image) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "image.tar")
-	tag, err := name.NewTag("hpcq-test:1")
-	require.NoError(t, err)
-	require.NoError(t, tarball.WriteToFile(out, tag, img))
-	return out
-}
 
 // TestEveryKindGivesTheSameTree: the same root file system as a directory,
 // SquashFS, SIF, an OCI layout and a docker save tarball resolves to the
 // same files; the unpacked ones are cached by digest and unpacked once.
 func TestEveryKindGivesTheSameTree(t *testing.T) {
 	dir := rootfs(t, "hpcq-test")
-	sqfs := squashfs(t, dir)
-	img := ociImage(t, dir)
+	sqfs := imagetest.SquashFS(t, dir)
+	img := imagetest.OCIImage(t, dir)
 	refs := map[string]string{
 		image.KindDir:      dir,
 		image.KindSquashFS: sqfs,
-		image.KindSIF:      sifFile(t, sqfs),
-		image.KindOCI:      ociLayout(t, img),
-		"docker-archive":   dockerArchive(t, img),
+		image.KindSIF:      imagetest.SIF(t, sqfs),
+		image.KindOCI:      imagetest.OCILayout(t, img),
+		"docker-archive":   imagetest.DockerArchive(t, img),
 	}
 	cache, err := image.OpenCache(t.TempDir(), 0, testutil.Logger(t))
 	require.NoError(t, err)
@@ -184,7 +92,7 @@ func TestEveryKindGivesTheSameTree(t *testing.T) {
 // TestCacheEvictsLeastRecentlyUsed: past its bound the cache removes the
 // least recently used tree that no one holds, never one in use.
 func TestCacheEvictsLeastRecentlyUsed(t *testing.T) {
-	a, b := squashfs(t, rootfs(t, "a")), squashfs(t, rootfs(t, "b"))
+	a, b := imagetest.SquashFS(t, rootfs(t, "a")), imagetest.SquashFS(t, rootfs(t, "b"))
 	cache, err := image.OpenCache(t.TempDir(), 1, testutil.Logger(t)) // 1 byte: every image is over it
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -246,7 +154,7 @@ func TestTarEntriesStayInside(t *testing.T) {
 		require.NoError(t, err)
 		cache, err := image.OpenCache(t.TempDir(), 0, testutil.Logger(t))
 		require.NoError(t, err)
-		im, err := cache.Get(context.Background(), ociLayout(t, img))
+		im, err := cache.Get(context.Background(), imagetest.OCILayout(t, img))
 		if what == "a ../ name" {
 			require.ErrorIs(t, err, image.ErrImage, what)
 		} else {

@@ -70,8 +70,10 @@ type NodeResult struct {
 	Diagnostics []Diagnostic      `json:"diagnostics,omitempty"`
 	Error       *ResultError      `json:"error,omitempty"`
 	Toolchain   map[string]string `json:"toolchain,omitempty"`
-	// Isolation is what the task's commands ran in.
-	Isolation *Isolation `json:"isolation,omitempty"`
+	// Isolation is what the task's commands ran in; Container the image,
+	// when the task named one.
+	Isolation *Isolation     `json:"isolation,omitempty"`
+	Container *ContainerUsed `json:"container,omitempty"`
 	// Host and SlurmJobID say where the worker ran.
 	Host       string `json:"host,omitempty"`
 	SlurmJobID string `json:"slurm_job_id,omitempty"`
@@ -207,7 +209,7 @@ func (r *NodeResult) OK() bool { return r.Error == nil }
 func (r *NodeResult) MsgID() string { return msgID(r.RunID, r.NodeID, r.Attempt) }
 
 var validErrKinds = map[string]bool{
-	ErrKindInvalidTask: true, ErrKindInvalidWorkspace: true, ErrKindInstallFailed: true,
+	ErrKindInvalidTask: true, ErrKindInvalidWorkspace: true, ErrKindImage: true, ErrKindInstallFailed: true,
 	ErrKindCompileFailed: true, ErrKindRunFailed: true, ErrKindTimeout: true,
 	ErrKindMissingOutput: true, ErrKindBadMetric: true, ErrKindToolchainMissing: true,
 	ErrKindCanceled: true, ErrKindInfra: true,

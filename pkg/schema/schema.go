@@ -116,6 +116,8 @@ type NodeTask struct {
 	// the memory branch BranchID as each phase happens. Events it cannot
 	// store come back in NodeResult.RecallPending.
 	Recall *TaskRecall `json:"recall,omitempty"`
+	// Container, when set, is the image the task's commands run in.
+	Container *Container `json:"container,omitempty"`
 }
 
 // TaskRecall says how a worker writes a node's recall events.
@@ -360,6 +362,9 @@ func (t *NodeTask) Validate() error {
 	case "", "plain", "login":
 	default:
 		return fieldErr("shell", "%q, must be plain or login", t.Shell)
+	}
+	if err := t.Container.check(); err != nil {
+		return err
 	}
 	if t.V != Version {
 		return fmt.Errorf("%w: v: %d (this build reads version %d)", ErrUnknownVersion, t.V, Version)
