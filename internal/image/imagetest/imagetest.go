@@ -125,4 +125,3 @@ func DockerArchive(t *testing.T, img v1.Image) string {
 	require.NoError(t, tarball.WriteToFile(out, tag, img))
 	return out
 }
-
