@@ -25,6 +25,17 @@ type environment struct {
 	slots      int
 }
 
+// imageText is what the Environment section says of the run's container
+// image ("" without one).
+func (e *engine) imageText() string {
+	c := e.spec.Container
+	if c == nil {
+		return ""
+	}
+	return fmt.Sprintf("\nEvery node's commands run inside the container image %s: its files, its shell (bash if it has one, else sh) "+
+		"and its PATH; the toolchains listed above are the workers' hosts', not necessarily the image's: check for what you use.", filepath.Base(c.Image))
+}
+
 // environment waits up to WaitWorkers for a live worker of the run's pool
 // and describes the pool's workers. With none by then (workers that start
 // on demand, from slurm-bridge, come when tasks wait) it describes what it
@@ -70,6 +81,7 @@ func (e *engine) environment(ctx context.Context, wait time.Duration) (environme
 			if len(e.spec.Requires) > 0 {
 				env.text += "\nThe run requires: " + strings.Join(e.spec.Requires, ", ") + "."
 			}
+			env.text += e.imageText()
 			return env, nil
 		}
 		if !time.Now().Before(deadline) {
@@ -78,6 +90,8 @@ func (e *engine) environment(ctx context.Context, wait time.Duration) (environme
 			if len(e.spec.Requires) > 0 {
 				env.text += "\nThe run requires: " + strings.Join(e.spec.Requires, ", ") + "."
 			}
+			env.text += e.imageText()
+			env.text += e.imageText()
 			return env, nil
 		}
 		select {

@@ -302,7 +302,7 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 	}
 	t := &schema.NodeTask{V: schema.Version, RunID: e.runID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
 		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Artifacts: a.Phases, Limits: e.spec.Limits, Requires: e.spec.Requires,
-		Shell: e.spec.Shell}
+		Shell: e.spec.Shell, Container: e.spec.Container.Task()}
 	if e.mem != nil {
 		// The worker appends the node's phase events to its branch as they
 		// happen (the branch exists: forked above).

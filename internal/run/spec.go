@@ -45,6 +45,26 @@ type Spec struct {
 	// of its own (bash -lc); default: bash -c in each worker's login
 	// environment, captured once at its start.
 	Shell string `yaml:"shell"`
+	// Container is the image every node's phases run in.
+	Container *Container `yaml:"container"`
+}
+
+// Container names the image of a run's nodes (docs/tasks.md, "Container
+// images").
+type Container struct {
+	// Image is its path (relative to run.yaml, else absolute: on a cluster,
+	// a path every worker sees, on a shared file system).
+	Image string `yaml:"image"`
+	// Digest, when set, is the image the run expects ("sha256:<hex>").
+	Digest string `yaml:"digest"`
+}
+
+// Task is what a node's task carries of it (nil: none).
+func (c *Container) Task() *schema.Container {
+	if c == nil {
+		return nil
+	}
+	return &schema.Container{Image: c.Image, Digest: c.Digest}
 }
 
 // Metric is what the search optimizes.
@@ -274,6 +294,9 @@ func loadSpec(path string, fill func(*Spec)) (Spec, error) {
 	if s.Resources != "" && !filepath.IsAbs(s.Resources) {
 		s.Resources = filepath.Join(dir, s.Resources)
 	}
+	if s.Container != nil && s.Container.Image != "" && !filepath.IsAbs(s.Container.Image) {
+		s.Container.Image = filepath.Join(dir, s.Container.Image)
+	}
 	for _, p := range []*string{&s.Memory.DBPath, &s.Memory.LogDir} {
 		if *p != "" && !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
@@ -297,6 +320,9 @@ func (s Spec) Validate() error {
 	}
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrSpec, field, fmt.Sprintf(format, args...))
+	}
+	if err := s.Container.Task().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrSpec, err)
 	}
 	if strings.TrimSpace(s.Idea) == "" {
 		return bad("idea", "is required: idea.md in the idea directory, or idea / idea_file in run.yaml")

@@ -98,3 +98,22 @@ func TestLoadIdeaDir(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "inline", s.Idea, "run.yaml's idea wins over idea.md")
 }
+
+// TestContainerSpec: run.yaml's container image is resolved against the
+// file's directory; a digest of another shape is refused.
+func TestContainerSpec(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) error {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, SpecFile), []byte("idea: x\nmetric: {name: score}\n"+body), 0o644))
+		_, err := LoadIdeaDir(dir)
+		return err
+	}
+	require.NoError(t, write("container: {image: images/gcc.sif}\n"))
+	s, err := LoadIdeaDir(dir)
+	require.NoError(t, err)
+	require.Equal(t, filepath.Join(dir, "images/gcc.sif"), s.Container.Image)
+	require.Equal(t, filepath.Join(dir, "images/gcc.sif"), s.Container.Task().Image)
+	require.ErrorContains(t, write("container: {image: x.sif, digest: md5:abc}\n"), "container.digest")
+	require.ErrorContains(t, write("container: {image: \"\"}\n"), "container.image")
+	require.ErrorContains(t, write("container: {image: x.sif, runtime: docker}\n"), "runtime")
+}

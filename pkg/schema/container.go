@@ -35,8 +35,8 @@ type ContainerUsed struct {
 // namespaces a container needs).
 const ErrKindImage = "image"
 
-// check validates the container of a task (nil: none).
-func (c *Container) check() error {
+// Validate checks the container of a task (nil: none).
+func (c *Container) Validate() error {
 	if c == nil {
 		return nil
 	}

@@ -363,7 +363,7 @@ func (t *NodeTask) Validate() error {
 	default:
 		return fieldErr("shell", "%q, must be plain or login", t.Shell)
 	}
-	if err := t.Container.check(); err != nil {
+	if err := t.Container.Validate(); err != nil {
 		return err
 	}
 	if t.V != Version {

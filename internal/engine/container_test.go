@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/fakellm"
+	"github.com/hpcq/hpcq/internal/image/imagetest"
+	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/testutil"
+)
+
+// TestRunInAnImage: run.yaml's container puts every node's phases in the
+// image: the nodes' scripts read the image's files, each result names the
+// image and its digest, and the prompts' Environment section says so.
+func TestRunInAnImage(t *testing.T) {
+	sqfs := imagetest.SquashFS(t, testutil.BusyboxRoot(t, "hpcq-run-image"))
+	spec := newSpec(t)
+	spec.Container = &run.Container{Image: sqfs}
+	require.NoError(t, spec.Validate())
+	var mu sync.Mutex
+	var envText []string
+	handle := func(r fakellm.Request) fakellm.Reply {
+		if r.Kind == "draft" || r.Kind == "improve" || r.Kind == "debug" {
+			mu.Lock()
+			envText = append(envText, r.Messages[len(r.Messages)-1].Content)
+			mu.Unlock()
+			return fakellm.Reply{Content: fakellm.WithMemory(emptyUpdate, fakellm.Artifacts([]fakellm.File{{Path: "run.sh",
+				Content: fmt.Sprintf("grep -q '^ID=hpcq-run-image$' /etc/os-release || exit 3\necho 'METRIC score=%d points'\n", 10+r.KindN)}},
+				nil, []string{"sh run.sh"}))}
+		}
+		return normal(r)
+	}
+	e := setup(t, spec, handle, "")
+	sum, err := Run(context.Background(), e.p)
+	require.NoError(t, err)
+	require.True(t, sum.HasBest, "the nodes ran in the image and gave the metric")
+	for _, n := range []string{"n0001", "n0002"} {
+		o := readOutcome(t, e.dir, n)
+		require.NotNil(t, o.Result, n)
+		require.Nil(t, o.Result.Error, "%s: %+v", n, o.Result.Error)
+		require.NotNil(t, o.Result.Container, n)
+		require.Equal(t, sqfs, o.Result.Container.Image)
+		require.Equal(t, "sqfs", o.Result.Container.Kind)
+		require.True(t, strings.HasPrefix(o.Result.Container.Digest, "sha256:"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, envText)
+	require.Contains(t, envText[0], "run inside the container image image.sqfs")
+}
