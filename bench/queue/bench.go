@@ -28,8 +28,8 @@ import (
 )
 
 type params struct {
-	N, SpawnN, SpawnHomeN, Rate int
-	LatencyFor                  time.Duration
+	N, SpawnN, SpawnHomeN, Rate, ContainerN int
+	LatencyFor                              time.Duration
 	// Isolation is the executor's sandbox mode for spawn ("": auto).
 	Isolation string
 	Only      string
@@ -94,11 +94,11 @@ func (e *env) close() {
 	os.RemoveAll(e.dir)
 }
 
-func makeTasks(run string, n int, cmd string) []*schema.NodeTask {
+func makeTasks(run string, n int, cmd string, c *schema.Container) []*schema.NodeTask {
 	out := make([]*schema.NodeTask, n)
 	for i := range out {
 		out[i] = &schema.NodeTask{V: 1, RunID: run, NodeID: "n" + strconv.Itoa(i), Attempt: 1, Pool: "cpu",
-			Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{cmd}}}}
+			Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{cmd}}}, Container: c}
 	}
 	return out
 }
@@ -150,7 +150,7 @@ func run(p params, out, log io.Writer) error {
 	parts := []struct {
 		name string
 		fn   func(params, io.Writer, io.Writer) error
-	}{{"enqueue", benchEnqueue}, {"drain", benchDrain}, {"latency", benchLatency}, {"spawn", benchSpawn}}
+	}{{"enqueue", benchEnqueue}, {"drain", benchDrain}, {"latency", benchLatency}, {"spawn", benchSpawn}, {"container", benchContainer}}
 	ran := false
 	for _, part := range parts {
 		if p.Only != "" && p.Only != part.name {
@@ -190,7 +190,7 @@ func enqueueOnce(n, rep int) (raw, rate float64, err error) {
 		return 0, 0, err
 	}
 	defer e.close()
-	tasks := makeTasks("base", n, "true")
+	tasks := makeTasks("base", n, "true", nil)
 	payloads := make([][]byte, len(tasks))
 	for i, t := range tasks {
 		payloads[i], _ = json.Marshal(t)
@@ -209,7 +209,7 @@ func enqueueOnce(n, rep int) (raw, rate float64, err error) {
 	}
 	raw = float64(n) / time.Since(t0).Seconds()
 
-	tasks = makeTasks("enq"+strconv.Itoa(rep), n, "true")
+	tasks = makeTasks("enq"+strconv.Itoa(rep), n, "true", nil)
 	t0 = time.Now()
 	if _, err := e.q.PublishTasks(context.Background(), tasks); err != nil {
 		return 0, 0, err
@@ -250,7 +250,7 @@ func drainOnce(n, c int) (float64, time.Duration, error) {
 	}
 	defer e.close()
 	run := "drain" + strconv.Itoa(c)
-	if _, err := e.q.PublishTasks(context.Background(), makeTasks(run, n, "true")); err != nil {
+	if _, err := e.q.PublishTasks(context.Background(), makeTasks(run, n, "true", nil)); err != nil {
 		return 0, 0, err
 	}
 	done := make(chan error, 1)
@@ -290,7 +290,7 @@ func benchLatency(p params, out, log io.Writer) error {
 		return err
 	}
 	defer func() { _ = stop() }()
-	tasks := makeTasks("lat", n, "true")
+	tasks := makeTasks("lat", n, "true", nil)
 	done := make(chan error, 1)
 	go func() { done <- awaitResults(e.q, "lat", n, p.LatencyFor+time.Minute) }()
 	time.Sleep(200 * time.Millisecond) // the worker's first pull request is open
@@ -348,7 +348,7 @@ func spawnRounds(p params, n int, name, home string, out, log io.Writer) error {
 	// machine's speed hits both alike; the medians are printed.
 	var hs, ps []float64
 	for r := range p.Reps {
-		h, err := spawnHpcq(n, cmd, r, p.Isolation, log)
+		h, err := spawnHpcq(spawnRun{n: n, cmd: cmd, rep: r, isolation: p.Isolation}, log)
 		if err != nil {
 			return err
 		}
@@ -370,15 +370,28 @@ func spawnRounds(p params, n int, name, home string, out, log io.Writer) error {
 	return nil
 }
 
-// spawnHpcq enqueues n tasks running cmd on a fresh server, then times one
+// spawnRun is one timed round of spawn: n tasks running cmd (in the
+// image container, with the images' cache imageCache).
+type spawnRun struct {
+	n          int
+	cmd        string
+	rep        int
+	isolation  string
+	container  *schema.Container
+	imageCache string
+}
+
+// spawnHpcq enqueues the round's tasks on a fresh server, then times one
 // worker with one slot and the real executor until every result is in.
-func spawnHpcq(n int, cmd string, rep int, isolation string, log io.Writer) (float64, error) {
+func spawnHpcq(s spawnRun, log io.Writer) (float64, error) {
+	n, cmd, rep := s.n, s.cmd, s.rep
 	e, err := newEnv(queue.Options{})
 	if err != nil {
 		return 0, err
 	}
 	defer e.close()
-	ex, err := executor.NewExecutor(executor.Config{RunsDir: filepath.Join(e.dir, "runs"), Sandbox: executor.SandboxConfig{Mode: isolation}})
+	ex, err := executor.NewExecutor(executor.Config{RunsDir: filepath.Join(e.dir, "runs"), Sandbox: executor.SandboxConfig{Mode: s.isolation},
+		Images: executor.ImagesConfig{Dir: s.imageCache}})
 	if err != nil {
 		return 0, err
 	}
@@ -386,7 +399,7 @@ func spawnHpcq(n int, cmd string, rep int, isolation string, log io.Writer) (flo
 		fmt.Fprintf(log, "  sandbox: %s\n", ex.Isolation())
 	}
 	run := "spawn" + strconv.Itoa(rep)
-	if _, err := e.q.PublishTasks(context.Background(), makeTasks(run, n, cmd)); err != nil {
+	if _, err := e.q.PublishTasks(context.Background(), makeTasks(run, n, cmd, s.container)); err != nil {
 		return 0, err
 	}
 	done := make(chan error, 1)

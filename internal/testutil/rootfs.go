@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/hpcq/hpcq/internal/image"
 )
 
 // BusyboxRoot builds a small root file system from Debian's
@@ -25,27 +27,11 @@ func BusyboxRoot(t testing.TB, id string) string {
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "rootfs")
-	for _, d := range []string{"bin", "etc", "tmp", "proc", "dev", "sys", "usr/bin"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	data, err := os.ReadFile(bb)
-	if err != nil {
+	if err := image.MinimalRoot(dir, bb, id); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "bin/busybox"), data, 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "etc/gone"), []byte("removed by a second layer\n"), 0o644); err != nil {
 		t.Fatal(err)
-	}
-	for _, applet := range []string{"sh", "cat", "ls", "echo", "id", "true", "touch", "grep", "wc"} {
-		if err := os.Symlink("busybox", filepath.Join(dir, "bin", applet)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, content := range map[string]string{"etc/os-release": "ID=" + id + "\n", "etc/gone": "removed by a second layer\n"} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return dir
 }

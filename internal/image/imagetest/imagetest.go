@@ -8,22 +8,20 @@ package imagetest
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
-	"github.com/apptainer/sif/v2/pkg/sif"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/image"
 	"github.com/hpcq/hpcq/internal/testutil"
 )
 
@@ -41,26 +39,16 @@ func SquashFS(t *testing.T, dir string) string {
 	t.Helper()
 	testutil.RequireBinary(t, "mksquashfs", "scripts/services.sh install squashfs")
 	out := filepath.Join(t.TempDir(), "image.sqfs")
-	cmd := exec.Command("mksquashfs", dir, out, "-noappend", "-no-progress", "-quiet", "-all-root")
-	b, err := cmd.CombinedOutput()
-	require.NoError(t, err, string(b))
+	require.NoError(t, image.BuildSquashFS(context.Background(), dir, out))
 	return out
 }
 
-// SIF makes a SIF file whose root file system partition is the
-// SquashFS file, with the format's library.
+// SIF makes a SIF file whose root file system partition is the SquashFS
+// file, with the format's library.
 func SIF(t *testing.T, sqfs string) string {
 	t.Helper()
-	f, err := os.Open(sqfs)
-	require.NoError(t, err)
-	defer f.Close()
-	di, err := sif.NewDescriptorInput(sif.DataPartition, f,
-		sif.OptPartitionMetadata(sif.FsSquash, sif.PartPrimSys, runtime.GOARCH))
-	require.NoError(t, err)
 	out := filepath.Join(t.TempDir(), "image.sif")
-	img, err := sif.CreateContainerAtPath(out, sif.OptCreateWithDescriptors(di))
-	require.NoError(t, err)
-	require.NoError(t, img.UnloadContainer())
+	require.NoError(t, image.BuildSIF(sqfs, out))
 	return out
 }
 
@@ -110,9 +98,7 @@ func OCIImage(t *testing.T, dir string) v1.Image {
 func OCILayout(t *testing.T, img v1.Image) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "oci")
-	p, err := layout.Write(dir, empty.Index)
-	require.NoError(t, err)
-	require.NoError(t, p.AppendImage(img, layout.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH})))
+	require.NoError(t, image.WriteOCILayout(img, dir))
 	return dir
 }
 
