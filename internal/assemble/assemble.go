@@ -42,6 +42,9 @@ func Worker(ctx context.Context, p Params) (*executor.Executor, worker.Config, e
 		log = slog.Default()
 	}
 	pc, wc := p.Executor, p.Worker
+	if pc.Images.Log == nil {
+		pc.Images.Log = log
+	}
 	if pc.Env == nil {
 		env, err := executor.WorkerEnv(ctx, pc.Shell)
 		if err != nil {

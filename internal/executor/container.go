@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/hpcq/hpcq/internal/image"
@@ -19,6 +20,8 @@ type ImagesConfig struct {
 	// MaxMB bounds the unpacked trees; the least recently used go first
 	// (0: unbounded).
 	MaxMB int
+	// Log receives what the cache does (an image unpacked, one evicted).
+	Log *slog.Logger
 }
 
 // imageOf resolves the image task t names: the worker's problem when the
@@ -76,7 +79,7 @@ func (e *Executor) imageCache() (*image.Cache, error) {
 	if dir == "" {
 		dir = filepath.Join(e.cfg.RunsDir, ".images")
 	}
-	c, err := image.OpenCache(dir, int64(e.cfg.Images.MaxMB)<<20, nil)
+	c, err := image.OpenCache(dir, int64(e.cfg.Images.MaxMB)<<20, e.cfg.Images.Log)
 	if err != nil {
 		return nil, err
 	}
