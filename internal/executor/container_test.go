@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,4 +123,35 @@ func TestImageRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, schema.ErrKindImage, res.Error.Kind)
 	require.Contains(t, res.Error.Message, "a container needs them")
+}
+
+// TestContainerAsNonRoot: a worker that is not root (its sandbox in a user
+// namespace) runs commands in an image too. The test runs the container
+// test again as nobody, from a copy of this test binary.
+func TestContainerAsNonRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runs the container test as nobody: needs root to switch")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv not found (util-linux)")
+	}
+	testutil.RequireBinary(t, "busybox", "scripts/services.sh install busybox")
+	dir, err := os.MkdirTemp("", "hpcq-nonroot-")
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	self, err := os.Executable()
+	require.NoError(t, err)
+	data, err := os.ReadFile(self)
+	require.NoError(t, err)
+	bin := filepath.Join(dir, "executor.test")
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+	require.NoError(t, os.Chmod(dir, 0o1777)) // its temporary directories are made here
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "env", "HOME="+dir, "TMPDIR="+dir,
+		"PATH=/usr/bin:/bin:/usr/sbin:/sbin", bin, "-test.run", "^TestContainerCommand$", "-test.v")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), "--- PASS: TestContainerCommand", string(out))
 }

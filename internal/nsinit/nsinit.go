@@ -160,8 +160,10 @@ func setupSandbox(spec Spec) error {
 			return err
 		}
 	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return fmt.Errorf("mount /proc: %w", err)
+	if spec.Root == "" { // a container's is mounted before its pivot
+		if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return fmt.Errorf("mount /proc: %w", err)
+		}
 	}
 	if spec.NoNetwork {
 		if err := loopbackUp(); err != nil {

@@ -22,7 +22,7 @@ const stage = "/tmp"
 // is a tmpfs of spec.TmpMB (64 MB when unset), so that a command may write
 // where the image lets its user (the mount points below are made there);
 // the workspace at its own path, and the writable directories; a fresh
-// /proc, the host's /dev, read-only /sys; /tmp, /var/tmp and /dev/shm a
+// /proc (mounted here, before the pivot), the host's /dev, read-only /sys; /tmp, /var/tmp and /dev/shm a
 // tmpfs of TmpMB; the host's resolv.conf and hosts for the download
 // phase's network. Then pivot_root: nothing of the host's file system is
 // left to see but what is bound in.
@@ -88,6 +88,12 @@ func containerRoot(spec Spec) error {
 	}
 	if err := boundedTmp(mb, []string{in("/tmp"), in("/var/tmp"), in("/dev/shm")}); err != nil {
 		return err
+	}
+	// /proc of the new PID namespace, mounted while the host's is still in
+	// view: in a user namespace (a worker not running as root) the kernel
+	// lets proc be mounted only where a proc mount is already visible.
+	if err := unix.Mount("proc", in("/proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("container: mount /proc: %w", err)
 	}
 	for i, p := range keep {
 		if err := os.MkdirAll(in(p), 0o755); err != nil {
