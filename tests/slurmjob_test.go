@@ -80,6 +80,12 @@ func (j *allInOne) wait(t *testing.T, limit time.Duration) (state string, exit i
 	})
 	m := regexp.MustCompile(`ExitCode=(\d+):`).FindStringSubmatch(j.info(t))
 	exit, _ = strconv.Atoi(m[1])
+	// Slurm may say the job ended (CANCELLED at the time limit's warning
+	// signal) while its script still cleans up: its last line is the end.
+	testutil.Eventually(t, time.Minute, "job "+j.id+"'s script to say it is done", func() bool {
+		data, _ := os.ReadFile(filepath.Join(j.home, "hpcq-"+j.script+"-"+j.id+".out"))
+		return strings.Contains(string(data), ": done (status ")
+	})
 	return state, exit
 }
 
