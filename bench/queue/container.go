@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 
 	"github.com/hpcq/hpcq/internal/image"
@@ -71,17 +69,9 @@ func benchImages(dir string) (map[string]string, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the sandbox's mounts need a worker running as root here")
 	}
-	bb, err := exec.LookPath("busybox")
+	bb, err := image.StaticBusybox()
 	if err != nil {
-		return nil, errors.New("busybox not found (scripts/services.sh install busybox: Debian busybox-static)")
-	}
-	if f, err := elf.Open(bb); err == nil {
-		defer f.Close()
-		for _, prog := range f.Progs {
-			if prog.Type == elf.PT_INTERP {
-				return nil, fmt.Errorf("%s is not static (install Debian's busybox-static)", bb)
-			}
-		}
+		return nil, err
 	}
 	root := filepath.Join(dir, "rootfs")
 	if err := image.MinimalRoot(root, bb, "hpcq-bench"); err != nil {

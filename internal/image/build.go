@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -116,6 +117,26 @@ func WriteOCILayout(img v1.Image, out string) error {
 		return err
 	}
 	return p.AppendImage(img, layout.WithPlatform(v1.Platform{OS: "linux", Architecture: runtime.GOARCH}))
+}
+
+// StaticBusybox is the path of a statically linked busybox (Debian's
+// busybox-static), the one program a minimal image needs.
+func StaticBusybox() (string, error) {
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		return "", errors.New("busybox not found (scripts/services.sh install busybox: Debian busybox-static)")
+	}
+	f, err := elf.Open(bb)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", bb, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return "", fmt.Errorf("%s is not static (install Debian's busybox-static)", bb)
+		}
+	}
+	return bb, nil
 }
 
 // MinimalRoot writes a root file system around a static busybox into dir:

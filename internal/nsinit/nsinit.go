@@ -177,21 +177,12 @@ func setupSandbox(spec Spec) error {
 }
 
 func hideFS(spec Spec) error {
-	keep := append([]string{spec.Dir}, spec.Writable...)
 	// Detached copies of the writable trees, taken before anything is made
 	// read-only or covered.
-	trees := make([]int, 0, len(keep))
-	defer func() {
-		for _, fd := range trees {
-			unix.Close(fd)
-		}
-	}()
-	for _, p := range keep {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
-		if err != nil {
-			return fmt.Errorf("writable %s: %w", p, err)
-		}
-		trees = append(trees, fd)
+	keep, trees, err := writableTrees(spec)
+	defer closeAll(trees)
+	if err != nil {
+		return err
 	}
 	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &ro); err != nil {
@@ -239,6 +230,23 @@ func hideFS(spec Spec) error {
 		}
 	}
 	return nil
+}
+
+// writableTrees are the workspace and the writable directories, and a
+// detached copy of each (open_tree clones, to move back in place once the
+// rest is read-only, covered or pivoted away). The descriptors are the
+// caller's to close, whatever the error.
+func writableTrees(spec Spec) ([]string, []int, error) {
+	keep := append([]string{spec.Dir}, spec.Writable...)
+	trees := make([]int, 0, len(keep))
+	for _, p := range keep {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return keep, trees, fmt.Errorf("writable %s: %w", p, err)
+		}
+		trees = append(trees, fd)
+	}
+	return keep, trees, nil
 }
 
 // boundedTmp mounts one tmpfs of mb megabytes and shows a directory of

@@ -27,19 +27,10 @@ const stage = "/tmp"
 // phase's network. Then pivot_root: nothing of the host's file system is
 // left to see but what is bound in.
 func containerRoot(spec Spec) error {
-	keep := append([]string{spec.Dir}, spec.Writable...)
-	trees := make([]int, 0, len(keep))
-	defer func() {
-		for _, fd := range trees {
-			unix.Close(fd)
-		}
-	}()
-	for _, p := range keep {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
-		if err != nil {
-			return fmt.Errorf("writable %s: %w", p, err)
-		}
-		trees = append(trees, fd)
+	keep, trees, err := writableTrees(spec)
+	defer closeAll(trees)
+	if err != nil {
+		return err
 	}
 	// The image is named by a descriptor: the stage's tmpfs may cover its
 	// path (an image under /tmp).

@@ -1,9 +1,7 @@
 package testutil
 
 import (
-	"debug/elf"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -17,14 +15,9 @@ import (
 func BusyboxRoot(t testing.TB, id string) string {
 	t.Helper()
 	RequireBinary(t, "busybox", "scripts/services.sh install busybox")
-	bb, _ := exec.LookPath("busybox")
-	if f, err := elf.Open(bb); err == nil {
-		defer f.Close()
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP {
-				t.Skipf("%s is not static: install Debian's busybox-static", bb)
-			}
-		}
+	bb, err := image.StaticBusybox()
+	if err != nil {
+		t.Skip(err)
 	}
 	dir := filepath.Join(t.TempDir(), "rootfs")
 	if err := image.MinimalRoot(dir, bb, id); err != nil {
