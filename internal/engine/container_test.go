@@ -12,6 +12,7 @@ import (
 	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/internal/image/imagetest"
 	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/runview"
 	"github.com/hpcq/hpcq/internal/testutil"
 )
 
@@ -49,6 +50,12 @@ func TestRunInAnImage(t *testing.T) {
 		require.Equal(t, "sqfs", o.Result.Container.Kind)
 		require.True(t, strings.HasPrefix(o.Result.Container.Digest, "sha256:"))
 	}
+	lines, err := runview.ListNodes(e.dir)
+	require.NoError(t, err)
+	require.Equal(t, sqfs, lines[0].Image, "ls --json says the image")
+	n, err := runview.ReadNode(e.dir, lines[0].Node, lines)
+	require.NoError(t, err)
+	require.Equal(t, "sqfs", n.Container.Kind, "the dashboard's node panel has the container")
 	mu.Lock()
 	defer mu.Unlock()
 	require.NotEmpty(t, envText)

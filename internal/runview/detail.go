@@ -50,6 +50,8 @@ type Node struct {
 	Error       *schema.ResultError `json:"error,omitempty"`
 	Toolchain   map[string]string   `json:"toolchain,omitempty"`
 	Limits      *schema.Enforced    `json:"limits,omitempty"`
+	// Container is the image the node's commands ran in.
+	Container *schema.ContainerUsed `json:"container,omitempty"`
 	// Logs, Outputs and Plots are the files in nodes/<id>/.
 	Logs    []FileRef `json:"logs,omitempty"`
 	Outputs []FileRef `json:"outputs,omitempty"`
@@ -235,7 +237,7 @@ func (n *Node) readResult(p string) error {
 		n.Phases = append(n.Phases, Phase{Name: ph.Name, OK: ph.OK, ExitCode: ph.ExitCode, Started: ph.Started, DurationMS: ph.DurationMS})
 	}
 	n.Metrics, n.MetricUnits, n.Diagnostics, n.Error = r.Metrics, r.MetricUnits, r.Diagnostics, r.Error
-	n.Toolchain, n.Limits, n.ArtifactsNote = r.Toolchain, r.Limits, r.ArtifactsNote
+	n.Toolchain, n.Limits, n.ArtifactsNote, n.Container = r.Toolchain, r.Limits, r.ArtifactsNote, r.Container
 	return nil
 }
 

@@ -35,6 +35,8 @@ type NodeLine struct {
 	// Value is the metric of a tree search's node that produced it.
 	Value  *float64 `json:"value,omitempty"`
 	Reason string   `json:"reason,omitempty"`
+	// Image is the container image the node ran in (its path).
+	Image string `json:"image,omitempty"`
 }
 
 // Status of a node not finished, besides the results table's words.
@@ -203,6 +205,7 @@ type resultFacts struct {
 	ran            bool // a result of its own (not the result cache's)
 	worker, host   string
 	slurmJobID     string
+	image          string
 	attempt        int
 	started        time.Time
 	durationMS     int64
@@ -222,6 +225,9 @@ func readResultFacts(path string) (any, error) {
 	f := resultFacts{status: rec.Status, reason: rec.Reason}
 	if r := rec.Result; r != nil && !rec.Cached {
 		f.ran, f.worker, f.host, f.slurmJobID, f.attempt, f.started, f.durationMS = true, r.Worker, r.Host, r.SlurmJobID, r.Attempt, r.Started, r.DurationMS
+		if r.Container != nil {
+			f.image = r.Container.Image
+		}
 	}
 	switch {
 	case rec.Metric != nil && !rec.Buggy:
@@ -237,7 +243,7 @@ func readResultFacts(path string) (any, error) {
 
 // apply sets the line's fields from the result.
 func (f resultFacts) apply(l *NodeLine) {
-	l.Status, l.Reason = f.status, f.reason
+	l.Status, l.Reason, l.Image = f.status, f.reason, f.image
 	if f.ran {
 		started, dur := f.started, f.durationMS
 		l.Worker, l.Host, l.SlurmJobID, l.Attempt, l.Started, l.DurationMS = f.worker, f.host, f.slurmJobID, f.attempt, &started, &dur

@@ -579,6 +579,7 @@ const TAB_VIEWS = {
         el('td', {}, badge(g.severity === 'error' ? 'failed' : 'queued')), el('td', {}, g.message)))));
     }
     if (d.limits) out.push(el('h3', {}, 'Limits'), kv(d.limits));
+    if (d.container) out.push(el('h3', {}, 'Container'), kv(d.container));
     if (d.toolchain) out.push(el('h3', {}, 'Toolchain'), kv(d.toolchain));
     if (d.artifacts_note) out.push(el('p', { class: 'muted' }, d.artifacts_note));
     if (d.artifacts_error) out.push(el('p', { class: 'error' }, d.artifacts_error));
