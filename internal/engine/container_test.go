@@ -49,6 +49,7 @@ func TestRunInAnImage(t *testing.T) {
 		require.Equal(t, sqfs, o.Result.Container.Image)
 		require.Equal(t, "sqfs", o.Result.Container.Kind)
 		require.True(t, strings.HasPrefix(o.Result.Container.Digest, "sha256:"))
+		require.Nil(t, o.Result.Toolchain, "the host's toolchains are not claimed for a node run in an image")
 	}
 	lines, err := runview.ListNodes(e.dir)
 	require.NoError(t, err)
