@@ -130,11 +130,11 @@ func TestImageRefused(t *testing.T) {
 // test again as nobody, from a copy of this test binary.
 func TestContainerAsNonRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("runs the container test as nobody: needs root to switch")
+		t.Skip("not root: switching to nobody to run the container test needs root (CI runs the tests as root)")
 	}
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
-		t.Skip("setpriv not found (util-linux)")
+		t.Skip("setpriv not found: install util-linux")
 	}
 	testutil.RequireBinary(t, "busybox", "scripts/services.sh install busybox")
 	dir, err := os.MkdirTemp("", "hpcq-nonroot-")

@@ -198,28 +198,21 @@ func (c *Cache) unpack(ctx context.Context, path, kind, digest, entry string) er
 }
 
 // digest is the image's digest: its manifest's (OCI), else the file's
-// SHA-256, computed once per content (a worker asks for the same image
-// on every task).
+// SHA-256, computed once per content (a worker asks for the same image on
+// every task: a SIF of gigabytes, an OCI archive to unpack, are read once).
 func (c *Cache) digest(ctx context.Context, path, kind string) (string, error) {
-	if kind == KindOCI {
-		img, cleanup, err := ociImage(ctx, path)
-		if err != nil {
-			return "", err
-		}
-		defer cleanup()
-		h, err := img.Digest()
-		if err != nil {
-			return "", fmt.Errorf("%w: %s: manifest digest: %w", ErrImage, path, err)
-		}
-		return h.String(), nil
+	// What identifies the content without reading it: the file, or an OCI
+	// layout directory's index.json (rewritten whenever an image is added).
+	ident := path
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		ident = filepath.Join(path, "index.json")
 	}
-	fi, err := os.Stat(path)
+	fi, err := os.Stat(ident)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %w", ErrImage, path, err)
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	key := fileKey{path: path, size: fi.Size(), mtimeNs: fi.ModTime().UnixNano()}
-	if st != nil {
+	key := fileKey{path: ident, size: fi.Size(), mtimeNs: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		key.dev, key.ino = st.Dev, st.Ino
 	}
 	c.mu.Lock()
@@ -228,6 +221,37 @@ func (c *Cache) digest(ctx context.Context, path, kind string) (string, error) {
 	if ok {
 		return d, nil
 	}
+	if kind == KindOCI {
+		d, err = ociDigest(ctx, path)
+	} else {
+		d, err = fileDigest(ctx, path)
+	}
+	if err != nil {
+		return "", err
+	}
+	c.mu.Lock()
+	c.digests[key] = d
+	c.mu.Unlock()
+	return d, nil
+}
+
+// ociDigest is the digest of the image's manifest (an OCI layout in a tar
+// is unpacked to read it: once per file, digest caches it).
+func ociDigest(ctx context.Context, path string) (string, error) {
+	img, cleanup, err := ociImage(ctx, path)
+	if err != nil {
+		return "", err
+	}
+	defer cleanup()
+	h, err := img.Digest()
+	if err != nil {
+		return "", fmt.Errorf("%w: %s: manifest digest: %w", ErrImage, path, err)
+	}
+	return h.String(), nil
+}
+
+// fileDigest is the SHA-256 of the file at path.
+func fileDigest(ctx context.Context, path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %w", ErrImage, path, err)
@@ -237,11 +261,7 @@ func (c *Cache) digest(ctx context.Context, path, kind string) (string, error) {
 	if _, err := io.Copy(h, readerCtx{ctx, f}); err != nil {
 		return "", fmt.Errorf("%w: %s: %w", ErrImage, path, err)
 	}
-	d = "sha256:" + hex.EncodeToString(h.Sum(nil))
-	c.mu.Lock()
-	c.digests[key] = d
-	c.mu.Unlock()
-	return d, nil
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // readerCtx stops a long read when ctx ends.
