@@ -52,12 +52,14 @@ type Queue struct {
 	Replicas    int           `envconfig:"NATS_REPLICAS" default:"1" desc:"replicas of the streams and buckets (3 on a NATS cluster of 3)"`
 	// ArtifactsMaxAge is the retention of the artifacts object store.
 	ArtifactsMaxAge time.Duration `envconfig:"ARTIFACTS_MAX_AGE" default:"168h" desc:"how long the object store keeps the logs, outputs and plots workers uploaded"`
+	// LayersMaxMB bounds the object store of container layers.
+	LayersMaxMB int64 `envconfig:"LAYERS_MAX_MB" default:"8192" desc:"bound of the object store of the container layers nodes leave (what Phase 1 installed), shared between workers"`
 }
 
 // Options for pkg/queue.
 func (q Queue) Options() queue.Options {
 	return queue.Options{AckWait: q.AckWait, MaxDeliver: q.MaxDeliver, DedupWindow: q.DedupWindow, HeartbeatPeriod: q.Heartbeat, Replicas: q.Replicas,
-		ArtifactsMaxAge: q.ArtifactsMaxAge}
+		ArtifactsMaxAge: q.ArtifactsMaxAge, LayersMaxBytes: q.LayersMaxMB << 20}
 }
 
 // Log settings.
@@ -172,7 +174,9 @@ type Tasks struct {
 	// ImageCache keeps the container images tasks name, unpacked, on
 	// node-local disk.
 	ImageCache   string `envconfig:"IMAGE_CACHE" desc:"directory of the container images tasks name, unpacked once per digest (node-local disk; default: the work directory's .images)"`
-	ImageCacheMB int    `envconfig:"IMAGE_CACHE_MB" default:"20480" desc:"bound of the unpacked images; the least recently used go first (0: none)"`
+	ImageCacheMB int    `envconfig:"IMAGE_CACHE_MB" default:"20480" desc:"bound of the unpacked images and kept layers; the least recently used go first (0: none)"`
+	// LayerShareMB is the largest layer a worker sends other workers.
+	LayerShareMB int `envconfig:"LAYER_SHARE_MB" default:"1024" desc:"largest container layer (what a node installed over its image) put in the object store for the workers of its children; a larger one stays on its worker, and a child run elsewhere installs again"`
 	Isolation
 }
 

@@ -11,8 +11,10 @@ import (
 
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // environment is what the prompts say about where nodes run: the
@@ -34,6 +36,46 @@ func (e *engine) imageText() string {
 	}
 	return fmt.Sprintf("\nEvery node's commands run inside the container image %s: its files, its shell (bash if it has one, else sh) "+
 		"and its PATH; the toolchains listed above are the workers' hosts', not necessarily the image's: check for what you use.", filepath.Base(c.Image))
+}
+
+// inheritedLayers are the layers node n starts from over the run's image
+// (its parent's, and the one its parent left: the packages its ancestors
+// installed), and what the Environment section says of them.
+func (e *engine) inheritedLayers(n *search.Node) ([]string, string) {
+	if e.spec.Container == nil || n.Parent == "" {
+		return nil, ""
+	}
+	o, ok, err := e.nodeOutcome(n.Parent)
+	if err != nil || !ok || o.Result == nil {
+		return nil, ""
+	}
+	layers := o.Result.Container.Inherited()
+	if len(layers) == 0 {
+		return nil, ""
+	}
+	mine := map[string]bool{}
+	for _, l := range layers {
+		mine[l] = true
+	}
+	var holds []string
+	for id, hops := n.Parent, 0; id != "" && hops < schema.MaxLayers; hops++ {
+		if o, ok, err := e.nodeOutcome(id); err == nil && ok && o.Result != nil && o.Result.Container != nil {
+			if c := o.Result.Container; mine[c.Layer] && c.LayerHolds != "" {
+				holds = append([]string{fmt.Sprintf("- node %s: %s", id, c.LayerHolds)}, holds...)
+			}
+		}
+		t, ok, err := e.nodeTask(id)
+		if err != nil || !ok {
+			break
+		}
+		id = t.ParentID
+	}
+	text := fmt.Sprintf("\nThis node starts from its parent's environment: the image with the %d layer(s) its ancestors' commands wrote over it, "+
+		"which the commands run as the container's root may add to (apt-get, pip); what they installed is there, do not install it again.", len(layers))
+	if len(holds) > 0 {
+		text += "\n" + strings.Join(holds, "\n")
+	}
+	return layers, text
 }
 
 // environment waits up to WaitWorkers for a live worker of the run's pool
@@ -90,7 +132,6 @@ func (e *engine) environment(ctx context.Context, wait time.Duration) (environme
 			if len(e.spec.Requires) > 0 {
 				env.text += "\nThe run requires: " + strings.Join(e.spec.Requires, ", ") + "."
 			}
-			env.text += e.imageText()
 			env.text += e.imageText()
 			return env, nil
 		}

@@ -288,7 +288,8 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 	if err != nil {
 		return fail("phase 0", err)
 	}
-	pc, err := e.nodeContext(ctx, n, env.text, plan)
+	layers, layersText := e.inheritedLayers(n)
+	pc, err := e.nodeContext(ctx, n, env.text+layersText, plan)
 	if err != nil {
 		return fail("memory", err)
 	}
@@ -303,6 +304,9 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 	t := &schema.NodeTask{V: schema.Version, RunID: e.runID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
 		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Artifacts: a.Phases, Limits: e.spec.Limits, Requires: e.spec.Requires,
 		Shell: e.spec.Shell, Container: e.spec.Container.Task()}
+	if t.Container != nil {
+		t.Container.Layers = layers
+	}
 	if e.mem != nil {
 		// The worker appends the node's phase events to its branch as they
 		// happen (the branch exists: forked above).
@@ -351,7 +355,8 @@ func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
 	}
 	env := e.currentEnv()
 	pc := e.promptContext(ctx)
-	pc.History, pc.Environment, pc.Resources = e.history(n.ID), env.text, e.resources(ctx, n.ID)
+	_, layersText := e.inheritedLayers(n)
+	pc.History, pc.Environment, pc.Resources = e.history(n.ID), env.text+layersText, e.resources(ctx, n.ID)
 	if e.mem != nil {
 		text, err := e.injectMemory(ctx, n.ID, "phase0")
 		if err != nil {

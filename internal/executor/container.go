@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hpcq/hpcq/internal/image"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -22,6 +26,11 @@ type ImagesConfig struct {
 	MaxMB int
 	// Log receives what the cache does (an image unpacked, one evicted).
 	Log *slog.Logger
+	// LayerStore, when set, is where the layers nodes leave are shared
+	// with other workers (queue.Queue.Layers), up to ShareMB each
+	// (HPCQ_LAYER_SHARE_MB; 0: DefaultLayerShareMB).
+	LayerStore jetstream.ObjectStore
+	ShareMB    int
 }
 
 // imageOf resolves the image task t names: the worker's problem when the
@@ -52,20 +61,128 @@ func (e *Executor) imageOf(ctx context.Context, t *schema.NodeTask) (*image.Imag
 	return im, nil, nil
 }
 
-// containerRoot is the root file system task t's commands run in ("":
-// the host's) and what releases its image; a task whose image cannot be
-// used gets res.Error, a worker's failure the error.
-func (e *Executor) containerRoot(ctx context.Context, t *schema.NodeTask, res *schema.NodeResult) (string, func(), error) {
+// containerRun is the container a task attempt's commands run in.
+type containerRun struct {
+	root   string   // the image's tree
+	layers []string // the layers it starts from, the oldest first: directories of the cache
+	upper  string   // the attempt's own layer: upper/ and work/, on disk
+	held   []*image.Image
+}
+
+// release lets the cache evict the image and layers again.
+func (c *containerRun) release() {
+	if c == nil {
+		return
+	}
+	for _, im := range c.held {
+		im.Release()
+	}
+}
+
+// container is the container task t's commands run in (nil: the host),
+// its image and the layers above it held until released; a task whose
+// image cannot be used gets res.Error, a worker's failure the error.
+func (e *Executor) container(ctx context.Context, t *schema.NodeTask, res *schema.NodeResult) (*containerRun, error) {
 	if t.Container == nil {
-		return "", func() {}, nil
+		return nil, nil
 	}
 	im, rerr, err := e.imageOf(ctx, t)
 	if err != nil || rerr != nil {
 		res.Error = rerr
-		return "", func() {}, err
+		return nil, err
 	}
 	res.Container = &schema.ContainerUsed{Image: t.Container.Image, Kind: im.Kind, Digest: im.Digest, Runtime: "hpcq"}
-	return im.Root, im.Release, nil
+	c := &containerRun{root: im.Root, held: []*image.Image{im}}
+	e.inherit(ctx, t, c, res.Container)
+	c.upper = e.layerDir(t)
+	if err := freshDir(c.upper); err != nil {
+		c.release()
+		return nil, fmt.Errorf("the node's layer: %w", err)
+	}
+	for _, d := range []string{"upper", "work"} {
+		if err := os.Mkdir(filepath.Join(c.upper, d), 0o755); err != nil {
+			c.release()
+			return nil, fmt.Errorf("the node's layer: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// layerDir is where an attempt's commands' writes over its image go:
+// beside the workspace, not in it (the container does not see it).
+func (e *Executor) layerDir(t *schema.NodeTask) string {
+	return filepath.Join(e.cfg.RunsDir, t.RunID, "layers", t.NodeID, strconv.Itoa(t.Attempt))
+}
+
+// inherit finds the layers t starts from (its ancestors', the oldest
+// first) in the cache, fetching those it lacks from the object store. A
+// layer that cannot be had ends the chain there (the ones above it hold
+// changes to it): the node starts from the layers below it, and used says
+// why in LayerNote.
+func (e *Executor) inherit(ctx context.Context, t *schema.NodeTask, c *containerRun, used *schema.ContainerUsed) {
+	cache, err := e.imageCache()
+	if err != nil {
+		used.LayerNote = err.Error()
+		return
+	}
+	for i, d := range t.Container.Layers {
+		l, err := cache.Layer(ctx, d)
+		if errors.Is(err, image.ErrNoLayer) {
+			if err = e.fetchLayer(ctx, cache, d); err == nil {
+				l, err = cache.Layer(ctx, d)
+			}
+		}
+		if err != nil {
+			used.LayerNote = fmt.Sprintf("started from %d of the %d layers its ancestors left: %s: %v", i, len(t.Container.Layers), d, err)
+			return
+		}
+		c.held = append(c.held, l)
+		c.layers = append(c.layers, l.Root)
+		used.Layers = append(used.Layers, d)
+	}
+}
+
+// seal keeps what the attempt's commands wrote over the image as the
+// node's layer (in the cache, and in the object store for other workers
+// when within the cap), and says so in used; the attempt's layer
+// directory is removed.
+func (e *Executor) seal(ctx context.Context, c *containerRun, ws string, u *TaskUser, used *schema.ContainerUsed) {
+	defer func() {
+		if err := removeTree(c.upper); err != nil {
+			e.cfg.Images.Log.Warn("the node's layer directory is left", "dir", c.upper, "err", err)
+		}
+	}()
+	cache, err := e.imageCache()
+	if err != nil {
+		used.LayerNote = join(used.LayerNote, "its layer was not kept: "+err.Error())
+		return
+	}
+	uid, gid := e.sandbox.containerIDs(u)
+	skip := append([]string{"/proc", "/dev", "/sys", "/tmp", "/var/tmp", "/etc/resolv.conf", "/etc/hosts", "/.hpcq-old-root", ws}, e.sandbox.writable...)
+	info, err := cache.SealLayer(ctx, filepath.Join(c.upper, "upper"), image.SealOptions{Skip: skip, UID: uid, GID: gid})
+	if err != nil {
+		used.LayerNote = join(used.LayerNote, "its layer was not kept: "+err.Error())
+		return
+	}
+	if info.Digest == "" {
+		return // nothing written over the image
+	}
+	used.Layer, used.LayerBytes = info.Digest, info.Bytes
+	lowers := []string{c.root}
+	for _, l := range c.layers {
+		lowers = append([]string{l}, lowers...)
+	}
+	used.LayerHolds = image.Holds(filepath.Join(c.upper, "upper"), lowers)
+	if why := e.shareLayer(ctx, cache, info); why != "" {
+		used.LayerNote = join(used.LayerNote, why)
+	}
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // imageCache opens the images' cache on the first task that names one.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/image"
 	"github.com/hpcq/hpcq/internal/image/imagetest"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/internal/worker"
@@ -65,10 +66,78 @@ func TestContainerCommand(t *testing.T) {
 		require.Equal(t, "t", read("tmp"))
 		require.NoFileExists(t, filepath.Join(root, "etc/planted"), "the image's tree is never written")
 		require.NoFileExists(t, filepath.Join(root, "tmp/t"))
-		if os.Geteuid() == 0 {
-			require.Equal(t, "refused", read("etc"), "nobody may not write the image's /etc")
-		}
+		require.Equal(t, "wrote", read("etc"), "the container's root writes its /etc (in the overlay)")
 	}
+}
+
+// TestContainerLayer: what a container's root writes over the image (a
+// file in /usr, one removed from /etc, a directory replaced) goes to the
+// node's layer on disk, not to the image; sealed into the cache as an OCI
+// layer, it is what a later command starts from: the image as the first
+// left it, owned by the container's root whoever ran it.
+func TestContainerLayer(t *testing.T) {
+	e := sandboxed(t)
+	root := testutil.BusyboxRoot(t, "hpcq-layer")
+	cache, err := image.OpenCache(t.TempDir(), 0, nil)
+	require.NoError(t, err)
+	run := func(layers []string, upper string, lines ...string) string {
+		ws := t.TempDir()
+		require.NoError(t, os.Chmod(ws, 0o777))
+		var stderr bytes.Buffer
+		c := Command{Dir: ws, Env: os.Environ(), Sandbox: e.sandbox, Root: root, Layers: layers, Upper: upper, TmpMB: 16,
+			Stderr: &stderr, Line: strings.Join(lines, "; ")}
+		out, err := Run(context.Background(), c)
+		require.NoError(t, err, stderr.String())
+		require.Equal(t, 0, out.ExitCode, stderr.String())
+		return ws
+	}
+	newUpper := func() string {
+		d := t.TempDir()
+		t.Cleanup(func() { _ = removeTree(d) }) // the overlay's work directory is closed
+		require.NoError(t, os.Mkdir(filepath.Join(d, "upper"), 0o755))
+		require.NoError(t, os.Mkdir(filepath.Join(d, "work"), 0o755))
+		return d
+	}
+	seal := func(upper, ws string) string {
+		uid, gid := e.sandbox.containerIDs(nil)
+		info, err := cache.SealLayer(context.Background(), filepath.Join(upper, "upper"),
+			image.SealOptions{Skip: []string{"/proc", "/dev", "/sys", "/tmp", "/var/tmp", "/etc/resolv.conf", "/etc/hosts", ws}, UID: uid, GID: gid})
+		require.NoError(t, err)
+		require.True(t, strings.HasPrefix(info.Digest, "sha256:"))
+		l, err := cache.Layer(context.Background(), info.Digest)
+		require.NoError(t, err)
+		t.Cleanup(l.Release)
+		return l.Root
+	}
+	first := newUpper()
+	ws := run(nil, first,
+		`id -u > uid`, `mkdir -p /usr/local/lib/hpcq && echo v1 > /usr/local/lib/hpcq/lib.txt`,
+		`rm /etc/os-release`, `rm -rf /home && mkdir /home && echo new > /home/only`, `stat -c %u /usr/local/lib/hpcq/lib.txt > owner`)
+	require.Equal(t, "0\n", readFile(t, filepath.Join(ws, "uid")), "commands run as the container's root")
+	require.Equal(t, "0\n", readFile(t, filepath.Join(ws, "owner")))
+	require.Equal(t, "v1\n", readFile(t, filepath.Join(first, "upper/usr/local/lib/hpcq/lib.txt")), "the write is in the layer")
+	require.NoFileExists(t, filepath.Join(root, "usr/local/lib/hpcq/lib.txt"), "the image is never written")
+	require.FileExists(t, filepath.Join(root, "etc/os-release"))
+	layer1 := seal(first, ws)
+	require.NoDirExists(t, filepath.Join(layer1, "proc"), "the sandbox's mount points are not the layer's")
+
+	second := newUpper()
+	ws = run([]string{layer1}, second,
+		`cat /usr/local/lib/hpcq/lib.txt > lib`, `test -e /etc/os-release && echo there > osr || echo gone > osr`,
+		`ls /home > home`, `echo v2 > /usr/local/lib/hpcq/lib.txt`, `stat -c %u /usr/local/lib/hpcq/lib.txt > owner`)
+	require.Equal(t, "v1\n", readFile(t, filepath.Join(ws, "lib")), "the parent's layer is seen")
+	require.Equal(t, "gone\n", readFile(t, filepath.Join(ws, "osr")), "what the parent removed stays removed")
+	require.Equal(t, "only\n", readFile(t, filepath.Join(ws, "home")), "a directory the parent replaced is its own")
+	require.Equal(t, "0\n", readFile(t, filepath.Join(ws, "owner")))
+	require.Equal(t, "v1\n", readFile(t, filepath.Join(layer1, "usr/local/lib/hpcq/lib.txt")), "the parent's layer is never written")
+	require.Equal(t, "v2\n", readFile(t, filepath.Join(second, "upper/usr/local/lib/hpcq/lib.txt")))
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return string(data)
 }
 
 // TestTaskInEveryImage: a task naming an image runs its phases in it,
@@ -126,7 +195,8 @@ func TestImageRefused(t *testing.T) {
 }
 
 // TestContainerAsNonRoot: a worker that is not root (its sandbox in a user
-// namespace) runs commands in an image too. The test runs the container
+// namespace) runs commands in an image too, as the container's root, and
+// keeps their layer. The test runs the container
 // test again as nobody, from a copy of this test binary.
 func TestContainerAsNonRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -149,9 +219,10 @@ func TestContainerAsNonRoot(t *testing.T) {
 	require.NoError(t, os.WriteFile(bin, data, 0o755))
 	require.NoError(t, os.Chmod(dir, 0o1777)) // its temporary directories are made here
 	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "env", "HOME="+dir, "TMPDIR="+dir,
-		"PATH=/usr/bin:/bin:/usr/sbin:/sbin", bin, "-test.run", "^TestContainerCommand$", "-test.v")
+		"PATH=/usr/bin:/bin:/usr/sbin:/sbin", bin, "-test.run", "^TestContainer(Command|Layer)$", "-test.v")
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
 	require.Contains(t, string(out), "--- PASS: TestContainerCommand", string(out))
+	require.Contains(t, string(out), "--- PASS: TestContainerLayer", string(out))
 }

@@ -254,21 +254,19 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	} else if !ok {
 		return res, nil
 	}
-	root, release, err := e.containerRoot(ctx, t, res)
+	ctr, user, done, err := e.placeTask(ctx, t, ws, slot, res)
+	// done is deferred before run.release: it runs once the attempt's
+	// sandbox is gone, and keeps the container's layer.
+	defer done()
 	if err != nil {
 		return nil, err
 	}
-	defer release()
 	if res.Error != nil {
 		return res, nil
 	}
-	user, err := e.taskUser(t, ws, slot, res)
-	if err != nil {
-		return nil, err
-	}
 
 	run := e.newPhaseRun(t, slot, ws, user)
-	run.root = root
+	run.ctr = ctr
 	res.Limits = e.enforce(t, slot, &run)
 	defer run.release(res)
 	met, err := newMetrics(t.Artifacts.Run.MetricPatterns)
@@ -308,6 +306,27 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		return nil, err
 	}
 	return res, nil
+}
+
+// placeTask is where task t's commands run: its container (nil: the
+// host), its user, and what to do once they have run (keep the
+// container's layer, let its image go). A task that cannot run there gets
+// res.Error.
+func (e *Executor) placeTask(ctx context.Context, t *schema.NodeTask, ws string, slot worker.Slot, res *schema.NodeResult) (*containerRun, *TaskUser, func(), error) {
+	ctr, err := e.container(ctx, t, res)
+	if err != nil || res.Error != nil {
+		return nil, nil, func() {}, err
+	}
+	user, err := e.taskUser(t, ws, slot, res)
+	if err != nil {
+		return nil, nil, ctr.release, err
+	}
+	return ctr, user, func() {
+		if ctr != nil {
+			e.seal(ctx, ctr, ws, user, res.Container)
+			ctr.release()
+		}
+	}, nil
 }
 
 // openLogsAsync makes the phases' log files (and artifacts.json) while

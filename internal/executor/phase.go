@@ -47,9 +47,8 @@ type phaseRun struct {
 	pidsBy string
 	// user runs the commands: the slot's own uid (nil: the sandbox's).
 	user *TaskUser
-	// root is the container image's root file system the commands run in
-	// ("": the host's).
-	root string
+	// ctr is the container the commands run in (nil: the host).
+	ctr *containerRun
 	// box is the attempt's sandbox, opened by its first command (nil: no
 	// sandbox).
 	box    *attemptSandbox
@@ -127,8 +126,11 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 			left = time.Millisecond
 		}
 		cmd := Command{Line: line, Dir: run.ws, Env: run.env, Timeout: left, KillGrace: e.cfg.KillGrace,
-			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits, Sandbox: e.sandbox, Login: run.login, Root: run.root,
+			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits, Sandbox: e.sandbox, Login: run.login,
 			NoNetwork: run.noNetwork && ph.name != schema.PhaseDownload, CPUs: run.cpus, TmpMB: run.tmpMB, User: run.user}
+		if c := run.ctr; c != nil {
+			cmd.Root, cmd.Layers, cmd.Upper = c.root, c.layers, c.upper
+		}
 		if run.cgroup != nil {
 			cmd.CgroupFD = run.cgroup.fd
 		}

@@ -62,8 +62,14 @@ type Command struct {
 	User *TaskUser
 	// Root, when set, is a container image's root file system the command
 	// runs in (with a Sandbox only): its shell is the image's (bash when
-	// the image has it, else sh), its PATH the image's standard one.
+	// the image has it, else sh), its PATH the image's standard one; it
+	// runs as the container's root, mapped to the task's user.
 	Root string
+	// Layers are layers over Root (the oldest first) and Upper the
+	// directory whose upper and work directories take what the command
+	// writes there (see nsinit.Spec).
+	Layers []string
+	Upper  string
 }
 
 // shellArgv is the argv c's line runs as.

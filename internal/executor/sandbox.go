@@ -342,7 +342,8 @@ func (s *Sandbox) helperArgv(c Command, argv []string, serve bool) ([]string, er
 		hide = []string{s.hide}
 	}
 	spec := nsinit.Spec{Dir: c.Dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: c.NoNetwork && !serve,
-		TmpMB: c.TmpMB, Cgroups: c.JoinCgroups, Hide: hide, Serve: serve, Root: c.Root}
+		TmpMB: c.TmpMB, Cgroups: c.JoinCgroups, Hide: hide, Serve: serve,
+		Root: c.Root, Layers: c.Layers, Upper: c.Upper}
 	if u := c.User; u != nil && s.uid >= 0 {
 		spec.UID, spec.GID, spec.Nproc = u.UID, u.GID, u.Nproc
 	}

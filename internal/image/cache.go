@@ -188,12 +188,19 @@ func (c *Cache) unpack(ctx context.Context, path, kind, digest, entry string) er
 	if err := os.Rename(root, filepath.Join(entry, "rootfs")); err != nil {
 		return fmt.Errorf("image cache: %w", err)
 	}
-	m := meta{Ref: path, Kind: kind, Digest: digest, Bytes: size, Unpacked: time.Now().UTC()}
+	if err := writeMeta(entry, meta{Ref: path, Kind: kind, Digest: digest, Bytes: size, Unpacked: time.Now().UTC()}); err != nil {
+		return err
+	}
+	c.log.Info("image unpacked", "image", path, "kind", kind, "digest", digest, "bytes", size, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// writeMeta writes entry's meta.json: the entry is whole.
+func writeMeta(entry string, m meta) error {
 	data, _ := json.MarshalIndent(m, "", "  ")
 	if err := os.WriteFile(filepath.Join(entry, "meta.json"), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("image cache: %w", err)
 	}
-	c.log.Info("image unpacked", "image", path, "kind", kind, "digest", digest, "bytes", size, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -321,6 +328,9 @@ func (c *Cache) evict(keep string) {
 		rmErr := os.Remove(filepath.Join(e.dir, "meta.json"))
 		if rmErr == nil {
 			rmErr = os.RemoveAll(filepath.Join(e.dir, "rootfs"))
+		}
+		if rmErr == nil {
+			rmErr = os.RemoveAll(filepath.Join(e.dir, layerTar))
 		}
 		f.Close()
 		if rmErr != nil {

@@ -198,6 +198,12 @@ func unpackOCI(ctx context.Context, path, dest, _ string) error {
 // and FIFOs are left out (a task's /dev is the host's, bound in). Owners
 // are kept when this process may set them.
 func untar(r io.Reader, dest string) error {
+	return untarWith(r, dest, func(string) bool { return false })
+}
+
+// untarWith is untar, but for the entries special takes (by their clean
+// name), which are not written.
+func untarWith(r io.Reader, dest string, special func(name string) bool) error {
 	root, err := os.OpenRoot(dest)
 	if err != nil {
 		return err
@@ -219,7 +225,7 @@ func untar(r io.Reader, dest string) error {
 			return err
 		}
 		name := path.Clean(strings.TrimPrefix(h.Name, "/"))
-		if name == "." || name == ".." || strings.HasPrefix(name, "../") {
+		if name == "." || name == ".." || strings.HasPrefix(name, "../") || special(name) {
 			continue
 		}
 		if dir := path.Dir(name); dir != "." {

@@ -58,6 +58,14 @@ type Spec struct {
 	// in at their own paths, nothing else of the host's file system seen
 	// (containerRoot). HideFS and Hide have nothing left to hide then.
 	Root string `json:"root,omitempty"`
+	// Layers, with Root, are layers over the image, the oldest first:
+	// directories holding what the commands of the nodes above this one
+	// wrote (their Upper's upper directories), read-only here.
+	Layers []string `json:"layers,omitempty"`
+	// Upper, with Root, is a directory whose upper and work directories
+	// (made by the worker, empty) take what the commands write: the node's
+	// layer, kept on disk. "": a tmpfs of TmpMB takes it, lost at the end.
+	Upper string `json:"upper,omitempty"`
 }
 
 // IsHelper reports whether this process was started as the helper.
@@ -74,6 +82,9 @@ func IsHelper() bool {
 // kills whatever is left in the namespace. Status 125 means the sandbox
 // could not be set up; the reason is on stderr.
 func Main(specJSON string, argv []string) int {
+	if specJSON == holdArg {
+		return hold()
+	}
 	var spec Spec
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		fmt.Fprintf(os.Stderr, "hpcq-sandbox: bad spec: %v\n", err)
@@ -124,10 +135,20 @@ func Main(specJSON string, argv []string) int {
 	return code
 }
 
-// commandAttr is how a command starts: as the sandbox user.
+// commandAttr is how a command starts: as the sandbox user, or in a
+// container as its root (containerUser).
 func commandAttr(spec Spec) *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{}
-	if spec.UID >= 0 {
+	switch {
+	case containerUser(spec):
+		// A user namespace of its own in which it becomes root: its ids
+		// on the host are then the task user's (this helper's are root's,
+		// which the namespace does not map).
+		a.Cloneflags = unix.CLONE_NEWUSER
+		a.UidMappings, a.GidMappings = rootMap(spec)
+		a.GidMappingsEnableSetgroups = true
+		a.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
+	case spec.UID >= 0:
 		a.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
 	}
 	return a

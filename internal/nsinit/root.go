@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,10 +19,9 @@ import (
 const stage = "/tmp"
 
 // containerRoot makes spec.Root, an image's unpacked root file system,
-// the commands' root: an overlay whose lower layer is the image (never
-// written: the cache's tree is shared by every task) and whose upper layer
-// is a tmpfs of spec.TmpMB (64 MB when unset), so that a command may write
-// where the image lets its user (the mount points below are made there);
+// the commands' root: an overlay (overlayRoot) of the image and the layers
+// above it, never written, whose upper layer takes what the commands write
+// (the mount points below are made there);
 // the workspace at its own path, and the writable directories; a fresh
 // /proc (mounted here, before the pivot), the host's /dev, read-only /sys; /tmp, /var/tmp and /dev/shm a
 // tmpfs of TmpMB; the host's resolv.conf and hosts for the download
@@ -32,29 +33,22 @@ func containerRoot(spec Spec) error {
 	if err != nil {
 		return err
 	}
-	// The image is named by a descriptor: the stage's tmpfs may cover its
-	// path (an image under /tmp).
-	image, err := unix.Open(spec.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	mb := tmpMB(spec)
+	root, fds, err := overlayRoot(spec)
+	defer closeAll(fds)
 	if err != nil {
-		return fmt.Errorf("container: the image %s: %w", spec.Root, err)
+		return err
 	}
-	defer unix.Close(image)
-	mb := spec.TmpMB
-	if mb <= 0 {
-		mb = 64
-	}
-	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%dm,mode=0700", mb)); err != nil {
-		return fmt.Errorf("container: stage: %w", err)
-	}
-	upper, work, root := filepath.Join(stage, "upper"), filepath.Join(stage, "work"), filepath.Join(stage, "root")
-	for _, d := range []string{upper, work, root} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			return fmt.Errorf("container: %w", err)
-		}
-	}
-	opts := fmt.Sprintf("lowerdir=/proc/self/fd/%d,upperdir=%s,workdir=%s", image, upper, work)
-	if err := unix.Mount("overlay", root, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		return fmt.Errorf("container: overlay on the image %s: %w", spec.Root, err)
+	if containerUser(spec) {
+		// What this helper makes in the container (mount points, the
+		// workspace's path) it makes as the container's root (the task's
+		// user): through the idmapped layers the host's root is no one.
+		// fsuid is a thread's.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		_ = unix.Setfsgid(spec.GID)
+		_ = unix.Setfsuid(spec.UID)
+		defer func() { _ = unix.Setfsuid(0); _ = unix.Setfsgid(0) }()
 	}
 	in := func(p string) string { return filepath.Join(root, p) }
 	for _, d := range []string{"/proc", "/dev", "/sys", "/tmp", "/var/tmp", "/dev/shm"} {
@@ -140,4 +134,100 @@ func pivot(root string) error {
 		return fmt.Errorf("container: %w", err)
 	}
 	return nil
+}
+
+// overlayRoot mounts the container's root file system at stage/root: an
+// overlay whose lower layers are the image and spec.Layers (the nearest
+// last), named by descriptors (the stage's tmpfs may cover their paths),
+// and whose upper layer is spec.Upper's upper and work directories (made
+// by the worker), else the stage's tmpfs. With containerUser, the lower
+// and upper layers are idmapped mounts: the disk's root is the task's
+// user, who is the container's root. The options keep the upper layer a
+// plain tree (no redirects, no metadata-only copies), one that can be
+// packed as an image layer. The descriptors are the caller's to close.
+func overlayRoot(spec Spec) (string, []int, error) {
+	var fds []int
+	// Every layer opened before the stage's tmpfs may cover its path.
+	open := func(dir string) (int, error) {
+		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			fds = append(fds, fd)
+		}
+		return fd, err
+	}
+	dirs := append([]string{spec.Root}, spec.Layers...)
+	if spec.Upper != "" {
+		dirs = append(dirs, spec.Upper)
+	}
+	opened, paths := make([]int, len(dirs)), make([]string, len(dirs))
+	for i, d := range dirs {
+		fd, err := open(d)
+		if err != nil {
+			return "", fds, fmt.Errorf("container: %s: %w", d, err)
+		}
+		opened[i], paths[i] = fd, fmt.Sprintf("/proc/self/fd/%d", fd)
+	}
+	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%dm,mode=0755", tmpMB(spec))); err != nil {
+		return "", fds, fmt.Errorf("container: stage: %w", err)
+	}
+	if containerUser(spec) {
+		// The image and the layers below, not the upper layer: the overlay
+		// writes that as the helper (root), who is no one through an
+		// idmapping; the worker gives root's back when it keeps the layer.
+		mapped, err := idmapAll(spec, dirs[:1+len(spec.Layers)], opened)
+		fds = append(fds, mapped...)
+		if err != nil {
+			return "", fds, fmt.Errorf("container: %w", err)
+		}
+		for i, fd := range mapped {
+			paths[i] = fmt.Sprintf("/proc/self/fd/%d", fd)
+		}
+	}
+	path := func(i int) string { return paths[i] }
+	lowers := []string{}
+	for i := len(spec.Layers); i >= 0; i-- { // the nearest layer first, the image last
+		lowers = append(lowers, path(i))
+	}
+	upper, work, root := filepath.Join(stage, "upper"), filepath.Join(stage, "work"), filepath.Join(stage, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return "", fds, fmt.Errorf("container: %w", err)
+	}
+	opts := ",redirect_dir=off,index=off,metacopy=off"
+	if spec.UID < 0 {
+		// In a user namespace (a worker not running as root): trusted.*
+		// cannot be written, and those options are refused; the kernel
+		// keeps them off there.
+		opts = ",userxattr"
+	}
+	if spec.Upper != "" {
+		dir := path(len(dirs) - 1)
+		upper, work = filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	} else {
+		for _, d := range []string{upper, work} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return "", fds, fmt.Errorf("container: %w", err)
+			}
+		}
+	}
+	if containerUser(spec) {
+		// The upper layer is the task user's: what the commands write is
+		// theirs (the worker gives root's back when it keeps the layer).
+		if err := os.Chown(upper, spec.UID, spec.GID); err != nil {
+			return "", fds, fmt.Errorf("container: %w", err)
+		}
+	}
+	all := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s%s", strings.Join(lowers, ":"), upper, work, opts)
+	if err := unix.Mount("overlay", root, "overlay", unix.MS_NOSUID|unix.MS_NODEV, all); err != nil {
+		return "", fds, fmt.Errorf("container: overlay on the image %s: %w", spec.Root, err)
+	}
+	return root, fds, nil
+}
+
+// tmpMB is the bound of a container's /tmp, /var/tmp and /dev/shm, and of
+// its writes over the image when they are not kept on disk.
+func tmpMB(spec Spec) int {
+	if spec.TmpMB > 0 {
+		return spec.TmpMB
+	}
+	return 64
 }

@@ -52,6 +52,8 @@ type Queue struct {
 
 	artifactsMu sync.Mutex
 	artifacts   jetstream.ObjectStore
+	layersMu    sync.Mutex
+	layers      jetstream.ObjectStore
 	cancelMu    sync.Mutex
 	cancelKV    jetstream.KeyValue
 	// batcher groups results ending together (batch.go).

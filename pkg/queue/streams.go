@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,6 +39,11 @@ const (
 	// CancelBucket records canceled runs (key <run>) and nodes (key
 	// <run>.<node>); workers and schedulers watch it.
 	CancelBucket = "HPCQ_CANCELED"
+	// LayersBucket is the object store of the layers nodes leave over
+	// their container images (what Phase 1 installed), named by digest
+	// (LayerObject): a child node run on another worker starts from its
+	// parent's.
+	LayersBucket = "HPCQ_LAYERS"
 )
 
 // Subjects.
@@ -161,6 +167,32 @@ func (q *Queue) Artifacts(ctx context.Context) (jetstream.ObjectStore, error) {
 	return st, nil
 }
 
+// Layers is the object store of container layers (LayersBucket), made on
+// first use, bounded to Options.LayersMaxBytes (a layer that does not fit
+// is not stored; the node's result says so).
+func (q *Queue) Layers(ctx context.Context) (jetstream.ObjectStore, error) {
+	q.layersMu.Lock()
+	defer q.layersMu.Unlock()
+	if q.layers != nil {
+		return q.layers, nil
+	}
+	st, err := use(ctx, q.opts, q.nc, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return q.js.ObjectStore(ctx, LayersBucket)
+	}, func(ctx context.Context) (jetstream.ObjectStore, error) {
+		return q.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: LayersBucket,
+			Description: "hpcq container layers: what nodes wrote over their images, by digest",
+			TTL:         q.opts.ArtifactsMaxAge, MaxBytes: q.opts.LayersMaxBytes, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue: object store %s: %w", LayersBucket, err)
+	}
+	q.layers = st
+	return st, nil
+}
+
+// LayerObject is the object name of a layer: its digest's hex.
+func LayerObject(digest string) string { return strings.TrimPrefix(digest, "sha256:") }
+
 // ArtifactObject is the object name of an artifact of a node attempt.
 func ArtifactObject(run, node string, attempt int, dir, name string) string {
 	return run + "/" + node + "/" + strconv.Itoa(attempt) + "/" + dir + "/" + name
@@ -187,6 +219,9 @@ type Options struct {
 	ArtifactsMaxAge time.Duration
 	// Replicas of every stream and bucket (1 for a single server). Defaults to 1.
 	Replicas int
+	// LayersMaxBytes bounds the container layers' object store (kept as
+	// long as artifacts). Defaults to 8 GiB.
+	LayersMaxBytes int64
 	// HeartbeatPeriod is how often workers refresh their registry entry; a
 	// worker silent for 3 periods is reported lost. Defaults to 5s.
 	HeartbeatPeriod time.Duration
@@ -222,6 +257,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HeartbeatPeriod == 0 {
 		o.HeartbeatPeriod = 5 * time.Second
+	}
+	if o.LayersMaxBytes == 0 {
+		o.LayersMaxBytes = 8 << 30
 	}
 	return o
 }

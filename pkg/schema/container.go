@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"unicode"
@@ -17,7 +18,16 @@ type Container struct {
 	// file's, or the OCI manifest's): a worker whose file has another
 	// refuses the task rather than run it in something else.
 	Digest string `json:"digest,omitempty"`
+	// Layers are the layers the node starts from, over the image, the
+	// oldest first: the digests of what its ancestors' commands wrote
+	// there (packages Phase 1 installed). A child inherits its parent's
+	// environment as it inherits its memory.
+	Layers []string `json:"layers,omitempty"`
 }
+
+// MaxLayers bounds Container.Layers: a node's depth in the tree (the
+// overlay stacks at most 500 layers).
+const MaxLayers = 128
 
 // ContainerUsed is what a task's commands ran in.
 type ContainerUsed struct {
@@ -28,6 +38,34 @@ type ContainerUsed struct {
 	// Runtime ran the commands: "hpcq" (the worker's own sandbox: an
 	// overlay of the image, its namespaces).
 	Runtime string `json:"runtime"`
+	// Layers are the layers (digests) the node started from: the task's,
+	// but for those this worker could not have (LayerNote says why).
+	Layers []string `json:"layers,omitempty"`
+	// Layer is the layer the node left: what its commands wrote over the
+	// image and Layers, as an OCI layer tar's digest ("": nothing), and
+	// LayerBytes its size. Its children start from Layers and Layer.
+	Layer      string `json:"layer,omitempty"`
+	LayerBytes int64  `json:"layer_bytes,omitempty"`
+	// LayerHolds says what Layer adds (the Debian and Python packages
+	// installed, where other files went): what the prompts of the nodes
+	// below say their environment already has.
+	LayerHolds string `json:"layer_holds,omitempty"`
+	// LayerNote says why the node did not start from every layer it was
+	// given, or why its own layer is not kept or not shared with other
+	// workers ("": it did and it is).
+	LayerNote string `json:"layer_note,omitempty"`
+}
+
+// Inherited is the layers a child of the node that used c starts from.
+func (c *ContainerUsed) Inherited() []string {
+	if c == nil {
+		return nil
+	}
+	out := append([]string(nil), c.Layers...)
+	if c.Layer != "" && len(out) < MaxLayers {
+		out = append(out, c.Layer)
+	}
+	return out
 }
 
 // ErrKindImage: the task's image could not be used (missing, of no known
@@ -51,11 +89,21 @@ func (c *Container) Validate() error {
 	case strings.IndexFunc(p, unicode.IsControl) >= 0:
 		return fieldErr("container.image", "contains a control character")
 	}
-	if d := c.Digest; d != "" {
-		hex, ok := strings.CutPrefix(d, "sha256:")
-		if !ok || len(hex) != 64 || strings.Trim(hex, "0123456789abcdef") != "" {
-			return fieldErr("container.digest", "%q: sha256: and 64 lower-case hex digits", firstBytes([]byte(d), 80))
+	if d := c.Digest; d != "" && !isDigest(d) {
+		return fieldErr("container.digest", "%q: sha256: and 64 lower-case hex digits", firstBytes([]byte(d), 80))
+	}
+	if len(c.Layers) > MaxLayers {
+		return fieldErr("container.layers", "%d layers, at most %d", len(c.Layers), MaxLayers)
+	}
+	for i, d := range c.Layers {
+		if !isDigest(d) {
+			return fieldErr(fmt.Sprintf("container.layers[%d]", i), "%q: sha256: and 64 lower-case hex digits", firstBytes([]byte(d), 80))
 		}
 	}
 	return nil
+}
+
+func isDigest(d string) bool {
+	hex, ok := strings.CutPrefix(d, "sha256:")
+	return ok && len(hex) == 64 && strings.Trim(hex, "0123456789abcdef") == ""
 }

@@ -1,0 +1,430 @@
+package image
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// KindLayer is a cache entry holding a layer: what a node's commands wrote
+// over its image, as an overlay's lower directory (rootfs) and as the OCI
+// layer tar it was unpacked from (layer.tar), by the tar's digest.
+const KindLayer = "layer"
+
+// ErrNoLayer is returned by Layer when the cache does not hold the layer.
+var ErrNoLayer = errors.New("image: layer not in the cache")
+
+// The OCI image spec's whiteouts: a file removed, and a directory whose
+// lower layers' entries are hidden (opaque).
+const (
+	whiteoutPrefix = ".wh."
+	whiteoutOpaque = ".wh..wh..opq"
+)
+
+// SealOptions say how an overlay's upper directory becomes a layer.
+type SealOptions struct {
+	// Skip are paths in the container (absolute) that the sandbox made:
+	// mount points, the workspace's path. They are left out, with the
+	// directories made only to hold them.
+	Skip []string
+	// UID and GID are the host ids the container's root had: files they
+	// own are root's in the layer.
+	UID, GID int
+}
+
+// LayerInfo is a layer kept in the cache.
+type LayerInfo struct {
+	Digest string // sha256 of layer.tar (the OCI diff id)
+	Bytes  int64  // the tar's size
+}
+
+// SealLayer packs upper, the upper directory of a container's overlay, as
+// an OCI layer (removed files as whiteouts) and keeps it in the cache by
+// its digest. An upper holding nothing but what opts.Skip names is no
+// layer: the zero LayerInfo.
+func (c *Cache) SealLayer(ctx context.Context, upper string, opts SealOptions) (LayerInfo, error) {
+	tmp, err := os.CreateTemp(c.dir, ".layer-*.tar")
+	if err != nil {
+		return LayerInfo{}, fmt.Errorf("layer: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	h := sha256.New()
+	n, err := packLayer(ctx, upper, io.MultiWriter(tmp, h), opts)
+	if err != nil {
+		return LayerInfo{}, fmt.Errorf("layer: pack %s: %w", upper, err)
+	}
+	if n == 0 {
+		return LayerInfo{}, nil
+	}
+	if err := tmp.Close(); err != nil {
+		return LayerInfo{}, err
+	}
+	digest := "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return c.keepLayer(ctx, digest, tmp.Name())
+}
+
+// AddLayer keeps the layer tar r (fetched from another worker) in the
+// cache, after checking that it is the digest it is said to be.
+func (c *Cache) AddLayer(ctx context.Context, digest string, r io.Reader) (LayerInfo, error) {
+	tmp, err := os.CreateTemp(c.dir, ".layer-*.tar")
+	if err != nil {
+		return LayerInfo{}, fmt.Errorf("layer: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(tmp, h), readerCtx{ctx, r}); err != nil {
+		return LayerInfo{}, fmt.Errorf("layer %s: %w", digest, err)
+	}
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
+		return LayerInfo{}, fmt.Errorf("%w: the layer said to be %s is %s", ErrImage, digest, got)
+	}
+	if err := tmp.Close(); err != nil {
+		return LayerInfo{}, err
+	}
+	return c.keepLayer(ctx, digest, tmp.Name())
+}
+
+// keepLayer makes the entry of layer digest from its tar at tarPath
+// (moved into it), unless the cache has it already.
+func (c *Cache) keepLayer(ctx context.Context, digest, tarPath string) (LayerInfo, error) {
+	fi, err := os.Stat(tarPath)
+	if err != nil {
+		return LayerInfo{}, err
+	}
+	info := LayerInfo{Digest: digest, Bytes: fi.Size()}
+	entry := filepath.Join(c.dir, strings.TrimPrefix(digest, "sha256:"))
+	lock, err := lockEntry(entry, syscall.LOCK_EX)
+	if err != nil {
+		return LayerInfo{}, err
+	}
+	defer lock.Close()
+	if _, err := os.Stat(filepath.Join(entry, "meta.json")); err == nil {
+		return info, nil // the same content, kept before
+	}
+	start := time.Now()
+	_ = os.RemoveAll(filepath.Join(entry, "rootfs"))
+	tmp, err := os.MkdirTemp(entry, ".unpack-")
+	if err != nil {
+		return LayerInfo{}, err
+	}
+	defer os.RemoveAll(tmp)
+	f, err := os.Open(tarPath)
+	if err != nil {
+		return LayerInfo{}, err
+	}
+	err = untarLayer(readerCtx{ctx, f}, filepath.Join(tmp, "rootfs"))
+	f.Close()
+	if err != nil {
+		return LayerInfo{}, fmt.Errorf("layer %s: %w", digest, err)
+	}
+	if err := os.Rename(filepath.Join(tmp, "rootfs"), filepath.Join(entry, "rootfs")); err != nil {
+		return LayerInfo{}, err
+	}
+	if err := os.Rename(tarPath, filepath.Join(entry, layerTar)); err != nil {
+		return LayerInfo{}, err
+	}
+	tree, err := treeBytes(filepath.Join(entry, "rootfs"))
+	if err != nil {
+		return LayerInfo{}, err
+	}
+	if err := writeMeta(entry, meta{Ref: digest, Kind: KindLayer, Digest: digest, Bytes: tree + info.Bytes, Unpacked: time.Now().UTC()}); err != nil {
+		return LayerInfo{}, err
+	}
+	c.log.Info("layer kept", "digest", digest, "bytes", info.Bytes, "took", time.Since(start).Round(time.Millisecond))
+	c.evict(entry)
+	return info, nil
+}
+
+// layerTar is the file of a layer entry holding its tar.
+const layerTar = "layer.tar"
+
+// Layer holds the cached layer digest (its rootfs: an overlay lower
+// directory) until Release; ErrNoLayer when the cache does not have it.
+func (c *Cache) Layer(ctx context.Context, digest string) (*Image, error) {
+	if !validDigest(digest) {
+		return nil, fmt.Errorf("%w: %q is not a sha256 digest", ErrImage, digest)
+	}
+	entry := filepath.Join(c.dir, strings.TrimPrefix(digest, "sha256:"))
+	if _, err := os.Stat(filepath.Join(entry, "meta.json")); err != nil {
+		return nil, ErrNoLayer
+	}
+	lock, err := lockEntry(entry, syscall.LOCK_SH)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(entry, "meta.json")); err != nil {
+		lock.Close() // evicted meanwhile
+		return nil, ErrNoLayer
+	}
+	now := time.Now()
+	_ = os.Chtimes(filepath.Join(entry, "lock"), now, now)
+	return &Image{Ref: digest, Kind: KindLayer, Digest: digest, Root: filepath.Join(entry, "rootfs"), release: func() { lock.Close() }}, nil
+}
+
+// OpenLayerTar opens the tar of the cached layer digest (to share it).
+func (c *Cache) OpenLayerTar(digest string) (*os.File, error) {
+	if !validDigest(digest) {
+		return nil, fmt.Errorf("%w: %q is not a sha256 digest", ErrImage, digest)
+	}
+	return os.Open(filepath.Join(c.dir, strings.TrimPrefix(digest, "sha256:"), layerTar))
+}
+
+func validDigest(d string) bool {
+	h, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil
+}
+
+// packLayer writes upper as an OCI layer tar to w: whiteouts (character
+// devices 0/0) as .wh. files, opaque directories with .wh..wh..opq, hard
+// links as links, the ids of opts.UID/GID as root's; sockets, FIFOs and
+// devices are left out. It returns the number of entries written.
+//
+// Long: one walk, then the directories made only to hold a skipped path
+// are left out, then the entries written in order; each step reads best
+// whole.
+func packLayer(ctx context.Context, upper string, w io.Writer, opts SealOptions) (int, error) {
+	type entry struct {
+		rel string
+		fi  fs.FileInfo
+	}
+	var ents []entry
+	holders := map[string]bool{} // directories on the way to a skipped path
+	for _, s := range opts.Skip {
+		for d := path.Dir(strings.TrimPrefix(path.Clean(s), "/")); d != "." && d != "/"; d = path.Dir(d) {
+			holders[d] = true
+		}
+	}
+	skipped := func(rel string) bool {
+		for _, s := range opts.Skip {
+			s = strings.TrimPrefix(path.Clean(s), "/")
+			if rel == s || strings.HasPrefix(rel, s+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	err := filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(upper, p)
+		rel = filepath.ToSlash(rel)
+		if rel == "." {
+			return nil
+		}
+		if skipped(rel) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		ents = append(ents, entry{rel, fi})
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	// A holder is kept when something of its own is kept below it, or it
+	// hides what is below it.
+	keep := make([]bool, len(ents))
+	needed := map[string]bool{}
+	for i := len(ents) - 1; i >= 0; i-- {
+		e := ents[i]
+		keep[i] = !holders[e.rel] || needed[e.rel] || opaque(filepath.Join(upper, e.rel))
+		if keep[i] {
+			for d := path.Dir(e.rel); d != "."; d = path.Dir(d) {
+				needed[d] = true
+			}
+		}
+	}
+	tw := tar.NewWriter(w)
+	links := map[uint64]string{} // inode -> the first name written
+	n := 0
+	for i, e := range ents {
+		if !keep[i] {
+			continue
+		}
+		wrote, err := packEntry(tw, upper, e.rel, e.fi, links, opts)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", e.rel, err)
+		}
+		n += wrote
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, tw.Close()
+}
+
+// packEntry writes one entry of the upper directory; it returns the
+// number of tar entries written (0 for what a layer does not carry).
+func packEntry(tw *tar.Writer, upper, rel string, fi fs.FileInfo, links map[uint64]string, opts SealOptions) (int, error) {
+	full := filepath.Join(upper, rel)
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	if fi.Mode()&fs.ModeCharDevice != 0 && st != nil && st.Rdev == 0 {
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: path.Join(path.Dir(rel), whiteoutPrefix+path.Base(rel)), Mode: 0o600, ModTime: fi.ModTime()}
+		return 1, tw.WriteHeader(h)
+	}
+	if !fi.Mode().IsRegular() && !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
+		return 0, nil
+	}
+	var link string
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		l, err := os.Readlink(full)
+		if err != nil {
+			return 0, err
+		}
+		link = l
+	}
+	h, err := tar.FileInfoHeader(fi, link)
+	if err != nil {
+		return 0, err
+	}
+	h.Name = rel
+	h.Uname, h.Gname = "", ""
+	if st != nil {
+		h.Uid, h.Gid = int(st.Uid), int(st.Gid)
+		if h.Uid == opts.UID {
+			h.Uid = 0
+		}
+		if h.Gid == opts.GID {
+			h.Gid = 0
+		}
+	}
+	if fi.IsDir() {
+		h.Name += "/"
+		if err := tw.WriteHeader(h); err != nil {
+			return 0, err
+		}
+		if opaque(full) {
+			return 2, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel + "/" + whiteoutOpaque, Mode: 0o600, ModTime: fi.ModTime()})
+		}
+		return 1, nil
+	}
+	if fi.Mode().IsRegular() && st != nil && st.Nlink > 1 {
+		if first, ok := links[st.Ino]; ok {
+			h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
+			return 1, tw.WriteHeader(h)
+		}
+		links[st.Ino] = rel
+	}
+	if err := tw.WriteHeader(h); err != nil {
+		return 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return 1, nil
+	}
+	f, err := os.Open(full)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	_, err = io.Copy(tw, f)
+	return 1, err
+}
+
+// Overlay's marks of an opaque directory: trusted.* where the overlay was
+// mounted as root, user.* in a user namespace (userxattr).
+var opaqueXattrs = []string{"trusted.overlay.opaque", "user.overlay.opaque"}
+
+func opaque(dir string) bool {
+	buf := make([]byte, 4)
+	for _, x := range opaqueXattrs {
+		if n, err := unix.Lgetxattr(dir, x, buf); err == nil && n == 1 && buf[0] == 'y' {
+			return true
+		}
+	}
+	return false
+}
+
+// untarLayer unpacks a layer tar into dest as an overlay lower directory:
+// its whiteouts become what overlay reads as whiteouts (a character device
+// 0/0, the opaque mark on a directory: trusted.* as root, user.* not).
+func untarLayer(r io.Reader, dest string) error {
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return err
+	}
+	var whiteouts, opaques []string
+	err := untarWith(r, dest, func(name string) bool {
+		base := path.Base(name)
+		switch {
+		case base == whiteoutOpaque:
+			opaques = append(opaques, path.Dir(name))
+		case strings.HasPrefix(base, whiteoutPrefix):
+			whiteouts = append(whiteouts, path.Join(path.Dir(name), strings.TrimPrefix(base, whiteoutPrefix)))
+		default:
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dest)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	xattr := opaqueXattrs[1]
+	if os.Geteuid() == 0 {
+		xattr = opaqueXattrs[0]
+	}
+	for _, d := range opaques {
+		if err := root.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
+		if err := inDir(root, d, func(fd int) error { return unix.Fsetxattr(fd, xattr, []byte("y"), 0) }); err != nil {
+			return fmt.Errorf("opaque %s: %w", d, err)
+		}
+	}
+	for _, wo := range whiteouts {
+		dir, base := path.Dir(wo), path.Base(wo)
+		if base == "." || base == ".." || strings.Contains(base, "/") {
+			continue
+		}
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("%s: %w", wo, err)
+		}
+		_ = root.RemoveAll(wo)
+		if err := inDir(root, dir, func(fd int) error { return unix.Mknodat(fd, base, unix.S_IFCHR, 0) }); err != nil {
+			return fmt.Errorf("whiteout %s: %w", wo, err)
+		}
+	}
+	return nil
+}
+
+// inDir calls fn with a descriptor of dir, opened through root.
+func inDir(root *os.Root, dir string, fn func(fd int) error) error {
+	f, err := root.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return fn(int(f.Fd()))
+}
