@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -82,7 +83,7 @@ func (c *containerRun) release() {
 // container is the container task t's commands run in (nil: the host),
 // its image and the layers above it held until released; a task whose
 // image cannot be used gets res.Error, a worker's failure the error.
-func (e *Executor) container(ctx context.Context, t *schema.NodeTask, res *schema.NodeResult) (*containerRun, error) {
+func (e *Executor) container(ctx context.Context, t *schema.NodeTask, user *TaskUser, res *schema.NodeResult) (*containerRun, error) {
 	if t.Container == nil {
 		return nil, nil
 	}
@@ -105,7 +106,51 @@ func (e *Executor) container(ctx context.Context, t *schema.NodeTask, res *schem
 			return nil, fmt.Errorf("the node's layer: %w", err)
 		}
 	}
+	if err := e.aptConfig(c, user); err != nil {
+		c.release()
+		return nil, fmt.Errorf("the node's layer: %w", err)
+	}
 	return c, nil
+}
+
+// packageCaches are what package managers keep to go faster next time
+// and make again when it is gone: left out of layers (as apt-get clean
+// would), which they would otherwise double.
+var packageCaches = []string{"/var/cache/apt/archives", "/var/cache/apt/pkgcache.bin", "/var/cache/apt/srcpkgcache.bin", "/root/.cache/pip"}
+
+// aptConf is a file the attempt's container has when its image has apt:
+// the container's root is one id (the task's user), and apt, run as
+// root, would switch to its _apt user for downloads, which the user
+// namespace does not map. It is not part of the node's layer.
+const (
+	aptConf     = "/etc/apt/apt.conf.d/00hpcq-container"
+	aptConfText = "// hpcq: the container's root is one id mapped to the task's user; apt cannot switch to its _apt user.\n" +
+		"APT::Sandbox::User \"root\";\n"
+)
+
+// aptConfig writes aptConf in c's upper layer when the image has apt,
+// owned as the container's root is (uid, gid on the host).
+func (e *Executor) aptConfig(c *containerRun, u *TaskUser) error {
+	if fi, err := os.Stat(filepath.Join(c.root, filepath.Dir(aptConf))); err != nil || !fi.IsDir() {
+		return nil
+	}
+	uid, gid := e.sandbox.containerIDs(u)
+	upper := filepath.Join(c.upper, "upper")
+	dir := upper
+	for _, part := range strings.Split(strings.Trim(filepath.Dir(aptConf), "/"), "/") {
+		dir = filepath.Join(dir, part)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.Lchown(dir, uid, gid); err != nil {
+			return err
+		}
+	}
+	f := filepath.Join(upper, aptConf)
+	if err := os.WriteFile(f, []byte(aptConfText), 0o644); err != nil {
+		return err
+	}
+	return os.Lchown(f, uid, gid)
 }
 
 // layerDir is where an attempt's commands' writes over its image go:
@@ -158,7 +203,8 @@ func (e *Executor) seal(ctx context.Context, c *containerRun, ws string, u *Task
 		return
 	}
 	uid, gid := e.sandbox.containerIDs(u)
-	skip := append([]string{"/proc", "/dev", "/sys", "/tmp", "/var/tmp", "/etc/resolv.conf", "/etc/hosts", "/.hpcq-old-root", ws}, e.sandbox.writable...)
+	skip := append(append([]string{"/proc", "/dev", "/sys", "/tmp", "/var/tmp", "/etc/resolv.conf", "/etc/hosts", "/.hpcq-old-root", aptConf, ws},
+		packageCaches...), e.sandbox.writable...)
 	info, err := cache.SealLayer(ctx, filepath.Join(c.upper, "upper"), image.SealOptions{Skip: skip, UID: uid, GID: gid})
 	if err != nil {
 		used.LayerNote = join(used.LayerNote, "its layer was not kept: "+err.Error())

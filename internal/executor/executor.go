@@ -313,13 +313,13 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 // container's layer, let its image go). A task that cannot run there gets
 // res.Error.
 func (e *Executor) placeTask(ctx context.Context, t *schema.NodeTask, ws string, slot worker.Slot, res *schema.NodeResult) (*containerRun, *TaskUser, func(), error) {
-	ctr, err := e.container(ctx, t, res)
-	if err != nil || res.Error != nil {
-		return nil, nil, func() {}, err
-	}
 	user, err := e.taskUser(t, ws, slot, res)
 	if err != nil {
-		return nil, nil, ctr.release, err
+		return nil, nil, func() {}, err
+	}
+	ctr, err := e.container(ctx, t, user, res)
+	if err != nil || res.Error != nil {
+		return nil, nil, func() {}, err
 	}
 	return ctr, user, func() {
 		if ctr != nil {

@@ -295,7 +295,13 @@ func loadSpec(path string, fill func(*Spec)) (Spec, error) {
 		s.Resources = filepath.Join(dir, s.Resources)
 	}
 	if s.Container != nil && s.Container.Image != "" && !filepath.IsAbs(s.Container.Image) {
-		s.Container.Image = filepath.Join(dir, s.Container.Image)
+		// Absolute: the task carries it to workers whose directory is not
+		// the scheduler's.
+		abs, err := filepath.Abs(filepath.Join(dir, s.Container.Image))
+		if err != nil {
+			return Spec{}, fmt.Errorf("%w: container.image: %w", ErrSpec, err)
+		}
+		s.Container.Image = abs
 	}
 	for _, p := range []*string{&s.Memory.DBPath, &s.Memory.LogDir} {
 		if *p != "" && !filepath.IsAbs(*p) {
