@@ -15,8 +15,9 @@
 # by `start`, with the scrape configuration DIR/prometheus.yml the caller
 # wrote; not part of `up`). install also knows "mpi" (Open MPI:
 # mpicc, mpirun), "sqlite3" (the CLI the results tests query with) and
-# "chromium" (the headless browser of the dashboard tests),
-# which run no server.
+# "chromium" (the headless browser of the dashboard tests), "squashfs",
+# "busybox" and "images" (mmdebstrap: the Debian image of
+# examples/blas-in-image), which run no server.
 #
 # HPCQ_SERVICES_HOST=ADDR binds redis and clickhouse to ADDR instead of
 # 127.0.0.1, and their env lines name it: a service host of a cluster (the
@@ -30,7 +31,7 @@
 set -euo pipefail
 
 ALL_SERVICES=(nats redis clickhouse slurm)
-INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus chromium squashfs busybox)
+INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus chromium squashfs busybox images)
 
 die() { echo "services.sh: $*" >&2; exit 1; }
 
@@ -49,7 +50,8 @@ package_of() {
     chromium) echo chromium ;;
     squashfs) echo squashfs-tools ;;
     busybox) echo busybox-static ;;
-    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus chromium squashfs busybox)" ;;
+    images) echo mmdebstrap squashfs-tools ;;
+    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus chromium squashfs busybox images)" ;;
   esac
 }
 
@@ -65,6 +67,7 @@ binary_of() {
     chromium) echo chromium ;;
     squashfs) echo unsquashfs ;;
     busybox) echo busybox ;;
+    images) echo mmdebstrap ;;
     *) die "unknown service '$1'" ;;
   esac
 }
