@@ -35,8 +35,12 @@ type NodeLine struct {
 	// Value is the metric of a tree search's node that produced it.
 	Value  *float64 `json:"value,omitempty"`
 	Reason string   `json:"reason,omitempty"`
-	// Image is the container image the node ran in (its path).
-	Image string `json:"image,omitempty"`
+	// Image is the container image the node ran in (its path); Layers
+	// how many layers (its ancestors') it started from over it; Layer the
+	// one it left (a digest: what its commands wrote over both).
+	Image  string `json:"image,omitempty"`
+	Layers int    `json:"layers,omitempty"`
+	Layer  string `json:"layer,omitempty"`
 }
 
 // Status of a node not finished, besides the results table's words.
@@ -205,7 +209,8 @@ type resultFacts struct {
 	ran            bool // a result of its own (not the result cache's)
 	worker, host   string
 	slurmJobID     string
-	image          string
+	image, layer   string
+	layers         int
 	attempt        int
 	started        time.Time
 	durationMS     int64
@@ -225,8 +230,8 @@ func readResultFacts(path string) (any, error) {
 	f := resultFacts{status: rec.Status, reason: rec.Reason}
 	if r := rec.Result; r != nil && !rec.Cached {
 		f.ran, f.worker, f.host, f.slurmJobID, f.attempt, f.started, f.durationMS = true, r.Worker, r.Host, r.SlurmJobID, r.Attempt, r.Started, r.DurationMS
-		if r.Container != nil {
-			f.image = r.Container.Image
+		if c := r.Container; c != nil {
+			f.image, f.layers, f.layer = c.Image, len(c.Layers), c.Layer
 		}
 	}
 	switch {
@@ -243,7 +248,7 @@ func readResultFacts(path string) (any, error) {
 
 // apply sets the line's fields from the result.
 func (f resultFacts) apply(l *NodeLine) {
-	l.Status, l.Reason, l.Image = f.status, f.reason, f.image
+	l.Status, l.Reason, l.Image, l.Layers, l.Layer = f.status, f.reason, f.image, f.layers, f.layer
 	if f.ran {
 		started, dur := f.started, f.durationMS
 		l.Worker, l.Host, l.SlurmJobID, l.Attempt, l.Started, l.DurationMS = f.worker, f.host, f.slurmJobID, f.attempt, &started, &dur
