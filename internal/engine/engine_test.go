@@ -26,6 +26,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/memory/sqlite"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // script is a node whose run prints score.
@@ -403,7 +404,8 @@ func readTask(t *testing.T, dir, node string) queueTask {
 }
 
 type queueTask struct {
-	ParentID string `json:"parent_id"`
+	ParentID  string            `json:"parent_id"`
+	Container *schema.Container `json:"container"`
 }
 
 type lockedBuilder struct {
