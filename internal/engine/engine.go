@@ -152,15 +152,18 @@ type End struct {
 }
 
 type engine struct {
-	p       Params
-	spec    run.Spec
-	log     *slog.Logger
-	runID   string
-	dir     string
-	tree    *search.Tree
-	cache   *search.Cache
-	metered *llm.Metered
-	usage   *usageSaver
+	// imageTools are the toolchains the workers found in the run's image
+	// (a node's result in it: nil until one came).
+	imageTools atomic.Pointer[map[string]string]
+	p          Params
+	spec       run.Spec
+	log        *slog.Logger
+	runID      string
+	dir        string
+	tree       *search.Tree
+	cache      *search.Cache
+	metered    *llm.Metered
+	usage      *usageSaver
 	// rows gathers the results rows: the llm_calls rows (Add, written every
 	// callsEvery) and each node's (Write, which waits until they are stored).
 	rows   *results.Batch

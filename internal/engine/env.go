@@ -34,8 +34,19 @@ func (e *engine) imageText() string {
 	if c == nil {
 		return ""
 	}
-	return fmt.Sprintf("\nEvery node's commands run inside the container image %s: its files, its shell (bash if it has one, else sh) "+
-		"and its PATH; the toolchains listed above are the workers' hosts', not necessarily the image's: check for what you use.", filepath.Base(c.Image))
+	text := fmt.Sprintf("\nEvery node's commands run inside the container image %s, as its root: its files, its shell (bash if it has one, else sh) "+
+		"and its PATH; the toolchains listed above are the workers' hosts', not the image's.", filepath.Base(c.Image))
+	if p := e.imageTools.Load(); p != nil {
+		names := make([]string, 0, len(*p))
+		for k, v := range *p {
+			names = append(names, strings.TrimSpace(k+" "+v))
+		}
+		sort.Strings(names)
+		text += " The image has (the workers probed it): " + strings.Join(names, "; ") + "."
+	} else {
+		text += " Check for what you use."
+	}
+	return text
 }
 
 // inheritedLayers are the layers node n starts from over the run's image

@@ -229,6 +229,10 @@ func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask,
 	if err := e.saveOutcome(n.ID, &o); err != nil {
 		return search.Result{}, err
 	}
+	if r := o.Result; r != nil && r.Container != nil && len(r.Toolchain) > 0 {
+		tools := r.Toolchain
+		e.imageTools.Store(&tools)
+	}
 	if e.logs != nil {
 		e.logs.Done(n.ID)
 	}

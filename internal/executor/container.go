@@ -94,6 +94,16 @@ func (e *Executor) container(ctx context.Context, t *schema.NodeTask, user *Task
 	}
 	res.Container = &schema.ContainerUsed{Image: t.Container.Image, Kind: im.Kind, Digest: im.Digest, Runtime: "hpcq"}
 	c := &containerRun{root: im.Root, held: []*image.Image{im}}
+	tools, err := e.imageToolchains(ctx, im)
+	if err != nil {
+		c.release()
+		return nil, err
+	}
+	res.Toolchain = tools
+	if res.Error = imageMissing(t, tools); res.Error != nil {
+		c.release()
+		return nil, nil
+	}
 	e.inherit(ctx, t, c, res.Container)
 	c.upper = e.layerDir(t)
 	if err := freshDir(c.upper); err != nil {

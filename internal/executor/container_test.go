@@ -226,3 +226,33 @@ func TestContainerAsNonRoot(t *testing.T) {
 	require.Contains(t, string(out), "--- PASS: TestContainerCommand", string(out))
 	require.Contains(t, string(out), "--- PASS: TestContainerLayer", string(out))
 }
+
+// TestImageToolchains: a task in an image is checked against the image's
+// toolchains, probed once per image in a container of it, not against the
+// host's: what the image lacks fails the task as the image's fault, saying
+// what it has; the result's toolchains are the image's.
+func TestImageToolchains(t *testing.T) {
+	e := sandboxed(t)
+	root := testutil.BusyboxRoot(t, "hpcq-tools")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "usr/bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "usr/bin/gcc"), []byte("#!/bin/sh\necho 'gcc (Fake) 9.8.7'\nexit 0\n"), 0o755))
+	sqfs := imagetest.SquashFS(t, root)
+
+	ok := shellTask("has-gcc", `true`)
+	ok.Requires = []string{"gcc"}
+	ok.Container = &schema.Container{Image: sqfs}
+	res, err := e.Execute(context.Background(), ok, worker.Slot{})
+	require.NoError(t, err)
+	require.Nil(t, res.Error, "%+v", res.Error)
+	require.Equal(t, map[string]string{"gcc": "9.8.7"}, res.Toolchain, "the image's toolchains, not the host's")
+
+	missing := shellTask("needs-openmp", `true`)
+	missing.Requires = []string{"gcc", "openmp", "mpi"}
+	missing.Container = &schema.Container{Image: sqfs}
+	res, err = e.Execute(context.Background(), missing, worker.Slot{})
+	require.NoError(t, err)
+	require.NotNil(t, res.Error)
+	require.Equal(t, schema.ErrKindImage, res.Error.Kind)
+	require.Contains(t, res.Error.Message, "has no openmp, mpi, which the task requires (it has: gcc 9.8.7)")
+	require.Len(t, e.imageTools, 1, "probed once for the image")
+}

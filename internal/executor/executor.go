@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -93,6 +94,9 @@ func (c Config) withDefaults() Config {
 	if c.RunsDir == "" {
 		c.RunsDir = "runs"
 	}
+	if c.Images.Log == nil {
+		c.Images.Log = slog.Default()
+	}
 	if c.DownloadTimeout <= 0 {
 		c.DownloadTimeout = 30 * time.Minute
 	}
@@ -135,8 +139,9 @@ type Executor struct {
 	v1    *v1Cgroups
 	v1Why string
 	// images is the cache of the images tasks name, opened by the first.
-	imagesMu sync.Mutex
-	images   *image.Cache
+	imagesMu   sync.Mutex
+	images     *image.Cache
+	imageTools map[string]map[string]string // an image's toolchains, by digest (path for a directory)
 }
 
 var _ worker.Executor = (*Executor)(nil)

@@ -18,7 +18,7 @@ import (
 type Toolchains struct {
 	// Versions maps a toolchain name to its version: gcc, g++, clang,
 	// gfortran, mpicc, mpirun, mpi (the implementation: "Open MPI 4.1.4"),
-	// nvcc, make, cmake, openmp (the compilers whose -fopenmp probe compiled
+	// nvcc, make, cmake, python3, openmp (the compilers whose -fopenmp probe compiled
 	// and ran with 2 threads: "gcc,clang"), gpu (the number of GPUs).
 	Versions map[string]string
 	// GPUs from nvidia-smi.
@@ -34,7 +34,7 @@ probe() {
   out=$("$@" 2>&1); rc=$?
   echo "@@hpcq $name"; printf '%s\n' "$out" | head -n 8; echo "@@rc $rc"
 }
-for t in gcc g++ clang gfortran nvcc make cmake; do
+for t in gcc g++ clang gfortran nvcc make cmake python3; do
   command -v "$t" >/dev/null 2>&1 && probe "$t" "$t" --version
 done
 command -v mpicc >/dev/null 2>&1 && probe mpicc mpicc --version
@@ -109,7 +109,7 @@ func parseDetection(s string) Toolchains {
 		lines, found := sections[name]
 		return lines, found && codes[name] == 0 && len(lines) > 0
 	}
-	for _, name := range []string{"gcc", "g++", "clang", "gfortran", "make", "cmake"} {
+	for _, name := range []string{"gcc", "g++", "clang", "gfortran", "make", "cmake", "python3"} {
 		if lines, found := ok(name); found {
 			if v := versionRe.FindString(lines[0]); v != "" {
 				t.Versions[name] = v

@@ -73,10 +73,10 @@ func (w *Worker) admit(drain context.Context, d *queue.Delivery, slot int, start
 		w.answer(drain, d, canceledResult(c, started, false), log)
 		return nil, nil, false
 	}
-	if missing := MissingToolchains(w.cfg.Toolchains, t.Requires); len(missing) > 0 {
+	if missing := MissingToolchains(w.cfg.Toolchains, hostRequires(t)); len(missing) > 0 {
 		w.slots <- slot
 		w.handBackUnfit(d, fmt.Sprintf("no worker in pool %s has %s", t.Pool, strings.Join(missing, ", ")),
-			func(o queue.WorkerStatus) bool { return len(MissingToolchains(o.Toolchains, t.Requires)) == 0 }, log)
+			func(o queue.WorkerStatus) bool { return len(MissingToolchains(o.Toolchains, hostRequires(t))) == 0 }, log)
 		return nil, nil, false
 	}
 	if why := w.res.exceeds(t, w.cfg.Slots); why != "" {

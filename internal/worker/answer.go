@@ -68,6 +68,9 @@ func (w *Worker) answer(drain context.Context, d *queue.Delivery, res *schema.No
 // missingToolchains returns the requirements versions does not satisfy;
 // "mpi" needs both mpicc and mpirun.
 func MissingToolchains(versions map[string]string, requires []string) []string {
+	if len(requires) == 0 {
+		return nil
+	}
 	var out []string
 	for _, r := range requires {
 		_, ok := versions[r]
@@ -75,6 +78,26 @@ func MissingToolchains(versions map[string]string, requires []string) []string {
 			ok = versions["mpicc"] != "" && versions["mpirun"] != ""
 		}
 		if !ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// HostRequirement reports whether requirement r is the host's to meet even
+// for a task in a container image: its GPUs. Toolchains are the image's.
+func HostRequirement(r string) bool { return r == "gpu" }
+
+// hostRequires are the requirements of t the worker's host must meet: all
+// of them, or for a task in an image, its GPUs only (the executor checks
+// the rest against the image's toolchains).
+func hostRequires(t *schema.NodeTask) []string {
+	if t.Container == nil {
+		return t.Requires
+	}
+	var out []string
+	for _, r := range t.Requires {
+		if HostRequirement(r) {
 			out = append(out, r)
 		}
 	}

@@ -288,6 +288,26 @@ func TestMissingToolchains(t *testing.T) {
 	require.Empty(t, worker.MissingToolchains(have, []string{"mpi", "openmp"}))
 }
 
+// TestImageTaskNeedsNoHostToolchain: a task in a container image that
+// requires a toolchain the worker's host lacks is run (the executor checks
+// the image's); one on the host is not.
+func TestImageTaskNeedsNoHostToolchain(t *testing.T) {
+	srv := testutil.StartNATS(t, "embedded")
+	q := srv.Queue(t, queue.Options{})
+	var ran atomic.Int32
+	exec := worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
+		ran.Add(1)
+		return okResult(), nil
+	})
+	startWorker(t, q, exec, worker.Config{Slots: 1, Toolchains: map[string]string{"gcc": "12"}})
+	ts := tasks(1)
+	ts[0].Requires = []string{"openmp"}
+	ts[0].Container = &schema.Container{Image: "/images/with-openmp.sif"}
+	outs := execAll(t, q, ts)
+	require.True(t, outs[0].OK(), "%+v", outs[0])
+	require.EqualValues(t, 1, ran.Load())
+}
+
 func TestSlotGPUs(t *testing.T) {
 	var got [][]string
 	srv := testutil.StartNATS(t, "embedded")
