@@ -102,10 +102,12 @@ func phaseMS(r *schema.NodeResult, name string) int64 {
 	return 0
 }
 
-// TestLayerTravelsBetweenWorkers: on a cluster, a task's writes over its
-// image (OpenBLAS, installed by apt-get) reach a task that names its layer
-// on another worker, whose image cache never saw it, through the object
-// store; that worker compiles against it without installing anything.
+// TestLayerTravelsBetweenWorkers: on a cluster with no shared file
+// system, an image pushed with `scheduler image push` reaches the workers
+// through the object store; a task's writes over it (OpenBLAS, installed
+// by apt-get) reach a task that names its layer on another worker, whose
+// image cache never saw it, through the object store too; that worker
+// compiles against it without installing anything.
 func TestLayerTravelsBetweenWorkers(t *testing.T) {
 	images := imagetest.DebianImages(t)
 	n := testutil.StartNATS(t, "nats-server")
@@ -129,12 +131,27 @@ func TestLayerTravelsBetweenWorkers(t *testing.T) {
 		require.Nil(t, o.Result.Error, "%+v\n%s", o.Result.Error, out)
 		return o.Result
 	}
+	out, code := run(t, env, "scheduler", "image", "push", images["sqfs"])
+	require.Equal(t, 0, code, out)
+	ref := regexp.MustCompile(`name it as image: (store:sha256:[0-9a-f]{64})`).FindStringSubmatch(out)
+	require.NotNil(t, ref, out)
+	out, code = run(t, env, "scheduler", "image", "push", images["sqfs"])
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "is there already", "pushed once per digest")
+	out, code = run(t, env, "scheduler", "image", "ls")
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, ref[1])
+	require.Contains(t, out, "sqfs")
+	out, code = run(t, env, "scheduler", "image", "push", images["dir"])
+	require.NotEqual(t, 0, code)
+	require.Contains(t, out, "is a directory: push a file of it")
+
 	workA, workB := t.TempDir(), t.TempDir()
 	a := start(t, append(env, "HPCQ_WORK_DIR="+workA), "worker", "--slots", "1", "--id", "worker-a")
 	parent := runTask("parent", "ls /usr/lib/x86_64-linux-gnu/libopenblas.so")
 	parent.RunID = "layers"
 	parent.Artifacts.Download.Commands = []string{"apt-get install -y --no-download libopenblas-dev"}
-	parent.Container = &schema.Container{Image: images["sqfs"]}
+	parent.Container = &schema.Container{Image: ref[1]}
 	pres := exec(parent)
 	require.True(t, strings.HasPrefix(pres.Container.Layer, "sha256:"), "%+v", pres.Container)
 	require.Empty(t, pres.Container.LayerNote, "shared")
@@ -149,9 +166,11 @@ func TestLayerTravelsBetweenWorkers(t *testing.T) {
 	child.Artifacts.Coding.Workspace.Files = []schema.File{{Path: "dgemm.c", Content: string(src)}}
 	child.Artifacts.Compile.Commands = []string{"gcc -O2 -fopenmp -o dgemm dgemm.c -lopenblas -lm"}
 	child.Artifacts.Run.MetricPatterns = []schema.MetricPattern{{Name: "gflops", Regex: `METRIC gflops=([0-9.]+)`}}
-	child.Container = &schema.Container{Image: images["sqfs"], Layers: pres.Container.Inherited()}
+	child.Container = &schema.Container{Image: ref[1], Layers: pres.Container.Inherited()}
 	cres := exec(child)
 	require.Equal(t, []string{pres.Container.Layer}, cres.Container.Layers)
+	require.Equal(t, "sqfs", cres.Container.Kind)
+	require.Equal(t, strings.TrimPrefix(ref[1], "store:"), cres.Container.Digest)
 	require.Empty(t, cres.Container.LayerNote)
 	require.Positive(t, cres.Metrics["gflops"])
 	require.FileExists(t, filepath.Join(workB, ".images", strings.TrimPrefix(pres.Container.Layer, "sha256:"), "layer.tar"),

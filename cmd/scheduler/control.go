@@ -62,3 +62,11 @@ func defineCheck(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(con
 		return schedcmd.Check(ctx, cfg, schedcmd.CheckOptions{IdeaDir: fs.Arg(0), Probe: *probe})
 	}
 }
+
+func defineImage(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	return func() bool {
+			return (fs.Arg(0) == "push" && fs.NArg() > 1) || (fs.Arg(0) == "ls" && fs.NArg() == 1)
+		}, func(ctx context.Context, log *slog.Logger) error {
+			return schedcmd.Image(ctx, cfg, schedcmd.ImageOptions{Action: fs.Arg(0), Files: fs.Args()[1:], Log: log})
+		}
+}

@@ -50,6 +50,8 @@ Commands:
                                                            sends to the model (starts nothing; --probe asks the endpoint once)
   serve [--http ADDR] [--run-dir DIR | --runs DIR]        the web dashboard, JSON API (/api/runs) and /metrics of finished or going runs
                                                            (default 127.0.0.1:8780; another address needs HPCQ_HTTP_TOKEN)
+  image push FILE... | image ls                            put container images (SIF, SquashFS, OCI archives) in the cluster's object store,
+                                                           for workers without a shared file system: run.yaml names one as store:sha256:...
   completion bash|zsh|fish                                 the shell's completion script (e.g. source <(scheduler completion bash))
 
 Run "scheduler <command> -h" for the flags of a command; "scheduler --version" prints the version.
@@ -81,6 +83,7 @@ var commands = map[string]struct {
 	"purge":  {"", definePurge},
 	"serve":  {"", defineServe},
 	"check":  {"IDEA_DIR", defineCheck},
+	"image":  {"push FILE... | ls", defineImage},
 }
 
 func route(args []string) error {

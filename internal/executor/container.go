@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hpcq/hpcq/internal/image"
+	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -32,6 +34,10 @@ type ImagesConfig struct {
 	// (HPCQ_LAYER_SHARE_MB; 0: DefaultLayerShareMB).
 	LayerStore jetstream.ObjectStore
 	ShareMB    int
+	// ImageStore, when set, holds the images pushed for workers without a
+	// shared file system (queue.Queue.Images): a task names one as
+	// "store:sha256:<hex>".
+	ImageStore jetstream.ObjectStore
 }
 
 // imageOf resolves the image task t names: the worker's problem when the
@@ -48,7 +54,27 @@ func (e *Executor) imageOf(ctx context.Context, t *schema.NodeTask) (*image.Imag
 	if err != nil {
 		return nil, nil, err
 	}
-	im, err := cache.Get(ctx, t.Container.Image)
+	var im *image.Image
+	if d, ok := strings.CutPrefix(t.Container.Image, schema.StoredImagePrefix); ok {
+		store := e.cfg.Images.ImageStore
+		if store == nil {
+			return fail("the image %s was pushed into a cluster's object store, and this worker has none", t.Container.Image)
+		}
+		im, err = cache.GetStored(ctx, t.Container.Image, d, func(ctx context.Context, w io.Writer) error {
+			r, err := store.Get(ctx, queue.ImageObject(d))
+			if errors.Is(err, jetstream.ErrObjectNotFound) {
+				return fmt.Errorf("%w: not in the object store %s (scheduler image push)", image.ErrImage, queue.ImagesBucket)
+			}
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			_, err = io.Copy(w, r)
+			return err
+		})
+	} else {
+		im, err = cache.Get(ctx, t.Container.Image)
+	}
 	switch {
 	case errors.Is(err, image.ErrImage):
 		return fail("%v", err)

@@ -34,6 +34,9 @@ func (c *Config) UseQueue(ctx context.Context, q *queue.Queue) error {
 	if c.Images.LayerStore, err = q.Layers(ctx); err != nil {
 		return err
 	}
+	if c.Images.ImageStore, err = q.Images(ctx); err != nil {
+		return err
+	}
 	c.LiveLog = func(t *schema.NodeTask, phase string) io.WriteCloser {
 		return q.LogWriter(t.RunID, t.NodeID, t.Attempt, phase)
 	}

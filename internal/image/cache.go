@@ -93,7 +93,7 @@ func (c *Cache) Get(ctx context.Context, ref string) (*Image, error) {
 		return nil, err
 	}
 	entry := filepath.Join(c.dir, strings.TrimPrefix(digest, "sha256:"))
-	lock, err := c.hold(ctx, abs, kind, digest, entry)
+	lock, err := c.hold(entry, func() error { return c.unpack(ctx, abs, kind, digest, entry) })
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func (c *Cache) Get(ctx context.Context, ref string) (*Image, error) {
 // hold takes entry's lock shared, unpacking the image first (under the
 // lock held exclusively) when the entry is not whole. Shared holders do not
 // wait for each other; eviction skips an entry held.
-func (c *Cache) hold(ctx context.Context, path, kind, digest, entry string) (*os.File, error) {
+func (c *Cache) hold(entry string, fill func() error) (*os.File, error) {
 	whole := func() (bool, error) {
 		_, err := os.Stat(filepath.Join(entry, "meta.json"))
 		if errors.Is(err, fs.ErrNotExist) {
@@ -131,7 +131,7 @@ func (c *Cache) hold(ctx context.Context, path, kind, digest, entry string) (*os
 	}
 	ok, err := whole() // another worker may have unpacked it meanwhile
 	if err == nil && !ok {
-		err = c.unpack(ctx, path, kind, digest, entry)
+		err = fill()
 	}
 	if err == nil {
 		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_SH)
@@ -193,6 +193,16 @@ func (c *Cache) unpack(ctx context.Context, path, kind, digest, entry string) er
 	}
 	c.log.Info("image unpacked", "image", path, "kind", kind, "digest", digest, "bytes", size, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// readMeta reads entry's meta.json.
+func readMeta(entry string) (meta, error) {
+	var m meta
+	data, err := os.ReadFile(filepath.Join(entry, "meta.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &m)
+	}
+	return m, err
 }
 
 // writeMeta writes entry's meta.json: the entry is whole.

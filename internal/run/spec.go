@@ -294,7 +294,8 @@ func loadSpec(path string, fill func(*Spec)) (Spec, error) {
 	if s.Resources != "" && !filepath.IsAbs(s.Resources) {
 		s.Resources = filepath.Join(dir, s.Resources)
 	}
-	if s.Container != nil && s.Container.Image != "" && !filepath.IsAbs(s.Container.Image) {
+	if s.Container != nil && s.Container.Image != "" && !filepath.IsAbs(s.Container.Image) &&
+		!strings.HasPrefix(s.Container.Image, schema.StoredImagePrefix) {
 		// Absolute: the task carries it to workers whose directory is not
 		// the scheduler's.
 		abs, err := filepath.Abs(filepath.Join(dir, s.Container.Image))

@@ -52,8 +52,9 @@ type Queue struct {
 
 	artifactsMu sync.Mutex
 	artifacts   jetstream.ObjectStore
-	layersMu    sync.Mutex
+	storesMu    sync.Mutex // layers, images
 	layers      jetstream.ObjectStore
+	images      jetstream.ObjectStore
 	cancelMu    sync.Mutex
 	cancelKV    jetstream.KeyValue
 	// batcher groups results ending together (batch.go).

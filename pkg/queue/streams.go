@@ -44,6 +44,9 @@ const (
 	// (LayerObject): a child node run on another worker starts from its
 	// parent's.
 	LayersBucket = "HPCQ_LAYERS"
+	// ImagesBucket is the object store of container images pushed with
+	// `scheduler image push`, named by digest (ImageObject).
+	ImagesBucket = "HPCQ_IMAGES"
 )
 
 // Subjects.
@@ -171,24 +174,42 @@ func (q *Queue) Artifacts(ctx context.Context) (jetstream.ObjectStore, error) {
 // first use, bounded to Options.LayersMaxBytes (a layer that does not fit
 // is not stored; the node's result says so).
 func (q *Queue) Layers(ctx context.Context) (jetstream.ObjectStore, error) {
-	q.layersMu.Lock()
-	defer q.layersMu.Unlock()
-	if q.layers != nil {
-		return q.layers, nil
+	return q.objectStore(ctx, &q.layers, jetstream.ObjectStoreConfig{Bucket: LayersBucket,
+		Description: "hpcq container layers: what nodes wrote over their images, by digest",
+		TTL:         q.opts.ArtifactsMaxAge, MaxBytes: q.opts.LayersMaxBytes, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
+}
+
+// Images is the object store of container images pushed for workers
+// without a shared file system (ImagesBucket; `scheduler image push`),
+// named by digest (ImageObject), kept until removed.
+func (q *Queue) Images(ctx context.Context) (jetstream.ObjectStore, error) {
+	return q.objectStore(ctx, &q.images, jetstream.ObjectStoreConfig{Bucket: ImagesBucket,
+		Description: "hpcq container images (SIF, SquashFS, OCI archives), by digest",
+		Storage:     jetstream.FileStorage, Replicas: q.opts.Replicas})
+}
+
+// objectStore opens the bucket of cfg (making it where this queue may)
+// once, kept in *slot.
+func (q *Queue) objectStore(ctx context.Context, slot *jetstream.ObjectStore, cfg jetstream.ObjectStoreConfig) (jetstream.ObjectStore, error) {
+	q.storesMu.Lock()
+	defer q.storesMu.Unlock()
+	if *slot != nil {
+		return *slot, nil
 	}
 	st, err := use(ctx, q.opts, q.nc, func(ctx context.Context) (jetstream.ObjectStore, error) {
-		return q.js.ObjectStore(ctx, LayersBucket)
+		return q.js.ObjectStore(ctx, cfg.Bucket)
 	}, func(ctx context.Context) (jetstream.ObjectStore, error) {
-		return q.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: LayersBucket,
-			Description: "hpcq container layers: what nodes wrote over their images, by digest",
-			TTL:         q.opts.ArtifactsMaxAge, MaxBytes: q.opts.LayersMaxBytes, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
+		return q.js.CreateOrUpdateObjectStore(ctx, cfg)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("queue: object store %s: %w", LayersBucket, err)
+		return nil, fmt.Errorf("queue: object store %s: %w", cfg.Bucket, err)
 	}
-	q.layers = st
+	*slot = st
 	return st, nil
 }
+
+// ImageObject is the object name of a pushed image: its digest's hex.
+func ImageObject(digest string) string { return strings.TrimPrefix(digest, "sha256:") }
 
 // LayerObject is the object name of a layer: its digest's hex.
 func LayerObject(digest string) string { return strings.TrimPrefix(digest, "sha256:") }

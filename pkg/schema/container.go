@@ -7,12 +7,17 @@ import (
 	"unicode"
 )
 
+// StoredImagePrefix names an image pushed into the cluster's object store
+// (`scheduler image push`) rather than a path: "store:sha256:<hex>".
+const StoredImagePrefix = "store:"
+
 // Container names the image a task's commands run in.
 type Container struct {
 	// Image is the image's path on the worker's file system (a shared file
 	// system, or one copied there): a directory holding a root file
 	// system, a SquashFS file, an Apptainer/Singularity SIF file, an OCI
-	// image layout (directory or tar) or a docker save tarball.
+	// image layout (directory or tar) or a docker save tarball; or
+	// "store:sha256:<hex>", a file pushed into the cluster's object store.
 	Image string `json:"image"`
 	// Digest, when set, is the image the run expects ("sha256:<hex>": the
 	// file's, or the OCI manifest's): a worker whose file has another
@@ -79,6 +84,12 @@ func (c *Container) Validate() error {
 		return nil
 	}
 	p := c.Image
+	if d, ok := strings.CutPrefix(p, StoredImagePrefix); ok {
+		if !isDigest(d) {
+			return fieldErr("container.image", "%q: %ssha256: and 64 lower-case hex digits (scheduler image push prints it)", firstBytes([]byte(p), 80), StoredImagePrefix)
+		}
+		p = "/"
+	}
 	switch {
 	case p == "":
 		return fieldErr("container.image", "empty")
