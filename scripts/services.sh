@@ -16,8 +16,9 @@
 # wrote; not part of `up`). install also knows "mpi" (Open MPI:
 # mpicc, mpirun), "sqlite3" (the CLI the results tests query with) and
 # "chromium" (the headless browser of the dashboard tests), "squashfs",
-# "busybox" and "images" (mmdebstrap: the Debian image of
-# examples/blas-in-image), which run no server.
+# "busybox", "images" (mmdebstrap: the Debian image of
+# examples/blas-in-image) and "charliecloud" (ch-run, a site container
+# runtime), which run no server.
 #
 # HPCQ_SERVICES_HOST=ADDR binds redis and clickhouse to ADDR instead of
 # 127.0.0.1, and their env lines name it: a service host of a cluster (the
@@ -31,7 +32,7 @@
 set -euo pipefail
 
 ALL_SERVICES=(nats redis clickhouse slurm)
-INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus chromium squashfs busybox images)
+INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus chromium squashfs busybox images charliecloud)
 
 die() { echo "services.sh: $*" >&2; exit 1; }
 
@@ -51,7 +52,8 @@ package_of() {
     squashfs) echo squashfs-tools ;;
     busybox) echo busybox-static ;;
     images) echo mmdebstrap squashfs-tools ;;
-    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus chromium squashfs busybox images)" ;;
+    charliecloud) echo charliecloud-runtime ;;
+    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus chromium squashfs busybox images charliecloud)" ;;
   esac
 }
 
@@ -68,6 +70,7 @@ binary_of() {
     squashfs) echo unsquashfs ;;
     busybox) echo busybox ;;
     images) echo mmdebstrap ;;
+    charliecloud) echo ch-run ;;
     *) die "unknown service '$1'" ;;
   esac
 }

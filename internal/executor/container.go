@@ -90,6 +90,12 @@ func (e *Executor) imageOf(ctx context.Context, t *schema.NodeTask) (*image.Imag
 
 // containerRun is the container a task attempt's commands run in.
 type containerRun struct {
+	// site, when set, runs the commands instead of the worker's sandbox
+	// (container.runtime), given siteImage; no layer is kept then.
+	site      *siteRuntime
+	siteImage string
+	gpus      bool // the task has GPUs (a site runtime binds them)
+
 	root   string   // the image's tree
 	layers []string // the layers it starts from, the oldest first: directories of the cache
 	upper  string   // the attempt's own layer: upper/ and work/, on disk
@@ -129,6 +135,22 @@ func (e *Executor) container(ctx context.Context, t *schema.NodeTask, user *Task
 	if res.Error = imageMissing(t, tools); res.Error != nil {
 		c.release()
 		return nil, nil
+	}
+	if rt := t.Container.Runtime; rt != "" && rt != schema.RuntimeHPCQ {
+		site, err := lookupRuntime(ctx, rt)
+		if err != nil {
+			c.release()
+			res.Error = &schema.ResultError{Phase: schema.PhaseCoding, Kind: schema.ErrKindImage, Message: err.Error()}
+			return nil, nil
+		}
+		c.site, c.siteImage = site, site.imageArg(t.Container.Image, im)
+		res.Container.Runtime = site.describe()
+		res.Container.LayerNote = fmt.Sprintf("the site runtime %s keeps no layer: what the commands write over the image is lost with each, "+
+			"and the node's children start from the image", rt)
+		if len(t.Container.Layers) > 0 {
+			res.Container.LayerNote += fmt.Sprintf("; the %d layers its ancestors left are not applied either", len(t.Container.Layers))
+		}
+		return c, nil
 	}
 	e.inherit(ctx, t, c, res.Container)
 	c.upper = e.layerDir(t)

@@ -256,3 +256,54 @@ func TestImageToolchains(t *testing.T) {
 	require.Contains(t, res.Error.Message, "has no openmp, mpi, which the task requires (it has: gcc 9.8.7)")
 	require.Len(t, e.imageTools, 1, "probed once for the image")
 }
+
+// TestSiteRuntime: container.runtime charliecloud runs the commands with
+// the site's ch-run in the image (the workspace bound at its path), says
+// so in the result, and keeps no layer; a runtime the worker lacks fails
+// the task as the image's problem.
+func TestSiteRuntime(t *testing.T) {
+	e := sandboxed(t)
+	root := testutil.BusyboxRoot(t, "hpcq-site")
+	sqfs := imagetest.SquashFS(t, root)
+	for _, rt := range []string{schema.RuntimeApptainer, schema.RuntimeSingularity, schema.RuntimePodman, schema.RuntimeCharliecloud} {
+		if _, err := exec.LookPath(runtimePrograms[rt]); err == nil {
+			continue
+		}
+		task := shellTask("no-"+rt, `true`)
+		task.Container = &schema.Container{Image: sqfs, Runtime: rt}
+		res, err := e.Execute(context.Background(), task, worker.Slot{})
+		require.NoError(t, err)
+		require.NotNil(t, res.Error, rt)
+		require.Equal(t, schema.ErrKindImage, res.Error.Kind)
+		require.Contains(t, res.Error.Message, "is not on this worker's PATH")
+	}
+	testutil.RequireBinary(t, "ch-run", "scripts/services.sh install charliecloud")
+	task := shellTask("ch", `cat /etc/os-release > osr`, `echo "$HOME" > home`, `touch /etc/planted 2> /dev/null && echo wrote > etc || echo read-only > etc`)
+	task.Container = &schema.Container{Image: sqfs, Runtime: schema.RuntimeCharliecloud, Layers: []string{"sha256:" + strings.Repeat("0", 64)}}
+	res, err := e.Execute(context.Background(), task, worker.Slot{})
+	require.NoError(t, err)
+	if res.Error != nil {
+		log, _ := os.ReadFile(filepath.Join(e.LogDir(task), "run.log"))
+		t.Fatalf("%+v\n%s", res.Error, log)
+	}
+	require.Equal(t, "ID=hpcq-site", wsFile(t, e, task, "osr"))
+	require.Equal(t, "/mnt", wsFile(t, e, task, "home"), "ch-run binds the workspace onto the image's /mnt: HOME there")
+	require.Equal(t, "read-only", wsFile(t, e, task, "etc"), "charliecloud mounts the image read-only")
+	require.True(t, strings.HasPrefix(res.Container.Runtime, "charliecloud "), res.Container.Runtime)
+	require.Empty(t, res.Container.Layer)
+	require.Contains(t, res.Container.LayerNote, "keeps no layer")
+	require.Contains(t, res.Container.LayerNote, "the 1 layers its ancestors left are not applied")
+}
+
+// TestSiteRuntimeLines: what each site runtime is called with.
+func TestSiteRuntimeLines(t *testing.T) {
+	line := `echo "it's" > out`
+	for rt, want := range map[string]string{
+		schema.RuntimeApptainer:    `'/usr/bin/apptainer' exec --contain --no-home --writable-tmpfs --bind '/ws:/ws' --pwd '/ws' --nv '/img.sif' /bin/sh -c 'echo "it'\''s" > out'`,
+		schema.RuntimeCharliecloud: `USER=${USER:-hpcq} '/usr/bin/ch-run' --bind='/ws:/mnt' --cd=/mnt '/img.sif' -- /bin/sh -c 'HOME=/mnt; export HOME; echo "it'\''s" > out'`,
+		schema.RuntimePodman:       `'/usr/bin/podman' run --rm --network=host --volume '/ws:/ws' --workdir '/ws' --device nvidia.com/gpu=all --rootfs '/img.sif:O' /bin/sh -c 'echo "it'\''s" > out'`,
+	} {
+		r := &siteRuntime{name: rt, program: "/usr/bin/" + runtimePrograms[rt]}
+		require.Equal(t, want, r.wrap(line, "/img.sif", "/ws", true), rt)
+	}
+}

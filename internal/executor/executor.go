@@ -326,9 +326,14 @@ func (e *Executor) placeTask(ctx context.Context, t *schema.NodeTask, ws string,
 	if err != nil || res.Error != nil {
 		return nil, nil, func() {}, err
 	}
+	if ctr != nil {
+		ctr.gpus = len(slot.GPUs) > 0
+	}
 	return ctr, user, func() {
 		if ctr != nil {
-			e.seal(ctx, ctr, ws, user, res.Container)
+			if ctr.upper != "" {
+				e.seal(ctx, ctr, ws, user, res.Container)
+			}
 			ctr.release()
 		}
 	}, nil

@@ -128,7 +128,10 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		cmd := Command{Line: line, Dir: run.ws, Env: run.env, Timeout: left, KillGrace: e.cfg.KillGrace,
 			Stdout: stdout, Stderr: stderr, Rlimits: run.rlimits, Sandbox: e.sandbox, Login: run.login,
 			NoNetwork: run.noNetwork && ph.name != schema.PhaseDownload, CPUs: run.cpus, TmpMB: run.tmpMB, User: run.user}
-		if c := run.ctr; c != nil {
+		switch c := run.ctr; {
+		case c != nil && c.site != nil:
+			cmd.Line, cmd.Visible = c.site.wrap(line, c.siteImage, run.ws, c.gpus), []string{c.siteImage}
+		case c != nil:
 			cmd.Root, cmd.Layers, cmd.Upper = c.root, c.layers, c.upper
 		}
 		if run.cgroup != nil {

@@ -70,6 +70,10 @@ type Command struct {
 	// writes there (see nsinit.Spec).
 	Layers []string
 	Upper  string
+	// Visible are directories the sandbox shows read-only where it hides
+	// the file system: the image a site's container runtime (Apptainer,
+	// Charliecloud...) called by the line reads.
+	Visible []string
 }
 
 // shellArgv is the argv c's line runs as.

@@ -341,7 +341,7 @@ func (s *Sandbox) helperArgv(c Command, argv []string, serve bool) ([]string, er
 	if s.hide != "" {
 		hide = []string{s.hide}
 	}
-	spec := nsinit.Spec{Dir: c.Dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, NoNetwork: c.NoNetwork && !serve,
+	spec := nsinit.Spec{Dir: c.Dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, Visible: c.Visible, NoNetwork: c.NoNetwork && !serve,
 		TmpMB: c.TmpMB, Cgroups: c.JoinCgroups, Hide: hide, Serve: serve,
 		Root: c.Root, Layers: c.Layers, Upper: c.Upper}
 	if u := c.User; u != nil && s.uid >= 0 {

@@ -141,9 +141,10 @@ func StaticBusybox() (string, error) {
 
 // MinimalRoot writes a root file system around a static busybox into dir:
 // the directories a container needs, the applets as links to busybox, and
-// an os-release whose ID is id.
+// an os-release whose ID is id, the account files and /mnt that
+// container runtimes bind onto.
 func MinimalRoot(dir, busybox, id string) error {
-	for _, d := range []string{"bin", "etc", "tmp", "proc", "dev", "sys", "usr/bin"} {
+	for _, d := range []string{"bin", "etc", "tmp", "proc", "dev", "sys", "usr/bin", "mnt"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return err
 		}
@@ -160,5 +161,11 @@ func MinimalRoot(dir, busybox, id string) error {
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(dir, "etc/os-release"), []byte("ID="+id+"\n"), 0o644)
+	for name, text := range map[string]string{"etc/os-release": "ID=" + id + "\n", "etc/passwd": "root:x:0:0:root:/root:/bin/sh\n",
+		"etc/group": "root:x:0:\n"} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

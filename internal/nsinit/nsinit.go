@@ -62,6 +62,9 @@ type Spec struct {
 	// directories holding what the commands of the nodes above this one
 	// wrote (their Upper's upper directories), read-only here.
 	Layers []string `json:"layers,omitempty"`
+	// Visible are directories put back read-only where HideFS hides the
+	// file system: the image tree a site's container runtime reads.
+	Visible []string `json:"visible,omitempty"`
 	// Upper, with Root, is a directory whose upper and work directories
 	// (made by the worker, empty) take what the commands write: the node's
 	// layer, kept on disk. "": a tmpfs of TmpMB takes it, lost at the end.
@@ -205,7 +208,19 @@ func hideFS(spec Spec) error {
 	if err != nil {
 		return err
 	}
+	// The visible directories are put back with the writable ones,
+	// read-only.
+	vis, err := cloneTrees(spec.Visible)
+	defer closeAll(vis)
+	if err != nil {
+		return err
+	}
 	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	for _, fd := range vis {
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &ro); err != nil {
+			return fmt.Errorf("visible directory read-only: %w", err)
+		}
+	}
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, &ro); err != nil {
 		return fmt.Errorf("read-only file system: %w", err)
 	}
@@ -218,7 +233,7 @@ func hideFS(spec Spec) error {
 		done = append(done, covers...)
 	}
 	if spec.UID >= 0 {
-		for _, p := range keep {
+		for _, p := range append(keep, spec.Visible...) {
 			if d, _ := FirstClosed(p, false, spec.UID, spec.GID); d != "" {
 				covers = append(covers, d)
 			}
@@ -250,6 +265,14 @@ func hideFS(spec Spec) error {
 			return fmt.Errorf("writable %s: %w", p, err)
 		}
 	}
+	for i, p := range spec.Visible {
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return fmt.Errorf("visible %s: %w", p, err)
+		}
+		if err := unix.MoveMount(vis[i], "", unix.AT_FDCWD, p, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("visible %s: %w", p, err)
+		}
+	}
 	return nil
 }
 
@@ -259,15 +282,22 @@ func hideFS(spec Spec) error {
 // caller's to close, whatever the error.
 func writableTrees(spec Spec) ([]string, []int, error) {
 	keep := append([]string{spec.Dir}, spec.Writable...)
-	trees := make([]int, 0, len(keep))
-	for _, p := range keep {
+	trees, err := cloneTrees(keep)
+	return keep, trees, err
+}
+
+// cloneTrees are detached copies (open_tree clones) of the trees at
+// paths, the caller's to close whatever the error.
+func cloneTrees(paths []string) ([]int, error) {
+	trees := make([]int, 0, len(paths))
+	for _, p := range paths {
 		fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
-			return keep, trees, fmt.Errorf("writable %s: %w", p, err)
+			return trees, fmt.Errorf("%s: %w", p, err)
 		}
 		trees = append(trees, fd)
 	}
-	return keep, trees, nil
+	return trees, nil
 }
 
 // boundedTmp mounts one tmpfs of mb megabytes and shows a directory of

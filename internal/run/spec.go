@@ -57,6 +57,10 @@ type Container struct {
 	Image string `yaml:"image"`
 	// Digest, when set, is the image the run expects ("sha256:<hex>").
 	Digest string `yaml:"digest"`
+	// Runtime runs the commands in it: hpcq (the default, the worker's own
+	// sandbox), or the site's apptainer, singularity, charliecloud or
+	// podman.
+	Runtime string `yaml:"runtime"`
 }
 
 // Task is what a node's task carries of it (nil: none).
@@ -64,7 +68,7 @@ func (c *Container) Task() *schema.Container {
 	if c == nil {
 		return nil
 	}
-	return &schema.Container{Image: c.Image, Digest: c.Digest}
+	return &schema.Container{Image: c.Image, Digest: c.Digest, Runtime: c.Runtime}
 }
 
 // Metric is what the search optimizes.

@@ -3,6 +3,7 @@ package schema
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unicode"
 )
@@ -23,12 +24,30 @@ type Container struct {
 	// file's, or the OCI manifest's): a worker whose file has another
 	// refuses the task rather than run it in something else.
 	Digest string `json:"digest,omitempty"`
+	// Runtime runs the task's commands in the image: "" or RuntimeHPCQ
+	// (the worker's own sandbox), or a site's: RuntimeApptainer,
+	// RuntimeSingularity, RuntimeCharliecloud, RuntimePodman. A site's
+	// runtime keeps no layer: what the commands write over the image is
+	// lost with the command.
+	Runtime string `json:"runtime,omitempty"`
 	// Layers are the layers the node starts from, over the image, the
 	// oldest first: the digests of what its ancestors' commands wrote
 	// there (packages Phase 1 installed). A child inherits its parent's
 	// environment as it inherits its memory.
 	Layers []string `json:"layers,omitempty"`
 }
+
+// Runtimes of container images.
+const (
+	RuntimeHPCQ         = "hpcq"
+	RuntimeApptainer    = "apptainer"
+	RuntimeSingularity  = "singularity"
+	RuntimeCharliecloud = "charliecloud"
+	RuntimePodman       = "podman"
+)
+
+// Runtimes are the runtimes a task may name.
+var Runtimes = []string{RuntimeHPCQ, RuntimeApptainer, RuntimeSingularity, RuntimeCharliecloud, RuntimePodman}
 
 // MaxLayers bounds Container.Layers: a node's depth in the tree (the
 // overlay stacks at most 500 layers).
@@ -102,6 +121,9 @@ func (c *Container) Validate() error {
 	}
 	if d := c.Digest; d != "" && !isDigest(d) {
 		return fieldErr("container.digest", "%q: sha256: and 64 lower-case hex digits", firstBytes([]byte(d), 80))
+	}
+	if c.Runtime != "" && !slices.Contains(Runtimes, c.Runtime) {
+		return fieldErr("container.runtime", "%q: one of %s", firstBytes([]byte(c.Runtime), 40), strings.Join(Runtimes, ", "))
 	}
 	if len(c.Layers) > MaxLayers {
 		return fieldErr("container.layers", "%d layers, at most %d", len(c.Layers), MaxLayers)
