@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/hpcq/hpcq/internal/image"
+	"github.com/hpcq/hpcq/internal/nsinit"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -95,6 +96,8 @@ type containerRun struct {
 	site      *siteRuntime
 	siteImage string
 	gpus      bool // the task has GPUs (a site runtime binds them)
+	// binds are the host's GPU driver files bound in (gpus, hpcq runtime).
+	binds []nsinit.Bind
 
 	root   string   // the image's tree
 	layers []string // the layers it starts from, the oldest first: directories of the cache
@@ -261,7 +264,7 @@ func (e *Executor) seal(ctx context.Context, c *containerRun, ws string, u *Task
 		return
 	}
 	uid, gid := e.sandbox.containerIDs(u)
-	skip := append(append([]string{"/proc", "/dev", "/sys", "/tmp", "/var/tmp", "/etc/resolv.conf", "/etc/hosts", "/.hpcq-old-root", aptConf, ws},
+	skip := append(append([]string{"/proc", "/dev", "/sys", "/tmp", "/var/tmp", "/etc/resolv.conf", "/etc/hosts", "/.hpcq-old-root", "/.hpcq", aptConf, ws},
 		packageCaches...), e.sandbox.writable...)
 	info, err := cache.SealLayer(ctx, filepath.Join(c.upper, "upper"), image.SealOptions{Skip: skip, UID: uid, GID: gid})
 	if err != nil {
@@ -276,7 +279,7 @@ func (e *Executor) seal(ctx context.Context, c *containerRun, ws string, u *Task
 	for _, l := range c.layers {
 		lowers = append([]string{l}, lowers...)
 	}
-	used.LayerHolds = image.Holds(filepath.Join(c.upper, "upper"), lowers)
+	used.LayerHolds = image.Holds(filepath.Join(c.upper, "upper"), lowers, skip)
 	if why := e.shareLayer(ctx, cache, info); why != "" {
 		used.LayerNote = join(used.LayerNote, why)
 	}

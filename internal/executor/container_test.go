@@ -307,3 +307,54 @@ func TestSiteRuntimeLines(t *testing.T) {
 		require.Equal(t, want, r.wrap(line, "/img.sif", "/ws", true), rt)
 	}
 }
+
+// TestContainerGPUDriverBound: a task with GPUs in an image gets the
+// host's GPU driver files bound read-only (what Apptainer's --nv binds),
+// named by LD_LIBRARY_PATH and PATH, listed in the result, left out of its
+// layer. The files here stand in for the driver's (this machine has no
+// GPU): what is tested is the binding; the GPU check of
+// scripts/gpu-check.sh runs CUDA in an image on a GPU machine.
+func TestContainerGPUDriverBound(t *testing.T) {
+	e := sandboxed(t)
+	host := t.TempDir()
+	lib, smi := filepath.Join(host, "libcuda.so.1"), filepath.Join(host, "nvidia-smi")
+	require.NoError(t, os.WriteFile(lib, []byte("driver library\n"), 0o644))
+	require.NoError(t, os.WriteFile(smi, []byte("#!/bin/sh\necho 'NVIDIA-SMI stand-in'\n"), 0o755))
+	e.gpuOnce.Do(func() {})
+	e.gpuFiles = []string{lib, smi}
+	task := shellTask("gpu", `cat /.hpcq/nvidia/lib/libcuda.so.1 > lib`, `echo "$LD_LIBRARY_PATH" > ldp`, `nvidia-smi > smi`,
+		`echo x > /.hpcq/nvidia/lib/libcuda.so.1 2> /dev/null && echo writable > ro || echo read-only > ro`, `echo kept > /etc/mine`)
+	task.Container = &schema.Container{Image: imagetest.SquashFS(t, testutil.BusyboxRoot(t, "hpcq-gpu"))}
+	res, err := e.Execute(context.Background(), task, worker.Slot{GPUs: []string{"0"}})
+	require.NoError(t, err)
+	if res.Error != nil {
+		log, _ := os.ReadFile(filepath.Join(e.LogDir(task), "run.log"))
+		t.Fatalf("%+v\n%s", res.Error, log)
+	}
+	require.Equal(t, "driver library", wsFile(t, e, task, "lib"))
+	require.Equal(t, "/.hpcq/nvidia/lib", wsFile(t, e, task, "ldp"))
+	require.Equal(t, "NVIDIA-SMI stand-in", wsFile(t, e, task, "smi"))
+	require.Equal(t, "read-only", wsFile(t, e, task, "ro"))
+	require.Equal(t, []string{"libcuda.so.1", "nvidia-smi"}, res.Container.GPUDriver)
+	require.NotContains(t, res.Container.LayerHolds, ".hpcq")
+	l, err := e.images.Layer(context.Background(), res.Container.Layer)
+	require.NoError(t, err)
+	defer l.Release()
+	require.NoDirExists(t, filepath.Join(l.Root, ".hpcq"), "the driver's files are not the layer's")
+	require.FileExists(t, filepath.Join(l.Root, "etc/mine"))
+}
+
+// TestParseLdconfig: the driver's 64-bit libraries from `ldconfig -p`.
+func TestParseLdconfig(t *testing.T) {
+	out := `1234 libs found in cache ` + "`/etc/ld.so.cache'" + `
+	libnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1
+	libnvidia-ml.so (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so
+	libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1
+	libcuda.so.1 (libc6) => /usr/lib/i386-linux-gnu/libcuda.so.1
+	libcudart.so.12 (libc6,x86-64) => /usr/local/cuda/lib64/libcudart.so.12
+	libm.so.6 (libc6,x86-64, OS ABI: Linux 3.2.0) => /lib/x86_64-linux-gnu/libm.so.6
+`
+	require.Equal(t, []string{"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so",
+		"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"}, parseLdconfig(out, nvidiaLibs),
+		"the driver's, not the CUDA runtime's (the image's) nor 32-bit ones")
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -142,6 +143,8 @@ type Executor struct {
 	imagesMu   sync.Mutex
 	images     *image.Cache
 	imageTools map[string]map[string]string // an image's toolchains, by digest (path for a directory)
+	gpuOnce    sync.Once
+	gpuFiles   []string // the host's GPU driver files a container binds (gpuBinds)
 }
 
 var _ worker.Executor = (*Executor)(nil)
@@ -328,6 +331,12 @@ func (e *Executor) placeTask(ctx context.Context, t *schema.NodeTask, ws string,
 	}
 	if ctr != nil {
 		ctr.gpus = len(slot.GPUs) > 0
+		if ctr.gpus && ctr.site == nil {
+			ctr.binds = e.gpuBinds(ctx)
+			for _, b := range ctr.binds {
+				res.Container.GPUDriver = append(res.Container.GPUDriver, path.Base(b.Src))
+			}
+		}
 	}
 	return ctr, user, func() {
 		if ctr != nil {

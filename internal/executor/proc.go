@@ -70,6 +70,9 @@ type Command struct {
 	// writes there (see nsinit.Spec).
 	Layers []string
 	Upper  string
+	// Binds are host files bound read-only in the container (Root): the
+	// GPU driver's (gpuBinds), named by LD_LIBRARY_PATH and PATH.
+	Binds []nsinit.Bind
 	// Visible are directories the sandbox shows read-only where it hides
 	// the file system: the image a site's container runtime (Apptainer,
 	// Charliecloud...) called by the line reads.
@@ -105,6 +108,9 @@ func (c Command) commandEnv() []string {
 		if !strings.HasPrefix(kv, "PATH=") && !strings.HasPrefix(kv, "LD_LIBRARY_PATH=") {
 			out = append(out, kv)
 		}
+	}
+	if len(c.Binds) > 0 {
+		return append(out, "PATH="+containerPath+":"+gpuDir+"/bin", "LD_LIBRARY_PATH="+gpuDir+"/lib")
 	}
 	return append(out, "PATH="+containerPath)
 }

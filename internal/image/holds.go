@@ -16,10 +16,10 @@ const dpkgStatus = "var/lib/dpkg/status"
 // Holds says in a line what a layer (an overlay's upper directory) adds
 // over what is below it (lowers, the nearest first, the image last): the
 // Debian packages dpkg installed, the Python distributions, where other
-// files went. The prompts of the nodes that start from the layer say it,
-// so that they do not install the same again. "" when it adds nothing of
-// these.
-func Holds(upper string, lowers []string) string {
+// files went (but skip: what SealOptions.Skip leaves out). The prompts of
+// the nodes that start from the layer say it, so that they do not install
+// the same again. "" when it adds nothing of these.
+func Holds(upper string, lowers, skip []string) string {
 	var parts []string
 	if pkgs := newPackages(upper, lowers); len(pkgs) > 0 {
 		parts = append(parts, "Debian packages installed: "+list(pkgs, 30))
@@ -27,7 +27,7 @@ func Holds(upper string, lowers []string) string {
 	if py := pythonDists(upper); len(py) > 0 {
 		parts = append(parts, "Python packages: "+list(py, 30))
 	}
-	if files := filesBy(upper); len(files) > 0 {
+	if files := filesBy(upper, skipper(skip)); len(files) > 0 {
 		parts = append(parts, "files under "+list(files, 8))
 	}
 	return strings.Join(parts, "; ")
@@ -130,7 +130,7 @@ func pythonDists(upper string) []string {
 // filesBy counts the layer's regular files by the first two directories
 // of their paths, outside what package managers keep for themselves;
 // most first.
-func filesBy(upper string) []string {
+func filesBy(upper string, skipped func(string) bool) []string {
 	counts := map[string]int{}
 	_ = filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
@@ -138,6 +138,9 @@ func filesBy(upper string) []string {
 		}
 		rel, _ := filepath.Rel(upper, p)
 		rel = filepath.ToSlash(rel)
+		if skipped(rel) {
+			return nil
+		}
 		for _, own := range []string{"var/", "usr/share/doc/", "usr/share/man/", "etc/"} {
 			if strings.HasPrefix(rel, own) {
 				return nil

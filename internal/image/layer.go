@@ -213,15 +213,7 @@ func packLayer(ctx context.Context, upper string, w io.Writer, opts SealOptions)
 			holders[d] = true
 		}
 	}
-	skipped := func(rel string) bool {
-		for _, s := range opts.Skip {
-			s = strings.TrimPrefix(path.Clean(s), "/")
-			if rel == s || strings.HasPrefix(rel, s+"/") {
-				return true
-			}
-		}
-		return false
-	}
+	skipped := skipper(opts.Skip)
 	err := filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -280,6 +272,23 @@ func packLayer(ctx context.Context, upper string, w io.Writer, opts SealOptions)
 		return 0, nil
 	}
 	return n, tw.Close()
+}
+
+// skipper reports whether a path of a layer (relative, slashed) is one of
+// skip (absolute paths in the container) or below one.
+func skipper(skip []string) func(rel string) bool {
+	clean := make([]string, len(skip))
+	for i, s := range skip {
+		clean[i] = strings.TrimPrefix(path.Clean(s), "/")
+	}
+	return func(rel string) bool {
+		for _, s := range clean {
+			if rel == s || strings.HasPrefix(rel, s+"/") {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // packEntry writes one entry of the upper directory; it returns the

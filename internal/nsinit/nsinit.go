@@ -62,6 +62,9 @@ type Spec struct {
 	// directories holding what the commands of the nodes above this one
 	// wrote (their Upper's upper directories), read-only here.
 	Layers []string `json:"layers,omitempty"`
+	// Binds, with Root, are host files bound read-only in the container
+	// (the GPU driver's libraries and tools); their directories are made.
+	Binds []Bind `json:"binds,omitempty"`
 	// Visible are directories put back read-only where HideFS hides the
 	// file system: the image tree a site's container runtime reads.
 	Visible []string `json:"visible,omitempty"`
@@ -69,6 +72,12 @@ type Spec struct {
 	// (made by the worker, empty) take what the commands write: the node's
 	// layer, kept on disk. "": a tmpfs of TmpMB takes it, lost at the end.
 	Upper string `json:"upper,omitempty"`
+}
+
+// Bind is a host file bound in a container.
+type Bind struct {
+	Src string `json:"src"`
+	Dst string `json:"dst"`
 }
 
 // IsHelper reports whether this process was started as the helper.

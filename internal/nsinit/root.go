@@ -33,6 +33,11 @@ func containerRoot(spec Spec) error {
 	if err != nil {
 		return err
 	}
+	binds, err := bindTrees(spec.Binds)
+	defer closeAll(binds)
+	if err != nil {
+		return err
+	}
 	mb := tmpMB(spec)
 	root, fds, err := overlayRoot(spec)
 	defer closeAll(fds)
@@ -69,6 +74,11 @@ func containerRoot(spec Spec) error {
 	for _, f := range []string{"/etc/resolv.conf", "/etc/hosts"} {
 		if err := bindFile(f, in(f)); err != nil {
 			return fmt.Errorf("container: %s: %w", f, err)
+		}
+	}
+	for i, b := range spec.Binds {
+		if err := bindTree(binds[i], in(b.Dst)); err != nil {
+			return fmt.Errorf("container: bind %s: %w", b.Src, err)
 		}
 	}
 	if err := boundedTmp(mb, []string{in("/tmp"), in("/var/tmp"), in("/dev/shm")}); err != nil {
@@ -113,6 +123,41 @@ func bindFile(src, dst string) error {
 	}
 	f.Close()
 	return unix.Mount(src, dst, "", unix.MS_BIND, "")
+}
+
+// bindTrees are detached read-only copies of the files to bind, taken
+// before the stage's tmpfs may cover their paths; the descriptors are the
+// caller's to close, whatever the error.
+func bindTrees(binds []Bind) ([]int, error) {
+	srcs := make([]string, len(binds))
+	for i, b := range binds {
+		srcs[i] = b.Src
+	}
+	trees, err := cloneTrees(srcs)
+	if err != nil {
+		return trees, fmt.Errorf("container: bind %w", err)
+	}
+	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+	for _, fd := range trees {
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &ro); err != nil {
+			return trees, fmt.Errorf("container: bind read-only: %w", err)
+		}
+	}
+	return trees, nil
+}
+
+// bindTree moves tree, a detached copy of a file, onto dst, made in the
+// overlay (with its directories) when the image has none.
+func bindTree(tree int, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
 }
 
 // pivot makes root the process's root and detaches the old one.

@@ -78,6 +78,10 @@ type ContainerUsed struct {
 	// given, or why its own layer is not kept or not shared with other
 	// workers ("": it did and it is).
 	LayerNote string `json:"layer_note,omitempty"`
+	// GPUDriver are the host's GPU driver files bound in for a task with
+	// GPUs (libcuda, libnvidia-ml, nvidia-smi...: they must match the host's
+	// kernel module), as Apptainer's --nv binds them.
+	GPUDriver []string `json:"gpu_driver,omitempty"`
 }
 
 // Inherited is the layers a child of the node that used c starts from.
