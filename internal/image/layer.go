@@ -56,47 +56,52 @@ type LayerInfo struct {
 // its digest. An upper holding nothing but what opts.Skip names is no
 // layer: the zero LayerInfo.
 func (c *Cache) SealLayer(ctx context.Context, upper string, opts SealOptions) (LayerInfo, error) {
-	tmp, err := os.CreateTemp(c.dir, ".layer-*.tar")
-	if err != nil {
-		return LayerInfo{}, fmt.Errorf("layer: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	h := sha256.New()
-	n, err := packLayer(ctx, upper, io.MultiWriter(tmp, h), opts)
+	n := 0
+	tmp, digest, err := hashedTemp(c.dir, ".layer-*.tar", func(w io.Writer) (err error) {
+		n, err = packLayer(ctx, upper, w, opts)
+		return err
+	})
+	defer os.Remove(tmp)
 	if err != nil {
 		return LayerInfo{}, fmt.Errorf("layer: pack %s: %w", upper, err)
 	}
 	if n == 0 {
 		return LayerInfo{}, nil
 	}
-	if err := tmp.Close(); err != nil {
-		return LayerInfo{}, err
-	}
-	digest := "sha256:" + hex.EncodeToString(h.Sum(nil))
-	return c.keepLayer(ctx, digest, tmp.Name())
+	return c.keepLayer(ctx, digest, tmp)
 }
 
 // AddLayer keeps the layer tar r (fetched from another worker) in the
 // cache, after checking that it is the digest it is said to be.
 func (c *Cache) AddLayer(ctx context.Context, digest string, r io.Reader) (LayerInfo, error) {
-	tmp, err := os.CreateTemp(c.dir, ".layer-*.tar")
-	if err != nil {
-		return LayerInfo{}, fmt.Errorf("layer: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	defer tmp.Close()
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(tmp, h), readerCtx{ctx, r}); err != nil {
+	tmp, got, err := hashedTemp(c.dir, ".layer-*.tar", func(w io.Writer) error {
+		_, err := io.Copy(w, readerCtx{ctx, r})
+		return err
+	})
+	defer os.Remove(tmp)
+	switch {
+	case err != nil:
 		return LayerInfo{}, fmt.Errorf("layer %s: %w", digest, err)
-	}
-	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
+	case got != digest:
 		return LayerInfo{}, fmt.Errorf("%w: the layer said to be %s is %s", ErrImage, digest, got)
 	}
-	if err := tmp.Close(); err != nil {
-		return LayerInfo{}, err
+	return c.keepLayer(ctx, digest, tmp)
+}
+
+// hashedTemp is a new file of dir (named by pattern) holding what write
+// writes, and its sha256 digest. The caller removes the file (its path is
+// set whatever the error, "" when it could not be made).
+func hashedTemp(dir, pattern string, write func(w io.Writer) error) (string, string, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", "", err
 	}
-	return c.keepLayer(ctx, digest, tmp.Name())
+	h := sha256.New()
+	err = write(io.MultiWriter(f, h))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return f.Name(), "sha256:" + hex.EncodeToString(h.Sum(nil)), err
 }
 
 // keepLayer makes the entry of layer digest from its tar at tarPath

@@ -2,8 +2,6 @@ package image
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -52,33 +50,24 @@ func (c *Cache) GetStored(ctx context.Context, ref, digest string, fetch Fetch) 
 // fetchStored brings the stored image's file into entry and says its kind.
 func (c *Cache) fetchStored(ctx context.Context, digest, entry string, fetch Fetch) (string, string, error) {
 	start := time.Now()
-	f, err := os.CreateTemp(entry, ".fetch-")
-	if err != nil {
-		return "", "", err
-	}
-	h := sha256.New()
-	err = fetch(ctx, io.MultiWriter(f, h))
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	file, got, err := hashedTemp(entry, ".fetch-", func(w io.Writer) error { return fetch(ctx, w) })
+	if err == nil && got != digest {
+		err = fmt.Errorf("%w: the stored image %s is %s", ErrImage, digest, got)
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		os.Remove(file)
 		return "", "", fmt.Errorf("stored image %s: %w", digest, err)
 	}
-	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != digest {
-		os.Remove(f.Name())
-		return "", "", fmt.Errorf("%w: the stored image %s is %s", ErrImage, digest, got)
-	}
-	kind, err := KindOf(f.Name())
+	kind, err := KindOf(file)
 	if err == nil && kind == KindDir {
 		err = fmt.Errorf("%w: a stored image is a file", ErrImage)
 	}
 	if err != nil {
-		os.Remove(f.Name())
+		os.Remove(file)
 		return "", "", err
 	}
 	c.log.Info("image fetched from the object store", "digest", digest, "kind", kind, "took", time.Since(start).Round(time.Millisecond))
-	return f.Name(), kind, nil
+	return file, kind, nil
 }
 
 // FileDigest is the SHA-256 of the file at path, as a stored image is
