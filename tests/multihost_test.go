@@ -100,6 +100,9 @@ var natsPermissions = map[string]string{
         "$JS.API.CONSUMER.CREATE.KV_HPCQ_WORKERS.>", "$JS.API.CONSUMER.DELETE.KV_HPCQ_WORKERS.*", "$JS.FC.>",
         "$KV.HPCQ_WORKERS.>", "$KV.HPCQ_HANDBACKS.>",
         "$O.HPCQ_ARTIFACTS.>", "$JS.API.STREAM.PURGE.OBJ_HPCQ_ARTIFACTS",
+        "$O.HPCQ_LAYERS.>", "$JS.API.STREAM.PURGE.OBJ_HPCQ_LAYERS",
+        "$JS.API.CONSUMER.CREATE.OBJ_HPCQ_LAYERS.>", "$JS.API.CONSUMER.DELETE.OBJ_HPCQ_LAYERS.*",
+        "$JS.API.CONSUMER.CREATE.OBJ_HPCQ_IMAGES.>", "$JS.API.CONSUMER.DELETE.OBJ_HPCQ_IMAGES.*",
         "hpcq.results.*", "hpcq.logs.>", "hpcq.dlq.*", "hpcq.llm.chat"]},
       subscribe: {allow: ["_INBOX.>"]}
     }`,

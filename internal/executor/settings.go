@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"io"
+	"log/slog"
 
 	"github.com/hpcq/hpcq/internal/artifacts"
 	"github.com/hpcq/hpcq/internal/config"
@@ -31,11 +32,17 @@ func (c *Config) UseQueue(ctx context.Context, q *queue.Queue) error {
 		return err
 	}
 	c.ArtifactStore, c.ArtifactChunks = store, q.ArtifactChunks
+	// Without them the worker runs on: a layer is then kept on this worker
+	// only (the result says so), and a pushed image cannot be had.
+	log := c.Images.Log
+	if log == nil {
+		log = slog.Default()
+	}
 	if c.Images.LayerStore, err = q.Layers(ctx); err != nil {
-		return err
+		log.Warn("container layers are not shared with other workers: their object store cannot be opened", "err", err)
 	}
 	if c.Images.ImageStore, err = q.Images(ctx); err != nil {
-		return err
+		log.Warn("images pushed into the object store cannot be run: it cannot be opened", "err", err)
 	}
 	c.LiveLog = func(t *schema.NodeTask, phase string) io.WriteCloser {
 		return q.LogWriter(t.RunID, t.NodeID, t.Attempt, phase)

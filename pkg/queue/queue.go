@@ -126,6 +126,12 @@ func New(ctx context.Context, nc *nats.Conn, opts Options, log *slog.Logger) (*Q
 		if _, err := q.Artifacts(ctx); err != nil {
 			return nil, err
 		}
+		if _, err := q.Layers(ctx); err != nil {
+			return nil, err
+		}
+		if _, err := q.Images(ctx); err != nil {
+			return nil, err
+		}
 		if _, err := q.cancels(ctx); err != nil {
 			return nil, err
 		}
