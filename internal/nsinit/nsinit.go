@@ -222,7 +222,7 @@ func hideFS(spec Spec) error {
 	vis, err := cloneTrees(spec.Visible)
 	defer closeAll(vis)
 	if err != nil {
-		return err
+		return fmt.Errorf("visible %w", err)
 	}
 	ro := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
 	for _, fd := range vis {
@@ -292,6 +292,9 @@ func hideFS(spec Spec) error {
 func writableTrees(spec Spec) ([]string, []int, error) {
 	keep := append([]string{spec.Dir}, spec.Writable...)
 	trees, err := cloneTrees(keep)
+	if err != nil {
+		err = fmt.Errorf("writable %w", err)
+	}
 	return keep, trees, err
 }
 
