@@ -40,6 +40,7 @@ done
 command -v mpicc >/dev/null 2>&1 && probe mpicc mpicc --version
 command -v mpirun >/dev/null 2>&1 && probe mpirun mpirun --version
 command -v nvidia-smi >/dev/null 2>&1 && probe nvidia-smi nvidia-smi --query-gpu=index,name,memory.total,compute_cap --format=csv,noheader,nounits
+command -v nvidia-smi >/dev/null 2>&1 && probe nvidia-smi-L nvidia-smi -L
 d=$(mktemp -d) || exit 0
 cat > "$d/p.c" <<'C'
 #include <omp.h>
@@ -165,15 +166,50 @@ func parseDetection(s string) Toolchains {
 		}
 		sort.Slice(t.GPUs, func(i, j int) bool { return t.GPUs[i].Index < t.GPUs[j].Index })
 	}
+	if lines, found := ok("nvidia-smi-L"); found {
+		listed := parseGPUList(lines)
+		for i := range t.GPUs {
+			if l, ok := listed[t.GPUs[i].Index]; ok {
+				t.GPUs[i].UUID, t.GPUs[i].MIG = l.UUID, l.MIG
+			}
+		}
+	}
 	if len(t.GPUs) > 0 {
 		t.Versions["gpu"] = fmt.Sprint(len(t.GPUs))
 	}
 	return t
 }
 
+var (
+	gpuLineRe = regexp.MustCompile(`^GPU (\d+): .*\(UUID: (GPU-[0-9a-fA-F-]+)\)`)
+	migLineRe = regexp.MustCompile(`^\s*MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[0-9a-fA-F/-]+)\)`)
+)
+
+// parseGPUList reads `nvidia-smi -L`: each GPU by index, with its UUID and
+// the MIG instances listed under it.
+func parseGPUList(lines []string) map[string]queue.GPUDevice {
+	out := map[string]queue.GPUDevice{}
+	cur := ""
+	for _, l := range lines {
+		if m := gpuLineRe.FindStringSubmatch(l); m != nil {
+			cur = m[1]
+			out[cur] = queue.GPUDevice{Index: cur, UUID: m[2]}
+			continue
+		}
+		if m := migLineRe.FindStringSubmatch(l); m != nil && cur != "" {
+			g := out[cur]
+			n, _ := strconv.Atoi(m[2])
+			g.MIG = append(g.MIG, queue.MIGDevice{Profile: m[1], Device: n, UUID: m[3]})
+			out[cur] = g
+		}
+	}
+	return out
+}
+
 // GPUIDs are the device ids a worker hands to its slots: those of
 // CUDA_VISIBLE_DEVICES when it is set (Slurm sets it to the job's GPUs),
-// otherwise the indexes nvidia-smi reported.
+// otherwise the indexes nvidia-smi reported, a split GPU's MIG instances
+// (by UUID) in its place.
 func GPUIDs(t Toolchains, visible string) []string {
 	if visible = strings.TrimSpace(visible); visible != "" {
 		var ids []string
@@ -186,7 +222,12 @@ func GPUIDs(t Toolchains, visible string) []string {
 	}
 	ids := make([]string, 0, len(t.GPUs))
 	for _, g := range t.GPUs {
-		ids = append(ids, g.Index)
+		if len(g.MIG) == 0 {
+			ids = append(ids, g.Index)
+		}
+		for _, m := range g.MIG {
+			ids = append(ids, m.UUID)
+		}
 	}
 	return ids
 }

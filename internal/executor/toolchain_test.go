@@ -74,3 +74,26 @@ func TestDetectToolchainsHere(t *testing.T) {
 		require.NotContains(t, tc.Versions, "nvcc")
 	}
 }
+
+// TestMIGEnumeration: an A100 split into seven MIG instances (nvidia-smi
+// -L as a real machine printed it, testdata/README.md) is seven GPUs to the
+// worker's slots, by UUID; the card itself is none. CUDA_VISIBLE_DEVICES,
+// when set (Slurm), still wins.
+func TestMIGEnumeration(t *testing.T) {
+	listed, err := os.ReadFile("testdata/nvidia-smi-L-a100-mig.txt")
+	require.NoError(t, err)
+	tc := parseDetection("@@hpcq nvidia-smi\n0, NVIDIA A100 40GB PCIe, 40960, 8.0\n@@rc 0\n@@hpcq nvidia-smi-L\n" + string(listed) + "@@rc 0\n")
+	require.Len(t, tc.GPUs, 1)
+	g := tc.GPUs[0]
+	require.Equal(t, "GPU-48aeb943-9458-4282-da24-e5f49e0db44b", g.UUID)
+	require.Len(t, g.MIG, 7)
+	require.Equal(t, queue.MIGDevice{Profile: "1g.5gb", Device: 6, UUID: "MIG-37e055e8-8890-567f-a646-ebf9fde3ce7a"}, g.MIG[6])
+	ids := GPUIDs(tc, "")
+	require.Len(t, ids, 7)
+	require.Equal(t, "MIG-fb42055e-9e53-5764-9278-438605a3014c", ids[0])
+	require.Equal(t, []string{"MIG-x", "MIG-y"}, GPUIDs(tc, "MIG-x, MIG-y"))
+
+	plain := parseDetection("@@hpcq nvidia-smi\n0, NVIDIA H100, 81559, 9.0\n@@rc 0\n@@hpcq nvidia-smi-L\nGPU 0: NVIDIA H100 (UUID: GPU-0a1b2c3d-0000-1111-2222-333344445555)\n@@rc 0\n")
+	require.Equal(t, []string{"0"}, GPUIDs(plain, ""), "an unsplit GPU by its index")
+	require.Equal(t, "GPU-0a1b2c3d-0000-1111-2222-333344445555", plain.GPUs[0].UUID)
+}

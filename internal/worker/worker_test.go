@@ -331,6 +331,33 @@ func TestSlotGPUs(t *testing.T) {
 	require.ElementsMatch(t, [][]string{{"0"}, {"1"}, {"2"}, {"3"}}, got, "4 GPUs, 4 slots: one GPU each")
 }
 
+// TestMIGSlicesAreGPUs: a worker whose GPUs are MIG instances (their
+// UUIDs, as executor.GPUIDs lists a split card) hands each task its own,
+// exclusively, as it does whole GPUs.
+func TestMIGSlicesAreGPUs(t *testing.T) {
+	srv := testutil.StartNATS(t, "embedded")
+	q := srv.Queue(t, queue.Options{})
+	var mu sync.Mutex
+	var got [][]string
+	exec := worker.ExecutorFunc(func(_ context.Context, _ *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
+		mu.Lock()
+		got = append(got, s.GPUs)
+		mu.Unlock()
+		time.Sleep(200 * time.Millisecond) //nolint:forbidigo // keep every slot busy at once
+		return okResult(), nil
+	})
+	migs := []string{"MIG-fb42055e-9e53-5764-9278-438605a3014c", "MIG-3d4db13e-c42d-5555-98f4-8b50389791bc", "MIG-de819d17-9382-56a2-b9ca-aec36c88014f"}
+	startWorker(t, q, exec, worker.Config{Slots: 3, Cores: 6, GPUIDs: migs})
+	ts := tasks(3)
+	for _, task := range ts {
+		task.Limits.GPUs = 1
+	}
+	execAll(t, q, ts)
+	mu.Lock()
+	defer mu.Unlock()
+	require.ElementsMatch(t, [][]string{{migs[0]}, {migs[1]}, {migs[2]}}, got, "one MIG instance each")
+}
+
 func TestWorkerIdleExit(t *testing.T) {
 	srv := testutil.StartNATS(t, "embedded")
 	q := srv.Queue(t, queue.Options{})

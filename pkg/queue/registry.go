@@ -95,6 +95,18 @@ type GPUDevice struct {
 	Name              string `json:"name"`
 	MemoryMB          int    `json:"memory_mb"`
 	ComputeCapability string `json:"compute_capability"`
+	UUID              string `json:"uuid,omitempty"`
+	// MIG are its MIG instances when it is split (each a GPU of its own to
+	// the worker's slots, by UUID; the whole card is then none).
+	MIG []MIGDevice `json:"mig,omitempty"`
+}
+
+// MIGDevice is one MIG instance of a GPU: its profile ("1g.5gb"), its
+// device number on the card and its UUID (what CUDA_VISIBLE_DEVICES names).
+type MIGDevice struct {
+	Profile string `json:"profile"`
+	Device  int    `json:"device"`
+	UUID    string `json:"uuid"`
 }
 
 // WorkerStatus is a registry entry as a reader sees it.
