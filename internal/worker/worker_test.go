@@ -309,25 +309,7 @@ func TestImageTaskNeedsNoHostToolchain(t *testing.T) {
 }
 
 func TestSlotGPUs(t *testing.T) {
-	var got [][]string
-	srv := testutil.StartNATS(t, "embedded")
-	q := srv.Queue(t, queue.Options{})
-	var mu sync.Mutex
-	exec := worker.ExecutorFunc(func(ctx context.Context, task *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
-		mu.Lock()
-		got = append(got, s.GPUs)
-		mu.Unlock()
-		time.Sleep(200 * time.Millisecond) //nolint:forbidigo // keep every slot busy at once
-		return okResult(), nil
-	})
-	startWorker(t, q, exec, worker.Config{Slots: 4, Cores: 8, GPUIDs: []string{"0", "1", "2", "3"}})
-	ts := tasks(4)
-	for _, task := range ts {
-		task.Limits.GPUs = 1
-	}
-	execAll(t, q, ts)
-	mu.Lock()
-	defer mu.Unlock()
+	got := gpusOfSlots(t, []string{"0", "1", "2", "3"})
 	require.ElementsMatch(t, [][]string{{"0"}, {"1"}, {"2"}, {"3"}}, got, "4 GPUs, 4 slots: one GPU each")
 }
 
@@ -335,6 +317,14 @@ func TestSlotGPUs(t *testing.T) {
 // UUIDs, as executor.GPUIDs lists a split card) hands each task its own,
 // exclusively, as it does whole GPUs.
 func TestMIGSlicesAreGPUs(t *testing.T) {
+	migs := []string{"MIG-fb42055e-9e53-5764-9278-438605a3014c", "MIG-3d4db13e-c42d-5555-98f4-8b50389791bc", "MIG-de819d17-9382-56a2-b9ca-aec36c88014f"}
+	got := gpusOfSlots(t, migs)
+	require.ElementsMatch(t, [][]string{{migs[0]}, {migs[1]}, {migs[2]}}, got, "one MIG instance each")
+}
+
+// gpusOfSlots runs one task with limits.gpus 1 per GPU id on a worker with
+// a slot per id, every slot busy at once, and returns the GPUs each got.
+func gpusOfSlots(t *testing.T, ids []string) [][]string {
 	srv := testutil.StartNATS(t, "embedded")
 	q := srv.Queue(t, queue.Options{})
 	var mu sync.Mutex
@@ -346,16 +336,15 @@ func TestMIGSlicesAreGPUs(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) //nolint:forbidigo // keep every slot busy at once
 		return okResult(), nil
 	})
-	migs := []string{"MIG-fb42055e-9e53-5764-9278-438605a3014c", "MIG-3d4db13e-c42d-5555-98f4-8b50389791bc", "MIG-de819d17-9382-56a2-b9ca-aec36c88014f"}
-	startWorker(t, q, exec, worker.Config{Slots: 3, Cores: 6, GPUIDs: migs})
-	ts := tasks(3)
+	startWorker(t, q, exec, worker.Config{Slots: len(ids), Cores: 2 * len(ids), GPUIDs: ids})
+	ts := tasks(len(ids))
 	for _, task := range ts {
 		task.Limits.GPUs = 1
 	}
 	execAll(t, q, ts)
 	mu.Lock()
 	defer mu.Unlock()
-	require.ElementsMatch(t, [][]string{{migs[0]}, {migs[1]}, {migs[2]}}, got, "one MIG instance each")
+	return got
 }
 
 func TestWorkerIdleExit(t *testing.T) {
