@@ -129,22 +129,31 @@ func (e *Executor) container(ctx context.Context, t *schema.NodeTask, user *Task
 	}
 	res.Container = &schema.ContainerUsed{Image: t.Container.Image, Kind: im.Kind, Digest: im.Digest, Runtime: "hpcq"}
 	c := &containerRun{root: im.Root, held: []*image.Image{im}}
-	tools, err := e.imageToolchains(ctx, im)
-	if err != nil {
+	if err := e.prepare(ctx, t, im, c, user, res); err != nil || res.Error != nil {
 		c.release()
 		return nil, err
 	}
+	return c, nil
+}
+
+// prepare makes c ready for t's commands: the image's toolchains checked
+// against t's requirements, the site's runtime found, or the layers it
+// starts from and its own layer's directories. A task that cannot run in
+// it gets res.Error, a worker's failure the error.
+func (e *Executor) prepare(ctx context.Context, t *schema.NodeTask, im *image.Image, c *containerRun, user *TaskUser, res *schema.NodeResult) error {
+	tools, err := e.imageToolchains(ctx, im)
+	if err != nil {
+		return err
+	}
 	res.Toolchain = tools
 	if res.Error = imageMissing(t, tools); res.Error != nil {
-		c.release()
-		return nil, nil
+		return nil
 	}
 	if rt := t.Container.Runtime; rt != "" && rt != schema.RuntimeHPCQ {
 		site, err := lookupRuntime(ctx, rt)
 		if err != nil {
-			c.release()
 			res.Error = &schema.ResultError{Phase: schema.PhaseCoding, Kind: schema.ErrKindImage, Message: err.Error()}
-			return nil, nil
+			return nil
 		}
 		c.site, c.siteImage = site, site.imageArg(t.Container.Image, im)
 		res.Container.Runtime = site.describe()
@@ -153,25 +162,22 @@ func (e *Executor) container(ctx context.Context, t *schema.NodeTask, user *Task
 		if len(t.Container.Layers) > 0 {
 			res.Container.LayerNote += fmt.Sprintf("; the %d layers its ancestors left are not applied either", len(t.Container.Layers))
 		}
-		return c, nil
+		return nil
 	}
 	e.inherit(ctx, t, c, res.Container)
 	c.upper = e.layerDir(t)
 	if err := freshDir(c.upper); err != nil {
-		c.release()
-		return nil, fmt.Errorf("the node's layer: %w", err)
+		return fmt.Errorf("the node's layer: %w", err)
 	}
 	for _, d := range []string{"upper", "work"} {
 		if err := os.Mkdir(filepath.Join(c.upper, d), 0o755); err != nil {
-			c.release()
-			return nil, fmt.Errorf("the node's layer: %w", err)
+			return fmt.Errorf("the node's layer: %w", err)
 		}
 	}
 	if err := e.aptConfig(c, user); err != nil {
-		c.release()
-		return nil, fmt.Errorf("the node's layer: %w", err)
+		return fmt.Errorf("the node's layer: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
 // packageCaches are what package managers keep to go faster next time

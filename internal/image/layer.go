@@ -56,17 +56,17 @@ type LayerInfo struct {
 // its digest. An upper holding nothing but what opts.Skip names is no
 // layer: the zero LayerInfo.
 func (c *Cache) SealLayer(ctx context.Context, upper string, opts SealOptions) (LayerInfo, error) {
-	n := 0
-	tmp, digest, err := hashedTemp(c.dir, ".layer-*.tar", func(w io.Writer) (err error) {
-		n, err = packLayer(ctx, upper, w, opts)
-		return err
-	})
+	ents, err := layerEntries(ctx, upper, opts)
+	if err != nil {
+		return LayerInfo{}, fmt.Errorf("layer: %s: %w", upper, err)
+	}
+	if len(ents) == 0 {
+		return LayerInfo{}, nil // nothing written over the image: no file made
+	}
+	tmp, digest, err := hashedTemp(c.dir, ".layer-*.tar", func(w io.Writer) error { return packLayer(upper, ents, w, opts) })
 	defer os.Remove(tmp)
 	if err != nil {
 		return LayerInfo{}, fmt.Errorf("layer: pack %s: %w", upper, err)
-	}
-	if n == 0 {
-		return LayerInfo{}, nil
 	}
 	return c.keepLayer(ctx, digest, tmp)
 }
@@ -198,20 +198,17 @@ func validDigest(d string) bool {
 	return err == nil
 }
 
-// packLayer writes upper as an OCI layer tar to w: whiteouts (character
-// devices 0/0) as .wh. files, opaque directories with .wh..wh..opq, hard
-// links as links, the ids of opts.UID/GID as root's; sockets, FIFOs and
-// devices are left out. It returns the number of entries written.
-//
-// Long: one walk, then the directories made only to hold a skipped path
-// are left out, then the entries written in order; each step reads best
-// whole.
-func packLayer(ctx context.Context, upper string, w io.Writer, opts SealOptions) (int, error) {
-	type entry struct {
-		rel string
-		fi  fs.FileInfo
-	}
-	var ents []entry
+// layerEntry is an entry of an upper directory a layer carries.
+type layerEntry struct {
+	rel string // slashed, relative to the upper directory
+	fi  fs.FileInfo
+}
+
+// layerEntries are the entries of upper a layer carries, parents first:
+// not what opts.Skip names, nor the directories made only to hold it, nor
+// sockets, FIFOs and devices (whiteouts aside).
+func layerEntries(ctx context.Context, upper string, opts SealOptions) ([]layerEntry, error) {
+	var ents []layerEntry
 	holders := map[string]bool{} // directories on the way to a skipped path
 	for _, s := range opts.Skip {
 		for d := path.Dir(strings.TrimPrefix(path.Clean(s), "/")); d != "." && d != "/"; d = path.Dir(d) {
@@ -241,11 +238,13 @@ func packLayer(ctx context.Context, upper string, w io.Writer, opts SealOptions)
 		if err != nil {
 			return err
 		}
-		ents = append(ents, entry{rel, fi})
+		if carried(fi) {
+			ents = append(ents, layerEntry{rel, fi})
+		}
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	// A holder is kept when something of its own is kept below it, or it
 	// hides what is below it.
@@ -260,23 +259,38 @@ func packLayer(ctx context.Context, upper string, w io.Writer, opts SealOptions)
 			}
 		}
 	}
+	kept := ents[:0]
+	for i, e := range ents {
+		if keep[i] {
+			kept = append(kept, e)
+		}
+	}
+	return kept, nil
+}
+
+// carried reports whether a layer carries an entry of this kind: files,
+// directories, symbolic links and overlay whiteouts (devices 0/0).
+func carried(fi fs.FileInfo) bool {
+	return fi.Mode().IsRegular() || fi.IsDir() || fi.Mode()&fs.ModeSymlink != 0 || whiteout(fi)
+}
+
+func whiteout(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && fi.Mode()&fs.ModeCharDevice != 0 && st.Rdev == 0
+}
+
+// packLayer writes ents of upper as an OCI layer tar to w: whiteouts as
+// .wh. files, opaque directories with .wh..wh..opq, hard links as links,
+// the ids of opts.UID/GID as root's.
+func packLayer(upper string, ents []layerEntry, w io.Writer, opts SealOptions) error {
 	tw := tar.NewWriter(w)
 	links := map[uint64]string{} // inode -> the first name written
-	n := 0
-	for i, e := range ents {
-		if !keep[i] {
-			continue
+	for _, e := range ents {
+		if err := packEntry(tw, upper, e.rel, e.fi, links, opts); err != nil {
+			return fmt.Errorf("%s: %w", e.rel, err)
 		}
-		wrote, err := packEntry(tw, upper, e.rel, e.fi, links, opts)
-		if err != nil {
-			return 0, fmt.Errorf("%s: %w", e.rel, err)
-		}
-		n += wrote
 	}
-	if n == 0 {
-		return 0, nil
-	}
-	return n, tw.Close()
+	return tw.Close()
 }
 
 // skipper reports whether a path of a layer (relative, slashed) is one of
@@ -296,29 +310,25 @@ func skipper(skip []string) func(rel string) bool {
 	}
 }
 
-// packEntry writes one entry of the upper directory; it returns the
-// number of tar entries written (0 for what a layer does not carry).
-func packEntry(tw *tar.Writer, upper, rel string, fi fs.FileInfo, links map[uint64]string, opts SealOptions) (int, error) {
+// packEntry writes one entry of the upper directory (one carried).
+func packEntry(tw *tar.Writer, upper, rel string, fi fs.FileInfo, links map[uint64]string, opts SealOptions) error {
 	full := filepath.Join(upper, rel)
 	st, _ := fi.Sys().(*syscall.Stat_t)
-	if fi.Mode()&fs.ModeCharDevice != 0 && st != nil && st.Rdev == 0 {
+	if whiteout(fi) {
 		h := &tar.Header{Typeflag: tar.TypeReg, Name: path.Join(path.Dir(rel), whiteoutPrefix+path.Base(rel)), Mode: 0o600, ModTime: fi.ModTime()}
-		return 1, tw.WriteHeader(h)
-	}
-	if !fi.Mode().IsRegular() && !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
-		return 0, nil
+		return tw.WriteHeader(h)
 	}
 	var link string
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		l, err := os.Readlink(full)
 		if err != nil {
-			return 0, err
+			return err
 		}
 		link = l
 	}
 	h, err := tar.FileInfoHeader(fi, link)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	h.Name = rel
 	h.Uname, h.Gname = "", ""
@@ -334,33 +344,33 @@ func packEntry(tw *tar.Writer, upper, rel string, fi fs.FileInfo, links map[uint
 	if fi.IsDir() {
 		h.Name += "/"
 		if err := tw.WriteHeader(h); err != nil {
-			return 0, err
+			return err
 		}
 		if opaque(full) {
-			return 2, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel + "/" + whiteoutOpaque, Mode: 0o600, ModTime: fi.ModTime()})
+			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel + "/" + whiteoutOpaque, Mode: 0o600, ModTime: fi.ModTime()})
 		}
-		return 1, nil
+		return nil
 	}
 	if fi.Mode().IsRegular() && st != nil && st.Nlink > 1 {
 		if first, ok := links[st.Ino]; ok {
 			h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
-			return 1, tw.WriteHeader(h)
+			return tw.WriteHeader(h)
 		}
 		links[st.Ino] = rel
 	}
 	if err := tw.WriteHeader(h); err != nil {
-		return 0, err
+		return err
 	}
 	if !fi.Mode().IsRegular() {
-		return 1, nil
+		return nil
 	}
 	f, err := os.Open(full)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer f.Close()
 	_, err = io.Copy(tw, f)
-	return 1, err
+	return err
 }
 
 // Overlay's marks of an opaque directory: trusted.* where the overlay was
