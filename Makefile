@@ -16,6 +16,11 @@ build: ## build scheduler, worker, slurm-bridge into bin/
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
+gpu-bundle: ## static, compressed scheduler, worker and sandbox in bin/gpu-bundle/ (about 40 MB), for scripts/gpu-check.sh on a GPU machine that gets the tree and little room
+	@mkdir -p $(BIN)/gpu-bundle
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(BIN)/gpu-bundle/ ./cmd/scheduler ./cmd/worker ./cmd/hpcq-sandbox
+	gzip -9f $(BIN)/gpu-bundle/scheduler $(BIN)/gpu-bundle/worker $(BIN)/gpu-bundle/hpcq-sandbox
+
 run: build ## the tree search on examples/stencil-omp, locally (embedded NATS, in-process workers, SQLite; scripted replies unless OPENAI_API_KEY is set)
 	$(BIN)/scheduler run --local examples/stencil-omp
 

@@ -2,6 +2,8 @@
 //
 //	worker [--pools cpu,gpu] [--slots N] [--work-dir DIR] [--idle-exit DURATION]
 //
+//	worker probe    # the toolchains and GPUs it would register, as JSON
+//
 // It needs HPCQ_NATS_URL (or --nats-url). SIGTERM or SIGINT drains it: it
 // stops pulling, hands its running tasks back for another worker, and exits 0.
 // A second signal during the drain ends it at once.
@@ -44,7 +46,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.IdleExit, "idle-exit", cfg.IdleExit, config.Help(&cfg, &cfg.IdleExit, "exit after this long with nothing to do, 0: never"))
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, config.Help(&cfg, &cfg.MetricsAddr, "serve Prometheus metrics at http://ADDR/metrics"))
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: worker [flags]\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "usage: worker [flags]\n       worker probe    (the toolchains and GPUs it would register, as JSON)\n\nFlags:\n")
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nEnvironment:\n")
 		config.Usage(fs.Output(), &cfg)
@@ -54,6 +56,9 @@ func run(args []string) error {
 	}
 	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() == 1 && fs.Arg(0) == "probe" {
+		return probe(context.Background(), &cfg)
 	}
 	if fs.NArg() > 0 {
 		return cli.BadArgs(fs, fmt.Sprintf("unexpected arguments %q", fs.Args()))

@@ -177,6 +177,8 @@ type Tasks struct {
 	ImageCacheMB int    `envconfig:"IMAGE_CACHE_MB" default:"20480" desc:"bound of the unpacked images and kept layers; the least recently used go first (0: none)"`
 	// LayerShareMB is the largest layer a worker sends other workers.
 	LayerShareMB int `envconfig:"LAYER_SHARE_MB" default:"1024" desc:"largest container layer (what a node installed over its image) put in the object store for the workers of its children; a larger one stays on its worker, and a child run elsewhere installs again"`
+	// GPUMPS is how tasks that share a GPU use NVIDIA MPS.
+	GPUMPS string `envconfig:"GPU_MPS" default:"auto" desc:"tasks sharing a GPU (limits.gpus below 1) run under the site's MPS daemon: auto (its pipe directory, CUDA_MPS_PIPE_DIRECTORY or /tmp/nvidia-mps, when its control pipe is there), off (they take turns on the device), or the pipe directory"`
 	Isolation
 }
 

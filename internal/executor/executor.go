@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,6 +83,9 @@ type Config struct {
 	Recall RecallSink
 	// Images is where the images tasks name are kept unpacked.
 	Images ImagesConfig
+	// GPUMPS is MPSAuto (default), MPSOff, or the MPS pipe directory of
+	// the site's daemon: the tasks that share a GPU use it (see mpsPipe).
+	GPUMPS string
 }
 
 // Installer decides the commands of an iterative download phase one at a
@@ -130,6 +134,8 @@ type Executor struct {
 	cfg     Config
 	baseEnv []string
 	sandbox *Sandbox
+	// mps is the MPS pipe directory GPU tasks use, or "" (mpsPipe).
+	mps string
 	// isolation describes the sandbox, or why there is none.
 	isolation string
 	// v2 limit tasks' memory and processes; nil (v2Why says why): v1.
@@ -160,6 +166,15 @@ func NewExecutor(cfg Config) (*Executor, error) {
 		return nil, fmt.Errorf("phases: runs dir: %w", err)
 	}
 	cfg.RunsDir = abs
+	mps, err := mpsPipe(cfg.GPUMPS, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	if mps != "" {
+		// The clients write the daemon's pipes: under a sandbox's private
+		// /tmp they would not see them.
+		cfg.Sandbox.Writable = append(slices.Clip(cfg.Sandbox.Writable), mps)
+	}
 	sb, desc, err := NewSandbox(context.Background(), cfg.Sandbox, abs)
 	if err != nil {
 		return nil, err
@@ -178,7 +193,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 		env = append(env, kv)
 	}
 	cg, why := detectV2()
-	e := &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc, v2: cg, v2Why: why}
+	e := &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc, v2: cg, v2Why: why, mps: mps}
 	if sb != nil {
 		// The sandbox helper joins them: v1 has no CLONE_INTO_CGROUP.
 		e.v1, e.v1Why = detectV1()
@@ -549,9 +564,7 @@ func (e *Executor) newPhaseRun(t *schema.NodeTask, slot worker.Slot, ws string, 
 	env := append(append([]string(nil), e.baseEnv...),
 		"HPCQ_RUN_ID="+t.RunID, "HPCQ_NODE_ID="+t.NodeID, "HPCQ_ATTEMPT="+strconv.Itoa(t.Attempt),
 		"HPCQ_WORKSPACE="+ws, "OMP_NUM_THREADS="+strconv.Itoa(max(1, slot.Cores)))
-	if len(slot.GPUs) > 0 {
-		env = append(env, "CUDA_VISIBLE_DEVICES="+strings.Join(slot.GPUs, ","))
-	}
+	env = append(env, e.gpuEnv(slot)...)
 	for k, v := range t.Env {
 		env = append(env, k+"="+v)
 	}

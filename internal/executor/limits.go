@@ -25,7 +25,8 @@ const (
 // Long: one block per limit (CPUs, processes, memory), each with its
 // fallback and the words the result uses for it.
 func (e *Executor) enforce(t *schema.NodeTask, slot worker.Slot, run *phaseRun) *schema.Enforced {
-	enf := &schema.Enforced{GPUs: slot.GPUs, DiskMB: run.diskMB}
+	enf := &schema.Enforced{DiskMB: run.diskMB}
+	e.gpuEnforced(slot, enf)
 	var notes []string
 	if len(slot.CPUs) > 0 {
 		run.cpus = slot.CPUs

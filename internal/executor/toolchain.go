@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +22,8 @@ type Toolchains struct {
 	Versions map[string]string
 	// GPUs from nvidia-smi.
 	GPUs []queue.GPUDevice
+	// Notes say what a probe printed that could not be read.
+	Notes []string
 }
 
 // detectScript runs every probe in one login shell (so that environment
@@ -41,6 +42,7 @@ command -v mpicc >/dev/null 2>&1 && probe mpicc mpicc --version
 command -v mpirun >/dev/null 2>&1 && probe mpirun mpirun --version
 command -v nvidia-smi >/dev/null 2>&1 && probe nvidia-smi nvidia-smi --query-gpu=index,name,memory.total,compute_cap --format=csv,noheader,nounits
 command -v nvidia-smi >/dev/null 2>&1 && probe nvidia-smi-L nvidia-smi -L
+command -v nvidia-smi >/dev/null 2>&1 && { out=$(nvidia-smi -q -x 2>&1); rc=$?; echo "@@hpcq nvidia-smi-x"; printf '%s\n' "$out" | grep -v '^@@'; echo "@@rc $rc"; }
 d=$(mktemp -d) || exit 0
 cat > "$d/p.c" <<'C'
 #include <omp.h>
@@ -81,6 +83,9 @@ func DetectToolchains(ctx context.Context, env []string, login bool, log *slog.L
 	out.WriteString(c.String())
 	t := parseDetection(out.String())
 	log.Info("toolchains detected", "toolchains", t.Versions, "gpus", len(t.GPUs))
+	for _, n := range t.Notes {
+		log.Warn("toolchain detection: " + n)
+	}
 	return t
 }
 
@@ -154,56 +159,26 @@ func parseDetection(s string) Toolchains {
 	if len(omp) > 0 {
 		t.Versions["openmp"] = strings.Join(omp, ",")
 	}
+	var query []queue.GPUDevice
 	if lines, found := ok("nvidia-smi"); found {
-		for _, l := range lines {
-			f := strings.Split(l, ",")
-			if len(f) < 4 {
-				continue
-			}
-			mem, _ := strconv.Atoi(strings.TrimSpace(f[2]))
-			t.GPUs = append(t.GPUs, queue.GPUDevice{Index: strings.TrimSpace(f[0]), Name: strings.TrimSpace(f[1]),
-				MemoryMB: mem, ComputeCapability: strings.TrimSpace(f[3])})
-		}
-		sort.Slice(t.GPUs, func(i, j int) bool { return t.GPUs[i].Index < t.GPUs[j].Index })
+		query = parseGPUQuery(lines)
 	}
+	listed := map[string]queue.GPUDevice{}
 	if lines, found := ok("nvidia-smi-L"); found {
-		listed := parseGPUList(lines)
-		for i := range t.GPUs {
-			if l, ok := listed[t.GPUs[i].Index]; ok {
-				t.GPUs[i].UUID, t.GPUs[i].MIG = l.UUID, l.MIG
-			}
+		listed = parseGPUList(lines)
+	}
+	var smi smiLog
+	if lines, found := ok("nvidia-smi-x"); found {
+		var err error
+		if smi, err = parseSMIXML(strings.Join(lines, "\n")); err != nil {
+			t.Notes = append(t.Notes, err.Error())
 		}
 	}
+	t.GPUs = mergeGPUs(query, listed, smi)
 	if len(t.GPUs) > 0 {
 		t.Versions["gpu"] = fmt.Sprint(len(t.GPUs))
 	}
 	return t
-}
-
-var (
-	gpuLineRe = regexp.MustCompile(`^GPU (\d+): .*\(UUID: (GPU-[0-9a-fA-F-]+)\)`)
-	migLineRe = regexp.MustCompile(`^\s*MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[0-9a-fA-F/-]+)\)`)
-)
-
-// parseGPUList reads `nvidia-smi -L`: each GPU by index, with its UUID and
-// the MIG instances listed under it.
-func parseGPUList(lines []string) map[string]queue.GPUDevice {
-	out := map[string]queue.GPUDevice{}
-	cur := ""
-	for _, l := range lines {
-		if m := gpuLineRe.FindStringSubmatch(l); m != nil {
-			cur = m[1]
-			out[cur] = queue.GPUDevice{Index: cur, UUID: m[2]}
-			continue
-		}
-		if m := migLineRe.FindStringSubmatch(l); m != nil && cur != "" {
-			g := out[cur]
-			n, _ := strconv.Atoi(m[2])
-			g.MIG = append(g.MIG, queue.MIGDevice{Profile: m[1], Device: n, UUID: m[3]})
-			out[cur] = g
-		}
-	}
-	return out
 }
 
 // GPUIDs are the device ids a worker hands to its slots: those of

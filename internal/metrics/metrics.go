@@ -30,6 +30,11 @@ type Worker struct {
 	PhaseSeconds *prometheus.HistogramVec
 	// Slots is the worker's slots by state: total, busy.
 	Slots *prometheus.GaugeVec
+	// GPUs is the worker's GPUs (MIG instances count one each); GPUsInUse
+	// how many of them its running tasks hold, by the tasks' pool (shares
+	// add up: two tasks of 0.5 hold 1).
+	GPUs      prometheus.Gauge
+	GPUsInUse *prometheus.GaugeVec
 }
 
 // NewWorker registers a worker's metrics on reg.
@@ -42,8 +47,12 @@ func NewWorker(reg prometheus.Registerer) *Worker {
 			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600}}, []string{"pool", "phase"}),
 		Slots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hpcq_worker_slots",
 			Help: "The worker's task slots, by state (total, busy)."}, []string{"state"}),
+		GPUs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hpcq_worker_gpus",
+			Help: "The worker's GPUs (a MIG instance counts as one)."}),
+		GPUsInUse: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hpcq_worker_gpus_in_use",
+			Help: "GPUs the worker's running tasks hold, by the tasks' pool (fractional requests add up)."}, []string{"pool"}),
 	}
-	reg.MustRegister(m.Tasks, m.PhaseSeconds, m.Slots)
+	reg.MustRegister(m.Tasks, m.PhaseSeconds, m.Slots, m.GPUs, m.GPUsInUse)
 	return m
 }
 
@@ -65,6 +74,21 @@ func (m *Worker) SetSlots(total, busy int) {
 	}
 	m.Slots.WithLabelValues("total").Set(float64(total))
 	m.Slots.WithLabelValues("busy").Set(float64(busy))
+}
+
+// SetGPUs records the worker's GPUs and what the tasks of each pool hold
+// (pools: the worker's, each shown, at 0 when none of its tasks runs).
+func (m *Worker) SetGPUs(total int, inUse map[string]float64, pools []string) {
+	if m == nil {
+		return
+	}
+	m.GPUs.Set(float64(total))
+	for _, p := range pools {
+		m.GPUsInUse.WithLabelValues(p).Set(inUse[p])
+	}
+	for p, v := range inUse {
+		m.GPUsInUse.WithLabelValues(p).Set(v)
+	}
 }
 
 // Bridge is what slurm-bridge records.

@@ -65,39 +65,39 @@ func (w *Worker) hold(d *queue.Delivery, log func() *slog.Logger) func() {
 // running it: canceled before it ran, or handed back (a toolchain or a
 // size this worker lacks, resources busy, a walltime too short). When it
 // does not admit the task, the slot is given back.
-func (w *Worker) admit(drain context.Context, d *queue.Delivery, slot int, started time.Time, log func() *slog.Logger) (cpus []int, gpus []string, ok bool) {
+func (w *Worker) admit(drain context.Context, d *queue.Delivery, slot int, started time.Time, log func() *slog.Logger) (g grant, ok bool) {
 	t := d.Task
 	if c, ok := w.cancelOf(t); ok {
 		// Answered without running: the scheduler learns the node's fate.
 		w.slots <- slot
 		w.answer(drain, d, canceledResult(c, started, false), log)
-		return nil, nil, false
+		return grant{}, false
 	}
 	if missing := MissingToolchains(w.cfg.Toolchains, hostRequires(t)); len(missing) > 0 {
 		w.slots <- slot
 		w.handBackUnfit(d, fmt.Sprintf("no worker in pool %s has %s", t.Pool, strings.Join(missing, ", ")),
 			func(o queue.WorkerStatus) bool { return len(MissingToolchains(o.Toolchains, hostRequires(t))) == 0 }, log)
-		return nil, nil, false
+		return grant{}, false
 	}
 	if why := w.res.exceeds(t, w.cfg.Slots); why != "" {
 		w.slots <- slot
 		cpus, gpus := w.res.need(t, w.cfg.Slots)
 		w.handBackUnfit(d, fmt.Sprintf("declined: %s; no live worker of pool %s has that much", why, t.Pool),
 			func(o queue.WorkerStatus) bool {
-				return o.Cores >= cpus && o.GPUs >= gpus && (o.MemoryMB == 0 || o.MemoryMB >= t.Limits.MemoryMB)
+				return o.Cores >= cpus && o.GPUs*wholeGPU >= gpus && (o.MemoryMB == 0 || o.MemoryMB >= t.Limits.MemoryMB)
 			}, log)
-		return nil, nil, false
+		return grant{}, false
 	}
-	cpus, gpus, ok = w.res.take(t, w.cfg.Slots)
+	g, ok = w.res.take(t, w.cfg.Slots)
 	if !ok {
 		// Other tasks hold the CPUs or GPUs it needs: later, or another worker.
 		w.slots <- slot
 		w.handBack(d, w.cfg.RequeueDelay, log, "task handed back: the CPUs or GPUs it needs are busy",
 			"limits_cpus", t.Limits.CPUs, "limits_gpus", t.Limits.GPUs)
-		return nil, nil, false
+		return grant{}, false
 	}
 	if need := DeclaredLimit(t); need > 0 && !w.cfg.Deadline.IsZero() && time.Until(w.cfg.Deadline) < need+walltimeMargin {
-		w.res.give(cpus, gpus)
+		w.res.give(g)
 		w.slots <- slot
 		left := time.Until(w.cfg.Deadline).Round(time.Second)
 		w.handBack(d, w.cfg.RequeueDelay, log, "task declined: its time limits do not fit in the walltime left", "needs", need, "left", left)
@@ -106,9 +106,24 @@ func (w *Worker) admit(drain context.Context, d *queue.Delivery, slot int, start
 			of = "Slurm job " + w.cfg.SlurmJobID + "'s walltime"
 		}
 		w.declined(t, fmt.Sprintf("its time limits (%v) do not fit in the %v left of %s", need, left, of))
-		return nil, nil, false
+		return grant{}, false
 	}
-	return cpus, gpus, true
+	return g, true
+}
+
+// setGPUMetrics records the worker's GPUs and what the tasks of each pool
+// hold of them.
+func (w *Worker) setGPUMetrics() {
+	if len(w.res.gpus) == 0 {
+		return
+	}
+	inUse := w.res.gpusInUse()
+	total := 0.0
+	for _, v := range inUse {
+		total += v
+	}
+	w.cfg.Metrics.SetGPUs(len(w.res.gpus), inUse, w.cfg.Pools)
+	w.reg.Update(func(i *queue.WorkerInfo) { i.GPUsInUse = total })
 }
 
 // handBack returns the delivery to the queue after delay without using up

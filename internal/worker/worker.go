@@ -27,9 +27,11 @@ type Slot struct {
 	Cores int
 	// CPUs the task's commands are bound to, its alone; empty: not bound.
 	CPUs []int
-	// GPUs are the device ids the task may use (CUDA_VISIBLE_DEVICES), its
-	// alone.
-	GPUs []string
+	// GPUs are the device ids the task may use (CUDA_VISIBLE_DEVICES);
+	// GPUShare how much of each it holds: 1, its alone; below 1, a share
+	// (limits.gpus), other tasks holding the rest.
+	GPUs     []string
+	GPUShare float64
 	// MemoryMB is the task's memory limit (limits.memory_mb); 0: none.
 	MemoryMB int
 }
@@ -270,6 +272,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.reg = reg
+	w.setGPUMetrics()
 	consumers := make([]*queue.PoolConsumer, 0, len(w.cfg.Pools))
 	for _, p := range w.cfg.Pools {
 		c, err := w.q.PoolConsumer(ctx, p, w.cfg.ID)
@@ -410,15 +413,17 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	}
 	defer w.hold(d, log)()
 	started := time.Now()
-	cpus, gpus, ok := w.admit(drain, d, slot, started, log)
+	g, ok := w.admit(drain, d, slot, started, log)
 	if !ok {
 		return
 	}
+	w.setGPUMetrics()
 	released := false
 	release := func() {
 		if !released {
 			released = true
-			w.res.give(cpus, gpus)
+			w.res.give(g)
+			w.setGPUMetrics()
 		}
 	}
 	defer release()
@@ -427,9 +432,9 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	if _, ok := w.cancelOf(t); ok { // canceled since admit's check
 		stop(ErrCanceled)
 	}
-	sl := Slot{Index: slot, Cores: max(1, len(cpus)), GPUs: gpus, MemoryMB: t.Limits.MemoryMB}
+	sl := Slot{Index: slot, Cores: max(1, len(g.cpus)), GPUs: g.gpus, GPUShare: g.share(), MemoryMB: t.Limits.MemoryMB}
 	if w.res.bind {
-		sl.CPUs = cpus
+		sl.CPUs = g.cpus
 	}
 	res, err := w.execute(tctx, t, sl)
 	forget()

@@ -27,9 +27,12 @@ type WorkerInfo struct {
 	Toolchains map[string]string `json:"toolchains,omitempty"`
 	// GPUDevices are the GPUs found (nvidia-smi).
 	GPUDevices []GPUDevice `json:"gpu_devices,omitempty"`
-	Version    string      `json:"version"`
-	Started    time.Time   `json:"started"`
-	LastSeen   time.Time   `json:"last_seen"`
+	// GPUsInUse is how many of its GPUs its running tasks hold (shares add
+	// up), as of the last heartbeat.
+	GPUsInUse float64   `json:"gpus_in_use,omitempty"`
+	Version   string    `json:"version"`
+	Started   time.Time `json:"started"`
+	LastSeen  time.Time `json:"last_seen"`
 	// HeartbeatMS is the worker's heartbeat period, so that readers know
 	// when to call it lost.
 	HeartbeatMS int64 `json:"heartbeat_ms"`
@@ -96,6 +99,15 @@ type GPUDevice struct {
 	MemoryMB          int    `json:"memory_mb"`
 	ComputeCapability string `json:"compute_capability"`
 	UUID              string `json:"uuid,omitempty"`
+	// Architecture ("Hopper"), the driver's version, the highest CUDA
+	// version it supports and the compute mode ("Default",
+	// "Exclusive_Process"), from nvidia-smi -q -x.
+	Architecture string `json:"architecture,omitempty"`
+	Driver       string `json:"driver,omitempty"`
+	CUDA         string `json:"cuda,omitempty"`
+	ComputeMode  string `json:"compute_mode,omitempty"`
+	// MIGEnabled: the card is in MIG mode (its instances, when any, in MIG).
+	MIGEnabled bool `json:"mig_enabled,omitempty"`
 	// MIG are its MIG instances when it is split (each a GPU of its own to
 	// the worker's slots, by UUID; the whole card is then none).
 	MIG []MIGDevice `json:"mig,omitempty"`
@@ -107,6 +119,12 @@ type MIGDevice struct {
 	Profile string `json:"profile"`
 	Device  int    `json:"device"`
 	UUID    string `json:"uuid"`
+	// Its memory, multiprocessors and GPU and compute instance ids, from
+	// nvidia-smi -q -x (0 when it did not say).
+	MemoryMB        int `json:"memory_mb,omitempty"`
+	SMs             int `json:"sms,omitempty"`
+	GPUInstance     int `json:"gpu_instance,omitempty"`
+	ComputeInstance int `json:"compute_instance,omitempty"`
 }
 
 // WorkerStatus is a registry entry as a reader sees it.

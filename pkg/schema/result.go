@@ -131,8 +131,14 @@ type Enforced struct {
 	PidsPeak int64  `json:"pids_peak,omitempty"`
 	// DiskMB is the bound of the workspace on disk the task ran under.
 	DiskMB int `json:"disk_mb,omitempty"`
-	// GPUs given to the task alone (CUDA_VISIBLE_DEVICES).
-	GPUs []string `json:"gpus,omitempty"`
+	// GPUs given to the task (CUDA_VISIBLE_DEVICES): its alone, or with
+	// GPUShare set a share of each (limits.gpus below 1) that other tasks
+	// share, by GPUSharing: "mps" (the site's MPS daemon holds the task to
+	// its share of the multiprocessors) or "time-slicing" (the tasks take
+	// turns on the device; the share is counted, not enforced).
+	GPUs       []string `json:"gpus,omitempty"`
+	GPUShare   float64  `json:"gpu_share,omitempty"`
+	GPUSharing string   `json:"gpu_sharing,omitempty"`
 	// Note says what could not be enforced and why.
 	Note string `json:"note,omitempty"`
 }

@@ -250,38 +250,6 @@ type MetricPattern struct {
 	Unit  string `json:"unit,omitempty"`
 }
 
-// Limits bound a task's execution. Zero values mean "the worker's default"
-// (for the resource limits: no limit).
-type Limits struct {
-	DownloadTimeoutS int `json:"download_timeout_s,omitempty" yaml:"download_timeout_s"`
-	CompileTimeoutS  int `json:"compile_timeout_s,omitempty" yaml:"compile_timeout_s"`
-	RunTimeoutS      int `json:"run_timeout_s,omitempty" yaml:"run_timeout_s"`
-	CPUs             int `json:"cpus,omitempty" yaml:"cpus"`
-	GPUs             int `json:"gpus,omitempty" yaml:"gpus"`
-	MemoryMB         int `json:"memory_mb,omitempty" yaml:"memory_mb"`
-	// MaxOutputBytes kept in memory per stream (stdout, stderr) of a phase.
-	MaxOutputBytes int64 `json:"max_output_bytes,omitempty" yaml:"max_output_bytes"`
-	// AddressSpaceMB, FileSizeMB and OpenFiles are resource limits (ulimit
-	// -v, -f, -n) on every command of the task.
-	AddressSpaceMB int `json:"address_space_mb,omitempty" yaml:"address_space_mb"`
-	FileSizeMB     int `json:"file_size_mb,omitempty" yaml:"file_size_mb"`
-	OpenFiles      int `json:"open_files,omitempty" yaml:"open_files"`
-	// Pids bounds the processes and threads of the task at once (cgroup
-	// pids.max); 0: the worker's default (HPCQ_TASK_PIDS).
-	Pids int `json:"pids,omitempty" yaml:"pids"`
-	// DiskMB bounds what the task's workspace holds on disk while it runs;
-	// 0: the worker's default (HPCQ_TASK_DISK_MB; none unless set).
-	DiskMB int `json:"disk_mb,omitempty" yaml:"disk_mb"`
-	// Network, when false, runs the compile and run phases without a
-	// network (their own network namespace with loopback only); the
-	// download phase keeps it. Unset means true.
-	Network *bool `json:"network,omitempty" yaml:"network"`
-}
-
-// NoNetwork reports whether the task's compile and run phases must run
-// without a network.
-func (l Limits) NoNetwork() bool { return l.Network != nil && !*l.Network }
-
 // MsgID is the Nats-Msg-Id of the task: "<run_id>/<node_id>/<attempt>".
 // The run id is part of it because node ids of hand-written tasks repeat
 // from one run to the next; within a run it is "<node_id>/<attempt>".
@@ -446,7 +414,6 @@ func (t *NodeTask) Validate() error {
 		{"limits.compile_timeout_s", int64(l.CompileTimeoutS)},
 		{"limits.run_timeout_s", int64(l.RunTimeoutS)},
 		{"limits.cpus", int64(l.CPUs)},
-		{"limits.gpus", int64(l.GPUs)},
 		{"limits.memory_mb", int64(l.MemoryMB)},
 		{"limits.max_output_bytes", l.MaxOutputBytes},
 		{"limits.address_space_mb", int64(l.AddressSpaceMB)},
@@ -458,6 +425,9 @@ func (t *NodeTask) Validate() error {
 		if c.v < 0 {
 			return fieldErr(c.name, "%d, must not be negative", c.v)
 		}
+	}
+	if err := l.checkGPUs(); err != nil {
+		return err
 	}
 	for i, p := range a.Run.MetricPatterns {
 		f := fmt.Sprintf("artifacts.run.metric_patterns[%d]", i)

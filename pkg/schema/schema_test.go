@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -62,6 +63,11 @@ func TestDecodeTaskRejects(t *testing.T) {
 		{"bad mode", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]},"coding":{"workspace":{"files":[{"path":"a","content":"","mode":"4755"}]}}}}`, "files[0].mode", false},
 		{"empty path", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]},"coding":{"workspace":{"files":[{"path":"","content":""}]}}}}`, "files[0].path: is required", false},
 		{"negative limit", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}},"limits":{"run_timeout_s":-1}}`, "limits.run_timeout_s", false},
+		{"negative gpus", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}},"limits":{"gpus":-0.5}}`, "limits.gpus: -0.5, must be a number not below 0", false},
+		{"gpus 1.5", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}},"limits":{"gpus":1.5}}`, "limits.gpus: 1.5: a share of a GPU is below 1", false},
+		{"gpus too fine", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}},"limits":{"gpus":0.00005}}`, "limits.gpus: 5e-05: a share is in steps of 0.0001", false},
+		{"gpus too many", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}},"limits":{"gpus":4096}}`, "limits.gpus: 4096, at most 1024", false},
+		{"gpus string", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}},"limits":{"gpus":"0.5"}}`, "gpus", false},
 		{"bad env", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}},"env":{"A=B":"c"}}`, "env: variable name", false},
 		{"trailing", `{"v":1,"run_id":"r","node_id":"n","attempt":1,"pool":"cpu","artifacts":{"run":{"commands":["x"]}}} {}`, "after top-level value", false},
 	}
@@ -232,5 +238,21 @@ func BenchmarkDecodeResult(b *testing.B) {
 		if _, err := DecodeResult(data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestGPUShares: the amounts limits.gpus takes, and their units.
+func TestGPUShares(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		gpus  float64
+		units int
+	}{{0, 0}, {0.25, 2500}, {0.5, 5000}, {0.0001, 1}, {0.3333, 3333}, {1, 10000}, {2, 20000}, {0.1 + 0.2, 3000}} {
+		l := Limits{GPUs: c.gpus}
+		require.NoError(t, l.checkGPUs(), "%v", c.gpus)
+		require.Equal(t, c.units, l.GPUUnits(), "%v", c.gpus)
+	}
+	for _, g := range []float64{math.NaN(), math.Inf(1), -1, 1.25, 0.33333} {
+		require.Error(t, Limits{GPUs: g}.checkGPUs(), "%v", g)
 	}
 }
