@@ -8,8 +8,8 @@
 #
 # `make gpu-bundle` makes static, compressed copies instead (bin/gpu-bundle/*.gz, about 40 MB), for a
 # machine that gets the tree and little room; the script unpacks them when bin/ has no binaries.
-# With OUT set, the machine's nvidia-smi reports (-L, -q -x, --query-gpu) and each check's output are
-# written there: the recorded fixtures of internal/executor/testdata come from such a run.
+# With OUT set, the machine's nvidia-smi reports (-L, -q -x, --query-gpu) and every check's output
+# (gpu-check.log) are written there: the recorded fixtures of internal/executor/testdata come from such a run.
 #
 # Checks: the GPU and nvcc are found (worker probe); a CUDA task compiles and runs through
 # `scheduler exec --local` with its metric; two `gpus: 0.5` tasks share the device at once while a
@@ -21,8 +21,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 work=$(mktemp -d "${TMPDIR:-/tmp}/hpcq-gpu-check.XXXXXX")
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
-out=${OUT:-$work/out}
+out=$work/out
 mkdir -p "$out"
+rec=${OUT:-}  # where the nvidia-smi reports and gpu-check.log are kept
 
 bin=$root/bin
 if [ ! -x "$bin/scheduler" ] && [ -f "$bin/gpu-bundle/scheduler.gz" ]; then
@@ -37,10 +38,14 @@ export HPCQ_LOG_LEVEL=warn
 unset OPENAI_API_KEY HPCQ_NATS_URL HPCQ_CLICKHOUSE_DSN HPCQ_REDIS_URL
 
 passed=0 failed=0
-# check NAME FUNCTION: runs it, its output kept in $out/NAME.log; the last line it prints is the result.
+# check NAME FUNCTION: runs it, its output kept in $out/NAME.log (and in $OUT/gpu-check.log); the last
+# line it prints is the result.
 check() {
   local name=$1 fn=$2 t0=$SECONDS
-  if "$fn" > "$out/$name.log" 2>&1; then
+  "$fn" > "$out/$name.log" 2>&1
+  local rc=$?
+  [ -z "$rec" ] || { echo "===== $name (exit $rc)"; cat "$out/$name.log"; } >> "$rec/gpu-check.log"
+  if [ "$rc" = 0 ]; then
     passed=$((passed + 1))
     echo "gpu-check $name ok ($((SECONDS - t0)) s): $(tail -n 1 "$out/$name.log")"
   else
@@ -58,6 +63,7 @@ machine() {
   nvidia-smi -L > "$out/nvidia-smi-L.txt" || return 1
   nvidia-smi -q -x > "$out/nvidia-smi-q-x.xml" || return 1
   nvidia-smi --query-gpu=index,name,memory.total,compute_cap --format=csv,noheader,nounits > "$out/nvidia-smi-query.csv" || return 1
+  [ -z "$rec" ] || cp "$out"/nvidia-smi-* "$rec/"
   cat "$out/nvidia-smi-L.txt"
   echo "$(nproc) CPUs, $(awk '/MemTotal/ {printf "%d GiB", $2 / 1048576}' /proc/meminfo); $(head -n 1 "$out/nvidia-smi-L.txt")"
 }
@@ -90,7 +96,7 @@ shares() {
       e = v[a ",t_end"] < v[b ",t_end"] ? v[a ",t_end"] : v[b ",t_end"]; return e - s }
     END {
       ab = overlap("share-a", "share-b"); wa = overlap("whole", "share-a"); wb = overlap("whole", "share-b")
-      printf "share-a and share-b (gpus 0.5) on the device together for %.1f s; whole (gpus 1) beside them for %.1f s and %.1f s\n", ab > 0 ? ab : 0, wa > 0 ? wa : 0, wb > 0 ? wb : 0
+      printf "share-a and share-b (gpus 0.5) on the device together for %.1f s; whole (gpus 1) beside them for %.1f s and %.1f s\n", (ab > 0 ? ab : 0), (wa > 0 ? wa : 0), (wb > 0 ? wb : 0)
       exit !(ab > 1 && wa <= 0 && wb <= 0)
     }' "$out/shares.csv"
 }
@@ -126,7 +132,7 @@ EOF
   cat "$out/container.jsonl"
   grep -q '"status":"ok"' "$out/container.jsonl" || return 1
   grep -q 'GPU 0:' "$out/container.jsonl" || { echo "nvidia-smi in the image saw no GPU"; return 1; }
-  echo "in the image: nvidia-smi listed the GPU, spin ran $(grep -o '"kernels":[0-9]*' "$out/container.jsonl" | head -n 1 | cut -d: -f2) kernels; driver files bound: $(grep -o '"gpu_driver":\[[^]]*\]' "$out/container.jsonl" | tr ',' '\n' | grep -c /)"
+  echo "in the image: nvidia-smi listed the GPU, spin ran $(grep -o '"kernels":[0-9]*' "$out/container.jsonl" | head -n 1 | cut -d: -f2) kernels; driver files bound: $(grep -o '"gpu_driver":\[[^]]*\]' "$out/container.jsonl" | grep -o '"[^"]*"' | tail -n +2 | tr -d '"' | tr '\n' ' ')"
 }
 
 check machine machine

@@ -344,17 +344,20 @@ func TestContainerGPUDriverBound(t *testing.T) {
 	require.FileExists(t, filepath.Join(l.Root, "etc/mine"))
 }
 
-// TestParseLdconfig: the driver's 64-bit libraries from `ldconfig -p`.
+// TestParseLdconfig: the driver's 64-bit libraries from `ldconfig -p`, in
+// the cache's order, each file name once.
 func TestParseLdconfig(t *testing.T) {
 	out := `1234 libs found in cache ` + "`/etc/ld.so.cache'" + `
 	libnvidia-ml.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1
 	libnvidia-ml.so (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnvidia-ml.so
 	libcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1
 	libcuda.so.1 (libc6) => /usr/lib/i386-linux-gnu/libcuda.so.1
+	libcuda.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcuda.so.1
 	libcudart.so.12 (libc6,x86-64) => /usr/local/cuda/lib64/libcudart.so.12
 	libm.so.6 (libc6,x86-64, OS ABI: Linux 3.2.0) => /lib/x86_64-linux-gnu/libm.so.6
 `
-	require.Equal(t, []string{"/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so",
-		"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"}, parseLdconfig(out, nvidiaLibs),
-		"the driver's, not the CUDA runtime's (the image's) nor 32-bit ones")
+	require.Equal(t, []string{"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so",
+		"/usr/lib/x86_64-linux-gnu/libcuda.so.1"}, parseLdconfig(out, nvidiaLibs),
+		"the driver's, not the CUDA runtime's (the image's) nor 32-bit ones; a name listed twice (merged /usr: /lib and /usr/lib, "+
+			"as on an Ubuntu 24.04 H200 machine) once, the loader's first")
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -34,8 +33,10 @@ var (
 const gpuDir = "/.hpcq/nvidia"
 
 // parseLdconfig reads `ldconfig -p`: the 64-bit libraries whose names
-// start with one of names, as their paths (one per name found, every
-// version of it the cache lists).
+// start with one of names, as their paths, one per file name: the cache
+// lists a library in the loader's order of preference and may list it
+// twice (/lib and /usr/lib of a merged /usr, a CUDA compat directory);
+// the loader takes the first, and so does the container.
 func parseLdconfig(out string, names []string) []string {
 	var paths []string
 	seen := map[string]bool{}
@@ -47,18 +48,18 @@ func parseLdconfig(out string, names []string) []string {
 			continue
 		}
 		_, p, ok := strings.Cut(rest, "=> ")
-		if !ok || seen[p] {
+		p = strings.TrimSpace(p)
+		if !ok || seen[path.Base(p)] {
 			continue
 		}
 		for _, n := range names {
 			if strings.HasPrefix(lib, n) {
-				paths = append(paths, strings.TrimSpace(p))
-				seen[p] = true
+				paths = append(paths, p)
+				seen[path.Base(p)] = true
 				break
 			}
 		}
 	}
-	sort.Strings(paths)
 	return paths
 }
 

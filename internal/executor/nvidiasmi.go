@@ -27,22 +27,22 @@ func parseGPUQuery(lines []string) []queue.GPUDevice {
 		if len(f) < 4 {
 			continue
 		}
+		idx := strings.TrimSpace(f[0])
+		if n, err := strconv.Atoi(idx); err != nil || n < 0 || strconv.Itoa(n) != idx {
+			continue // not a GPU's line: nvidia-smi numbers them 0, 1, ...
+		}
 		mem, _ := strconv.Atoi(strings.TrimSpace(f[2]))
-		out = append(out, queue.GPUDevice{Index: strings.TrimSpace(f[0]), Name: strings.TrimSpace(f[1]),
+		out = append(out, queue.GPUDevice{Index: idx, Name: strings.TrimSpace(f[1]),
 			MemoryMB: mem, ComputeCapability: strings.TrimSpace(f[3])})
 	}
-	sort.Slice(out, func(i, j int) bool { return gpuIndexLess(out[i].Index, out[j].Index) })
+	sort.SliceStable(out, func(i, j int) bool { return gpuIndex(out[i]) < gpuIndex(out[j]) })
 	return out
 }
 
-// gpuIndexLess orders GPU indexes as numbers (2 before 10).
-func gpuIndexLess(a, b string) bool {
-	x, errX := strconv.Atoi(a)
-	y, errY := strconv.Atoi(b)
-	if errX != nil || errY != nil {
-		return a < b
-	}
-	return x < y
+// gpuIndex is a GPU's index as a number (2 before 10).
+func gpuIndex(g queue.GPUDevice) int {
+	n, _ := strconv.Atoi(g.Index)
+	return n
 }
 
 var (
