@@ -490,10 +490,20 @@ async function loadCluster(id) {
         el('td', { class: 'num' }, p.dead_lettered), el('td', { class: 'num' }, p.workers), el('td', { class: 'num' }, p.lost_workers)))));
   }
   if (c.workers && c.workers.length) {
-    card.append(el('h3', {}, 'Workers'), el('table', {}, el('tr', {}, ['worker', 'host', 'pools', 'busy', 'Slurm job', 'state'].map(h => el('th', {}, h))),
+    card.append(el('h3', {}, 'Workers'), el('table', {}, el('tr', {}, ['worker', 'host', 'pools', 'busy', 'GPUs in use', 'Slurm job', 'state'].map(h => el('th', {}, h))),
       c.workers.map(w => el('tr', {}, el('td', {}, w.id), el('td', {}, w.host), el('td', {}, (w.pools || []).join(', ')),
-        el('td', { class: 'num' }, `${w.running}/${w.slots}`), el('td', {}, w.slurm_job_id || '–'),
+        el('td', { class: 'num' }, `${w.running}/${w.slots}`), el('td', { class: 'num' }, w.gpus ? `${+(w.gpus_in_use || 0).toFixed(4)}/${w.gpus}` : '–'),
+        el('td', {}, w.slurm_job_id || '–'),
         el('td', {}, w.lost ? badge('failed') : w.draining ? 'draining' : 'live')))));
+    const gpus = c.workers.flatMap(w => (w.gpu_devices || []).map(g => ({ w, g })));
+    if (gpus.length) {
+      card.append(el('h3', {}, 'GPUs'), el('table', {}, el('tr', {}, ['worker', 'GPU', 'model', 'memory', 'MIG', 'driver', 'CUDA', 'compute mode'].map(h => el('th', {}, h))),
+        gpus.map(({ w, g }) => el('tr', {}, el('td', {}, w.id), el('td', { title: g.uuid || '' }, g.index),
+          el('td', {}, [g.name, g.architecture, g.compute_capability ? 'sm ' + g.compute_capability : ''].filter(Boolean).join(' · ')),
+          el('td', { class: 'num' }, g.memory_mb ? `${(g.memory_mb / 1024).toFixed(0)} GiB` : '–'),
+          el('td', {}, (g.mig || []).length ? g.mig.map(m => m.profile).join(', ') : g.mig_enabled ? 'enabled, no instance' : '–'),
+          el('td', {}, g.driver || '–'), el('td', {}, g.cuda || '–'), el('td', {}, g.compute_mode || '–')))));
+    }
   }
   if (c.bridges && c.bridges.length) {
     card.append(el('h3', {}, 'slurm-bridge'), el('table', {}, el('tr', {}, ['bridge', 'pool', 'backlog', 'jobs pending', 'jobs running', 'submitted', 'state'].map(h => el('th', {}, h))),
