@@ -112,6 +112,7 @@ func serve(ctx context.Context, cfg *config.Worker, fs *flag.FlagSet, log *slog.
 	if len(alloc.GPUs) > 0 {
 		wc.GPUIDs = alloc.GPUs
 	}
+	wc.Hosts, wc.MultiNodeRefusal = alloc.Hosts, alloc.MultiNodeRefusal
 	wc.Version, wc.Logger = version.Version, log
 	// The login environment is captured once: toolchains are detected and
 	// commands run in it (HPCQ_TASK_SHELL=login: a login shell per command).

@@ -20,6 +20,10 @@ import (
 type slurmJob struct {
 	worker.SlurmAllocation
 	Deadline time.Time
+	// Hosts of a multi-node allocation; MultiNodeRefusal why its tasks
+	// cannot span them.
+	Hosts            []string
+	MultiNodeRefusal string
 }
 
 // fromSlurm reads the Slurm job the worker runs in, if any, and points
@@ -37,13 +41,25 @@ func fromSlurm(ctx context.Context, cfg *config.Worker, fs *flag.FlagSet, log *s
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	local := worker.NodeLocalDir(os.Getenv, currentUser())
-	if _, env := os.LookupEnv("HPCQ_WORK_DIR"); !env && !set["work-dir"] {
+	_, workSet := os.LookupEnv("HPCQ_WORK_DIR")
+	workSet = workSet || set["work-dir"]
+	if !workSet {
 		cfg.WorkDir = filepath.Join(local, "work")
+	}
+	if alloc.Nodes > 1 {
+		// The ranks on the other nodes run in the task's workspace: it must
+		// be where they see it, a directory the user chose.
+		if job.Hosts, err = worker.SlurmHosts(ctx, alloc.NodeList); err != nil {
+			return job, err
+		}
+		if !workSet {
+			job.MultiNodeRefusal = "its workspaces are on node-local disk (" + cfg.WorkDir + "): set HPCQ_WORK_DIR to a file system every node of the allocation sees"
+		}
 	}
 	if _, env := os.LookupEnv("HPCQ_SPOOL_DIR"); !env {
 		cfg.Store.SpoolDir = filepath.Join(local, "spool")
 	}
-	log.Info("running as a Slurm job", "job_id", alloc.JobID, "cpus", alloc.CPUs, "gpus", alloc.GPUs, "ends", job.Deadline,
+	log.Info("running as a Slurm job", "job_id", alloc.JobID, "cpus", alloc.CPUs, "gpus", alloc.GPUs, "hosts", job.Hosts, "ends", job.Deadline,
 		"work_dir", cfg.WorkDir, "spool_dir", cfg.Store.SpoolDir)
 	return job, nil
 }

@@ -70,6 +70,9 @@ func Worker(ctx context.Context, p Params) (*executor.Executor, worker.Config, e
 		return nil, wc, err
 	}
 	log.Info("task commands isolated", "isolation", exec.Isolation())
+	if len(wc.Hosts) > 1 && wc.MultiNodeRefusal == "" {
+		wc.MultiNodeRefusal = exec.MultiNodeRefusal()
+	}
 	if wc.Logger == nil {
 		wc.Logger = log
 	}

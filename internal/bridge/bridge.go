@@ -107,7 +107,7 @@ type Script struct {
 	JobName, Comment, LogDir                 string
 	Pool                                     string
 	Partition, Account, QOS, TimeLimit, Gres string
-	CPUsPerTask, Slots                       int
+	CPUsPerTask, Slots, Nodes                int
 	SignalGraceS                             int
 	IdleTimeout                              time.Duration
 	WorkerBin                                string
@@ -164,7 +164,7 @@ func (b *Bridge) setConfig(cfg *Config) error {
 		var sb strings.Builder
 		if err := tmpl.Execute(&sb, Script{JobName: cfg.Name + "-" + pool, Comment: comment(cfg.Name), LogDir: logDir, Pool: pool,
 			Partition: q.Partition, Account: q.Account, QOS: q.QOS, TimeLimit: q.TimeLimit, Gres: gres, CPUsPerTask: q.CPUsPerTask,
-			Slots: q.Slots, SignalGraceS: int(q.SignalGrace.Seconds()), IdleTimeout: q.IdleTimeout, WorkerBin: bin, ExtraArgs: q.ExtraArgs}); err != nil {
+			Slots: q.Slots, Nodes: q.Nodes, SignalGraceS: int(q.SignalGrace.Seconds()), IdleTimeout: q.IdleTimeout, WorkerBin: bin, ExtraArgs: q.ExtraArgs}); err != nil {
 			return fmt.Errorf("%w: queues.%s.template: %v", ErrConfig, pool, err)
 		}
 		rendered[pool] = sb.String()

@@ -42,11 +42,15 @@ type Queue struct {
 	Account   string `yaml:"account"`
 	QOS       string `yaml:"qos"`
 	// TimeLimit in Slurm's format (minutes, MM:SS, HH:MM:SS, D-HH:MM:SS).
-	TimeLimit   string   `yaml:"time_limit"`
-	CPUsPerTask int      `yaml:"cpus_per_task"`
-	GPUs        int      `yaml:"gpus"`
-	Gres        string   `yaml:"gres"` // e.g. gpu:a100:2; wins over gpus
-	ExtraArgs   []string `yaml:"extra_args"`
+	TimeLimit   string `yaml:"time_limit"`
+	CPUsPerTask int    `yaml:"cpus_per_task"`
+	// Nodes of each job (its worker runs on the first and takes the tasks
+	// of up to that many nodes, limits.nodes; the others run their ranks)
+	// [1]. cpus_per_task is then each node's.
+	Nodes     int      `yaml:"nodes"`
+	GPUs      int      `yaml:"gpus"`
+	Gres      string   `yaml:"gres"` // e.g. gpu:a100:2; wins over gpus
+	ExtraArgs []string `yaml:"extra_args"`
 	// Slots of each worker [cpus_per_task, or 1].
 	Slots int `yaml:"slots"`
 	// MaxJobs of this queue at once, pending and running [4].
@@ -111,6 +115,7 @@ func (c *Config) applyEnv(getenv func(string) string) error {
 			"MAX_JOBS":   func(v string) (err error) { q.MaxJobs, err = strconv.Atoi(v); return },
 			"BACKLOG":    func(v string) (err error) { q.Backlog, err = strconv.Atoi(v); return },
 			"SLOTS":      func(v string) (err error) { q.Slots, err = strconv.Atoi(v); return },
+			"NODES":      func(v string) (err error) { q.Nodes, err = strconv.Atoi(v); return },
 		} {
 			if v := getenv(prefix + field); v != "" {
 				if err := set(v); err != nil {
@@ -141,6 +146,9 @@ func (c *Config) defaults() {
 	for _, q := range c.Queues {
 		if q.Slots <= 0 {
 			q.Slots = max(1, q.CPUsPerTask)
+			if q.Nodes > 1 {
+				q.Slots = 1 // a multi-node task takes the whole allocation
+			}
 		}
 		if q.MaxJobs <= 0 {
 			q.MaxJobs = 4
@@ -188,8 +196,8 @@ func (c *Config) Validate() error {
 		if q.TimeLimit != "" && !timeLimitRe.MatchString(q.TimeLimit) {
 			return bad(f+".time_limit", "%q: minutes, MM:SS, HH:MM:SS or D-HH:MM:SS", q.TimeLimit)
 		}
-		if q.CPUsPerTask < 0 || q.GPUs < 0 {
-			return bad(f, "cpus_per_task and gpus must not be negative")
+		if q.CPUsPerTask < 0 || q.GPUs < 0 || q.Nodes < 0 || q.Nodes > 4096 {
+			return bad(f, "cpus_per_task, gpus and nodes must not be negative (nodes at most 4096)")
 		}
 		if q.Backlog > q.MaxJobs {
 			return bad(f+".backlog", "%d, more than max_jobs %d", q.Backlog, q.MaxJobs)

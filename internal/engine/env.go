@@ -29,6 +29,21 @@ type environment struct {
 
 // imageText is what the Environment section says of the run's container
 // image ("" without one).
+// ranksText tells the model how a run of MPI ranks is launched when the
+// run's limits ask for them (limits.nodes, ranks_per_node).
+func (e *engine) ranksText() string {
+	l := e.spec.Limits
+	if !l.MultiNode() && l.RanksPerNode <= 0 {
+		return ""
+	}
+	nodes := max(1, l.Nodes)
+	return fmt.Sprintf("\nEach node's run phase spans %d compute node(s) with %d MPI rank(s) on each (%d in all, %d CPU(s) a rank): "+
+		"start the program's ranks with \"$HPCQ_MPIRUN ./prog args\" (the worker sets it: mpirun with the hosts and slots, inside the "+
+		"Slurm allocation; do not write your own mpirun line). HPCQ_HOSTS, HPCQ_NODES, HPCQ_RANKS_PER_NODE and HPCQ_RANKS say the "+
+		"shape; each rank's output line is tagged with its rank; compile and write files in the workspace, which every node sees.",
+		nodes, max(1, l.RanksPerNode), nodes*max(1, l.RanksPerNode), max(1, l.CPUsPerRank))
+}
+
 func (e *engine) imageText() string {
 	c := e.spec.Container
 	if c == nil {
@@ -125,6 +140,9 @@ func (e *engine) environment(ctx context.Context, wait time.Duration) (environme
 			if w.GPUs > 0 {
 				gpu = fmt.Sprintf(", %d GPUs", w.GPUs)
 			}
+			if w.Nodes > 1 {
+				gpu += fmt.Sprintf(", an allocation of %d nodes (%s)", w.Nodes, strings.Join(w.Hosts, ", "))
+			}
 			lines = append(lines, fmt.Sprintf("- worker %s on %s: %d cores, %d slots%s; toolchains: %s", w.ID, w.Host, w.Cores, w.Slots, gpu, strings.Join(tcs, "; ")))
 		}
 		if env.workers > 0 {
@@ -134,7 +152,7 @@ func (e *engine) environment(ctx context.Context, wait time.Duration) (environme
 			if len(e.spec.Requires) > 0 {
 				env.text += "\nThe run requires: " + strings.Join(e.spec.Requires, ", ") + "."
 			}
-			env.text += e.imageText()
+			env.text += e.imageText() + e.ranksText()
 			return env, nil
 		}
 		if !time.Now().Before(deadline) {
@@ -143,7 +161,7 @@ func (e *engine) environment(ctx context.Context, wait time.Duration) (environme
 			if len(e.spec.Requires) > 0 {
 				env.text += "\nThe run requires: " + strings.Join(e.spec.Requires, ", ") + "."
 			}
-			env.text += e.imageText()
+			env.text += e.imageText() + e.ranksText()
 			return env, nil
 		}
 		select {

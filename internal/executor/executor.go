@@ -564,7 +564,7 @@ func (e *Executor) newPhaseRun(t *schema.NodeTask, slot worker.Slot, ws string, 
 	env := append(append([]string(nil), e.baseEnv...),
 		"HPCQ_RUN_ID="+t.RunID, "HPCQ_NODE_ID="+t.NodeID, "HPCQ_ATTEMPT="+strconv.Itoa(t.Attempt),
 		"HPCQ_WORKSPACE="+ws, "OMP_NUM_THREADS="+strconv.Itoa(max(1, slot.Cores)))
-	env = append(env, e.gpuEnv(slot)...)
+	env = append(append(env, e.gpuEnv(slot)...), mpiEnv(slot)...)
 	for k, v := range t.Env {
 		env = append(env, k+"="+v)
 	}

@@ -27,6 +27,7 @@ const (
 func (e *Executor) enforce(t *schema.NodeTask, slot worker.Slot, run *phaseRun) *schema.Enforced {
 	enf := &schema.Enforced{DiskMB: run.diskMB}
 	e.gpuEnforced(slot, enf)
+	mpiEnforced(slot, enf)
 	var notes []string
 	if len(slot.CPUs) > 0 {
 		run.cpus = slot.CPUs
@@ -111,7 +112,7 @@ func (e *Executor) enforce(t *schema.NodeTask, slot worker.Slot, run *phaseRun) 
 		enf.Memory = run.memory
 	}
 	enf.Note = strings.Join(notes, "; ")
-	if enf.CPUs == "" && enf.Memory == "" && len(enf.GPUs) == 0 && enf.Pids == 0 && enf.DiskMB == 0 && enf.Note == "" {
+	if enf.CPUs == "" && enf.Memory == "" && len(enf.GPUs) == 0 && enf.Pids == 0 && enf.DiskMB == 0 && enf.Note == "" && enf.Nodes == 0 {
 		return nil
 	}
 	return enf

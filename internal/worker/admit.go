@@ -79,6 +79,12 @@ func (w *Worker) admit(drain context.Context, d *queue.Delivery, slot int, start
 			func(o queue.WorkerStatus) bool { return len(MissingToolchains(o.Toolchains, hostRequires(t))) == 0 }, log)
 		return grant{}, false
 	}
+	if why := w.multiNodeUnfit(t); why != "" {
+		w.slots <- slot
+		w.handBackUnfit(d, fmt.Sprintf("declined: %s; no live worker of pool %s can run it", why, t.Pool),
+			func(o queue.WorkerStatus) bool { return o.Nodes >= t.Limits.Nodes }, log)
+		return grant{}, false
+	}
 	if why := w.res.exceeds(t, w.cfg.Slots); why != "" {
 		w.slots <- slot
 		cpus, gpus := w.res.need(t, w.cfg.Slots)

@@ -112,3 +112,53 @@ func TestTooManyGPUsDeclined(t *testing.T) {
 	require.NotNil(t, outs[0].DeadLetter)
 	require.Contains(t, outs[0].DeadLetter.Reason, "it needs 2 GPUs (limits.gpus) and the worker has 1")
 }
+
+// TestMPILaunch: the launch prefix of a task's ranks for each MPI a worker
+// may have.
+func TestMPILaunch(t *testing.T) {
+	hosts := []string{"compute1", "compute2"}
+	require.Equal(t, "mpirun -np 4 --host compute1:2,compute2:2 --bind-to none --tag-output", worker.MPILaunch("Open MPI 4.1.4", hosts, 2, 1))
+	require.Equal(t, "mpirun -np 2 --host compute1:1,compute2:1 --map-by ppr:1:node:pe=4 --bind-to core --tag-output",
+		worker.MPILaunch("Open MPI 5.0.3", hosts, 1, 4))
+	require.Equal(t, "mpiexec -n 4 -ppn 2 -hosts compute1,compute2 -prepend-rank", worker.MPILaunch("MPICH 4.0", hosts, 2, 1))
+	require.Equal(t, "srun --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --nodelist=compute1,compute2 --kill-on-bad-exit=1 --label",
+		worker.MPILaunch("", hosts, 2, 0))
+}
+
+// TestMultiNodeTaskDeclined: a worker of one node declines a task of two
+// with the reason (no live worker has the nodes: dead-lettered); one whose
+// allocation has them but cannot launch there says why; a single-node
+// task that names its ranks gets a launch on its own host.
+func TestMultiNodeTaskDeclined(t *testing.T) {
+	q := testutil.StartNATS(t, "embedded").Queue(t, queue.Options{})
+	var slots []worker.Slot
+	var mu sync.Mutex
+	exec := worker.ExecutorFunc(func(_ context.Context, _ *schema.NodeTask, s worker.Slot) (*schema.NodeResult, error) {
+		mu.Lock()
+		slots = append(slots, s)
+		mu.Unlock()
+		return okResult(), nil
+	})
+	b := startWorker(t, q, exec, worker.Config{Slots: 1, Cores: 2, Toolchains: map[string]string{"mpi": "Open MPI 4.1.4"}})
+	ts := tasks(2)
+	ts[0].Limits.Nodes, ts[0].Limits.RanksPerNode = 2, 2
+	ts[1].Limits.RanksPerNode = 2
+	outs := execAll(t, q, ts)
+	require.NotNil(t, outs[0].DeadLetter)
+	require.Contains(t, outs[0].DeadLetter.Reason, "declined: it needs 2 nodes (limits.nodes) and the worker's allocation has 1")
+	require.True(t, outs[1].OK())
+	require.Len(t, slots, 1)
+	require.NotNil(t, slots[0].MPI)
+	require.Equal(t, 2, slots[0].MPI.Ranks())
+	require.Contains(t, slots[0].MPI.Launch, "mpirun -np 2 --host ")
+	b.stop(t)
+
+	q2 := testutil.StartNATS(t, "embedded").Queue(t, queue.Options{})
+	startWorker(t, q2, exec, worker.Config{Slots: 1, Cores: 2, Hosts: []string{"c1", "c2"},
+		MultiNodeRefusal: "its workspaces are on node-local disk"})
+	ts = tasks(1)
+	ts[0].Limits.Nodes = 2
+	outs = execAll(t, q2, ts)
+	require.NotNil(t, outs[0].DeadLetter)
+	require.Contains(t, outs[0].DeadLetter.Reason, "declined: its workspaces are on node-local disk")
+}

@@ -76,6 +76,9 @@ func (r *resources) need(t *schema.NodeTask, slots int) (cpus, gpus int) {
 	if cpus <= 0 {
 		cpus = len(r.cpus) / max(1, slots)
 	}
+	if t.Limits.MultiNode() {
+		cpus = len(r.cpus) // the allocation is the task's: its ranks use this node's CPUs too
+	}
 	gpus = t.Limits.GPUUnits()
 	if gpus <= 0 && len(r.gpus) > 0 && (slices.Contains(t.Requires, "gpu") || slices.Contains(t.Requires, "nvcc")) {
 		gpus = wholeGPU

@@ -20,6 +20,11 @@ type SlurmAllocation struct {
 	// GPUs are the device ids of the allocation (CUDA_VISIBLE_DEVICES, as
 	// Slurm sets it with --gres, else SLURM_JOB_GPUS).
 	GPUs []string
+	// NodeList is the allocation's nodes as Slurm writes them
+	// (SLURM_JOB_NODELIST: "compute[1-2]"), Nodes how many
+	// (SLURM_JOB_NUM_NODES); SlurmHosts expands the list.
+	NodeList string
+	Nodes    int
 }
 
 // SlurmFromEnv reads the allocation; ok is false outside a Slurm job.
@@ -40,6 +45,13 @@ func SlurmFromEnv(getenv func(string) string) (a SlurmAllocation, ok bool, err e
 			return a, true, fmt.Errorf("SLURM_JOB_CPUS_PER_NODE %q: not understood", v)
 		}
 	}
+	a.NodeList = strings.TrimSpace(getenv("SLURM_JOB_NODELIST"))
+	a.Nodes = 1
+	if v := strings.TrimSpace(getenv("SLURM_JOB_NUM_NODES")); v != "" {
+		if a.Nodes, err = strconv.Atoi(v); err != nil || a.Nodes < 1 {
+			return a, true, fmt.Errorf("SLURM_JOB_NUM_NODES %q: not a positive number", v)
+		}
+	}
 	gpus := strings.TrimSpace(getenv("CUDA_VISIBLE_DEVICES"))
 	if gpus == "" {
 		gpus = strings.TrimSpace(getenv("SLURM_JOB_GPUS"))
@@ -50,6 +62,19 @@ func SlurmFromEnv(getenv func(string) string) (a SlurmAllocation, ok bool, err e
 		}
 	}
 	return a, true, nil
+}
+
+// SlurmHosts expands a Slurm node list ("compute[1-2],gpu07") into host
+// names, in Slurm's order (the order of a job's ranks), with scontrol:
+// Slurm's own hostlist syntax, not parsed here.
+func SlurmHosts(ctx context.Context, nodeList string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "scontrol", "show", "hostnames", nodeList).Output()
+	if err != nil {
+		return nil, fmt.Errorf("scontrol show hostnames %s: %w", nodeList, err)
+	}
+	return strings.Fields(string(out)), nil
 }
 
 // SlurmDeadline asks Slurm when job ends (squeue's EndTime); zero when the

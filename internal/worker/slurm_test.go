@@ -18,15 +18,22 @@ func TestSlurmFromEnv(t *testing.T) {
 	a, ok, err := worker.SlurmFromEnv(env(map[string]string{"SLURM_JOB_ID": "42", "SLURM_CPUS_PER_TASK": "8", "SLURM_JOB_GPUS": "2,3"}))
 	require.NoError(t, err)
 	require.True(t, ok)
-	require.Equal(t, worker.SlurmAllocation{JobID: "42", CPUs: 8, GPUs: []string{"2", "3"}}, a)
+	require.Equal(t, worker.SlurmAllocation{JobID: "42", CPUs: 8, GPUs: []string{"2", "3"}, Nodes: 1}, a)
 
 	a, _, err = worker.SlurmFromEnv(env(map[string]string{"SLURM_JOB_ID": "7", "SLURM_JOB_CPUS_PER_NODE": "4(x2)", "CUDA_VISIBLE_DEVICES": "0", "SLURM_JOB_GPUS": "5"}))
 	require.NoError(t, err)
 	require.Equal(t, 4, a.CPUs)
 	require.Equal(t, []string{"0"}, a.GPUs, "CUDA_VISIBLE_DEVICES as Slurm set it wins")
 
+	a, _, err = worker.SlurmFromEnv(env(map[string]string{"SLURM_JOB_ID": "9", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "compute[1-2]"}))
+	require.NoError(t, err)
+	require.Equal(t, 2, a.Nodes)
+	require.Equal(t, "compute[1-2]", a.NodeList, "expanded by scontrol (SlurmHosts) in the job")
+
 	_, _, err = worker.SlurmFromEnv(env(map[string]string{"SLURM_JOB_ID": "7", "SLURM_CPUS_PER_TASK": "many"}))
 	require.ErrorContains(t, err, "SLURM_CPUS_PER_TASK")
+	_, _, err = worker.SlurmFromEnv(env(map[string]string{"SLURM_JOB_ID": "7", "SLURM_JOB_NUM_NODES": "0"}))
+	require.ErrorContains(t, err, "SLURM_JOB_NUM_NODES")
 }
 
 func TestParseSlurmTime(t *testing.T) {

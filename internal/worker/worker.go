@@ -32,6 +32,9 @@ type Slot struct {
 	// (limits.gpus), other tasks holding the rest.
 	GPUs     []string
 	GPUShare float64
+	// MPI, for a task of more than one node, is how its ranks are placed
+	// and launched; nil otherwise.
+	MPI *MPIShape
 	// MemoryMB is the task's memory limit (limits.memory_mb); 0: none.
 	MemoryMB int
 }
@@ -95,6 +98,14 @@ type Config struct {
 	Version string
 	// Toolchains found on the machine, advertised in the registry.
 	Toolchains map[string]string
+	// Hosts are the nodes of the worker's Slurm allocation when it has more
+	// than one (SlurmHosts): tasks of that many nodes (limits.nodes) run
+	// here, their ranks launched across them; the worker runs on the first.
+	Hosts []string
+	// MultiNodeRefusal, when set, is why the worker declines multi-node
+	// tasks though its allocation has the nodes (a workspace no other node
+	// sees; a task user who may not start the job's steps).
+	MultiNodeRefusal string
 	// SlurmJobID is the Slurm job the worker runs in (SLURM_JOB_ID),
 	// recorded in the registry.
 	SlurmJobID string
@@ -266,7 +277,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	reg, err := w.q.RegisterWorker(ctx, queue.WorkerInfo{
 		ID: w.cfg.ID, Host: w.host, PID: os.Getpid(), Pools: w.cfg.Pools, Slots: w.cfg.Slots,
 		Cores: w.cfg.Cores, GPUs: w.cfg.GPUs, MemoryMB: w.cfg.MemoryMB, GPUDevices: w.cfg.GPUDevices, Toolchains: w.cfg.Toolchains, Version: w.cfg.Version,
-		SlurmJobID: w.cfg.SlurmJobID, Deadline: w.cfg.Deadline,
+		SlurmJobID: w.cfg.SlurmJobID, Deadline: w.cfg.Deadline, Nodes: max(1, len(w.cfg.Hosts)), Hosts: w.cfg.Hosts,
 	})
 	if err != nil {
 		return err
@@ -432,7 +443,8 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	if _, ok := w.cancelOf(t); ok { // canceled since admit's check
 		stop(ErrCanceled)
 	}
-	sl := Slot{Index: slot, Cores: max(1, len(g.cpus)), GPUs: g.gpus, GPUShare: g.share(), MemoryMB: t.Limits.MemoryMB}
+	sl := Slot{Index: slot, Cores: max(1, len(g.cpus)), GPUs: g.gpus, GPUShare: g.share(), MemoryMB: t.Limits.MemoryMB,
+		MPI: w.mpiShape(t)}
 	if w.res.bind {
 		sl.CPUs = g.cpus
 	}

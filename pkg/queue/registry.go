@@ -50,8 +50,12 @@ type WorkerInfo struct {
 	Draining bool `json:"draining,omitempty"`
 	// SlurmJobID is the Slurm job the worker runs in; Deadline the end of
 	// its allocation.
-	SlurmJobID string    `json:"slurm_job_id,omitempty"`
-	Deadline   time.Time `json:"deadline,omitzero"`
+	SlurmJobID string `json:"slurm_job_id,omitempty"`
+	// Nodes of its allocation (1 unless a multi-node Slurm job), Hosts
+	// their names: it takes tasks of up to Nodes nodes (limits.nodes).
+	Nodes    int       `json:"nodes,omitempty"`
+	Hosts    []string  `json:"hosts,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // RunningTask is a task a worker runs.

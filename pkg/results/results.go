@@ -55,6 +55,10 @@ type (
 		Compiler   string    `json:"compiler"`
 		ErrorKind  string    `json:"error_kind"`
 		TS         time.Time `json:"ts"`
+		// Nodes the phase ran on and the MPI ranks hpcq launched across
+		// them (a multi-node task's run phase); 1 and 0 otherwise.
+		Nodes int `json:"nodes"`
+		Ranks int `json:"ranks"`
 	}
 	Metric struct {
 		Run     string    `json:"run"`
@@ -140,10 +144,11 @@ type Sink interface {
 // (internal/chdb/migrations/0002_results.sql) and the SQLite schema have
 // exactly these (a test compares them with the real servers').
 var Columns = map[string][]string{
-	"runs":       {"run", "status", "title", "mode", "config", "ts_ms", "ts"},
-	"nodes":      {"run", "node", "parent", "stage", "kind", "pool", "attempt", "status", "error_kind", "metric_name", "metric_value", "ts_ms", "ts"},
-	"phase_runs": {"run", "node", "attempt", "worker", "phase", "status", "exit_code", "duration_ms", "compiler", "error_kind", "ts_ms", "ts"},
-	"metrics":    {"run", "node", "attempt", "name", "value", "unit", "ts_ms", "ts"},
+	"runs":  {"run", "status", "title", "mode", "config", "ts_ms", "ts"},
+	"nodes": {"run", "node", "parent", "stage", "kind", "pool", "attempt", "status", "error_kind", "metric_name", "metric_value", "ts_ms", "ts"},
+	"phase_runs": {"run", "node", "attempt", "worker", "phase", "status", "exit_code", "duration_ms", "compiler", "error_kind", "ts_ms", "ts",
+		"nodes", "ranks"},
+	"metrics": {"run", "node", "attempt", "name", "value", "unit", "ts_ms", "ts"},
 	"llm_calls": {"run", "node", "call_id", "purpose", "model", "tokens_in", "tokens_out", "latency_ms", "cost_usd", "cache_hit", "error", "ts_ms", "ts",
 		"reasoning_tokens", "cached_tokens", "tokens_estimated"},
 	"artifacts": {"run", "node", "attempt", "kind", "name", "path", "bytes", "sha256", "ts_ms", "ts"},
@@ -165,7 +170,7 @@ func (r Rows) values() map[string][][]any {
 	}
 	for _, x := range r.PhaseRuns {
 		out["phase_runs"] = append(out["phase_runs"], []any{x.Run, x.Node, uint32(x.Attempt), x.Worker, x.Phase, x.Status, int32(x.ExitCode),
-			x.DurationMS, x.Compiler, x.ErrorKind, x.TS.UnixMilli(), x.TS})
+			x.DurationMS, x.Compiler, x.ErrorKind, x.TS.UnixMilli(), x.TS, uint32(max(1, x.Nodes)), uint32(x.Ranks)})
 	}
 	for _, x := range r.Metrics {
 		out["metrics"] = append(out["metrics"], []any{x.Run, x.Node, uint32(x.Attempt), x.Name, x.Value, x.Unit, x.TS.UnixMilli(), x.TS})
@@ -221,8 +226,13 @@ func AttemptRows(t *schema.NodeTask, r *schema.NodeResult) Rows {
 				kind = r.Error.Kind
 			}
 		}
+		nodes, ranks := 1, 0
+		if p.Name == schema.PhaseRun && r.Limits != nil && r.Limits.Nodes > 1 {
+			nodes, ranks = r.Limits.Nodes, r.Limits.Ranks
+		}
 		rows.PhaseRuns = append(rows.PhaseRuns, PhaseRun{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Worker: r.Worker, Phase: p.Name,
-			Status: status, ExitCode: p.ExitCode, DurationMS: float64(p.DurationMS), Compiler: compiler, ErrorKind: kind, TS: p.Started})
+			Status: status, ExitCode: p.ExitCode, DurationMS: float64(p.DurationMS), Compiler: compiler, ErrorKind: kind, TS: p.Started,
+			Nodes: nodes, Ranks: ranks})
 	}
 	for _, n := range slices.Sorted(maps.Keys(r.Metrics)) {
 		rows.Metrics = append(rows.Metrics, Metric{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Name: n, Value: r.Metrics[n],

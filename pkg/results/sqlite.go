@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS runs (
 CREATE TABLE IF NOT EXISTS phase_runs (
   run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, worker TEXT NOT NULL, phase TEXT NOT NULL,
   status TEXT NOT NULL, exit_code INTEGER NOT NULL, duration_ms REAL NOT NULL, compiler TEXT NOT NULL,
-  error_kind TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL, PRIMARY KEY (run, node, attempt, phase)) WITHOUT ROWID;
+  error_kind TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL, nodes INTEGER NOT NULL DEFAULT 1, ranks INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (run, node, attempt, phase)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS metrics (
   run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, name TEXT NOT NULL, value REAL NOT NULL,
   unit TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL, PRIMARY KEY (run, node, attempt, name)) WITHOUT ROWID;
@@ -107,18 +108,20 @@ func OpenSQLite(path string) (*SQLite, error) {
 	return s, nil
 }
 
-// llmTokenColumns adds llm_calls' reasoning_tokens, cached_tokens and
-// tokens_estimated to a file written before them (a run resumed from
-// one); its rows have 0.
+// llmTokenColumns adds the columns added since the first schema to a file
+// written before them (a run resumed from one): llm_calls'
+// reasoning_tokens, cached_tokens and tokens_estimated (its rows have 0),
+// phase_runs' nodes (1) and ranks (0).
 func llmTokenColumns(db *sql.DB) error {
-	for _, col := range []string{"reasoning_tokens", "cached_tokens", "tokens_estimated"} {
+	for _, c := range []struct{ table, col, def string }{{"llm_calls", "reasoning_tokens", "0"}, {"llm_calls", "cached_tokens", "0"},
+		{"llm_calls", "tokens_estimated", "0"}, {"phase_runs", "nodes", "1"}, {"phase_runs", "ranks", "0"}} {
 		var n int
-		if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('llm_calls') WHERE name = ?`, col).Scan(&n); err != nil {
+		if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('`+c.table+`') WHERE name = ?`, c.col).Scan(&n); err != nil {
 			return err
 		}
 		if n == 0 {
-			if _, err := db.Exec(`ALTER TABLE llm_calls ADD COLUMN ` + col + ` INTEGER NOT NULL DEFAULT 0`); err != nil {
-				return fmt.Errorf("llm_calls.%s: %w", col, err)
+			if _, err := db.Exec(`ALTER TABLE ` + c.table + ` ADD COLUMN ` + c.col + ` INTEGER NOT NULL DEFAULT ` + c.def); err != nil {
+				return fmt.Errorf("%s.%s: %w", c.table, c.col, err)
 			}
 		}
 	}

@@ -15,6 +15,14 @@ type Limits struct {
 	// the site runs MPS), in steps of GPUShareStep.
 	GPUs     float64 `json:"gpus,omitempty" yaml:"gpus"`
 	MemoryMB int     `json:"memory_mb,omitempty" yaml:"memory_mb"`
+	// Nodes a task spans (its run's MPI ranks on each), RanksPerNode and
+	// CPUsPerRank their shape: a task of more than one node runs on a
+	// worker whose Slurm allocation has that many nodes, its commands
+	// launching the ranks with $HPCQ_MPIRUN. 0: one node; 1 rank a node
+	// and the node's CPUs shared out.
+	Nodes        int `json:"nodes,omitempty" yaml:"nodes"`
+	RanksPerNode int `json:"ranks_per_node,omitempty" yaml:"ranks_per_node"`
+	CPUsPerRank  int `json:"cpus_per_rank,omitempty" yaml:"cpus_per_rank"`
 	// MaxOutputBytes kept in memory per stream (stdout, stderr) of a phase.
 	MaxOutputBytes int64 `json:"max_output_bytes,omitempty" yaml:"max_output_bytes"`
 	// AddressSpaceMB, FileSizeMB and OpenFiles are resource limits (ulimit
@@ -33,6 +41,9 @@ type Limits struct {
 	// download phase keeps it. Unset means true.
 	Network *bool `json:"network,omitempty" yaml:"network"`
 }
+
+// MultiNode reports whether the task spans more than one node.
+func (l Limits) MultiNode() bool { return l.Nodes > 1 }
 
 // GPUShareStep is the smallest share of a GPU a task may ask for (as
 // HyperQueue's fractional resources: four decimal places).

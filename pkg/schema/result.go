@@ -139,6 +139,13 @@ type Enforced struct {
 	GPUs       []string `json:"gpus,omitempty"`
 	GPUShare   float64  `json:"gpu_share,omitempty"`
 	GPUSharing string   `json:"gpu_sharing,omitempty"`
+	// Nodes, Ranks and Hosts: a multi-node task's run phase spanned Nodes
+	// hosts of the worker's allocation (Hosts, in rank order) with Ranks MPI
+	// ranks in all, launched by MPILaunch ($HPCQ_MPIRUN).
+	Nodes     int      `json:"nodes,omitempty"`
+	Ranks     int      `json:"ranks,omitempty"`
+	Hosts     []string `json:"hosts,omitempty"`
+	MPILaunch string   `json:"mpi_launch,omitempty"`
 	// Note says what could not be enforced and why.
 	Note string `json:"note,omitempty"`
 }

@@ -415,6 +415,9 @@ func (t *NodeTask) Validate() error {
 		{"limits.run_timeout_s", int64(l.RunTimeoutS)},
 		{"limits.cpus", int64(l.CPUs)},
 		{"limits.memory_mb", int64(l.MemoryMB)},
+		{"limits.nodes", int64(l.Nodes)},
+		{"limits.ranks_per_node", int64(l.RanksPerNode)},
+		{"limits.cpus_per_rank", int64(l.CPUsPerRank)},
 		{"limits.max_output_bytes", l.MaxOutputBytes},
 		{"limits.address_space_mb", int64(l.AddressSpaceMB)},
 		{"limits.file_size_mb", int64(l.FileSizeMB)},
@@ -428,6 +431,14 @@ func (t *NodeTask) Validate() error {
 	}
 	if err := l.checkGPUs(); err != nil {
 		return err
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"limits.nodes", l.Nodes}, {"limits.ranks_per_node", l.RanksPerNode}, {"limits.cpus_per_rank", l.CPUsPerRank}} {
+		if c.v > 4096 {
+			return fieldErr(c.name, "%d, at most 4096", c.v)
+		}
 	}
 	for i, p := range a.Run.MetricPatterns {
 		f := fmt.Sprintf("artifacts.run.metric_patterns[%d]", i)
