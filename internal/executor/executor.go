@@ -233,6 +233,11 @@ func seconds(s int, def time.Duration) time.Duration {
 func (e *Executor) Execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot) (*schema.NodeResult, error) {
 	var fin finishClock
 	res, err := e.execute(ctx, t, slot, &fin)
+	if err == nil {
+		if lost := nodeLost(slot, res); lost != "" {
+			return nil, fmt.Errorf("%w: %s", worker.ErrNodeLost, lost)
+		}
+	}
 	if err != nil || e.cfg.ArtifactStore == nil {
 		return res, err
 	}

@@ -12,6 +12,11 @@ import (
 // hosts (in rank order), their numbers, and the launch prefix
 // ($HPCQ_MPIRUN ./prog runs the program as every rank, across the hosts);
 // each rank's threads are its CPUs. None for a task of one node.
+//
+// A worker that is not root runs its tasks in a user namespace where they
+// are uid 0 (the worker's own uid outside): Open MPI's mpirun refuses to
+// run as root unless told, and is told; its ranks, here and on the other
+// nodes, run as the worker's user.
 func mpiEnv(slot worker.Slot) []string {
 	m := slot.MPI
 	if m == nil {
@@ -20,7 +25,7 @@ func mpiEnv(slot worker.Slot) []string {
 	return []string{"HPCQ_HOSTS=" + strings.Join(m.Hosts, ","), "HPCQ_NODES=" + strconv.Itoa(len(m.Hosts)),
 		"HPCQ_RANKS_PER_NODE=" + strconv.Itoa(m.RanksPerNode), "HPCQ_RANKS=" + strconv.Itoa(m.Ranks()),
 		"HPCQ_CPUS_PER_RANK=" + strconv.Itoa(m.CPUsPerRank), "HPCQ_MPIRUN=" + m.Launch,
-		"OMP_NUM_THREADS=" + strconv.Itoa(m.CPUsPerRank)}
+		"OMP_NUM_THREADS=" + strconv.Itoa(m.CPUsPerRank), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"}
 }
 
 // mpiEnforced says in the result where the ranks went.
@@ -28,4 +33,30 @@ func mpiEnforced(slot worker.Slot, enf *schema.Enforced) {
 	if m := slot.MPI; m != nil {
 		enf.Nodes, enf.Ranks, enf.Hosts, enf.MPILaunch = len(m.Hosts), m.Ranks(), m.Hosts, m.Launch
 	}
+}
+
+// nodeLostSigns are what MPI launchers print when a node of the job stops
+// answering: Open MPI's mpirun, Slurm's srun, MPICH's Hydra.
+var nodeLostSigns = []string{"ORTE has lost communication with a remote daemon", "srun: error: Node failure on",
+	"srun: error: Task launch for StepId", "lost connection to the remote proxy", "ssh_exchange_identification"}
+
+// nodeLost says why a multi-node task's failed run is the allocation's
+// doing, not the program's (a host of its ranks was lost), or "": the task
+// then goes back to the queue, to run again in an allocation that is whole.
+func nodeLost(slot worker.Slot, res *schema.NodeResult) string {
+	if slot.MPI == nil || len(slot.MPI.Hosts) < 2 || res == nil || res.Error == nil || res.Error.Phase != schema.PhaseRun {
+		return ""
+	}
+	for _, p := range res.Phases {
+		if p.Name != schema.PhaseRun {
+			continue
+		}
+		for _, sign := range nodeLostSigns {
+			if i := strings.Index(p.LogTail, sign); i >= 0 {
+				line, _, _ := strings.Cut(p.LogTail[i:], "\n")
+				return "the run's launcher lost a node of the allocation (" + strings.Join(slot.MPI.Hosts, ", ") + "): " + line
+			}
+		}
+	}
+	return ""
 }

@@ -347,6 +347,9 @@ func (s *Sandbox) helperArgv(c Command, argv []string, serve bool) ([]string, er
 	if u := c.User; u != nil && s.uid >= 0 {
 		spec.UID, spec.GID, spec.Nproc = u.UID, u.GID, u.Nproc
 	}
+	if s.userNS {
+		spec.OwnUID, spec.OwnGID = os.Geteuid(), os.Getegid()
+	}
 	js, err := json.Marshal(spec)
 	if err != nil {
 		return nil, err

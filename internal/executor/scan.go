@@ -139,10 +139,20 @@ func rank(source string) int {
 
 var metricLine = regexp.MustCompile(`^METRIC\s+([^=\s]+)=(\S+)(?:\s+(.*\S))?\s*$`)
 
+// rankTag is the prefix an MPI launcher puts before each line of a rank's
+// output: Open MPI's --tag-output ("[1,0]<stdout>:"), MPICH's -prepend-rank
+// ("[0] "), srun's --label ("0: "). A METRIC line after it counts.
+var rankTag = regexp.MustCompile(`^(?:\[\d+,\d+\]<stdout>:|\[\d+\] |\s*\d+: )`)
+
 // stdoutLine looks at one line of the run's standard output.
 func (m *metrics) stdoutLine(line string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if len(line) > 0 && (line[0] == '[' || line[0] == ' ' || line[0] >= '0' && line[0] <= '9') {
+		if tag := rankTag.FindString(line); tag != "" && strings.HasPrefix(line[len(tag):], "METRIC") {
+			line = line[len(tag):]
+		}
+	}
 	if strings.HasPrefix(line, "METRIC") && (len(line) == 6 || line[6] == ' ' || line[6] == '\t') {
 		sub := metricLine.FindStringSubmatch(line)
 		if sub == nil {

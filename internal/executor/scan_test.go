@@ -42,6 +42,22 @@ func TestMetricsSourcesAndPrecedence(t *testing.T) {
 	require.Equal(t, map[string]string{"time_s": "s", "mlups": "MLUP/s", "gflops": "GFLOP/s"}, units)
 }
 
+// TestRankTaggedMetrics: a METRIC line an MPI launcher tagged with its rank
+// (Open MPI --tag-output, MPICH -prepend-rank, srun --label) counts; other
+// tagged lines and look-alikes do not.
+func TestRankTaggedMetrics(t *testing.T) {
+	m, err := newMetrics(nil)
+	require.NoError(t, err)
+	for _, l := range []string{"[1,0]<stdout>:METRIC mlups=31.4 MLUP/s", "[3] METRIC ranks=4", " 0: METRIC gflops=2.5",
+		"[1,1]<stdout>:rank 1 of 4 on compute1", "[1,0]<stderr>:METRIC leaked=1", "12 METRIC nope=1", "[x] METRIC nope2=1"} {
+		m.stdoutLine(l)
+	}
+	vals, units, bad := m.finish()
+	require.Empty(t, bad)
+	require.Equal(t, map[string]float64{"mlups": 31.4, "ranks": 4, "gflops": 2.5}, vals)
+	require.Equal(t, "MLUP/s", units["mlups"])
+}
+
 func TestBadMetrics(t *testing.T) {
 	m, err := newMetrics(nil)
 	require.NoError(t, err)

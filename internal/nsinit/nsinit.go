@@ -68,6 +68,13 @@ type Spec struct {
 	// Visible are directories put back read-only where HideFS hides the
 	// file system: the image tree a site's container runtime reads.
 	Visible []string `json:"visible,omitempty"`
+	// OwnUID and OwnGID, for a worker that is not root (whose helper is
+	// root only of a user namespace mapping its own ids to 0), are those
+	// ids: the commands on the host's file system run as them again, in a
+	// user namespace of their own mapping them back, so that what they ask
+	// others in their own name (Slurm's srun, a job step) is who they are.
+	OwnUID int `json:"own_uid,omitempty"`
+	OwnGID int `json:"own_gid,omitempty"`
 	// Upper, with Root, is a directory whose upper and work directories
 	// (made by the worker, empty) take what the commands write: the node's
 	// layer, kept on disk. "": a tmpfs of TmpMB takes it, lost at the end.
@@ -162,6 +169,12 @@ func commandAttr(spec Spec) *syscall.SysProcAttr {
 		a.Credential = &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{}}
 	case spec.UID >= 0:
 		a.Credential = &syscall.Credential{Uid: uint32(spec.UID), Gid: uint32(spec.GID), Groups: []uint32{}}
+	case spec.Root == "" && spec.OwnUID > 0:
+		// The helper's root is the worker's user: map that back.
+		a.Cloneflags = unix.CLONE_NEWUSER
+		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: spec.OwnUID, HostID: 0, Size: 1}}
+		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: spec.OwnGID, HostID: 0, Size: 1}}
+		a.Credential = &syscall.Credential{Uid: uint32(spec.OwnUID), Gid: uint32(spec.OwnGID), NoSetGroups: true}
 	}
 	return a
 }

@@ -155,6 +155,10 @@ func (w *Worker) notRun(drain, tctx context.Context, d *queue.Delivery, started 
 		w.answer(drain, d, canceledResult(c, started, true), log)
 	case drain.Err() != nil:
 		w.handBack(d, 0, log, "task handed back (drain)")
+	case errors.Is(err, ErrNodeLost):
+		w.handBack(d, 0, log, "task handed back: its allocation lost a node", "err", err)
+		w.log.Warn("draining: the Slurm allocation lost a node; its tasks go to another worker", "err", err)
+		w.drainSelf()
 	case d.LastDelivery():
 		reason := fmt.Sprintf("worker %s could not run it on delivery %d of %d: %v", w.cfg.ID, d.NumDelivered, w.q.Options().MaxDeliver, err)
 		w.cfg.Metrics.Task(d.Task.Pool, "dead_lettered", nil)

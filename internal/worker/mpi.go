@@ -1,12 +1,19 @@
 package worker
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/hpcq/hpcq/pkg/schema"
 )
+
+// ErrNodeLost wraps an executor's error for a multi-node task whose run
+// failed because a node of the allocation was lost: the task goes back to
+// the queue at once, and the worker, whose allocation is broken, drains
+// (slurm-bridge starts another).
+var ErrNodeLost = errors.New("a node of the allocation was lost")
 
 // MPIShape is where a multi-node task's ranks go and the command line that
 // launches them: what its commands find in HPCQ_HOSTS, HPCQ_NODES,

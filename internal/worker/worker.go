@@ -213,6 +213,9 @@ type Worker struct {
 	cfg   Config
 	log   *slog.Logger
 	slots chan int
+	// drainSelf starts the worker's drain (Run sets it): an allocation
+	// that lost a node runs nothing more.
+	drainSelf context.CancelFunc
 	// answering bounds the tasks that finished running and wait for their
 	// result to be stored: a worker whose results cannot be published stops
 	// taking new tasks instead of piling them up.
@@ -296,6 +299,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker started", "pools", w.cfg.Pools, "slots", w.cfg.Slots, "cores", w.cfg.Cores)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	w.drainSelf = stop
 	if cancels, err := w.q.WatchCancels(ctx); err != nil {
 		w.log.Warn("cancels not watched: a canceled run's tasks run to their end on this worker", "err", err)
 	} else {
