@@ -15,7 +15,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hpcq/hpcq/internal/netns"
 	"github.com/hpcq/hpcq/internal/testutil"
 )
 
@@ -110,15 +109,7 @@ func TestMultiNodeMPI(t *testing.T) {
 	testutil.RequireBinary(t, "mpicc", "scripts/services.sh install mpi")
 	testutil.RequireBinary(t, "nats-server", "scripts/services.sh install nats")
 	t.Parallel()
-	nw, err := netns.New()
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, nw.Close()) })
-	var hosts []*netns.Host
-	for _, name := range []string{"head", "compute1", "compute2"} {
-		h, err := nw.AddHost(name)
-		require.NoError(t, err)
-		hosts = append(hosts, h)
-	}
+	hosts := headAndComputes(t)
 	head, compute2 := hosts[0], hosts[2]
 	sl := startSlurmHosts(t, head, hosts[1], hosts[2])
 	// The jobs' user reads Slurm's configuration and the binaries, and

@@ -100,13 +100,10 @@ func (c *slurmCluster) nodeStates(t *testing.T) map[string]string {
 	return states
 }
 
-// TestSlurmAcrossHosts: a controller on one host and a slurmd on each of
-// two others: jobs land on both compute hosts and run there (their
-// hostname); a compute host killed whole takes its job with it, and the
-// node, booted again, takes jobs again.
-func TestSlurmAcrossHosts(t *testing.T) {
-	requireNetns(t)
-	t.Parallel()
+// headAndComputes are the hosts head, compute1 and compute2 of a network
+// of the test's own, removed when it ends.
+func headAndComputes(t *testing.T) []*netns.Host {
+	t.Helper()
 	nw, err := netns.New()
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, nw.Close()) })
@@ -116,6 +113,17 @@ func TestSlurmAcrossHosts(t *testing.T) {
 		require.NoError(t, err)
 		hosts = append(hosts, h)
 	}
+	return hosts
+}
+
+// TestSlurmAcrossHosts: a controller on one host and a slurmd on each of
+// two others: jobs land on both compute hosts and run there (their
+// hostname); a compute host killed whole takes its job with it, and the
+// node, booted again, takes jobs again.
+func TestSlurmAcrossHosts(t *testing.T) {
+	requireNetns(t)
+	t.Parallel()
+	hosts := headAndComputes(t)
 	c := startSlurmHosts(t, hosts[0], hosts[1], hosts[2])
 	require.Equal(t, map[string]string{"compute1": "idle", "compute2": "idle"}, c.nodeStates(t))
 
