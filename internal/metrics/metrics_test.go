@@ -19,3 +19,17 @@ func TestLLMTokens(t *testing.T) {
 	require.Equal(t, 500.0, testutil.ToFloat64(m.LLMTokens.WithLabelValues("draft", "gpt-5.2", "reasoning")))
 	require.Equal(t, 5, testutil.CollectAndCount(m.LLMTokens), "no reasoning series for a model without reasoning")
 }
+
+// TestGPUsInUse: the worker's GPUs, and what each pool's tasks hold of
+// them (shares add up; a pool with none running shows 0).
+func TestGPUsInUse(t *testing.T) {
+	m := NewWorker(NewRegistry())
+	m.SetGPUs(2, map[string]float64{"gpu": 1.5}, []string{"gpu", "cpu"})
+	require.Equal(t, 2.0, testutil.ToFloat64(m.GPUs))
+	require.Equal(t, 1.5, testutil.ToFloat64(m.GPUsInUse.WithLabelValues("gpu")))
+	require.Equal(t, 0.0, testutil.ToFloat64(m.GPUsInUse.WithLabelValues("cpu")))
+	m.SetGPUs(2, map[string]float64{}, []string{"gpu", "cpu"})
+	require.Equal(t, 0.0, testutil.ToFloat64(m.GPUsInUse.WithLabelValues("gpu")), "given back")
+	var none *Worker
+	none.SetGPUs(1, nil, nil) // a worker without metrics
+}
