@@ -3,10 +3,14 @@ package bridge
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"text/template"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	slurmfiles "github.com/hpcq/hpcq/deploy/slurm"
 )
 
 func TestLoadConfigExample(t *testing.T) {
@@ -14,12 +18,31 @@ func TestLoadConfigExample(t *testing.T) {
 		return map[string]string{"HPCQ_BRIDGE_GPU_MAX_JOBS": "5", "HPCQ_BRIDGE_CPU_PARTITION": "short"}[k]
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{"cpu", "gpu"}, c.Pools())
+	require.Equal(t, []string{"cpu", "gpu", "mpi"}, c.Pools())
+	require.Equal(t, 4, c.Queues["mpi"].Nodes)
+	require.Equal(t, 1, c.Queues["mpi"].Slots, "a multi-node worker runs one task: it takes the allocation")
 	require.Equal(t, 5, c.Queues["gpu"].MaxJobs, "env overrides the file")
 	require.Equal(t, "short", c.Queues["cpu"].Partition)
 	require.Equal(t, 5*time.Minute, c.Queues["cpu"].SignalGrace)
 	require.Equal(t, 60*time.Second, c.Queues["gpu"].SignalGrace, "default")
 	require.Equal(t, 1, c.Queues["gpu"].Backlog, "default")
+}
+
+// TestMultiNodeScript: a queue of several nodes asks for them with one
+// task a CPU on each (MPI's slots), a queue of one for its CPUs per task.
+func TestMultiNodeScript(t *testing.T) {
+	render := func(s Script) string {
+		tmpl := template.Must(template.New("w").Option("missingkey=error").Parse(slurmfiles.WorkerTemplate))
+		var b strings.Builder
+		require.NoError(t, tmpl.Execute(&b, s))
+		return b.String()
+	}
+	multi := render(Script{JobName: "hpcq-mpi", Pool: "mpi", Nodes: 4, CPUsPerTask: 32, Slots: 1, WorkerBin: "/w"})
+	require.Contains(t, multi, "#SBATCH --nodes=4\n#SBATCH --ntasks-per-node=32\n")
+	require.NotContains(t, multi, "--cpus-per-task")
+	one := render(Script{JobName: "hpcq-cpu", Pool: "cpu", CPUsPerTask: 8, Slots: 2, WorkerBin: "/w"})
+	require.Contains(t, one, "#SBATCH --cpus-per-task=8\n")
+	require.NotContains(t, one, "--nodes")
 }
 
 func TestConfigErrors(t *testing.T) {
