@@ -30,8 +30,12 @@ run-exec: build ## the bundled hand-written tasks as a plain job queue (no LLM)
 
 test: services-install lint test-go ## install what the tests need, then vet and run every test (race detector on)
 
+# Tests whose result is a line (multinode ...) also append it to $(TEST_LINES): go test shows a passing
+# package's output only with -v, so the lines are printed after the run.
+TEST_LINES := $(abspath $(BIN))/test-lines.txt
 test-go:
-	$(GO) test -race -count=1 -timeout 20m ./...
+	@mkdir -p $(BIN); rm -f $(TEST_LINES)
+	HPCQ_TEST_LINES=$(TEST_LINES) $(GO) test -race -count=1 -timeout 20m ./...; rc=$$?; cat $(TEST_LINES) 2>/dev/null; exit $$rc
 
 test-multihost: build ## the cluster on network namespaces (3 NATS hosts, a service host, a head with slurmctld, 2 compute hosts with slurmd, faults); part of `make test`; needs root
 	$(GO) test -count=1 -v -run 'TestMultiHost|TestQueueDeclaredAtOnceOnACluster|TestSlurmAcrossHosts' ./tests/

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -262,8 +263,21 @@ queues:
 	require.Contains(t, jobLogs(), "the Slurm allocation lost a node", "the worker of the broken allocation drained")
 	t.Logf("the task ran again %s after compute2 was killed; stencil: %.1f MLUP/s on 1 node (2 ranks), %.1f on 2 nodes (4 ranks)",
 		time.Since(killedAt).Round(time.Second), mlups[1], mlups[2])
-	fmt.Printf("multinode hosts=%d ranks=%d tasks_ok=%d host_killed_recovered=%t ranks_left=%d\n",
-		len(ranks.Result.Limits.Hosts), ranks.Result.Limits.Ranks, 4, recovered, left)
+	resultLine(t, fmt.Sprintf("multinode hosts=%d ranks=%d tasks_ok=%d host_killed_recovered=%t ranks_left=%d",
+		len(ranks.Result.Limits.Hosts), ranks.Result.Limits.Ranks, 4, recovered, left))
+}
+
+// resultLine prints a test's result line and appends it to the file
+// HPCQ_TEST_LINES names (make test prints them after the run: go test shows
+// a passing package's output only with -v).
+func resultLine(t *testing.T, line string) {
+	fmt.Println(line)
+	if p := os.Getenv("HPCQ_TEST_LINES"); p != "" {
+		f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		require.NoError(t, err)
+		_, err = fmt.Fprintln(f, line)
+		require.NoError(t, errors.Join(err, f.Close()))
+	}
 }
 
 // ranksAlive counts the processes of pids (rank host pid triples) that
