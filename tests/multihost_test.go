@@ -532,18 +532,9 @@ queues:
 	testutil.Eventually(t, 2*time.Minute, "a worker job on each compute host", func() bool {
 		return len(jobsOn("compute1")) == 1 && len(jobsOn("compute2")) == 1
 	})
-	jobOutputs := func() string {
-		var b strings.Builder
-		files, _ := filepath.Glob(filepath.Join(jobDir, "logs", "*.out"))
-		for _, f := range files {
-			data, _ := os.ReadFile(f)
-			fmt.Fprintf(&b, "== %s\n%s", filepath.Base(f), data)
-		}
-		return b.String()
-	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("worker jobs' output:\n%s", jobOutputs())
+			t.Logf("worker jobs' output:\n%s", jobOutputs(filepath.Join(jobDir, "logs")))
 		}
 	})
 	done := func() int {
@@ -690,7 +681,7 @@ queues:
 			startedOn[f[0]] = append(startedOn[f[0]], f[4])
 		}
 	}
-	workerLogs := strings.Join(append(outputs(workers), jobOutputs()), "\n")
+	workerLogs := strings.Join(append(outputs(workers), jobOutputs(filepath.Join(jobDir, "logs"))), "\n")
 	storedTwice := func(node string) bool {
 		for _, l := range strings.Split(workerLogs, "\n") {
 			if strings.Contains(l, "result already stored") && strings.Contains(l, node) {
@@ -740,7 +731,7 @@ queues:
 					t.Logf("  %s", l)
 				}
 			}
-			for _, out := range append(outputs(append(workers, first, sched, bridge)), jobOutputs()) {
+			for _, out := range append(outputs(append(workers, first, sched, bridge)), jobOutputs(filepath.Join(jobDir, "logs"))) {
 				for _, l := range strings.Split(out, "\n") {
 					if strings.Contains(l, n) {
 						t.Logf("    %s", l)

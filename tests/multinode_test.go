@@ -174,15 +174,7 @@ queues:
 	// workers show them to their tasks.
 	bridge := startOn(t, head, append(env, "HPCQ_WORK_DIR="+work, "HOME="+shared, "HPCQ_SANDBOX_WRITABLE="+sl.dir+","+holdDir), "/usr/bin/setpriv",
 		"--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", filepath.Join(bin, "slurm-bridge"), "--config", cfg)
-	jobLogs := func() string {
-		var b strings.Builder
-		files, _ := filepath.Glob(filepath.Join(logs, "*.out"))
-		for _, f := range files {
-			data, _ := os.ReadFile(f)
-			fmt.Fprintf(&b, "== %s\n%s", filepath.Base(f), data)
-		}
-		return b.String()
-	}
+	jobLogs := func() string { return jobOutputs(logs) }
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("bridge:\n%s\nworker jobs:\n%s", bridge.output(), jobLogs())

@@ -116,6 +116,18 @@ func headAndComputes(t *testing.T) []*netns.Host {
 	return hosts
 }
 
+// jobOutputs are the Slurm jobs' output files (*.out) in dir, each under
+// its name.
+func jobOutputs(dir string) string {
+	var b strings.Builder
+	files, _ := filepath.Glob(filepath.Join(dir, "*.out"))
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		fmt.Fprintf(&b, "== %s\n%s", filepath.Base(f), data)
+	}
+	return b.String()
+}
+
 // TestSlurmAcrossHosts: a controller on one host and a slurmd on each of
 // two others: jobs land on both compute hosts and run there (their
 // hostname); a compute host killed whole takes its job with it, and the

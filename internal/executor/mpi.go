@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"os"
 	"strconv"
 	"strings"
 
@@ -13,10 +14,10 @@ import (
 // ($HPCQ_MPIRUN ./prog runs the program as every rank, across the hosts);
 // each rank's threads are its CPUs. None for a task of one node.
 //
-// A worker that is not root runs its tasks in a user namespace where they
-// are uid 0 (the worker's own uid outside): Open MPI's mpirun refuses to
-// run as root unless told, and is told; its ranks, here and on the other
-// nodes, run as the worker's user.
+// Open MPI's mpirun refuses to run as root unless told, and is told: a
+// task sees itself as root where the worker runs as root with its
+// isolation off (a multi-node task is refused as root otherwise, see
+// MultiNodeRefusal), and in a container image.
 func mpiEnv(slot worker.Slot) []string {
 	m := slot.MPI
 	if m == nil {
@@ -59,4 +60,17 @@ func nodeLost(slot worker.Slot, res *schema.NodeResult) string {
 		}
 	}
 	return ""
+}
+
+// MultiNodeRefusal says why a task's commands could not launch ranks on the
+// other nodes of the worker's Slurm allocation, or "": Slurm lets only the
+// job's owner (or root) start its steps, so a worker running as root whose
+// tasks run as another user cannot; run the workers of a multi-node pool
+// as the user their jobs belong to.
+func (e *Executor) MultiNodeRefusal() string {
+	if os.Geteuid() != 0 || e.sandbox == nil {
+		return ""
+	}
+	return "the worker runs as root and its tasks as " + e.sandbox.userName +
+		": Slurm lets only the job's owner start its steps (run a multi-node pool's workers as their jobs' user)"
 }

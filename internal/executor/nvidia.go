@@ -178,16 +178,3 @@ func (e *Executor) gpuEnforced(slot worker.Slot, enf *schema.Enforced) {
 		enf.GPUSharing = "time-slicing"
 	}
 }
-
-// MultiNodeRefusal says why a task's commands could not launch ranks on the
-// other nodes of the worker's Slurm allocation, or "": Slurm lets only the
-// job's owner (or root) start its steps, so a worker running as root whose
-// tasks run as another user cannot; run the workers of a multi-node pool
-// as the user their jobs belong to.
-func (e *Executor) MultiNodeRefusal() string {
-	if os.Geteuid() != 0 || e.sandbox == nil {
-		return ""
-	}
-	return "the worker runs as root and its tasks as " + e.sandbox.userName +
-		": Slurm lets only the job's owner start its steps (run a multi-node pool's workers as their jobs' user)"
-}
