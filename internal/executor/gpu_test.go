@@ -107,3 +107,20 @@ func TestMPSSetting(t *testing.T) {
 	_, err = mpsPipe(empty, none)
 	require.ErrorContains(t, err, "no MPS control pipe there", "a regular file is not the daemon's pipe")
 }
+
+// TestNodeLost: a multi-node run whose launcher says it lost a node is the
+// allocation's fault; a launch that failed for the program's own reasons,
+// or a task of one node, is the task's.
+func TestNodeLost(t *testing.T) {
+	two := worker.Slot{MPI: &worker.MPIShape{Hosts: []string{"c1", "c2"}, RanksPerNode: 2}}
+	failed := func(tail string) *schema.NodeResult {
+		return &schema.NodeResult{Error: &schema.ResultError{Phase: schema.PhaseRun, Kind: schema.ErrKindRunFailed, Message: "x"},
+			Phases: []schema.PhaseResult{{Name: schema.PhaseRun, LogTail: tail}}}
+	}
+	lost := failed("$ $HPCQ_MPIRUN ./prog\nORTE has lost communication with a remote daemon.\n\n  HNP daemon : ...\n")
+	require.Equal(t, "the run's launcher lost a node of the allocation (c1, c2): ORTE has lost communication with a remote daemon.", nodeLost(two, lost))
+	require.Contains(t, nodeLost(two, failed("srun: error: Node failure on c2\n")), "Node failure on c2")
+	require.Empty(t, nodeLost(two, failed("srun: error: Task launch for StepId=7.0 failed on node c2: No such file or directory\n")))
+	require.Empty(t, nodeLost(worker.Slot{}, lost), "a task of one node")
+	require.Empty(t, nodeLost(two, &schema.NodeResult{}), "a run that did not fail")
+}

@@ -37,9 +37,10 @@ func mpiEnforced(slot worker.Slot, enf *schema.Enforced) {
 }
 
 // nodeLostSigns are what MPI launchers print when a node of the job stops
-// answering: Open MPI's mpirun, Slurm's srun, MPICH's Hydra.
-var nodeLostSigns = []string{"ORTE has lost communication with a remote daemon", "srun: error: Node failure on",
-	"srun: error: Task launch for StepId", "lost connection to the remote proxy", "ssh_exchange_identification"}
+// answering: Open MPI's mpirun, Slurm's srun. Only words that mean a lost
+// node: a task handed back for what is its own fault (a program missing on
+// a node: srun's "Task launch ... failed") would come back for ever.
+var nodeLostSigns = []string{"ORTE has lost communication with a remote daemon", "srun: error: Node failure on"}
 
 // nodeLost says why a multi-node task's failed run is the allocation's
 // doing, not the program's (a host of its ranks was lost), or "": the task
