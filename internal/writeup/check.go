@@ -1,0 +1,254 @@
+package writeup
+
+import (
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// A Number is a numeric literal of the paper's text as a reader sees it:
+// where it is (byte offset), what was written, its value and the rounding
+// its digits imply (half a unit of its last digit: "842.6" is 842.6 +-
+// 0.05).
+type Number struct {
+	Offset  int     `json:"offset"`
+	Text    string  `json:"text"`
+	Value   float64 `json:"value"`
+	Rounded float64 `json:"rounded"`
+	// Percent: written with \% after it; it then also matches a fact that
+	// is a fraction (0.4 for "40\%").
+	Percent bool `json:"percent,omitempty"`
+}
+
+// A Claim is a number checked against the facts: the fact it matches
+// (FactID, empty when none does), or the whitelist's reason.
+type Claim struct {
+	Number
+	FactID    string `json:"fact_id,omitempty"`
+	Whitelist string `json:"whitelist,omitempty"`
+	// Context is the text around the number, for the model's feedback and
+	// the report.
+	Context string `json:"context"`
+}
+
+// Verified reports whether a fact or the whitelist accounts for the number.
+func (c Claim) Verified() bool { return c.FactID != "" || c.Whitelist != "" }
+
+// numberRe finds numeric literals: digits with an optional thousands
+// grouping (1,550 or 1{,}550 as LaTeX writes it), a fraction, an exponent
+// (1.5e3, or 1.5\times10^{3} is read as two numbers: both must check).
+// A sign is not read ("1--4" is a range, "-3.2" a delta whose sign the
+// words carry): literals and facts are compared by magnitude.
+var numberRe = regexp.MustCompile(`(?:\d{1,3}(?:(?:,|\{,\})\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|\.\d+`)
+
+// skipArgs are the commands whose braced argument is not prose: labels,
+// references, citation keys, file names, lengths, colours, environments.
+var skipArgs = []string{`\label`, `\ref`, `\eqref`, `\autoref`, `\cref`, `\cite`, `\citep`, `\citet`, `\includegraphics`,
+	`\input`, `\include`, `\bibliography`, `\bibliographystyle`, `\usepackage`, `\documentclass`, `\begin`, `\end`,
+	`\hspace`, `\vspace`, `\setlength`, `\color`, `\textcolor`, `\url`, `\href`, `\fact`, `\newcommand`, `\renewcommand`}
+
+// Numbers are the numeric literals of a LaTeX text a reader would read as
+// claims: not in comments, in the arguments of skipArgs (and their optional
+// [..] argument), in a command's name (\section*, h2o in \textsubscript is
+// still read), or in a length (0.8\linewidth, 2pt, 1em). A digit run inside
+// a word (H2O, x86, sm_90) is not a number.
+func Numbers(tex string) []Number {
+	masked := maskTeX(tex)
+	var out []Number
+	for _, loc := range numberRe.FindAllStringIndex(masked, -1) {
+		s, e := loc[0], loc[1]
+		if s > 0 && isWordByte(masked[s-1]) || e < len(masked) && (isWordByte(masked[e]) && !strings.HasPrefix(masked[e:], "\\%")) {
+			continue
+		}
+		if isLength(masked[e:]) {
+			continue
+		}
+		text := masked[s:e]
+		clean := strings.NewReplacer("{,}", "", ",", "").Replace(text)
+		v, err := strconv.ParseFloat(clean, 64)
+		if err != nil || math.IsInf(v, 0) {
+			continue
+		}
+		out = append(out, Number{Offset: s, Text: tex[s:e], Value: v, Rounded: halfUnit(clean),
+			Percent: strings.HasPrefix(strings.TrimLeft(masked[e:], " ~"), `\%`)})
+	}
+	return out
+}
+
+// halfUnit is half a unit of the last digit a literal shows.
+func halfUnit(lit string) float64 {
+	mant, exp := lit, 0
+	if i := strings.IndexAny(lit, "eE"); i >= 0 {
+		mant = lit[:i]
+		exp, _ = strconv.Atoi(lit[i+1:])
+	}
+	decimals := 0
+	if i := strings.IndexByte(mant, '.'); i >= 0 {
+		decimals = len(mant) - i - 1
+	}
+	return 0.5 * math.Pow(10, float64(exp-decimals))
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '\\'
+}
+
+var lengthRe = regexp.MustCompile(`^\s*(?:pt|em|ex|cm|mm|in|bp|\\(?:linewidth|textwidth|columnwidth|textheight|baselineskip))`)
+
+func isLength(rest string) bool { return lengthRe.MatchString(rest) }
+
+// maskTeX blanks (with spaces, keeping every offset) what is not prose:
+// comments, command names and the arguments of skipArgs.
+func maskTeX(tex string) string {
+	b := []byte(tex)
+	blank := func(i, j int) {
+		for ; i < j && i < len(b); i++ {
+			if b[i] != '\n' {
+				b[i] = ' '
+			}
+		}
+	}
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '%':
+			if i > 0 && tex[i-1] == '\\' {
+				continue
+			}
+			j := strings.IndexByte(tex[i:], '\n')
+			if j < 0 {
+				j = len(tex) - i
+			}
+			blank(i, i+j)
+			i += j
+		case '\\':
+			j := i + 1
+			for j < len(tex) && (tex[j] >= 'a' && tex[j] <= 'z' || tex[j] >= 'A' && tex[j] <= 'Z' || tex[j] == '@') {
+				j++
+			}
+			name := tex[i:j]
+			if j == i+1 { // a control symbol: \%, \,, \\ ...
+				if j < len(tex) && tex[j] == '%' {
+					i = j
+				}
+				continue
+			}
+			blank(i+1, j) // the name itself (keeps the backslash, a word byte)
+			if skipped(name) {
+				k := j
+				for k < len(tex) && (tex[k] == '*' || tex[k] == ' ') {
+					k++
+				}
+				for k < len(tex) && (tex[k] == '[' || tex[k] == '{') {
+					end := matching(tex, k)
+					blank(k, end)
+					k = end
+					for k < len(tex) && tex[k] == ' ' {
+						k++
+					}
+				}
+				j = k
+			}
+			i = j - 1
+		}
+	}
+	return string(b)
+}
+
+func skipped(name string) bool {
+	for _, s := range skipArgs {
+		if name == s {
+			return true
+		}
+	}
+	return false
+}
+
+// matching is the offset after the bracket or brace that closes the one at
+// open (the end of tex when none does).
+func matching(tex string, open int) int {
+	o, c := tex[open], byte('}')
+	if o == '[' {
+		c = ']'
+	}
+	depth := 0
+	for k := open; k < len(tex); k++ {
+		switch tex[k] {
+		case '\\':
+			k++
+		case o:
+			depth++
+		case c:
+			depth--
+			if depth == 0 {
+				return k + 1
+			}
+		}
+	}
+	return len(tex)
+}
+
+// refWordRe is a word before which a small integer names a part of the
+// paper or of the search (Figure 2, Table~1, Stage 3), not a result.
+var refWordRe = regexp.MustCompile(`(?i)(?:figure|fig\.|table|tab\.|section|sec\.|appendix|equation|eq\.|stage|algorithm|line|step)\s*~?\s*$`)
+
+// whitelisted says why a number needs no fact, or "": a year, or a small
+// integer naming a figure, table, section or stage.
+func whitelisted(tex string, n Number) string {
+	if n.Rounded != 0.5 || n.Percent {
+		return ""
+	}
+	switch {
+	case n.Value >= 1900 && n.Value <= 2100 && len(n.Text) == 4:
+		return "year"
+	case n.Value <= 99 && refWordRe.MatchString(tex[max(0, n.Offset-16):n.Offset]):
+		return "reference"
+	}
+	return ""
+}
+
+// matches reports whether the number, as printed, is the fact's value:
+// equal within the rounding its digits show (and a relative 1e-9 for the
+// float's own), by magnitude; a percentage also matches a fraction.
+func matches(n Number, f Fact) bool {
+	v, want := math.Abs(n.Value), math.Abs(f.Value)
+	tol := n.Rounded + 1e-9*want
+	if math.Abs(v-want) <= tol {
+		return true
+	}
+	return n.Percent && math.Abs(v-100*want) <= tol
+}
+
+// Check reads every numeric literal of tex as a claim and finds the fact
+// it states (the first that matches) or the whitelist's reason; the claims
+// neither accounts for are the paper's unverified numbers.
+func Check(tex string, facts []Fact) []Claim {
+	nums := Numbers(tex)
+	claims := make([]Claim, 0, len(nums))
+	for _, n := range nums {
+		c := Claim{Number: n, Context: around(tex, n.Offset, len(n.Text))}
+		if c.Whitelist = whitelisted(tex, n); c.Whitelist == "" {
+			for _, f := range facts {
+				if matches(n, f) {
+					c.FactID = f.ID
+					break
+				}
+			}
+		}
+		claims = append(claims, c)
+	}
+	return claims
+}
+
+// around is the line of text around a literal, at most 60 bytes each side,
+// cut at valid UTF-8.
+func around(tex string, off, n int) string {
+	s, e := max(0, off-60), min(len(tex), off+n+60)
+	for s > 0 && s < len(tex) && tex[s]&0xC0 == 0x80 {
+		s--
+	}
+	for e < len(tex) && tex[e]&0xC0 == 0x80 {
+		e++
+	}
+	return strings.Join(strings.Fields(tex[s:e]), " ")
+}

@@ -1,0 +1,77 @@
+package writeup
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+)
+
+func texts(ns []Number) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.Text
+	}
+	return out
+}
+
+// TestNumbers: the literals a reader reads as claims, and what is not one.
+func TestNumbers(t *testing.T) {
+	tex := `\section{Results}\label{sec:res2}
+The best node reached 842.6~GFLOP/s, 3.4\% more than 816.7 (Table~\ref{tab:1}); 1{,}550 and 1,700 MLUP/s.
+% 999 in a comment
+\includegraphics[width=0.8\linewidth]{fig/plot2.png} On x86 and H2O, sm_90 is not a number; 2pt is a length.
+Sizes of 1.5e3 and .25 count, as does 40 \%. See \cite{smith2020} and \fact{F12}.`
+	require.Equal(t, []string{"842.6", "3.4", "816.7", "1{,}550", "1,700", "1.5e3", ".25", "40"}, texts(Numbers(tex)))
+	ns := Numbers(tex)
+	require.Equal(t, 1550.0, ns[3].Value)
+	require.InDelta(t, 0.05, ns[0].Rounded, 1e-12)
+	require.InDelta(t, 50.0, ns[5].Rounded, 1e-9, "1.5e3 shows hundreds")
+	require.True(t, ns[1].Percent)
+	require.True(t, ns[7].Percent)
+	for _, n := range ns {
+		require.Equal(t, n.Text, tex[n.Offset:n.Offset+len(n.Text)], "offsets are the text's")
+	}
+}
+
+// TestCheck: each literal is matched to the fact it states within its
+// printed rounding (a percentage to a fraction too), years and references
+// are whitelisted, and an invented number is left unverified with its
+// context.
+func TestCheck(t *testing.T) {
+	facts := []Fact{{ID: "best", Value: 842.64}, {ID: "base", Value: 816.739}, {ID: "gain", Value: 0.0317}, {ID: "delta", Value: -2.45}}
+	tex := `In 2026 the best node (Figure 2) reached 842.6 GFLOP/s against 817 for the baseline, a gain of 3.2\%;
+the ablation lost 2.4 and 2.5; an invented 900.0 GFLOP/s and 842.7 are not facts. Stage~3 found it.`
+	got := map[string]string{}
+	var unverified []Claim
+	for _, c := range Check(tex, facts) {
+		got[c.Text] = c.FactID + c.Whitelist
+		if !c.Verified() {
+			unverified = append(unverified, c)
+		}
+	}
+	require.Equal(t, map[string]string{"2026": "year", "2": "reference", "842.6": "best", "817": "base", "3.2": "gain",
+		"2.4": "delta", "2.5": "delta", "900.0": "", "842.7": "", "3": "reference"}, got)
+	require.Len(t, unverified, 2)
+	require.Contains(t, unverified[0].Context, "an invented 900.0 GFLOP/s")
+}
+
+// FuzzNumbers: any text, LaTeX or not, gives literals that are its own
+// bytes at their offsets, finite, and contexts that are valid UTF-8.
+func FuzzNumbers(f *testing.F) {
+	for _, s := range []string{`842.6~GFLOP/s \label{a1} 3\% % 9`, `\includegraphics[width=.5\linewidth]{a1.png}`, "1{,}550 1,700 1.5e3",
+		`\begin{tabular}{lr} a & 12.5 \\ \end{tabular}`, `\cite{x`, `\\%5`, "\xff1.2", "{[[{"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, tex string) {
+		for _, c := range Check(tex, []Fact{{ID: "a", Value: 1}}) {
+			require.Equal(t, c.Text, tex[c.Offset:c.Offset+len(c.Text)])
+			require.False(t, c.Value != c.Value, "NaN")
+			if utf8.ValidString(tex) {
+				require.True(t, utf8.ValidString(c.Context))
+			}
+			require.False(t, strings.ContainsAny(c.Text, " \n"))
+		}
+	})
+}
