@@ -94,3 +94,11 @@ func defineExport(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(co
 		return schedcmd.Export(ctx, cfg, schedcmd.ExportOptions{RunDir: *runDir, Log: log})
 	}
 }
+
+func defineWriteup(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
+	runDir := runDirFlag(fs)
+	check := fs.String("check", "", "a LaTeX paper whose numbers and \\fact ids are checked against the run's facts (exit 1: one is not)")
+	return noArgs(fs), func(ctx context.Context, _ *slog.Logger) error {
+		return schedcmd.Writeup(ctx, cfg, schedcmd.WriteupOptions{RunDir: *runDir, Check: *check})
+	}
+}

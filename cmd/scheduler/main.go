@@ -6,6 +6,7 @@
 //	scheduler status [--run-dir DIR]                      a run's nodes and best metric; pools, backlog, workers
 //	scheduler query [--run-dir DIR] [--format F] "SQL"    query a run's results
 //	scheduler export [--run-dir DIR]                      write a run's report, tree and memory export again
+//	scheduler writeup [--run-dir DIR] [--check PAPER.tex] a run's facts for its paper; check a paper's numbers
 //	scheduler ls [--run-dir DIR] [--json]                 a line per node: status, worker, Slurm job, time, metric
 //	scheduler logs [--run-dir DIR] [--follow] NODE        a node's phase logs, or a running node's live output
 //	scheduler cancel [--run-dir DIR] [NODE...]            stop a run (or nodes): queued tasks removed, running ones stopped
@@ -40,6 +41,8 @@ Commands:
   query [--run-dir DIR] [--format table|csv|json] [--timeout D] "SQL"
                                                            one read-only SQL statement on a run's results (SQLite file or ClickHouse)
   export [--run-dir DIR]                                   write a run's report, tree.json/html and memory export again
+  writeup [--run-dir DIR] [--check PAPER.tex]              the run's facts for its paper (paper/facts.json, facts.tex: \fact{ID});
+                                                           --check: every number of PAPER.tex against them (paper/claims.json)
   ls [--run-dir DIR] [--json]                              a line per node: stage, kind, status, attempt, worker, Slurm job, started, duration, metric
   logs [--run-dir DIR] [--phase P] [--attempt N] [--follow] NODE
                                                            a node's phase logs; a running node's output as it comes
@@ -72,18 +75,19 @@ var commands = map[string]struct {
 	args   string
 	define definer
 }{
-	"run":    {"IDEA_DIR | --resume RUN_DIR", defineRun},
-	"exec":   {"TASK.json...", defineExec},
-	"status": {"", defineStatus},
-	"query":  {`"SQL"`, defineQuery},
-	"export": {"", defineExport},
-	"ls":     {"", defineLs},
-	"logs":   {"NODE", defineLogs},
-	"cancel": {"[NODE...]", defineCancel},
-	"purge":  {"", definePurge},
-	"serve":  {"", defineServe},
-	"check":  {"IDEA_DIR", defineCheck},
-	"image":  {"push FILE... | ls", defineImage},
+	"run":     {"IDEA_DIR | --resume RUN_DIR", defineRun},
+	"exec":    {"TASK.json...", defineExec},
+	"status":  {"", defineStatus},
+	"query":   {`"SQL"`, defineQuery},
+	"export":  {"", defineExport},
+	"ls":      {"", defineLs},
+	"logs":    {"NODE", defineLogs},
+	"cancel":  {"[NODE...]", defineCancel},
+	"purge":   {"", definePurge},
+	"serve":   {"", defineServe},
+	"check":   {"IDEA_DIR", defineCheck},
+	"image":   {"push FILE... | ls", defineImage},
+	"writeup": {"", defineWriteup},
 }
 
 func route(args []string) error {

@@ -75,3 +75,32 @@ func FuzzNumbers(f *testing.F) {
 		}
 	})
 }
+
+func TestFormat(t *testing.T) {
+	for v, want := range map[float64]string{842.64: "842.6", 816.739: "816.7", 1550: "1{,}550", 1234567: "1{,}234{,}567", 0.0317: "0.0317",
+		1.0317: "1.032", -2.45: "-2.45", 0: "0", 3.2e-5: "3.2e-05", 12.0: "12", 25914.3: "25{,}914"} {
+		require.Equal(t, want, Format(v), "%v", v)
+	}
+	// What Format prints checks against its fact.
+	for _, v := range []float64{842.64, 1550, 0.0317, 1234567, 25914.3} {
+		tex := "we saw " + Format(v) + " here"
+		c := Check(tex, []Fact{{ID: "x", Value: v}})
+		require.Len(t, c, 1, tex)
+		require.Equal(t, "x", c[0].FactID, tex)
+	}
+}
+
+// TestCheckPaper: the facts a paper cites by id, the ones it names that are
+// none (a comment's do not count), and its literals' tally.
+func TestCheckPaper(t *testing.T) {
+	facts := []Fact{{ID: "best", Value: 842.64}, {ID: "best_gain", Value: 0.0317}}
+	tex := `Best: \fact{best} GFLOP/s, \factpct{best_gain} over the draft; \fact{best} again; \fact{made_up}. % \fact{in_comment}
+Unchecked: 17.5.`
+	r := CheckPaper(tex, facts)
+	require.Equal(t, []string{"best", "best_gain", "made_up"}, r.FactsCited)
+	require.Equal(t, []string{"made_up"}, r.UnknownFacts)
+	require.Equal(t, 1, r.Numbers)
+	require.Equal(t, 1, r.Unverified)
+	require.Contains(t, Macros(facts), `\@namedef{hpcqfact@best}{842.6}\@namedef{hpcqpct@best}{84264.0}`)
+	require.Contains(t, Macros(facts), `\@namedef{hpcqpct@best_gain}{3.2}`)
+}

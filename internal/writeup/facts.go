@@ -5,9 +5,21 @@
 // shows, or to a short whitelist.
 package writeup
 
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/schema"
+)
+
 // A Fact is one number the results tables hold, with what it is, the node
 // it belongs to (empty for a run-wide one) and the SQL that produced it, so
-// that a reader can run the query again.
+// that a reader can run the query again and get the value.
 type Fact struct {
 	ID    string  `json:"id"`
 	Claim string  `json:"claim"`
@@ -15,4 +27,203 @@ type Fact struct {
 	Unit  string  `json:"unit,omitempty"`
 	Node  string  `json:"node,omitempty"`
 	SQL   string  `json:"sql"`
+}
+
+// Query runs one read statement on the run's results store (SQLite or
+// ClickHouse: results.QuerySQLite, results.QueryClickHouse).
+type Query func(ctx context.Context, sql string) (*results.Table, error)
+
+// Run says which run's facts to gather and how its metric is judged.
+type Run struct {
+	ID       string
+	Metric   string
+	Unit     string
+	Maximize bool
+	// Dialect of the store: ClickHouse's tables are read FINAL (their
+	// rows are replaced, not updated).
+	Dialect results.Dialect
+}
+
+// Facts are the run's numbers a paper may state: every metric of every node
+// (its last attempt), the best node of each stage and of the run, the
+// baseline (the best draft), the best over the baseline, each hyperparameter
+// and ablation node's change from its parent, each node's run time, and the
+// counts of nodes. Each fact's SQL alone gives its value.
+//
+// Long: one block per kind of fact, each a query and the facts it gives.
+func Facts(ctx context.Context, q Query, r Run) ([]Fact, error) {
+	final := ""
+	if r.Dialect == results.DialectClickHouse {
+		final = " FINAL"
+	}
+	run := quote(r.ID)
+	nodes, err := q(ctx, "SELECT node, stage, kind, parent, metric_value FROM nodes"+final+" WHERE run = "+run+" ORDER BY node")
+	if err != nil {
+		return nil, fmt.Errorf("writeup: the run's nodes: %w", err)
+	}
+	type node struct {
+		stage        int
+		kind, parent string
+		metric       *float64
+	}
+	byID := map[string]node{}
+	var ids []string
+	for _, row := range nodes.Rows {
+		id := fmt.Sprint(row[0])
+		n := node{stage: int(number(row[1])), kind: fmt.Sprint(row[2]), parent: fmt.Sprint(row[3])}
+		if row[4] != nil {
+			v := number(row[4])
+			n.metric = &v
+		}
+		byID[id] = n
+		ids = append(ids, id)
+	}
+	var facts []Fact
+	add := func(f Fact) {
+		if !math.IsNaN(f.Value) && !math.IsInf(f.Value, 0) {
+			facts = append(facts, f)
+		}
+	}
+	describe := func(id string) string {
+		n := byID[id]
+		return fmt.Sprintf("node %s (%s, stage %d %s)", id, n.kind, n.stage, schema.StageName(n.stage))
+	}
+
+	order := "DESC"
+	if !r.Maximize {
+		order = "ASC"
+	}
+	best := func(where string) string {
+		return "SELECT node, metric_value FROM nodes" + final + " WHERE run = " + run + where +
+			" AND metric_value IS NOT NULL ORDER BY metric_value " + order + ", node LIMIT 1"
+	}
+	pick := func(stage int) (string, float64, bool) {
+		id, v, ok := "", 0.0, false
+		for _, i := range ids {
+			n := byID[i]
+			if n.metric == nil || stage > 0 && n.stage != stage {
+				continue
+			}
+			if !ok || r.Maximize && *n.metric > v || !r.Maximize && *n.metric < v {
+				id, v, ok = i, *n.metric, true
+			}
+		}
+		return id, v, ok
+	}
+	for stage := 1; stage <= 4; stage++ {
+		if id, v, ok := pick(stage); ok {
+			add(Fact{ID: fmt.Sprintf("best.stage%d", stage), Claim: fmt.Sprintf("best %s of stage %d (%s): %s", r.Metric, stage,
+				schema.StageName(stage), describe(id)), Value: v, Unit: r.Unit, Node: id, SQL: best(fmt.Sprintf(" AND stage = %d", stage))})
+		}
+	}
+	bestID, bestV, okBest := pick(0)
+	baseID, baseV, okBase := pick(1)
+	if okBest {
+		add(Fact{ID: "best", Claim: fmt.Sprintf("best %s of the run: %s", r.Metric, describe(bestID)), Value: bestV, Unit: r.Unit,
+			Node: bestID, SQL: best("")})
+	}
+	if okBest && okBase && baseV != 0 {
+		add(Fact{ID: "best_over_baseline", Claim: fmt.Sprintf("the best node's %s over the baseline's (the best draft, %s)", r.Metric, baseID),
+			Value: bestV / baseV, Node: bestID,
+			SQL: "SELECT (" + scalar(best("")) + ") / (" + scalar(best(" AND stage = 1")) + ")"})
+		add(Fact{ID: "best_gain", Claim: fmt.Sprintf("the best node's %s above the baseline's, as a fraction of it (the best draft, %s)", r.Metric, baseID),
+			Value: bestV/baseV - 1, Node: bestID,
+			SQL: "SELECT (" + scalar(best("")) + ") / (" + scalar(best(" AND stage = 1")) + ") - 1"})
+	}
+	for _, id := range ids {
+		n := byID[id]
+		p, ok := byID[n.parent]
+		if (n.kind != "hyperparam" && n.kind != "ablation") || !ok || n.metric == nil || p.metric == nil {
+			continue
+		}
+		add(Fact{ID: id + ".delta", Claim: fmt.Sprintf("%s of %s minus its parent %s's", r.Metric, describe(id), n.parent),
+			Value: *n.metric - *p.metric, Unit: r.Unit, Node: id,
+			SQL: "SELECT c.metric_value - p.metric_value FROM nodes" + final + " c JOIN nodes" + final + " p ON p.run = c.run AND p.node = c.parent WHERE c.run = " +
+				run + " AND c.node = " + quote(id)})
+	}
+
+	metrics, err := q(ctx, "SELECT node, name, value, unit, attempt FROM metrics"+final+" WHERE run = "+run+" ORDER BY node, name, attempt")
+	if err != nil {
+		return nil, fmt.Errorf("writeup: the run's metrics: %w", err)
+	}
+	last := map[[2]string]Fact{} // the last attempt's value wins
+	for _, row := range metrics.Rows {
+		id, name := fmt.Sprint(row[0]), fmt.Sprint(row[1])
+		last[[2]string{id, name}] = Fact{ID: id + "." + name, Claim: fmt.Sprintf("%s reported by %s", name, describe(id)),
+			Value: number(row[2]), Unit: fmt.Sprint(row[3]), Node: id,
+			SQL: "SELECT value FROM metrics" + final + " WHERE run = " + run + " AND node = " + quote(id) + " AND name = " + quote(name) +
+				" ORDER BY attempt DESC LIMIT 1"}
+	}
+	durations, err := q(ctx, "SELECT node, duration_ms, attempt FROM phase_runs"+final+" WHERE run = "+run+" AND phase = 'run' ORDER BY node, attempt")
+	if err != nil {
+		return nil, fmt.Errorf("writeup: the run's phase runs: %w", err)
+	}
+	for _, row := range durations.Rows {
+		id := fmt.Sprint(row[0])
+		last[[2]string{id, "run_s"}] = Fact{ID: id + ".run_s", Claim: "seconds the run phase of " + describe(id) + " took",
+			Value: number(row[1]) / 1000, Unit: "s", Node: id,
+			SQL: "SELECT duration_ms / 1000.0 FROM phase_runs" + final + " WHERE run = " + run + " AND node = " + quote(id) +
+				" AND phase = 'run' ORDER BY attempt DESC LIMIT 1"}
+	}
+	keys := make([][2]string, 0, len(last))
+	for k := range last {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]
+	})
+	for _, k := range keys {
+		add(last[k])
+	}
+
+	ok := 0
+	for _, id := range ids {
+		if byID[id].metric != nil {
+			ok++
+		}
+	}
+	add(Fact{ID: "nodes", Claim: "nodes the search grew", Value: float64(len(ids)),
+		SQL: "SELECT count(*) FROM nodes" + final + " WHERE run = " + run})
+	add(Fact{ID: "nodes_with_metric", Claim: "nodes that produced " + r.Metric, Value: float64(ok),
+		SQL: "SELECT count(*) FROM nodes" + final + " WHERE run = " + run + " AND metric_value IS NOT NULL"})
+	return facts, nil
+}
+
+// scalar is a query that gives its second column: best's value.
+func scalar(q string) string {
+	return strings.Replace(q, "SELECT node, metric_value", "SELECT metric_value", 1)
+}
+
+// quote is s as an SQL string literal.
+func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// number reads a column value as a float (NaN when it is none).
+func number(v any) float64 {
+	switch x := v.(type) {
+	case float64:
+		return x
+	case float32:
+		return float64(x)
+	case int64:
+		return float64(x)
+	case int:
+		return float64(x)
+	case uint32:
+		return float64(x)
+	case uint64:
+		return float64(x)
+	case int32:
+		return float64(x)
+	case []byte:
+		f, err := strconv.ParseFloat(string(x), 64)
+		if err == nil {
+			return f
+		}
+	case string:
+		f, err := strconv.ParseFloat(x, 64)
+		if err == nil {
+			return f
+		}
+	}
+	return math.NaN()
 }

@@ -1,0 +1,99 @@
+package writeup
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/results"
+)
+
+// stencilRun writes the results of examples/stencil-cuda's tree as the H200
+// ran it (scripts/gpu-check.sh) into a SQLite file, with a second run beside
+// it that no fact may take from.
+func stencilRun(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	db, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	defer db.Close()
+	ts := time.Date(2026, 11, 27, 0, 47, 0, 0, time.UTC)
+	f := func(v float64) *float64 { return &v }
+	var rows results.Rows
+	for _, run := range []string{"r1", "other"} {
+		scale := 1.0
+		if run == "other" {
+			scale = 10
+		}
+		for _, n := range []struct {
+			id, parent, kind string
+			stage            int
+			gflops, runMS    float64
+		}{{"n0001", "", "draft", 1, 816.739, 950}, {"n0002", "n0001", "hyperparam", 2, 842.64, 912}, {"n0003", "n0002", "improve", 3, 840.191, 915},
+			{"n0004", "n0003", "ablation", 4, 818.2, 948}} {
+			rows.Nodes = append(rows.Nodes, results.Node{Run: run, Node: n.id, Parent: n.parent, Stage: n.stage, Kind: n.kind, Pool: "gpu", Attempt: 1,
+				Status: "ok", MetricName: "gflops", MetricValue: f(n.gflops * scale), TS: ts})
+			rows.Metrics = append(rows.Metrics, results.Metric{Run: run, Node: n.id, Attempt: 1, Name: "gflops", Value: n.gflops * scale, Unit: "GFLOP/s", TS: ts})
+			rows.PhaseRuns = append(rows.PhaseRuns, results.PhaseRun{Run: run, Node: n.id, Attempt: 1, Worker: "w", Phase: "run", Status: "ok",
+				DurationMS: n.runMS, Compiler: "nvcc", TS: ts, Nodes: 1})
+		}
+	}
+	// A second attempt of n0001 replaced its first.
+	rows.Metrics = append(rows.Metrics, results.Metric{Run: "r1", Node: "n0001", Attempt: 2, Name: "bandwidth_gbs", Value: 3266.9, Unit: "GB/s", TS: ts},
+		results.Metric{Run: "r1", Node: "n0001", Attempt: 0, Name: "bandwidth_gbs", Value: 1, Unit: "GB/s", TS: ts})
+	require.NoError(t, db.Write(context.Background(), rows))
+	return path
+}
+
+// TestFacts: the facts of a run, each with the SQL that gives its value
+// (run again here, alone, on the same file).
+func TestFacts(t *testing.T) {
+	path := stencilRun(t)
+	q := func(ctx context.Context, sql string) (*results.Table, error) {
+		return results.QuerySQLite(ctx, path, sql)
+	}
+	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true, Dialect: results.DialectSQLite})
+	require.NoError(t, err)
+	byID := map[string]Fact{}
+	for _, f := range facts {
+		byID[f.ID] = f
+		tab, err := q(context.Background(), f.SQL)
+		require.NoError(t, err, f.SQL)
+		require.Len(t, tab.Rows, 1, f.SQL)
+		got := tab.Rows[0][len(tab.Rows[0])-1]
+		require.InDelta(t, f.Value, number(got), 1e-9*max(1, f.Value), "%s: %s", f.ID, f.SQL)
+	}
+	require.Equal(t, "n0002", byID["best"].Node)
+	require.InDelta(t, 842.64, byID["best"].Value, 1e-9)
+	require.InDelta(t, 816.739, byID["best.stage1"].Value, 1e-9)
+	require.InDelta(t, 842.64/816.739, byID["best_over_baseline"].Value, 1e-12)
+	require.InDelta(t, 842.64-816.739, byID["n0002.delta"].Value, 1e-9, "hyperparameter node against its parent")
+	require.InDelta(t, 818.2-840.191, byID["n0004.delta"].Value, 1e-9, "ablation against its parent")
+	require.NotContains(t, byID, "n0003.delta", "an improve node is not a delta")
+	require.InDelta(t, 3266.9, byID["n0001.bandwidth_gbs"].Value, 1e-9, "the last attempt's value")
+	require.InDelta(t, 0.912, byID["n0002.run_s"].Value, 1e-12)
+	require.Equal(t, 4.0, byID["nodes"].Value)
+	require.Contains(t, byID["best"].Claim, "node n0002 (hyperparam, stage 2 baseline_tuning)")
+
+	// A paper about it: the numbers it may state check; one it invents does not.
+	claims := Check(`The best node reached 842.6 GFLOP/s, 3.2\% above the draft's 816.7 and 1.03 times it; `+
+		`its run took 0.912 s. We also saw 901.3 GFLOP/s.`, facts)
+	var unverified []string
+	for _, c := range claims {
+		if !c.Verified() {
+			unverified = append(unverified, c.Text)
+		}
+	}
+	require.Equal(t, []string{"901.3"}, unverified)
+
+	min, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Maximize: false, Dialect: results.DialectSQLite})
+	require.NoError(t, err)
+	for _, f := range min {
+		if f.ID == "best" {
+			require.Equal(t, "n0001", f.Node, "minimized: the smallest")
+		}
+	}
+}

@@ -1,0 +1,126 @@
+package writeup
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Macros is the LaTeX that lets a paper state a fact by its id:
+// \fact{best} prints its value (Format), \factpct{best_gain} a fraction as a percentage with one
+// decimal; an id that is not a fact stops the compile with its name.
+func Macros(facts []Fact) string {
+	var b strings.Builder
+	b.WriteString("% The run's facts (facts.json): \\fact{ID} prints one, \\factpct{ID} a fraction as a percentage.\n" +
+		"\\makeatletter\n" +
+		"\\newcommand{\\fact}[1]{\\@ifundefined{hpcqfact@#1}{\\PackageError{hpcq}{no fact #1 in facts.json}{}}{\\@nameuse{hpcqfact@#1}}}\n" +
+		"\\newcommand{\\factpct}[1]{\\@ifundefined{hpcqpct@#1}{\\PackageError{hpcq}{no fact #1 in facts.json}{}}{\\@nameuse{hpcqpct@#1}\\,\\%}}\n")
+	for _, f := range facts {
+		fmt.Fprintf(&b, "\\@namedef{hpcqfact@%s}{%s}\\@namedef{hpcqpct@%s}{%s}%% %s\n", f.ID, Format(f.Value),
+			f.ID, strconv.FormatFloat(100*f.Value, 'f', 1, 64), strings.ReplaceAll(f.Claim, "\n", " "))
+	}
+	b.WriteString("\\makeatother\n")
+	return b.String()
+}
+
+// Format writes a value as a paper prints it: four significant digits (a
+// number of 1,000 or more in whole units), no exponent between 0.001 and
+// 10^7, thousands grouped with {,}.
+func Format(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	a := math.Abs(v)
+	if a < 1e-3 || a >= 1e7 {
+		return strconv.FormatFloat(v, 'g', 4, 64)
+	}
+	decimals := max(0, 3-int(math.Floor(math.Log10(a))))
+	s := strconv.FormatFloat(v, 'f', decimals, 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, _ := strings.Cut(s, ".")
+	for i := len(whole) - 3; i > 0; i -= 3 {
+		whole = whole[:i] + "{,}" + whole[i:]
+	}
+	if frac != "" {
+		whole += "." + frac
+	}
+	if neg {
+		whole = "-" + whole
+	}
+	return whole
+}
+
+var factRefRe = regexp.MustCompile(`\\fact(?:pct)?\s*\{([^}]*)\}`)
+
+// Cited are the fact ids a text states through \fact and \factpct, each
+// once, in order, and those among them that are not facts.
+func Cited(tex string, facts []Fact) (ids, unknown []string) {
+	known := make(map[string]bool, len(facts))
+	for _, f := range facts {
+		known[f.ID] = true
+	}
+	seen := map[string]bool{}
+	for _, m := range factRefRe.FindAllStringSubmatch(maskComments(tex), -1) {
+		id := strings.TrimSpace(m[1])
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		ids = append(ids, id)
+		if !known[id] {
+			unknown = append(unknown, id)
+		}
+	}
+	return ids, unknown
+}
+
+// maskComments blanks LaTeX comments (a % not escaped to the line's end).
+func maskComments(tex string) string {
+	lines := strings.Split(tex, "\n")
+	for i, l := range lines {
+		for j := 0; j < len(l); j++ {
+			if l[j] == '\\' {
+				j++
+				continue
+			}
+			if l[j] == '%' {
+				lines[i] = l[:j]
+				break
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Report is what checking a paper found: its literals and how each was
+// matched, the facts it cites by id and those it names that are none.
+type Report struct {
+	Numbers      int      `json:"numbers"`
+	Verified     int      `json:"verified"`
+	Unverified   int      `json:"unverified"`
+	Claims       []Claim  `json:"claims"`
+	FactsCited   []string `json:"facts_cited"`
+	UnknownFacts []string `json:"unknown_facts,omitempty"`
+}
+
+// CheckPaper checks a paper's text against the facts.
+func CheckPaper(tex string, facts []Fact) Report {
+	r := Report{Claims: Check(tex, facts)}
+	r.FactsCited, r.UnknownFacts = Cited(tex, facts)
+	sort.Strings(r.UnknownFacts)
+	r.Numbers = len(r.Claims)
+	for _, c := range r.Claims {
+		if c.Verified() {
+			r.Verified++
+		}
+	}
+	r.Unverified = r.Numbers - r.Verified
+	return r
+}
