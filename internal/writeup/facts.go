@@ -71,8 +71,7 @@ func Facts(ctx context.Context, q Query, r Run) ([]Fact, error) {
 	for _, row := range nodes.Rows {
 		id := fmt.Sprint(row[0])
 		n := node{stage: int(number(row[1])), kind: fmt.Sprint(row[2]), parent: fmt.Sprint(row[3])}
-		if row[4] != nil {
-			v := number(row[4])
+		if v := number(row[4]); !math.IsNaN(v) {
 			n.metric = &v
 		}
 		byID[id] = n
@@ -130,6 +129,11 @@ func Facts(ctx context.Context, q Query, r Run) ([]Fact, error) {
 			Value: bestV/baseV - 1, Node: bestID,
 			SQL: "SELECT (" + scalar(best("")) + ") / (" + scalar(best(" AND stage = 1")) + ") - 1"})
 	}
+	// Scalar subqueries, not a join: ClickHouse reads FINAL tables in a join
+	// only with aliases its older versions refuse.
+	metricOf := func(id string) string {
+		return "SELECT metric_value FROM nodes" + final + " WHERE run = " + run + " AND node = " + quote(id)
+	}
 	for _, id := range ids {
 		n := byID[id]
 		p, ok := byID[n.parent]
@@ -138,8 +142,7 @@ func Facts(ctx context.Context, q Query, r Run) ([]Fact, error) {
 		}
 		add(Fact{ID: id + ".delta", Claim: fmt.Sprintf("%s of %s minus its parent %s's", r.Metric, describe(id), n.parent),
 			Value: *n.metric - *p.metric, Unit: r.Unit, Node: id,
-			SQL: "SELECT c.metric_value - p.metric_value FROM nodes" + final + " c JOIN nodes" + final + " p ON p.run = c.run AND p.node = c.parent WHERE c.run = " +
-				run + " AND c.node = " + quote(id)})
+			SQL: "SELECT (" + metricOf(id) + ") - (" + metricOf(n.parent) + ")"})
 	}
 
 	metrics, err := q(ctx, "SELECT node, name, value, unit, attempt FROM metrics"+final+" WHERE run = "+run+" ORDER BY node, name, attempt")
@@ -197,9 +200,14 @@ func scalar(q string) string {
 // quote is s as an SQL string literal.
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// number reads a column value as a float (NaN when it is none).
+// number reads a column value as a float (NaN when it is none: NULL, read
+// by SQLite as nil and by ClickHouse's Nullable columns as a nil pointer).
 func number(v any) float64 {
 	switch x := v.(type) {
+	case *float64:
+		if x != nil {
+			return *x
+		}
 	case float64:
 		return x
 	case float32:

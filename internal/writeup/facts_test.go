@@ -8,18 +8,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/chdb"
+	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/results"
 )
 
-// stencilRun writes the results of examples/stencil-cuda's tree as the H200
-// ran it (scripts/gpu-check.sh) into a SQLite file, with a second run beside
-// it that no fact may take from.
-func stencilRun(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
-	db, err := results.OpenSQLite(path)
-	require.NoError(t, err)
-	defer db.Close()
+// stencilRows are the results of examples/stencil-cuda's tree as the H200
+// ran it (scripts/gpu-check.sh), with a second run beside it that no fact
+// may take from.
+func stencilRows() results.Rows {
 	ts := time.Date(2026, 11, 27, 0, 47, 0, 0, time.UTC)
 	f := func(v float64) *float64 { return &v }
 	var rows results.Rows
@@ -44,18 +41,48 @@ func stencilRun(t *testing.T) string {
 	// A second attempt of n0001 replaced its first.
 	rows.Metrics = append(rows.Metrics, results.Metric{Run: "r1", Node: "n0001", Attempt: 2, Name: "bandwidth_gbs", Value: 3266.9, Unit: "GB/s", TS: ts},
 		results.Metric{Run: "r1", Node: "n0001", Attempt: 0, Name: "bandwidth_gbs", Value: 1, Unit: "GB/s", TS: ts})
-	require.NoError(t, db.Write(context.Background(), rows))
-	return path
+	return rows
 }
 
 // TestFacts: the facts of a run, each with the SQL that gives its value
 // (run again here, alone, on the same file).
 func TestFacts(t *testing.T) {
-	path := stencilRun(t)
-	q := func(ctx context.Context, sql string) (*results.Table, error) {
+	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	db, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	require.NoError(t, db.Write(context.Background(), stencilRows()))
+	require.NoError(t, db.Close())
+	checkFacts(t, func(ctx context.Context, sql string) (*results.Table, error) {
 		return results.QuerySQLite(ctx, path, sql)
-	}
-	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true, Dialect: results.DialectSQLite})
+	}, results.DialectSQLite)
+}
+
+// TestFactsOnClickHouse: the same facts, and their SQL, on the cluster's
+// store (its tables read FINAL).
+func TestFactsOnClickHouse(t *testing.T) {
+	testutil.RequireBinary(t, "clickhouse-server", "scripts/services.sh install clickhouse")
+	ctx := context.Background()
+	dsn := testutil.StartService(t, "clickhouse").Env["HPCQ_CLICKHOUSE_DSN"]
+	s, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: dsn, SpoolDir: t.TempDir(), Name: "facts"})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Write(ctx, stencilRows()))
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, s.Flush(fctx))
+	conn, err := chdb.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close()
+	checkFacts(t, func(ctx context.Context, sql string) (*results.Table, error) {
+		return results.QueryClickHouse(ctx, conn, sql)
+	},
+		results.DialectClickHouse)
+}
+
+// checkFacts: the facts of the stencil run through q, each fact's SQL run
+// alone giving its value, and a paper about them checked.
+func checkFacts(t *testing.T, q Query, dialect results.Dialect) {
+	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true, Dialect: dialect})
 	require.NoError(t, err)
 	byID := map[string]Fact{}
 	for _, f := range facts {
@@ -89,7 +116,7 @@ func TestFacts(t *testing.T) {
 	}
 	require.Equal(t, []string{"901.3"}, unverified)
 
-	min, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Maximize: false, Dialect: results.DialectSQLite})
+	min, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Maximize: false, Dialect: dialect})
 	require.NoError(t, err)
 	for _, f := range min {
 		if f.ID == "best" {
