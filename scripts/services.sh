@@ -32,7 +32,7 @@
 set -euo pipefail
 
 ALL_SERVICES=(nats redis clickhouse slurm)
-INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus chromium squashfs busybox images charliecloud)
+INSTALL_ALL=(nats mpi redis clickhouse sqlite3 slurm prometheus chromium squashfs busybox images charliecloud tex)
 
 die() { echo "services.sh: $*" >&2; exit 1; }
 
@@ -53,7 +53,8 @@ package_of() {
     busybox) echo busybox-static ;;
     images) echo mmdebstrap squashfs-tools ;;
     charliecloud) echo charliecloud-runtime ;;
-    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus chromium squashfs busybox images charliecloud)" ;;
+    tex) echo texlive-latex-base latexmk poppler-utils ;;
+    *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus chromium squashfs busybox images charliecloud tex)" ;;
   esac
 }
 
@@ -71,6 +72,7 @@ binary_of() {
     busybox) echo busybox ;;
     images) echo mmdebstrap ;;
     charliecloud) echo ch-run ;;
+    tex) echo latexmk ;;
     *) die "unknown service '$1'" ;;
   esac
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/internal/writeup"
 )
 
@@ -70,4 +71,56 @@ func TestWriteupChecksAPaper(t *testing.T) {
 	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "writeup check numbers=3 verified=3 unverified=0")
+}
+
+// TestWriteupCompilesAPaper: a paper that states the run's facts by id and
+// cites the idea's bibliography compiles in a task's sandbox to a PDF whose
+// pages are rendered; a citation the bibliography lacks is caught; a paper
+// whose LaTeX fails says why.
+func TestWriteupCompilesAPaper(t *testing.T) {
+	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
+	t.Parallel()
+	srv := draftsLLM(t, func(n int) string { return runScript("echo 'METRIC score=" + []string{"0", "12.25", "37.5"}[n] + " points'\n") })
+	idea := writeIdea(t, 2, 1)
+	require.NoError(t, os.WriteFile(filepath.Join(idea, "refs.bib"), []byte("@article{williams2009roofline,\n  author={Samuel Williams and Andrew Waterman and David Patterson},\n"+
+		"  title={Roofline: an insightful visual performance model for multicore architectures},\n  journal={Communications of the ACM},\n  year={2009}\n}\n"), 0o644))
+	runDir := filepath.Join(t.TempDir(), "run")
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
+	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)
+	require.Equal(t, 0, code, out)
+
+	paper := filepath.Join(t.TempDir(), "paper.tex")
+	body := `\documentclass{article}
+\input{facts.tex}
+\begin{document}
+\title{Scores}\author{hpcq}\maketitle
+\section{Results}
+The best of \fact{nodes} drafts scored \fact{best} points, \factpct{best_gain} above the baseline, as a roofline \cite{CITE} would not predict.
+\bibliographystyle{plain}
+\bibliography{refs}
+\end{document}
+`
+	write := func(cite string) {
+		require.NoError(t, os.WriteFile(paper, []byte(strings.ReplaceAll(body, "CITE", cite)), 0o644))
+	}
+	write("williams2009roofline")
+	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper, "--pdf")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `writeup check pdf=\S+paper.pdf pages=1 numbers=0 verified=0 unverified=0 facts_cited=3 unknown_facts=0 citations=1 unknown_citations=0`, out)
+	pdf, err := os.ReadFile(filepath.Join(runDir, "paper", "paper.pdf"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(pdf), "%PDF-"))
+	pngs, _ := filepath.Glob(filepath.Join(runDir, "paper", "pages", "page-*.png"))
+	require.Len(t, pngs, 1)
+
+	write("invented2024")
+	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "unknown citation: invented2024 (not in the idea's refs.bib)")
+
+	require.NoError(t, os.WriteFile(paper, []byte(strings.Replace(strings.ReplaceAll(body, "CITE", "williams2009roofline"), `\fact{best}`, `\fact{bets}`, 1)), 0o644))
+	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper, "--pdf")
+	require.NotEqual(t, 0, code, out)
+	require.Contains(t, out, "the paper did not compile")
+	require.Contains(t, out, "no fact bets in facts.json")
 }

@@ -97,8 +97,9 @@ func defineExport(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(co
 
 func defineWriteup(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
 	runDir := runDirFlag(fs)
-	check := fs.String("check", "", "a LaTeX paper whose numbers and \\fact ids are checked against the run's facts (exit 1: one is not)")
-	return noArgs(fs), func(ctx context.Context, _ *slog.Logger) error {
-		return schedcmd.Writeup(ctx, cfg, schedcmd.WriteupOptions{RunDir: *runDir, Check: *check})
+	check := fs.String("check", "", "a LaTeX paper whose numbers, \\fact ids and citations are checked against the run's facts and the idea's refs.bib (exit 1: one is not)")
+	pdf := fs.Bool("pdf", false, "with --check: compile the paper in a task's sandbox (latexmk -pdf) into paper/paper.pdf and its pages' PNGs")
+	return func() bool { return fs.NArg() == 0 && (!*pdf || *check != "") }, func(ctx context.Context, _ *slog.Logger) error {
+		return schedcmd.Writeup(ctx, cfg, schedcmd.WriteupOptions{RunDir: *runDir, Check: *check, PDF: *pdf})
 	}
 }

@@ -4,15 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/engine"
+	"github.com/hpcq/hpcq/internal/executor"
 	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/internal/writeup"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // WriteupOptions are what `scheduler writeup` is asked.
@@ -20,6 +24,9 @@ type WriteupOptions struct {
 	RunDir string
 	// Check is a LaTeX file whose numbers and facts are checked.
 	Check string
+	// PDF compiles the checked paper (with facts.tex and the idea's
+	// refs.bib) in a task's sandbox into DIR/paper/paper.pdf and its pages.
+	PDF bool
 }
 
 // PaperDir is where a run's paper and its evidence go.
@@ -72,11 +79,22 @@ func Writeup(ctx context.Context, cfg *config.Scheduler, o WriteupOptions) error
 		fmt.Printf("writeup facts=%d facts_json=%s facts_tex=%s\n", len(facts), filepath.Join(dir, "facts.json"), filepath.Join(dir, "facts.tex"))
 		return nil
 	}
+	return checkPaper(ctx, cfg, o, info, dir, facts)
+}
+
+// checkPaper checks o.Check against the facts and the idea's refs.bib,
+// compiles it with o.PDF, writes claims.json and prints the line.
+func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, info rundir.Info, dir string, facts []writeup.Fact) error {
 	tex, err := os.ReadFile(o.Check)
 	if err != nil {
 		return err
 	}
 	r := writeup.CheckPaper(string(tex), facts)
+	var bib []byte
+	if info.IdeaDir != "" {
+		bib, _ = os.ReadFile(filepath.Join(info.IdeaDir, "refs.bib"))
+	}
+	cited, unknownCites := writeup.Citations(string(tex), string(bib))
 	claims := filepath.Join(dir, "claims.json")
 	if err := writeJSONFile(claims, r); err != nil {
 		return err
@@ -89,12 +107,89 @@ func Writeup(ctx context.Context, cfg *config.Scheduler, o WriteupOptions) error
 	for _, id := range r.UnknownFacts {
 		fmt.Fprintf(os.Stderr, "unknown fact: \\fact{%s}\n", id)
 	}
-	fmt.Printf("writeup check numbers=%d verified=%d unverified=%d facts_cited=%d unknown_facts=%d claims=%s\n",
-		r.Numbers, r.Verified, r.Unverified, len(r.FactsCited), len(r.UnknownFacts), claims)
-	if r.Unverified > 0 || len(r.UnknownFacts) > 0 {
+	for _, k := range unknownCites {
+		fmt.Fprintf(os.Stderr, "unknown citation: %s (not in the idea's refs.bib)\n", k)
+	}
+	pdf := ""
+	if o.PDF {
+		files := map[string]string{"paper.tex": string(tex), "facts.tex": writeup.Macros(facts)}
+		if len(bib) > 0 {
+			files["refs.bib"] = string(bib)
+		}
+		var pages int
+		if pdf, pages, err = compilePaper(ctx, cfg, dir, writeup.PaperTask(info.RunID, 1, files)); err != nil {
+			return err
+		}
+		pdf = fmt.Sprintf(" pdf=%s pages=%d", pdf, pages)
+	}
+	fmt.Printf("writeup check%s numbers=%d verified=%d unverified=%d facts_cited=%d unknown_facts=%d citations=%d unknown_citations=%d claims=%s\n",
+		pdf, r.Numbers, r.Verified, r.Unverified, len(r.FactsCited), len(r.UnknownFacts), len(cited), len(unknownCites), claims)
+	if r.Unverified > 0 || len(r.UnknownFacts) > 0 || len(unknownCites) > 0 {
 		return exitError(1)
 	}
 	return nil
+}
+
+// compilePaper runs the paper's compile as a task in the sandbox of this
+// machine (the LaTeX is the model's code: never run as the scheduler's own
+// user, no network, bounded) and brings paper.pdf and its pages' PNGs into
+// dir; a compile that fails returns its log's tail.
+func compilePaper(ctx context.Context, cfg *config.Scheduler, dir string, task *schema.NodeTask) (pdf string, pages int, err error) {
+	build := filepath.Join(dir, ".build")
+	if err := os.RemoveAll(build); err != nil {
+		return "", 0, err
+	}
+	e, err := executor.NewExecutor(executor.ConfigFrom(cfg.Tasks, build))
+	if err != nil {
+		return "", 0, err
+	}
+	res, err := e.Execute(ctx, task, worker.Slot{Cores: 1})
+	if err != nil {
+		return "", 0, fmt.Errorf("writeup: compile: %w", err)
+	}
+	if res.Error != nil {
+		tail := ""
+		for _, p := range res.Phases {
+			if p.Name == res.Error.Phase {
+				tail = p.LogTail
+			}
+		}
+		return "", 0, fmt.Errorf("writeup: the paper did not compile: %s\n%s", res.Error.Message, tail)
+	}
+	ws, err := os.OpenRoot(e.WorkspaceDir(task))
+	if err != nil {
+		return "", 0, err
+	}
+	defer ws.Close()
+	pdf = filepath.Join(dir, "paper.pdf")
+	if err := copyOut(ws, "paper.pdf", pdf); err != nil {
+		return "", 0, err
+	}
+	pngs, _ := filepath.Glob(filepath.Join(e.WorkspaceDir(task), "page-*.png"))
+	if err := os.MkdirAll(filepath.Join(dir, "pages"), 0o755); err != nil {
+		return "", 0, err
+	}
+	for _, p := range pngs {
+		if err := copyOut(ws, filepath.Base(p), filepath.Join(dir, "pages", filepath.Base(p))); err != nil {
+			return "", 0, err
+		}
+	}
+	return pdf, len(pngs), nil
+}
+
+// copyOut copies a file the sandboxed compile wrote, only if it is a
+// regular file (never a link or a pipe it may have left), at most 256 MiB.
+func copyOut(ws *os.Root, name, dst string) error {
+	f, _, err := fileio.OpenRegular(ws, name)
+	if err != nil {
+		return fmt.Errorf("writeup: %s: %w", name, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 256<<20))
+	if err != nil {
+		return fmt.Errorf("writeup: %s: %w", name, err)
+	}
+	return fileio.WriteFileAtomic(dst, data)
 }
 
 func writeJSONFile(path string, v any) error {

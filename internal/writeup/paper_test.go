@@ -1,0 +1,23 @@
+package writeup
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCitations(t *testing.T) {
+	bib := "@article{williams2009roofline,\n  title={Roofline},\n}\n@inproceedings{ Datta08 , title={Stencil}}\n"
+	tex := `As \cite{williams2009roofline} and \citep[p.~3]{Datta08, invented2024} show; \citeauthor{williams2009roofline}. % \cite{commented}`
+	keys, unknown := Citations(tex, bib)
+	require.Equal(t, []string{"williams2009roofline", "Datta08", "invented2024"}, keys)
+	require.Equal(t, []string{"invented2024"}, unknown)
+}
+
+func TestPaperTask(t *testing.T) {
+	task := PaperTask("r1", 2, map[string]string{"paper.tex": "x", "facts.tex": "y"})
+	require.NoError(t, task.Validate())
+	require.Equal(t, "facts.tex", task.Artifacts.Coding.Workspace.Files[0].Path)
+	require.True(t, task.Limits.NoNetwork())
+	require.Equal(t, 2, task.Attempt)
+}
