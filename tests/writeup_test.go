@@ -80,7 +80,9 @@ func TestWriteupChecksAPaper(t *testing.T) {
 func TestWriteupCompilesAPaper(t *testing.T) {
 	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
 	t.Parallel()
-	srv := draftsLLM(t, func(n int) string { return runScript("echo 'METRIC score=" + []string{"0", "12.25", "37.5"}[n] + " points'\n") })
+	srv := draftsLLM(t, func(n int) string {
+		return runScript("echo 'METRIC score=" + []string{"0", "12.25", "37.5"}[n] + " points'\n")
+	})
 	idea := writeIdea(t, 2, 1)
 	require.NoError(t, os.WriteFile(filepath.Join(idea, "refs.bib"), []byte("@article{williams2009roofline,\n  author={Samuel Williams and Andrew Waterman and David Patterson},\n"+
 		"  title={Roofline: an insightful visual performance model for multicore architectures},\n  journal={Communications of the ACM},\n  year={2009}\n}\n"), 0o644))
