@@ -20,15 +20,8 @@ import (
 // their rounded values, it passes.
 func TestWriteupChecksAPaper(t *testing.T) {
 	t.Parallel()
-	srv := draftsLLM(t, func(n int) string {
-		return runScript("echo 'METRIC score=" + []string{"0", "12.25", "37.5"}[n] + " points'\n")
-	})
-	runDir := filepath.Join(t.TempDir(), "run")
-	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
-	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", runDir, writeIdea(t, 2, 1))
-	require.Equal(t, 0, code, out)
-
-	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir)
+	runDir, env := scoreRun(t, writeIdea(t, 2, 1))
+	out, code := run(t, env, "scheduler", "writeup", "--run-dir", runDir)
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `writeup facts=\d+ facts_json=\S+facts.json facts_tex=\S+facts.tex`, out)
 	data, err := os.ReadFile(filepath.Join(runDir, "paper", "facts.json"))
@@ -52,7 +45,7 @@ func TestWriteupChecksAPaper(t *testing.T) {
 	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper)
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, `unverified: 41.0 (in "`)
-	require.Regexp(t, `writeup check numbers=4 verified=3 unverified=1 facts_cited=1 unknown_facts=0 claims=\S+claims.json`, out)
+	require.Regexp(t, `writeup check numbers=4 verified=3 unverified=1 facts_cited=1 unknown_facts=0 citations=0 unknown_citations=0 claims=\S+claims.json`, out)
 	var report writeup.Report
 	data, err = os.ReadFile(filepath.Join(runDir, "paper", "claims.json"))
 	require.NoError(t, err)
@@ -80,16 +73,10 @@ func TestWriteupChecksAPaper(t *testing.T) {
 func TestWriteupCompilesAPaper(t *testing.T) {
 	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
 	t.Parallel()
-	srv := draftsLLM(t, func(n int) string {
-		return runScript("echo 'METRIC score=" + []string{"0", "12.25", "37.5"}[n] + " points'\n")
-	})
 	idea := writeIdea(t, 2, 1)
 	require.NoError(t, os.WriteFile(filepath.Join(idea, "refs.bib"), []byte("@article{williams2009roofline,\n  author={Samuel Williams and Andrew Waterman and David Patterson},\n"+
 		"  title={Roofline: an insightful visual performance model for multicore architectures},\n  journal={Communications of the ACM},\n  year={2009}\n}\n"), 0o644))
-	runDir := filepath.Join(t.TempDir(), "run")
-	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
-	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)
-	require.Equal(t, 0, code, out)
+	runDir, env := scoreRun(t, idea)
 
 	paper := filepath.Join(t.TempDir(), "paper.tex")
 	body := `\documentclass{article}
@@ -106,7 +93,7 @@ The best of \fact{nodes} drafts scored \fact{best} points, \factpct{best_gain} a
 		require.NoError(t, os.WriteFile(paper, []byte(strings.ReplaceAll(body, "CITE", cite)), 0o644))
 	}
 	write("williams2009roofline")
-	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper, "--pdf")
+	out, code := run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper, "--pdf")
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `writeup check pdf=\S+paper.pdf pages=1 numbers=0 verified=0 unverified=0 facts_cited=3 unknown_facts=0 citations=1 unknown_citations=0`, out)
 	pdf, err := os.ReadFile(filepath.Join(runDir, "paper", "paper.pdf"))
@@ -125,4 +112,19 @@ The best of \fact{nodes} drafts scored \fact{best} points, \factpct{best_gain} a
 	require.NotEqual(t, 0, code, out)
 	require.Contains(t, out, "the paper did not compile")
 	require.Contains(t, out, "no fact bets in facts.json")
+}
+
+// scoreRun runs a search of the idea whose two drafts print a score (12.25
+// and 37.5 points) against the fake endpoint; its directory and the
+// environment that ran it.
+func scoreRun(t *testing.T, idea string) (string, []string) {
+	t.Helper()
+	srv := draftsLLM(t, func(n int) string {
+		return runScript("echo 'METRIC score=" + []string{"0", "12.25", "37.5"}[n] + " points'\n")
+	})
+	runDir := filepath.Join(t.TempDir(), "run")
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
+	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)
+	require.Equal(t, 0, code, out)
+	return runDir, env
 }
