@@ -192,26 +192,35 @@ func matching(tex string, open int) int {
 // paper or of the search (Figure 2, Table~1, Stage 3), not a result.
 var refWordRe = regexp.MustCompile(`(?i)(?:figure|fig\.|table|tab\.|section|sec\.|appendix|equation|eq\.|stage|algorithm|line|step)\s*~?\s*$`)
 
-// whitelisted says why a number needs no fact, or "": a year, or a small
-// integer naming a figure, table, section or stage.
+// whitelisted says why a number needs no fact, or "": a year, a small
+// integer naming a figure, table, section or stage, or a dimension (2-D).
 func whitelisted(tex string, n Number) string {
 	if n.Rounded != 0.5 || n.Percent {
 		return ""
 	}
+	rest := tex[n.Offset+len(n.Text):]
 	switch {
 	case n.Value >= 1900 && n.Value <= 2100 && len(n.Text) == 4:
 		return "year"
 	case n.Value <= 99 && refWordRe.MatchString(tex[max(0, n.Offset-16):n.Offset]):
 		return "reference"
+	case n.Value <= 4 && (strings.HasPrefix(rest, "-D") || strings.HasPrefix(rest, "-d")):
+		return "dimension"
 	}
 	return ""
 }
 
 // matches reports whether the number, as printed, is the fact's value:
 // equal within the rounding its digits show (and a relative 1e-9 for the
-// float's own), by magnitude; a percentage also matches a fraction.
+// float's own), by magnitude; a percentage also matches a fraction. A
+// bare small integer states only a whole fact: "2" is not 2.097 (so many
+// facts lie within half a unit of a small integer that it would match by
+// chance; write the fact, or its digits).
 func matches(n Number, f Fact) bool {
 	v, want := math.Abs(n.Value), math.Abs(f.Value)
+	if n.Rounded == 0.5 && !n.Percent && want < 10 && want != math.Trunc(want) {
+		return false
+	}
 	tol := n.Rounded + 1e-9*want
 	if math.Abs(v-want) <= tol {
 		return true

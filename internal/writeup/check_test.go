@@ -42,18 +42,21 @@ Sizes of 1.5e3 and .25 count, as does 40 \%. See \cite{smith2020} and \fact{F12}
 func TestCheck(t *testing.T) {
 	facts := []Fact{{ID: "best", Value: 842.64}, {ID: "base", Value: 816.739}, {ID: "gain", Value: 0.0317}, {ID: "delta", Value: -2.45}}
 	tex := `In 2026 the best node (Figure 2) reached 842.6 GFLOP/s against 817 for the baseline, a gain of 3.2\%;
-the ablation lost 2.4 and 2.5; an invented 900.0 GFLOP/s and 842.7 are not facts. Stage~3 found it.`
-	got := map[string]string{}
+the ablation lost 2.4 and 2.5; an invented 900.0 GFLOP/s and 842.7 are not facts. Stage~3 found it, in 2-D;
+a bare 2 is not the delta.`
+	var got []string
 	var unverified []Claim
 	for _, c := range Check(tex, facts) {
-		got[c.Text] = c.FactID + c.Whitelist
+		got = append(got, c.Text+"="+c.FactID+c.Whitelist)
 		if !c.Verified() {
 			unverified = append(unverified, c)
 		}
 	}
-	require.Equal(t, map[string]string{"2026": "year", "2": "reference", "842.6": "best", "817": "base", "3.2": "gain",
-		"2.4": "delta", "2.5": "delta", "900.0": "", "842.7": "", "3": "reference"}, got)
-	require.Len(t, unverified, 2)
+	require.Equal(t, []string{"2026=year", "2=reference", "842.6=best", "817=base", "3.2=gain", "2.4=delta", "2.5=delta", "900.0=", "842.7=",
+		"3=reference", "2=dimension", "2="}, got)
+	require.Len(t, unverified, 3)
+	require.Contains(t, unverified[0].Context, "an invented 900.0 GFLOP/s")
+	require.Equal(t, "2", unverified[2].Text, "a small integer is not 2.45")
 	require.Contains(t, unverified[0].Context, "an invented 900.0 GFLOP/s")
 }
 
