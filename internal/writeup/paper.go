@@ -52,18 +52,9 @@ func Citations(tex, bib string) (keys, unknown []string) {
 	for _, m := range bibKeyRe.FindAllStringSubmatch(bib, -1) {
 		have[m[1]] = true
 	}
-	seen := map[string]bool{}
+	var named []string
 	for _, m := range citeRe.FindAllStringSubmatch(maskComments(tex), -1) {
-		for _, k := range strings.Split(m[1], ",") {
-			if k = strings.TrimSpace(k); k == "" || seen[k] {
-				continue
-			}
-			seen[k] = true
-			keys = append(keys, k)
-			if !have[k] {
-				unknown = append(unknown, k)
-			}
-		}
+		named = append(named, strings.Split(m[1], ",")...)
 	}
-	return keys, unknown
+	return onceEach(named, have)
 }

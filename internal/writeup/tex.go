@@ -66,16 +66,25 @@ func Cited(tex string, facts []Fact) (ids, unknown []string) {
 	for _, f := range facts {
 		known[f.ID] = true
 	}
-	seen := map[string]bool{}
+	var named []string
 	for _, m := range factRefRe.FindAllStringSubmatch(maskComments(tex), -1) {
-		id := strings.TrimSpace(m[1])
-		if seen[id] {
+		named = append(named, m[1])
+	}
+	return onceEach(named, known)
+}
+
+// onceEach are the names (trimmed, empty ones left out) each once, in
+// order, and those among them known does not hold.
+func onceEach(names []string, known map[string]bool) (ids, unknown []string) {
+	seen := map[string]bool{}
+	for _, n := range names {
+		if n = strings.TrimSpace(n); n == "" || seen[n] {
 			continue
 		}
-		seen[id] = true
-		ids = append(ids, id)
-		if !known[id] {
-			unknown = append(unknown, id)
+		seen[n] = true
+		ids = append(ids, n)
+		if !known[n] {
+			unknown = append(unknown, n)
 		}
 	}
 	return ids, unknown
