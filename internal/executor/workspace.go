@@ -31,11 +31,15 @@ func WriteFiles(dir string, files []schema.File, l schema.WorkspaceLimits) error
 				return fmt.Errorf("%w: path %q: %v", schema.ErrInvalidWorkspace, f.Path, err)
 			}
 		}
+		data, err := f.Bytes()
+		if err != nil {
+			return err
+		}
 		fh, err := root.OpenFile(f.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 		if err != nil {
 			return fmt.Errorf("%w: path %q: %v", schema.ErrInvalidWorkspace, f.Path, err)
 		}
-		_, werr := fh.WriteString(f.Content)
+		_, werr := fh.Write(data)
 		cerr := fh.Close()
 		if werr != nil || cerr != nil {
 			return fmt.Errorf("write %q: %w", f.Path, errors.Join(werr, cerr))

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -66,6 +67,9 @@ func TestWriteFilesRules(t *testing.T) {
 		"count":       {[]schema.File{{Path: "a"}, {Path: "b"}}, schema.WorkspaceLimits{MaxFiles: 1}, "2 files, at most 1"},
 		"size":        {[]schema.File{{Path: "a", Content: "12345"}}, schema.WorkspaceLimits{MaxFileBytes: 4}, "at most 4 per file"},
 		"total":       {[]schema.File{{Path: "a", Content: "123"}, {Path: "b", Content: "123"}}, schema.WorkspaceLimits{MaxTotalBytes: 5}, "total more than 5"},
+		"not base64":  {[]schema.File{{Path: "a.png", Content: "not base64!", Encoding: "base64"}}, schema.WorkspaceLimits{}, "content is not base64"},
+		"encoding":    {[]schema.File{{Path: "a", Content: "x", Encoding: "gzip"}}, schema.WorkspaceLimits{}, `encoding "gzip"`},
+		"base64 size": {[]schema.File{{Path: "a", Content: "AAAAAAAA", Encoding: "base64"}}, schema.WorkspaceLimits{MaxFileBytes: 5}, "6 bytes, at most 5"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -90,6 +94,17 @@ func TestWriteFilesModesAndDirs(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(dir, "src/deep/a.c"))
 	require.NoError(t, err)
 	require.Equal(t, "int a;", string(data))
+}
+
+// TestWriteFilesBinary: a base64 file (a figure a paper includes) is
+// written as its bytes, NUL and all.
+func TestWriteFilesBinary(t *testing.T) {
+	dir := t.TempDir()
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\xff")
+	require.NoError(t, WriteFiles(dir, []schema.File{{Path: "figures/a.png", Content: base64.StdEncoding.EncodeToString(png), Encoding: "base64"}}, schema.WorkspaceLimits{}))
+	data, err := os.ReadFile(filepath.Join(dir, "figures/a.png"))
+	require.NoError(t, err)
+	require.Equal(t, png, data)
 }
 
 func TestWriteFilesThroughSymlinkStaysInside(t *testing.T) {

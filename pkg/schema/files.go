@@ -115,10 +115,13 @@ func CheckFiles(files []File, l WorkspaceLimits) error {
 		if _, err := PermOf(string(f.Mode)); err != nil {
 			return fmt.Errorf("%w (file %q)", err, f.Path)
 		}
-		if len(f.Content) > l.MaxFileBytes {
-			return wsErr(f.Path, fmt.Sprintf("%d bytes, at most %d per file", len(f.Content), l.MaxFileBytes))
+		if f.size() > l.MaxFileBytes {
+			return wsErr(f.Path, fmt.Sprintf("%d bytes, at most %d per file", f.size(), l.MaxFileBytes))
 		}
-		total += len(f.Content)
+		if _, err := f.Bytes(); err != nil {
+			return err
+		}
+		total += f.size()
 		if total > l.MaxTotalBytes {
 			return fmt.Errorf("%w: files total more than %d bytes", ErrInvalidWorkspace, l.MaxTotalBytes)
 		}

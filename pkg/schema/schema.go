@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,11 +188,40 @@ type Workspace struct {
 }
 
 // File is one file written into the workspace. Mode is "0644" (the default)
-// or "0755".
+// or "0755". Encoding "base64" says Content is the base64 (standard, padded)
+// of the file's bytes: a binary file (a figure a paper includes) in a task
+// that travels as JSON; "" is the text as it is.
 type File struct {
-	Path    string   `json:"path"`
-	Content string   `json:"content"`
-	Mode    FileMode `json:"mode,omitempty"`
+	Path     string   `json:"path"`
+	Content  string   `json:"content"`
+	Mode     FileMode `json:"mode,omitempty"`
+	Encoding string   `json:"encoding,omitempty"`
+}
+
+// EncodingBase64 is File.Encoding of a binary file.
+const EncodingBase64 = "base64"
+
+// Bytes are the file's bytes: Content, decoded when it is base64.
+func (f File) Bytes() ([]byte, error) {
+	switch f.Encoding {
+	case "":
+		return []byte(f.Content), nil
+	case EncodingBase64:
+		data, err := base64.StdEncoding.DecodeString(f.Content)
+		if err != nil {
+			return nil, fmt.Errorf("%w: path %q: content is not base64: %v", ErrInvalidWorkspace, f.Path, err)
+		}
+		return data, nil
+	}
+	return nil, fmt.Errorf("%w: path %q: encoding %q: only \"\" (text) or \"base64\"", ErrInvalidWorkspace, f.Path, f.Encoding)
+}
+
+// size is the file's size once written (base64 decodes to 3/4 of its text).
+func (f File) size() int {
+	if f.Encoding == EncodingBase64 {
+		return base64.StdEncoding.DecodedLen(len(f.Content))
+	}
+	return len(f.Content)
 }
 
 // FileMode is a workspace file's mode: "0644" or "0755". Decoding accepts
@@ -398,6 +428,9 @@ func (t *NodeTask) Validate() error {
 		case "", "0644", "0755", "644", "755":
 		default:
 			return fieldErr(field+".mode", "%q: only regular files, \"0644\" or \"0755\" (also written 644 or 420, 755 or 493)", string(f.Mode))
+		}
+		if f.Encoding != "" && f.Encoding != EncodingBase64 {
+			return fieldErr(field+".encoding", "%q: only \"\" (text) or \"base64\"", f.Encoding)
 		}
 	}
 	for i, p := range a.Run.ExpectedOutputs {
