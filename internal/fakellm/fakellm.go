@@ -299,8 +299,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
-// kinds maps a phrase of each prompt to its kind.
+// kinds maps a phrase of each prompt to its kind. The writeup's come first:
+// their prompts carry a run's notes, which may quote the others.
 var kinds = []struct{ phrase, kind string }{
+	{"Write the paper of the HPC experiment run below", "writeup"},
+	{"Review the rendered pages of the paper below", "writeup_review"},
 	{"You are planning an HPC experiment", "phase0"},
 	{"Write a first complete implementation", "draft"},
 	{"The implementation below failed", "debug"},

@@ -27,6 +27,10 @@ type Claim struct {
 	Number
 	FactID    string `json:"fact_id,omitempty"`
 	Whitelist string `json:"whitelist,omitempty"`
+	// Node and SQL are the matched fact's: where the number comes from and
+	// the query that gives it.
+	Node string `json:"node,omitempty"`
+	SQL  string `json:"sql,omitempty"`
 	// Context is the text around the number, for the model's feedback and
 	// the report.
 	Context string `json:"context"`
@@ -239,7 +243,7 @@ func Check(tex string, facts []Fact) []Claim {
 		if c.Whitelist = whitelisted(tex, n); c.Whitelist == "" {
 			for _, f := range facts {
 				if matches(n, f) {
-					c.FactID = f.ID
+					c.FactID, c.Node, c.SQL = f.ID, f.Node, f.SQL
 					break
 				}
 			}

@@ -117,6 +117,9 @@ type Report struct {
 	Claims       []Claim  `json:"claims"`
 	FactsCited   []string `json:"facts_cited"`
 	UnknownFacts []string `json:"unknown_facts,omitempty"`
+	// Stated are the facts the paper states through \fact and \factpct:
+	// each number they print, with its node and query.
+	Stated []Fact `json:"stated,omitempty"`
 }
 
 // CheckPaper checks a paper's text against the facts.
@@ -124,6 +127,15 @@ func CheckPaper(tex string, facts []Fact) Report {
 	r := Report{Claims: Check(tex, facts)}
 	r.FactsCited, r.UnknownFacts = Cited(tex, facts)
 	sort.Strings(r.UnknownFacts)
+	byID := make(map[string]Fact, len(facts))
+	for _, f := range facts {
+		byID[f.ID] = f
+	}
+	for _, id := range r.FactsCited {
+		if f, ok := byID[id]; ok {
+			r.Stated = append(r.Stated, f)
+		}
+	}
 	r.Numbers = len(r.Claims)
 	for _, c := range r.Claims {
 		if c.Verified() {
