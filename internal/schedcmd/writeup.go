@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/executor"
 	"github.com/hpcq/hpcq/internal/fileio"
-	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/internal/writeup"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -112,15 +110,22 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, in
 	}
 	pdf := ""
 	if o.PDF {
-		files := map[string]string{"paper.tex": string(tex), "facts.tex": writeup.Macros(facts)}
+		files := []schema.File{{Path: "paper.tex", Content: string(tex)}, {Path: "facts.tex", Content: writeup.Macros(facts)}}
 		if len(bib) > 0 {
-			files["refs.bib"] = string(bib)
+			files = append(files, schema.File{Path: "refs.bib", Content: string(bib)})
 		}
-		var pages int
-		if pdf, pages, err = compilePaper(ctx, cfg, dir, writeup.PaperTask(info.RunID, 1, files)); err != nil {
+		comp, err := compiler(cfg, info.RunID, dir)
+		if err != nil {
 			return err
 		}
-		pdf = fmt.Sprintf(" pdf=%s pages=%d", pdf, pages)
+		c, err := comp.Compile(ctx, 1, files)
+		if err != nil {
+			return err
+		}
+		if c.Error != "" {
+			return fmt.Errorf("writeup: the paper did not compile: %s", c.Error)
+		}
+		pdf = fmt.Sprintf(" pdf=%s pages=%d", c.PDF, len(c.Pages))
 	}
 	fmt.Printf("writeup check%s numbers=%d verified=%d unverified=%d facts_cited=%d unknown_facts=%d citations=%d unknown_citations=%d claims=%s\n",
 		pdf, r.Numbers, r.Verified, r.Unverified, len(r.FactsCited), len(r.UnknownFacts), len(cited), len(unknownCites), claims)
@@ -130,66 +135,18 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, in
 	return nil
 }
 
-// compilePaper runs the paper's compile as a task in the sandbox of this
-// machine (the LaTeX is the model's code: never run as the scheduler's own
-// user, no network, bounded) and brings paper.pdf and its pages' PNGs into
-// dir; a compile that fails returns its log's tail.
-func compilePaper(ctx context.Context, cfg *config.Scheduler, dir string, task *schema.NodeTask) (pdf string, pages int, err error) {
+// compiler compiles a run's paper in the sandbox of this machine's tasks,
+// in dir/.build (emptied first).
+func compiler(cfg *config.Scheduler, runID, dir string) (writeup.Compiler, error) {
 	build := filepath.Join(dir, ".build")
 	if err := os.RemoveAll(build); err != nil {
-		return "", 0, err
+		return writeup.Compiler{}, err
 	}
 	e, err := executor.NewExecutor(executor.ConfigFrom(cfg.Tasks, build))
 	if err != nil {
-		return "", 0, err
+		return writeup.Compiler{}, err
 	}
-	res, err := e.Execute(ctx, task, worker.Slot{Cores: 1})
-	if err != nil {
-		return "", 0, fmt.Errorf("writeup: compile: %w", err)
-	}
-	if res.Error != nil {
-		tail := ""
-		for _, p := range res.Phases {
-			if p.Name == res.Error.Phase {
-				tail = p.LogTail
-			}
-		}
-		return "", 0, fmt.Errorf("writeup: the paper did not compile: %s\n%s", res.Error.Message, tail)
-	}
-	ws, err := os.OpenRoot(e.WorkspaceDir(task))
-	if err != nil {
-		return "", 0, err
-	}
-	defer ws.Close()
-	pdf = filepath.Join(dir, "paper.pdf")
-	if err := copyOut(ws, "paper.pdf", pdf); err != nil {
-		return "", 0, err
-	}
-	pngs, _ := filepath.Glob(filepath.Join(e.WorkspaceDir(task), "page-*.png"))
-	if err := os.MkdirAll(filepath.Join(dir, "pages"), 0o755); err != nil {
-		return "", 0, err
-	}
-	for _, p := range pngs {
-		if err := copyOut(ws, filepath.Base(p), filepath.Join(dir, "pages", filepath.Base(p))); err != nil {
-			return "", 0, err
-		}
-	}
-	return pdf, len(pngs), nil
-}
-
-// copyOut copies a file the sandboxed compile wrote, only if it is a
-// regular file (never a link or a pipe it may have left), at most 256 MiB.
-func copyOut(ws *os.Root, name, dst string) error {
-	f, _, err := fileio.OpenRegular(ws, name)
-	if err != nil {
-		return fmt.Errorf("writeup: %s: %w", name, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 256<<20))
-	if err != nil {
-		return fmt.Errorf("writeup: %s: %w", name, err)
-	}
-	return fileio.WriteFileAtomic(dst, data)
+	return writeup.Compiler{Exec: e, RunID: runID, Dir: dir}, nil
 }
 
 func writeJSONFile(path string, v any) error {

@@ -1,10 +1,20 @@
 package writeup
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
+	"github.com/hpcq/hpcq/internal/executor"
+	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/textcut"
+	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -16,20 +26,13 @@ const (
 )
 
 // PaperTask compiles paper.tex with the files beside it (facts.tex,
-// refs.bib) in a task's sandbox: latexmk -pdf (pdflatex and bibtex as often
-// as it takes; an error stops it), then each page rendered to a PNG
-// (pdftoppm, 60 dpi: what a reviewing model reads). No network; the
-// compile and the render bounded.
-func PaperTask(runID string, round int, files map[string]string) *schema.NodeTask {
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	ws := make([]schema.File, 0, len(names))
-	for _, n := range names {
-		ws = append(ws, schema.File{Path: n, Content: files[n]})
-	}
+// refs.bib, the figures) in a task's sandbox: latexmk -pdf (pdflatex and
+// bibtex as often as it takes; an error stops it), then each page rendered
+// to a PNG (pdftoppm, 60 dpi: what a reviewing model reads). No network;
+// the compile and the render bounded.
+func PaperTask(runID string, round int, files []schema.File) *schema.NodeTask {
+	ws := append([]schema.File(nil), files...)
+	sort.Slice(ws, func(i, j int) bool { return ws[i].Path < ws[j].Path })
 	off := false
 	return &schema.NodeTask{V: schema.Version, RunID: runID, NodeID: PaperNode, Attempt: max(1, round), Pool: PaperPool,
 		Artifacts: schema.Artifacts{
@@ -38,6 +41,90 @@ func PaperTask(runID string, round int, files map[string]string) *schema.NodeTas
 			Run:     schema.RunPhase{Commands: []string{"pdftoppm -r 60 -png paper.pdf page"}, ExpectedOutputs: []string{"paper.pdf"}},
 		},
 		Limits: schema.Limits{CompileTimeoutS: 300, RunTimeoutS: 120, Network: &off}}
+}
+
+// Compiler compiles a run's paper as a task of its own executor (the
+// LaTeX is the model's code: in the sandbox, never as the scheduler's own
+// user) and brings paper.pdf and the pages' PNGs into Dir.
+type Compiler struct {
+	Exec  *executor.Executor
+	RunID string
+	// Dir is the run's paper directory: paper.pdf and pages/page-N.png.
+	Dir string
+}
+
+// maxPDFBytes bounds what a compile brings home of a file.
+const maxPDFBytes = 256 << 20
+
+// Compile compiles one round's files; a paper that fails gives Compiled.Error
+// with the failing phase's log tail.
+func (c Compiler) Compile(ctx context.Context, round int, files []schema.File) (Compiled, error) {
+	task := PaperTask(c.RunID, round, files)
+	res, err := c.Exec.Execute(ctx, task, worker.Slot{Cores: 1})
+	if err != nil {
+		return Compiled{}, fmt.Errorf("writeup: compile: %w", err)
+	}
+	if res.Error != nil {
+		tail := ""
+		for _, p := range res.Phases {
+			if p.Name == res.Error.Phase {
+				tail = p.LogTail
+			}
+		}
+		return Compiled{Error: strings.TrimSpace(res.Error.Message + "\n" + tail[textcut.Ceil(tail, len(tail)-3000):])}, nil
+	}
+	ws, err := os.OpenRoot(c.Exec.WorkspaceDir(task))
+	if err != nil {
+		return Compiled{}, err
+	}
+	defer ws.Close()
+	out := Compiled{PDF: filepath.Join(c.Dir, "paper.pdf")}
+	if err := copyOut(ws, "paper.pdf", out.PDF); err != nil {
+		return Compiled{}, err
+	}
+	pagesDir := filepath.Join(c.Dir, "pages")
+	if err := os.RemoveAll(pagesDir); err != nil {
+		return Compiled{}, err
+	}
+	if err := os.MkdirAll(pagesDir, 0o755); err != nil {
+		return Compiled{}, err
+	}
+	pngs, _ := filepath.Glob(filepath.Join(c.Exec.WorkspaceDir(task), "page-*.png"))
+	sort.Slice(pngs, func(i, j int) bool { return pageNumber(pngs[i]) < pageNumber(pngs[j]) })
+	for _, p := range pngs {
+		dst := filepath.Join(pagesDir, filepath.Base(p))
+		if err := copyOut(ws, filepath.Base(p), dst); err != nil {
+			return Compiled{}, err
+		}
+		out.Pages = append(out.Pages, dst)
+	}
+	return out, nil
+}
+
+// pageNumber is N of page-N.png (pdftoppm pads it to the page count's
+// digits: page-01.png of 10 pages; the order is the number's).
+func pageNumber(path string) int {
+	n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "page-"), ".png"))
+	return n
+}
+
+// copyOut copies a file the sandboxed compile wrote, only if it is a
+// regular file (never a link or a pipe it may have left), within
+// maxPDFBytes.
+func copyOut(ws *os.Root, name, dst string) error {
+	f, _, err := fileio.OpenRegular(ws, name)
+	if err != nil {
+		return fmt.Errorf("writeup: %s: %w", name, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxPDFBytes+1))
+	if err != nil {
+		return fmt.Errorf("writeup: %s: %w", name, err)
+	}
+	if len(data) > maxPDFBytes {
+		return fmt.Errorf("writeup: %s: over %d bytes", name, maxPDFBytes)
+	}
+	return fileio.WriteFileAtomic(dst, data)
 }
 
 var (
@@ -57,4 +144,62 @@ func Citations(tex, bib string) (keys, unknown []string) {
 		named = append(named, strings.Split(m[1], ",")...)
 	}
 	return onceEach(named, have)
+}
+
+// bibEntry is what a prompt says of a bibliography entry.
+type bibEntry struct{ key, title string }
+
+var bibTitleRe = regexp.MustCompile(`(?i)\btitle\s*=\s*`)
+
+// bibEntries reads each entry's key and title from BibTeX: enough for the
+// model to choose what to cite (the entries themselves are bibtex's to
+// read; github.com/nickng/bibtex is not served here).
+func bibEntries(bib string) []bibEntry {
+	var out []bibEntry
+	locs := bibKeyRe.FindAllStringSubmatchIndex(bib, -1)
+	for i, m := range locs {
+		end := len(bib)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		e := bibEntry{key: bib[m[2]:m[3]]}
+		body := bib[m[1]:end]
+		if t := bibTitleRe.FindStringIndex(body); t != nil {
+			e.title = bibValue(body[t[1]:])
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// bibValue is a field's value: braced (nested braces kept, the outer ones
+// dropped) or quoted, on one line, at most 300 bytes.
+func bibValue(s string) string {
+	if s == "" {
+		return ""
+	}
+	var v string
+	switch s[0] {
+	case '{':
+		depth := 0
+		for i := 0; i < len(s); i++ {
+			if s[i] == '{' {
+				depth++
+			} else if s[i] == '}' {
+				if depth--; depth == 0 {
+					v = s[1:i]
+					break
+				}
+			}
+		}
+	case '"':
+		if j := strings.IndexByte(s[1:], '"'); j >= 0 {
+			v = s[1 : j+1]
+		}
+	}
+	v = strings.Join(strings.Fields(v), " ")
+	if len(v) > 300 {
+		v = strings.ToValidUTF8(v[:300], "") + "..."
+	}
+	return v
 }

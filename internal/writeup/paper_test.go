@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 func TestCitations(t *testing.T) {
@@ -15,7 +17,7 @@ func TestCitations(t *testing.T) {
 }
 
 func TestPaperTask(t *testing.T) {
-	task := PaperTask("r1", 2, map[string]string{"paper.tex": "x", "facts.tex": "y"})
+	task := PaperTask("r1", 2, []schema.File{{Path: "paper.tex", Content: "x"}, {Path: "facts.tex", Content: "y"}})
 	require.NoError(t, task.Validate())
 	require.Equal(t, "facts.tex", task.Artifacts.Coding.Workspace.Files[0].Path)
 	require.True(t, task.Limits.NoNetwork())

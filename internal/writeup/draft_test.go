@@ -1,0 +1,183 @@
+package writeup
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/executor"
+	"github.com/hpcq/hpcq/internal/prompt"
+	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/llm"
+)
+
+var draftFacts = []Fact{
+	{ID: "best", Claim: "the best GFLOP/s", Value: 842.64, Unit: "GFLOP/s", Node: "n0002", SQL: "SELECT 842.64"},
+	{ID: "nodes", Claim: "nodes", Value: 4, SQL: "SELECT 4"},
+}
+
+const draftBib = "@article{williams2009roofline,\n  title={Roofline: an insightful {visual} performance model},\n  year={2009}\n}\n"
+
+// paperTeX is a paper around body.
+func paperTeX(body string) string {
+	return "```latex\n\\documentclass{article}\n\\usepackage{graphicx}\n\\begin{document}\n\\title{Stencil}\\author{hpcq}\\maketitle\n" + body +
+		"\n\\bibliographystyle{plain}\n\\bibliography{refs}\n\\end{document}\n```"
+}
+
+// scripted answers each purpose with its replies in turn (the last again),
+// and keeps the requests.
+type scripted struct {
+	replies map[prompt.Kind][]string
+	asked   map[prompt.Kind][][]llm.Message
+	fail    map[prompt.Kind]int // the n-th ask of the purpose fails
+}
+
+func (s *scripted) ask(_ context.Context, purpose prompt.Kind, msgs []llm.Message, _ string, parse func(string) error) error {
+	if s.asked == nil {
+		s.asked = map[prompt.Kind][][]llm.Message{}
+	}
+	s.asked[purpose] = append(s.asked[purpose], msgs)
+	n := len(s.asked[purpose])
+	if s.fail[purpose] == n {
+		return errors.New("llm: budget: max_cost_usd 2 spent")
+	}
+	r := s.replies[purpose]
+	return parse(r[min(n, len(r))-1])
+}
+
+func testPNG(t *testing.T) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, 40, 30))
+	for x := range 40 {
+		img.Set(x, 15, color.Black)
+	}
+	var b bytes.Buffer
+	require.NoError(t, png.Encode(&b, img))
+	return b.Bytes()
+}
+
+func testCompiler(t *testing.T) Compiler {
+	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
+	e, err := executor.NewExecutor(executor.Config{RunsDir: t.TempDir()})
+	require.NoError(t, err)
+	return Compiler{Exec: e, RunID: "r1", Dir: t.TempDir()}
+}
+
+// TestWrite: a draft with an invented number and an invented citation is
+// compiled, the citation removed, both fed back; the next draft is clean;
+// its rendered page goes to the reviewer as an image and the findings into
+// one revision, which includes the run's figure (a binary file in the
+// sandbox's workspace).
+func TestWrite(t *testing.T) {
+	c := testCompiler(t)
+	s := &scripted{replies: map[prompt.Kind][]string{
+		prompt.Writeup: {
+			paperTeX(`The best reached \fact{best} GFLOP/s, and 41.0 without tiling, as \cite{williams2009roofline,invented2024} and~\cite{invented2024} say.`),
+			paperTeX(`The best of \fact{nodes} nodes reached \fact{best} GFLOP/s, as a roofline \cite{williams2009roofline} predicts.`),
+			paperTeX(`The best of \fact{nodes} nodes reached \fact{best} GFLOP/s, as a roofline \cite{williams2009roofline} predicts.` +
+				"\n\\begin{figure}\\includegraphics[width=\\linewidth]{figures/n0002-scaling.png}\\caption{GFLOP/s of node n0002 by grid size.}\\end{figure}"),
+		},
+		prompt.WriteupReview: {"```json\n{\"findings\": [\"The run's plot is not shown: include figures/n0002-scaling.png with a caption.\"]}\n```"},
+	}}
+	p, err := Write(context.Background(), Drafting{Idea: "A fast stencil.", Facts: draftFacts, Bib: draftBib, Notes: "drafts were slow",
+		Figures: []Figure{{Path: "figures/n0002-scaling.png", Node: "n0002", About: "GFLOP/s by grid size", Data: testPNG(t)}},
+		Ask:     s.ask, Compile: c.Compile, Review: true})
+	require.NoError(t, err)
+	require.Len(t, p.Rounds, 3)
+	require.Equal(t, 1, p.Rounds[0].Unverified)
+	require.Equal(t, []string{"invented2024"}, p.Rounds[0].Removed)
+	require.True(t, p.Rounds[0].Compiled, "a removed citation leaves a paper that compiles")
+	require.Equal(t, "revision", p.Rounds[2].Purpose)
+	require.Equal(t, []string{"invented2024"}, p.Removed)
+	require.Equal(t, []string{"williams2009roofline"}, p.Cited)
+	require.Zero(t, p.Report.Unverified)
+	require.Equal(t, []string{"nodes", "best"}, p.Report.FactsCited)
+	require.Equal(t, "n0002", p.Report.Stated[1].Node)
+	require.Contains(t, p.TeX, "figures/n0002-scaling.png")
+	require.NotContains(t, p.TeX, "Unverified numbers")
+	require.Empty(t, p.Stopped)
+
+	first := s.asked[prompt.Writeup][0][1].Content
+	require.Contains(t, first, "- `best` = 842.6 GFLOP/s: the best GFLOP/s")
+	require.Contains(t, first, "- `williams2009roofline`: Roofline: an insightful {visual} performance model")
+	require.Contains(t, first, "- `figures/n0002-scaling.png` (node n0002): GFLOP/s by grid size")
+	require.Contains(t, first, "# Notes\n\ndrafts were slow")
+	second := s.asked[prompt.Writeup][1][1].Content
+	require.Contains(t, second, "- 41.0 in \"")
+	require.Contains(t, second, "Citations removed, not in the Bibliography section: invented2024")
+	require.Contains(t, second, `\cite{williams2009roofline}`, "the previous draft, its citation mended")
+	require.NotContains(t, second, "invented2024}")
+	review := s.asked[prompt.WriteupReview][0][1]
+	require.Len(t, review.Images, 1, "the one page, as an image")
+	require.True(t, bytes.HasPrefix(review.Images[0].Data, []byte("\x89PNG")))
+	require.Contains(t, s.asked[prompt.Writeup][2][1].Content, "A reader of the rendered pages asks for these changes:\n- The run's plot is not shown")
+
+	pdf, err := os.ReadFile(p.Compiled.PDF)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(pdf, []byte("%PDF-")))
+	require.NotEmpty(t, p.Compiled.Pages)
+}
+
+// TestWriteLeavesAWarning: a model that keeps an invented number through
+// every round gets a paper that says so on its first page; an endpoint
+// that stops answering ends the rounds with the last paper that compiled.
+func TestWriteLeavesAWarning(t *testing.T) {
+	c := testCompiler(t)
+	s := &scripted{replies: map[prompt.Kind][]string{prompt.Writeup: {paperTeX(`It reached \fact{best} GFLOP/s, 5.5 times the baseline.`)}}}
+	p, err := Write(context.Background(), Drafting{Facts: draftFacts, Bib: draftBib, Ask: s.ask, Compile: c.Compile, MaxRounds: 2})
+	require.NoError(t, err)
+	require.Len(t, p.Rounds, 2)
+	require.Equal(t, 1, p.Report.Unverified)
+	i, j := strings.Index(p.TeX, `\maketitle`), strings.Index(p.TeX, "Unverified numbers")
+	require.True(t, i >= 0 && j > i, "the note follows the title:\n%s", p.TeX)
+	require.Equal(t, 1, CheckPaper(p.TeX, draftFacts).Numbers, "the note states no number")
+	require.Contains(t, p.TeX, `\input{facts.tex}`, "the macros are loaded for a paper that forgot them")
+
+	s = &scripted{replies: s.replies, fail: map[prompt.Kind]int{prompt.Writeup: 2}}
+	p, err = Write(context.Background(), Drafting{Facts: draftFacts, Bib: draftBib, Ask: s.ask, Compile: c.Compile})
+	require.NoError(t, err)
+	require.Len(t, p.Rounds, 1)
+	require.Contains(t, p.Stopped, "budget")
+	require.NotEmpty(t, p.Compiled.PDF)
+
+	s = &scripted{replies: s.replies, fail: map[prompt.Kind]int{prompt.Writeup: 1}}
+	_, err = Write(context.Background(), Drafting{Facts: draftFacts, Ask: s.ask, Compile: c.Compile})
+	require.ErrorContains(t, err, "budget")
+}
+
+// TestWriteCompileErrors: a paper that does not compile is fed back with
+// the error's line; a model that never mends it leaves the last draft,
+// uncompiled.
+func TestWriteCompileErrors(t *testing.T) {
+	c := testCompiler(t)
+	s := &scripted{replies: map[prompt.Kind][]string{prompt.Writeup: {paperTeX(`It reached \fact{bets} GFLOP/s \undefinedmacro.`)}}}
+	p, err := Write(context.Background(), Drafting{Facts: draftFacts, Ask: s.ask, Compile: c.Compile, MaxRounds: 2, Review: true})
+	require.NoError(t, err)
+	require.Len(t, p.Rounds, 2)
+	require.False(t, p.Rounds[1].Compiled)
+	require.Equal(t, []string{"bets"}, p.Report.UnknownFacts)
+	require.Empty(t, p.Compiled.PDF)
+	fb := s.asked[prompt.Writeup][1][1].Content
+	require.Contains(t, fb, "Fact ids that are not in the Facts section (the paper cannot compile with them): bets")
+	require.Contains(t, fb, "The paper did not compile:")
+	require.Contains(t, fb, "no fact bets in facts.json")
+	require.Empty(t, s.asked[prompt.WriteupReview], "nothing compiled: nothing to review")
+}
+
+func TestRemoveCitations(t *testing.T) {
+	tex := `A~\cite{a,x} b \citep[p.~3]{x} c~\cite{x}. % \cite{x}`
+	require.Equal(t, `A~\cite{a} b c. %`, RemoveCitations(tex, []string{"x"}))
+	require.Equal(t, tex, RemoveCitations(tex, nil))
+}
+
+func TestBibEntries(t *testing.T) {
+	bib := "@article{a, title = {Nested {B}races\n  over lines}, year=2009}\n@misc{b, title=\"Quoted\"}\n@book{c, author={x}}\n"
+	require.Equal(t, []bibEntry{{"a", "Nested {B}races over lines"}, {"b", "Quoted"}, {"c", ""}}, bibEntries(bib))
+}
