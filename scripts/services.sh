@@ -53,7 +53,7 @@ package_of() {
     busybox) echo busybox-static ;;
     images) echo mmdebstrap squashfs-tools ;;
     charliecloud) echo charliecloud-runtime ;;
-    tex) echo texlive-latex-base latexmk poppler-utils ;;
+    tex) echo texlive-latex-base latexmk poppler-utils librsvg2-bin ;;
     *) die "unknown service '$1' (known: ${ALL_SERVICES[*]} prometheus chromium squashfs busybox images charliecloud tex)" ;;
   esac
 }
@@ -72,7 +72,7 @@ binary_of() {
     busybox) echo busybox ;;
     images) echo mmdebstrap ;;
     charliecloud) echo ch-run ;;
-    tex) echo latexmk ;;
+    tex) echo rsvg-convert ;; # the group's newest member: machines that have the others get it too
     *) die "unknown service '$1'" ;;
   esac
 }

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/internal/writeup"
 )
@@ -21,7 +23,7 @@ import (
 func TestWriteupChecksAPaper(t *testing.T) {
 	t.Parallel()
 	runDir, env := scoreRun(t, writeIdea(t, 2, 1))
-	out, code := run(t, env, "scheduler", "writeup", "--run-dir", runDir)
+	out, code := run(t, env, "scheduler", "writeup", "--facts", "--run-dir", runDir)
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `writeup facts=\d+ facts_json=\S+facts.json facts_tex=\S+facts.tex`, out)
 	data, err := os.ReadFile(filepath.Join(runDir, "paper", "facts.json"))
@@ -127,4 +129,104 @@ func scoreRun(t *testing.T, idea string) (string, []string) {
 	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)
 	require.Equal(t, 0, code, out)
 	return runDir, env
+}
+
+// TestWriteupWritesThePaper: `scheduler writeup` has the model write the
+// run's paper: a draft with an invented number and an invented citation is
+// compiled, the citation removed, both fed back, and the next draft states
+// its numbers through the facts; the rendered page reaches the vision model
+// as an image, its finding goes into one revision; the paper's every number
+// is in claims.json with its node and query, the calls are llm_calls rows.
+// Without TeX the paper is checked, not compiled, and the way to install
+// it is said.
+func TestWriteupWritesThePaper(t *testing.T) {
+	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
+	t.Parallel()
+	idea := ideaDir(t, "Print a score", `metric: {name: score, direction: maximize}
+stages:
+  initial_implementation: {max_iterations: 2}
+  baseline_tuning: {max_iterations: 0}
+  creative_research: {max_iterations: 0}
+  ablation_studies: {max_iterations: 0}
+search: {num_drafts: 2, slots: 1}
+llm: {model: test-model, vision: true}
+`)
+	require.NoError(t, os.WriteFile(filepath.Join(idea, "refs.bib"), []byte("@article{williams2009roofline,\n  title={Roofline},\n  year={2009}\n}\n"), 0o644))
+	runDir, env := scoreRun(t, idea)
+
+	paper := func(body string) string {
+		return "```latex\n\\documentclass{article}\n\\begin{document}\n\\title{Scores}\\author{hpcq}\\maketitle\n" + body +
+			"\n\\bibliographystyle{plain}\n\\bibliography{refs}\n\\end{document}\n```"
+	}
+	var reviewed []fakellm.Request
+	var drafts []string
+	srv := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		switch r.Kind {
+		case "writeup":
+			drafts = append(drafts, r.Messages[len(r.Messages)-1].Content)
+			switch r.KindN {
+			case 1:
+				return fakellm.Reply{Content: paper(`The best draft scored \fact{best} points, 99.5 more than chance~\cite{invented2024}, as \cite{williams2009roofline} would not say.`)}
+			case 2:
+				return fakellm.Reply{Content: paper(`The best of \fact{nodes} drafts scored \fact{best} points, as \cite{williams2009roofline} would not say.`)}
+			}
+			return fakellm.Reply{Content: paper(`The best of \fact{nodes} drafts scored \fact{best} points (\factpct{best_gain} above the baseline), as \cite{williams2009roofline} would not say.`)}
+		case "writeup_review":
+			reviewed = append(reviewed, r)
+			return fakellm.Reply{Content: `{"findings": ["Say how far the best is above the baseline."]}`}
+		}
+		return fakellm.Reply{Status: 400}
+	})
+	env = append(env, "OPENAI_BASE_URL="+srv.BaseURL())
+	out, code := run(t, env, "scheduler", "writeup", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `writeup pdf=\S+/paper/paper.pdf pages=1 numbers=0 verified=0 unverified=0 citations=1 citations_removed=1 rounds=3\n`, out)
+	require.Contains(t, out, "writeup: 4 calls")
+	require.Len(t, drafts, 3)
+	require.Contains(t, drafts[1], `- 99.5 in "`, "the invented number, fed back")
+	require.Contains(t, drafts[1], "Citations removed, not in the Bibliography section: invented2024")
+	require.Contains(t, drafts[2], "A reader of the rendered pages asks for these changes:\n- Say how far the best is above the baseline.")
+	require.Len(t, reviewed, 1)
+	require.Len(t, reviewed[0].Messages[1].Images, 1, "the page, as an image")
+	require.Equal(t, "image/png", reviewed[0].Messages[1].Images[0].MIME)
+
+	var claims struct {
+		writeup.Report
+		Citations        []string        `json:"citations"`
+		CitationsRemoved []string        `json:"citations_removed"`
+		Rounds           []writeup.Round `json:"rounds"`
+	}
+	data, err := os.ReadFile(filepath.Join(runDir, "paper", "claims.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &claims))
+	require.Equal(t, []string{"invented2024"}, claims.CitationsRemoved)
+	require.Equal(t, 1, claims.Rounds[0].Unverified)
+	require.Equal(t, "revision", claims.Rounds[2].Purpose)
+	require.Len(t, claims.Stated, 3)
+	for _, f := range claims.Stated {
+		require.NotEmpty(t, f.SQL, f.ID)
+		q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv", f.SQL)
+		require.Equal(t, 0, code, q)
+		require.Contains(t, q, strings.TrimSuffix(strings.TrimSuffix(fmt.Sprint(f.Value), ".0"), ".00"), "the query gives the number the paper prints")
+	}
+	tex, err := os.ReadFile(filepath.Join(runDir, "paper", "paper.tex"))
+	require.NoError(t, err)
+	require.Contains(t, string(tex), `\factpct{best_gain}`)
+	require.NotContains(t, string(tex), "invented2024")
+	for _, f := range []string{"paper.pdf", "pages/page-1.png", "drafts/round-1.tex", "drafts/round-3.tex", "nodes/paper/prompts.jsonl"} {
+		require.FileExists(t, filepath.Join(runDir, "paper", f))
+	}
+	calls, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT purpose, count(*) AS n FROM llm_calls WHERE node = 'paper' GROUP BY purpose ORDER BY purpose")
+	require.Equal(t, 0, code, calls)
+	require.Contains(t, calls, "writeup,3\nwriteup_review,1\n")
+
+	// Without TeX: the paper (the model's next: its clean one), checked; not
+	// compiled; how to install it.
+	noTeX := append(env, "PATH="+t.TempDir())
+	out, code = run(t, noTeX, "scheduler", "writeup", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "writeup: no TeX here (latexmk is not installed)")
+	require.Contains(t, out, "scripts/services.sh install tex")
+	require.Regexp(t, `writeup pdf=none pages=0 numbers=0 verified=0 unverified=0 citations=1 citations_removed=0 rounds=1\n`, out)
 }

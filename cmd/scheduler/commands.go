@@ -99,7 +99,8 @@ func defineWriteup(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(c
 	runDir := runDirFlag(fs)
 	check := fs.String("check", "", "a LaTeX paper whose numbers, \\fact ids and citations are checked against the run's facts and the idea's refs.bib (exit 1: one is not)")
 	pdf := fs.Bool("pdf", false, "with --check: compile the paper in a task's sandbox (latexmk -pdf) into paper/paper.pdf and its pages' PNGs")
-	return func() bool { return fs.NArg() == 0 && (!*pdf || *check != "") }, func(ctx context.Context, _ *slog.Logger) error {
-		return schedcmd.Writeup(ctx, cfg, schedcmd.WriteupOptions{RunDir: *runDir, Check: *check, PDF: *pdf})
+	facts := fs.Bool("facts", false, "write the run's facts (paper/facts.json) and their macros (paper/facts.tex) only")
+	return func() bool { return fs.NArg() == 0 && (!*pdf || *check != "") && !(*facts && *check != "") }, func(ctx context.Context, log *slog.Logger) error {
+		return schedcmd.Writeup(ctx, cfg, schedcmd.WriteupOptions{RunDir: *runDir, Facts: *facts, Check: *check, PDF: *pdf, Log: log})
 	}
 }

@@ -6,7 +6,7 @@
 //	scheduler status [--run-dir DIR]                      a run's nodes and best metric; pools, backlog, workers
 //	scheduler query [--run-dir DIR] [--format F] "SQL"    query a run's results
 //	scheduler export [--run-dir DIR]                      write a run's report, tree and memory export again
-//	scheduler writeup [--run-dir DIR] [--check PAPER.tex] a run's facts for its paper; check a paper's numbers
+//	scheduler writeup [--run-dir DIR]                     the run's paper: every number checked, compiled (or --facts, --check PAPER.tex)
 //	scheduler ls [--run-dir DIR] [--json]                 a line per node: status, worker, Slurm job, time, metric
 //	scheduler logs [--run-dir DIR] [--follow] NODE        a node's phase logs, or a running node's live output
 //	scheduler cancel [--run-dir DIR] [NODE...]            stop a run (or nodes): queued tasks removed, running ones stopped
@@ -41,8 +41,11 @@ Commands:
   query [--run-dir DIR] [--format table|csv|json] [--timeout D] "SQL"
                                                            one read-only SQL statement on a run's results (SQLite file or ClickHouse)
   export [--run-dir DIR]                                   write a run's report, tree.json/html and memory export again
-  writeup [--run-dir DIR] [--check PAPER.tex]              the run's facts for its paper (paper/facts.json, facts.tex: \fact{ID});
-                                                           --check: every number of PAPER.tex against them (paper/claims.json)
+  writeup [--run-dir DIR]                                  the run's paper by the model around its facts, every number checked,
+                                                           compiled in a task's sandbox (paper/paper.tex, paper.pdf, claims.json)
+  writeup [--run-dir DIR] --facts | --check PAPER.tex [--pdf]
+                                                           only the facts (paper/facts.json, facts.tex: \fact{ID}); or check a
+                                                           paper's numbers and citations against them, no model (--pdf: compile it)
   ls [--run-dir DIR] [--json]                              a line per node: stage, kind, status, attempt, worker, Slurm job, started, duration, metric
   logs [--run-dir DIR] [--phase P] [--attempt N] [--follow] NODE
                                                            a node's phase logs; a running node's output as it comes

@@ -47,7 +47,23 @@ type Spec struct {
 	Shell string `yaml:"shell"`
 	// Container is the image every node's phases run in.
 	Container *Container `yaml:"container"`
+	// Writeup writes the run's paper when the search ends.
+	Writeup Writeup `yaml:"writeup"`
 }
+
+// Writeup is the paper a run ends with (`scheduler writeup`): the model
+// writes it around the run's facts, every number checked, compiled with
+// TeX in a task's sandbox (docs/results.md).
+type Writeup struct {
+	// Enabled writes it when a search ends with a best node (default off:
+	// it costs calls; `scheduler writeup` writes it later).
+	Enabled bool `yaml:"enabled"`
+	// MaxRounds bounds the drafts before the vision review [3].
+	MaxRounds int `yaml:"max_rounds"`
+}
+
+// MaxWriteupRounds bounds writeup.max_rounds.
+const MaxWriteupRounds = 10
 
 // Container names the image of a run's nodes (docs/tasks.md, "Container
 // images").
@@ -408,6 +424,9 @@ func (s Spec) Validate() error {
 	}
 	if err := s.Memory.Config.Validate(); err != nil {
 		return fmt.Errorf("%w: memory: %v", ErrSpec, err)
+	}
+	if r := s.Writeup.MaxRounds; r < 0 || r > MaxWriteupRounds {
+		return bad("writeup.max_rounds", "%d, must be 0 (the default, 3) to %d", r, MaxWriteupRounds)
 	}
 	t := schema.NodeTask{V: schema.Version, RunID: "r", NodeID: "n", Attempt: 1, Kind: "draft", Pool: s.Pool, Limits: s.Limits,
 		Artifacts: schema.Artifacts{Run: schema.RunPhase{Commands: []string{"true"}}}}

@@ -74,6 +74,7 @@ func TestLoadSpecRejects(t *testing.T) {
 		"not yaml":       {"idea: [", "run.yaml"},
 		"no stage 1":     {"idea: x\nmetric: {name: g}\nstages: {initial_implementation: {max_iterations: 0}}", "at least 1"},
 		"bad price":      {"idea: x\nmetric: {name: g}\nllm: {prices: {m: {in_per_mtok: -1}}}", "llm.prices.m"},
+		"writeup rounds": {"idea: x\nmetric: {name: g}\nwriteup: {enabled: true, max_rounds: 50}", "writeup.max_rounds: 50"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := LoadSpec(write(t, dir, "run.yaml", tc.yaml))

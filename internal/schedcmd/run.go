@@ -256,7 +256,29 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, OutageMax: cfg.OutageMax, Abandon: o.Abandon,
 		Status: o.Status, Progress: os.Stdout, Logger: log, Metrics: met,
 	})
-	return endRun(spec, runDir, sum, runErr)
+	if err := endRun(spec, runDir, sum, runErr); err != nil {
+		return err
+	}
+	if spec.Writeup.Enabled {
+		// The search's outcome is the run's: a writeup that fails says so,
+		// and `scheduler writeup` writes it again.
+		if err := runWriteup(ctx, cfg, paperRun{spec: spec, info: info, runDir: runDir, client: client, sink: sink, log: log}); err != nil {
+			fmt.Fprintf(os.Stderr, "writeup: %v (write it again: scheduler writeup --run-dir %s)\n", err, runDir)
+		}
+	}
+	return nil
+}
+
+// runWriteup writes the paper of a run that just ended (run.yaml writeup:
+// {enabled: true}).
+func runWriteup(ctx context.Context, cfg *config.Scheduler, r paperRun) error {
+	fmt.Println("writeup: the paper of the run (run.yaml writeup.enabled)")
+	var err error
+	if r.facts, _, err = runFacts(ctx, cfg, r.spec, r.info, r.runDir); err != nil {
+		return err
+	}
+	_, err = writePaper(ctx, cfg, r)
+	return err
 }
 
 // endRun prints how the run ended and is what `scheduler run` returns:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -11,6 +12,9 @@ import (
 	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/executor"
 	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/stores"
+	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/internal/writeup"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -20,22 +24,28 @@ import (
 // WriteupOptions are what `scheduler writeup` is asked.
 type WriteupOptions struct {
 	RunDir string
-	// Check is a LaTeX file whose numbers and facts are checked.
+	// Facts writes the facts and their macros only.
+	Facts bool
+	// Check is a LaTeX file whose numbers and facts are checked (no model).
 	Check string
 	// PDF compiles the checked paper (with facts.tex and the idea's
 	// refs.bib) in a task's sandbox into DIR/paper/paper.pdf and its pages.
 	PDF bool
+	Log *slog.Logger
 }
 
 // PaperDir is where a run's paper and its evidence go.
-const PaperDir = "paper"
+const PaperDir = engine.PaperDir
 
-// Writeup gathers a run's facts from its results tables (the SQLite file
-// of its directory, or ClickHouse) into DIR/paper/facts.json, and the
-// macros that state them into DIR/paper/facts.tex; with Check, it checks
-// that paper's numeric literals and \fact ids against them, writes
-// DIR/paper/claims.json and prints one line. A paper with an unverified
-// number or an unknown fact id exits 1.
+// Writeup writes a run's paper: its facts from the results tables (the
+// SQLite file of its directory, or ClickHouse) into DIR/paper/facts.json
+// and the macros that state them into facts.tex; then the model's paper
+// around them (paper.tex, paper.pdf, claims.json, the figures), ending
+// with the writeup line. With Facts it stops after the facts; with Check
+// it checks that paper (no model): its numbers and \fact ids against the
+// facts, its citations against the idea's refs.bib, and prints one line.
+// A paper with an unverified number, an unknown fact id or citation, or
+// none that compiled, exits 1.
 func Writeup(ctx context.Context, cfg *config.Scheduler, o WriteupOptions) error {
 	if o.RunDir == "" {
 		var err error
@@ -51,33 +61,67 @@ func Writeup(ctx context.Context, cfg *config.Scheduler, o WriteupOptions) error
 	if err != nil {
 		return err
 	}
+	facts, dir, err := runFacts(ctx, cfg, spec, info, o.RunDir)
+	if err != nil {
+		return err
+	}
+	switch {
+	case o.Facts:
+		fmt.Printf("writeup facts=%d facts_json=%s facts_tex=%s\n", len(facts), filepath.Join(dir, "facts.json"), filepath.Join(dir, "facts.tex"))
+		return nil
+	case o.Check != "":
+		return checkPaper(ctx, cfg, o, info, dir, facts)
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	client, closeLLM, _, err := runLLM(&spec, info.IdeaDir, o.RunDir, log)
+	if err != nil {
+		return err
+	}
+	defer logClose(log, "llm: the cassette or cache", closeLLM)
+	sink, _, err := stores.OpenResults(ctx, cfg.Store, rundir.Dir(o.RunDir), log)
+	if err != nil {
+		return err
+	}
+	defer logClose(log, "results", sink.Close)
+	ok, err := writePaper(ctx, cfg, paperRun{spec: spec, info: info, runDir: o.RunDir, facts: facts, client: client, sink: sink, log: log})
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return exitError(1)
+	}
+	return nil
+}
+
+// runFacts gathers the run's facts and writes DIR/paper/facts.json and
+// facts.tex; it returns them and the paper's directory.
+func runFacts(ctx context.Context, cfg *config.Scheduler, spec run.Spec, info rundir.Info, runDir string) ([]writeup.Fact, string, error) {
 	dialect := results.DialectSQLite
 	if info.Results["store"] == "clickhouse" {
 		dialect = results.DialectClickHouse
 	}
 	q := func(ctx context.Context, sql string) (*results.Table, error) {
-		return queryRun(ctx, cfg, o.RunDir, sql)
+		return queryRun(ctx, cfg, runDir, sql)
 	}
 	facts, err := writeup.Facts(ctx, q, writeup.Run{ID: info.RunID, Metric: spec.Metric.Name, Unit: spec.Metric.Unit,
 		Maximize: spec.Metric.Direction != "minimize", Dialect: dialect})
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	dir := filepath.Join(o.RunDir, PaperDir)
+	dir := filepath.Join(runDir, PaperDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, "", err
 	}
 	if err := writeJSONFile(filepath.Join(dir, "facts.json"), facts); err != nil {
-		return err
+		return nil, "", err
 	}
 	if err := fileio.WriteFileAtomic(filepath.Join(dir, "facts.tex"), []byte(writeup.Macros(facts))); err != nil {
-		return err
+		return nil, "", err
 	}
-	if o.Check == "" {
-		fmt.Printf("writeup facts=%d facts_json=%s facts_tex=%s\n", len(facts), filepath.Join(dir, "facts.json"), filepath.Join(dir, "facts.tex"))
-		return nil
-	}
-	return checkPaper(ctx, cfg, o, info, dir, facts)
+	return facts, dir, nil
 }
 
 // checkPaper checks o.Check against the facts and the idea's refs.bib,
@@ -88,13 +132,10 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, in
 		return err
 	}
 	r := writeup.CheckPaper(string(tex), facts)
-	var bib []byte
-	if info.IdeaDir != "" {
-		bib, _ = os.ReadFile(filepath.Join(info.IdeaDir, "refs.bib"))
-	}
-	cited, unknownCites := writeup.Citations(string(tex), string(bib))
+	bib := ideaBib(info)
+	cited, unknownCites := writeup.Citations(string(tex), bib)
 	claims := filepath.Join(dir, "claims.json")
-	if err := writeJSONFile(claims, r); err != nil {
+	if err := writeJSONFile(claims, claimsFile{Report: r, Citations: cited}); err != nil {
 		return err
 	}
 	for _, c := range r.Claims {
@@ -112,8 +153,13 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, in
 	if o.PDF {
 		files := []schema.File{{Path: "paper.tex", Content: string(tex)}, {Path: "facts.tex", Content: writeup.Macros(facts)}}
 		if len(bib) > 0 {
-			files = append(files, schema.File{Path: "refs.bib", Content: string(bib)})
+			files = append(files, schema.File{Path: "refs.bib", Content: bib})
 		}
+		figs, err := figureFiles(dir)
+		if err != nil {
+			return err
+		}
+		files = append(files, figs...)
 		comp, err := compiler(cfg, info.RunID, dir)
 		if err != nil {
 			return err
@@ -146,7 +192,10 @@ func compiler(cfg *config.Scheduler, runID, dir string) (writeup.Compiler, error
 	if err != nil {
 		return writeup.Compiler{}, err
 	}
-	return writeup.Compiler{Exec: e, RunID: runID, Dir: dir}, nil
+	return writeup.Compiler{RunID: runID, Dir: dir, Run: func(ctx context.Context, task *schema.NodeTask) (*schema.NodeResult, string, error) {
+		res, err := e.Execute(ctx, task, worker.Slot{Cores: 1})
+		return res, e.WorkspaceDir(task), err
+	}}, nil
 }
 
 func writeJSONFile(path string, v any) error {

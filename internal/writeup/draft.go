@@ -29,8 +29,12 @@ type Drafting struct {
 	Ask func(ctx context.Context, purpose prompt.Kind, msgs []llm.Message, shape string, parse func(string) error) error
 	// Compile compiles a round's files (paper.tex, facts.tex, refs.bib, the
 	// figures) where the model's code runs; a paper that does not compile
-	// is Compiled.Error, an error is the machinery's.
+	// is Compiled.Error, an error is the machinery's. Nil: no TeX here; the
+	// drafts are checked, not compiled.
 	Compile func(ctx context.Context, round int, files []schema.File) (Compiled, error)
+	// SVG: the compile turns SVG plots into PDF (rsvg-convert is
+	// installed); without it they are left out of the figures.
+	SVG bool
 	// Review: the model reads images; the rendered pages are reviewed
 	// once and the findings fed into one revision round.
 	Review bool
@@ -45,6 +49,15 @@ type Figure struct {
 	Node  string
 	About string
 	Data  []byte
+}
+
+// Include is the path the paper includes: an SVG's is the PDF the compile
+// makes of it.
+func (f Figure) Include() string {
+	if strings.HasSuffix(f.Path, ".svg") {
+		return strings.TrimSuffix(f.Path, ".svg") + ".pdf"
+	}
+	return f.Path
 }
 
 // Compiled is what a compile gave: the PDF and its pages' PNGs brought
@@ -66,6 +79,8 @@ type Round struct {
 	Compiled   bool     `json:"compiled"`
 	Error      string   `json:"compile_error,omitempty"`
 	Findings   []string `json:"review_findings,omitempty"`
+	// TeX is the draft as it was compiled (its citations removed).
+	TeX string `json:"-"`
 }
 
 // Paper is a writeup's outcome: the last paper that compiled (else the
@@ -79,6 +94,8 @@ type Paper struct {
 	Cited   []string
 	Removed []string
 	Rounds  []Round
+	// Figures are those the drafts were given (beside paper.tex).
+	Figures []Figure
 	// Stopped says why the rounds ended before the paper was clean (the
 	// budget, an endpoint's refusal).
 	Stopped string
@@ -112,7 +129,7 @@ func Write(ctx context.Context, d Drafting) (Paper, error) {
 	if maxRounds <= 0 {
 		maxRounds = 3
 	}
-	var p Paper
+	p := Paper{Figures: d.Figures}
 	var last, best *draft
 	removed := map[string]bool{}
 	keep := func(r draft, purpose string, findings []string) {
@@ -124,7 +141,7 @@ func Write(ctx context.Context, d Drafting) (Paper, error) {
 			removed[k] = true
 		}
 		p.Rounds = append(p.Rounds, Round{Round: len(p.Rounds) + 1, Purpose: purpose, Numbers: r.report.Numbers, Unverified: r.report.Unverified,
-			Unknown: r.report.UnknownFacts, Removed: r.removed, Compiled: r.compiled.Error == "", Error: r.compiled.Error, Findings: findings})
+			Unknown: r.report.UnknownFacts, Removed: r.removed, Compiled: r.compiled.Error == "", Error: r.compiled.Error, Findings: findings, TeX: r.tex})
 	}
 	feedback := ""
 	for n := 1; n <= maxRounds; n++ {
@@ -178,7 +195,11 @@ func Write(ctx context.Context, d Drafting) (Paper, error) {
 	if final == nil {
 		final = last
 	}
-	if final.report.Unverified > 0 && final.compiled.Error == "" {
+	switch {
+	case final.report.Unverified == 0 || final.compiled.Error != "":
+	case d.Compile == nil:
+		final.tex = withWarning(final.tex)
+	default:
 		c, err := d.Compile(ctx, len(p.Rounds)+1, d.files(withWarning(final.tex)))
 		if err != nil {
 			return p, err
@@ -221,6 +242,9 @@ func (d Drafting) assess(ctx context.Context, round int, tex string) (draft, err
 		r.cited, _ = Citations(r.tex, d.Bib)
 	}
 	r.report = CheckPaper(r.tex, d.Facts)
+	if d.Compile == nil {
+		return r, nil
+	}
 	var err error
 	r.compiled, err = d.Compile(ctx, round, d.files(r.tex))
 	return r, err
@@ -321,7 +345,7 @@ func factsText(facts []Fact) string {
 func (d Drafting) figuresText() string {
 	var b strings.Builder
 	for _, f := range d.Figures {
-		fmt.Fprintf(&b, "- `%s` (node %s): %s\n", f.Path, f.Node, f.About)
+		fmt.Fprintf(&b, "- `%s` (node %s): %s\n", f.Include(), f.Node, f.About)
 	}
 	return b.String()
 }

@@ -16,7 +16,9 @@ import (
 	"github.com/hpcq/hpcq/internal/executor"
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 var draftFacts = []Fact{
@@ -67,7 +69,10 @@ func testCompiler(t *testing.T) Compiler {
 	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
 	e, err := executor.NewExecutor(executor.Config{RunsDir: t.TempDir()})
 	require.NoError(t, err)
-	return Compiler{Exec: e, RunID: "r1", Dir: t.TempDir()}
+	return Compiler{RunID: "r1", Dir: t.TempDir(), Run: func(ctx context.Context, task *schema.NodeTask) (*schema.NodeResult, string, error) {
+		res, err := e.Execute(ctx, task, worker.Slot{Cores: 1})
+		return res, e.WorkspaceDir(task), err
+	}}
 }
 
 // TestWrite: a draft with an invented number and an invented citation is

@@ -11,10 +11,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hpcq/hpcq/internal/executor"
 	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/textcut"
-	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -26,28 +24,39 @@ const (
 )
 
 // PaperTask compiles paper.tex with the files beside it (facts.tex,
-// refs.bib, the figures) in a task's sandbox: latexmk -pdf (pdflatex and
+// refs.bib, the figures: an SVG made a PDF by rsvg-convert; the paths are
+// CheckPath's, no shell quoting needed) in a task's sandbox: latexmk -pdf (pdflatex and
 // bibtex as often as it takes; an error stops it), then each page rendered
 // to a PNG (pdftoppm, 60 dpi: what a reviewing model reads). No network;
 // the compile and the render bounded.
 func PaperTask(runID string, round int, files []schema.File) *schema.NodeTask {
 	ws := append([]schema.File(nil), files...)
 	sort.Slice(ws, func(i, j int) bool { return ws[i].Path < ws[j].Path })
+	var compile []string
+	for _, f := range ws {
+		if strings.HasSuffix(f.Path, ".svg") {
+			// pdflatex includes no SVG: a plot becomes the PDF the paper names.
+			compile = append(compile, "rsvg-convert -f pdf -o "+strings.TrimSuffix(f.Path, ".svg")+".pdf "+f.Path)
+		}
+	}
+	compile = append(compile, "latexmk -pdf -interaction=nonstopmode -halt-on-error -file-line-error paper.tex")
 	off := false
 	return &schema.NodeTask{V: schema.Version, RunID: runID, NodeID: PaperNode, Attempt: max(1, round), Pool: PaperPool,
 		Artifacts: schema.Artifacts{
 			Coding:  schema.CodingPhase{Workspace: schema.Workspace{Files: ws}},
-			Compile: schema.CommandsPhase{Commands: []string{"latexmk -pdf -interaction=nonstopmode -halt-on-error -file-line-error paper.tex"}},
+			Compile: schema.CommandsPhase{Commands: compile},
 			Run:     schema.RunPhase{Commands: []string{"pdftoppm -r 60 -png paper.pdf page"}, ExpectedOutputs: []string{"paper.pdf"}},
 		},
 		Limits: schema.Limits{CompileTimeoutS: 300, RunTimeoutS: 120, Network: &off}}
 }
 
-// Compiler compiles a run's paper as a task of its own executor (the
-// LaTeX is the model's code: in the sandbox, never as the scheduler's own
-// user) and brings paper.pdf and the pages' PNGs into Dir.
+// Compiler compiles a run's paper as a task (the LaTeX is the model's
+// code: in the sandbox, never as the scheduler's own user) and brings
+// paper.pdf and the pages' PNGs into Dir.
 type Compiler struct {
-	Exec  *executor.Executor
+	// Run executes a task (an executor.Executor's Execute) and says where
+	// its workspace is.
+	Run   func(ctx context.Context, task *schema.NodeTask) (res *schema.NodeResult, workspace string, err error)
 	RunID string
 	// Dir is the run's paper directory: paper.pdf and pages/page-N.png.
 	Dir string
@@ -60,7 +69,7 @@ const maxPDFBytes = 256 << 20
 // with the failing phase's log tail.
 func (c Compiler) Compile(ctx context.Context, round int, files []schema.File) (Compiled, error) {
 	task := PaperTask(c.RunID, round, files)
-	res, err := c.Exec.Execute(ctx, task, worker.Slot{Cores: 1})
+	res, wsDir, err := c.Run(ctx, task)
 	if err != nil {
 		return Compiled{}, fmt.Errorf("writeup: compile: %w", err)
 	}
@@ -73,7 +82,7 @@ func (c Compiler) Compile(ctx context.Context, round int, files []schema.File) (
 		}
 		return Compiled{Error: strings.TrimSpace(res.Error.Message + "\n" + tail[textcut.Ceil(tail, len(tail)-3000):])}, nil
 	}
-	ws, err := os.OpenRoot(c.Exec.WorkspaceDir(task))
+	ws, err := os.OpenRoot(wsDir)
 	if err != nil {
 		return Compiled{}, err
 	}
@@ -89,7 +98,7 @@ func (c Compiler) Compile(ctx context.Context, round int, files []schema.File) (
 	if err := os.MkdirAll(pagesDir, 0o755); err != nil {
 		return Compiled{}, err
 	}
-	pngs, _ := filepath.Glob(filepath.Join(c.Exec.WorkspaceDir(task), "page-*.png"))
+	pngs, _ := filepath.Glob(filepath.Join(wsDir, "page-*.png"))
 	sort.Slice(pngs, func(i, j int) bool { return pageNumber(pngs[i]) < pageNumber(pngs[j]) })
 	for _, p := range pngs {
 		dst := filepath.Join(pagesDir, filepath.Base(p))

@@ -98,6 +98,13 @@ type Metered struct {
 	unpriced   map[string]bool
 }
 
+// Minus is the usage between an earlier total v and u.
+func (u Usage) Minus(v Usage) Usage {
+	return Usage{Calls: u.Calls - v.Calls, TokensIn: u.TokensIn - v.TokensIn, TokensOut: u.TokensOut - v.TokensOut,
+		TokensReasoning: u.TokensReasoning - v.TokensReasoning, TokensCached: u.TokensCached - v.TokensCached,
+		CostUSD: u.CostUSD - v.CostUSD, Errors: u.Errors - v.Errors, CacheHits: u.CacheHits - v.CacheHits}
+}
+
 // Usage returns the totals so far.
 func (m *Metered) Usage() Usage {
 	m.mu.Lock()

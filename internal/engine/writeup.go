@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/hpcq/hpcq/internal/prompt"
+	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/writeup"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
+)
+
+// PaperDir is where a run's paper and its evidence go, in its directory.
+const PaperDir = "paper"
+
+// Writeup has the model write the paper of the run in p.RunDir around d's
+// facts (writeup.Write) with the run's client: its calls count against the
+// run's budget (usage.json), are rows of llm_calls (purposes writeup and
+// writeup_review, node "paper") and, with log_prompts, are logged under
+// paper/. The research idea, the final memory export (the model's notes)
+// and the plots of the stages' best nodes are added to d; the review runs
+// when the model reads images (llm.vision, llm.vlm_model: the review's
+// model). It returns the paper and what its calls used.
+func Writeup(ctx context.Context, p Params, d writeup.Drafting) (writeup.Paper, llm.Usage, error) {
+	e, err := newEngine(ctx, p, false)
+	if err != nil {
+		return writeup.Paper{}, llm.Usage{}, err
+	}
+	defer e.close()
+	before := e.metered.Usage()
+	if d.Idea == "" {
+		d.Idea = e.ideaSection(ctx)
+	}
+	if d.Notes == "" {
+		md, _ := e.spec.Memory.ExportNames()
+		if data, err := os.ReadFile(filepath.Join(e.dir, memoryDir, md)); err == nil {
+			d.Notes = cutText(string(data), maxNotesChars)
+		}
+	}
+	if d.Figures == nil {
+		d.Figures = e.figures(d.SVG)
+	}
+	d.Review = e.spec.LLM.VisionOn()
+	var logs *prompt.Logs
+	if e.logs != nil {
+		logs = &prompt.Logs{Dir: filepath.Join(e.dir, PaperDir)}
+		defer logs.Close()
+	}
+	d.Ask = func(ctx context.Context, purpose prompt.Kind, msgs []llm.Message, shape string, parse func(string) error) error {
+		gp := prompt.GenerateParams{Client: e.client, Messages: msgs, Retries: e.spec.LLM.Retries, Purpose: string(purpose), Node: writeup.PaperNode}
+		if gp.Retries == 0 {
+			gp.Retries = -1
+		}
+		if purpose == prompt.WriteupReview {
+			gp.Model = e.spec.LLM.VLMModel
+		}
+		if logs != nil {
+			gp.Observe = func(x prompt.Exchange) {
+				if err := logs.Write(writeup.PaperNode, string(purpose), x); err != nil {
+					e.log.Warn("prompt log", "err", err)
+				}
+			}
+		}
+		_, err := prompt.Ask(ctx, gp, shape, parse)
+		e.usage.save()
+		return err
+	}
+	paper, err := writeup.Write(ctx, d)
+	return paper, e.metered.Usage().Minus(before), err
+}
+
+// maxNotesChars bounds the notes a writeup prompt carries of the final
+// memory export.
+const maxNotesChars = 24000
+
+// Figures a paper may include: at most maxFigures of at most
+// maxFigureBytes each.
+const (
+	maxFigures     = 6
+	maxFigureBytes = 4 << 20
+)
+
+// figureMIME are the plots pdflatex includes (an SVG is not one).
+var figureMIME = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".pdf": "application/pdf"}
+
+// figures are the plots of the run's best node and each stage's best, as
+// a paper includes them: figures/<role>-<name> (role best, stage1 to
+// stage4: a node's first; names that do not change with the node ids), with what the node was
+// and what the vision model saw in them; SVGs with svg (the compile makes
+// them PDFs). A plot whose content is not what its name says, or over
+// maxFigureBytes, is left out.
+func (e *engine) figures(svg bool) []writeup.Figure {
+	type role struct{ name, id string }
+	var roles []role
+	seen := map[string]bool{}
+	add := func(name string, n search.Node, ok bool) {
+		if ok && !seen[n.ID] {
+			seen[n.ID] = true
+			roles = append(roles, role{name, n.ID})
+		}
+	}
+	b, ok := e.tree.Best(e.maximize())
+	add("best", b, ok)
+	for s := 1; s <= len(schema.Stages); s++ {
+		b, ok := e.tree.BestOfStage(s, e.maximize())
+		add(fmt.Sprintf("stage%d", s), b, ok)
+	}
+	root, err := os.OpenRoot(e.dir)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
+	var figs []writeup.Figure
+	for _, r := range roles {
+		o, ok, err := e.nodeOutcome(r.id)
+		if err != nil || !ok || o.Result == nil {
+			continue
+		}
+		n, _ := e.tree.Get(r.id)
+		what := "the run's best node"
+		if r.name != "best" {
+			what = "the best node of stage " + strings.TrimPrefix(r.name, "stage")
+		}
+		about := fmt.Sprintf("a plot of %s, %s node %s (stage %d, %s), %s = %s %s", what, n.Kind, r.id, n.Stage, schema.StageName(n.Stage),
+			e.spec.Metric.Name, metricText(o.Metric), e.spec.Metric.Unit)
+		if o.PlotAnalysis != "" {
+			about += "; the vision model saw: " + strings.Join(strings.Fields(cutText(o.PlotAnalysis, 600)), " ")
+		}
+		for _, a := range o.Result.Artifacts {
+			ext := strings.ToLower(path.Ext(a.Name))
+			mime := figureMIME[ext]
+			if ext == ".svg" && svg {
+				mime = "svg"
+			}
+			if a.Kind != schema.ArtifactPlot || mime == "" || len(figs) == maxFigures {
+				continue
+			}
+			data, whole, err := readHead(root, rundir.NodeFile(r.id, rundir.ArtifactDir(a), a.Name), maxFigureBytes)
+			if err != nil || !whole || !isContent(data, mime) {
+				e.log.Warn("writeup: a plot left out", "node_id", r.id, "plot", a.Name, "err", err, "whole", whole)
+				continue
+			}
+			p := "figures/" + r.name + "-" + figureName(a.Name)
+			if seen[p] {
+				continue // another plot of the node with the same base name
+			}
+			seen[p] = true
+			figs = append(figs, writeup.Figure{Path: p, Node: r.id, About: about, Data: data})
+		}
+	}
+	return figs
+}
+
+// isContent reports whether a plot's bytes are what its name says.
+func isContent(data []byte, mime string) bool {
+	if mime == "svg" {
+		return bytes.Contains(data[:min(len(data), 4096)], []byte("<svg"))
+	}
+	return strings.HasPrefix(http.DetectContentType(data), mime)
+}
+
+// figureName is a plot's base name as \includegraphics takes it: letters,
+// digits, - and _, one dot before the extension.
+func figureName(name string) string {
+	ext := strings.ToLower(path.Ext(name))
+	base := strings.TrimSuffix(path.Base(name), path.Ext(name))
+	b := []byte(base)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '-'
+		}
+	}
+	return string(b) + ext
+}

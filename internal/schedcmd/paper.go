@@ -1,0 +1,191 @@
+package schedcmd
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/engine"
+	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/writeup"
+	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
+)
+
+// paperRun is a run whose paper is written: its spec, directory and
+// facts, the model and where its calls are recorded.
+type paperRun struct {
+	spec   run.Spec
+	info   rundir.Info
+	runDir string
+	facts  []writeup.Fact
+	client llm.Client
+	sink   results.Sink
+	log    *slog.Logger
+}
+
+// texTools are what compiling a paper needs on this machine.
+var texTools = []string{"latexmk", "pdflatex", "bibtex", "pdftoppm"}
+
+// missingTeX names the first of texTools not on PATH ("" when all are).
+func missingTeX() string {
+	for _, t := range texTools {
+		if _, err := exec.LookPath(t); err != nil {
+			return t
+		}
+	}
+	return ""
+}
+
+// claimsFile is DIR/paper/claims.json: every number of the paper and the
+// fact it states (with its node and query), the facts it states by id, its
+// citations and how the rounds went.
+type claimsFile struct {
+	writeup.Report
+	Citations        []string        `json:"citations"`
+	CitationsRemoved []string        `json:"citations_removed,omitempty"`
+	Rounds           []writeup.Round `json:"rounds"`
+	Stopped          string          `json:"stopped,omitempty"`
+}
+
+// writePaper has the model write the run's paper (engine.Writeup) and
+// writes DIR/paper: paper.tex, each round's draft (drafts/round-N.tex),
+// claims.json, and, where TeX is installed, paper.pdf and its pages; then
+// prints the writeup line. Without TeX the paper is checked, not
+// compiled, and the way to install it is said. ok is false when a number
+// is unverified or no PDF came.
+//
+// Long: the drafting's inputs, the outputs, the lines printed.
+func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool, err error) {
+	dir := filepath.Join(r.runDir, PaperDir)
+	d := writeup.Drafting{Facts: r.facts, Bib: ideaBib(r.info), MaxRounds: r.spec.Writeup.MaxRounds}
+	noTeX := missingTeX()
+	if noTeX == "" {
+		comp, err := compiler(cfg, r.info.RunID, dir)
+		if err != nil {
+			return false, err
+		}
+		d.Compile = comp.Compile
+		_, err = exec.LookPath("rsvg-convert")
+		d.SVG = err == nil
+	}
+	figs := filepath.Join(dir, "figures")
+	if err := os.RemoveAll(figs); err != nil {
+		return false, err
+	}
+	paper, used, err := engine.Writeup(ctx, engine.Params{Spec: r.spec, RunDir: r.runDir, LLM: r.client, Results: r.sink, Logger: r.log}, d)
+	if err != nil {
+		return false, fmt.Errorf("writeup: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "drafts"), 0o755); err != nil {
+		return false, err
+	}
+	for _, rd := range paper.Rounds {
+		if err := fileio.WriteFileAtomic(filepath.Join(dir, "drafts", fmt.Sprintf("round-%d.tex", rd.Round)), []byte(rd.TeX)); err != nil {
+			return false, err
+		}
+	}
+	tex := filepath.Join(dir, "paper.tex")
+	if err := fileio.WriteFileAtomic(tex, []byte(paper.TeX)); err != nil {
+		return false, err
+	}
+	for _, f := range paper.Figures {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f.Path)), 0o755); err != nil {
+			return false, err
+		}
+		if err := fileio.WriteFileAtomic(filepath.Join(dir, f.Path), f.Data); err != nil {
+			return false, err
+		}
+	}
+	claims := filepath.Join(dir, "claims.json")
+	if err := writeJSONFile(claims, claimsFile{Report: paper.Report, Citations: paper.Cited, CitationsRemoved: paper.Removed,
+		Rounds: paper.Rounds, Stopped: paper.Stopped}); err != nil {
+		return false, err
+	}
+	for _, c := range paper.Report.Claims {
+		if !c.Verified() {
+			fmt.Fprintf(os.Stderr, "unverified: %s (in %q)\n", c.Text, c.Context)
+		}
+	}
+	if paper.Stopped != "" {
+		fmt.Fprintf(os.Stderr, "writeup: the rounds stopped early: %s\n", paper.Stopped)
+	}
+	pdf := paper.Compiled.PDF
+	switch {
+	case noTeX != "":
+		pdf = "none"
+		fmt.Printf("writeup: no TeX here (%s is not installed): the paper is %s, not compiled. Install TeX with `scripts/services.sh install tex` "+
+			"(Debian: apt-get install texlive-latex-base latexmk poppler-utils librsvg2-bin), then compile it without asking the model again: "+
+			"scheduler writeup --run-dir %s --check %s --pdf\n", noTeX, tex, r.runDir, tex)
+	case pdf == "":
+		pdf = "none"
+		last := paper.Rounds[len(paper.Rounds)-1]
+		fmt.Fprintf(os.Stderr, "writeup: no draft compiled; the last one's error:\n%s\n", last.Error)
+	}
+	fmt.Printf("writeup: %d calls, %d tokens in, %d out, $%.4f; paper %s, claims %s\n", used.Calls, used.TokensIn, used.TokensOut, used.CostUSD, tex, claims)
+	rep := paper.Report
+	fmt.Printf("writeup pdf=%s pages=%d numbers=%d verified=%d unverified=%d citations=%d citations_removed=%d rounds=%d\n",
+		pdf, len(paper.Compiled.Pages), rep.Numbers, rep.Verified, rep.Unverified, len(paper.Cited), len(paper.Removed), len(paper.Rounds))
+	return rep.Unverified == 0 && len(rep.UnknownFacts) == 0 && (pdf != "none" || noTeX != ""), nil
+}
+
+// ideaBib is the bibliography the run was given: refs.bib beside its idea
+// ("" when there is none).
+func ideaBib(info rundir.Info) string {
+	if info.IdeaDir == "" {
+		return ""
+	}
+	data, err := os.ReadFile(filepath.Join(info.IdeaDir, "refs.bib"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		slog.Warn("writeup: the idea's refs.bib not read", "err", err)
+	}
+	return string(data)
+}
+
+// figureFiles are the figures a writeup left in dir/figures, as a
+// compile's files: regular files only, each within the workspace's limit.
+func figureFiles(dir string) ([]schema.File, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	entries, err := os.ReadDir(filepath.Join(dir, "figures"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var files []schema.File
+	for _, e := range entries {
+		name := "figures/" + e.Name()
+		f, _, err := fileio.OpenRegular(root, name)
+		if err != nil {
+			continue // a directory, a link: not a figure
+		}
+		data, err := io.ReadAll(io.LimitReader(f, maxFigureBytes+1))
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if len(data) > maxFigureBytes {
+			return nil, fmt.Errorf("%s: over %d bytes", name, maxFigureBytes)
+		}
+		files = append(files, schema.File{Path: name, Content: base64.StdEncoding.EncodeToString(data), Encoding: schema.EncodingBase64})
+	}
+	return files, nil
+}
+
+// maxFigureBytes bounds a figure (the workspace's limit per file, decoded).
+const maxFigureBytes = 4 << 20
