@@ -240,6 +240,7 @@ func TestDashboardFinishedRuns(t *testing.T) {
 
 	b.run(t, chromedp.Navigate(url+"#/run/stencil-a/node/"+best), chromedp.WaitVisible(`.node[data-node="`+best+`"]`, chromedp.ByQuery))
 	require.Equal(t, nodes, b.count(t, ".node"), "every node of the tree is on the page")
+	checkPaperCard(t, b, url)
 	require.Equal(t, 1, b.count(t, ".node .star"), "the best node is marked")
 	resp, err := http.Get(url + "api/runs/stencil-a")
 	require.NoError(t, err)
@@ -293,6 +294,32 @@ func TestDashboardFinishedRuns(t *testing.T) {
 		require.NoError(t, os.WriteFile(shot, png, 0o644))
 	}
 	b.requireNoErrors(t)
+}
+
+// checkPaperCard: the example's paper (run.yaml writeup.enabled) is on
+// the run's page: its links, its claims, its pages; the PDF is a download.
+func checkPaperCard(t *testing.T, b *browser, url string) {
+	t.Helper()
+	b.waitFor(t, "the paper card", `!!document.querySelector('.card.paper')`)
+	card := b.text(t, ".card.paper")
+	require.Regexp(t, `\d+ numbers written out, \d+ verified, 0 unverified; \d+ facts stated by id; 3 citations, 1 removed \(holewinski2012\); 3 rounds`, card)
+	if _, err := exec.LookPath("latexmk"); err != nil {
+		require.Contains(t, card, "not compiled")
+		return
+	}
+	b.waitFor(t, "the paper's pages", `document.querySelectorAll('.card.paper .pages img').length >= 1 && [...document.querySelectorAll('.card.paper .pages img')].every(i => i.complete && i.naturalWidth > 0)`)
+	if shot := os.Getenv("HPCQ_SCREENSHOT_PAPER"); shot != "" {
+		var png []byte
+		b.run(t, chromedp.ScrollIntoView(".card.paper", chromedp.ByQuery), chromedp.FullScreenshot(&png, 100))
+		require.NoError(t, os.WriteFile(shot, png, 0o644))
+	}
+	resp, err := http.Get(url + "api/runs/stencil-a/files/paper/paper.pdf")
+	require.NoError(t, err)
+	pdf, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.True(t, strings.HasPrefix(string(pdf), "%PDF-"))
+	require.Equal(t, `attachment; filename="stencil-a-paper.pdf"`, resp.Header.Get("Content-Disposition"), "the model's PDF is downloaded, not shown")
 }
 
 // TestDashboardBigTree: a run of 3,000 nodes is drawn in part, quickly: a

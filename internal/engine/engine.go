@@ -454,16 +454,8 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 	if err := search.WriteTreeJSON(filepath.Join(e.dir, "tree.json"), e.tree, e.maximize()); err != nil {
 		return sum, err
 	}
-	rp := search.ReportParams{Title: e.title(), MetricName: e.spec.Metric.Name, Unit: e.spec.Metric.Unit, Maximize: e.maximize(),
-		Calls: u.Calls, TokensIn: u.TokensIn, TokensOut: u.TokensOut, CostUSD: u.CostUSD, StoppedBy: stoppedBy, StageNotes: notes}
-	if sum.HasBest {
-		rp.BestDetail = e.bestDetail(sum.Best.ID)
-	}
-	var rep strings.Builder
-	if err := search.WriteReport(&rep, e.tree, rp); err != nil {
-		return sum, err
-	}
-	if err := os.WriteFile(sum.Report, []byte(rep.String()), 0o644); err != nil {
+	rp := e.reportParams(stoppedBy, notes)
+	if err := e.writeReport(rp); err != nil {
 		return sum, err
 	}
 	var html strings.Builder
@@ -500,6 +492,28 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 }
 
 // endStatus is how the run ended (its runs row and end.json).
+// reportParams are what report.md and tree.html say beside the tree: the
+// usage so far, how the search stopped, the best node's detail, the paper.
+func (e *engine) reportParams(stoppedBy string, notes map[int]string) search.ReportParams {
+	u := e.metered.Usage()
+	rp := search.ReportParams{Title: e.title(), MetricName: e.spec.Metric.Name, Unit: e.spec.Metric.Unit, Maximize: e.maximize(),
+		Calls: u.Calls, TokensIn: u.TokensIn, TokensOut: u.TokensOut, CostUSD: u.CostUSD, StoppedBy: stoppedBy, StageNotes: notes,
+		Paper: e.paperSection()}
+	if best, ok := e.tree.Best(e.maximize()); ok {
+		rp.BestDetail = e.bestDetail(best.ID)
+	}
+	return rp
+}
+
+// writeReport writes report.md.
+func (e *engine) writeReport(rp search.ReportParams) error {
+	var rep strings.Builder
+	if err := search.WriteReport(&rep, e.tree, rp); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(e.dir, "report.md"), []byte(rep.String()), 0o644)
+}
+
 func (e *engine) endStatus(stoppedBy string, hasBest bool) string {
 	switch {
 	case e.canceled.Load() != nil:

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/internal/writeup"
@@ -74,7 +76,89 @@ func Writeup(ctx context.Context, p Params, d writeup.Drafting) (writeup.Paper, 
 		return err
 	}
 	paper, err := writeup.Write(ctx, d)
-	return paper, e.metered.Usage().Minus(before), err
+	used := e.metered.Usage().Minus(before)
+	if err != nil {
+		return paper, used, err
+	}
+	if err := e.writePaper(paper); err != nil {
+		return paper, used, err
+	}
+	var end End
+	if _, err := readJSON(filepath.Join(e.dir, rundir.EndFile), &end); err != nil {
+		return paper, used, err
+	}
+	return paper, used, e.writeReport(e.reportParams(end.StoppedBy, end.Notes))
+}
+
+// writePaper writes the paper's directory: paper.tex, each round's draft
+// (drafts/round-N.tex), the figures, claims.json (the PDF and its pages
+// are there already, from the compile).
+func (e *engine) writePaper(p writeup.Paper) error {
+	dir := filepath.Join(e.dir, PaperDir)
+	for _, d := range []string{"drafts", "figures"} {
+		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	files := map[string][]byte{"paper.tex": []byte(p.TeX)}
+	for _, r := range p.Rounds {
+		files[fmt.Sprintf("drafts/round-%d.tex", r.Round)] = []byte(r.TeX)
+	}
+	for _, f := range p.Figures {
+		files[f.Path] = f.Data
+	}
+	claims, err := json.MarshalIndent(p.Claims(), "", "  ")
+	if err != nil {
+		return err
+	}
+	files["claims.json"] = append(claims, '\n')
+	for name, data := range files {
+		if err := fileio.WriteFileAtomic(filepath.Join(dir, filepath.FromSlash(name)), data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// paperSection is report.md's section about the run's paper, from
+// paper/claims.json ("" when there is none).
+func (e *engine) paperSection() string {
+	var c writeup.Claims
+	if ok, err := readJSON(filepath.Join(e.dir, PaperDir, "claims.json"), &c); err != nil || !ok {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("## The paper\n\n")
+	if c.PDF != "" {
+		fmt.Fprintf(&b, "[%s](%s) (%d pages), ", c.PDF, mdURL(PaperDir+"/"+c.PDF), c.Pages)
+	} else {
+		b.WriteString("Not compiled: ")
+	}
+	fmt.Fprintf(&b, "[paper.tex](%s), [claims.json](%s): %d numbers written out, %d verified against the results, %d unverified; "+
+		"%d facts stated by id; %d citations", mdURL(PaperDir+"/paper.tex"), mdURL(PaperDir+"/claims.json"), c.Numbers, c.Verified,
+		c.Unverified, len(c.FactsCited), len(c.Citations))
+	if len(c.CitationsRemoved) > 0 {
+		fmt.Fprintf(&b, ", %d removed (not in refs.bib: %s)", len(c.CitationsRemoved), strings.Join(c.CitationsRemoved, ", "))
+	}
+	if len(c.Rounds) > 0 {
+		fmt.Fprintf(&b, "; %d rounds", len(c.Rounds))
+	}
+	b.WriteString(".\n")
+	if c.Unverified > 0 {
+		b.WriteString("\n**Numbers no result states** (the paper says so on its first page):\n\n")
+		for _, cl := range c.Claims {
+			if !cl.Verified() {
+				fmt.Fprintf(&b, "- `%s` in \"%s\"\n", cl.Text, mdText(cl.Context))
+			}
+		}
+	}
+	if c.Stopped != "" {
+		fmt.Fprintf(&b, "\nThe rounds stopped early: %s.\n", mdText(c.Stopped))
+	}
+	return b.String()
 }
 
 // maxNotesChars bounds the notes a writeup prompt carries of the final

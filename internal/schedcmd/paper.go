@@ -47,25 +47,12 @@ func missingTeX() string {
 	return ""
 }
 
-// claimsFile is DIR/paper/claims.json: every number of the paper and the
-// fact it states (with its node and query), the facts it states by id, its
-// citations and how the rounds went.
-type claimsFile struct {
-	writeup.Report
-	Citations        []string        `json:"citations"`
-	CitationsRemoved []string        `json:"citations_removed,omitempty"`
-	Rounds           []writeup.Round `json:"rounds"`
-	Stopped          string          `json:"stopped,omitempty"`
-}
-
-// writePaper has the model write the run's paper (engine.Writeup) and
-// writes DIR/paper: paper.tex, each round's draft (drafts/round-N.tex),
-// claims.json, and, where TeX is installed, paper.pdf and its pages; then
-// prints the writeup line. Without TeX the paper is checked, not
-// compiled, and the way to install it is said. ok is false when a number
-// is unverified or no PDF came.
-//
-// Long: the drafting's inputs, the outputs, the lines printed.
+// writePaper has the model write the run's paper (engine.Writeup: DIR/paper
+// with paper.tex, the drafts, the figures, claims.json and, where TeX is
+// installed, paper.pdf and its pages; report.md's section on it), then
+// prints the writeup line. Without TeX the paper is checked, not compiled,
+// and the way to install it is said. ok is false when a number is
+// unverified or, with TeX, no draft compiled.
 func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool, err error) {
 	dir := filepath.Join(r.runDir, PaperDir)
 	d := writeup.Drafting{Facts: r.facts, Bib: ideaBib(r.info), MaxRounds: r.spec.Writeup.MaxRounds}
@@ -79,39 +66,11 @@ func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool
 		_, err = exec.LookPath("rsvg-convert")
 		d.SVG = err == nil
 	}
-	figs := filepath.Join(dir, "figures")
-	if err := os.RemoveAll(figs); err != nil {
-		return false, err
-	}
 	paper, used, err := engine.Writeup(ctx, engine.Params{Spec: r.spec, RunDir: r.runDir, LLM: r.client, Results: r.sink, Logger: r.log}, d)
 	if err != nil {
 		return false, fmt.Errorf("writeup: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "drafts"), 0o755); err != nil {
-		return false, err
-	}
-	for _, rd := range paper.Rounds {
-		if err := fileio.WriteFileAtomic(filepath.Join(dir, "drafts", fmt.Sprintf("round-%d.tex", rd.Round)), []byte(rd.TeX)); err != nil {
-			return false, err
-		}
-	}
-	tex := filepath.Join(dir, "paper.tex")
-	if err := fileio.WriteFileAtomic(tex, []byte(paper.TeX)); err != nil {
-		return false, err
-	}
-	for _, f := range paper.Figures {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f.Path)), 0o755); err != nil {
-			return false, err
-		}
-		if err := fileio.WriteFileAtomic(filepath.Join(dir, f.Path), f.Data); err != nil {
-			return false, err
-		}
-	}
-	claims := filepath.Join(dir, "claims.json")
-	if err := writeJSONFile(claims, claimsFile{Report: paper.Report, Citations: paper.Cited, CitationsRemoved: paper.Removed,
-		Rounds: paper.Rounds, Stopped: paper.Stopped}); err != nil {
-		return false, err
-	}
+	tex, claims := filepath.Join(dir, "paper.tex"), filepath.Join(dir, "claims.json")
 	for _, c := range paper.Report.Claims {
 		if !c.Verified() {
 			fmt.Fprintf(os.Stderr, "unverified: %s (in %q)\n", c.Text, c.Context)

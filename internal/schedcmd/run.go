@@ -206,7 +206,6 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		return err
 	}
 	defer dir.release()
-	runID := filepath.Base(runDir)
 
 	client, closeLLM, llmInfo, err := runLLM(&spec, info.IdeaDir, runDir, log)
 	if err != nil {
@@ -214,7 +213,6 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	}
 	defer logClose(log, "llm: the cassette or cache", closeLLM)
 	info.LLM = llmInfo
-
 	sink, where, err := stores.OpenResults(ctx, cfg.Store, rundir.Dir(runDir), log)
 	if err != nil {
 		return err
@@ -250,35 +248,31 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("run %s (%s mode): %s\n", runID, mode, runDir)
+	fmt.Printf("run %s (%s mode): %s\n", filepath.Base(runDir), mode, runDir)
 	sum, runErr := engine.Run(ctx, engine.Params{
 		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
 		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, OutageMax: cfg.OutageMax, Abandon: o.Abandon,
 		Status: o.Status, Progress: os.Stdout, Logger: log, Metrics: met,
 	})
-	if err := endRun(spec, runDir, sum, runErr); err != nil {
+	if err := endRun(spec, runDir, sum, runErr); err != nil || !spec.Writeup.Enabled {
 		return err
 	}
-	if spec.Writeup.Enabled {
-		// The search's outcome is the run's: a writeup that fails says so,
-		// and `scheduler writeup` writes it again.
-		if err := runWriteup(ctx, cfg, paperRun{spec: spec, info: info, runDir: runDir, client: client, sink: sink, log: log}); err != nil {
-			fmt.Fprintf(os.Stderr, "writeup: %v (write it again: scheduler writeup --run-dir %s)\n", err, runDir)
-		}
-	}
+	runWriteup(ctx, cfg, paperRun{spec: spec, info: info, runDir: runDir, client: client, sink: sink, log: log})
 	return nil
 }
 
 // runWriteup writes the paper of a run that just ended (run.yaml writeup:
-// {enabled: true}).
-func runWriteup(ctx context.Context, cfg *config.Scheduler, r paperRun) error {
+// {enabled: true}). The search's outcome is the run's: a writeup that
+// fails says so, and how to write it again.
+func runWriteup(ctx context.Context, cfg *config.Scheduler, r paperRun) {
 	fmt.Println("writeup: the paper of the run (run.yaml writeup.enabled)")
 	var err error
-	if r.facts, _, err = runFacts(ctx, cfg, r.spec, r.info, r.runDir); err != nil {
-		return err
+	if r.facts, _, err = runFacts(ctx, cfg, r.spec, r.info, r.runDir); err == nil {
+		_, err = writePaper(ctx, cfg, r)
 	}
-	_, err = writePaper(ctx, cfg, r)
-	return err
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "writeup: %v (write it again: scheduler writeup --run-dir %s)\n", err, r.runDir)
+	}
 }
 
 // endRun prints how the run ended and is what `scheduler run` returns:

@@ -135,7 +135,7 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, in
 	bib := ideaBib(info)
 	cited, unknownCites := writeup.Citations(string(tex), bib)
 	claims := filepath.Join(dir, "claims.json")
-	if err := writeJSONFile(claims, claimsFile{Report: r, Citations: cited}); err != nil {
+	if err := writeJSONFile(claims, writeup.Claims{Report: r, Citations: cited}); err != nil {
 		return err
 	}
 	for _, c := range r.Claims {

@@ -70,6 +70,9 @@ type ReportParams struct {
 	// StageNotes say how each stage (1-4) went beyond its counts: its
 	// base node, why it was skipped.
 	StageNotes map[int]string
+	// Paper is markdown about the run's paper (its PDF, its claims), when
+	// one was written.
+	Paper string
 }
 
 // WriteReport writes report.md: the best node and the path of decisions
@@ -116,6 +119,9 @@ func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
 		}
 	} else {
 		b.WriteString("**No node produced the metric.**\n\n")
+	}
+	if p.Paper != "" {
+		b.WriteString(strings.TrimSpace(p.Paper) + "\n\n")
 	}
 	writeStages(&b, nodes, p)
 	if p.StoppedBy != "" {

@@ -77,6 +77,8 @@ type RunDetail struct {
 	// most 500, evenly thinned).
 	Cost      []CostPoint `json:"cost"`
 	CostError string      `json:"cost_error,omitempty"`
+	// Paper is the run's paper, when one was written.
+	Paper *PaperView `json:"paper,omitempty"`
 }
 
 // CostPoint is the run's cumulative LLM cost at a time.
@@ -314,6 +316,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 			det.BestPath = bestPath(lines, det.Best)
 		}
 	}
+	det.Paper = paperOf(dir)
 	det.Cost, err = s.costFrom(r.Context(), s.queryOf(dir), det.ID)
 	if err != nil {
 		det.CostError = err.Error()

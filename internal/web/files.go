@@ -17,7 +17,8 @@ import (
 
 // getFile serves a file of a node: nodes/<id>/logs/..., nodes/<id>/outputs/...
 // or its prompt log, nodes/<id>/prompts.md (prompt_logs/<id>/*.md in runs
-// written before), read through the run directory as a root (a
+// written before), or of the run's paper (paper/...: the PDF as a
+// download), read through the run directory as a root (a
 // link cannot lead out of it). Text is redacted; pictures are served as
 // they are, under a policy that runs no script in them.
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
@@ -63,6 +64,15 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; sandbox")
+	if strings.EqualFold(path.Ext(rel), ".pdf") {
+		// The model's PDF is downloaded, not shown in the page: a PDF may
+		// carry script, and a sandboxed page shows none (its pages are the
+		// PNGs the page shows).
+		h.Set("Content-Type", "application/pdf")
+		h.Set("Content-Disposition", `attachment; filename="`+ref.id+`-`+path.Base(rel)+`"`)
+		http.ServeContent(w, r, "", fi.ModTime(), f)
+		return
+	}
 	if ct := pictureType(rel); ct != "" {
 		h.Set("Content-Type", ct)
 		http.ServeContent(w, r, "", fi.ModTime(), f)
@@ -77,7 +87,8 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(s.redact.text(strings.ToValidUTF8(string(data), "\uFFFD"))))
 }
 
-// servable: a node's log or output, or a prompt log.
+// servable: a node's log or output, a prompt log, or a file of the run's
+// paper.
 func servable(rel string) bool {
 	if rel != path.Clean(rel) || path.IsAbs(rel) || strings.HasPrefix(rel, "../") || strings.Contains(rel, "\\") {
 		return false
@@ -89,6 +100,8 @@ func servable(rel string) bool {
 	case len(parts) == 3 && parts[0] == rundir.NodesDir && parts[2] == rundir.PromptsLog:
 		return true
 	case len(parts) == 3 && parts[0] == rundir.OldPromptLogs && strings.HasSuffix(parts[2], ".md"):
+		return true
+	case paperFile(parts):
 		return true
 	}
 	return false

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -99,6 +100,30 @@ type Paper struct {
 	// Stopped says why the rounds ended before the paper was clean (the
 	// budget, an endpoint's refusal).
 	Stopped string
+}
+
+// Claims is paper/claims.json: every number of the paper and the fact it
+// states (with its node and query), the facts it states by id, its
+// citations and how the rounds went.
+type Claims struct {
+	Report
+	Citations        []string `json:"citations"`
+	CitationsRemoved []string `json:"citations_removed,omitempty"`
+	Rounds           []Round  `json:"rounds,omitempty"`
+	Stopped          string   `json:"stopped,omitempty"`
+	// PDF and Pages are the compiled paper's, relative to the paper's
+	// directory ("" and 0: it did not compile).
+	PDF   string `json:"pdf,omitempty"`
+	Pages int    `json:"pages"`
+}
+
+// Claims is what claims.json says of the paper.
+func (p Paper) Claims() Claims {
+	c := Claims{Report: p.Report, Citations: p.Cited, CitationsRemoved: p.Removed, Rounds: p.Rounds, Stopped: p.Stopped, Pages: len(p.Compiled.Pages)}
+	if p.Compiled.PDF != "" {
+		c.PDF = filepath.Base(p.Compiled.PDF)
+	}
+	return c
 }
 
 // draft is one round's paper, checked and compiled.

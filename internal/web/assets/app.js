@@ -304,7 +304,24 @@ function drawSummary() {
     el('div', { class: 'stats' }, stats.map(([k, v]) => el('div', {}, el('b', {}, v), el('span', {}, k)))),
     r.stopped_by ? el('p', {}, 'Stopped early: ' + r.stopped_by) : null,
     r.canceled ? el('p', {}, 'Canceled: ' + r.canceled) : null,
-    r.error ? el('p', { class: 'error' }, r.error) : null));
+    r.error ? el('p', { class: 'error' }, r.error) : null), paperCard(r));
+}
+
+// paperCard is the run's paper: the PDF, its claims checked against the
+// results, its rendered pages.
+function paperCard(r) {
+  const p = r.paper;
+  if (!p) return null;
+  const link = (path, text) => el('a', { href: fileURL(r.id, path), target: '_blank', rel: 'noopener' }, text);
+  const facts = `${p.numbers} numbers written out, ${p.verified} verified, ${(p.unverified || []).length} unverified; ` +
+    `${p.facts_stated} facts stated by id; ${p.citations} citations` + ((p.citations_removed || []).length ? `, ${p.citations_removed.length} removed (${p.citations_removed.join(', ')})` : '') +
+    `; ${p.rounds} rounds`;
+  return el('div', { class: 'card paper' }, el('h2', {}, 'Paper'),
+    el('p', {}, p.pdf ? link(p.pdf, 'paper.pdf') : el('span', { class: 'muted' }, 'not compiled'), ' · ', link(p.tex, 'paper.tex'), ' · ', link(p.claims, 'claims.json'), ' · ', facts),
+    (p.unverified || []).length ? el('div', { class: 'error' }, el('b', {}, 'Numbers no result states: '),
+      el('ul', {}, p.unverified.map(c => el('li', {}, el('code', {}, c.text), ' in “', c.context, '”')))) : null,
+    p.stopped ? el('p', { class: 'muted' }, 'The rounds stopped early: ' + p.stopped) : null,
+    (p.pages || []).length ? el('div', { class: 'pages' }, p.pages.map((pg, i) => link(pg, el('img', { src: fileURL(r.id, pg), alt: `page ${i + 1}`, loading: 'lazy' })))) : null);
 }
 
 // pathTo is the set of id and its ancestors.
