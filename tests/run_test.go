@@ -30,12 +30,20 @@ func TestRunExampleOffline(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "replaying the scripted replies")
 	require.Regexp(t, `run \S+: 8 nodes \(\d+ buggy, \d+ from the result cache\), best n\d+: gflops = [0-9.]+ GFLOP/s`, out)
+	// The run's paper (writeup.enabled): the scripted first draft's invented
+	// number and citation caught, fed back, gone by the third.
+	if _, err := exec.LookPath("latexmk"); err == nil {
+		require.Regexp(t, `writeup pdf=\S+/paper/paper.pdf pages=[1-9] numbers=\d+ verified=\d+ unverified=0 citations=3 citations_removed=1 rounds=3\n`, out)
+	} else {
+		require.Contains(t, out, "writeup pdf=none pages=0")
+	}
 	reports, _ := filepath.Glob(filepath.Join(dir, "runs", "*", "report.md"))
 	require.Len(t, reports, 1)
 	runDir := filepath.Dir(reports[0])
 	rep, err := os.ReadFile(reports[0])
 	require.NoError(t, err)
 	require.Contains(t, string(rep), "**Best node:")
+	require.Contains(t, string(rep), "## The paper\n\n")
 	for _, f := range []string{"tree.json", "tree.html", "memory/final_memory_for_paper.md", "nodes/n0001/phase0_plan.json"} {
 		require.FileExists(t, filepath.Join(runDir, f))
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -14,6 +15,7 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/stores"
+	"github.com/hpcq/hpcq/internal/writeup"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
@@ -94,7 +96,7 @@ func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
 	default:
 		model = "replay of " + llmInfo["cassette"]
 	}
-	fmt.Fprintf(o.Out, "memory:  %s\nresults: %s\nmodel:   %s\n", memory, results, model)
+	fmt.Fprintf(o.Out, "memory:  %s\nresults: %s\nmodel:   %s\npaper:   %s\n", memory, results, model, paperLine(spec, o.IdeaDir))
 	if llmErr != nil || llmInfo["backend"] != "openai" {
 		if o.Probe {
 			return fmt.Errorf("--probe: no endpoint to probe (model: %s)", model)
@@ -167,4 +169,26 @@ func firstLine(s string) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// paperLine says what the run's paper will be written with: whether it is
+// (writeup.enabled), the bibliography it may cite, TeX on this machine.
+func paperLine(spec run.Spec, ideaDir string) string {
+	line := "written by `scheduler writeup` (writeup.enabled: false)"
+	if spec.Writeup.Enabled {
+		line = "written when the search ends (writeup.enabled)"
+	}
+	bib, err := os.ReadFile(filepath.Join(ideaDir, "refs.bib"))
+	switch keys := writeup.BibKeys(string(bib)); {
+	case err != nil:
+		line += "; no refs.bib beside the idea: it cites nothing"
+	case len(keys) == 0:
+		line += "; refs.bib holds no entry (@type{key, ...}): it cites nothing"
+	default:
+		line += fmt.Sprintf("; cites only refs.bib's %d entries (%s)", len(keys), strings.Join(keys, ", "))
+	}
+	if t := missingTeX(); t != "" {
+		line += "; no TeX here (" + t + "): the paper stops at paper.tex (scripts/services.sh install tex)"
+	}
+	return line
 }

@@ -155,6 +155,15 @@ func Citations(tex, bib string) (keys, unknown []string) {
 	return onceEach(named, have)
 }
 
+// BibKeys are the keys of a bibliography's entries, in order.
+func BibKeys(bib string) []string {
+	var keys []string
+	for _, e := range bibEntries(bib) {
+		keys = append(keys, e.key)
+	}
+	return keys
+}
+
 // bibEntry is what a prompt says of a bibliography entry.
 type bibEntry struct{ key, title string }
 
