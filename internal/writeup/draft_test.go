@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"image/png"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -185,4 +186,36 @@ func TestRemoveCitations(t *testing.T) {
 func TestBibEntries(t *testing.T) {
 	bib := "@article{a, title = {Nested {B}races\n  over lines}, year=2009}\n@misc{b, title=\"Quoted\"}\n@book{c, author={x}}\n"
 	require.Equal(t, []bibEntry{{"a", "Nested {B}races over lines"}, {"b", "Quoted"}, {"c", ""}}, bibEntries(bib))
+}
+
+// TestCompileBounds: a paper that loops to 40 pages renders its first
+// MaxPages; an SVG plot is included as the PDF the compile makes of it.
+func TestCompileBounds(t *testing.T) {
+	c := testCompiler(t)
+	tex := "\\documentclass{article}\\usepackage{graphicx}\\begin{document}\\includegraphics{figures/best-x.pdf}\\newcount\\n" +
+		"\\loop x\\newpage\\advance\\n by 1 \\ifnum\\n<40 \\repeat\\end{document}\n"
+	svg := `<svg xmlns="http://www.w3.org/2000/svg" width="60" height="40"><rect width="60" height="40" fill="blue"/></svg>`
+	got, err := c.Compile(context.Background(), 1, []schema.File{{Path: "paper.tex", Content: tex}, {Path: "figures/best-x.svg", Content: svg}})
+	require.NoError(t, err)
+	require.Empty(t, got.Error)
+	require.Len(t, got.Pages, MaxPages)
+	require.Equal(t, "page-01.png", filepath.Base(got.Pages[0]), "pdftoppm pads the number to the page count's digits")
+}
+
+// FuzzRemoveCitations: whatever a model writes, the keys dropped are in no
+// \cite of the result, and nothing else grows.
+func FuzzRemoveCitations(f *testing.F) {
+	f.Add(`A~\cite{a,x} b \citep[p.~3]{x} c~\cite{x}.`, "x")
+	f.Add(`\cite{x`, "x")
+	f.Add(`\nocite*{x, y ,x}`, "y")
+	f.Fuzz(func(t *testing.T, tex, key string) {
+		key = strings.TrimSpace(key)
+		if key == "" || strings.ContainsAny(key, ",}") {
+			return
+		}
+		out := RemoveCitations(tex, []string{key})
+		require.LessOrEqual(t, len(out), len(tex))
+		keys, _ := Citations(out, "")
+		require.NotContains(t, keys, key)
+	})
 }

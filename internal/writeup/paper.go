@@ -24,17 +24,17 @@ const (
 )
 
 // PaperTask compiles paper.tex with the files beside it (facts.tex,
-// refs.bib, the figures: an SVG made a PDF by rsvg-convert; the paths are
-// CheckPath's, no shell quoting needed) in a task's sandbox: latexmk -pdf (pdflatex and
-// bibtex as often as it takes; an error stops it), then each page rendered
-// to a PNG (pdftoppm, 60 dpi: what a reviewing model reads). No network;
-// the compile and the render bounded.
+// refs.bib, the figures: an SVG whose path is plain, letters, digits and
+// ._/-, made a PDF by rsvg-convert) in a task's sandbox: latexmk -pdf (pdflatex and
+// bibtex as often as it takes; an error stops it; 2 minutes, a TeX loop
+// included), then each page rendered to a PNG (pdftoppm, 60 dpi: what a
+// reviewing model reads; the first MaxPages). No network; bounded.
 func PaperTask(runID string, round int, files []schema.File) *schema.NodeTask {
 	ws := append([]schema.File(nil), files...)
 	sort.Slice(ws, func(i, j int) bool { return ws[i].Path < ws[j].Path })
 	var compile []string
 	for _, f := range ws {
-		if strings.HasSuffix(f.Path, ".svg") {
+		if strings.HasSuffix(f.Path, ".svg") && plainPathRe.MatchString(f.Path) {
 			// pdflatex includes no SVG: a plot becomes the PDF the paper names.
 			compile = append(compile, "rsvg-convert -f pdf -o "+strings.TrimSuffix(f.Path, ".svg")+".pdf "+f.Path)
 		}
@@ -45,10 +45,18 @@ func PaperTask(runID string, round int, files []schema.File) *schema.NodeTask {
 		Artifacts: schema.Artifacts{
 			Coding:  schema.CodingPhase{Workspace: schema.Workspace{Files: ws}},
 			Compile: schema.CommandsPhase{Commands: compile},
-			Run:     schema.RunPhase{Commands: []string{"pdftoppm -r 60 -png paper.pdf page"}, ExpectedOutputs: []string{"paper.pdf"}},
+			Run: schema.RunPhase{Commands: []string{fmt.Sprintf("pdftoppm -r 60 -l %d -png paper.pdf page", MaxPages)},
+				ExpectedOutputs: []string{"paper.pdf"}},
 		},
-		Limits: schema.Limits{CompileTimeoutS: 300, RunTimeoutS: 120, Network: &off}}
+		Limits: schema.Limits{CompileTimeoutS: 120, RunTimeoutS: 120, Network: &off}}
 }
+
+// plainPathRe: a path a command line may hold as it is.
+var plainPathRe = regexp.MustCompile(`^[A-Za-z0-9._/-]+$`)
+
+// MaxPages bounds the pages rendered: a paper that makes thousands of
+// pages (a loop in its LaTeX) renders its first MaxPages.
+const MaxPages = 30
 
 // Compiler compiles a run's paper as a task (the LaTeX is the model's
 // code: in the sandbox, never as the scheduler's own user) and brings

@@ -22,4 +22,10 @@ func TestPaperTask(t *testing.T) {
 	require.Equal(t, "facts.tex", task.Artifacts.Coding.Workspace.Files[0].Path)
 	require.True(t, task.Limits.NoNetwork())
 	require.Equal(t, 2, task.Attempt)
+
+	task = PaperTask("r1", 1, []schema.File{{Path: "paper.tex"}, {Path: "figures/best-scaling.svg"}, {Path: "figures/a b;rm x.svg"}})
+	require.Equal(t, []string{"rsvg-convert -f pdf -o figures/best-scaling.pdf figures/best-scaling.svg",
+		"latexmk -pdf -interaction=nonstopmode -halt-on-error -file-line-error paper.tex"}, task.Artifacts.Compile.Commands,
+		"a path a command line cannot hold as it is is not converted")
+	require.Equal(t, []string{"pdftoppm -r 60 -l 30 -png paper.pdf page"}, task.Artifacts.Run.Commands)
 }
