@@ -149,7 +149,7 @@ stages:
   creative_research: {max_iterations: 0}
   ablation_studies: {max_iterations: 0}
 search: {num_drafts: 2, slots: 1}
-llm: {model: test-model, vision: true}
+llm: {model: test-model, vlm_model: test-vlm}
 `)
 	require.NoError(t, os.WriteFile(filepath.Join(idea, "refs.bib"), []byte("@article{williams2009roofline,\n  title={Roofline},\n  year={2009}\n}\n"), 0o644))
 	runDir, env := scoreRun(t, idea)
@@ -158,12 +158,9 @@ llm: {model: test-model, vision: true}
 		return "```latex\n\\documentclass{article}\n\\begin{document}\n\\title{Scores}\\author{hpcq}\\maketitle\n" + body +
 			"\n\\bibliographystyle{plain}\n\\bibliography{refs}\n\\end{document}\n```"
 	}
-	var reviewed []fakellm.Request
-	var drafts []string
 	srv := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
 		switch r.Kind {
 		case "writeup":
-			drafts = append(drafts, r.Messages[len(r.Messages)-1].Content)
 			switch r.KindN {
 			case 1:
 				return fakellm.Reply{Content: paper(`The best draft scored \fact{best} points, 99.5 more than chance~\cite{invented2024}, as \cite{williams2009roofline} would not say.`)}
@@ -172,7 +169,6 @@ llm: {model: test-model, vision: true}
 			}
 			return fakellm.Reply{Content: paper(`The best of \fact{nodes} drafts scored \fact{best} points (\factpct{best_gain} above the baseline), as \cite{williams2009roofline} would not say.`)}
 		case "writeup_review":
-			reviewed = append(reviewed, r)
 			return fakellm.Reply{Content: `{"findings": ["Say how far the best is above the baseline."]}`}
 		}
 		return fakellm.Reply{Status: 400}
@@ -182,11 +178,23 @@ llm: {model: test-model, vision: true}
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `writeup pdf=\S+/paper/paper.pdf pages=1 numbers=0 verified=0 unverified=0 citations=1 citations_removed=1 rounds=3\n`, out)
 	require.Contains(t, out, "writeup: 4 calls")
+	var drafts, models []string
+	var reviewed []fakellm.Request
+	for _, r := range srv.Requests() {
+		switch r.Kind {
+		case "writeup":
+			drafts, models = append(drafts, r.Messages[len(r.Messages)-1].Content), append(models, r.Model)
+		case "writeup_review":
+			reviewed = append(reviewed, r)
+		}
+	}
 	require.Len(t, drafts, 3)
+	require.Equal(t, []string{"test-model", "test-model", "test-model"}, models)
 	require.Contains(t, drafts[1], `- 99.5 in "`, "the invented number, fed back")
 	require.Contains(t, drafts[1], "Citations removed, not in the Bibliography section: invented2024")
 	require.Contains(t, drafts[2], "A reader of the rendered pages asks for these changes:\n- Say how far the best is above the baseline.")
 	require.Len(t, reviewed, 1)
+	require.Equal(t, "test-vlm", reviewed[0].Model, "the review asks llm.vlm_model")
 	require.Len(t, reviewed[0].Messages[1].Images, 1, "the page, as an image")
 	require.Equal(t, "image/png", reviewed[0].Messages[1].Images[0].MIME)
 
