@@ -142,15 +142,11 @@ func scoreRun(t *testing.T, idea string) (string, []string) {
 func TestWriteupWritesThePaper(t *testing.T) {
 	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
 	t.Parallel()
-	idea := ideaDir(t, "Print a score", `metric: {name: score, direction: maximize}
-stages:
-  initial_implementation: {max_iterations: 2}
-  baseline_tuning: {max_iterations: 0}
-  creative_research: {max_iterations: 0}
-  ablation_studies: {max_iterations: 0}
-search: {num_drafts: 2, slots: 1}
-llm: {model: test-model, vlm_model: test-vlm}
-`)
+	idea := writeIdea(t, 2, 1)
+	spec, err := os.ReadFile(filepath.Join(idea, "run.yaml"))
+	require.NoError(t, err)
+	spec = []byte(strings.Replace(string(spec), "llm: {model: test-model}", "llm: {model: test-model, vlm_model: test-vlm}", 1))
+	require.NoError(t, os.WriteFile(filepath.Join(idea, "run.yaml"), spec, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(idea, "refs.bib"), []byte("@article{williams2009roofline,\n  title={Roofline},\n  year={2009}\n}\n"), 0o644))
 	runDir, env := scoreRun(t, idea)
 
@@ -198,16 +194,13 @@ llm: {model: test-model, vlm_model: test-vlm}
 	require.Len(t, reviewed[0].Messages[1].Images, 1, "the page, as an image")
 	require.Equal(t, "image/png", reviewed[0].Messages[1].Images[0].MIME)
 
-	var claims struct {
-		writeup.Report
-		Citations        []string        `json:"citations"`
-		CitationsRemoved []string        `json:"citations_removed"`
-		Rounds           []writeup.Round `json:"rounds"`
-	}
+	var claims writeup.Claims
 	data, err := os.ReadFile(filepath.Join(runDir, "paper", "claims.json"))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &claims))
 	require.Equal(t, []string{"invented2024"}, claims.CitationsRemoved)
+	require.Equal(t, "paper.pdf", claims.PDF)
+	require.Equal(t, 1, claims.Pages)
 	require.Equal(t, 1, claims.Rounds[0].Unverified)
 	require.Equal(t, "revision", claims.Rounds[2].Purpose)
 	require.Len(t, claims.Stated, 3)
