@@ -144,9 +144,11 @@ func (d draft) clean() bool {
 // next draft, until one is clean or MaxRounds drafts were written; then,
 // with Review, the rendered pages read by the vision model and its
 // findings fed into one revision, kept only when it compiles and states
-// no more unverified numbers. A paper left with an unverified number says
-// so on its first page. An error of Ask ends the rounds: the paper is the
-// last that compiled, with Stopped saying why; before any, it is the error.
+// no more unverified numbers. The paper is the draft that compiled with the
+// fewest unverified numbers (the later of equals), its PDF compiled again
+// when another's is in the paper's directory; one left with an unverified
+// number says so on its first page. An error of Ask ends the rounds there,
+// with Stopped saying why; before any draft, it is the error.
 //
 // Long: the rounds, the review and the final warning, in order.
 func Write(ctx context.Context, d Drafting) (Paper, error) {
@@ -155,12 +157,18 @@ func Write(ctx context.Context, d Drafting) (Paper, error) {
 		maxRounds = 3
 	}
 	p := Paper{Figures: d.Figures}
-	var last, best *draft
+	// last is the last draft; best the compiled one with the fewest
+	// unverified numbers (the later of equals); pdf the one whose PDF and
+	// pages are in the paper's directory (a failed compile leaves them).
+	var last, best, pdf *draft
 	removed := map[string]bool{}
 	keep := func(r draft, purpose string, findings []string) {
 		last = &r
 		if r.compiled.Error == "" {
-			best = &r
+			pdf = &r
+			if best == nil || r.report.Unverified+len(r.report.UnknownFacts) <= best.report.Unverified+len(best.report.UnknownFacts) {
+				best = &r // a review's revision that is worse leaves the reviewed paper
+			}
 		}
 		for _, k := range r.removed {
 			removed[k] = true
@@ -209,29 +217,15 @@ func Write(ctx context.Context, d Drafting) (Paper, error) {
 			if err != nil {
 				return p, err
 			}
-			prior := *best
 			keep(r, "revision", findings)
-			if r.compiled.Error != "" || r.report.Unverified > prior.report.Unverified || len(r.report.UnknownFacts) > 0 {
-				best = &prior // the revision made it worse: the reviewed paper stays
-			}
 		}
 	}
 	final := best
 	if final == nil {
 		final = last
 	}
-	switch {
-	case final.report.Unverified == 0 || final.compiled.Error != "":
-	case d.Compile == nil:
-		final.tex = withWarning(final.tex)
-	default:
-		c, err := d.Compile(ctx, len(p.Rounds)+1, d.files(withWarning(final.tex)))
-		if err != nil {
-			return p, err
-		}
-		if c.Error == "" {
-			final.tex, final.compiled = withWarning(final.tex), c
-		}
+	if err := d.finish(ctx, len(p.Rounds)+1, final, pdf); err != nil {
+		return p, err
 	}
 	p.TeX, p.Report, p.Compiled, p.Cited = final.tex, final.report, final.compiled, final.cited
 	for k := range removed {
@@ -239,6 +233,36 @@ func Write(ctx context.Context, d Drafting) (Paper, error) {
 	}
 	sort.Strings(p.Removed)
 	return p, nil
+}
+
+// finish makes the final draft the paper: with an unverified number, the
+// note on its first page; compiled again when that changed it or when
+// another draft's PDF is in the paper's directory (pdf). A note that does
+// not compile is left out rather than the PDF not being the paper's.
+func (d Drafting) finish(ctx context.Context, round int, final, pdf *draft) error {
+	tex := final.tex
+	if final.report.Unverified > 0 {
+		tex = withWarning(tex)
+	}
+	if d.Compile == nil || final.compiled.Error != "" {
+		final.tex = tex
+		return nil
+	}
+	for _, t := range []string{tex, final.tex} {
+		if t == final.tex && final == pdf {
+			return nil // its PDF is there already
+		}
+		c, err := d.Compile(ctx, round, d.files(t))
+		if err != nil {
+			return err
+		}
+		if c.Error == "" {
+			final.tex, final.compiled = t, c
+			return nil
+		}
+	}
+	final.compiled = Compiled{Error: "the final paper did not compile again (paper.pdf is another draft's)"}
+	return nil
 }
 
 // ask has the model write a draft, from the previous one and the feedback.

@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"image/png"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -156,6 +157,28 @@ func TestWriteLeavesAWarning(t *testing.T) {
 	s = &scripted{replies: s.replies, fail: map[prompt.Kind]int{prompt.Writeup: 1}}
 	_, err = Write(context.Background(), Drafting{Facts: draftFacts, Ask: s.ask, Compile: c.Compile})
 	require.ErrorContains(t, err, "budget")
+}
+
+// TestWriteKeepsTheBetterPaper: a review's revision that states an
+// invented number is not the paper: the reviewed one is, and paper.pdf is
+// compiled from it again.
+func TestWriteKeepsTheBetterPaper(t *testing.T) {
+	c := testCompiler(t)
+	testutil.RequireBinary(t, "pdftotext", "scripts/services.sh install tex")
+	s := &scripted{replies: map[prompt.Kind][]string{
+		prompt.Writeup:       {paperTeX(`Reviewed: the best reached \fact{best} GFLOP/s.`), paperTeX(`Revised: the best reached \fact{best} GFLOP/s, 5.5 times the baseline.`)},
+		prompt.WriteupReview: {`{"findings": ["Compare the best with the baseline."]}`},
+	}}
+	p, err := Write(context.Background(), Drafting{Facts: draftFacts, Bib: draftBib, Ask: s.ask, Compile: c.Compile, Review: true})
+	require.NoError(t, err)
+	require.Len(t, p.Rounds, 2)
+	require.Equal(t, 1, p.Rounds[1].Unverified)
+	require.Contains(t, p.TeX, "Reviewed:")
+	require.Zero(t, p.Report.Unverified)
+	out, err := exec.Command("pdftotext", p.Compiled.PDF, "-").Output()
+	require.NoError(t, err)
+	require.Contains(t, string(out), "Reviewed:")
+	require.NotContains(t, string(out), "Revised:", "the PDF is the paper's, not the last compiled draft's")
 }
 
 // TestWriteCompileErrors: a paper that does not compile is fed back with
