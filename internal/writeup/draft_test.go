@@ -225,6 +225,24 @@ func TestCompileBounds(t *testing.T) {
 	require.Equal(t, "page-01.png", filepath.Base(got.Pages[0]), "pdftoppm pads the number to the page count's digits")
 }
 
+// TestCompileIsSandboxed: the LaTeX is the model's code: a paper that
+// writes a file outside its workspace (\openout) or runs a command
+// (\write18) leaves nothing outside it.
+func TestCompileIsSandboxed(t *testing.T) {
+	c := testCompiler(t)
+	dir, err := os.MkdirTemp("", "hpcq-escape-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777))
+	tex := "\\documentclass{article}\\newwrite\\f\\immediate\\openout\\f=" + dir + "/opened.txt\\immediate\\write\\f{x}\\immediate\\closeout\\f\n" +
+		"\\immediate\\write18{touch " + dir + "/shell.txt}\\begin{document}x\\end{document}\n"
+	_, err = c.Compile(context.Background(), 1, []schema.File{{Path: "paper.tex", Content: tex}})
+	require.NoError(t, err)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing written outside the workspace")
+}
+
 // FuzzRemoveCitations: whatever a model writes, the keys dropped are in no
 // \cite of the result, and nothing else grows.
 func FuzzRemoveCitations(f *testing.F) {
