@@ -231,3 +231,39 @@ func TestWriteupWritesThePaper(t *testing.T) {
 	require.Contains(t, out, "scripts/services.sh install tex")
 	require.Regexp(t, `writeup pdf=none pages=0 numbers=0 verified=0 unverified=0 citations=1 citations_removed=0 rounds=1\n`, out)
 }
+
+// TestWriteupWithinTheBudget: the writeup's calls count in the run's
+// budget: once it is spent the rounds stop, and the paper is the draft
+// that compiled, saying on its first page that it holds an unverified
+// number.
+func TestWriteupWithinTheBudget(t *testing.T) {
+	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
+	t.Parallel()
+	idea := writeIdea(t, 2, 1)
+	spec, err := os.ReadFile(filepath.Join(idea, "run.yaml"))
+	require.NoError(t, err)
+	spec = []byte(strings.Replace(string(spec), "llm: {model: test-model}", "llm: {model: test-model, budget: {max_tokens: 1000}}", 1))
+	require.NoError(t, os.WriteFile(filepath.Join(idea, "run.yaml"), spec, 0o644))
+	runDir, env := scoreRun(t, idea)
+	srv := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		if r.Kind != "writeup" {
+			return fakellm.Reply{Status: 400}
+		}
+		return fakellm.Reply{TokensIn: 900, TokensOut: 200, Content: "```latex\n\\documentclass{article}\n\\begin{document}\n\\title{Scores}\\maketitle\n" +
+			"The best scored \\fact{best} points, 99.5 more than chance.\n\\end{document}\n```"}
+	})
+	out, code := run(t, append(env, "OPENAI_BASE_URL="+srv.BaseURL()), "scheduler", "writeup", "--run-dir", runDir)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "writeup: the rounds stopped early:")
+	require.Contains(t, out, "budget")
+	require.Contains(t, out, "writeup: 1 calls, 900 tokens in, 200 out")
+	require.Regexp(t, `writeup pdf=\S+paper.pdf pages=1 numbers=1 verified=0 unverified=1 citations=0 citations_removed=0 rounds=1\n`, out)
+	require.Equal(t, 1, srv.Count("writeup"), "no call past the budget")
+	tex, err := os.ReadFile(filepath.Join(runDir, "paper", "paper.tex"))
+	require.NoError(t, err)
+	require.Contains(t, string(tex), "Unverified numbers.", "the first page says so")
+	rep, err := os.ReadFile(filepath.Join(runDir, "report.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(rep), "**Numbers no result states**")
+	require.Contains(t, string(rep), "- `99.5` in")
+}
