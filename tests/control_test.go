@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/internal/testutil"
 )
 
@@ -196,6 +197,26 @@ func TestClusterRunControl(t *testing.T) {
 	out, code = run(t, env, "scheduler", "purge", "--memory", "--run-dir", runDir)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "0 Redis key(s) removed", "done before")
+
+	// The canceled run's paper, later, from its directory and ClickHouse: its
+	// facts read FINAL, the writeup's calls rows of ClickHouse's llm_calls.
+	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
+	paper := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		if r.Kind != "writeup" {
+			return fakellm.Reply{Status: 400}
+		}
+		return fakellm.Reply{Content: "```latex\n\\documentclass{article}\n\\begin{document}\nThe run was canceled after \\fact{nodes} nodes.\n\\end{document}\n```"}
+	})
+	out, code = run(t, append(noRedis, "OPENAI_BASE_URL="+paper.BaseURL()), "scheduler", "writeup", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `writeup pdf=\S+paper.pdf pages=1 numbers=0 verified=0 unverified=0 citations=0 citations_removed=0 rounds=1\n`, out)
+	facts, err := os.ReadFile(filepath.Join(runDir, "paper", "facts.json"))
+	require.NoError(t, err)
+	require.Contains(t, string(facts), "FROM nodes FINAL WHERE run = 'run-cluster-control'")
+	q, code = run(t, env, "scheduler", "query", "--format", "csv",
+		"SELECT purpose, count() AS n FROM llm_calls FINAL WHERE run = 'run-cluster-control' AND node = 'paper' GROUP BY purpose")
+	require.Equal(t, 0, code, q)
+	require.Equal(t, "purpose,n\nwriteup,1\n", q)
 }
 
 // TestVersion: every binary answers --version with its name and version.
