@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/hpcq/hpcq/internal/fileio"
@@ -49,6 +50,9 @@ func Writeup(ctx context.Context, p Params, d writeup.Drafting) (writeup.Paper, 
 	}
 	if d.Figures == nil {
 		d.Figures = e.figures(d.SVG)
+	}
+	if d.Setup == "" {
+		d.Setup = Setup(e.dir)
 	}
 	d.Review = e.spec.LLM.VisionOn()
 	var logs *prompt.Logs
@@ -157,6 +161,54 @@ func (e *engine) paperSection() string {
 	}
 	if c.Stopped != "" {
 		fmt.Fprintf(&b, "\nThe rounds stopped early: %s.\n", mdText(c.Stopped))
+	}
+	return b.String()
+}
+
+// Setup says what a run's nodes ran with, from their results: each worker
+// and host, the toolchains it found with their versions ("" when no node
+// has a result). No count: a number the facts do not hold.
+func Setup(runDir string) string {
+	entries, err := os.ReadDir(filepath.Join(runDir, nodesDir))
+	if err != nil {
+		return ""
+	}
+	type where struct{ worker, host string }
+	tools := map[where]map[string]string{}
+	var order []where
+	for _, ent := range entries {
+		var o rundir.Outcome
+		if ok, err := readJSON(filepath.Join(runDir, nodesDir, ent.Name(), outcomeFile), &o); err != nil || !ok || o.Result == nil {
+			continue
+		}
+		w := where{o.Result.Worker, o.Result.Host}
+		if tools[w] == nil {
+			tools[w] = map[string]string{}
+			order = append(order, w)
+		}
+		for k, v := range o.Result.Toolchain {
+			tools[w][k] = v
+		}
+	}
+	var b strings.Builder
+	for _, w := range order {
+		fmt.Fprintf(&b, "- worker %s", w.worker)
+		if w.host != "" {
+			fmt.Fprintf(&b, " on host %s", w.host)
+		}
+		names := make([]string, 0, len(tools[w]))
+		for k := range tools[w] {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for i, k := range names {
+			sep := ", "
+			if i == 0 {
+				sep = ": "
+			}
+			fmt.Fprintf(&b, "%s%s %s", sep, k, tools[w][k])
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

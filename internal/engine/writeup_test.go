@@ -1,9 +1,14 @@
 package engine
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 func TestFigureName(t *testing.T) {
@@ -19,4 +24,20 @@ func TestFigureName(t *testing.T) {
 	require.True(t, isContent([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), "image/png"))
 	require.False(t, isContent([]byte("<html>"), "image/png"), "a plot whose content is not what its name says")
 	require.True(t, isContent([]byte("%PDF-1.5\n"), "application/pdf"))
+}
+
+func TestSetup(t *testing.T) {
+	dir := t.TempDir()
+	for id, r := range map[string]*schema.NodeResult{
+		"n0001": {Worker: "w1", Host: "h1", Toolchain: map[string]string{"gcc": "12.2.0", "mpi": "Open MPI 4.1.4"}},
+		"n0002": {Worker: "w1", Host: "h1", Toolchain: map[string]string{"nvcc": "13.0"}},
+		"n0003": nil, // not finished
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, nodesDir, id), 0o755))
+		if r != nil {
+			require.NoError(t, writeJSON(filepath.Join(dir, nodesDir, id, outcomeFile), rundir.Outcome{Result: r}))
+		}
+	}
+	require.Equal(t, "- worker w1 on host h1: gcc 12.2.0, mpi Open MPI 4.1.4, nvcc 13.0\n", Setup(dir))
+	require.Empty(t, Setup(t.TempDir()))
 }

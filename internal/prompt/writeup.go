@@ -24,6 +24,9 @@ type Paper struct {
 	// Facts lists the ids a paper may state, with their values and what
 	// they are.
 	Facts string
+	// Setup says what the nodes ran with: toolchains and their versions,
+	// hosts.
+	Setup string
 	// Figures lists the figures' paths in the paper's directory, with the
 	// node each comes from and what the vision model saw in it.
 	Figures string
@@ -50,7 +53,7 @@ func WriteupMessages(p Paper) ([]llm.Message, error) {
 	if strings.TrimSpace(p.Draft) != "" {
 		draft = "```latex\n" + strings.TrimSpace(p.Draft) + "\n```"
 	}
-	secs := []section{{"Introduction", intro}, {"Research idea", p.Idea}, {"Facts", p.Facts}, {"Figures", p.Figures},
+	secs := []section{{"Introduction", intro}, {"Research idea", p.Idea}, {"Facts", p.Facts}, {"Setup", p.Setup}, {"Figures", p.Figures},
 		{"Bibliography", p.Bibliography}, {"Notes", p.Notes}, {"Previous draft", draft}, {"Feedback", p.Feedback}}
 	return []llm.Message{{Role: "system", Content: defaultSystem}, {Role: "user", Content: sections(secs, "")}}, nil
 }

@@ -131,7 +131,7 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, in
 	if err != nil {
 		return err
 	}
-	r := writeup.CheckPaper(string(tex), facts)
+	r := writeup.CheckPaper(string(tex), facts, writeup.VersionsIn(engine.Setup(o.RunDir)))
 	bib := ideaBib(info)
 	cited, unknownCites := writeup.Citations(string(tex), bib)
 	claims := filepath.Join(dir, "claims.json")

@@ -196,9 +196,42 @@ func matching(tex string, open int) int {
 // paper or of the search (Figure 2, Table~1, Stage 3), not a result.
 var refWordRe = regexp.MustCompile(`(?i)(?:figure|fig\.|table|tab\.|section|sec\.|appendix|equation|eq\.|stage|algorithm|line|step)\s*~?\s*$`)
 
-// whitelisted says why a number needs no fact, or "": a year, a small
-// integer naming a figure, table, section or stage, or a dimension (2-D).
-func whitelisted(tex string, n Number) string {
+// Versions are the versions a run's results record of its toolchains
+// (12.2.0 of gcc 12.2.0, 4.1.4 of Open MPI 4.1.4): a paper may write them
+// as they are. Only dotted ones: a bare integer would let any claim pass.
+type Versions map[string]bool
+
+var versionRe = regexp.MustCompile(`\d+(?:\.\d+)+`)
+
+// VersionsIn are the dotted versions a setup text holds.
+func VersionsIn(setup string) Versions {
+	v := Versions{}
+	for _, m := range versionRe.FindAllString(setup, -1) {
+		v[m] = true
+	}
+	return v
+}
+
+// version is the whole dotted number a literal is part of (12.2.0 for the
+// 12.2 of "gcc 12.2.0").
+func version(tex string, n Number) string {
+	s, e := n.Offset, n.Offset+len(n.Text)
+	for s > 0 && (tex[s-1] >= '0' && tex[s-1] <= '9' || tex[s-1] == '.') {
+		s--
+	}
+	for e < len(tex) && (tex[e] >= '0' && tex[e] <= '9' || tex[e] == '.' && e+1 < len(tex) && tex[e+1] >= '0' && tex[e+1] <= '9') {
+		e++
+	}
+	return strings.Trim(tex[s:e], ".")
+}
+
+// whitelisted says why a number needs no fact, or "": a version the run's
+// results record, a year, a small integer naming a figure, table, section
+// or stage, or a dimension (2-D).
+func whitelisted(tex string, n Number, versions Versions) string {
+	if len(versions) > 0 && versions[version(tex, n)] && strings.Contains(version(tex, n), ".") {
+		return "version"
+	}
 	if n.Rounded != 0.5 || n.Percent {
 		return ""
 	}
@@ -233,14 +266,15 @@ func matches(n Number, f Fact) bool {
 }
 
 // Check reads every numeric literal of tex as a claim and finds the fact
-// it states (the first that matches) or the whitelist's reason; the claims
-// neither accounts for are the paper's unverified numbers.
-func Check(tex string, facts []Fact) []Claim {
+// it states (the first that matches) or the whitelist's reason (versions:
+// those the run's results record; nil for none); the claims neither
+// accounts for are the paper's unverified numbers.
+func Check(tex string, facts []Fact, versions Versions) []Claim {
 	nums := Numbers(tex)
 	claims := make([]Claim, 0, len(nums))
 	for _, n := range nums {
 		c := Claim{Number: n, Context: around(tex, n.Offset, len(n.Text))}
-		if c.Whitelist = whitelisted(tex, n); c.Whitelist == "" {
+		if c.Whitelist = whitelisted(tex, n, versions); c.Whitelist == "" {
 			for _, f := range facts {
 				if matches(n, f) {
 					c.FactID, c.Node, c.SQL = f.ID, f.Node, f.SQL

@@ -46,7 +46,7 @@ the ablation lost 2.4 and 2.5; an invented 900.0 GFLOP/s and 842.7 are not facts
 a bare 2 is not the delta.`
 	var got []string
 	var unverified []Claim
-	for _, c := range Check(tex, facts) {
+	for _, c := range Check(tex, facts, nil) {
 		got = append(got, c.Text+"="+c.FactID+c.Whitelist)
 		if !c.Verified() {
 			unverified = append(unverified, c)
@@ -60,6 +60,19 @@ a bare 2 is not the delta.`
 	require.Contains(t, unverified[0].Context, "an invented 900.0 GFLOP/s")
 }
 
+// TestCheckVersions: a version the run's results record is written as it
+// is; a number that only looks like part of one is still a claim.
+func TestCheckVersions(t *testing.T) {
+	v := VersionsIn("- worker local-1 on host vm: gcc 12.2.0, mpi Open MPI 4.1.4, make 4.3\n")
+	require.Equal(t, Versions{"12.2.0": true, "4.1.4": true, "4.3": true}, v)
+	tex := `Built with gcc 12.2.0 and Open MPI 4.1.4 (make 4.3); gcc 13.1.0 was not used; it reached 4.1 GFLOP/s on 2 cores.`
+	var got []string
+	for _, c := range Check(tex, nil, v) {
+		got = append(got, c.Text+"="+c.Whitelist)
+	}
+	require.Equal(t, []string{"12.2=version", "4.1=version", "4.3=version", "13.1=", "4.1=", "2="}, got)
+}
+
 // FuzzNumbers: any text, LaTeX or not, gives literals that are its own
 // bytes at their offsets, finite, and contexts that are valid UTF-8.
 func FuzzNumbers(f *testing.F) {
@@ -68,7 +81,7 @@ func FuzzNumbers(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, tex string) {
-		for _, c := range Check(tex, []Fact{{ID: "a", Value: 1}}) {
+		for _, c := range Check(tex, []Fact{{ID: "a", Value: 1}}, nil) {
 			require.Equal(t, c.Text, tex[c.Offset:c.Offset+len(c.Text)])
 			require.False(t, c.Value != c.Value, "NaN")
 			if utf8.ValidString(tex) {
@@ -87,7 +100,7 @@ func TestFormat(t *testing.T) {
 	// What Format prints checks against its fact.
 	for _, v := range []float64{842.64, 1550, 0.0317, 1234567, 25914.3} {
 		tex := "we saw " + Format(v) + " here"
-		c := Check(tex, []Fact{{ID: "x", Value: v}})
+		c := Check(tex, []Fact{{ID: "x", Value: v}}, nil)
 		require.Len(t, c, 1, tex)
 		require.Equal(t, "x", c[0].FactID, tex)
 	}
@@ -99,7 +112,7 @@ func TestCheckPaper(t *testing.T) {
 	facts := []Fact{{ID: "best", Value: 842.64}, {ID: "best_gain", Value: 0.0317}}
 	tex := `Best: \fact{best} GFLOP/s, \factpct{best_gain} over the draft; \fact{best} again; \fact{made_up}. % \fact{in_comment}
 Unchecked: 17.5.`
-	r := CheckPaper(tex, facts)
+	r := CheckPaper(tex, facts, nil)
 	require.Equal(t, []string{"best", "best_gain", "made_up"}, r.FactsCited)
 	require.Equal(t, []string{"made_up"}, r.UnknownFacts)
 	require.Equal(t, 1, r.Numbers)

@@ -21,6 +21,10 @@ type Drafting struct {
 	Facts []Fact
 	// Notes is the run's final memory export.
 	Notes string
+	// Setup says what the nodes ran with (toolchains and their versions,
+	// hosts), from their results: the versions in it may be written as
+	// they are.
+	Setup string
 	// Bib is the bibliography the run was given (the idea's refs.bib).
 	Bib     string
 	Figures []Figure
@@ -267,7 +271,7 @@ func (d Drafting) finish(ctx context.Context, round int, final, pdf *draft) erro
 
 // ask has the model write a draft, from the previous one and the feedback.
 func (d Drafting) ask(ctx context.Context, prev, feedback string) (string, error) {
-	msgs, err := prompt.WriteupMessages(prompt.Paper{Idea: d.Idea, Facts: factsText(d.Facts), Figures: d.figuresText(),
+	msgs, err := prompt.WriteupMessages(prompt.Paper{Idea: d.Idea, Facts: factsText(d.Facts), Setup: d.Setup, Figures: d.figuresText(),
 		Bibliography: bibText(d.Bib), Notes: d.Notes, Draft: prev, Feedback: feedback})
 	if err != nil {
 		return "", err
@@ -290,7 +294,7 @@ func (d Drafting) assess(ctx context.Context, round int, tex string) (draft, err
 		r.tex, r.removed = RemoveCitations(r.tex, unknown), unknown
 		r.cited, _ = Citations(r.tex, d.Bib)
 	}
-	r.report = CheckPaper(r.tex, d.Facts)
+	r.report = CheckPaper(r.tex, d.Facts, VersionsIn(d.Setup))
 	if d.Compile == nil {
 		return r, nil
 	}

@@ -87,13 +87,14 @@ func TestWrite(t *testing.T) {
 	s := &scripted{replies: map[prompt.Kind][]string{
 		prompt.Writeup: {
 			paperTeX(`The best reached \fact{best} GFLOP/s, and 41.0 without tiling, as \cite{williams2009roofline,invented2024} and~\cite{invented2024} say.`),
-			paperTeX(`The best of \fact{nodes} nodes reached \fact{best} GFLOP/s, as a roofline \cite{williams2009roofline} predicts.`),
+			paperTeX(`Built with gcc 12.2.0, the best of \fact{nodes} nodes reached \fact{best} GFLOP/s, as a roofline \cite{williams2009roofline} predicts.`),
 			paperTeX(`The best of \fact{nodes} nodes reached \fact{best} GFLOP/s, as a roofline \cite{williams2009roofline} predicts.` +
 				"\n\\begin{figure}\\includegraphics[width=\\linewidth]{figures/n0002-scaling.png}\\caption{GFLOP/s of node n0002 by grid size.}\\end{figure}"),
 		},
 		prompt.WriteupReview: {"```json\n{\"findings\": [\"The run's plot is not shown: include figures/n0002-scaling.png with a caption.\"]}\n```"},
 	}}
 	p, err := Write(context.Background(), Drafting{Idea: "A fast stencil.", Facts: draftFacts, Bib: draftBib, Notes: "drafts were slow",
+		Setup:   "- worker w1 on host h1: gcc 12.2.0\n",
 		Figures: []Figure{{Path: "figures/n0002-scaling.png", Node: "n0002", About: "GFLOP/s by grid size", Data: testPNG(t)}},
 		Ask:     s.ask, Compile: c.Compile, Review: true})
 	require.NoError(t, err)
@@ -116,6 +117,9 @@ func TestWrite(t *testing.T) {
 	require.Contains(t, first, "- `williams2009roofline`: Roofline: an insightful {visual} performance model")
 	require.Contains(t, first, "- `figures/n0002-scaling.png` (node n0002): GFLOP/s by grid size")
 	require.Contains(t, first, "# Notes\n\ndrafts were slow")
+	require.Contains(t, first, "# Setup\n\n- worker w1 on host h1: gcc 12.2.0")
+	require.Zero(t, p.Rounds[1].Unverified, "a version the setup records is written as it is")
+	require.Equal(t, 1, p.Rounds[1].Numbers)
 	second := s.asked[prompt.Writeup][1][1].Content
 	require.Contains(t, second, "- 41.0 in \"")
 	require.Contains(t, second, "Citations removed, not in the Bibliography section: invented2024")
@@ -144,7 +148,7 @@ func TestWriteLeavesAWarning(t *testing.T) {
 	require.Equal(t, 1, p.Report.Unverified)
 	i, j := strings.Index(p.TeX, `\maketitle`), strings.Index(p.TeX, "Unverified numbers")
 	require.True(t, i >= 0 && j > i, "the note follows the title:\n%s", p.TeX)
-	require.Equal(t, 1, CheckPaper(p.TeX, draftFacts).Numbers, "the note states no number")
+	require.Equal(t, 1, CheckPaper(p.TeX, draftFacts, nil).Numbers, "the note states no number")
 	require.Contains(t, p.TeX, `\input{facts.tex}`, "the macros are loaded for a paper that forgot them")
 
 	s = &scripted{replies: s.replies, fail: map[prompt.Kind]int{prompt.Writeup: 2}}

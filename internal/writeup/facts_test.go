@@ -107,7 +107,7 @@ func checkFacts(t *testing.T, q Query, dialect results.Dialect) {
 
 	// A paper about it: the numbers it may state check; one it invents does not.
 	claims := Check(`The best node reached 842.6 GFLOP/s, 3.2\% above the draft's 816.7 and 1.03 times it; `+
-		`its run took 0.912 s. We also saw 901.3 GFLOP/s.`, facts)
+		`its run took 0.912 s. We also saw 901.3 GFLOP/s.`, facts, nil)
 	var unverified []string
 	for _, c := range claims {
 		if !c.Verified() {

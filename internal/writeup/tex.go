@@ -122,9 +122,10 @@ type Report struct {
 	Stated []Fact `json:"stated,omitempty"`
 }
 
-// CheckPaper checks a paper's text against the facts.
-func CheckPaper(tex string, facts []Fact) Report {
-	r := Report{Claims: Check(tex, facts)}
+// CheckPaper checks a paper's text against the facts and the versions the
+// run's results record.
+func CheckPaper(tex string, facts []Fact, versions Versions) Report {
+	r := Report{Claims: Check(tex, facts, versions)}
 	r.FactsCited, r.UnknownFacts = Cited(tex, facts)
 	sort.Strings(r.UnknownFacts)
 	byID := make(map[string]Fact, len(facts))
