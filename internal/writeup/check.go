@@ -196,20 +196,34 @@ func matching(tex string, open int) int {
 // paper or of the search (Figure 2, Table~1, Stage 3), not a result.
 var refWordRe = regexp.MustCompile(`(?i)(?:figure|fig\.|table|tab\.|section|sec\.|appendix|equation|eq\.|stage|algorithm|line|step)\s*~?\s*$`)
 
-// Versions are the versions a run's results record of its toolchains
-// (12.2.0 of gcc 12.2.0, 4.1.4 of Open MPI 4.1.4): a paper may write them
-// as they are. Only dotted ones: a bare integer would let any claim pass.
-type Versions map[string]bool
+// Given are the numbers a run was given or recorded beside its results,
+// as written, and where each is from: the dotted versions of its setup
+// ("version": 12.2.0 of gcc 12.2.0, 4.1.4 of Open MPI 4.1.4) and the
+// numbers of its research idea of two digits or more, or with a fraction
+// ("idea": N = 1024, 200 iterations). A paper may write them as they are;
+// claims.json says which they are. No single-digit integer: it would let
+// any small claim pass.
+type Given map[string]string
 
-var versionRe = regexp.MustCompile(`\d+(?:\.\d+)+`)
+var (
+	versionRe  = regexp.MustCompile(`\d+(?:\.\d+)+`)
+	ideaNumRe  = regexp.MustCompile(`\d+(?:\.\d+)?`)
+	wordDigits = regexp.MustCompile(`[A-Za-z_]\d`)
+)
 
-// VersionsIn are the dotted versions a setup text holds.
-func VersionsIn(setup string) Versions {
-	v := Versions{}
-	for _, m := range versionRe.FindAllString(setup, -1) {
-		v[m] = true
+// GivenIn are the numbers of a run's setup and idea a paper may write.
+func GivenIn(setup, idea string) Given {
+	g := Given{}
+	for _, loc := range ideaNumRe.FindAllStringIndex(idea, -1) {
+		m := idea[loc[0]:loc[1]]
+		if (len(m) >= 2 || strings.Contains(m, ".")) && (loc[0] == 0 || !wordDigits.MatchString(idea[loc[0]-1:loc[0]+1])) {
+			g[m] = "idea"
+		}
 	}
-	return v
+	for _, m := range versionRe.FindAllString(setup, -1) {
+		g[m] = "version"
+	}
+	return g
 }
 
 // version is the whole dotted number a literal is part of (12.2.0 for the
@@ -226,11 +240,14 @@ func version(tex string, n Number) string {
 }
 
 // whitelisted says why a number needs no fact, or "": a version the run's
-// results record, a year, a small integer naming a figure, table, section
-// or stage, or a dimension (2-D).
-func whitelisted(tex string, n Number, versions Versions) string {
-	if len(versions) > 0 && versions[version(tex, n)] && strings.Contains(version(tex, n), ".") {
+// setup records, a number its idea gives (as written), a year, a small
+// integer naming a figure, table, section or stage, or a dimension (2-D).
+func whitelisted(tex string, n Number, given Given) string {
+	if v := version(tex, n); strings.Contains(v, ".") && given[v] == "version" {
 		return "version"
+	}
+	if given[n.Text] == "idea" {
+		return "idea"
 	}
 	if n.Rounded != 0.5 || n.Percent {
 		return ""
@@ -266,15 +283,15 @@ func matches(n Number, f Fact) bool {
 }
 
 // Check reads every numeric literal of tex as a claim and finds the fact
-// it states (the first that matches) or the whitelist's reason (versions:
-// those the run's results record; nil for none); the claims neither
-// accounts for are the paper's unverified numbers.
-func Check(tex string, facts []Fact, versions Versions) []Claim {
+// it states (the first that matches) or the whitelist's reason (given:
+// what the run was given or recorded beside its results; nil for none);
+// the claims neither accounts for are the paper's unverified numbers.
+func Check(tex string, facts []Fact, given Given) []Claim {
 	nums := Numbers(tex)
 	claims := make([]Claim, 0, len(nums))
 	for _, n := range nums {
 		c := Claim{Number: n, Context: around(tex, n.Offset, len(n.Text))}
-		if c.Whitelist = whitelisted(tex, n, versions); c.Whitelist == "" {
+		if c.Whitelist = whitelisted(tex, n, given); c.Whitelist == "" {
 			for _, f := range facts {
 				if matches(n, f) {
 					c.FactID, c.Node, c.SQL = f.ID, f.Node, f.SQL

@@ -60,17 +60,20 @@ a bare 2 is not the delta.`
 	require.Contains(t, unverified[0].Context, "an invented 900.0 GFLOP/s")
 }
 
-// TestCheckVersions: a version the run's results record is written as it
-// is; a number that only looks like part of one is still a claim.
-func TestCheckVersions(t *testing.T) {
-	v := VersionsIn("- worker local-1 on host vm: gcc 12.2.0, mpi Open MPI 4.1.4, make 4.3\n")
-	require.Equal(t, Versions{"12.2.0": true, "4.1.4": true, "4.3": true}, v)
-	tex := `Built with gcc 12.2.0 and Open MPI 4.1.4 (make 4.3); gcc 13.1.0 was not used; it reached 4.1 GFLOP/s on 2 cores.`
+// TestCheckGiven: a version the run's setup records, and a number its
+// idea gives, are written as they are; a number that only looks like part
+// of one, or a single digit of the idea, is still a claim.
+func TestCheckGiven(t *testing.T) {
+	g := GivenIn("- worker local-1 on host vm: gcc 12.2.0, mpi Open MPI 4.1.4, make 4.3\n",
+		"A 5-point stencil on an N x N grid (N = 1024, 200 iterations, the edge at 1.0) on x86 with sm90.")
+	require.Equal(t, Given{"12.2.0": "version", "4.1.4": "version", "4.3": "version", "1024": "idea", "200": "idea", "1.0": "idea"}, g)
+	tex := `Built with gcc 12.2.0 and Open MPI 4.1.4 (make 4.3); gcc 13.1.0 was not used; it reached 4.1 GFLOP/s on 2 cores ` +
+		`for N = 1024 and 200 iterations, 5 times faster, 1024.0 GFLOP/s.`
 	var got []string
-	for _, c := range Check(tex, nil, v) {
+	for _, c := range Check(tex, nil, g) {
 		got = append(got, c.Text+"="+c.Whitelist)
 	}
-	require.Equal(t, []string{"12.2=version", "4.1=version", "4.3=version", "13.1=", "4.1=", "2="}, got)
+	require.Equal(t, []string{"12.2=version", "4.1=version", "4.3=version", "13.1=", "4.1=", "2=", "1024=idea", "200=idea", "5=", "1024.0="}, got)
 }
 
 // FuzzNumbers: any text, LaTeX or not, gives literals that are its own

@@ -294,7 +294,7 @@ func (d Drafting) assess(ctx context.Context, round int, tex string) (draft, err
 		r.tex, r.removed = RemoveCitations(r.tex, unknown), unknown
 		r.cited, _ = Citations(r.tex, d.Bib)
 	}
-	r.report = CheckPaper(r.tex, d.Facts, VersionsIn(d.Setup))
+	r.report = CheckPaper(r.tex, d.Facts, GivenIn(d.Setup, d.Idea))
 	if d.Compile == nil {
 		return r, nil
 	}

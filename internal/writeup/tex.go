@@ -122,10 +122,10 @@ type Report struct {
 	Stated []Fact `json:"stated,omitempty"`
 }
 
-// CheckPaper checks a paper's text against the facts and the versions the
-// run's results record.
-func CheckPaper(tex string, facts []Fact, versions Versions) Report {
-	r := Report{Claims: Check(tex, facts, versions)}
+// CheckPaper checks a paper's text against the facts and the numbers the
+// run was given (GivenIn).
+func CheckPaper(tex string, facts []Fact, given Given) Report {
+	r := Report{Claims: Check(tex, facts, given)}
 	r.FactsCited, r.UnknownFacts = Cited(tex, facts)
 	sort.Strings(r.UnknownFacts)
 	byID := make(map[string]Fact, len(facts))
