@@ -116,6 +116,18 @@ The best of \fact{nodes} drafts scored \fact{best} points, \factpct{best_gain} a
 	require.Contains(t, out, "no fact bets in facts.json")
 }
 
+// scoreIdea is writeIdea's idea of two drafts with run.yaml's llm line
+// replaced.
+func scoreIdea(t *testing.T, llm string) string {
+	t.Helper()
+	idea := writeIdea(t, 2, 1)
+	spec, err := os.ReadFile(filepath.Join(idea, "run.yaml"))
+	require.NoError(t, err)
+	spec = []byte(strings.Replace(string(spec), "llm: {model: test-model}", llm, 1))
+	require.NoError(t, os.WriteFile(filepath.Join(idea, "run.yaml"), spec, 0o644))
+	return idea
+}
+
 // scoreRun runs a search of the idea whose two drafts print a score (12.25
 // and 37.5 points) against the fake endpoint; its directory and the
 // environment that ran it.
@@ -142,11 +154,7 @@ func scoreRun(t *testing.T, idea string) (string, []string) {
 func TestWriteupWritesThePaper(t *testing.T) {
 	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
 	t.Parallel()
-	idea := writeIdea(t, 2, 1)
-	spec, err := os.ReadFile(filepath.Join(idea, "run.yaml"))
-	require.NoError(t, err)
-	spec = []byte(strings.Replace(string(spec), "llm: {model: test-model}", "llm: {model: test-model, vlm_model: test-vlm}", 1))
-	require.NoError(t, os.WriteFile(filepath.Join(idea, "run.yaml"), spec, 0o644))
+	idea := scoreIdea(t, "llm: {model: test-model, vlm_model: test-vlm}")
 	require.NoError(t, os.WriteFile(filepath.Join(idea, "refs.bib"), []byte("@article{williams2009roofline,\n  title={Roofline},\n  year={2009}\n}\n"), 0o644))
 	runDir, env := scoreRun(t, idea)
 
@@ -239,11 +247,7 @@ func TestWriteupWritesThePaper(t *testing.T) {
 func TestWriteupWithinTheBudget(t *testing.T) {
 	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
 	t.Parallel()
-	idea := writeIdea(t, 2, 1)
-	spec, err := os.ReadFile(filepath.Join(idea, "run.yaml"))
-	require.NoError(t, err)
-	spec = []byte(strings.Replace(string(spec), "llm: {model: test-model}", "llm: {model: test-model, budget: {max_tokens: 1000}}", 1))
-	require.NoError(t, os.WriteFile(filepath.Join(idea, "run.yaml"), spec, 0o644))
+	idea := scoreIdea(t, "llm: {model: test-model, budget: {max_tokens: 1000}}")
 	runDir, env := scoreRun(t, idea)
 	srv := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
 		if r.Kind != "writeup" {
