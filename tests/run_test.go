@@ -37,6 +37,7 @@ func TestRunExampleOffline(t *testing.T) {
 	} else {
 		require.Contains(t, out, "writeup pdf=none pages=0")
 	}
+	resultLine(t, "make run: "+regexp.MustCompile(`writeup pdf=.*`).FindString(out))
 	reports, _ := filepath.Glob(filepath.Join(dir, "runs", "*", "report.md"))
 	require.Len(t, reports, 1)
 	runDir := filepath.Dir(reports[0])
