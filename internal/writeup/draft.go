@@ -204,7 +204,17 @@ func Write(ctx context.Context, d Drafting) (Paper, error) {
 		}
 		feedback = d.feedback(r)
 	}
-	if d.Review && best != nil && p.Stopped == "" {
+	if d.Review && best != nil && best != pdf && p.Stopped == "" {
+		// The pages in the paper's directory are a later, worse draft's.
+		c, err := d.Compile(ctx, len(p.Rounds)+1, d.files(best.tex))
+		if err != nil {
+			return p, err
+		}
+		if c.Error == "" {
+			best.compiled, pdf = c, best
+		}
+	}
+	if d.Review && best != nil && best == pdf && p.Stopped == "" {
 		findings, err := d.review(ctx, *best)
 		switch {
 		case err != nil:

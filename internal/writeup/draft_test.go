@@ -185,6 +185,34 @@ func TestWriteKeepsTheBetterPaper(t *testing.T) {
 	require.NotContains(t, string(out), "Revised:", "the PDF is the paper's, not the last compiled draft's")
 }
 
+// TestWriteReviewsThePaper: the pages the reviewer sees are the paper's
+// (the draft with the fewest unverified numbers), compiled again when a
+// later, worse draft's are in the paper's directory.
+func TestWriteReviewsThePaper(t *testing.T) {
+	c := testCompiler(t)
+	var lastTeX, reviewedTeX string
+	compile := func(ctx context.Context, round int, files []schema.File) (Compiled, error) {
+		lastTeX = files[0].Content // paper.tex sorts first of these
+		return c.Compile(ctx, round, files)
+	}
+	s := &scripted{replies: map[prompt.Kind][]string{
+		prompt.Writeup: {paperTeX(`Kept: the best reached \fact{best} GFLOP/s \cite{invented2024}.`), paperTeX(`Worse: the best reached 9.9 GFLOP/s.`)},
+		prompt.WriteupReview: {`{"findings": []}`},
+	}}
+	ask := func(ctx context.Context, purpose prompt.Kind, msgs []llm.Message, shape string, parse func(string) error) error {
+		if purpose == prompt.WriteupReview {
+			reviewedTeX = lastTeX
+		}
+		return s.ask(ctx, purpose, msgs, shape, parse)
+	}
+	p, err := Write(context.Background(), Drafting{Facts: draftFacts, Bib: draftBib, Ask: ask, Compile: compile, Review: true, MaxRounds: 2})
+	require.NoError(t, err)
+	require.Len(t, p.Rounds, 2)
+	require.Contains(t, reviewedTeX, "Kept:")
+	require.Contains(t, p.TeX, "Kept:")
+	require.Zero(t, p.Report.Unverified)
+}
+
 // TestWriteCompileErrors: a paper that does not compile is fed back with
 // the error's line; a model that never mends it leaves the last draft,
 // uncompiled.
