@@ -196,7 +196,7 @@ func TestWriteReviewsThePaper(t *testing.T) {
 		return c.Compile(ctx, round, files)
 	}
 	s := &scripted{replies: map[prompt.Kind][]string{
-		prompt.Writeup: {paperTeX(`Kept: the best reached \fact{best} GFLOP/s \cite{invented2024}.`), paperTeX(`Worse: the best reached 9.9 GFLOP/s.`)},
+		prompt.Writeup:       {paperTeX(`Kept: the best reached \fact{best} GFLOP/s \cite{invented2024}.`), paperTeX(`Worse: the best reached 9.9 GFLOP/s.`)},
 		prompt.WriteupReview: {`{"findings": []}`},
 	}}
 	ask := func(ctx context.Context, purpose prompt.Kind, msgs []llm.Message, shape string, parse func(string) error) error {
