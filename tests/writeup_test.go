@@ -194,6 +194,8 @@ func TestWriteupWritesThePaper(t *testing.T) {
 	}
 	require.Len(t, drafts, 3)
 	require.Equal(t, []string{"test-model", "test-model", "test-model"}, models)
+	require.Contains(t, drafts[0], "# Path to the best node\n\n- n0002, draft node of stage 1: a script (score: see its facts)\n")
+	require.Contains(t, drafts[0], "# Setup\n\n- worker local-1 on host ")
 	require.Contains(t, drafts[1], `- 99.5 in "`, "the invented number, fed back")
 	require.Contains(t, drafts[1], "Citations removed, not in the Bibliography section: invented2024")
 	require.Contains(t, drafts[2], "A reader of the rendered pages asks for these changes:\n- Say how far the best is above the baseline.")

@@ -54,6 +54,9 @@ func Writeup(ctx context.Context, p Params, d writeup.Drafting) (writeup.Paper, 
 	if d.Setup == "" {
 		d.Setup = Setup(e.dir)
 	}
+	if d.Path == "" {
+		d.Path = e.bestPath()
+	}
 	d.Review = e.spec.LLM.VisionOn()
 	var logs *prompt.Logs
 	if e.logs != nil {
@@ -161,6 +164,42 @@ func (e *engine) paperSection() string {
 	}
 	if c.Stopped != "" {
 		fmt.Fprintf(&b, "\nThe rounds stopped early: %s.\n", mdText(c.Stopped))
+	}
+	return b.String()
+}
+
+// bestPath is the path from the root to the run's best node, a line per
+// node: its kind, stage, what its plan tried, its outcome ("" with no
+// best node).
+func (e *engine) bestPath() string {
+	best, ok := e.tree.Best(e.maximize())
+	if !ok {
+		return ""
+	}
+	var path []search.Node
+	for n, seen := best, map[string]bool{}; !seen[n.ID]; {
+		seen[n.ID] = true
+		path = append(path, n)
+		p, ok := e.tree.Get(n.Parent)
+		if n.Parent == "" || !ok {
+			break
+		}
+		n = p
+	}
+	var b strings.Builder
+	for i := len(path) - 1; i >= 0; i-- {
+		n := path[i]
+		fmt.Fprintf(&b, "- %s, %s node of stage %d", n.ID, n.Kind, n.Stage)
+		if a := e.approach(n.ID); a != "" {
+			b.WriteString(": " + a)
+		}
+		switch {
+		case n.Buggy:
+			b.WriteString(" (failed: " + firstLine(n.Reason) + ")")
+		case n.HasMetric:
+			fmt.Fprintf(&b, " (%s: see its facts)", e.spec.Metric.Name)
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

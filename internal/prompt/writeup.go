@@ -24,6 +24,8 @@ type Paper struct {
 	// Facts lists the ids a paper may state, with their values and what
 	// they are.
 	Facts string
+	// Path is the path of the search to its best node.
+	Path string
 	// Setup says what the nodes ran with: toolchains and their versions,
 	// hosts.
 	Setup string
@@ -53,7 +55,7 @@ func WriteupMessages(p Paper) ([]llm.Message, error) {
 	if strings.TrimSpace(p.Draft) != "" {
 		draft = "```latex\n" + strings.TrimSpace(p.Draft) + "\n```"
 	}
-	secs := []section{{"Introduction", intro}, {"Research idea", p.Idea}, {"Facts", p.Facts}, {"Setup", p.Setup}, {"Figures", p.Figures},
+	secs := []section{{"Introduction", intro}, {"Research idea", p.Idea}, {"Facts", p.Facts}, {"Path to the best node", p.Path}, {"Setup", p.Setup}, {"Figures", p.Figures},
 		{"Bibliography", p.Bibliography}, {"Notes", p.Notes}, {"Previous draft", draft}, {"Feedback", p.Feedback}}
 	return []llm.Message{{Role: "system", Content: defaultSystem}, {Role: "user", Content: sections(secs, "")}}, nil
 }

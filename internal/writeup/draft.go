@@ -21,6 +21,9 @@ type Drafting struct {
 	Facts []Fact
 	// Notes is the run's final memory export.
 	Notes string
+	// Path is the path from the root to the best node: each node's kind,
+	// what it tried, how it ended.
+	Path string
 	// Setup says what the nodes ran with (toolchains and their versions,
 	// hosts), from their results: the versions in it may be written as
 	// they are.
@@ -281,7 +284,7 @@ func (d Drafting) finish(ctx context.Context, round int, final, pdf *draft) erro
 
 // ask has the model write a draft, from the previous one and the feedback.
 func (d Drafting) ask(ctx context.Context, prev, feedback string) (string, error) {
-	msgs, err := prompt.WriteupMessages(prompt.Paper{Idea: d.Idea, Facts: factsText(d.Facts), Setup: d.Setup, Figures: d.figuresText(),
+	msgs, err := prompt.WriteupMessages(prompt.Paper{Idea: d.Idea, Facts: factsText(d.Facts), Path: d.Path, Setup: d.Setup, Figures: d.figuresText(),
 		Bibliography: bibText(d.Bib), Notes: d.Notes, Draft: prev, Feedback: feedback})
 	if err != nil {
 		return "", err
