@@ -250,11 +250,22 @@ func TestCompletion(t *testing.T) {
 // freeAddr is a loopback address with a port free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	return freeAddrs(t, 1)[0]
+}
+
+// freeAddrs are n loopback addresses free now, all different: each is held
+// until all are chosen (the kernel may hand a port just closed out again:
+// seen, a worker and a bridge given one metrics port).
+func freeAddrs(t *testing.T, n int) []string {
+	t.Helper()
+	addrs := make([]string, n)
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		addrs[i] = ln.Addr().String()
+	}
+	return addrs
 }
 
 // scrape reads http://addr/metrics; "" when it does not answer.
@@ -276,7 +287,8 @@ func TestMetricsEndpoints(t *testing.T) {
 	nats := testutil.StartNATS(t, "nats-server")
 	srv := draftsLLM(t, func(n int) string { return runScript("sleep 2\necho 'METRIC score=4'\n") })
 	idea := writeIdea(t, 1, 1)
-	waddr, saddr := freeAddr(t), freeAddr(t)
+	addrs := freeAddrs(t, 2)
+	waddr, saddr := addrs[0], addrs[1]
 	start(t, baseEnv(t, "HPCQ_NATS_URL="+nats.URL, "HPCQ_WORK_DIR="+t.TempDir()), "worker", "--pools", "cpu", "--slots", "1", "--metrics-addr", waddr)
 	p := start(t, baseEnv(t, "HPCQ_NATS_URL="+nats.URL, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key"),
 		"scheduler", "run", "--run-dir", filepath.Join(t.TempDir(), "run-metrics"), "--metrics-addr", saddr, idea)

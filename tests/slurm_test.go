@@ -435,7 +435,8 @@ func TestBridgeChecksWorkerBin(t *testing.T) {
 func TestPrometheusScrapes(t *testing.T) {
 	t.Parallel()
 	e := startSlurm(t)
-	waddr, baddr, saddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	addrs := freeAddrs(t, 3)
+	waddr, baddr, saddr := addrs[0], addrs[1], addrs[2]
 	prom := testutil.StartServiceWith(t, "prometheus", func(dir string) {
 		cfg := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 1s}\nscrape_configs:\n  - job_name: hpcq\n    static_configs:\n      - targets: [%q, %q, %q]\n",
 			waddr, baddr, saddr)
