@@ -103,6 +103,12 @@ The best of \fact{nodes} drafts scored \fact{best} points, \factpct{best_gain} a
 	require.True(t, strings.HasPrefix(string(pdf), "%PDF-"))
 	pngs, _ := filepath.Glob(filepath.Join(runDir, "paper", "pages", "page-*.png"))
 	require.Len(t, pngs, 1)
+	var claims writeup.Claims
+	data, err := os.ReadFile(filepath.Join(runDir, "paper", "claims.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &claims))
+	require.Equal(t, "paper.pdf", claims.PDF, "the report and dashboard link the PDF the check compiled")
+	require.Equal(t, 1, claims.Pages)
 
 	write("invented2024")
 	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper)

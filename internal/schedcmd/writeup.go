@@ -135,9 +135,6 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, in
 	bib := ideaBib(info)
 	cited, unknownCites := writeup.Citations(string(tex), bib)
 	claims := filepath.Join(dir, "claims.json")
-	if err := writeJSONFile(claims, writeup.Claims{Report: r, Citations: cited}); err != nil {
-		return err
-	}
 	for _, c := range r.Claims {
 		if !c.Verified() {
 			fmt.Fprintf(os.Stderr, "unverified: %s (in %q)\n", c.Text, c.Context)
@@ -149,6 +146,9 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, in
 	for _, k := range unknownCites {
 		fmt.Fprintf(os.Stderr, "unknown citation: %s (not in the idea's refs.bib)\n", k)
 	}
+	// claims.json says what the dashboard and report show of the paper: its
+	// PDF only when this check compiled it.
+	cl := writeup.Claims{Report: r, Citations: cited}
 	pdf := ""
 	if o.PDF {
 		files := []schema.File{{Path: "paper.tex", Content: string(tex)}, {Path: "facts.tex", Content: writeup.Macros(facts)}}
@@ -172,6 +172,10 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, in
 			return fmt.Errorf("writeup: the paper did not compile: %s", c.Error)
 		}
 		pdf = fmt.Sprintf(" pdf=%s pages=%d", c.PDF, len(c.Pages))
+		cl.PDF, cl.Pages = filepath.Base(c.PDF), len(c.Pages)
+	}
+	if err := writeJSONFile(claims, cl); err != nil {
+		return err
 	}
 	fmt.Printf("writeup check%s numbers=%d verified=%d unverified=%d facts_cited=%d unknown_facts=%d citations=%d unknown_citations=%d claims=%s\n",
 		pdf, r.Numbers, r.Verified, r.Unverified, len(r.FactsCited), len(r.UnknownFacts), len(cited), len(unknownCites), claims)
