@@ -30,7 +30,7 @@ func TestCheckAndSeedMemoryFlags(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "retrieval_k: 4", "run.yaml's")
 	require.Contains(t, out, "model:   test-model at "+srv.BaseURL())
-	require.Contains(t, out, "paper:   written by `scheduler writeup` (writeup.enabled: false); no refs.bib beside the idea: it cites nothing")
+	require.Contains(t, out, "paper:   written by `scheduler writeup` (writeup.enabled: false); no refs.bib entry (@type{key, ...}) beside the idea, no resource of class paper: it cites nothing")
 	require.NotContains(t, out, "test-key")
 	envK := append(append([]string{}, env...), "HPCQ_MEMORY_RETRIEVAL_K=5")
 	out, code = run(t, envK, "scheduler", "check", idea)

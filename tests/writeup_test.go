@@ -162,6 +162,7 @@ func TestWriteupWritesThePaper(t *testing.T) {
 	t.Parallel()
 	idea := scoreIdea(t, "llm: {model: test-model, vlm_model: test-vlm}")
 	require.NoError(t, os.WriteFile(filepath.Join(idea, "refs.bib"), []byte("@article{williams2009roofline,\n  title={Roofline},\n  year={2009}\n}\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(idea, "resources.yaml"), []byte("- {name: STREAM benchmark, class: paper, url: https://www.cs.virginia.edu/stream/}\n"), 0o644))
 	runDir, env := scoreRun(t, idea)
 
 	paper := func(body string) string {
@@ -177,7 +178,7 @@ func TestWriteupWritesThePaper(t *testing.T) {
 			case 2:
 				return fakellm.Reply{Content: paper(`The best of \fact{nodes} drafts scored \fact{best} points, as \cite{williams2009roofline} would not say.`)}
 			}
-			return fakellm.Reply{Content: paper(`The best of \fact{nodes} drafts scored \fact{best} points (\factpct{best_gain} above the baseline), as \cite{williams2009roofline} would not say.`)}
+			return fakellm.Reply{Content: paper(`The best of \fact{nodes} drafts scored \fact{best} points (\factpct{best_gain} above the baseline), as \cite{williams2009roofline} would not say and \cite{streambenchmark} measures.`)}
 		case "writeup_review":
 			return fakellm.Reply{Content: `{"findings": ["Say how far the best is above the baseline."]}`}
 		}
@@ -186,7 +187,7 @@ func TestWriteupWritesThePaper(t *testing.T) {
 	env = append(env, "OPENAI_BASE_URL="+srv.BaseURL())
 	out, code := run(t, env, "scheduler", "writeup", "--run-dir", runDir)
 	require.Equal(t, 0, code, out)
-	require.Regexp(t, `writeup pdf=\S+/paper/paper.pdf pages=1 numbers=0 verified=0 unverified=0 citations=1 citations_removed=1 rounds=3\n`, out)
+	require.Regexp(t, `writeup pdf=\S+/paper/paper.pdf pages=1 numbers=0 verified=0 unverified=0 citations=2 citations_removed=1 rounds=3\n`, out)
 	require.Contains(t, out, "writeup: 4 calls")
 	var drafts, models []string
 	var reviewed []fakellm.Request
@@ -202,6 +203,7 @@ func TestWriteupWritesThePaper(t *testing.T) {
 	require.Equal(t, []string{"test-model", "test-model", "test-model"}, models)
 	require.Contains(t, drafts[0], "# Path to the best node\n\n- n0002, draft node of stage 1: a script (score: see its facts)\n")
 	require.Contains(t, drafts[0], "# Setup\n\n- worker local-1 on host ")
+	require.Contains(t, drafts[0], "- `streambenchmark`: STREAM benchmark\n", "a resources.yaml paper is citable")
 	require.Contains(t, drafts[1], `- 99.5 in "`, "the invented number, fed back")
 	require.Contains(t, drafts[1], "Citations removed, not in the Bibliography section: invented2024")
 	require.Contains(t, drafts[2], "A reader of the rendered pages asks for these changes:\n- Say how far the best is above the baseline.")
@@ -245,7 +247,7 @@ func TestWriteupWritesThePaper(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "writeup: no TeX here (latexmk is not installed)")
 	require.Contains(t, out, "scripts/services.sh install tex")
-	require.Regexp(t, `writeup pdf=none pages=0 numbers=0 verified=0 unverified=0 citations=1 citations_removed=0 rounds=1\n`, out)
+	require.Regexp(t, `writeup pdf=none pages=0 numbers=0 verified=0 unverified=0 citations=2 citations_removed=0 rounds=1\n`, out)
 }
 
 // TestWriteupWithinTheBudget: the writeup's calls count in the run's

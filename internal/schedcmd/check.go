@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -178,14 +177,11 @@ func paperLine(spec run.Spec, ideaDir string) string {
 	if spec.Writeup.Enabled {
 		line = "written when the search ends (writeup.enabled)"
 	}
-	bib, err := os.ReadFile(filepath.Join(ideaDir, "refs.bib"))
-	switch keys := writeup.BibKeys(string(bib)); {
-	case err != nil:
-		line += "; no refs.bib beside the idea: it cites nothing"
+	switch keys := writeup.BibKeys(runBib(spec, rundir.Info{IdeaDir: ideaDir})); {
 	case len(keys) == 0:
-		line += "; refs.bib holds no entry (@type{key, ...}): it cites nothing"
+		line += "; no refs.bib entry (@type{key, ...}) beside the idea, no resource of class paper: it cites nothing"
 	default:
-		line += fmt.Sprintf("; cites only refs.bib's %d entries (%s)", len(keys), strings.Join(keys, ", "))
+		line += fmt.Sprintf("; cites only refs.bib's entries and the resources' papers: %d (%s)", len(keys), strings.Join(keys, ", "))
 	}
 	if t := missingTeX(); t != "" {
 		line += "; no TeX here (" + t + "): the paper stops at paper.tex (scripts/services.sh install tex)"

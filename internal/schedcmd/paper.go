@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/engine"
@@ -17,6 +18,7 @@ import (
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/writeup"
 	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -55,7 +57,7 @@ func missingTeX() string {
 // unverified or, with TeX, no draft compiled.
 func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool, err error) {
 	dir := filepath.Join(r.runDir, PaperDir)
-	d := writeup.Drafting{Facts: r.facts, Bib: ideaBib(r.info), MaxRounds: r.spec.Writeup.MaxRounds}
+	d := writeup.Drafting{Facts: r.facts, Bib: runBib(r.spec, r.info), MaxRounds: r.spec.Writeup.MaxRounds}
 	noTeX := missingTeX()
 	if noTeX == "" {
 		comp, err := compiler(cfg, r.info.RunID, dir)
@@ -98,17 +100,32 @@ func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool
 	return rep.Unverified == 0 && len(rep.UnknownFacts) == 0 && (pdf != "none" || noTeX != ""), nil
 }
 
-// ideaBib is the bibliography the run was given: refs.bib beside its idea
-// ("" when there is none).
-func ideaBib(info rundir.Info) string {
-	if info.IdeaDir == "" {
-		return ""
+// runBib is the bibliography the run was given: refs.bib beside its idea,
+// and an entry for each paper of its resources file (class paper).
+func runBib(spec run.Spec, info rundir.Info) string {
+	var bib []byte
+	if info.IdeaDir != "" {
+		var err error
+		bib, err = os.ReadFile(filepath.Join(info.IdeaDir, "refs.bib"))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			slog.Warn("writeup: the idea's refs.bib not read", "err", err)
+		}
 	}
-	data, err := os.ReadFile(filepath.Join(info.IdeaDir, "refs.bib"))
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		slog.Warn("writeup: the idea's refs.bib not read", "err", err)
+	if spec.Resources == "" {
+		return string(bib)
 	}
-	return string(data)
+	idx, err := memory.LoadResources(spec.Resources, filepath.Dir(spec.Resources))
+	if err != nil {
+		slog.Warn("writeup: the resources file not read: its papers are not cited", "err", err)
+		return string(bib)
+	}
+	var refs []writeup.Reference
+	for _, it := range idx.Items {
+		if strings.EqualFold(it.Class, "paper") {
+			refs = append(refs, writeup.Reference{Name: it.Name, URL: it.URL, Path: it.Path, Summary: it.Summary})
+		}
+	}
+	return writeup.ReferencesBib(string(bib), refs)
 }
 
 // figureFiles are the figures a writeup left in dir/figures, as a

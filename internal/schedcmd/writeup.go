@@ -70,7 +70,7 @@ func Writeup(ctx context.Context, cfg *config.Scheduler, o WriteupOptions) error
 		fmt.Printf("writeup facts=%d facts_json=%s facts_tex=%s\n", len(facts), filepath.Join(dir, "facts.json"), filepath.Join(dir, "facts.tex"))
 		return nil
 	case o.Check != "":
-		return checkPaper(ctx, cfg, o, info, spec.Idea, dir, facts)
+		return checkPaper(ctx, cfg, o, spec, info, dir, facts)
 	}
 	log := o.Log
 	if log == nil {
@@ -126,13 +126,13 @@ func runFacts(ctx context.Context, cfg *config.Scheduler, spec run.Spec, info ru
 
 // checkPaper checks o.Check against the facts and the idea's refs.bib,
 // compiles it with o.PDF, writes claims.json and prints the line.
-func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, info rundir.Info, idea, dir string, facts []writeup.Fact) error {
+func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, spec run.Spec, info rundir.Info, dir string, facts []writeup.Fact) error {
 	tex, err := os.ReadFile(o.Check)
 	if err != nil {
 		return err
 	}
-	r := writeup.CheckPaper(string(tex), facts, writeup.GivenIn(engine.Setup(o.RunDir), idea))
-	bib := ideaBib(info)
+	r := writeup.CheckPaper(string(tex), facts, writeup.GivenIn(engine.Setup(o.RunDir), spec.Idea))
+	bib := runBib(spec, info)
 	cited, unknownCites := writeup.Citations(string(tex), bib)
 	claims := filepath.Join(dir, "claims.json")
 	for _, c := range r.Claims {

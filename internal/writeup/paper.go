@@ -229,3 +229,58 @@ func bibValue(s string) string {
 	}
 	return v
 }
+
+// A Reference is a paper the run was given other than by refs.bib (a
+// resources.yaml item of class paper): what a bibliography entry needs.
+type Reference struct {
+	Name, URL, Path, Summary string
+}
+
+var keyCharRe = regexp.MustCompile(`[^a-z0-9]+`)
+
+// ReferencesBib appends to bib an entry (@misc) for each reference, keyed
+// by its name (lowercase letters and digits; a key bib already has gets a
+// suffix), its text escaped for LaTeX.
+func ReferencesBib(bib string, refs []Reference) string {
+	if len(refs) == 0 {
+		return bib
+	}
+	taken := map[string]bool{}
+	for _, k := range BibKeys(bib) {
+		taken[k] = true
+	}
+	var b strings.Builder
+	b.WriteString(bib)
+	if bib != "" && !strings.HasSuffix(bib, "\n") {
+		b.WriteString("\n")
+	}
+	for i, r := range refs {
+		key := keyCharRe.ReplaceAllString(strings.ToLower(r.Name), "")
+		if key == "" {
+			key = fmt.Sprintf("resource%d", i+1)
+		}
+		for base, n := key, 2; taken[key]; n++ {
+			key = fmt.Sprintf("%s%d", base, n)
+		}
+		taken[key] = true
+		fmt.Fprintf(&b, "\n@misc{%s,\n  title = {%s}", key, texEscape(r.Name))
+		where := r.URL
+		if where == "" {
+			where = r.Path
+		}
+		note := strings.TrimSpace(strings.Join([]string{r.Summary, where}, ". "))
+		if note = strings.Trim(note, ". "); note != "" {
+			fmt.Fprintf(&b, ",\n  note = {%s}", texEscape(note))
+		}
+		b.WriteString("\n}\n")
+	}
+	return b.String()
+}
+
+// texEscape makes text safe inside a BibTeX field printed by LaTeX.
+func texEscape(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := strings.NewReplacer(`\`, `\textbackslash{}`, `{`, `\{`, `}`, `\}`, `&`, `\&`, `%`, `\%`, `$`, `\$`, `#`, `\#`, `_`, `\_`,
+		`^`, `\^{}`, `~`, `\~{}`)
+	return r.Replace(s)
+}

@@ -29,3 +29,13 @@ func TestPaperTask(t *testing.T) {
 		"a path a command line cannot hold as it is is not converted")
 	require.Equal(t, []string{"pdftoppm -r 60 -l 30 -png paper.pdf page"}, task.Artifacts.Run.Commands)
 }
+
+func TestReferencesBib(t *testing.T) {
+	bib := "@article{stream,\n  title={STREAM}\n}"
+	got := ReferencesBib(bib, []Reference{{Name: "STREAM", URL: "https://www.cs.virginia.edu/stream/ref_50%.html", Summary: "McCalpin's benchmark"},
+		{Name: "Roofline & co_2", Path: "papers/roofline.pdf"}, {Name: "!!!"}})
+	require.Equal(t, []string{"stream", "stream2", "rooflineco2", "resource3"}, BibKeys(got))
+	require.Contains(t, got, `title = {Roofline \& co\_2}`)
+	require.Contains(t, got, `note = {McCalpin's benchmark. https://www.cs.virginia.edu/stream/ref\_50\%.html}`)
+	require.Equal(t, bib, ReferencesBib(bib, nil))
+}
