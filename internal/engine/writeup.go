@@ -90,8 +90,8 @@ func Writeup(ctx context.Context, p Params, d writeup.Drafting) (writeup.Paper, 
 	if err := e.writePaper(paper); err != nil {
 		return paper, used, err
 	}
-	var end End
-	if _, err := readJSON(filepath.Join(e.dir, rundir.EndFile), &end); err != nil {
+	end, _, err := ReadEnd(e.dir)
+	if err != nil {
 		return paper, used, err
 	}
 	return paper, used, e.writeReport(e.reportParams(end.StoppedBy, end.Notes))
@@ -156,10 +156,8 @@ func (e *engine) paperSection() string {
 	b.WriteString(".\n")
 	if c.Unverified > 0 {
 		b.WriteString("\n**Numbers no result states** (the paper says so on its first page):\n\n")
-		for _, cl := range c.Claims {
-			if !cl.Verified() {
-				fmt.Fprintf(&b, "- `%s` in \"%s\"\n", cl.Text, mdText(cl.Context))
-			}
+		for _, cl := range c.UnverifiedClaims() {
+			fmt.Fprintf(&b, "- `%s` in \"%s\"\n", cl.Text, mdText(cl.Context))
 		}
 	}
 	if c.Stopped != "" {
@@ -256,13 +254,6 @@ func Setup(runDir string) string {
 // memory export.
 const maxNotesChars = 24000
 
-// Figures a paper may include: at most maxFigures of at most
-// maxFigureBytes each.
-const (
-	maxFigures     = 6
-	maxFigureBytes = 4 << 20
-)
-
 // figureMIME are the plots pdflatex includes (an SVG is not one).
 var figureMIME = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".pdf": "application/pdf"}
 
@@ -271,7 +262,7 @@ var figureMIME = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".
 // stage4: a node's first; names that do not change with the node ids), with what the node was
 // and what the vision model saw in them; SVGs with svg (the compile makes
 // them PDFs). A plot whose content is not what its name says, or over
-// maxFigureBytes, is left out.
+// writeup.MaxFigureBytes, is left out.
 func (e *engine) figures(svg bool) []writeup.Figure {
 	type role struct{ name, id string }
 	var roles []role
@@ -315,10 +306,10 @@ func (e *engine) figures(svg bool) []writeup.Figure {
 			if ext == ".svg" && svg {
 				mime = "svg"
 			}
-			if a.Kind != schema.ArtifactPlot || mime == "" || len(figs) == maxFigures {
+			if a.Kind != schema.ArtifactPlot || mime == "" || len(figs) == writeup.MaxFigures {
 				continue
 			}
-			data, whole, err := readHead(root, rundir.NodeFile(r.id, rundir.ArtifactDir(a), a.Name), maxFigureBytes)
+			data, whole, err := readHead(root, rundir.NodeFile(r.id, rundir.ArtifactDir(a), a.Name), writeup.MaxFigureBytes)
 			if err != nil || !whole || !isContent(data, mime) {
 				e.log.Warn("writeup: a plot left out", "node_id", r.id, "plot", a.Name, "err", err, "whole", whole)
 				continue

@@ -2,10 +2,8 @@ package schedcmd
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -14,14 +12,12 @@ import (
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/engine"
-	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/writeup"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
-	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // paperRun is a run whose paper is written: its spec, directory and
@@ -73,11 +69,7 @@ func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool
 		return false, fmt.Errorf("writeup: %w", err)
 	}
 	tex, claims := filepath.Join(dir, "paper.tex"), filepath.Join(dir, "claims.json")
-	for _, c := range paper.Report.Claims {
-		if !c.Verified() {
-			fmt.Fprintf(os.Stderr, "unverified: %s (in %q)\n", c.Text, c.Context)
-		}
-	}
+	printUnverified(paper.Report)
 	if paper.Stopped != "" {
 		fmt.Fprintf(os.Stderr, "writeup: the rounds stopped early: %s\n", paper.Stopped)
 	}
@@ -128,40 +120,9 @@ func runBib(spec run.Spec, info rundir.Info) string {
 	return writeup.ReferencesBib(string(bib), refs)
 }
 
-// figureFiles are the figures a writeup left in dir/figures, as a
-// compile's files: regular files only, each within the workspace's limit.
-func figureFiles(dir string) ([]schema.File, error) {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
+// printUnverified lists a paper's unverified numbers on stderr.
+func printUnverified(r writeup.Report) {
+	for _, c := range r.UnverifiedClaims() {
+		fmt.Fprintf(os.Stderr, "unverified: %s (in %q)\n", c.Text, c.Context)
 	}
-	defer root.Close()
-	entries, err := os.ReadDir(filepath.Join(dir, "figures"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var files []schema.File
-	for _, e := range entries {
-		name := "figures/" + e.Name()
-		f, _, err := fileio.OpenRegular(root, name)
-		if err != nil {
-			continue // a directory, a link: not a figure
-		}
-		data, err := io.ReadAll(io.LimitReader(f, maxFigureBytes+1))
-		f.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		if len(data) > maxFigureBytes {
-			return nil, fmt.Errorf("%s: over %d bytes", name, maxFigureBytes)
-		}
-		files = append(files, schema.File{Path: name, Content: base64.StdEncoding.EncodeToString(data), Encoding: schema.EncodingBase64})
-	}
-	return files, nil
 }
-
-// maxFigureBytes bounds a figure (the workspace's limit per file, decoded).
-const maxFigureBytes = 4 << 20

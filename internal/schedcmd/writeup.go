@@ -135,11 +135,7 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, sp
 	bib := runBib(spec, info)
 	cited, unknownCites := writeup.Citations(string(tex), bib)
 	claims := filepath.Join(dir, "claims.json")
-	for _, c := range r.Claims {
-		if !c.Verified() {
-			fmt.Fprintf(os.Stderr, "unverified: %s (in %q)\n", c.Text, c.Context)
-		}
-	}
+	printUnverified(r)
 	for _, id := range r.UnknownFacts {
 		fmt.Fprintf(os.Stderr, "unknown fact: \\fact{%s}\n", id)
 	}
@@ -155,7 +151,7 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, sp
 		if len(bib) > 0 {
 			files = append(files, schema.File{Path: "refs.bib", Content: bib})
 		}
-		figs, err := figureFiles(dir)
+		figs, err := writeup.FigureFiles(dir)
 		if err != nil {
 			return err
 		}

@@ -8,7 +8,6 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strings"
 
 	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/writeup"
@@ -52,23 +51,15 @@ func paperOf(dir string) *PaperView {
 	if c.PDF != "" {
 		p.PDF = path.Join(engine.PaperDir, c.PDF)
 		pages, _ := filepath.Glob(filepath.Join(dir, engine.PaperDir, "pages", "page-*.png"))
-		sort.Slice(pages, func(i, j int) bool { return pageOrder(pages[i]) < pageOrder(pages[j]) })
+		sort.Slice(pages, func(i, j int) bool { return writeup.PageNumber(pages[i]) < writeup.PageNumber(pages[j]) })
 		for _, pg := range pages {
 			p.Pages = append(p.Pages, path.Join(engine.PaperDir, "pages", filepath.Base(pg)))
 		}
 	}
-	for _, cl := range c.Claims {
-		if !cl.Verified() {
-			p.Unverified = append(p.Unverified, Claim{Text: cl.Text, Context: cl.Context})
-		}
+	for _, cl := range c.UnverifiedClaims() {
+		p.Unverified = append(p.Unverified, Claim{Text: cl.Text, Context: cl.Context})
 	}
 	return p
-}
-
-// pageOrder sorts page-2.png before page-10.png.
-func pageOrder(p string) string {
-	n := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), "page-"), ".png")
-	return strings.Repeat("0", max(0, 8-len(n))) + n
 }
 
 // paperFile: a file of the run's paper the page links.

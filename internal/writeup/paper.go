@@ -2,6 +2,8 @@ package writeup
 
 import (
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -107,7 +109,7 @@ func (c Compiler) Compile(ctx context.Context, round int, files []schema.File) (
 		return Compiled{}, err
 	}
 	pngs, _ := filepath.Glob(filepath.Join(wsDir, "page-*.png"))
-	sort.Slice(pngs, func(i, j int) bool { return pageNumber(pngs[i]) < pageNumber(pngs[j]) })
+	sort.Slice(pngs, func(i, j int) bool { return PageNumber(pngs[i]) < PageNumber(pngs[j]) })
 	for _, p := range pngs {
 		dst := filepath.Join(pagesDir, filepath.Base(p))
 		if err := copyOut(ws, filepath.Base(p), dst); err != nil {
@@ -118,30 +120,76 @@ func (c Compiler) Compile(ctx context.Context, round int, files []schema.File) (
 	return out, nil
 }
 
-// pageNumber is N of page-N.png (pdftoppm pads it to the page count's
-// digits: page-01.png of 10 pages; the order is the number's).
-func pageNumber(path string) int {
+// PageNumber is N of a page's page-N.png (pdftoppm pads it to the page
+// count's digits: page-01.png of 10 pages; the order is the number's).
+func PageNumber(path string) int {
 	n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "page-"), ".png"))
 	return n
 }
 
-// copyOut copies a file the sandboxed compile wrote, only if it is a
-// regular file (never a link or a pipe it may have left), within
-// maxPDFBytes.
+// copyOut copies a file the sandboxed compile wrote, within maxPDFBytes.
 func copyOut(ws *os.Root, name, dst string) error {
-	f, _, err := fileio.OpenRegular(ws, name)
+	data, err := readRegular(ws, name, maxPDFBytes)
 	if err != nil {
-		return fmt.Errorf("writeup: %s: %w", name, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPDFBytes+1))
-	if err != nil {
-		return fmt.Errorf("writeup: %s: %w", name, err)
-	}
-	if len(data) > maxPDFBytes {
-		return fmt.Errorf("writeup: %s: over %d bytes", name, maxPDFBytes)
+		return err
 	}
 	return fileio.WriteFileAtomic(dst, data)
+}
+
+// readRegular reads a file under root only if it is a regular file (never
+// a link or a pipe a sandboxed program may have left), at most limit bytes.
+func readRegular(root *os.Root, name string, limit int) ([]byte, error) {
+	f, _, err := fileio.OpenRegular(root, name)
+	if err != nil {
+		return nil, fmt.Errorf("writeup: %s: %w", name, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("writeup: %s: %w", name, err)
+	}
+	if len(data) > limit {
+		return nil, fmt.Errorf("writeup: %s: over %d bytes", name, limit)
+	}
+	return data, nil
+}
+
+// Figures a paper may include: at most MaxFigures of at most
+// MaxFigureBytes each (the workspace's limit per file, decoded).
+const (
+	MaxFigures     = 6
+	MaxFigureBytes = 4 << 20
+)
+
+// FigureFiles are the figures a writeup left in dir/figures, as a
+// compile's files: regular files only (a directory or a link is not a
+// figure), each within MaxFigureBytes.
+func FigureFiles(dir string) ([]schema.File, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	entries, err := os.ReadDir(filepath.Join(dir, "figures"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var files []schema.File
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		name := "figures/" + e.Name()
+		data, err := readRegular(root, name, MaxFigureBytes)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, schema.File{Path: name, Content: base64.StdEncoding.EncodeToString(data), Encoding: schema.EncodingBase64})
+	}
+	return files, nil
 }
 
 var (

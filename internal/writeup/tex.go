@@ -122,6 +122,17 @@ type Report struct {
 	Stated []Fact `json:"stated,omitempty"`
 }
 
+// UnverifiedClaims are the numbers no fact or whitelist entry accounts for.
+func (r Report) UnverifiedClaims() []Claim {
+	var out []Claim
+	for _, c := range r.Claims {
+		if !c.Verified() {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // CheckPaper checks a paper's text against the facts and the numbers the
 // run was given (GivenIn).
 func CheckPaper(tex string, facts []Fact, given Given) Report {
