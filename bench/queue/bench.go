@@ -379,6 +379,7 @@ type spawnRun struct {
 	isolation  string
 	container  *schema.Container
 	imageCache string
+	imageDirs  []string // the site's image directories
 }
 
 // spawnHpcq enqueues the round's tasks on a fresh server, then times one
@@ -391,7 +392,7 @@ func spawnHpcq(s spawnRun, log io.Writer) (float64, error) {
 	}
 	defer e.close()
 	ex, err := executor.NewExecutor(executor.Config{RunsDir: filepath.Join(e.dir, "runs"), Sandbox: executor.SandboxConfig{Mode: s.isolation},
-		Images: executor.ImagesConfig{Dir: s.imageCache}})
+		Images: executor.ImagesConfig{Dir: s.imageCache, Dirs: s.imageDirs}})
 	if err != nil {
 		return 0, err
 	}

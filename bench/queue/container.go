@@ -38,6 +38,12 @@ func benchContainer(p params, out, log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The benchmark's directory is the site's image directory.
+	policy, err := image.NewPolicy([]string{tmp})
+	if err != nil {
+		return err
+	}
+	cache.SetPolicy(policy)
 	for _, kind := range []string{image.KindDir, image.KindSquashFS, image.KindSIF, image.KindOCI} {
 		im, err := cache.Get(context.Background(), refs[kind])
 		if err != nil {
@@ -47,7 +53,7 @@ func benchContainer(p params, out, log io.Writer) error {
 		var hs, ps []float64
 		for r := range p.Reps {
 			c := &schema.Container{Image: refs[kind]}
-			h, err := spawnHpcq(spawnRun{n: p.ContainerN, cmd: "true", rep: r, isolation: p.Isolation, container: c, imageCache: cacheDir}, log)
+			h, err := spawnHpcq(spawnRun{n: p.ContainerN, cmd: "true", rep: r, isolation: p.Isolation, container: c, imageCache: cacheDir, imageDirs: []string{tmp}}, log)
 			if err != nil {
 				return fmt.Errorf("%s: %w", kind, err)
 			}

@@ -175,6 +175,8 @@ type Tasks struct {
 	// node-local disk.
 	ImageCache   string `envconfig:"IMAGE_CACHE" desc:"directory of the container images tasks name, unpacked once per digest (node-local disk; default: the work directory's .images)"`
 	ImageCacheMB int    `envconfig:"IMAGE_CACHE_MB" default:"20480" desc:"bound of the unpacked images and kept layers; the least recently used go first (0: none)"`
+	// ImageDirs are the site's image directories.
+	ImageDirs []string `envconfig:"IMAGE_DIRS" desc:"the site's image directories (comma-separated absolute paths): a directory image must lie under one; an image file elsewhere is used only when the task's user may read it; never / nor a system directory"`
 	// LayerShareMB is the largest layer a worker sends other workers.
 	LayerShareMB int `envconfig:"LAYER_SHARE_MB" default:"1024" desc:"largest container layer (what a node installed over its image) put in the object store for the workers of its children; a larger one stays on its worker, and a child run elsewhere installs again"`
 	// GPUMPS is how tasks that share a GPU use NVIDIA MPS.

@@ -39,12 +39,19 @@ type ImagesConfig struct {
 	// shared file system (queue.Queue.Images): a task names one as
 	// "store:sha256:<hex>".
 	ImageStore jetstream.ObjectStore
+	// Dirs are the site's image directories (HPCQ_IMAGE_DIRS): a directory
+	// image must lie under one, and an image file elsewhere is used only
+	// when the task's user may read it (image.Policy).
+	Dirs []string
+	// Own are images named by whoever runs the workers (a local run's or
+	// exec's own), allowed as if they lay under Dirs.
+	Own []string
 }
 
 // imageOf resolves the image task t names: the worker's problem when the
 // cache cannot be opened, the task's (ErrKindImage) when the image cannot
 // be used. The image is held until released.
-func (e *Executor) imageOf(ctx context.Context, t *schema.NodeTask) (*image.Image, *schema.ResultError, error) {
+func (e *Executor) imageOf(ctx context.Context, t *schema.NodeTask, user *TaskUser) (*image.Image, *schema.ResultError, error) {
 	fail := func(format string, a ...any) (*image.Image, *schema.ResultError, error) {
 		return nil, &schema.ResultError{Phase: schema.PhaseCoding, Kind: schema.ErrKindImage, Message: fmt.Sprintf(format, a...)}, nil
 	}
@@ -74,7 +81,11 @@ func (e *Executor) imageOf(ctx context.Context, t *schema.NodeTask) (*image.Imag
 			return err
 		})
 	} else {
-		im, err = cache.Get(ctx, t.Container.Image)
+		uid, gid := e.sandbox.containerIDs(user)
+		if e.sandbox.uid < 0 {
+			uid, gid = -1, -1 // the worker's own user: the kernel checks its reads
+		}
+		im, err = cache.GetAs(ctx, t.Container.Image, uid, gid)
 	}
 	switch {
 	case errors.Is(err, image.ErrImage):
@@ -122,7 +133,7 @@ func (e *Executor) container(ctx context.Context, t *schema.NodeTask, user *Task
 	if t.Container == nil {
 		return nil, nil
 	}
-	im, rerr, err := e.imageOf(ctx, t)
+	im, rerr, err := e.imageOf(ctx, t, user)
 	if err != nil || rerr != nil {
 		res.Error = rerr
 		return nil, err
@@ -313,6 +324,7 @@ func (e *Executor) imageCache() (*image.Cache, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.SetPolicy(e.imagePolicy)
 	e.images = c
 	return c, nil
 }

@@ -146,11 +146,12 @@ type Executor struct {
 	v1    *v1Cgroups
 	v1Why string
 	// images is the cache of the images tasks name, opened by the first.
-	imagesMu   sync.Mutex
-	images     *image.Cache
-	imageTools map[string]map[string]string // an image's toolchains, by digest (path for a directory)
-	gpuOnce    sync.Once
-	gpuFiles   []string // the host's GPU driver files a container binds (gpuBinds)
+	imagesMu    sync.Mutex
+	images      *image.Cache
+	imagePolicy image.Policy                 // ImagesConfig.Dirs, checked at start
+	imageTools  map[string]map[string]string // an image's toolchains, by digest (path for a directory)
+	gpuOnce     sync.Once
+	gpuFiles    []string // the host's GPU driver files a container binds (gpuBinds)
 }
 
 var _ worker.Executor = (*Executor)(nil)
@@ -169,6 +170,10 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	mps, err := mpsPipe(cfg.GPUMPS, os.Getenv)
 	if err != nil {
 		return nil, err
+	}
+	policy, err := image.NewPolicy(cfg.Images.Dirs, cfg.Images.Own...)
+	if err != nil {
+		return nil, fmt.Errorf("phases: %w", err)
 	}
 	if mps != "" {
 		// The clients write the daemon's pipes: under a sandbox's private
@@ -193,7 +198,7 @@ func NewExecutor(cfg Config) (*Executor, error) {
 		env = append(env, kv)
 	}
 	cg, why := detectV2()
-	e := &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc, v2: cg, v2Why: why, mps: mps}
+	e := &Executor{cfg: cfg, baseEnv: env, sandbox: sb, isolation: desc, v2: cg, v2Why: why, mps: mps, imagePolicy: policy}
 	if sb != nil {
 		// The sandbox helper joins them: v1 has no CLONE_INTO_CGROUP.
 		e.v1, e.v1Why = detectV1()

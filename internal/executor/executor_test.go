@@ -18,7 +18,7 @@ func newExec(t *testing.T) *Executor {
 	t.Helper()
 	t.Setenv("HOME", t.TempDir()) // see testutil.ShellEnv
 	t.Setenv("HPCQ_NATS_PASSWORD", "s3cret")
-	e, err := NewExecutor(Config{RunsDir: t.TempDir(), KillGrace: 200 * time.Millisecond})
+	e, err := NewExecutor(Config{RunsDir: t.TempDir(), KillGrace: 200 * time.Millisecond, Images: ImagesConfig{Dirs: []string{testImages(t)}}})
 	require.NoError(t, err)
 	return e
 }
@@ -137,3 +137,8 @@ func TestCappedWriter(t *testing.T) {
 	_, _ = w.Write([]byte("more"))
 	require.Equal(t, "abcde\n[hpcq: log size limit reached, the rest of the output is not logged]\n", b.String())
 }
+
+// testImages is the directory of every temporary directory of the test:
+// the images the test builds lie there, the site's image directory
+// (HPCQ_IMAGE_DIRS) of its executors.
+func testImages(t *testing.T) string { return filepath.Dir(t.TempDir()) }

@@ -71,7 +71,7 @@ func layerWorker(t *testing.T, store jetstream.ObjectStore, shareMB int) *Execut
 	t.Helper()
 	t.Setenv("HOME", t.TempDir())
 	e, err := NewExecutor(Config{RunsDir: t.TempDir(), KillGrace: 200 * time.Millisecond,
-		Images: ImagesConfig{Dir: filepath.Join(t.TempDir(), "images"), LayerStore: store, ShareMB: shareMB}})
+		Images: ImagesConfig{Dir: filepath.Join(t.TempDir(), "images"), LayerStore: store, ShareMB: shareMB, Dirs: []string{testImages(t)}}})
 	require.NoError(t, err)
 	if e.sandbox == nil {
 		t.Skipf("no namespaces on this machine: %s", e.Isolation())

@@ -19,7 +19,7 @@ func ConfigFrom(t config.Tasks, runsDir string) Config {
 		ArtifactLimits: artifacts.Limits{PerFile: t.ArtifactFileMax, PerNode: t.ArtifactNodeMax},
 		Sandbox:        SandboxConfig{Mode: t.Isolation.Mode, User: t.Isolation.User, Writable: t.Isolation.Writable, TmpMB: t.Isolation.TmpMB, UIDs: t.Isolation.UIDs},
 		Pids:           t.Isolation.Pids, DiskMB: t.Isolation.DiskMB, FinishTimeout: t.FinishTimeout,
-		Images: ImagesConfig{Dir: t.ImageCache, MaxMB: t.ImageCacheMB, ShareMB: t.LayerShareMB}, GPUMPS: t.GPUMPS}
+		Images: ImagesConfig{Dir: t.ImageCache, MaxMB: t.ImageCacheMB, ShareMB: t.LayerShareMB, Dirs: t.ImageDirs}, GPUMPS: t.GPUMPS}
 }
 
 // UseQueue makes the executor bring its tasks' files home through q: the

@@ -35,7 +35,13 @@ type Cache struct {
 
 	mu      sync.Mutex
 	digests map[fileKey]string // a file's digest, by what identifies its content
+
+	policy Policy // which images tasks may name (SetPolicy)
 }
+
+// SetPolicy sets which images Get gives (the zero Policy: no directory
+// image; an image file only as its task's user may read it).
+func (c *Cache) SetPolicy(p Policy) { c.policy = p }
 
 // fileKey identifies a file's content without reading it: a file replaced
 // or written since has another inode, size or time.
@@ -52,6 +58,9 @@ type meta struct {
 	Digest   string    `json:"digest"`
 	Bytes    int64     `json:"bytes"`
 	Unpacked time.Time `json:"unpacked"`
+	// Hardened is the version of what harden removed from the tree (no
+	// setuid/setgid bit, no device node): 0 in an older build's entry.
+	Hardened int `json:"hardened,omitempty"`
 }
 
 // OpenCache opens (making it) the cache in dir, bounded to maxBytes of
@@ -60,7 +69,7 @@ func OpenCache(dir string, maxBytes int64, log *slog.Logger) (*Cache, error) {
 	if dir == "" {
 		return nil, errors.New("image: no cache directory (HPCQ_IMAGE_CACHE)")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := privateDir(dir); err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
 	if log == nil {
@@ -70,19 +79,31 @@ func OpenCache(dir string, maxBytes int64, log *slog.Logger) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{dir: abs, maxBytes: maxBytes, log: log, digests: map[fileKey]string{}}, nil
+	c := &Cache{dir: abs, maxBytes: maxBytes, log: log, digests: map[fileKey]string{}}
+	c.hardenOld()
+	return c, nil
 }
 
-// Get resolves the image at ref: a directory as it is, anything else
-// unpacked into the cache (once per digest). The image is held until
-// Release.
+// Get resolves the image at ref for the worker's own use (GetAs without
+// a task's user).
 func (c *Cache) Get(ctx context.Context, ref string) (*Image, error) {
-	abs, err := filepath.Abs(ref)
+	return c.GetAs(ctx, ref, -1, -1)
+}
+
+// GetAs resolves the image at ref for a task running as uid:gid (uid < 0:
+// as the worker's user), as the cache's Policy allows: a directory as it
+// is, anything else unpacked into the cache (once per digest). The image
+// is held until Release.
+func (c *Cache) GetAs(ctx context.Context, ref string, uid, gid int) (*Image, error) {
+	abs, err := resolve(ref)
 	if err != nil {
 		return nil, err
 	}
 	kind, err := KindOf(abs)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.policy.check(ref, abs, kind, uid, gid); err != nil {
 		return nil, err
 	}
 	if kind == KindDir {
@@ -129,6 +150,12 @@ func (c *Cache) hold(entry string, fill func() error) (*os.File, error) {
 	if lock, err = lockEntry(entry, syscall.LOCK_EX); err != nil {
 		return nil, err
 	}
+	held := false
+	defer func() { // on every path, a panic of fill's included
+		if !held {
+			lock.Close()
+		}
+	}()
 	ok, err := whole() // another worker may have unpacked it meanwhile
 	if err == nil && !ok {
 		err = fill()
@@ -137,18 +164,18 @@ func (c *Cache) hold(entry string, fill func() error) (*os.File, error) {
 		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_SH)
 	}
 	if err != nil {
-		lock.Close()
 		return nil, err
 	}
+	held = true
 	return lock, nil
 }
 
 // lockEntry makes entry and takes its lock (how: LOCK_EX or LOCK_SH).
 func lockEntry(entry string, how int) (*os.File, error) {
-	if err := os.MkdirAll(entry, 0o755); err != nil {
+	if err := os.Mkdir(entry, cacheMode); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(entry, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(filepath.Join(entry, "lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("image cache: %w", err)
 	}
@@ -161,7 +188,8 @@ func lockEntry(entry string, how int) (*os.File, error) {
 
 // unpack unpacks the image into entry/rootfs through a temporary
 // directory, then writes meta.json: an entry with meta.json is whole.
-func (c *Cache) unpack(ctx context.Context, path, kind, digest, entry string) error {
+func (c *Cache) unpack(ctx context.Context, path, kind, digest, entry string) (err error) {
+	defer guard(path, &err)
 	start := time.Now()
 	tmp, err := os.MkdirTemp(entry, ".unpack-")
 	if err != nil {
@@ -171,7 +199,7 @@ func (c *Cache) unpack(ctx context.Context, path, kind, digest, entry string) er
 	root := filepath.Join(tmp, "rootfs")
 	switch kind {
 	case KindSquashFS:
-		err = unsquash(ctx, path, root)
+		err = unsquash(ctx, path, path, root)
 	case KindSIF:
 		err = unpackSIF(ctx, path, root, tmp)
 	case KindOCI:
@@ -179,6 +207,10 @@ func (c *Cache) unpack(ctx context.Context, path, kind, digest, entry string) er
 	}
 	if err != nil {
 		return err
+	}
+	removed, cleared, err := harden(root)
+	if err != nil {
+		return fmt.Errorf("image cache: %s: %w", path, err)
 	}
 	size, err := treeBytes(root)
 	if err != nil {
@@ -188,10 +220,11 @@ func (c *Cache) unpack(ctx context.Context, path, kind, digest, entry string) er
 	if err := os.Rename(root, filepath.Join(entry, "rootfs")); err != nil {
 		return fmt.Errorf("image cache: %w", err)
 	}
-	if err := writeMeta(entry, meta{Ref: path, Kind: kind, Digest: digest, Bytes: size, Unpacked: time.Now().UTC()}); err != nil {
+	if err := writeMeta(entry, meta{Ref: path, Kind: kind, Digest: digest, Bytes: size, Unpacked: time.Now().UTC(), Hardened: hardened}); err != nil {
 		return err
 	}
-	c.log.Info("image unpacked", "image", path, "kind", kind, "digest", digest, "bytes", size, "took", time.Since(start).Round(time.Millisecond))
+	c.log.Info("image unpacked", "image", path, "kind", kind, "digest", digest, "bytes", size, "took", time.Since(start).Round(time.Millisecond),
+		"special_files_left_out", removed, "setid_bits_cleared", cleared)
 	return nil
 }
 
@@ -208,7 +241,7 @@ func readMeta(entry string) (meta, error) {
 // writeMeta writes entry's meta.json: the entry is whole.
 func writeMeta(entry string, m meta) error {
 	data, _ := json.MarshalIndent(m, "", "  ")
-	if err := os.WriteFile(filepath.Join(entry, "meta.json"), append(data, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(entry, "meta.json"), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("image cache: %w", err)
 	}
 	return nil
@@ -254,7 +287,8 @@ func (c *Cache) digest(ctx context.Context, path, kind string) (string, error) {
 
 // ociDigest is the digest of the image's manifest (an OCI layout in a tar
 // is unpacked to read it: once per file, digest caches it).
-func ociDigest(ctx context.Context, path string) (string, error) {
+func ociDigest(ctx context.Context, path string) (_ string, err error) {
+	defer guard(path, &err)
 	img, cleanup, err := ociImage(ctx, path)
 	if err != nil {
 		return "", err

@@ -3,11 +3,15 @@ package image
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/hpcq/hpcq/internal/fileio"
 )
 
 // dpkgStatus is where dpkg records what is installed.
@@ -43,13 +47,13 @@ func list(items []string, max int) string {
 // newPackages are the packages (name version) upper's dpkg status says
 // are installed that the nearest status below does not.
 func newPackages(upper string, lowers []string) []string {
-	now, err := installed(filepath.Join(upper, dpkgStatus))
+	now, err := installed(upper)
 	if err != nil {
 		return nil
 	}
 	before := map[string]string{}
 	for _, l := range lowers {
-		if m, err := installed(filepath.Join(l, dpkgStatus)); err == nil {
+		if m, err := installed(l); err == nil {
 			before = m
 			break
 		}
@@ -64,13 +68,26 @@ func newPackages(upper string, lowers []string) []string {
 	return out
 }
 
-// installed reads a dpkg status file: the packages whose Status is
-// "install ok installed", with their versions. Only the three fields it
-// needs are read, a line each (the format's continuation lines start with
-// a space and are skipped); a library for Debian control files was not
-// taken for this (pault.ag/go/debian links the deprecated x/crypto/openpgp).
-func installed(path string) (map[string]string, error) {
-	f, err := os.Open(path)
+// maxStatus bounds what is read of a dpkg status file (Debian's full
+// archive installed is about 60 MB).
+const maxStatus = 64 << 20
+
+// installed reads the dpkg status file of the tree at dir: the packages
+// whose Status is "install ok installed", with their versions. The tree is
+// a task's or an image's: the file is opened inside it, only if it is a
+// regular file, without following a link or blocking (a link to a host
+// file the worker may read, a FIFO that would hold the slot), and read up
+// to maxStatus. Only the three fields it needs are read, a line each (the
+// format's continuation lines start with a space and are skipped); a
+// library for Debian control files was not taken for this
+// (pault.ag/go/debian links the deprecated x/crypto/openpgp).
+func installed(dir string) (map[string]string, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, _, err := fileio.OpenRegular(root, dpkgStatus)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +100,7 @@ func installed(path string) (map[string]string, error) {
 		}
 		name, version, status = "", "", ""
 	}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(io.LimitReader(f, maxStatus))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -111,11 +128,15 @@ func installed(path string) (map[string]string, error) {
 // pythonDists are the distributions (name version) whose .dist-info the
 // layer holds, wherever a Python keeps them.
 func pythonDists(upper string) []string {
+	root, err := os.OpenRoot(upper)
+	if err != nil {
+		return nil
+	}
+	defer root.Close()
 	var out []string
 	for _, pat := range []string{"usr/lib/python3*/*-packages/*.dist-info", "usr/local/lib/python3*/*-packages/*.dist-info",
 		"root/.local/lib/python3*/site-packages/*.dist-info", "opt/*/lib/python3*/site-packages/*.dist-info"} {
-		matches, _ := filepath.Glob(filepath.Join(upper, pat))
-		for _, m := range matches {
+		for _, m := range globDirs(root, pat) {
 			base := strings.TrimSuffix(filepath.Base(m), ".dist-info")
 			if name, v, ok := strings.Cut(base, "-"); ok {
 				base = name + " " + v
@@ -125,6 +146,33 @@ func pythonDists(upper string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// globDirs are the directories under root that pattern (slashed, a
+// path.Match pattern per name) names. Unlike filepath.Glob it descends only
+// into directories, never through a link (one out of a task's tree) nor
+// into anything an open could block on.
+func globDirs(root *os.Root, pattern string) []string {
+	cur := []string{"."}
+	for _, part := range strings.Split(pattern, "/") {
+		var next []string
+		for _, dir := range cur {
+			d, err := root.Open(dir)
+			if err != nil {
+				continue
+			}
+			ents, _ := d.ReadDir(-1)
+			d.Close()
+			for _, e := range ents {
+				if ok, _ := path.Match(part, e.Name()); ok && e.Type().IsDir() {
+					next = append(next, path.Join(dir, e.Name()))
+				}
+			}
+		}
+		sort.Strings(next)
+		cur = next
+	}
+	return cur
 }
 
 // filesBy counts the layer's regular files by the first two directories

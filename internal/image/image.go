@@ -18,8 +18,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // Kinds of image.
@@ -82,11 +85,20 @@ func KindOf(path string) (string, error) {
 		}
 		return "", fmt.Errorf("%w: %s is a directory with neither an oci-layout file nor a root file system (bin/, usr/bin/)", ErrImage, path)
 	}
-	f, err := os.Open(path)
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%w: %s is a %s, not an image file", ErrImage, path, typeName(fi.Mode()))
+	}
+	// Not blocking, and checked again on the descriptor: what is named may
+	// be swapped for a FIFO after the stat.
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err != nil {
 		return "", fmt.Errorf("%w: %s: %w", ErrImage, path, err)
 	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%w: %s is not a regular file", ErrImage, path)
+	}
 	head := make([]byte, 512)
 	n, err := io.ReadFull(f, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -102,4 +114,19 @@ func KindOf(path string) (string, error) {
 		return KindOCI, nil
 	}
 	return "", fmt.Errorf("%w: %s is none of: a root file system directory, SquashFS, SIF, an OCI layout or docker save tar", ErrImage, path)
+}
+
+// typeName names a file's type in an error.
+func typeName(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "special file"
 }

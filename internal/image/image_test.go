@@ -39,6 +39,9 @@ func TestEveryKindGivesTheSameTree(t *testing.T) {
 	}
 	cache, err := image.OpenCache(t.TempDir(), 0, testutil.Logger(t))
 	require.NoError(t, err)
+	policy, err := image.NewPolicy([]string{filepath.Dir(dir)})
+	require.NoError(t, err)
+	cache.SetPolicy(policy)
 	ctx := context.Background()
 	for what, ref := range refs {
 		kind, err := image.KindOf(ref)

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hpcq/hpcq/internal/fileio"
 )
 
 // KindLayer is a cache entry holding a layer: what a node's commands wrote
@@ -283,10 +285,15 @@ func whiteout(fi fs.FileInfo) bool {
 // .wh. files, opaque directories with .wh..wh..opq, hard links as links,
 // the ids of opts.UID/GID as root's.
 func packLayer(upper string, ents []layerEntry, w io.Writer, opts SealOptions) error {
+	root, err := os.OpenRoot(upper)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
 	tw := tar.NewWriter(w)
 	links := map[uint64]string{} // inode -> the first name written
 	for _, e := range ents {
-		if err := packEntry(tw, upper, e.rel, e.fi, links, opts); err != nil {
+		if err := packEntry(tw, root, upper, e.rel, e.fi, links, opts); err != nil {
 			return fmt.Errorf("%s: %w", e.rel, err)
 		}
 	}
@@ -310,8 +317,11 @@ func skipper(skip []string) func(rel string) bool {
 	}
 }
 
-// packEntry writes one entry of the upper directory (one carried).
-func packEntry(tw *tar.Writer, upper, rel string, fi fs.FileInfo, links map[uint64]string, opts SealOptions) error {
+// packEntry writes one entry of the upper directory (one carried). A
+// file's content is read through root (the upper directory) only if it is
+// still a regular file, a link not followed, without blocking: the task
+// wrote the tree, the worker reads it with its privileges.
+func packEntry(tw *tar.Writer, root *os.Root, upper, rel string, fi fs.FileInfo, links map[uint64]string, opts SealOptions) error {
 	full := filepath.Join(upper, rel)
 	st, _ := fi.Sys().(*syscall.Stat_t)
 	if whiteout(fi) {
@@ -332,6 +342,7 @@ func packEntry(tw *tar.Writer, upper, rel string, fi fs.FileInfo, links map[uint
 	}
 	h.Name = rel
 	h.Uname, h.Gname = "", ""
+	h.Mode &^= 0o6000 // no setuid or setgid bit leaves a task (harden.go)
 	if st != nil {
 		h.Uid, h.Gid = int(st.Uid), int(st.Gid)
 		if h.Uid == opts.UID {
@@ -364,12 +375,13 @@ func packEntry(tw *tar.Writer, upper, rel string, fi fs.FileInfo, links map[uint
 	if !fi.Mode().IsRegular() {
 		return nil
 	}
-	f, err := os.Open(full)
+	f, _, err := fileio.OpenRegular(root, rel)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	_, err = io.Copy(tw, f)
+	// The size the header says, not what the file grew to since.
+	_, err = io.CopyN(tw, f, h.Size)
 	return err
 }
 

@@ -23,15 +23,21 @@ import (
 
 // unsquash unpacks the SquashFS file at path into dest (which must not
 // exist) with unsquashfs; extended attributes are left out (a security
-// label of the image's build machine means nothing here).
-func unsquash(ctx context.Context, path, dest string) error {
+// label of the image's build machine means nothing here, a file
+// capability must not be granted). Errors name the image as name (a SIF's
+// partition is copied to a temporary file first).
+func unsquash(ctx context.Context, name, path, dest string) error {
 	bin, err := exec.LookPath("unsquashfs")
 	if err != nil {
 		return errors.New("image: unsquashfs not found: install squashfs-tools (scripts/services.sh install squashfs)")
 	}
 	out, err := exec.CommandContext(ctx, bin, "-n", "-no-xattrs", "-d", dest, path).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%w: %s: unsquashfs: %w: %s", ErrImage, path, err, lastLines(string(out), 5))
+		detail := lastLines(strings.ReplaceAll(string(out), path, name), 5)
+		if name != path {
+			detail = "its root file system partition: " + detail
+		}
+		return fmt.Errorf("%w: %s: unsquashfs: %w: %s", ErrImage, name, err, detail)
 	}
 	return nil
 }
@@ -39,7 +45,8 @@ func unsquash(ctx context.Context, path, dest string) error {
 // unpackSIF unpacks the root file system partition of the SIF file at
 // path (a SquashFS one of this machine's architecture) into dest, through
 // a copy of the partition in tmp.
-func unpackSIF(ctx context.Context, path, dest, tmp string) error {
+func unpackSIF(ctx context.Context, path, dest, tmp string) (err error) {
+	defer guard(path, &err)
 	f, err := sif.LoadContainerFromPath(path, sif.OptLoadWithFlag(os.O_RDONLY))
 	if err != nil {
 		return fmt.Errorf("%w: %s: not a SIF file: %w", ErrImage, path, err)
@@ -72,7 +79,7 @@ func unpackSIF(ctx context.Context, path, dest, tmp string) error {
 		return fmt.Errorf("image: %s: copy its partition: %w", path, err)
 	}
 	defer os.Remove(part)
-	return unsquash(ctx, part, dest)
+	return unsquash(ctx, path, part, dest)
 }
 
 // sifArch is SIF's name of a Go architecture.
@@ -101,7 +108,7 @@ func ociImage(_ context.Context, path string) (v1.Image, func(), error) {
 	}
 	if img, err := tarball.ImageFromPath(path, nil); err == nil {
 		if _, err := img.Manifest(); err == nil {
-			return img, noop, nil
+			return archiveImage{img}, noop, nil
 		}
 	}
 	// An OCI layout in a tar (what `podman save --format oci-archive` and
@@ -131,11 +138,31 @@ func ociImage(_ context.Context, path string) (v1.Image, func(), error) {
 
 // layoutImage is the image of an OCI layout for this machine's platform.
 func layoutImage(dir string) (v1.Image, error) {
+	if err := plainTree(dir); err != nil {
+		return nil, fmt.Errorf("%w: %s: not an OCI image layout: %w", ErrImage, dir, err)
+	}
 	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: not an OCI image layout: %w", ErrImage, dir, err)
 	}
 	return pickImage(idx, dir)
+}
+
+// plainTree says why the tree at dir is not only directories and regular
+// files: the library reads a layout's files by name, following links, and
+// a link (to a host file) or a FIFO (an open that never returns) is never
+// what a layout writes.
+func plainTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if t := d.Type(); !t.IsDir() && !t.IsRegular() {
+			rel, _ := filepath.Rel(dir, p)
+			return fmt.Errorf("%s is a %s", rel, typeName(t))
+		}
+		return nil
+	})
 }
 
 // pickImage is the index's image for linux on this architecture (or one
@@ -168,13 +195,17 @@ func pickImage(idx v1.ImageIndex, where string) (v1.Image, error) {
 	return nil, fmt.Errorf("%w: %s holds no image for linux/%s (it has: %s)", ErrImage, where, runtime.GOARCH, strings.Join(seen, ", "))
 }
 
-// unpackOCI flattens the image's layers (whiteouts applied) into dest.
+// unpackOCI flattens the image's layers (whiteouts applied) into dest,
+// once every blob is checked against its digest.
 func unpackOCI(ctx context.Context, path, dest, _ string) error {
 	img, cleanup, err := ociImage(ctx, path)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	if err := verifyBlobs(ctx, img); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrImage, path, err)
+	}
 	rc := mutate.Extract(img)
 	defer rc.Close()
 	if err := os.MkdirAll(dest, 0o755); err != nil {
@@ -195,8 +226,9 @@ func unpackOCI(ctx context.Context, path, dest, _ string) error {
 // untar writes the tar stream r under dest through an os.Root, so that no
 // entry (a "../" name, a link pointing out) can write outside it. Regular
 // files, directories, symbolic and hard links are written; device nodes
-// and FIFOs are left out (a task's /dev is the host's, bound in). Owners
-// are kept when this process may set them.
+// and FIFOs are left out (a task's /dev is the host's, bound in), and so
+// are setuid and setgid bits (harden.go). Owners are kept when this
+// process may set them.
 func untar(r io.Reader, dest string) error {
 	return untarWith(r, dest, func(string) bool { return false })
 }
@@ -253,7 +285,7 @@ func untarWith(r io.Reader, dest string, special func(name string) bool) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
-			if err := root.Chmod(name, fs.FileMode(h.Mode)&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky)); err != nil {
+			if err := root.Chmod(name, fs.FileMode(h.Mode)&(fs.ModePerm|fs.ModeSticky)); err != nil {
 				return fmt.Errorf("%s: %w", name, err)
 			}
 		case tar.TypeSymlink:

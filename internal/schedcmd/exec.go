@@ -141,7 +141,13 @@ func execQueue(ctx context.Context, cfg *config.Scheduler, local bool, runDir st
 		slices.Sort(pools)
 		pools = slices.Compact(pools)
 	}
-	l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, pools, sink, false, nil, log)
+	var images []string
+	for _, t := range tasks {
+		if t.Container != nil {
+			images = append(images, ownImages(t.Container.Image)...)
+		}
+	}
+	l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, pools, images, sink, false, nil, log)
 	if err != nil {
 		return nil, ctx, nil, err
 	}
@@ -206,10 +212,12 @@ func writeRunJSON(dir rundir.Dir, mode string, where map[string]string, cfg *con
 
 // startLocal starts the embedded server and the in-process workers of a
 // local run (with gateway, their installer asks the model through the
-// run's LLM gateway). The returned context ends when a local worker fails:
-// nothing would run the tasks any more. closeLocal drains the workers and
-// stops the server.
-func startLocal(ctx context.Context, cfg *config.Scheduler, runDir string, pools []string, sink results.Sink, gateway bool,
+// run's LLM gateway). images are the container images the run names: the
+// workers are its user's own, so these are allowed as if they lay in the
+// site's image directories (never a system directory). The returned
+// context ends when a local worker fails: nothing would run the tasks any
+// more. closeLocal drains the workers and stops the server.
+func startLocal(ctx context.Context, cfg *config.Scheduler, runDir string, pools, images []string, sink results.Sink, gateway bool,
 	mem memory.Store, log *slog.Logger) (*local.Cluster, context.Context, func(), error) {
 	// The in-process workers read the settings a worker process reads
 	// (HPCQ_KILL_GRACE, HPCQ_MAX_OUTPUT_BYTES, HPCQ_FETCH_WAIT, HPCQ_ISOLATION,
@@ -217,6 +225,7 @@ func startLocal(ctx context.Context, cfg *config.Scheduler, runDir string, pools
 	wc := worker.ConfigFrom(cfg.Tasks, pools)
 	wc.IdleExit, wc.Version, wc.Results = 0, version.Version, sink
 	pc := executor.ConfigFrom(cfg.Tasks, "")
+	pc.Images.Own = images
 	if mem != nil {
 		// The workers write the nodes' recall events into the run's memory
 		// as each phase happens, as cluster workers do into Redis.
@@ -242,4 +251,16 @@ func startLocal(ctx context.Context, cfg *config.Scheduler, runDir string, pools
 		cancel(nil)
 		logClose(log, "local workers", l.Close)
 	}, nil
+}
+
+// ownImages are the refs that name an image by its path (not one pushed
+// into the object store), once each.
+func ownImages(refs ...string) []string {
+	var out []string
+	for _, r := range refs {
+		if r != "" && !strings.HasPrefix(r, schema.StoredImagePrefix) && !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }

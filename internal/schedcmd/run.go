@@ -234,7 +234,7 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		return err
 	}
 	defer logClose(log, "memory call log", closeCalls)
-	q, gw, ctx, natsURL, closeQueue, err := searchQueue(ctx, cfg, local, runDir, spec.Pool, sink, store, log)
+	q, gw, ctx, natsURL, closeQueue, err := searchQueue(ctx, cfg, local, runDir, spec.Pool, specImages(spec), sink, store, log)
 	if err != nil {
 		return err
 	}
@@ -405,10 +405,10 @@ func memoryCallLog(spec run.Spec, runDir string) (io.Writer, func() error, error
 // (whose context ends the run if they fail), or the cluster's NATS. It
 // returns the connection the LLM gateway serves on and the NATS URL
 // run.json records.
-func searchQueue(ctx context.Context, cfg *config.Scheduler, local bool, runDir, pool string, sink results.Sink, store memory.Store,
+func searchQueue(ctx context.Context, cfg *config.Scheduler, local bool, runDir, pool string, images []string, sink results.Sink, store memory.Store,
 	log *slog.Logger) (*queue.Queue, *nats.Conn, context.Context, string, func(), error) {
 	if local {
-		l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, []string{pool}, sink, true, store, log)
+		l, lctx, closeLocal, err := startLocal(ctx, cfg, runDir, []string{pool}, images, sink, true, store, log)
 		if err != nil {
 			return nil, nil, ctx, "", nil, err
 		}
@@ -497,4 +497,13 @@ func Export(ctx context.Context, cfg *config.Scheduler, o ExportOptions) error {
 		fmt.Printf("memory: %s\n", filepath.Join(dir, "memory", md))
 	}
 	return nil
+}
+
+// specImages are the images the run's specification names (its nodes'
+// container image).
+func specImages(spec run.Spec) []string {
+	if spec.Container == nil {
+		return nil
+	}
+	return ownImages(spec.Container.Image)
 }
