@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -291,4 +292,73 @@ func FuzzRemoveCitations(f *testing.F) {
 		keys, _ := Citations(out, "")
 		require.NotContains(t, keys, key)
 	})
+}
+
+// TestCompileReadsNothingOfTheHost: a paper that reads a host file
+// (\openin, \input of /etc/passwd), the compile's environment
+// (/proc/self/environ, holding a token of the caller's) or runs a command
+// (\write18, restricted or not) gets nothing of them: not into the PDF,
+// not into the error fed back to the model.
+func TestCompileReadsNothingOfTheHost(t *testing.T) {
+	t.Setenv("HF_TOKEN", "hf_hpcq_secret_token")
+	c := testCompiler(t)
+	pdfText := func(path string) string {
+		out, err := exec.Command("pdftotext", path, "-").Output()
+		require.NoError(t, err)
+		return string(out)
+	}
+	read := `\documentclass{article}\begin{document}
+\newread\r \openin\r=/etc/passwd \ifeof\r PASSWD-UNREAD\else\read\r to\x PASSWD:\x\fi
+\openin\r=/proc/self/environ \ifeof\r ENV-UNREAD\else\read\r to\x ENV:\x\fi
+SHELL-ESCAPE=\the\pdfshellescape.
+\immediate\write18{kpsewhich article.cls}
+\end{document}
+`
+	got, err := c.Compile(context.Background(), 1, []schema.File{{Path: "paper.tex", Content: read}})
+	require.NoError(t, err)
+	require.Empty(t, got.Error)
+	text := pdfText(got.PDF)
+	require.Contains(t, text, "PASSWD-UNREAD")
+	require.Contains(t, text, "ENV-UNREAD")
+	require.Contains(t, text, "SHELL-ESCAPE=0", "no shell escape, not even the restricted one")
+	require.NotContains(t, text, "root:")
+	require.NotContains(t, text, "hf_hpcq_secret_token")
+
+	for _, file := range []string{"/etc/passwd", "/proc/self/environ", "../../../../etc/passwd"} {
+		tex := `\documentclass{article}\begin{document}\catcode` + "`" + `\#=12 \input{` + file + `}\end{document}` + "\n"
+		got, err := c.Compile(context.Background(), 2, []schema.File{{Path: "paper.tex", Content: tex}})
+		require.NoError(t, err, file)
+		require.NotEmpty(t, got.Error, "%s: not found, the compile fails", file)
+		require.Contains(t, got.Error, "not found", file)
+		require.NotContains(t, got.Error, "root:x:0", file)
+		require.NotContains(t, got.Error, "hf_hpcq_secret_token", file)
+	}
+}
+
+// TestTeXMessages: a failed compile's log gives back TeX's own messages
+// only: the error, where it stopped, latexmk's summary; not what TeX
+// echoed of the files it read.
+func TestTeXMessages(t *testing.T) {
+	log := `This is pdfTeX, Version 3.141592653-2.6-1.40.24
+(./paper.tex
+LaTeX2e <2022-11-01>
+root:x:0:0:root:/root:/bin/bash
+daemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin
+./paper.tex:6: Undefined control sequence.
+l.6 \foo
+        {bar}
+! Emergency stop.
+Latexmk: Errors, so I did not complete making targets
+`
+	got := texMessages(log)
+	require.Contains(t, got, "./paper.tex:6: Undefined control sequence.")
+	require.Contains(t, got, "l.6 \\foo\n        {bar}")
+	require.Contains(t, got, "! Emergency stop.")
+	require.Contains(t, got, "Latexmk: Errors")
+	require.NotContains(t, got, "root:x")
+	require.NotContains(t, got, "pdfTeX, Version")
+	require.Equal(t, "(the compile's output holds no message of TeX's)", texMessages("root:x:0:0\n"))
+	long := strings.Repeat("! Undefined control sequence é.\n", 500)
+	require.LessOrEqual(t, len(texMessages(long)), maxTeXMessages)
+	require.True(t, utf8.ValidString(texMessages(long)))
 }

@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/hpcq/hpcq/internal/fileio"
-	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -30,7 +29,9 @@ const (
 // ._/-, made a PDF by rsvg-convert) in a task's sandbox: latexmk -pdf (pdflatex and
 // bibtex as often as it takes; an error stops it; 2 minutes, a TeX loop
 // included), then each page rendered to a PNG (pdftoppm, 60 dpi: what a
-// reviewing model reads; the first MaxPages). No network; bounded.
+// reviewing model reads; the first MaxPages). No network; bounded. Every
+// command runs with texEnv: the paper is the model's, and TeX would
+// otherwise read any file the sandbox sees and print it into the PDF.
 func PaperTask(runID string, round int, files []schema.File) *schema.NodeTask {
 	ws := append([]schema.File(nil), files...)
 	sort.Slice(ws, func(i, j int) bool { return ws[i].Path < ws[j].Path })
@@ -38,16 +39,16 @@ func PaperTask(runID string, round int, files []schema.File) *schema.NodeTask {
 	for _, f := range ws {
 		if strings.HasSuffix(f.Path, ".svg") && plainPathRe.MatchString(f.Path) {
 			// pdflatex includes no SVG: a plot becomes the PDF the paper names.
-			compile = append(compile, "rsvg-convert -f pdf -o "+strings.TrimSuffix(f.Path, ".svg")+".pdf "+f.Path)
+			compile = append(compile, texEnv+"rsvg-convert -f pdf -o "+strings.TrimSuffix(f.Path, ".svg")+".pdf "+f.Path)
 		}
 	}
-	compile = append(compile, "latexmk -pdf -interaction=nonstopmode -halt-on-error -file-line-error paper.tex")
+	compile = append(compile, texEnv+"latexmk -norc -pdf -no-shell-escape -interaction=nonstopmode -halt-on-error -file-line-error paper.tex")
 	off := false
 	return &schema.NodeTask{V: schema.Version, RunID: runID, NodeID: PaperNode, Attempt: max(1, round), Pool: PaperPool,
 		Artifacts: schema.Artifacts{
 			Coding:  schema.CodingPhase{Workspace: schema.Workspace{Files: ws}},
 			Compile: schema.CommandsPhase{Commands: compile},
-			Run: schema.RunPhase{Commands: []string{fmt.Sprintf("pdftoppm -r 60 -l %d -png paper.pdf page", MaxPages)},
+			Run: schema.RunPhase{Commands: []string{fmt.Sprintf(texEnv+"pdftoppm -r 60 -l %d -png paper.pdf page", MaxPages)},
 				ExpectedOutputs: []string{"paper.pdf"}},
 		},
 		Limits: schema.Limits{CompileTimeoutS: 120, RunTimeoutS: 120, Network: &off}}
@@ -90,7 +91,7 @@ func (c Compiler) Compile(ctx context.Context, round int, files []schema.File) (
 				tail = p.LogTail
 			}
 		}
-		return Compiled{Error: strings.TrimSpace(res.Error.Message + "\n" + tail[textcut.Ceil(tail, len(tail)-3000):])}, nil
+		return Compiled{Error: strings.TrimSpace(res.Error.Message + "\n" + texMessages(tail))}, nil
 	}
 	ws, err := os.OpenRoot(wsDir)
 	if err != nil {
