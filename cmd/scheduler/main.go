@@ -115,6 +115,7 @@ func route(args []string) error {
 func newFlags(name string, cfg *config.Scheduler, args string) *flag.FlagSet {
 	fs := flag.NewFlagSet("scheduler "+name, flag.ContinueOnError)
 	config.AddCommonFlags(fs, &cfg.Common)
+	fs.BoolVar(&term.Raw, "raw", false, "print programs' output and models' text as they are, escape sequences included (on a terminal they are made visible: ^[ for ESC)")
 	fs.StringVar(&cfg.RunsDir, "runs-dir", cfg.RunsDir, config.Help(cfg, &cfg.RunsDir, "directory of run directories"))
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: scheduler %s [flags] %s\n\nFlags:\n", name, args)

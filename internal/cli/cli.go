@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/version"
 )
 
@@ -43,10 +44,11 @@ func Main(name string, dispatch func(args []string) error) {
 	case errors.As(err, &ee):
 		os.Exit(int(ee))
 	case errors.Is(err, ErrInvalidInput):
-		fmt.Fprintln(os.Stderr, name+":", err)
+		fmt.Fprintln(term.Stderr(), name+":", err)
 		os.Exit(2)
 	default:
-		fmt.Fprintln(os.Stderr, name+":", err)
+		// An error may carry a program's output or a model's words.
+		fmt.Fprintln(term.Stderr(), name+":", err)
 		os.Exit(1)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -14,6 +13,7 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/stores"
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/writeup"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -47,7 +47,7 @@ type CheckOptions struct {
 // short block per setting.
 func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
 	if o.Out == nil {
-		o.Out = os.Stdout
+		o.Out = term.Stdout()
 	}
 	spec, err := loadIdea(o.IdeaDir)
 	if err == nil {

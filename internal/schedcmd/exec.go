@@ -18,6 +18,7 @@ import (
 	"github.com/hpcq/hpcq/internal/executor"
 	"github.com/hpcq/hpcq/internal/local"
 	"github.com/hpcq/hpcq/internal/stores"
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -187,7 +188,7 @@ func cancelUnanswered(ctx context.Context, q *queue.Queue, runID string, outs []
 // line (rundir.Outcome, as results.jsonl holds them).
 func printOutcomes(outs []dispatch.Outcome, asJSON bool) error {
 	if !asJSON {
-		return dispatch.WriteOutcomes(os.Stdout, outs)
+		return dispatch.WriteOutcomes(term.Stdout(), outs)
 	}
 	enc := json.NewEncoder(os.Stdout)
 	for i := range outs {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/image"
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -38,7 +39,7 @@ func Image(ctx context.Context, cfg *config.Scheduler, o ImageOptions) error {
 		return errors.New("scheduler image: needs a cluster's NATS server (HPCQ_NATS_URL or --nats-url); a local run names the image's file in run.yaml")
 	}
 	if o.Out == nil {
-		o.Out = os.Stdout
+		o.Out = term.Stdout()
 	}
 	q, err := queue.Dial(ctx, cfg.NATS.Conn("hpcq-image"), cfg.Queue.Options(), o.Log)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/runview"
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -39,7 +40,13 @@ var logPhases = []string{schema.PhaseDownload, schema.PhaseCompile, schema.Phase
 // the live output of a running node (with Follow, until it ends).
 func Logs(ctx context.Context, cfg *config.Scheduler, o LogsOptions) error {
 	if o.Out == nil {
-		o.Out = os.Stdout
+		// A program's output: its escape sequences made visible on a
+		// terminal (term.Out), a character cut between two reads held.
+		out := term.Out(os.Stdout)
+		if c, ok := out.(io.Closer); ok {
+			defer c.Close()
+		}
+		o.Out = out
 	}
 	if o.Phase != "" && !validPhase(o.Phase) {
 		return fmt.Errorf("--phase %q: must be download, compile or run", o.Phase)

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/runview"
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
@@ -54,7 +54,7 @@ func Ls(ctx context.Context, cfg *config.Scheduler, o LsOptions) error {
 		}
 	}
 	if o.Out == nil {
-		o.Out = os.Stdout
+		o.Out = term.Stdout()
 	}
 	if o.JSON {
 		enc := json.NewEncoder(o.Out)

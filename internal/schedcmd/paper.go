@@ -13,6 +13,7 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/writeup"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -71,7 +72,7 @@ func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool
 	tex, claims := filepath.Join(dir, "paper.tex"), filepath.Join(dir, "claims.json")
 	printUnverified(paper.Report)
 	if paper.Stopped != "" {
-		fmt.Fprintf(os.Stderr, "writeup: the rounds stopped early: %s\n", paper.Stopped)
+		fmt.Fprintf(term.Stderr(), "writeup: the rounds stopped early: %s\n", paper.Stopped)
 	}
 	pdf := paper.Compiled.PDF
 	switch {
@@ -83,7 +84,7 @@ func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool
 	case pdf == "":
 		pdf = "none"
 		last := paper.Rounds[len(paper.Rounds)-1]
-		fmt.Fprintf(os.Stderr, "writeup: no draft compiled; the last one's error:\n%s\n", last.Error)
+		fmt.Fprintf(term.Stderr(), "writeup: no draft compiled; the last one's error:\n%s\n", last.Error)
 	}
 	fmt.Printf("writeup: %d calls, %d tokens in, %d out, $%.4f; paper %s, claims %s\n", used.Calls, used.TokensIn, used.TokensOut, used.CostUSD, tex, claims)
 	rep := paper.Report
@@ -123,6 +124,6 @@ func runBib(spec run.Spec, info rundir.Info) string {
 // printUnverified lists a paper's unverified numbers on stderr.
 func printUnverified(r writeup.Report) {
 	for _, c := range r.UnverifiedClaims() {
-		fmt.Fprintf(os.Stderr, "unverified: %s (in %q)\n", c.Text, c.Context)
+		fmt.Fprintf(term.Stderr(), "unverified: %s (in %q)\n", c.Text, c.Context)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/hpcq/hpcq/internal/chdb"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/stores"
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
@@ -40,7 +41,7 @@ func Query(ctx context.Context, cfg *config.Scheduler, o QueryOptions) error {
 	if err != nil {
 		return err
 	}
-	return tab.Write(os.Stdout, o.Format)
+	return tab.Write(term.Stdout(), o.Format)
 }
 
 // queryRun runs one read-only statement on the results of the run in dir,

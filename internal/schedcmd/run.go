@@ -21,6 +21,7 @@ import (
 	"github.com/hpcq/hpcq/internal/metrics"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/stores"
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/internal/web"
 	"github.com/hpcq/hpcq/pkg/llm"
@@ -42,10 +43,10 @@ func printSummary(spec run.Spec, runDir string, sum engine.Summary) {
 		fmt.Printf(", no node produced %s\n", spec.Metric.Name)
 	}
 	if sum.StoppedBy != "" {
-		fmt.Printf("stopped early: %s\n", sum.StoppedBy)
+		fmt.Fprintf(term.Stdout(), "stopped early: %s\n", sum.StoppedBy)
 	}
 	for _, l := range sum.Unflushed {
-		fmt.Printf("not yet applied: %s\n", l)
+		fmt.Fprintf(term.Stdout(), "not yet applied: %s\n", l)
 	}
 	u := sum.Usage
 	fmt.Printf("LLM: %d calls, %d tokens in, %d out, $%.4f\n", u.Calls, u.TokensIn, u.TokensOut, u.CostUSD)
@@ -252,7 +253,7 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 	sum, runErr := engine.Run(ctx, engine.Params{
 		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
 		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, OutageMax: cfg.OutageMax, Abandon: o.Abandon,
-		Status: o.Status, Progress: os.Stdout, Logger: log, Metrics: met,
+		Status: o.Status, Progress: term.Stdout(), Logger: log, Metrics: met,
 	})
 	if err := endRun(spec, runDir, sum, runErr); err != nil || !spec.Writeup.Enabled {
 		return err
@@ -271,7 +272,7 @@ func runWriteup(ctx context.Context, cfg *config.Scheduler, r paperRun) {
 		_, err = writePaper(ctx, cfg, r)
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "writeup: %v (write it again: scheduler writeup --run-dir %s)\n", err, r.runDir)
+		fmt.Fprintf(term.Stderr(), "writeup: %v (write it again: scheduler writeup --run-dir %s)\n", err, r.runDir)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/hpcq/hpcq/internal/dispatch"
 	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/runview"
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
@@ -48,7 +49,7 @@ func Status(ctx context.Context, cfg *config.Scheduler, o StatusOptions) error {
 			snap = &s
 		}
 		if snap != nil && !o.JSON {
-			if err := snap.Write(os.Stdout); err != nil {
+			if err := snap.Write(term.Stdout()); err != nil {
 				return err
 			}
 			fmt.Println()
@@ -99,9 +100,9 @@ func Status(ctx context.Context, cfg *config.Scheduler, o StatusOptions) error {
 		return json.NewEncoder(os.Stdout).Encode(out)
 	}
 	if lines != nil {
-		writeUnfinished(os.Stdout, lines)
+		writeUnfinished(term.Stdout(), lines)
 	}
-	return dispatch.WriteStats(os.Stdout, stats, workers)
+	return dispatch.WriteStats(term.Stdout(), stats, workers)
 }
 
 // unfinishedCounts are the run's nodes not finished, by where they stand.

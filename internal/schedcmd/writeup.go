@@ -14,6 +14,7 @@ import (
 	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/stores"
+	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/internal/writeup"
 	"github.com/hpcq/hpcq/pkg/results"
@@ -137,10 +138,10 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, sp
 	claims := filepath.Join(dir, "claims.json")
 	printUnverified(r)
 	for _, id := range r.UnknownFacts {
-		fmt.Fprintf(os.Stderr, "unknown fact: \\fact{%s}\n", id)
+		fmt.Fprintf(term.Stderr(), "unknown fact: \\fact{%s}\n", id)
 	}
 	for _, k := range unknownCites {
-		fmt.Fprintf(os.Stderr, "unknown citation: %s (not in the idea's refs.bib)\n", k)
+		fmt.Fprintf(term.Stderr(), "unknown citation: %s (not in the idea's refs.bib)\n", k)
 	}
 	// claims.json says what the dashboard and report show of the paper: its
 	// PDF only when this check compiled it.

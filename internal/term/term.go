@@ -63,7 +63,7 @@ func (s *Screen) draw() {
 	if s.line == "" {
 		return
 	}
-	_, _ = io.WriteString(s.out, "\r\033[K"+Fit(s.line, s.width()-1))
+	_, _ = io.WriteString(s.out, "\r\033[K"+Fit(Visible(s.line), s.width()-1))
 	s.shown = true
 }
 
