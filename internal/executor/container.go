@@ -129,7 +129,7 @@ func (c *containerRun) release() {
 // container is the container task t's commands run in (nil: the host),
 // its image and the layers above it held until released; a task whose
 // image cannot be used gets res.Error, a worker's failure the error.
-func (e *Executor) container(ctx context.Context, t *schema.NodeTask, user *TaskUser, res *schema.NodeResult) (*containerRun, error) {
+func (e *Executor) container(ctx context.Context, t *schema.NodeTask, user *TaskUser, layer *pendingLayer, res *schema.NodeResult) (*containerRun, error) {
 	if t.Container == nil {
 		return nil, nil
 	}
@@ -140,7 +140,7 @@ func (e *Executor) container(ctx context.Context, t *schema.NodeTask, user *Task
 	}
 	res.Container = &schema.ContainerUsed{Image: t.Container.Image, Kind: im.Kind, Digest: im.Digest, Runtime: "hpcq"}
 	c := &containerRun{root: im.Root, held: []*image.Image{im}}
-	if err := e.prepare(ctx, t, im, c, user, res); err != nil || res.Error != nil {
+	if err := e.prepare(ctx, t, im, c, user, layer, res); err != nil || res.Error != nil {
 		c.release()
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func (e *Executor) container(ctx context.Context, t *schema.NodeTask, user *Task
 // against t's requirements, the site's runtime found, or the layers it
 // starts from and its own layer's directories. A task that cannot run in
 // it gets res.Error, a worker's failure the error.
-func (e *Executor) prepare(ctx context.Context, t *schema.NodeTask, im *image.Image, c *containerRun, user *TaskUser, res *schema.NodeResult) error {
+func (e *Executor) prepare(ctx context.Context, t *schema.NodeTask, im *image.Image, c *containerRun, user *TaskUser, layer *pendingLayer, res *schema.NodeResult) error {
 	tools, err := e.imageToolchains(ctx, im)
 	if err != nil {
 		return err
@@ -176,15 +176,14 @@ func (e *Executor) prepare(ctx context.Context, t *schema.NodeTask, im *image.Im
 		return nil
 	}
 	e.inherit(ctx, t, c, res.Container)
-	c.upper = e.layerDir(t)
-	if err := freshDir(c.upper); err != nil {
+	if layer == nil {
+		return errors.New("the node's layer: its directory was not started")
+	}
+	upper, err := layer.take()
+	if err != nil {
 		return fmt.Errorf("the node's layer: %w", err)
 	}
-	for _, d := range []string{"upper", "work"} {
-		if err := os.Mkdir(filepath.Join(c.upper, d), 0o755); err != nil {
-			return fmt.Errorf("the node's layer: %w", err)
-		}
-	}
+	c.upper = upper
 	if err := e.aptConfig(c, user); err != nil {
 		return fmt.Errorf("the node's layer: %w", err)
 	}
@@ -270,11 +269,7 @@ func (e *Executor) inherit(ctx context.Context, t *schema.NodeTask, c *container
 // when within the cap), and says so in used; the attempt's layer
 // directory is removed.
 func (e *Executor) seal(ctx context.Context, c *containerRun, ws string, u *TaskUser, used *schema.ContainerUsed) {
-	defer func() {
-		if err := removeTree(c.upper); err != nil {
-			e.cfg.Images.Log.Warn("the node's layer directory is left", "dir", c.upper, "err", err)
-		}
-	}()
+	defer e.dropLayerDir(c.upper)
 	cache, err := e.imageCache()
 	if err != nil {
 		used.LayerNote = join(used.LayerNote, "its layer was not kept: "+err.Error())

@@ -146,6 +146,7 @@ type Executor struct {
 	v1    *v1Cgroups
 	v1Why string
 	// images is the cache of the images tasks name, opened by the first.
+	trash       trashState // layer directories being removed (layerdir.go)
 	imagesMu    sync.Mutex
 	images      *image.Cache
 	imagePolicy image.Policy                 // ImagesConfig.Dirs, checked at start
@@ -275,6 +276,8 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	phases, names := e.phaseSpecs(t)
 	logs := e.openLogsAsync(t, names)
 	defer func() { logs().close() }()
+	layer := e.startLayerDir(t) // while the workspace is written
+	defer e.releaseLayerDir(layer)
 
 	// A fresh directory per (node, attempt): nothing of an earlier delivery
 	// of the same attempt survives.
@@ -287,7 +290,7 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	} else if !ok {
 		return res, nil
 	}
-	ctr, user, done, err := e.placeTask(ctx, t, ws, slot, res)
+	ctr, user, done, err := e.placeTask(ctx, t, ws, slot, layer, res)
 	// done is deferred before run.release: it runs once the attempt's
 	// sandbox is gone, and keeps the container's layer.
 	defer done()
@@ -345,12 +348,12 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 // host), its user, and what to do once they have run (keep the
 // container's layer, let its image go). A task that cannot run there gets
 // res.Error.
-func (e *Executor) placeTask(ctx context.Context, t *schema.NodeTask, ws string, slot worker.Slot, res *schema.NodeResult) (*containerRun, *TaskUser, func(), error) {
+func (e *Executor) placeTask(ctx context.Context, t *schema.NodeTask, ws string, slot worker.Slot, layer *pendingLayer, res *schema.NodeResult) (*containerRun, *TaskUser, func(), error) {
 	user, err := e.taskUser(t, ws, slot, res)
 	if err != nil {
 		return nil, nil, func() {}, err
 	}
-	ctr, err := e.container(ctx, t, user, res)
+	ctr, err := e.container(ctx, t, user, layer, res)
 	if err != nil || res.Error != nil {
 		return nil, nil, func() {}, err
 	}

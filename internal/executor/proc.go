@@ -193,12 +193,12 @@ func Run(ctx context.Context, c Command) (Outcome, error) {
 	if c.Sandbox != nil {
 		// The worker's own executable, started again as the namespaces'
 		// first process, runs argv (see internal/nsinit).
-		args, err := c.Sandbox.helperArgv(c, argv, false)
+		args, extra, err := c.Sandbox.helperArgv(c, argv, false, 3)
 		if err != nil {
 			return Outcome{}, fmt.Errorf("%w: sandbox: %v", ErrStart, err)
 		}
 		cmd = &exec.Cmd{Path: c.Sandbox.helper, Args: args, Dir: c.Dir, Env: append(c.commandEnv(), nsinit.Env+"=1"),
-			SysProcAttr: c.Sandbox.sysProcAttr(c.NoNetwork)}
+			ExtraFiles: extra, SysProcAttr: c.Sandbox.sysProcAttr(c.NoNetwork)}
 	}
 	if c.CgroupFD > 0 {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, c.CgroupFD

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -83,6 +84,9 @@ type Sandbox struct {
 	slots    *slotUIDs // a uid per slot (nil: every task as uid)
 	hide     string    // the runs directory: every workspace but the command's own is hidden
 	note     string    // what could not be had, for every result
+
+	nsMu   sync.Mutex
+	idmaps map[[2]int]*os.File // the idmapping's user namespace per task user (idmapNS)
 }
 
 // NewSandbox finds out what isolation this machine allows by running a
@@ -335,8 +339,10 @@ func (s *Sandbox) TmpMB(memoryMB int) int {
 
 // helperArgv is the helper's argv for c, or with serve for a session
 // that runs commands like c (which keeps the network: a command without
-// is given its own network namespace by the helper).
-func (s *Sandbox) helperArgv(c Command, argv []string, serve bool) ([]string, error) {
+// is given its own network namespace by the helper), and the files the
+// helper is to inherit from descriptor firstFD on (the idmapping's user
+// namespace of a container as a task user).
+func (s *Sandbox) helperArgv(c Command, argv []string, serve bool, firstFD int) ([]string, []*os.File, error) {
 	var hide []string
 	if s.hide != "" {
 		hide = []string{s.hide}
@@ -350,11 +356,40 @@ func (s *Sandbox) helperArgv(c Command, argv []string, serve bool) ([]string, er
 	if s.userNS {
 		spec.OwnUID, spec.OwnGID = os.Geteuid(), os.Getegid()
 	}
+	var extra []*os.File
+	if spec.Root != "" && spec.UID >= 0 {
+		// Without it the helper makes the namespace itself, as before.
+		if ns := s.idmapNS(spec.UID, spec.GID); ns != nil {
+			spec.UsernsFD, extra = firstFD, []*os.File{ns}
+		}
+	}
 	js, err := json.Marshal(spec)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return append([]string{nsinit.Arg0, string(js)}, argv...), nil
+	return append([]string{nsinit.Arg0, string(js)}, argv...), extra, nil
+}
+
+// idmapNS is the user namespace mapping a container's root to uid:gid,
+// made on the first container of that task user and kept (one per task
+// user: at most one per slot); nil when it cannot be made (the helper then
+// makes one per attempt).
+func (s *Sandbox) idmapNS(uid, gid int) *os.File {
+	s.nsMu.Lock()
+	defer s.nsMu.Unlock()
+	key := [2]int{uid, gid}
+	if f, ok := s.idmaps[key]; ok {
+		return f
+	}
+	f, err := nsinit.IDMapNamespace(s.helper, uid, gid)
+	if err != nil {
+		f = nil
+	}
+	if s.idmaps == nil {
+		s.idmaps = map[[2]int]*os.File{}
+	}
+	s.idmaps[key] = f
+	return f
 }
 
 // helperPath is hpcq-sandbox beside this executable, when it is a regular

@@ -50,7 +50,7 @@ func (s *Sandbox) openSession(c Command) (*session, error) {
 		return nil, fmt.Errorf("%w: sandbox socket: %v", ErrStart, err)
 	}
 	conn := fc.(*net.UnixConn)
-	args, err := s.helperArgv(c, nil, true)
+	args, extra, err := s.helperArgv(c, nil, true, nsinit.ServeFD+1)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("%w: sandbox: %v", ErrStart, err)
@@ -61,7 +61,7 @@ func (s *Sandbox) openSession(c Command) (*session, error) {
 		ss.grace = 5 * time.Second
 	}
 	ss.helper = &exec.Cmd{Path: s.helper, Args: args, Dir: c.Dir, Env: append(s.env(c.Env, c.Dir), nsinit.Env+"=1"),
-		Stdout: ss.diag, Stderr: ss.diag, ExtraFiles: []*os.File{theirs}, SysProcAttr: s.sysProcAttr(false)}
+		Stdout: ss.diag, Stderr: ss.diag, ExtraFiles: append([]*os.File{theirs}, extra...), SysProcAttr: s.sysProcAttr(false)}
 	if c.CgroupFD > 0 {
 		ss.helper.SysProcAttr.UseCgroupFD, ss.helper.SysProcAttr.CgroupFD = true, c.CgroupFD
 	}

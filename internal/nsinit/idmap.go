@@ -90,11 +90,14 @@ func idmapped(dirFD int, dir string, userns int) (int, error) {
 // through a user namespace of rootMap(spec); the descriptors made are the
 // caller's to close, whatever the error.
 func idmapAll(spec Spec, dirs []string, fds []int) ([]int, error) {
-	userns, err := userNamespace(spec)
-	if err != nil {
-		return nil, err
+	userns := spec.UsernsFD
+	if userns <= 0 {
+		var err error
+		if userns, err = userNamespace(spec); err != nil {
+			return nil, err
+		}
+		defer unix.Close(userns)
 	}
-	defer unix.Close(userns)
 	var out []int
 	for i, d := range dirs {
 		fd, err := idmapped(fds[i], d, userns)
@@ -104,4 +107,35 @@ func idmapAll(spec Spec, dirs []string, fds []int) ([]int, error) {
 		out = append(out, fd)
 	}
 	return out, nil
+}
+
+// IDMapNamespace is a user namespace that maps root to uid:gid and nothing
+// else (rootMap), as a descriptor the caller keeps: what a worker gives
+// the helper of every container attempt of that task user (Spec.UsernsFD),
+// so that no attempt pays for a process started to make one (about 2.5 ms
+// of a container's 4.5 ms set-up). It is made by helper (the sandbox
+// helper's path) started in it, holding it until its stdin closes; the
+// descriptor keeps the namespace once that process is gone.
+func IDMapNamespace(helper string, uid, gid int) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	uids, gids := rootMap(Spec{UID: uid, GID: gid})
+	p, err := os.StartProcess(helper, []string{Arg0, holdArg}, &os.ProcAttr{
+		Env: []string{Env + "=1"}, Files: []*os.File{r, nil, nil},
+		Sys: &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWUSER, UidMappings: uids, GidMappings: gids, Pdeathsig: syscall.SIGKILL},
+	})
+	r.Close()
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("user namespace for the ids %d:%d: %w", uid, gid, err)
+	}
+	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(p.Pid), "ns/user"))
+	w.Close()
+	_, _ = p.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("user namespace for the ids %d:%d: %w", uid, gid, err)
+	}
+	return f, nil
 }

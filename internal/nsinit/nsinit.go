@@ -79,6 +79,11 @@ type Spec struct {
 	// (made by the worker, empty) take what the commands write: the node's
 	// layer, kept on disk. "": a tmpfs of TmpMB takes it, lost at the end.
 	Upper string `json:"upper,omitempty"`
+	// UsernsFD, when > 0, is a descriptor the helper inherits of a user
+	// namespace of rootMap(spec) (IDMapNamespace: the worker makes one per
+	// task user and keeps it): the idmapping of the image's and layers'
+	// mounts uses it instead of a namespace made for the attempt.
+	UsernsFD int `json:"userns_fd,omitempty"`
 }
 
 // Bind is a host file bound in a container.
@@ -108,6 +113,11 @@ func Main(specJSON string, argv []string) int {
 	if err := json.Unmarshal([]byte(specJSON), &spec); err != nil {
 		fmt.Fprintf(os.Stderr, "hpcq-sandbox: bad spec: %v\n", err)
 		return 125
+	}
+	if spec.UsernsFD > 0 {
+		// The worker's user namespace is the helper's to use, never a
+		// command's.
+		unix.CloseOnExec(spec.UsernsFD)
 	}
 	if err := setupSandbox(spec); err != nil {
 		fmt.Fprintf(os.Stderr, "hpcq-sandbox: %v\n", err)
