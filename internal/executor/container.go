@@ -110,8 +110,9 @@ type containerRun struct {
 	// binds are the host's GPU driver files bound in (gpus, hpcq runtime).
 	binds []nsinit.Bind
 
-	root   string   // the image's tree
-	layers []string // the layers it starts from, the oldest first: directories of the cache
+	root     string   // the image's tree
+	layers   []string // the layers it starts from, the oldest first: directories of the cache
+	scaffold string   // the mount points over them (scaffold.go); "" none
 	upper  string   // the attempt's own layer: upper/ and work/, on disk
 	held   []*image.Image
 }
@@ -179,6 +180,7 @@ func (e *Executor) prepare(ctx context.Context, t *schema.NodeTask, im *image.Im
 	if layer == nil {
 		return errors.New("the node's layer: its directory was not started")
 	}
+	c.scaffold = e.scaffold(c.root)
 	upper, err := layer.take()
 	if err != nil {
 		return fmt.Errorf("the node's layer: %w", err)

@@ -150,6 +150,7 @@ type Executor struct {
 	imagesMu    sync.Mutex
 	images      *image.Cache
 	imagePolicy image.Policy                 // ImagesConfig.Dirs, checked at start
+	scaffolds   map[string]string            // an image tree's scaffold (scaffold.go), under imagesMu
 	imageTools  map[string]map[string]string // an image's toolchains, by digest (path for a directory)
 	gpuOnce     sync.Once
 	gpuFiles    []string // the host's GPU driver files a container binds (gpuBinds)

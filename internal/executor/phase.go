@@ -132,7 +132,7 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		case c != nil && c.site != nil:
 			cmd.Line, cmd.Visible = c.site.wrap(line, c.siteImage, run.ws, c.gpus), []string{c.siteImage}
 		case c != nil:
-			cmd.Root, cmd.Layers, cmd.Upper, cmd.Binds = c.root, c.layers, c.upper, c.binds
+			cmd.Root, cmd.Layers, cmd.Scaffold, cmd.Upper, cmd.Binds = c.root, c.layers, c.scaffold, c.upper, c.binds
 		}
 		if run.cgroup != nil {
 			cmd.CgroupFD = run.cgroup.fd

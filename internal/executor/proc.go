@@ -73,6 +73,9 @@ type Command struct {
 	// Binds are host files bound read-only in the container (Root): the
 	// GPU driver's (gpuBinds), named by LD_LIBRARY_PATH and PATH.
 	Binds []nsinit.Bind
+	// Scaffold, with Root, is the tree of mount points laid over the
+	// layers (scaffold.go).
+	Scaffold string
 	// Visible are directories the sandbox shows read-only where it hides
 	// the file system: the image a site's container runtime (Apptainer,
 	// Charliecloud...) called by the line reads.

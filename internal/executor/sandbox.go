@@ -349,7 +349,7 @@ func (s *Sandbox) helperArgv(c Command, argv []string, serve bool, firstFD int) 
 	}
 	spec := nsinit.Spec{Dir: c.Dir, UID: s.uid, GID: s.gid, HideFS: s.hideFS, Writable: s.writable, Visible: c.Visible, NoNetwork: c.NoNetwork && !serve,
 		TmpMB: c.TmpMB, Cgroups: c.JoinCgroups, Hide: hide, Serve: serve,
-		Root: c.Root, Layers: c.Layers, Upper: c.Upper, Binds: c.Binds}
+		Root: c.Root, Layers: c.Layers, Scaffold: c.Scaffold, Upper: c.Upper, Binds: c.Binds}
 	if u := c.User; u != nil && s.uid >= 0 {
 		spec.UID, spec.GID, spec.Nproc = u.UID, u.GID, u.Nproc
 	}

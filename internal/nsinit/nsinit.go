@@ -79,6 +79,11 @@ type Spec struct {
 	// (made by the worker, empty) take what the commands write: the node's
 	// layer, kept on disk. "": a tmpfs of TmpMB takes it, lost at the end.
 	Upper string `json:"upper,omitempty"`
+	// Scaffold, with Root, is a directory of the mount points the helper
+	// makes in the container (executor's scaffold), laid over Layers as
+	// the nearest lower layer: found there, they are not written into the
+	// upper layer on disk.
+	Scaffold string `json:"scaffold,omitempty"`
 	// UsernsFD, when > 0, is a descriptor the helper inherits of a user
 	// namespace of rootMap(spec) (IDMapNamespace: the worker makes one per
 	// task user and keeps it): the idmapping of the image's and layers'

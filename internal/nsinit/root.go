@@ -163,7 +163,12 @@ func bindTree(tree int, dst string) error {
 // pivot makes root the process's root and detaches the old one.
 func pivot(root string) error {
 	old := filepath.Join(root, ".hpcq-old-root")
-	if err := os.Mkdir(old, 0o700); err != nil {
+	// A scaffold has it: not made, and not removed (that would write a
+	// whiteout into the layer).
+	made := true
+	if err := os.Mkdir(old, 0o700); errors.Is(err, fs.ErrExist) {
+		made = false
+	} else if err != nil {
 		return fmt.Errorf("container: %w", err)
 	}
 	if err := unix.PivotRoot(root, old); err != nil {
@@ -174,6 +179,9 @@ func pivot(root string) error {
 	}
 	if err := unix.Unmount("/.hpcq-old-root", unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("container: detach the host's root: %w", err)
+	}
+	if !made {
+		return nil
 	}
 	if err := os.Remove("/.hpcq-old-root"); err != nil {
 		return fmt.Errorf("container: %w", err)
@@ -200,9 +208,15 @@ func overlayRoot(spec Spec) (string, []int, error) {
 		}
 		return fd, err
 	}
-	dirs := append([]string{spec.Root}, spec.Layers...)
+	// The lowers, the oldest first (the image, its layers, the scaffold),
+	// then the upper layer's directory.
+	lows := append([]string{spec.Root}, spec.Layers...)
+	if spec.Scaffold != "" {
+		lows = append(lows, spec.Scaffold)
+	}
+	dirs := lows
 	if spec.Upper != "" {
-		dirs = append(dirs, spec.Upper)
+		dirs = append(dirs[:len(lows):len(lows)], spec.Upper)
 	}
 	opened, paths := make([]int, len(dirs)), make([]string, len(dirs))
 	for i, d := range dirs {
@@ -219,7 +233,7 @@ func overlayRoot(spec Spec) (string, []int, error) {
 		// The image and the layers below, not the upper layer: the overlay
 		// writes that as the helper (root), who is no one through an
 		// idmapping; the worker gives root's back when it keeps the layer.
-		mapped, err := idmapAll(spec, dirs[:1+len(spec.Layers)], opened)
+		mapped, err := idmapAll(spec, dirs[:len(lows)], opened)
 		fds = append(fds, mapped...)
 		if err != nil {
 			return "", fds, fmt.Errorf("container: %w", err)
@@ -230,7 +244,7 @@ func overlayRoot(spec Spec) (string, []int, error) {
 	}
 	path := func(i int) string { return paths[i] }
 	lowers := []string{}
-	for i := len(spec.Layers); i >= 0; i-- { // the nearest layer first, the image last
+	for i := len(lows) - 1; i >= 0; i-- { // the nearest layer first, the image last
 		lowers = append(lowers, path(i))
 	}
 	upper, work, root := filepath.Join(stage, "upper"), filepath.Join(stage, "work"), filepath.Join(stage, "root")
