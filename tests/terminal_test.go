@@ -50,8 +50,8 @@ func onTerminalCode(t *testing.T, env []string, code int, args ...string) string
 	var got bytes.Buffer
 	done := make(chan struct{})
 	go func() { _, _ = io.Copy(&got, master); close(done) }()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
+	waited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(waited) }() // the exit code is read below
 	select {
 	case <-waited:
 	case <-time.After(time.Minute):

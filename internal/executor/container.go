@@ -113,8 +113,8 @@ type containerRun struct {
 	root     string   // the image's tree
 	layers   []string // the layers it starts from, the oldest first: directories of the cache
 	scaffold string   // the mount points over them (scaffold.go); "" none
-	upper  string   // the attempt's own layer: upper/ and work/, on disk
-	held   []*image.Image
+	upper    string   // the attempt's own layer: upper/ and work/, on disk
+	held     []*image.Image
 }
 
 // release lets the cache evict the image and layers again.
