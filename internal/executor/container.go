@@ -88,6 +88,10 @@ func (e *Executor) imageOf(ctx context.Context, t *schema.NodeTask, user *TaskUs
 		im, err = cache.GetAs(ctx, t.Container.Image, uid, gid)
 	}
 	switch {
+	case errors.Is(err, image.ErrImage) && !strings.Contains(err.Error(), t.Container.Image):
+		// The cache names what it read (a link resolved, a stored
+		// image's temporary file): the task's own name first.
+		return fail("the image %s: %v", t.Container.Image, err)
 	case errors.Is(err, image.ErrImage):
 		return fail("%v", err)
 	case err != nil:

@@ -122,3 +122,22 @@ func TestTamperedImageRefused(t *testing.T) {
 	require.True(t, strings.Contains(res.Error.Message, layout), res.Error.Message)
 	require.NoFileExists(t, filepath.Join(other.WorkspaceDir(task), "ran"))
 }
+
+// TestImageErrorNamesTheTaskImage: an image named through a link that
+// fails to unpack is named in the error as the task named it.
+func TestImageErrorNamesTheTaskImage(t *testing.T) {
+	e := sandboxed(t)
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.sqfs")
+	require.NoError(t, os.WriteFile(garbage, append([]byte("hsqs"), make([]byte, 4096)...), 0o644))
+	link := filepath.Join(dir, "current.sqfs")
+	require.NoError(t, os.Symlink(garbage, link))
+	task := shellTask("named", `true`)
+	task.Container = &schema.Container{Image: link}
+	res, err := e.Execute(context.Background(), task, worker.Slot{})
+	require.NoError(t, err)
+	require.NotNil(t, res.Error)
+	require.Equal(t, schema.ErrKindImage, res.Error.Kind)
+	require.Contains(t, res.Error.Message, link)
+	require.Contains(t, res.Error.Message, "unsquashfs")
+}
