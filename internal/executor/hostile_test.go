@@ -96,17 +96,7 @@ func TestTamperedImageRefused(t *testing.T) {
 
 	// Another worker (its own cache) after the blob was changed.
 	other := sandboxed(t)
-	blobs, err := os.ReadDir(filepath.Join(layout, "blobs/sha256"))
-	require.NoError(t, err)
-	var victim string
-	var size int64
-	for _, b := range blobs {
-		fi, err := b.Info()
-		require.NoError(t, err)
-		if fi.Size() > size {
-			victim, size = b.Name(), fi.Size()
-		}
-	}
+	victim := imagetest.LargestBlob(t, layout)
 	path := filepath.Join(layout, "blobs/sha256", victim)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)

@@ -322,34 +322,15 @@ func TestTamperedBlobRefused(t *testing.T) {
 	layout := imagetest.OCILayout(t, imagetest.OCIImage(t, dir))
 	cache, err := image.OpenCache(t.TempDir(), 0, testutil.Logger(t))
 	require.NoError(t, err)
-	// The largest blob is the tree's layer.
-	var biggest string
-	var size int64
-	blobs, err := os.ReadDir(filepath.Join(layout, "blobs/sha256"))
-	require.NoError(t, err)
-	for _, b := range blobs {
-		fi, err := b.Info()
-		require.NoError(t, err)
-		if fi.Size() > size {
-			biggest, size = b.Name(), fi.Size()
-		}
-	}
+	biggest := imagetest.LargestBlob(t, layout) // the tree's layer
 	path := filepath.Join(layout, "blobs/sha256", biggest)
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	// A layer holding another tree, compressed alike: what an attacker
 	// with write access to the layout would put there.
 	other := imagetest.OCILayout(t, imagetest.OCIImage(t, rootfs(t, "planted")))
-	var planted []byte
-	pb, err := os.ReadDir(filepath.Join(other, "blobs/sha256"))
+	planted, err := os.ReadFile(filepath.Join(other, "blobs/sha256", imagetest.LargestBlob(t, other)))
 	require.NoError(t, err)
-	for _, b := range pb {
-		d, err := os.ReadFile(filepath.Join(other, "blobs/sha256", b.Name()))
-		require.NoError(t, err)
-		if len(d) > len(planted) {
-			planted = d
-		}
-	}
 	require.NotEqual(t, data, planted)
 	require.NoError(t, os.WriteFile(path, planted, 0o644))
 	_, err = cache.Get(context.Background(), layout)

@@ -18,11 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hpcq/hpcq/internal/fileio"
 )
 
 // Kinds of image.
@@ -86,7 +87,7 @@ func KindOf(path string) (string, error) {
 		return "", fmt.Errorf("%w: %s is a directory with neither an oci-layout file nor a root file system (bin/, usr/bin/)", ErrImage, path)
 	}
 	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("%w: %s is a %s, not an image file", ErrImage, path, typeName(fi.Mode()))
+		return "", fmt.Errorf("%w: %s is %s, not an image file", ErrImage, path, fileio.TypeName(fi.Mode()))
 	}
 	// Not blocking, and checked again on the descriptor: what is named may
 	// be swapped for a FIFO after the stat.
@@ -114,19 +115,4 @@ func KindOf(path string) (string, error) {
 		return KindOCI, nil
 	}
 	return "", fmt.Errorf("%w: %s is none of: a root file system directory, SquashFS, SIF, an OCI layout or docker save tar", ErrImage, path)
-}
-
-// typeName names a file's type in an error.
-func typeName(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device"
-	}
-	return "special file"
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/hpcq/hpcq/internal/fileio"
 )
 
 // unsquash unpacks the SquashFS file at path into dest (which must not
@@ -159,7 +161,7 @@ func plainTree(dir string) error {
 		}
 		if t := d.Type(); !t.IsDir() && !t.IsRegular() {
 			rel, _ := filepath.Rel(dir, p)
-			return fmt.Errorf("%s is a %s", rel, typeName(t))
+			return fmt.Errorf("%s is %s", rel, fileio.TypeName(t))
 		}
 		return nil
 	})

@@ -111,3 +111,21 @@ func DockerArchive(t *testing.T, img v1.Image) string {
 	require.NoError(t, tarball.WriteToFile(out, tag, img))
 	return out
 }
+
+// LargestBlob is the name (hex digest) of the largest blob of the OCI
+// layout at dir: an image's layer, for tests that change one.
+func LargestBlob(t *testing.T, dir string) string {
+	t.Helper()
+	blobs, err := os.ReadDir(filepath.Join(dir, "blobs/sha256"))
+	require.NoError(t, err)
+	var name string
+	var size int64 = -1
+	for _, b := range blobs {
+		fi, err := b.Info()
+		require.NoError(t, err)
+		if fi.Size() > size {
+			name, size = b.Name(), fi.Size()
+		}
+	}
+	return name
+}
