@@ -65,6 +65,7 @@ func hostileSquashFS(t *testing.T, dir string) string {
 	args := []string{dir, out, "-noappend", "-no-progress", "-quiet", "-all-root",
 		"-p", "bin/su m 4755 0 0", "-p", "bin/sg m 2755 0 0",
 		"-p", "dev/mem c 666 0 0 1 1", "-p", "dev/sda b 666 0 0 8 0", "-p", "dev/loop200 b 666 0 0 7 200", "-p", "run/fifo i 666 0 0 f"}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "run"), 0o755)) // for the FIFO
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "bin/su"), []byte("#!/bin/sh\nid\n"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "bin/sg"), []byte("#!/bin/sh\nid\n"), 0o755))
 	b, err := exec.Command("mksquashfs", args...).CombinedOutput()
