@@ -86,7 +86,12 @@ func setup(t *testing.T, spec run.Spec, handle func(fakellm.Request) fakellm.Rep
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sink.Close() })
 	ctx := context.Background()
-	l, err := local.Start(ctx, local.Params{RunDir: dir, Logger: log, GatewayInstaller: true,
+	// As `scheduler run --local`: the run's own image is its workers' to use.
+	var phases executor.Config
+	if spec.Container != nil {
+		phases.Images.Own = []string{spec.Container.Image}
+	}
+	l, err := local.Start(ctx, local.Params{RunDir: dir, Logger: log, GatewayInstaller: true, Phases: phases,
 		Worker: worker.Config{Pools: []string{"cpu"}, Slots: 2, Cores: 2, Results: sink}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = l.Close() })
