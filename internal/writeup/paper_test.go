@@ -24,10 +24,10 @@ func TestPaperTask(t *testing.T) {
 	require.Equal(t, 2, task.Attempt)
 
 	task = PaperTask("r1", 1, []schema.File{{Path: "paper.tex"}, {Path: "figures/best-scaling.svg"}, {Path: "figures/a b;rm x.svg"}})
-	require.Equal(t, []string{"rsvg-convert -f pdf -o figures/best-scaling.pdf figures/best-scaling.svg",
-		"latexmk -pdf -interaction=nonstopmode -halt-on-error -file-line-error paper.tex"}, task.Artifacts.Compile.Commands,
-		"a path a command line cannot hold as it is is not converted")
-	require.Equal(t, []string{"pdftoppm -r 60 -l 30 -png paper.pdf page"}, task.Artifacts.Run.Commands)
+	require.Equal(t, []string{texEnv + "rsvg-convert -f pdf -o figures/best-scaling.pdf figures/best-scaling.svg",
+		texEnv + "latexmk -norc -pdf -no-shell-escape -interaction=nonstopmode -halt-on-error -file-line-error paper.tex"}, task.Artifacts.Compile.Commands,
+		"a path a command line cannot hold as it is is not converted; every command in TeX's bounded environment")
+	require.Equal(t, []string{texEnv + "pdftoppm -r 60 -l 30 -png paper.pdf page"}, task.Artifacts.Run.Commands)
 }
 
 func TestReferencesBib(t *testing.T) {
