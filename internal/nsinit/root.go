@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -199,15 +200,6 @@ func pivot(root string) error {
 // plain tree (no redirects, no metadata-only copies), one that can be
 // packed as an image layer. The descriptors are the caller's to close.
 func overlayRoot(spec Spec) (string, []int, error) {
-	var fds []int
-	// Every layer opened before the stage's tmpfs may cover its path.
-	open := func(dir string) (int, error) {
-		fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err == nil {
-			fds = append(fds, fd)
-		}
-		return fd, err
-	}
 	// The lowers, the oldest first (the image, its layers, the scaffold),
 	// then the upper layer's directory.
 	lows := append([]string{spec.Root}, spec.Layers...)
@@ -218,13 +210,10 @@ func overlayRoot(spec Spec) (string, []int, error) {
 	if spec.Upper != "" {
 		dirs = append(dirs[:len(lows):len(lows)], spec.Upper)
 	}
-	opened, paths := make([]int, len(dirs)), make([]string, len(dirs))
-	for i, d := range dirs {
-		fd, err := open(d)
-		if err != nil {
-			return "", fds, fmt.Errorf("container: %s: %w", d, err)
-		}
-		opened[i], paths[i] = fd, fmt.Sprintf("/proc/self/fd/%d", fd)
+	fds, paths, err := openLayers(dirs)
+	opened := slices.Clone(fds)
+	if err != nil {
+		return "", fds, err
 	}
 	if err := unix.Mount("tmpfs", stage, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, fmt.Sprintf("size=%dm,mode=0755", tmpMB(spec))); err != nil {
 		return "", fds, fmt.Errorf("container: stage: %w", err)
@@ -280,6 +269,20 @@ func overlayRoot(spec Spec) (string, []int, error) {
 		return "", fds, fmt.Errorf("container: overlay on the image %s: %w", spec.Root, err)
 	}
 	return root, fds, nil
+}
+
+// openLayers opens each of dirs (as O_PATH descriptors, before the
+// stage's tmpfs may cover their paths) and names each by its descriptor;
+// the descriptors opened are the caller's to close, whatever the error.
+func openLayers(dirs []string) (fds []int, paths []string, err error) {
+	for _, d := range dirs {
+		fd, err := unix.Open(d, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fds, paths, fmt.Errorf("container: %s: %w", d, err)
+		}
+		fds, paths = append(fds, fd), append(paths, fmt.Sprintf("/proc/self/fd/%d", fd))
+	}
+	return fds, paths, nil
 }
 
 // tmpMB is the bound of a container's /tmp, /var/tmp and /dev/shm, and of
