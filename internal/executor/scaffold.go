@@ -1,12 +1,14 @@
 package executor
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -123,22 +125,12 @@ func (e *Executor) makeScaffold(root string) (string, error) {
 
 // sortedByDepth is dirs, parents first, once each.
 func sortedByDepth(dirs []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for depth := 1; ; depth++ {
-		found := false
-		for _, d := range dirs {
-			n := strings.Count(d, "/") + 1
-			if n > depth {
-				found = true
-			}
-			if n == depth && !seen[d] {
-				seen[d] = true
-				out = append(out, d)
-			}
+	out := slices.Clone(dirs)
+	slices.SortFunc(out, func(a, b string) int {
+		if c := cmp.Compare(strings.Count(a, "/"), strings.Count(b, "/")); c != 0 {
+			return c
 		}
-		if !found {
-			return out
-		}
-	}
+		return strings.Compare(a, b)
+	})
+	return slices.Compact(out)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -78,14 +79,7 @@ func NewPolicy(dirs []string, own ...string) (Policy, error) {
 func (p Policy) Dirs() []string { return p.dirs }
 
 // system reports whether dir (resolved) is one of systemDirs.
-func system(dir string) bool {
-	for _, s := range systemDirs {
-		if dir == s {
-			return true
-		}
-	}
-	return false
-}
+func system(dir string) bool { return slices.Contains(systemDirs, dir) }
 
 // under reports whether p is dir or below it.
 func under(p, dir string) bool {
