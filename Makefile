@@ -41,11 +41,11 @@ test-multihost: build ## the cluster on network namespaces (3 NATS hosts, a serv
 	$(GO) test -count=1 -v -run 'TestMultiHost|TestQueueDeclaredAtOnceOnACluster|TestSlurmAcrossHosts' ./tests/
 	$(GO) test -count=1 ./internal/netns/
 
-lint: ## gofmt, go vet and golangci-lint (.golangci.yml; a tool of the module, built by go tool)
+lint: ## gofmt, go vet and golangci-lint (.golangci.yml; a tool of tools/go.mod, built by go tool)
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) tool golangci-lint run ./...
+	$(GO) tool -modfile=tools/go.mod golangci-lint run ./...
 
 bench-queue: build ## queue benchmark (embedded server, file storage); prints the bench-queue lines; spawn tasks run in the sandbox as installed (hpcq-sandbox beside the binary)
 	$(GO) build -o $(BIN)/bench-queue ./bench/queue

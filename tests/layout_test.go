@@ -215,8 +215,26 @@ func TestProgramsKeepToTheirSide(t *testing.T) {
 		"github.com/nats-io/nats-server", module+"internal/engine", module+"internal/search", module+"internal/web")
 	forbid("cmd/slurm-bridge", "the bridge starts workers, it runs no task",
 		module+"internal/executor", module+"internal/nsinit", module+"internal/engine")
+	forbid("pkg/rundir", "importing hpcq's public packages brings no linter", "github.com/golangci")
 	if got := hpcqOnly(deps("cmd/hpcq-sandbox")); !slices.Equal(got, []string{"internal/nsinit", "cmd/hpcq-sandbox"}) {
 		t.Errorf("cmd/hpcq-sandbox links %v: only internal/nsinit, the code that runs inside the sandbox", got)
+	}
+}
+
+// TestLinterOutOfTheModule: the linter and its requirements stay in
+// tools/go.mod, out of the graph of every program that imports hpcq's pkg/.
+func TestLinterOutOfTheModule(t *testing.T) {
+	t.Parallel()
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mod), "golangci") {
+		t.Error("go.mod requires golangci-lint: it belongs in tools/go.mod (go tool -modfile=tools/go.mod golangci-lint)")
+	}
+	tools, err := os.ReadFile("../tools/go.mod")
+	if err != nil || !strings.Contains(string(tools), "\ntool github.com/golangci/golangci-lint/v2/cmd/golangci-lint") {
+		t.Errorf("tools/go.mod does not declare golangci-lint as its tool (err %v)", err)
 	}
 }
 
