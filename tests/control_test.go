@@ -18,6 +18,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // TestLocalRunControl: while a local run goes, a second process reaches it
@@ -210,7 +211,7 @@ func TestClusterRunControl(t *testing.T) {
 	out, code = run(t, append(noRedis, "OPENAI_BASE_URL="+paper.BaseURL()), "scheduler", "writeup", "--run-dir", runDir)
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `writeup pdf=\S+paper.pdf pages=1 numbers=0 verified=0 unverified=0 citations=0 citations_removed=0 rounds=1\n`, out)
-	facts, err := os.ReadFile(filepath.Join(runDir, "paper", "facts.json"))
+	facts, err := os.ReadFile(filepath.Join(runDir, rundir.PaperDir, rundir.FactsFile))
 	require.NoError(t, err)
 	require.Contains(t, string(facts), "FROM nodes FINAL WHERE run = 'run-cluster-control'")
 	q, code = run(t, env, "scheduler", "query", "--format", "csv",

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/hpcq/hpcq/internal/testutil"
-	"github.com/hpcq/hpcq/internal/writeup"
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // TestWriteupChecksAPaper: after a search, `scheduler writeup` writes the
@@ -26,30 +26,30 @@ func TestWriteupChecksAPaper(t *testing.T) {
 	out, code := run(t, env, "scheduler", "writeup", "--facts", "--run-dir", runDir)
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `writeup facts=\d+ facts_json=\S+facts.json facts_tex=\S+facts.tex`, out)
-	data, err := os.ReadFile(filepath.Join(runDir, "paper", "facts.json"))
+	data, err := os.ReadFile(filepath.Join(runDir, rundir.PaperDir, rundir.FactsFile))
 	require.NoError(t, err)
-	var facts []writeup.Fact
+	var facts []rundir.Fact
 	require.NoError(t, json.Unmarshal(data, &facts))
-	byID := map[string]writeup.Fact{}
+	byID := map[string]rundir.Fact{}
 	for _, f := range facts {
 		byID[f.ID] = f
 	}
 	require.Equal(t, 37.5, byID["best"].Value)
 	require.Contains(t, byID["best"].SQL, "FROM nodes WHERE run = ")
 	require.Equal(t, 1.0, byID["best_over_baseline"].Value, "stage 1's best is the baseline: here the best too")
-	tex, err := os.ReadFile(filepath.Join(runDir, "paper", "facts.tex"))
+	tex, err := os.ReadFile(filepath.Join(runDir, rundir.PaperDir, rundir.FactsTeX))
 	require.NoError(t, err)
 	require.Contains(t, string(tex), `\@namedef{hpcqfact@best}{37.5}`)
 
-	paper := filepath.Join(t.TempDir(), "paper.tex")
+	paper := filepath.Join(t.TempDir(), rundir.PaperTeX)
 	invented := `\section{Results}The best draft scored \fact{best} points in 2026 (Table~1), against 12.3 for the other; a third reached 41.0.`
 	require.NoError(t, os.WriteFile(paper, []byte(invented), 0o644))
 	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper)
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, `unverified: 41.0 (in "`)
 	require.Regexp(t, `writeup check numbers=4 verified=3 unverified=1 facts_cited=1 unknown_facts=0 citations=0 unknown_citations=0 claims=\S+claims.json`, out)
-	var report writeup.Report
-	data, err = os.ReadFile(filepath.Join(runDir, "paper", "claims.json"))
+	var report rundir.Report
+	data, err = os.ReadFile(filepath.Join(runDir, rundir.PaperDir, rundir.ClaimsFile))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &report))
 	for _, c := range report.Claims {
@@ -76,11 +76,11 @@ func TestWriteupCompilesAPaper(t *testing.T) {
 	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
 	t.Parallel()
 	idea := writeIdea(t, 2, 1)
-	require.NoError(t, os.WriteFile(filepath.Join(idea, "refs.bib"), []byte("@article{williams2009roofline,\n  author={Samuel Williams and Andrew Waterman and David Patterson},\n"+
+	require.NoError(t, os.WriteFile(filepath.Join(idea, rundir.RefsBib), []byte("@article{williams2009roofline,\n  author={Samuel Williams and Andrew Waterman and David Patterson},\n"+
 		"  title={Roofline: an insightful visual performance model for multicore architectures},\n  journal={Communications of the ACM},\n  year={2009}\n}\n"), 0o644))
 	runDir, env := scoreRun(t, idea)
 
-	paper := filepath.Join(t.TempDir(), "paper.tex")
+	paper := filepath.Join(t.TempDir(), rundir.PaperTeX)
 	body := `\documentclass{article}
 \input{facts.tex}
 \begin{document}
@@ -98,16 +98,16 @@ The best of \fact{nodes} drafts scored \fact{best} points, \factpct{best_gain} a
 	out, code := run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper, "--pdf")
 	require.Equal(t, 0, code, out)
 	require.Regexp(t, `writeup check pdf=\S+paper.pdf pages=1 numbers=0 verified=0 unverified=0 facts_cited=3 unknown_facts=0 citations=1 unknown_citations=0`, out)
-	pdf, err := os.ReadFile(filepath.Join(runDir, "paper", "paper.pdf"))
+	pdf, err := os.ReadFile(filepath.Join(runDir, rundir.PaperDir, rundir.PaperPDF))
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(pdf), "%PDF-"))
-	pngs, _ := filepath.Glob(filepath.Join(runDir, "paper", "pages", "page-*.png"))
+	pngs, _ := filepath.Glob(filepath.Join(runDir, rundir.PaperDir, rundir.PagesDir, rundir.PagePrefix+"-*.png"))
 	require.Len(t, pngs, 1)
-	var claims writeup.Claims
-	data, err := os.ReadFile(filepath.Join(runDir, "paper", "claims.json"))
+	var claims rundir.Claims
+	data, err := os.ReadFile(filepath.Join(runDir, rundir.PaperDir, rundir.ClaimsFile))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &claims))
-	require.Equal(t, "paper.pdf", claims.PDF, "the report and dashboard link the PDF the check compiled")
+	require.Equal(t, rundir.PaperPDF, claims.PDF, "the report and dashboard link the PDF the check compiled")
 	require.Equal(t, 1, claims.Pages)
 
 	write("invented2024")
@@ -161,7 +161,7 @@ func TestWriteupWritesThePaper(t *testing.T) {
 	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
 	t.Parallel()
 	idea := scoreIdea(t, "llm: {model: test-model, vlm_model: test-vlm}")
-	require.NoError(t, os.WriteFile(filepath.Join(idea, "refs.bib"), []byte("@article{williams2009roofline,\n  title={Roofline},\n  year={2009}\n}\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(idea, rundir.RefsBib), []byte("@article{williams2009roofline,\n  title={Roofline},\n  year={2009}\n}\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(idea, "resources.yaml"), []byte("- {name: STREAM benchmark, class: paper, url: https://www.cs.virginia.edu/stream/}\n"), 0o644))
 	runDir, env := scoreRun(t, idea)
 
@@ -212,12 +212,12 @@ func TestWriteupWritesThePaper(t *testing.T) {
 	require.Len(t, reviewed[0].Messages[1].Images, 1, "the page, as an image")
 	require.Equal(t, "image/png", reviewed[0].Messages[1].Images[0].MIME)
 
-	var claims writeup.Claims
-	data, err := os.ReadFile(filepath.Join(runDir, "paper", "claims.json"))
+	var claims rundir.Claims
+	data, err := os.ReadFile(filepath.Join(runDir, rundir.PaperDir, rundir.ClaimsFile))
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &claims))
 	require.Equal(t, []string{"invented2024"}, claims.CitationsRemoved)
-	require.Equal(t, "paper.pdf", claims.PDF)
+	require.Equal(t, rundir.PaperPDF, claims.PDF)
 	require.Equal(t, 1, claims.Pages)
 	require.Equal(t, 1, claims.Rounds[0].Unverified)
 	require.Equal(t, "revision", claims.Rounds[2].Purpose)
@@ -228,12 +228,12 @@ func TestWriteupWritesThePaper(t *testing.T) {
 		require.Equal(t, 0, code, q)
 		require.Contains(t, q, strings.TrimSuffix(strings.TrimSuffix(fmt.Sprint(f.Value), ".0"), ".00"), "the query gives the number the paper prints")
 	}
-	tex, err := os.ReadFile(filepath.Join(runDir, "paper", "paper.tex"))
+	tex, err := os.ReadFile(filepath.Join(runDir, rundir.PaperDir, rundir.PaperTeX))
 	require.NoError(t, err)
 	require.Contains(t, string(tex), `\factpct{best_gain}`)
 	require.NotContains(t, string(tex), "invented2024")
-	for _, f := range []string{"paper.pdf", "pages/page-1.png", "drafts/round-1.tex", "drafts/round-3.tex", "nodes/paper/prompts.jsonl"} {
-		require.FileExists(t, filepath.Join(runDir, "paper", f))
+	for _, f := range []string{rundir.PaperPDF, rundir.PagesDir + "/" + rundir.PagePrefix + "-1.png", rundir.DraftFile(1), rundir.DraftFile(3), "nodes/paper/prompts.jsonl"} {
+		require.FileExists(t, filepath.Join(runDir, rundir.PaperDir, f))
 	}
 	calls, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
 		"SELECT purpose, count(*) AS n FROM llm_calls WHERE node = 'paper' GROUP BY purpose ORDER BY purpose")
@@ -273,7 +273,7 @@ func TestWriteupWithinTheBudget(t *testing.T) {
 	require.Contains(t, out, "writeup: 1 calls, 900 tokens in, 200 out")
 	require.Regexp(t, `writeup pdf=\S+paper.pdf pages=1 numbers=1 verified=0 unverified=1 citations=0 citations_removed=0 rounds=1\n`, out)
 	require.Equal(t, 1, srv.Count("writeup"), "no call past the budget")
-	tex, err := os.ReadFile(filepath.Join(runDir, "paper", "paper.tex"))
+	tex, err := os.ReadFile(filepath.Join(runDir, rundir.PaperDir, rundir.PaperTeX))
 	require.NoError(t, err)
 	require.Contains(t, string(tex), "Unverified numbers.", "the first page says so")
 	rep, err := os.ReadFile(filepath.Join(runDir, "report.md"))

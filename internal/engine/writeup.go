@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/internal/writeup"
@@ -20,9 +18,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
-
-// PaperDir is where a run's paper and its evidence go, in its directory.
-const PaperDir = "paper"
 
 // Writeup has the model write the paper of the run in p.RunDir around d's
 // facts (writeup.Write) with the run's client: its calls count against the
@@ -60,7 +55,7 @@ func Writeup(ctx context.Context, p Params, d writeup.Drafting) (writeup.Paper, 
 	d.Review = e.spec.LLM.VisionOn()
 	var logs *prompt.Logs
 	if e.logs != nil {
-		logs = &prompt.Logs{Dir: filepath.Join(e.dir, PaperDir)}
+		logs = &prompt.Logs{Dir: rundir.Dir(e.dir).Path(rundir.PaperDir)}
 		defer logs.Close()
 	}
 	d.Ask = func(ctx context.Context, purpose prompt.Kind, msgs []llm.Message, shape string, parse func(string) error) error {
@@ -87,7 +82,7 @@ func Writeup(ctx context.Context, p Params, d writeup.Drafting) (writeup.Paper, 
 	if err != nil {
 		return paper, used, err
 	}
-	if err := e.writePaper(paper); err != nil {
+	if err := writeup.WritePaper(rundir.Dir(e.dir), paper); err != nil {
 		return paper, used, err
 	}
 	end, _, err := ReadEnd(e.dir)
@@ -97,55 +92,23 @@ func Writeup(ctx context.Context, p Params, d writeup.Drafting) (writeup.Paper, 
 	return paper, used, e.writeReport(e.reportParams(end.StoppedBy, end.Notes))
 }
 
-// writePaper writes the paper's directory: paper.tex, each round's draft
-// (drafts/round-N.tex), the figures, claims.json (the PDF and its pages
-// are there already, from the compile).
-func (e *engine) writePaper(p writeup.Paper) error {
-	dir := filepath.Join(e.dir, PaperDir)
-	for _, d := range []string{"drafts", "figures"} {
-		if err := os.RemoveAll(filepath.Join(dir, d)); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return err
-		}
-	}
-	files := map[string][]byte{"paper.tex": []byte(p.TeX)}
-	for _, r := range p.Rounds {
-		files[fmt.Sprintf("drafts/round-%d.tex", r.Round)] = []byte(r.TeX)
-	}
-	for _, f := range p.Figures {
-		files[f.Path] = f.Data
-	}
-	claims, err := json.MarshalIndent(p.Claims(), "", "  ")
-	if err != nil {
-		return err
-	}
-	files["claims.json"] = append(claims, '\n')
-	for name, data := range files {
-		if err := fileio.WriteFileAtomic(filepath.Join(dir, filepath.FromSlash(name)), data); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // paperSection is report.md's section about the run's paper, from
 // paper/claims.json ("" when there is none).
 func (e *engine) paperSection() string {
-	var c writeup.Claims
-	if ok, err := readJSON(filepath.Join(e.dir, PaperDir, "claims.json"), &c); err != nil || !ok {
+	c, ok, err := rundir.Dir(e.dir).ReadClaims()
+	if err != nil || !ok {
 		return ""
 	}
 	var b strings.Builder
 	b.WriteString("## The paper\n\n")
 	if c.PDF != "" {
-		fmt.Fprintf(&b, "[%s](%s) (%d pages), ", c.PDF, mdURL(PaperDir+"/"+c.PDF), c.Pages)
+		fmt.Fprintf(&b, "[%s](%s) (%d pages), ", c.PDF, mdURL(rundir.PaperFile(c.PDF)), c.Pages)
 	} else {
 		b.WriteString("Not compiled: ")
 	}
-	fmt.Fprintf(&b, "[paper.tex](%s), [claims.json](%s): %d numbers written out, %d verified against the results, %d unverified; "+
-		"%d facts stated by id; %d citations", mdURL(PaperDir+"/paper.tex"), mdURL(PaperDir+"/claims.json"), c.Numbers, c.Verified,
+	fmt.Fprintf(&b, "[%s](%s), [%s](%s): %d numbers written out, %d verified against the results, %d unverified; "+
+		"%d facts stated by id; %d citations", rundir.PaperTeX, mdURL(rundir.PaperFile(rundir.PaperTeX)), rundir.ClaimsFile,
+		mdURL(rundir.PaperFile(rundir.ClaimsFile)), c.Numbers, c.Verified,
 		c.Unverified, len(c.FactsCited), len(c.Citations))
 	if len(c.CitationsRemoved) > 0 {
 		fmt.Fprintf(&b, ", %d removed (not in refs.bib: %s)", len(c.CitationsRemoved), strings.Join(c.CitationsRemoved, ", "))
@@ -314,7 +277,7 @@ func (e *engine) figures(svg bool) []writeup.Figure {
 				e.log.Warn("writeup: a plot left out", "node_id", r.id, "plot", a.Name, "err", err, "whole", whole)
 				continue
 			}
-			p := "figures/" + r.name + "-" + figureName(a.Name)
+			p := path.Join(rundir.FiguresDir, r.name+"-"+figureName(a.Name))
 			if seen[p] {
 				continue // another plot of the node with the same base name
 			}

@@ -101,8 +101,8 @@ func TestWriteFilesModesAndDirs(t *testing.T) {
 func TestWriteFilesBinary(t *testing.T) {
 	dir := t.TempDir()
 	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\xff")
-	require.NoError(t, WriteFiles(dir, []schema.File{{Path: "figures/a.png", Content: base64.StdEncoding.EncodeToString(png), Encoding: "base64"}}, schema.WorkspaceLimits{}))
-	data, err := os.ReadFile(filepath.Join(dir, "figures/a.png"))
+	require.NoError(t, WriteFiles(dir, []schema.File{{Path: "plots/a.png", Content: base64.StdEncoding.EncodeToString(png), Encoding: "base64"}}, schema.WorkspaceLimits{}))
+	data, err := os.ReadFile(filepath.Join(dir, "plots/a.png"))
 	require.NoError(t, err)
 	require.Equal(t, png, data)
 }

@@ -27,7 +27,7 @@ type paperRun struct {
 	spec   run.Spec
 	info   rundir.Info
 	runDir string
-	facts  []writeup.Fact
+	facts  []rundir.Fact
 	client llm.Client
 	sink   results.Sink
 	log    *slog.Logger
@@ -53,7 +53,7 @@ func missingTeX() string {
 // and the way to install it is said. ok is false when a number is
 // unverified or, with TeX, no draft compiled.
 func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool, err error) {
-	dir := filepath.Join(r.runDir, PaperDir)
+	dir := rundir.Dir(r.runDir).Path(rundir.PaperDir)
 	d := writeup.Drafting{Facts: r.facts, Bib: runBib(r.spec, r.info), MaxRounds: r.spec.Writeup.MaxRounds}
 	noTeX := missingTeX()
 	if noTeX == "" {
@@ -69,7 +69,7 @@ func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool
 	if err != nil {
 		return false, fmt.Errorf("writeup: %w", err)
 	}
-	tex, claims := filepath.Join(dir, "paper.tex"), filepath.Join(dir, "claims.json")
+	tex, claims := filepath.Join(dir, rundir.PaperTeX), filepath.Join(dir, rundir.ClaimsFile)
 	printUnverified(paper.Report)
 	if paper.Stopped != "" {
 		fmt.Fprintf(term.Stderr(), "writeup: the rounds stopped early: %s\n", paper.Stopped)
@@ -99,7 +99,7 @@ func runBib(spec run.Spec, info rundir.Info) string {
 	var bib []byte
 	if info.IdeaDir != "" {
 		var err error
-		bib, err = os.ReadFile(filepath.Join(info.IdeaDir, "refs.bib"))
+		bib, err = os.ReadFile(filepath.Join(info.IdeaDir, rundir.RefsBib))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			slog.Warn("writeup: the idea's refs.bib not read", "err", err)
 		}
@@ -122,7 +122,7 @@ func runBib(spec run.Spec, info rundir.Info) string {
 }
 
 // printUnverified lists a paper's unverified numbers on stderr.
-func printUnverified(r writeup.Report) {
+func printUnverified(r rundir.Report) {
 	for _, c := range r.UnverifiedClaims() {
 		fmt.Fprintf(term.Stderr(), "unverified: %s (in %q)\n", c.Text, c.Context)
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hpcq/hpcq/internal/bridge"
 	"github.com/hpcq/hpcq/internal/chdb"
 	"github.com/hpcq/hpcq/internal/config"
@@ -21,7 +23,6 @@ import (
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // DefaultHTTPAddr is where the dashboard listens without --http.

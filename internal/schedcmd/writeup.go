@@ -2,7 +2,6 @@ package schedcmd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/executor"
-	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/term"
@@ -34,9 +32,6 @@ type WriteupOptions struct {
 	PDF bool
 	Log *slog.Logger
 }
-
-// PaperDir is where a run's paper and its evidence go.
-const PaperDir = engine.PaperDir
 
 // Writeup writes a run's paper: its facts from the results tables (the
 // SQLite file of its directory, or ClickHouse) into DIR/paper/facts.json
@@ -68,7 +63,8 @@ func Writeup(ctx context.Context, cfg *config.Scheduler, o WriteupOptions) error
 	}
 	switch {
 	case o.Facts:
-		fmt.Printf("writeup facts=%d facts_json=%s facts_tex=%s\n", len(facts), filepath.Join(dir, "facts.json"), filepath.Join(dir, "facts.tex"))
+		run := rundir.Dir(o.RunDir)
+		fmt.Printf("writeup facts=%d facts_json=%s facts_tex=%s\n", len(facts), run.Path(rundir.PaperFile(rundir.FactsFile)), run.Path(rundir.PaperFile(rundir.FactsTeX)))
 		return nil
 	case o.Check != "":
 		return checkPaper(ctx, cfg, o, spec, info, dir, facts)
@@ -99,7 +95,7 @@ func Writeup(ctx context.Context, cfg *config.Scheduler, o WriteupOptions) error
 
 // runFacts gathers the run's facts and writes DIR/paper/facts.json and
 // facts.tex; it returns them and the paper's directory.
-func runFacts(ctx context.Context, cfg *config.Scheduler, spec run.Spec, info rundir.Info, runDir string) ([]writeup.Fact, string, error) {
+func runFacts(ctx context.Context, cfg *config.Scheduler, spec run.Spec, info rundir.Info, runDir string) ([]rundir.Fact, string, error) {
 	dialect := results.DialectSQLite
 	if info.Results["store"] == "clickhouse" {
 		dialect = results.DialectClickHouse
@@ -112,22 +108,15 @@ func runFacts(ctx context.Context, cfg *config.Scheduler, spec run.Spec, info ru
 	if err != nil {
 		return nil, "", err
 	}
-	dir := filepath.Join(runDir, PaperDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := writeup.WriteFacts(rundir.Dir(runDir), facts); err != nil {
 		return nil, "", err
 	}
-	if err := writeJSONFile(filepath.Join(dir, "facts.json"), facts); err != nil {
-		return nil, "", err
-	}
-	if err := fileio.WriteFileAtomic(filepath.Join(dir, "facts.tex"), []byte(writeup.Macros(facts))); err != nil {
-		return nil, "", err
-	}
-	return facts, dir, nil
+	return facts, rundir.Dir(runDir).Path(rundir.PaperDir), nil
 }
 
 // checkPaper checks o.Check against the facts and the idea's refs.bib,
 // compiles it with o.PDF, writes claims.json and prints the line.
-func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, spec run.Spec, info rundir.Info, dir string, facts []writeup.Fact) error {
+func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, spec run.Spec, info rundir.Info, dir string, facts []rundir.Fact) error {
 	tex, err := os.ReadFile(o.Check)
 	if err != nil {
 		return err
@@ -135,7 +124,7 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, sp
 	r := writeup.CheckPaper(string(tex), facts, writeup.GivenIn(engine.Setup(o.RunDir), spec.Idea))
 	bib := runBib(spec, info)
 	cited, unknownCites := writeup.Citations(string(tex), bib)
-	claims := filepath.Join(dir, "claims.json")
+	claims := rundir.Dir(o.RunDir).Path(rundir.PaperFile(rundir.ClaimsFile))
 	printUnverified(r)
 	for _, id := range r.UnknownFacts {
 		fmt.Fprintf(term.Stderr(), "unknown fact: \\fact{%s}\n", id)
@@ -145,12 +134,12 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, sp
 	}
 	// claims.json says what the dashboard and report show of the paper: its
 	// PDF only when this check compiled it.
-	cl := writeup.Claims{Report: r, Citations: cited}
+	cl := rundir.Claims{Report: r, Citations: cited}
 	pdf := ""
 	if o.PDF {
-		files := []schema.File{{Path: "paper.tex", Content: string(tex)}, {Path: "facts.tex", Content: writeup.Macros(facts)}}
+		files := []schema.File{{Path: rundir.PaperTeX, Content: string(tex)}, {Path: rundir.FactsTeX, Content: writeup.Macros(facts)}}
 		if len(bib) > 0 {
-			files = append(files, schema.File{Path: "refs.bib", Content: bib})
+			files = append(files, schema.File{Path: rundir.RefsBib, Content: bib})
 		}
 		figs, err := writeup.FigureFiles(dir)
 		if err != nil {
@@ -171,7 +160,7 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, sp
 		pdf = fmt.Sprintf(" pdf=%s pages=%d", c.PDF, len(c.Pages))
 		cl.PDF, cl.Pages = filepath.Base(c.PDF), len(c.Pages)
 	}
-	if err := writeJSONFile(claims, cl); err != nil {
+	if err := writeup.WriteClaims(rundir.Dir(o.RunDir), cl); err != nil {
 		return err
 	}
 	fmt.Printf("writeup check%s numbers=%d verified=%d unverified=%d facts_cited=%d unknown_facts=%d citations=%d unknown_citations=%d claims=%s\n",
@@ -185,8 +174,8 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, sp
 // compiler compiles a run's paper in the sandbox of this machine's tasks,
 // in dir/.build (emptied first).
 func compiler(cfg *config.Scheduler, runID, dir string) (writeup.Compiler, error) {
-	build := filepath.Join(dir, ".build")
-	if err := os.RemoveAll(build); err != nil {
+	build, err := writeup.BuildDir(rundir.Dir(filepath.Dir(dir)))
+	if err != nil {
 		return writeup.Compiler{}, err
 	}
 	e, err := executor.NewExecutor(executor.ConfigFrom(cfg.Tasks, build))
@@ -197,12 +186,4 @@ func compiler(cfg *config.Scheduler, runID, dir string) (writeup.Compiler, error
 		res, err := e.Execute(ctx, task, worker.Slot{Cores: 1})
 		return res, e.WorkspaceDir(task), err
 	}}, nil
-}
-
-func writeJSONFile(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return fileio.WriteFileAtomic(path, append(data, '\n'))
 }

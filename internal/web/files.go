@@ -101,7 +101,7 @@ func servable(rel string) bool {
 		return true
 	case len(parts) == 3 && parts[0] == rundir.OldPromptLogs && strings.HasSuffix(parts[2], ".md"):
 		return true
-	case paperFile(parts):
+	case rundir.IsPaperFile(parts):
 		return true
 	}
 	return false

@@ -2,16 +2,7 @@
 
 package web
 
-import (
-	"encoding/json"
-	"os"
-	"path"
-	"path/filepath"
-	"sort"
-
-	"github.com/hpcq/hpcq/internal/engine"
-	"github.com/hpcq/hpcq/internal/writeup"
-)
+import "github.com/hpcq/hpcq/pkg/rundir"
 
 // PaperView is what the run's page says of its paper (paper/claims.json);
 // paths are the run directory's, for /files/.
@@ -38,43 +29,18 @@ type Claim struct {
 
 // paperOf reads the run's paper; nil when none was written.
 func paperOf(dir string) *PaperView {
-	data, err := os.ReadFile(filepath.Join(dir, engine.PaperDir, "claims.json"))
-	if err != nil {
+	c, ok, err := rundir.Dir(dir).ReadClaims()
+	if err != nil || !ok {
 		return nil
 	}
-	var c writeup.Claims
-	if json.Unmarshal(data, &c) != nil {
-		return nil
-	}
-	p := &PaperView{TeX: path.Join(engine.PaperDir, "paper.tex"), Claims: path.Join(engine.PaperDir, "claims.json"), Numbers: c.Numbers,
+	p := &PaperView{TeX: rundir.PaperFile(rundir.PaperTeX), Claims: rundir.PaperFile(rundir.ClaimsFile), Numbers: c.Numbers,
 		Verified: c.Verified, Stated: len(c.FactsCited), Citations: len(c.Citations), Removed: c.CitationsRemoved, Rounds: len(c.Rounds), Stopped: c.Stopped}
 	if c.PDF != "" {
-		p.PDF = path.Join(engine.PaperDir, c.PDF)
-		pages, _ := filepath.Glob(filepath.Join(dir, engine.PaperDir, "pages", "page-*.png"))
-		sort.Slice(pages, func(i, j int) bool { return writeup.PageNumber(pages[i]) < writeup.PageNumber(pages[j]) })
-		for _, pg := range pages {
-			p.Pages = append(p.Pages, path.Join(engine.PaperDir, "pages", filepath.Base(pg)))
-		}
+		p.PDF = rundir.PaperFile(c.PDF)
+		p.Pages = rundir.Dir(dir).Pages()
 	}
 	for _, cl := range c.UnverifiedClaims() {
 		p.Unverified = append(p.Unverified, Claim{Text: cl.Text, Context: cl.Context})
 	}
 	return p
-}
-
-// paperFile: a file of the run's paper the page links.
-func paperFile(parts []string) bool {
-	if parts[0] != engine.PaperDir {
-		return false
-	}
-	switch len(parts) {
-	case 2:
-		switch parts[1] {
-		case "paper.pdf", "paper.tex", "claims.json", "facts.json", "facts.tex":
-			return true
-		}
-	case 3:
-		return parts[1] == "pages" || parts[1] == "figures" || parts[1] == "drafts"
-	}
-	return false
 }

@@ -5,39 +5,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
-
-// A Number is a numeric literal of the paper's text as a reader sees it:
-// where it is (byte offset), what was written, its value and the rounding
-// its digits imply (half a unit of its last digit: "842.6" is 842.6 +-
-// 0.05).
-type Number struct {
-	Offset  int     `json:"offset"`
-	Text    string  `json:"text"`
-	Value   float64 `json:"value"`
-	Rounded float64 `json:"rounded"`
-	// Percent: written with \% after it; it then also matches a fact that
-	// is a fraction (0.4 for "40\%").
-	Percent bool `json:"percent,omitempty"`
-}
-
-// A Claim is a number checked against the facts: the fact it matches
-// (FactID, empty when none does), or the whitelist's reason.
-type Claim struct {
-	Number
-	FactID    string `json:"fact_id,omitempty"`
-	Whitelist string `json:"whitelist,omitempty"`
-	// Node and SQL are the matched fact's: where the number comes from and
-	// the query that gives it.
-	Node string `json:"node,omitempty"`
-	SQL  string `json:"sql,omitempty"`
-	// Context is the text around the number, for the model's feedback and
-	// the report.
-	Context string `json:"context"`
-}
-
-// Verified reports whether a fact or the whitelist accounts for the number.
-func (c Claim) Verified() bool { return c.FactID != "" || c.Whitelist != "" }
 
 // numberRe finds numeric literals: digits with an optional thousands
 // grouping (1,550 or 1{,}550 as LaTeX writes it), a fraction, an exponent
@@ -57,9 +27,9 @@ var skipArgs = []string{`\label`, `\ref`, `\eqref`, `\autoref`, `\cref`, `\cite`
 // [..] argument), in a command's name (\section*, h2o in \textsubscript is
 // still read), or in a length (0.8\linewidth, 2pt, 1em). A digit run inside
 // a word (H2O, x86, sm_90) is not a number.
-func Numbers(tex string) []Number {
+func Numbers(tex string) []rundir.Number {
 	masked := maskTeX(tex)
-	var out []Number
+	var out []rundir.Number
 	for _, loc := range numberRe.FindAllStringIndex(masked, -1) {
 		s, e := loc[0], loc[1]
 		if s > 0 && isWordByte(masked[s-1]) || e < len(masked) && (isWordByte(masked[e]) && !strings.HasPrefix(masked[e:], "\\%")) {
@@ -74,7 +44,7 @@ func Numbers(tex string) []Number {
 		if err != nil || math.IsInf(v, 0) {
 			continue
 		}
-		out = append(out, Number{Offset: s, Text: tex[s:e], Value: v, Rounded: halfUnit(clean),
+		out = append(out, rundir.Number{Offset: s, Text: tex[s:e], Value: v, Rounded: halfUnit(clean),
 			Percent: strings.HasPrefix(strings.TrimLeft(masked[e:], " ~"), `\%`)})
 	}
 	return out
@@ -228,7 +198,7 @@ func GivenIn(setup, idea string) Given {
 
 // version is the whole dotted number a literal is part of (12.2.0 for the
 // 12.2 of "gcc 12.2.0").
-func version(tex string, n Number) string {
+func version(tex string, n rundir.Number) string {
 	s, e := n.Offset, n.Offset+len(n.Text)
 	for s > 0 && (tex[s-1] >= '0' && tex[s-1] <= '9' || tex[s-1] == '.') {
 		s--
@@ -242,7 +212,7 @@ func version(tex string, n Number) string {
 // whitelisted says why a number needs no fact, or "": a version the run's
 // setup records, a number its idea gives (as written), a year, a small
 // integer naming a figure, table, section or stage, or a dimension (2-D).
-func whitelisted(tex string, n Number, given Given) string {
+func whitelisted(tex string, n rundir.Number, given Given) string {
 	if v := version(tex, n); strings.Contains(v, ".") && given[v] == "version" {
 		return "version"
 	}
@@ -270,7 +240,7 @@ func whitelisted(tex string, n Number, given Given) string {
 // bare small integer states only a whole fact: "2" is not 2.097 (so many
 // facts lie within half a unit of a small integer that it would match by
 // chance; write the fact, or its digits).
-func matches(n Number, f Fact) bool {
+func matches(n rundir.Number, f rundir.Fact) bool {
 	v, want := math.Abs(n.Value), math.Abs(f.Value)
 	if n.Rounded == 0.5 && !n.Percent && want < 10 && want != math.Trunc(want) {
 		return false
@@ -286,11 +256,11 @@ func matches(n Number, f Fact) bool {
 // it states (the first that matches) or the whitelist's reason (given:
 // what the run was given or recorded beside its results; nil for none);
 // the claims neither accounts for are the paper's unverified numbers.
-func Check(tex string, facts []Fact, given Given) []Claim {
+func Check(tex string, facts []rundir.Fact, given Given) []rundir.Claim {
 	nums := Numbers(tex)
-	claims := make([]Claim, 0, len(nums))
+	claims := make([]rundir.Claim, 0, len(nums))
 	for _, n := range nums {
-		c := Claim{Number: n, Context: around(tex, n.Offset, len(n.Text))}
+		c := rundir.Claim{Number: n, Context: around(tex, n.Offset, len(n.Text))}
 		if c.Whitelist = whitelisted(tex, n, given); c.Whitelist == "" {
 			for _, f := range facts {
 				if matches(n, f) {

@@ -6,9 +6,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
-func texts(ns []Number) []string {
+func texts(ns []rundir.Number) []string {
 	out := make([]string, len(ns))
 	for i, n := range ns {
 		out[i] = n.Text
@@ -40,12 +42,12 @@ Sizes of 1.5e3 and .25 count, as does 40 \%. See \cite{smith2020} and \fact{F12}
 // are whitelisted, and an invented number is left unverified with its
 // context.
 func TestCheck(t *testing.T) {
-	facts := []Fact{{ID: "best", Value: 842.64}, {ID: "base", Value: 816.739}, {ID: "gain", Value: 0.0317}, {ID: "delta", Value: -2.45}}
+	facts := []rundir.Fact{{ID: "best", Value: 842.64}, {ID: "base", Value: 816.739}, {ID: "gain", Value: 0.0317}, {ID: "delta", Value: -2.45}}
 	tex := `In 2026 the best node (Figure 2) reached 842.6 GFLOP/s against 817 for the baseline, a gain of 3.2\%;
 the ablation lost 2.4 and 2.5; an invented 900.0 GFLOP/s and 842.7 are not facts. Stage~3 found it, in 2-D;
 a bare 2 is not the delta.`
 	var got []string
-	var unverified []Claim
+	var unverified []rundir.Claim
 	for _, c := range Check(tex, facts, nil) {
 		got = append(got, c.Text+"="+c.FactID+c.Whitelist)
 		if !c.Verified() {
@@ -84,7 +86,7 @@ func FuzzNumbers(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, tex string) {
-		for _, c := range Check(tex, []Fact{{ID: "a", Value: 1}}, nil) {
+		for _, c := range Check(tex, []rundir.Fact{{ID: "a", Value: 1}}, nil) {
 			require.Equal(t, c.Text, tex[c.Offset:c.Offset+len(c.Text)])
 			require.False(t, c.Value != c.Value, "NaN")
 			if utf8.ValidString(tex) {
@@ -103,7 +105,7 @@ func TestFormat(t *testing.T) {
 	// What Format prints checks against its fact.
 	for _, v := range []float64{842.64, 1550, 0.0317, 1234567, 25914.3} {
 		tex := "we saw " + Format(v) + " here"
-		c := Check(tex, []Fact{{ID: "x", Value: v}}, nil)
+		c := Check(tex, []rundir.Fact{{ID: "x", Value: v}}, nil)
 		require.Len(t, c, 1, tex)
 		require.Equal(t, "x", c[0].FactID, tex)
 	}
@@ -112,7 +114,7 @@ func TestFormat(t *testing.T) {
 // TestCheckPaper: the facts a paper cites by id, the ones it names that are
 // none (a comment's do not count), and its literals' tally.
 func TestCheckPaper(t *testing.T) {
-	facts := []Fact{{ID: "best", Value: 842.64}, {ID: "best_gain", Value: 0.0317}}
+	facts := []rundir.Fact{{ID: "best", Value: 842.64}, {ID: "best_gain", Value: 0.0317}}
 	tex := `Best: \fact{best} GFLOP/s, \factpct{best_gain} over the draft; \fact{best} again; \fact{made_up}. % \fact{in_comment}
 Unchecked: 17.5.`
 	r := CheckPaper(tex, facts, nil)

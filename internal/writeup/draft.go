@@ -11,6 +11,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -18,7 +19,7 @@ import (
 // asked for and compiled.
 type Drafting struct {
 	Idea  string
-	Facts []Fact
+	Facts []rundir.Fact
 	// Notes is the run's final memory export.
 	Notes string
 	// Path is the path from the root to the best node: each node's kind,
@@ -76,32 +77,17 @@ type Compiled struct {
 	Error string
 }
 
-// Round is what one draft was found to be.
-type Round struct {
-	Round      int      `json:"round"`
-	Purpose    string   `json:"purpose"` // writeup, or the review's revision
-	Numbers    int      `json:"numbers"`
-	Unverified int      `json:"unverified"`
-	Unknown    []string `json:"unknown_facts,omitempty"`
-	Removed    []string `json:"citations_removed,omitempty"`
-	Compiled   bool     `json:"compiled"`
-	Error      string   `json:"compile_error,omitempty"`
-	Findings   []string `json:"review_findings,omitempty"`
-	// TeX is the draft as it was compiled (its citations removed).
-	TeX string `json:"-"`
-}
-
 // Paper is a writeup's outcome: the last paper that compiled (else the
 // last draft), its check, and how the rounds went.
 type Paper struct {
 	TeX      string
-	Report   Report
+	Report   rundir.Report
 	Compiled Compiled
 	// Cited are the keys the paper cites; Removed those taken out of the
 	// drafts (not in the bibliography).
 	Cited   []string
 	Removed []string
-	Rounds  []Round
+	Rounds  []rundir.Round
 	// Figures are those the drafts were given (beside paper.tex).
 	Figures []Figure
 	// Stopped says why the rounds ended before the paper was clean (the
@@ -109,24 +95,9 @@ type Paper struct {
 	Stopped string
 }
 
-// Claims is paper/claims.json: every number of the paper and the fact it
-// states (with its node and query), the facts it states by id, its
-// citations and how the rounds went.
-type Claims struct {
-	Report
-	Citations        []string `json:"citations"`
-	CitationsRemoved []string `json:"citations_removed,omitempty"`
-	Rounds           []Round  `json:"rounds,omitempty"`
-	Stopped          string   `json:"stopped,omitempty"`
-	// PDF and Pages are the compiled paper's, relative to the paper's
-	// directory ("" and 0: it did not compile).
-	PDF   string `json:"pdf,omitempty"`
-	Pages int    `json:"pages"`
-}
-
 // Claims is what claims.json says of the paper.
-func (p Paper) Claims() Claims {
-	c := Claims{Report: p.Report, Citations: p.Cited, CitationsRemoved: p.Removed, Rounds: p.Rounds, Stopped: p.Stopped, Pages: len(p.Compiled.Pages)}
+func (p Paper) Claims() rundir.Claims {
+	c := rundir.Claims{Report: p.Report, Citations: p.Cited, CitationsRemoved: p.Removed, Rounds: p.Rounds, Stopped: p.Stopped, Pages: len(p.Compiled.Pages)}
 	if p.Compiled.PDF != "" {
 		c.PDF = filepath.Base(p.Compiled.PDF)
 	}
@@ -136,7 +107,7 @@ func (p Paper) Claims() Claims {
 // draft is one round's paper, checked and compiled.
 type draft struct {
 	tex      string
-	report   Report
+	report   rundir.Report
 	cited    []string
 	removed  []string
 	compiled Compiled
@@ -180,7 +151,7 @@ func Write(ctx context.Context, d Drafting) (Paper, error) {
 		for _, k := range r.removed {
 			removed[k] = true
 		}
-		p.Rounds = append(p.Rounds, Round{Round: len(p.Rounds) + 1, Purpose: purpose, Numbers: r.report.Numbers, Unverified: r.report.Unverified,
+		p.Rounds = append(p.Rounds, rundir.Round{Round: len(p.Rounds) + 1, Purpose: purpose, Numbers: r.report.Numbers, Unverified: r.report.Unverified,
 			Unknown: r.report.UnknownFacts, Removed: r.removed, Compiled: r.compiled.Error == "", Error: r.compiled.Error, Findings: findings, TeX: r.tex})
 	}
 	feedback := ""
@@ -384,9 +355,9 @@ func (d Drafting) review(ctx context.Context, r draft) ([]string, error) {
 // files are a round's workspace: the paper, the macros of the facts, the
 // bibliography and the figures.
 func (d Drafting) files(tex string) []schema.File {
-	fs := []schema.File{{Path: "paper.tex", Content: tex}, {Path: "facts.tex", Content: Macros(d.Facts)}}
+	fs := []schema.File{{Path: rundir.PaperTeX, Content: tex}, {Path: rundir.FactsTeX, Content: Macros(d.Facts)}}
 	if strings.TrimSpace(d.Bib) != "" {
-		fs = append(fs, schema.File{Path: "refs.bib", Content: d.Bib})
+		fs = append(fs, schema.File{Path: rundir.RefsBib, Content: d.Bib})
 	}
 	for _, f := range d.Figures {
 		fs = append(fs, schema.File{Path: f.Path, Content: base64.StdEncoding.EncodeToString(f.Data), Encoding: schema.EncodingBase64})
@@ -396,7 +367,7 @@ func (d Drafting) files(tex string) []schema.File {
 
 // factsText lists the facts for the prompt: id, value as \fact prints it,
 // unit, what it is.
-func factsText(facts []Fact) string {
+func factsText(facts []rundir.Fact) string {
 	var b strings.Builder
 	for _, f := range facts {
 		fmt.Fprintf(&b, "- `%s` = %s", f.ID, Format(f.Value))

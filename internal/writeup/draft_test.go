@@ -21,10 +21,11 @@ import (
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
-var draftFacts = []Fact{
+var draftFacts = []rundir.Fact{
 	{ID: "best", Claim: "the best GFLOP/s", Value: 842.64, Unit: "GFLOP/s", Node: "n0002", SQL: "SELECT 842.64"},
 	{ID: "nodes", Claim: "nodes", Value: 4, SQL: "SELECT 4"},
 }
@@ -96,7 +97,7 @@ func TestWrite(t *testing.T) {
 	}}
 	p, err := Write(context.Background(), Drafting{Idea: "A fast stencil.", Facts: draftFacts, Bib: draftBib, Notes: "drafts were slow",
 		Setup:   "- worker w1 on host h1: gcc 12.2.0\n",
-		Figures: []Figure{{Path: "figures/n0002-scaling.png", Node: "n0002", About: "GFLOP/s by grid size", Data: testPNG(t)}},
+		Figures: []Figure{{Path: rundir.FiguresDir + "/n0002-scaling.png", Node: "n0002", About: "GFLOP/s by grid size", Data: testPNG(t)}},
 		Ask:     s.ask, Compile: c.Compile, Review: true})
 	require.NoError(t, err)
 	require.Len(t, p.Rounds, 3)
@@ -109,7 +110,7 @@ func TestWrite(t *testing.T) {
 	require.Zero(t, p.Report.Unverified)
 	require.Equal(t, []string{"nodes", "best"}, p.Report.FactsCited)
 	require.Equal(t, "n0002", p.Report.Stated[1].Node)
-	require.Contains(t, p.TeX, "figures/n0002-scaling.png")
+	require.Contains(t, p.TeX, rundir.FiguresDir+"/n0002-scaling.png")
 	require.NotContains(t, p.TeX, "Unverified numbers")
 	require.Empty(t, p.Stopped)
 
@@ -251,11 +252,11 @@ func TestCompileBounds(t *testing.T) {
 	tex := "\\documentclass{article}\\usepackage{graphicx}\\begin{document}\\includegraphics{figures/best-x.pdf}\\newcount\\n" +
 		"\\loop x\\newpage\\advance\\n by 1 \\ifnum\\n<40 \\repeat\\end{document}\n"
 	svg := `<svg xmlns="http://www.w3.org/2000/svg" width="60" height="40"><rect width="60" height="40" fill="blue"/></svg>`
-	got, err := c.Compile(context.Background(), 1, []schema.File{{Path: "paper.tex", Content: tex}, {Path: "figures/best-x.svg", Content: svg}})
+	got, err := c.Compile(context.Background(), 1, []schema.File{{Path: rundir.PaperTeX, Content: tex}, {Path: rundir.FiguresDir + "/best-x.svg", Content: svg}})
 	require.NoError(t, err)
 	require.Empty(t, got.Error)
 	require.Len(t, got.Pages, MaxPages)
-	require.Equal(t, "page-01.png", filepath.Base(got.Pages[0]), "pdftoppm pads the number to the page count's digits")
+	require.Equal(t, rundir.PagePrefix+"-01.png", filepath.Base(got.Pages[0]), "pdftoppm pads the number to the page count's digits")
 }
 
 // TestCompileIsSandboxed: the LaTeX is the model's code: a paper that
@@ -269,7 +270,7 @@ func TestCompileIsSandboxed(t *testing.T) {
 	require.NoError(t, os.Chmod(dir, 0o777))
 	tex := "\\documentclass{article}\\newwrite\\f\\immediate\\openout\\f=" + dir + "/opened.txt\\immediate\\write\\f{x}\\immediate\\closeout\\f\n" +
 		"\\immediate\\write18{touch " + dir + "/shell.txt}\\begin{document}x\\end{document}\n"
-	_, err = c.Compile(context.Background(), 1, []schema.File{{Path: "paper.tex", Content: tex}})
+	_, err = c.Compile(context.Background(), 1, []schema.File{{Path: rundir.PaperTeX, Content: tex}})
 	require.NoError(t, err)
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
@@ -314,7 +315,7 @@ SHELL-ESCAPE=\the\pdfshellescape.
 \immediate\write18{kpsewhich article.cls}
 \end{document}
 `
-	got, err := c.Compile(context.Background(), 1, []schema.File{{Path: "paper.tex", Content: read}})
+	got, err := c.Compile(context.Background(), 1, []schema.File{{Path: rundir.PaperTeX, Content: read}})
 	require.NoError(t, err)
 	require.Empty(t, got.Error)
 	text := pdfText(got.PDF)
@@ -326,7 +327,7 @@ SHELL-ESCAPE=\the\pdfshellescape.
 
 	for _, file := range []string{"/etc/passwd", "/proc/self/environ", "../../../../etc/passwd"} {
 		tex := `\documentclass{article}\begin{document}\catcode` + "`" + `\#=12 \input{` + file + `}\end{document}` + "\n"
-		got, err := c.Compile(context.Background(), 2, []schema.File{{Path: "paper.tex", Content: tex}})
+		got, err := c.Compile(context.Background(), 2, []schema.File{{Path: rundir.PaperTeX, Content: tex}})
 		require.NoError(t, err, file)
 		require.NotEmpty(t, got.Error, "%s: not found, the compile fails", file)
 		require.Contains(t, got.Error, "not found", file)

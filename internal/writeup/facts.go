@@ -14,20 +14,9 @@ import (
 	"strings"
 
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
-
-// A Fact is one number the results tables hold, with what it is, the node
-// it belongs to (empty for a run-wide one) and the SQL that produced it, so
-// that a reader can run the query again and get the value.
-type Fact struct {
-	ID    string  `json:"id"`
-	Claim string  `json:"claim"`
-	Value float64 `json:"value"`
-	Unit  string  `json:"unit,omitempty"`
-	Node  string  `json:"node,omitempty"`
-	SQL   string  `json:"sql"`
-}
 
 // Query runs one read statement on the run's results store (SQLite or
 // ClickHouse: results.QuerySQLite, results.QueryClickHouse).
@@ -51,7 +40,7 @@ type Run struct {
 // counts of nodes. Each fact's SQL alone gives its value.
 //
 // Long: one block per kind of fact, each a query and the facts it gives.
-func Facts(ctx context.Context, q Query, r Run) ([]Fact, error) {
+func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 	final := ""
 	if r.Dialect == results.DialectClickHouse {
 		final = " FINAL"
@@ -77,8 +66,8 @@ func Facts(ctx context.Context, q Query, r Run) ([]Fact, error) {
 		byID[id] = n
 		ids = append(ids, id)
 	}
-	var facts []Fact
-	add := func(f Fact) {
+	var facts []rundir.Fact
+	add := func(f rundir.Fact) {
 		if !math.IsNaN(f.Value) && !math.IsInf(f.Value, 0) {
 			facts = append(facts, f)
 		}
@@ -111,21 +100,21 @@ func Facts(ctx context.Context, q Query, r Run) ([]Fact, error) {
 	}
 	for stage := 1; stage <= 4; stage++ {
 		if id, v, ok := pick(stage); ok {
-			add(Fact{ID: fmt.Sprintf("best.stage%d", stage), Claim: fmt.Sprintf("best %s of stage %d (%s): %s", r.Metric, stage,
+			add(rundir.Fact{ID: fmt.Sprintf("best.stage%d", stage), Claim: fmt.Sprintf("best %s of stage %d (%s): %s", r.Metric, stage,
 				schema.StageName(stage), describe(id)), Value: v, Unit: r.Unit, Node: id, SQL: best(fmt.Sprintf(" AND stage = %d", stage))})
 		}
 	}
 	bestID, bestV, okBest := pick(0)
 	baseID, baseV, okBase := pick(1)
 	if okBest {
-		add(Fact{ID: "best", Claim: fmt.Sprintf("best %s of the run: %s", r.Metric, describe(bestID)), Value: bestV, Unit: r.Unit,
+		add(rundir.Fact{ID: "best", Claim: fmt.Sprintf("best %s of the run: %s", r.Metric, describe(bestID)), Value: bestV, Unit: r.Unit,
 			Node: bestID, SQL: best("")})
 	}
 	if okBest && okBase && baseV != 0 {
-		add(Fact{ID: "best_over_baseline", Claim: fmt.Sprintf("the best node's %s over the baseline's (the best draft, %s)", r.Metric, baseID),
+		add(rundir.Fact{ID: "best_over_baseline", Claim: fmt.Sprintf("the best node's %s over the baseline's (the best draft, %s)", r.Metric, baseID),
 			Value: bestV / baseV, Node: bestID,
 			SQL: "SELECT (" + scalar(best("")) + ") / (" + scalar(best(" AND stage = 1")) + ")"})
-		add(Fact{ID: "best_gain", Claim: fmt.Sprintf("the best node's %s above the baseline's, as a fraction of it (the best draft, %s)", r.Metric, baseID),
+		add(rundir.Fact{ID: "best_gain", Claim: fmt.Sprintf("the best node's %s above the baseline's, as a fraction of it (the best draft, %s)", r.Metric, baseID),
 			Value: bestV/baseV - 1, Node: bestID,
 			SQL: "SELECT (" + scalar(best("")) + ") / (" + scalar(best(" AND stage = 1")) + ") - 1"})
 	}
@@ -140,7 +129,7 @@ func Facts(ctx context.Context, q Query, r Run) ([]Fact, error) {
 		if (n.kind != "hyperparam" && n.kind != "ablation") || !ok || n.metric == nil || p.metric == nil {
 			continue
 		}
-		add(Fact{ID: id + ".delta", Claim: fmt.Sprintf("%s of %s minus its parent %s's", r.Metric, describe(id), n.parent),
+		add(rundir.Fact{ID: id + ".delta", Claim: fmt.Sprintf("%s of %s minus its parent %s's", r.Metric, describe(id), n.parent),
 			Value: *n.metric - *p.metric, Unit: r.Unit, Node: id,
 			SQL: "SELECT (" + metricOf(id) + ") - (" + metricOf(n.parent) + ")"})
 	}
@@ -149,10 +138,10 @@ func Facts(ctx context.Context, q Query, r Run) ([]Fact, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writeup: the run's metrics: %w", err)
 	}
-	last := map[[2]string]Fact{} // the last attempt's value wins
+	last := map[[2]string]rundir.Fact{} // the last attempt's value wins
 	for _, row := range metrics.Rows {
 		id, name := fmt.Sprint(row[0]), fmt.Sprint(row[1])
-		last[[2]string{id, name}] = Fact{ID: id + "." + name, Claim: fmt.Sprintf("%s reported by %s", name, describe(id)),
+		last[[2]string{id, name}] = rundir.Fact{ID: id + "." + name, Claim: fmt.Sprintf("%s reported by %s", name, describe(id)),
 			Value: number(row[2]), Unit: fmt.Sprint(row[3]), Node: id,
 			SQL: "SELECT value FROM metrics" + final + " WHERE run = " + run + " AND node = " + quote(id) + " AND name = " + quote(name) +
 				" ORDER BY attempt DESC LIMIT 1"}
@@ -163,7 +152,7 @@ func Facts(ctx context.Context, q Query, r Run) ([]Fact, error) {
 	}
 	for _, row := range durations.Rows {
 		id := fmt.Sprint(row[0])
-		last[[2]string{id, "run_s"}] = Fact{ID: id + ".run_s", Claim: "seconds the run phase of " + describe(id) + " took",
+		last[[2]string{id, "run_s"}] = rundir.Fact{ID: id + ".run_s", Claim: "seconds the run phase of " + describe(id) + " took",
 			Value: number(row[1]) / 1000, Unit: "s", Node: id,
 			SQL: "SELECT duration_ms / 1000.0 FROM phase_runs" + final + " WHERE run = " + run + " AND node = " + quote(id) +
 				" AND phase = 'run' ORDER BY attempt DESC LIMIT 1"}
@@ -185,9 +174,9 @@ func Facts(ctx context.Context, q Query, r Run) ([]Fact, error) {
 			ok++
 		}
 	}
-	add(Fact{ID: "nodes", Claim: "nodes the search grew", Value: float64(len(ids)),
+	add(rundir.Fact{ID: "nodes", Claim: "nodes the search grew", Value: float64(len(ids)),
 		SQL: "SELECT count(*) FROM nodes" + final + " WHERE run = " + run})
-	add(Fact{ID: "nodes_with_metric", Claim: "nodes that produced " + r.Metric, Value: float64(ok),
+	add(rundir.Fact{ID: "nodes_with_metric", Claim: "nodes that produced " + r.Metric, Value: float64(ok),
 		SQL: "SELECT count(*) FROM nodes" + final + " WHERE run = " + run + " AND metric_value IS NOT NULL"})
 	return facts, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hpcq/hpcq/internal/chdb"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/results"
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // stencilRows are the results of examples/stencil-cuda's tree as the H200
@@ -84,7 +85,7 @@ func TestFactsOnClickHouse(t *testing.T) {
 func checkFacts(t *testing.T, q Query, dialect results.Dialect) {
 	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true, Dialect: dialect})
 	require.NoError(t, err)
-	byID := map[string]Fact{}
+	byID := map[string]rundir.Fact{}
 	for _, f := range facts {
 		byID[f.ID] = f
 		tab, err := q(context.Background(), f.SQL)

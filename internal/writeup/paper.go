@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -42,14 +44,14 @@ func PaperTask(runID string, round int, files []schema.File) *schema.NodeTask {
 			compile = append(compile, texEnv+"rsvg-convert -f pdf -o "+strings.TrimSuffix(f.Path, ".svg")+".pdf "+f.Path)
 		}
 	}
-	compile = append(compile, texEnv+"latexmk -norc -pdf -no-shell-escape -interaction=nonstopmode -halt-on-error -file-line-error paper.tex")
+	compile = append(compile, texEnv+"latexmk -norc -pdf -no-shell-escape -interaction=nonstopmode -halt-on-error -file-line-error "+rundir.PaperTeX)
 	off := false
 	return &schema.NodeTask{V: schema.Version, RunID: runID, NodeID: PaperNode, Attempt: max(1, round), Pool: PaperPool,
 		Artifacts: schema.Artifacts{
 			Coding:  schema.CodingPhase{Workspace: schema.Workspace{Files: ws}},
 			Compile: schema.CommandsPhase{Commands: compile},
-			Run: schema.RunPhase{Commands: []string{fmt.Sprintf(texEnv+"pdftoppm -r 60 -l %d -png paper.pdf page", MaxPages)},
-				ExpectedOutputs: []string{"paper.pdf"}},
+			Run: schema.RunPhase{Commands: []string{fmt.Sprintf(texEnv+"pdftoppm -r 60 -l %d -png %s %s", MaxPages, rundir.PaperPDF, rundir.PagePrefix)},
+				ExpectedOutputs: []string{rundir.PaperPDF}},
 		},
 		Limits: schema.Limits{CompileTimeoutS: 120, RunTimeoutS: 120, Network: &off}}
 }
@@ -98,19 +100,19 @@ func (c Compiler) Compile(ctx context.Context, round int, files []schema.File) (
 		return Compiled{}, err
 	}
 	defer ws.Close()
-	out := Compiled{PDF: filepath.Join(c.Dir, "paper.pdf")}
-	if err := copyOut(ws, "paper.pdf", out.PDF); err != nil {
+	out := Compiled{PDF: filepath.Join(c.Dir, rundir.PaperPDF)}
+	if err := copyOut(ws, rundir.PaperPDF, out.PDF); err != nil {
 		return Compiled{}, err
 	}
-	pagesDir := filepath.Join(c.Dir, "pages")
+	pagesDir := filepath.Join(c.Dir, rundir.PagesDir)
 	if err := os.RemoveAll(pagesDir); err != nil {
 		return Compiled{}, err
 	}
 	if err := os.MkdirAll(pagesDir, 0o755); err != nil {
 		return Compiled{}, err
 	}
-	pngs, _ := filepath.Glob(filepath.Join(wsDir, "page-*.png"))
-	sort.Slice(pngs, func(i, j int) bool { return PageNumber(pngs[i]) < PageNumber(pngs[j]) })
+	pngs, _ := filepath.Glob(filepath.Join(wsDir, rundir.PagePrefix+"-*.png"))
+	slices.SortFunc(pngs, func(a, b string) int { return rundir.PageNumber(a) - rundir.PageNumber(b) })
 	for _, p := range pngs {
 		dst := filepath.Join(pagesDir, filepath.Base(p))
 		if err := copyOut(ws, filepath.Base(p), dst); err != nil {
@@ -119,13 +121,6 @@ func (c Compiler) Compile(ctx context.Context, round int, files []schema.File) (
 		out.Pages = append(out.Pages, dst)
 	}
 	return out, nil
-}
-
-// PageNumber is N of a page's page-N.png (pdftoppm pads it to the page
-// count's digits: page-01.png of 10 pages; the order is the number's).
-func PageNumber(path string) int {
-	n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(path), "page-"), ".png"))
-	return n
 }
 
 // copyOut copies a file the sandboxed compile wrote, within maxPDFBytes.
@@ -171,7 +166,7 @@ func FigureFiles(dir string) ([]schema.File, error) {
 		return nil, err
 	}
 	defer root.Close()
-	entries, err := os.ReadDir(filepath.Join(dir, "figures"))
+	entries, err := os.ReadDir(filepath.Join(dir, rundir.FiguresDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -183,7 +178,7 @@ func FigureFiles(dir string) ([]schema.File, error) {
 		if !e.Type().IsRegular() {
 			continue
 		}
-		name := "figures/" + e.Name()
+		name := path.Join(rundir.FiguresDir, e.Name())
 		data, err := readRegular(root, name, MaxFigureBytes)
 		if err != nil {
 			return nil, err

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -17,13 +18,13 @@ func TestCitations(t *testing.T) {
 }
 
 func TestPaperTask(t *testing.T) {
-	task := PaperTask("r1", 2, []schema.File{{Path: "paper.tex", Content: "x"}, {Path: "facts.tex", Content: "y"}})
+	task := PaperTask("r1", 2, []schema.File{{Path: rundir.PaperTeX, Content: "x"}, {Path: rundir.FactsTeX, Content: "y"}})
 	require.NoError(t, task.Validate())
-	require.Equal(t, "facts.tex", task.Artifacts.Coding.Workspace.Files[0].Path)
+	require.Equal(t, rundir.FactsTeX, task.Artifacts.Coding.Workspace.Files[0].Path)
 	require.True(t, task.Limits.NoNetwork())
 	require.Equal(t, 2, task.Attempt)
 
-	task = PaperTask("r1", 1, []schema.File{{Path: "paper.tex"}, {Path: "figures/best-scaling.svg"}, {Path: "figures/a b;rm x.svg"}})
+	task = PaperTask("r1", 1, []schema.File{{Path: rundir.PaperTeX}, {Path: rundir.FiguresDir + "/best-scaling.svg"}, {Path: rundir.FiguresDir + "/a b;rm x.svg"}})
 	require.Equal(t, []string{texEnv + "rsvg-convert -f pdf -o figures/best-scaling.pdf figures/best-scaling.svg",
 		texEnv + "latexmk -norc -pdf -no-shell-escape -interaction=nonstopmode -halt-on-error -file-line-error paper.tex"}, task.Artifacts.Compile.Commands,
 		"a path a command line cannot hold as it is is not converted; every command in TeX's bounded environment")

@@ -3,6 +3,8 @@ package writeup
 import (
 	"regexp"
 	"strings"
+
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // RemoveCitations takes the keys in drop out of the paper's \cite commands;
@@ -54,7 +56,7 @@ func withFacts(tex string) string {
 	if loc == nil {
 		return tex
 	}
-	return tex[:loc[0]] + "\\input{facts.tex}\n" + tex[loc[0]:]
+	return tex[:loc[0]] + `\input{` + rundir.FactsTeX + "}\n" + tex[loc[0]:]
 }
 
 // unverifiedNote is what the first page of a paper with an unverified

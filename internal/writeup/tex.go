@@ -7,12 +7,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // Macros is the LaTeX that lets a paper state a fact by its id:
 // \fact{best} prints its value (Format), \factpct{best_gain} a fraction as a percentage with one
 // decimal; an id that is not a fact stops the compile with its name.
-func Macros(facts []Fact) string {
+func Macros(facts []rundir.Fact) string {
 	var b strings.Builder
 	b.WriteString("% The run's facts (facts.json): \\fact{ID} prints one, \\factpct{ID} a fraction as a percentage.\n" +
 		"\\makeatletter\n" +
@@ -61,7 +63,7 @@ var factRefRe = regexp.MustCompile(`\\fact(?:pct)?\s*\{([^}]*)\}`)
 
 // Cited are the fact ids a text states through \fact and \factpct, each
 // once, in order, and those among them that are not facts.
-func Cited(tex string, facts []Fact) (ids, unknown []string) {
+func Cited(tex string, facts []rundir.Fact) (ids, unknown []string) {
 	known := make(map[string]bool, len(facts))
 	for _, f := range facts {
 		known[f.ID] = true
@@ -108,38 +110,13 @@ func maskComments(tex string) string {
 	return strings.Join(lines, "\n")
 }
 
-// Report is what checking a paper found: its literals and how each was
-// matched, the facts it cites by id and those it names that are none.
-type Report struct {
-	Numbers      int      `json:"numbers"`
-	Verified     int      `json:"verified"`
-	Unverified   int      `json:"unverified"`
-	Claims       []Claim  `json:"claims"`
-	FactsCited   []string `json:"facts_cited"`
-	UnknownFacts []string `json:"unknown_facts,omitempty"`
-	// Stated are the facts the paper states through \fact and \factpct:
-	// each number they print, with its node and query.
-	Stated []Fact `json:"stated,omitempty"`
-}
-
-// UnverifiedClaims are the numbers no fact or whitelist entry accounts for.
-func (r Report) UnverifiedClaims() []Claim {
-	var out []Claim
-	for _, c := range r.Claims {
-		if !c.Verified() {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // CheckPaper checks a paper's text against the facts and the numbers the
 // run was given (GivenIn).
-func CheckPaper(tex string, facts []Fact, given Given) Report {
-	r := Report{Claims: Check(tex, facts, given)}
+func CheckPaper(tex string, facts []rundir.Fact, given Given) rundir.Report {
+	r := rundir.Report{Claims: Check(tex, facts, given)}
 	r.FactsCited, r.UnknownFacts = Cited(tex, facts)
 	sort.Strings(r.UnknownFacts)
-	byID := make(map[string]Fact, len(facts))
+	byID := make(map[string]rundir.Fact, len(facts))
 	for _, f := range facts {
 		byID[f.ID] = f
 	}
