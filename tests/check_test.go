@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hpcq/hpcq/internal/fakellm"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/fakellm"
 )
 
 // TestCheckAndSeedMemoryFlags: `scheduler check` prints the settings a run

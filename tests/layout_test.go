@@ -216,6 +216,10 @@ func TestProgramsKeepToTheirSide(t *testing.T) {
 	forbid("cmd/slurm-bridge", "the bridge starts workers, it runs no task",
 		module+"internal/executor", module+"internal/nsinit", module+"internal/engine")
 	forbid("pkg/rundir", "importing hpcq's public packages brings no linter", "github.com/golangci")
+	for _, p := range []string{"internal/web", "internal/runview"} {
+		forbid(p, "reading a run directory grows no tree and writes no paper",
+			module+"internal/engine", module+"internal/dispatch", module+"internal/search", module+"internal/writeup", module+"internal/prompt")
+	}
 	if got := hpcqOnly(deps("cmd/hpcq-sandbox")); !slices.Equal(got, []string{"internal/nsinit", "cmd/hpcq-sandbox"}) {
 		t.Errorf("cmd/hpcq-sandbox links %v: only internal/nsinit, the code that runs inside the sandbox", got)
 	}

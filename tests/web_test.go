@@ -24,6 +24,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
@@ -375,11 +376,11 @@ func writeBigRun(t *testing.T, dir string, n int) {
 	spec := `{"Idea":"A big tree.","Metric":{"Name":"score","Direction":"maximize","Unit":"points"}}`
 	require.NoError(t, os.WriteFile(d.Path(rundir.SpecFile), []byte(spec), 0o644))
 	start := time.Now().Add(-time.Duration(n) * time.Second).UTC()
-	tree, err := search.OpenTree(d.Path(filepath.Join(rundir.JournalDir, "tree.journal")))
+	tr, err := search.OpenTree(d.Path(rundir.TreeJournal))
 	require.NoError(t, err)
 	var mu sync.Mutex
 	var failed error
-	runner := search.RunnerFunc(func(_ context.Context, node *search.Node) (search.Result, error) {
+	runner := search.RunnerFunc(func(_ context.Context, node *tree.Node) (search.Result, error) {
 		i, _ := strconv.Atoi(node.ID[1:])
 		metric := float64((i * 7919) % 1009)
 		task := fmt.Sprintf(`{"v":1,"run_id":%q,"node_id":%q,"attempt":1,"kind":%q,"stage":1}`, d.ID(), node.ID, node.Kind)
@@ -396,7 +397,7 @@ func writeBigRun(t *testing.T, dir string, n int) {
 		}
 		return search.Result{Metric: metric, HasMetric: true}, nil
 	})
-	search.Run(context.Background(), tree, search.Policy{NumDrafts: 40, Maximize: true, Stage: 1}, runner, 4, n, search.Async)
-	require.NoError(t, tree.Close())
+	search.Run(context.Background(), tr, search.Policy{NumDrafts: 40, Maximize: true, Stage: 1}, runner, 4, n, search.Async)
+	require.NoError(t, tr.Close())
 	require.NoError(t, failed)
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 )
 
 // simulated runs node i for durations[i] and reports a seeded outcome.
@@ -27,7 +28,7 @@ type simulated struct {
 	metric    []float64
 }
 
-func (s simulated) Run(ctx context.Context, n *search.Node) (search.Result, error) {
+func (s simulated) Run(ctx context.Context, n *tree.Node) (search.Result, error) {
 	i, err := strconv.Atoi(n.ID[1:])
 	if err != nil || i < 1 || i > len(s.durations) {
 		return search.Result{}, fmt.Errorf("node %s out of range", n.ID)

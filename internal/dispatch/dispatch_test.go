@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/local"
+	"github.com/hpcq/hpcq/internal/tree"
 
 	"github.com/stretchr/testify/require"
 
@@ -100,7 +101,7 @@ func TestSearchOverTheQueue(t *testing.T) {
 	d, err := dispatch.NewDispatcher(ctx, l.Queue, l.RunID)
 	require.NoError(t, err)
 	defer d.Close()
-	r := search.RunnerFunc(func(ctx context.Context, n *search.Node) (search.Result, error) {
+	r := search.RunnerFunc(func(ctx context.Context, n *tree.Node) (search.Result, error) {
 		i, _ := strconv.Atoi(n.ID[1:])
 		cmd := fmt.Sprintf("echo METRIC score=%d", (i*7)%10)
 		if i == 2 {

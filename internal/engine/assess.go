@@ -6,7 +6,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/run"
-	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -31,7 +31,7 @@ func budgetOr(v int) int {
 
 // assess completes o, the outcome of a run that ended without an error,
 // with the model's judgement.
-func (r *runner) assess(ctx context.Context, n *search.Node, o rundir.Outcome) rundir.Outcome {
+func (r *runner) assess(ctx context.Context, n *tree.Node, o rundir.Outcome) rundir.Outcome {
 	e := r.e
 	res := o.Result
 	if res == nil || res.Error != nil || o.Cached || o.DeadLetter != nil {
@@ -81,7 +81,7 @@ func (r *runner) assess(ctx context.Context, n *search.Node, o rundir.Outcome) r
 
 // summarize asks for the summary of a node that ran ("" when it could not
 // be had: the run goes on).
-func (r *runner) summarize(ctx context.Context, n *search.Node, o rundir.Outcome) string {
+func (r *runner) summarize(ctx context.Context, n *tree.Node, o rundir.Outcome) string {
 	e := r.e
 	if !run.On(e.spec.Evaluation.NodeSummary) || o.Result == nil || o.Cached {
 		return ""
@@ -102,7 +102,7 @@ func (r *runner) summarize(ctx context.Context, n *search.Node, o rundir.Outcome
 // evaluation asks one evaluation prompt of kind about node n's output,
 // with its memory when the run has one; parse checks the payload (an
 // unusable reply is retried with the reason, as node replies are).
-func (r *runner) evaluation(ctx context.Context, n *search.Node, kind prompt.Kind, output, shape string, parse func(string) error) error {
+func (r *runner) evaluation(ctx context.Context, n *tree.Node, kind prompt.Kind, output, shape string, parse func(string) error) error {
 	e := r.e
 	pc := e.promptContext(ctx)
 	pc.ExecutionOutput = output

@@ -89,8 +89,8 @@ var ErrRunCanceled = errors.New("the run was canceled")
 // record (journal/end.json), or by a cancel recorded on the server while
 // no scheduler ran it.
 func checkNotCanceled(ctx context.Context, dir string, q *queue.Queue) error {
-	var end End
-	if _, err := readJSON(filepath.Join(dir, rundir.EndFile), &end); err != nil {
+	end, _, err := rundir.Dir(dir).ReadEnd()
+	if err != nil {
 		return err
 	}
 	if end.Canceled != "" {
@@ -118,13 +118,12 @@ func (e *engine) endInFlight(ctx context.Context, reason string) {
 			continue
 		}
 		dir := filepath.Join(e.dir, nodesDir, n.ID)
-		var o rundir.Outcome
-		if ok, _ := readJSON(filepath.Join(dir, outcomeFile), &o); ok {
+		if _, ok, _ := rundir.Dir(e.dir).ReadOutcome(n.ID); ok {
 			continue
 		}
 		var task schema.NodeTask
 		tp := &task
-		if ok, err := readJSON(filepath.Join(dir, taskFile), &task); err != nil || !ok {
+		if ok, err := rundir.ReadJSON(filepath.Join(dir, taskFile), &task); err != nil || !ok {
 			tp = nil
 		}
 		if _, err := r.end(ctx, &n, tp, canceledOutcome(n.ID, reason)); err != nil {

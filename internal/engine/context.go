@@ -18,6 +18,7 @@ import (
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/internal/textcut"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -189,7 +190,7 @@ func (e *engine) runHistory(except string) string {
 // historyLine is a finished node's line in the history: it does not
 // change, and every node's Phase 0 lists the last promptNodes of them, so
 // it is made once.
-func (e *engine) historyLine(n search.Node) string {
+func (e *engine) historyLine(n tree.Node) string {
 	if line, ok := e.historyLines.Load(n.ID); ok {
 		return line.(string)
 	}
@@ -207,7 +208,7 @@ func parentText(p string) string {
 	return ", from " + p
 }
 
-func (e *engine) outcomeText(n search.Node) string {
+func (e *engine) outcomeText(n tree.Node) string {
 	switch {
 	case !n.Done:
 		return "running"
@@ -221,7 +222,7 @@ func (e *engine) outcomeText(n search.Node) string {
 
 // changeIdea is the hyperparameter or ablation a node explores: the prompt
 // asks the model for one its siblings have not tried, and lists theirs.
-func (e *engine) changeIdea(n *search.Node, what string) string {
+func (e *engine) changeIdea(n *tree.Node, what string) string {
 	siblings, more := e.tree.LastSiblings(n.ID, promptNodes)
 	var tried []string
 	if more > 0 {
@@ -235,7 +236,7 @@ func (e *engine) changeIdea(n *search.Node, what string) string {
 
 // nodeSummary is one line about a node: its plan's approach and outcome.
 // A finished node's line does not change: it is read from its files once.
-func (e *engine) nodeSummary(n search.Node) string {
+func (e *engine) nodeSummary(n tree.Node) string {
 	if line, ok := e.summaries.Load(n.ID); ok {
 		return line.(string)
 	}
@@ -303,7 +304,7 @@ func hasOldPlans(dir string) bool {
 // resources, Phase 0's plan, its parent's code, output and feedback, the
 // change a hyperparameter or ablation node makes, and its memory. Its error
 // is the memory's.
-func (e *engine) nodeContext(ctx context.Context, n *search.Node, env, plan string) (prompt.Context, error) {
+func (e *engine) nodeContext(ctx context.Context, n *tree.Node, env, plan string) (prompt.Context, error) {
 	pc := e.promptContext(ctx)
 	pc.Environment, pc.Resources, pc.Phase0Plan = env, e.resources(ctx, n.ID), plan
 	if n.Parent != "" {

@@ -20,7 +20,9 @@ import (
 	"github.com/hpcq/hpcq/internal/metrics"
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/runview"
 	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/queue"
@@ -86,7 +88,7 @@ type Params struct {
 // Summary is how a run ended.
 type Summary struct {
 	RunID     string
-	Best      search.Node
+	Best      tree.Node
 	HasBest   bool
 	Nodes     int
 	Buggy     int
@@ -132,23 +134,11 @@ func Export(ctx context.Context, p Params) (Summary, error) {
 		return Summary{}, err
 	}
 	defer e.close()
-	var end End
-	if _, err := readJSON(filepath.Join(e.dir, rundir.EndFile), &end); err != nil {
+	end, _, err := rundir.Dir(e.dir).ReadEnd()
+	if err != nil {
 		return Summary{}, err
 	}
 	return e.finish(ctx, results.Run{}, end.StoppedBy, end.Notes)
-}
-
-// End is how the last session of a run ended (journal/end.json): a run
-// with one has ended (by itself, or canceled); one without is going or was
-// interrupted.
-type End struct {
-	// Status is the run's status (schema.Run*), as its runs row says.
-	Status    string         `json:"status,omitempty"`
-	StoppedBy string         `json:"stopped_by,omitempty"`
-	Notes     map[int]string `json:"stage_notes,omitempty"`
-	// Canceled is the reason of a cancel that ended the run.
-	Canceled string `json:"canceled,omitempty"`
 }
 
 type engine struct {
@@ -251,7 +241,7 @@ func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
 	e.metered = &llm.Metered{Client: llm.Defaults{Client: p.LLM, Model: l.Model, Temperature: l.Temperature, MaxTokens: l.MaxTokens,
 		ReasoningEffort: l.ReasoningEffort},
 		Record: e.recordCall, Run: e.runID, Prices: l.Prices, Budget: l.Budget, Logger: e.log, OnConfigError: e.configRefused}
-	if u, err := loadUsage(filepath.Join(dir, rundir.UsageFile)); err != nil {
+	if u, err := runview.ReadUsage(dir); err != nil {
 		e.close()
 		return nil, err
 	} else {
@@ -332,7 +322,7 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 	defer e.cancel(nil)
 	started := time.Now()
 	resumed := len(e.tree.Nodes()) > 0
-	if err := writeJSON(filepath.Join(e.dir, rundir.SpecFile), e.spec); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(e.dir, rundir.SpecFile), e.spec); err != nil {
 		return Summary{}, err
 	}
 	cfg, _ := json.Marshal(e.spec)
@@ -440,14 +430,14 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 	runRow.Status, runRow.TS = e.endStatus(stoppedBy, sum.HasBest), time.Now()
 	if e.disp != nil {
 		e.usage.flush()
-		end := End{Status: runRow.Status, StoppedBy: stoppedBy, Notes: notes}
+		end := rundir.End{Status: runRow.Status, StoppedBy: stoppedBy, Notes: notes}
 		if c := e.canceled.Load(); c != nil {
 			end.Canceled = c.Reason
 			if end.Canceled == "" {
 				end.Canceled = "scheduler cancel"
 			}
 		}
-		if err := writeJSON(filepath.Join(e.dir, rundir.EndFile), end); err != nil {
+		if err := rundir.WriteJSON(filepath.Join(e.dir, rundir.EndFile), end); err != nil {
 			e.log.Warn("end of run not saved", "err", err)
 		}
 	}

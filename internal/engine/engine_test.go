@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/local"
+	"github.com/hpcq/hpcq/internal/tree"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,7 +109,7 @@ func setup(t *testing.T, spec run.Spec, handle func(fakellm.Request) fakellm.Rep
 
 func readOutcome(t *testing.T, dir, node string) rundir.Outcome {
 	var o rundir.Outcome
-	ok, err := readJSON(filepath.Join(dir, nodesDir, node, outcomeFile), &o)
+	ok, err := rundir.ReadJSON(filepath.Join(dir, nodesDir, node, outcomeFile), &o)
 	require.NoError(t, err)
 	require.True(t, ok, "node %s has no result.json", node)
 	return o
@@ -156,7 +157,7 @@ func TestWholeRunWithHostileReplies(t *testing.T) {
 	require.Equal(t, 8, sum.Nodes)
 	require.True(t, sum.HasBest)
 
-	nodes := map[string]search.Node{}
+	nodes := map[string]tree.Node{}
 	tree, err := search.OpenTree(filepath.Join(e.dir, journalDir, "tree.journal"))
 	require.NoError(t, err)
 	for _, n := range tree.Nodes() {
@@ -402,7 +403,7 @@ func TestJudgePicksTheStageBase(t *testing.T) {
 
 func readTask(t *testing.T, dir, node string) queueTask {
 	var task queueTask
-	ok, err := readJSON(filepath.Join(dir, nodesDir, node, taskFile), &task)
+	ok, err := rundir.ReadJSON(filepath.Join(dir, nodesDir, node, taskFile), &task)
 	require.NoError(t, err)
 	require.True(t, ok)
 	return task

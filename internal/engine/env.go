@@ -11,7 +11,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/run"
-	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -67,7 +67,7 @@ func (e *engine) imageText() string {
 // inheritedLayers are the layers node n starts from over the run's image
 // (its parent's, and the one its parent left: the packages its ancestors
 // installed), and what the Environment section says of them.
-func (e *engine) inheritedLayers(n *search.Node) ([]string, string) {
+func (e *engine) inheritedLayers(n *tree.Node) ([]string, string) {
 	if e.spec.Container == nil || n.Parent == "" {
 		return nil, ""
 	}

@@ -3,14 +3,9 @@
 package engine
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
-
-	"github.com/hpcq/hpcq/internal/fileio"
-	"github.com/hpcq/hpcq/internal/jsonw"
 )
 
 // endedFromCache says whether node id was answered from the result cache:
@@ -45,27 +40,4 @@ func makeNodeDir(dir string) (fresh bool, err error) {
 func (e *engine) isUnwritten(id string) bool {
 	v, ok := e.own.Load(id)
 	return ok && !v.(ownNode).ended
-}
-
-// readJSON reads a node file; ok is false when it does not exist.
-func readJSON(path string, v any) (bool, error) {
-	data, err := fileio.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
-	}
-	return true, nil
-}
-
-func writeJSON(path string, v any) error {
-	data, err := jsonw.MarshalIndent(v)
-	if err != nil {
-		return err
-	}
-	return fileio.WriteFileAtomic(path, append(data, '\n'))
 }

@@ -32,12 +32,12 @@ func earlierRuns(runDir string, spec run.Spec) string {
 			continue
 		}
 		var other run.Spec
-		if ok, err := readJSON(filepath.Join(dir, rundir.SpecFile), &other); err != nil || !ok ||
+		if ok, err := rundir.ReadJSON(filepath.Join(dir, rundir.SpecFile), &other); err != nil || !ok ||
 			strings.TrimSpace(other.Idea) != strings.TrimSpace(spec.Idea) || other.Metric.Name != spec.Metric.Name {
 			continue
 		}
 		var tree search.TreeJSON
-		if ok, err := readJSON(filepath.Join(dir, "tree.json"), &tree); err != nil || !ok {
+		if ok, err := rundir.ReadJSON(filepath.Join(dir, "tree.json"), &tree); err != nil || !ok {
 			continue
 		}
 		lines = append(lines, summarizeRun(ent.Name(), other, tree))

@@ -13,6 +13,7 @@ import (
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -85,7 +86,7 @@ func (e *engine) memoryPhase0(ctx context.Context, node, output string, plan pro
 
 // memoryAfter writes the events of seed 003 for a node that ended: one per
 // phase, node_result, and the [SUCCESS, stage:X] or [ERROR] archival entry.
-func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.NodeTask, o rundir.Outcome) {
+func (e *engine) memoryAfter(ctx context.Context, n *tree.Node, task *schema.NodeTask, o rundir.Outcome) {
 	stage := search.StageName(max(n.Stage, 1))
 	warn := func(err error) {
 		if err != nil {
@@ -105,7 +106,7 @@ func (e *engine) memoryAfter(ctx context.Context, n *search.Node, task *schema.N
 // back with the result; a task published without Recall, by a run resumed
 // from an earlier version, gets them from the result), and what the
 // download phase and the plots changed.
-func (e *engine) phaseEvents(ctx context.Context, n *search.Node, task *schema.NodeTask, o rundir.Outcome, warn func(error)) {
+func (e *engine) phaseEvents(ctx context.Context, n *tree.Node, task *schema.NodeTask, o rundir.Outcome, warn func(error)) {
 	switch {
 	case o.Result == nil || o.Cached:
 	case task != nil && task.Recall != nil:
@@ -164,7 +165,7 @@ func (e *engine) phaseEvents(ctx context.Context, n *search.Node, task *schema.N
 // nodeArchival are node n's archival entries: the [SUCCESS, stage:X] or
 // [ERROR] line (also its node_result event), its summary and plot
 // analysis, and the seed's snapshots of its code and results.
-func (e *engine) nodeArchival(ctx context.Context, n *search.Node, o rundir.Outcome, stage string, warn func(error)) []memory.ArchivalWriteParams {
+func (e *engine) nodeArchival(ctx context.Context, n *tree.Node, o rundir.Outcome, stage string, warn func(error)) []memory.ArchivalWriteParams {
 	var text string
 	var tags []string
 	if o.Buggy {
@@ -212,7 +213,7 @@ func (e *engine) nodeArchival(ctx context.Context, n *search.Node, o rundir.Outc
 // forkBranch gives node n its memory branch, forked from parent's, and
 // records its creation there once (a resumed run doing the node again
 // finds both).
-func (e *engine) forkBranch(ctx context.Context, n *search.Node, parent string) error {
+func (e *engine) forkBranch(ctx context.Context, n *tree.Node, parent string) error {
 	if e.mem == nil {
 		return nil
 	}
@@ -237,7 +238,7 @@ func (e *engine) forkBranch(ctx context.Context, n *search.Node, parent string) 
 
 // codeGenerated records in node n's branch the files and commands the
 // model wrote.
-func (e *engine) codeGenerated(ctx context.Context, n *search.Node, a schema.Artifacts) error {
+func (e *engine) codeGenerated(ctx context.Context, n *tree.Node, a schema.Artifacts) error {
 	if e.mem == nil {
 		return nil
 	}
@@ -257,7 +258,7 @@ func (e *engine) codeGenerated(ctx context.Context, n *search.Node, a schema.Art
 // them one at a time under the model's eye and adapts when one fails; the
 // installer sees the node's memory (what earlier nodes found installed,
 // missing or broken).
-func (e *engine) iterativeInstall(ctx context.Context, n *search.Node, t *schema.NodeTask, notes []string) {
+func (e *engine) iterativeInstall(ctx context.Context, n *tree.Node, t *schema.NodeTask, notes []string) {
 	dl := t.Artifacts.Download.Commands
 	if e.spec.Phase1.Mode != "iterative" || len(dl) == 0 {
 		return

@@ -15,6 +15,7 @@ import (
 	"github.com/hpcq/hpcq/internal/jsonw"
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/queue"
@@ -45,7 +46,7 @@ func searchResult(o *rundir.Outcome) search.Result {
 // runner runs one node of the search (search.Runner).
 type runner struct{ e *engine }
 
-func (r *runner) Run(ctx context.Context, n *search.Node) (search.Result, error) {
+func (r *runner) Run(ctx context.Context, n *tree.Node) (search.Result, error) {
 	e := r.e
 	defer e.usage.save()
 	ended, published, err := e.openNode(n.ID)
@@ -136,12 +137,11 @@ func (e *engine) openNode(id string) (ended *rundir.Outcome, published *schema.N
 		return nil, nil, nil
 	}
 	e.own.Delete(id)
-	var o rundir.Outcome
-	if ok, err := readJSON(filepath.Join(dir, outcomeFile), &o); err != nil || ok {
+	if o, ok, err := rundir.Dir(e.dir).ReadOutcome(id); err != nil || ok {
 		return &o, nil, err
 	}
 	var t schema.NodeTask
-	if ok, err := readJSON(filepath.Join(dir, taskFile), &t); err != nil || !ok {
+	if ok, err := rundir.ReadJSON(filepath.Join(dir, taskFile), &t); err != nil || !ok {
 		return nil, nil, err
 	}
 	return nil, &t, nil
@@ -149,7 +149,7 @@ func (e *engine) openNode(id string) (ended *rundir.Outcome, published *schema.N
 
 // bringHome fetches the files of node n's result into its directory and
 // has the vision model read its plots.
-func (r *runner) bringHome(ctx context.Context, n *search.Node, res *schema.NodeResult, o *rundir.Outcome) {
+func (r *runner) bringHome(ctx context.Context, n *tree.Node, res *schema.NodeResult, o *rundir.Outcome) {
 	e := r.e
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	if err := dispatch.FetchArtifacts(fctx, e.p.Queue, e.dir, res); err != nil {
@@ -199,7 +199,7 @@ func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLet
 
 // end records a node's outcome: the memory events, the results rows, and
 // result.json (before the search journals it).
-func (r *runner) end(ctx context.Context, n *search.Node, task *schema.NodeTask, o rundir.Outcome) (search.Result, error) {
+func (r *runner) end(ctx context.Context, n *tree.Node, task *schema.NodeTask, o rundir.Outcome) (search.Result, error) {
 	e := r.e
 	if ctx.Err() != nil && o.Result == nil && o.DeadLetter == nil {
 		return search.Result{}, ctx.Err()
@@ -254,7 +254,7 @@ func (e *engine) memoryLost(ctx context.Context) bool {
 // prepare writes a node: its memory branch, its Phase 0 plan, its code. A
 // non-empty why makes the node buggy without running it (the model gave
 // nothing usable, the budget is spent); an error means ctx ended.
-func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask, string, error) {
+func (r *runner) prepare(ctx context.Context, n *tree.Node) (*schema.NodeTask, string, error) {
 	e := r.e
 	parent := RootBranch
 	if n.Parent != "" {
@@ -327,7 +327,7 @@ func (r *runner) prepare(ctx context.Context, n *search.Node) (*schema.NodeTask,
 	return t, "", nil
 }
 
-func (r *runner) params(n *search.Node, purpose string, msgs []llm.Message) prompt.GenerateParams {
+func (r *runner) params(n *tree.Node, purpose string, msgs []llm.Message) prompt.GenerateParams {
 	e := r.e
 	p := prompt.GenerateParams{Client: e.client, Messages: msgs, Retries: e.spec.LLM.Retries, Purpose: purpose, Node: n.ID}
 	if e.spec.LLM.Retries == 0 {
@@ -349,7 +349,7 @@ func (r *runner) params(n *search.Node, purpose string, msgs []llm.Message) prom
 // phase0 plans the node (seed 000: once per node, with the history of the
 // run so far) and writes nodes/<id>/phase0_plan.json, the raw reply and
 // what the prompt was given.
-func (r *runner) phase0(ctx context.Context, n *search.Node) (string, error) {
+func (r *runner) phase0(ctx context.Context, n *tree.Node) (string, error) {
 	e := r.e
 	dir := filepath.Join(e.dir, nodesDir, n.ID)
 	if !e.isUnwritten(n.ID) {

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/hpcq/hpcq/internal/prompt"
-	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -114,7 +114,7 @@ func readHead(root *os.Root, name string, limit int64) ([]byte, bool, error) {
 // analyzePlots asks for the analysis of the plots node n brought home; ""
 // when vision is off, the node has no plots, or no usable answer came (the
 // run goes on; the reason is logged).
-func (r *runner) analyzePlots(ctx context.Context, n *search.Node, o rundir.Outcome) string {
+func (r *runner) analyzePlots(ctx context.Context, n *tree.Node, o rundir.Outcome) string {
 	e := r.e
 	if !e.spec.LLM.VisionOn() || o.Result == nil || o.Cached {
 		return ""

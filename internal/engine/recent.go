@@ -63,7 +63,7 @@ func (e *engine) nodeTask(id string) (*schema.NodeTask, bool, error) {
 		return t, true, nil
 	}
 	var t schema.NodeTask
-	ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, taskFile), &t)
+	ok, err := rundir.ReadJSON(filepath.Join(e.dir, nodesDir, id, taskFile), &t)
 	if err != nil || !ok {
 		return nil, false, err
 	}
@@ -80,8 +80,7 @@ func (e *engine) nodeOutcome(id string) (*rundir.Outcome, bool, error) {
 	if e.isUnwritten(id) {
 		return nil, false, nil
 	}
-	var o rundir.Outcome
-	ok, err := readJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), &o)
+	o, ok, err := rundir.Dir(e.dir).ReadOutcome(id)
 	if err != nil || !ok {
 		return nil, false, err
 	}
@@ -91,7 +90,7 @@ func (e *engine) nodeOutcome(id string) (*rundir.Outcome, bool, error) {
 
 // saveTask writes node id's task file and keeps the task.
 func (e *engine) saveTask(id string, t *schema.NodeTask) error {
-	if err := writeJSON(filepath.Join(e.dir, nodesDir, id, taskFile), t); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(e.dir, nodesDir, id, taskFile), t); err != nil {
 		return err
 	}
 	c := *t
@@ -101,7 +100,7 @@ func (e *engine) saveTask(id string, t *schema.NodeTask) error {
 
 // saveOutcome writes node id's result file and keeps the outcome.
 func (e *engine) saveOutcome(id string, o *rundir.Outcome) error {
-	if err := writeJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), o); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), o); err != nil {
 		return err
 	}
 	c := *o

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -88,9 +88,9 @@ func TestFreshNodeFiles(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "a running node has no outcome")
 	require.Equal(t, "", e.approach("n1"), "no approach before Phase 0 keeps it")
-	require.Equal(t, "running", e.nodeSummary(search.Node{ID: "n1"}), "a running node's line")
+	require.Equal(t, "running", e.nodeSummary(tree.Node{ID: "n1"}), "a running node's line")
 	e.approaches.Store("n1", "tile the loops")
-	require.Equal(t, "tile the loops; running", e.nodeSummary(search.Node{ID: "n1"}))
+	require.Equal(t, "tile the loops; running", e.nodeSummary(tree.Node{ID: "n1"}))
 
 	require.NoError(t, e.saveOutcome("n1", &rundir.Outcome{Node: "n1", Summary: "it ran\nin detail"}))
 	o, ok, err := e.nodeOutcome("n1")
@@ -98,7 +98,7 @@ func TestFreshNodeFiles(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "it ran\nin detail", o.Summary)
 	require.False(t, e.isUnwritten("n1"), "saved: no longer unwritten")
-	require.Equal(t, "it ran; ok", e.nodeSummary(search.Node{ID: "n1", Done: true}), "a finished node's line: its summary")
+	require.Equal(t, "it ran; ok", e.nodeSummary(tree.Node{ID: "n1", Done: true}), "a finished node's line: its summary")
 	e.outcomes = recent[rundir.Outcome]{} // forgotten: read back from the file the engine wrote
 	o, ok, err = e.nodeOutcome("n1")
 	require.NoError(t, err)

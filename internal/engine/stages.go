@@ -10,6 +10,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/memory"
 )
 
@@ -90,7 +91,7 @@ func (e *engine) stageBase(ctx context.Context, stage int) (id, why string, ok b
 			return n.Parent, "as before the resume", true
 		}
 	}
-	var cands []search.Node
+	var cands []tree.Node
 	for _, n := range e.tree.Nodes() {
 		if n.Done && !n.Buggy && n.HasMetric && n.Stage < stage {
 			cands = append(cands, n)

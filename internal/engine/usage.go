@@ -2,32 +2,13 @@ package engine
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/pkg/llm"
 )
-
-// loadUsage reads the usage a run kept (usage.json); none is zero usage.
-func loadUsage(path string) (llm.Usage, error) {
-	var u llm.Usage
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return u, nil
-	}
-	if err != nil {
-		return u, err
-	}
-	if err := json.Unmarshal(data, &u); err != nil {
-		return u, fmt.Errorf("%s: %w", path, err)
-	}
-	return u, nil
-}
 
 // usageSaver keeps the run's usage (tokens and cost, what the budget
 // counts on a resume) in usage.json: after each node, at most once per

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -8,19 +9,23 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/runview"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/llm"
+	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // TestUsageSaver: the first save writes at once; saves within usageEvery
 // are folded into one write of the latest usage when it has passed; flush
 // writes at once.
 func TestUsageSaver(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "usage.json")
+	dir := t.TempDir()
+	path := rundir.Dir(dir).Path(rundir.UsageFile)
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 	var calls atomic.Int64
 	s := &usageSaver{path: path, usage: func() llm.Usage { return llm.Usage{Calls: calls.Load()} }, log: testutil.Logger(t)}
 	read := func() int64 {
-		u, err := loadUsage(path)
+		u, err := runview.ReadUsage(dir)
 		require.NoError(t, err)
 		return u.Calls
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/hpcq/hpcq/internal/prompt"
-	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/internal/writeup"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -85,7 +85,7 @@ func Writeup(ctx context.Context, p Params, d writeup.Drafting) (writeup.Paper, 
 	if err := writeup.WritePaper(rundir.Dir(e.dir), paper); err != nil {
 		return paper, used, err
 	}
-	end, _, err := ReadEnd(e.dir)
+	end, _, err := rundir.Dir(e.dir).ReadEnd()
 	if err != nil {
 		return paper, used, err
 	}
@@ -137,7 +137,7 @@ func (e *engine) bestPath() string {
 	if !ok {
 		return ""
 	}
-	var path []search.Node
+	var path []tree.Node
 	for n, seen := best, map[string]bool{}; !seen[n.ID]; {
 		seen[n.ID] = true
 		path = append(path, n)
@@ -177,8 +177,8 @@ func Setup(runDir string) string {
 	tools := map[where]map[string]string{}
 	var order []where
 	for _, ent := range entries {
-		var o rundir.Outcome
-		if ok, err := readJSON(filepath.Join(runDir, nodesDir, ent.Name(), outcomeFile), &o); err != nil || !ok || o.Result == nil {
+		o, ok, err := rundir.Dir(runDir).ReadOutcome(ent.Name())
+		if err != nil || !ok || o.Result == nil {
 			continue
 		}
 		w := where{o.Result.Worker, o.Result.Host}
@@ -230,7 +230,7 @@ func (e *engine) figures(svg bool) []writeup.Figure {
 	type role struct{ name, id string }
 	var roles []role
 	seen := map[string]bool{}
-	add := func(name string, n search.Node, ok bool) {
+	add := func(name string, n tree.Node, ok bool) {
 		if ok && !seen[n.ID] {
 			seen[n.ID] = true
 			roles = append(roles, role{name, n.ID})

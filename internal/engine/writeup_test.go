@@ -35,7 +35,7 @@ func TestSetup(t *testing.T) {
 	} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, nodesDir, id), 0o755))
 		if r != nil {
-			require.NoError(t, writeJSON(filepath.Join(dir, nodesDir, id, outcomeFile), rundir.Outcome{Result: r}))
+			require.NoError(t, rundir.WriteJSON(filepath.Join(dir, nodesDir, id, outcomeFile), rundir.Outcome{Result: r}))
 		}
 	}
 	require.Equal(t, "- worker w1 on host h1: gcc 12.2.0, mpi Open MPI 4.1.4, nvcc 13.0\n", Setup(dir))

@@ -216,16 +216,12 @@ func (n *Node) readTask(p string) error {
 }
 
 func (n *Node) readResult(p string) error {
-	data, err := readSmall(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	if fi, err := os.Stat(p); err == nil && fi.Size() > maxFileBytes {
+		return fmt.Errorf("%s is %d bytes, more than the %d read for a view", p, fi.Size(), maxFileBytes)
 	}
-	if err != nil {
+	rec, ok, err := rundir.ReadOutcomeFile(p)
+	if err != nil || !ok {
 		return err
-	}
-	var rec rundir.Outcome
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return fmt.Errorf("%s: %w", p, err)
 	}
 	n.ArtifactsError, n.Summary, n.Review, n.MetricFrom = rec.ArtifactsError, rec.Summary, rec.Review, rec.MetricFrom
 	n.PlotAnalysis = rec.PlotAnalysis

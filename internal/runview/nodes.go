@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/filecache"
-	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -129,13 +130,13 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		return byID[id]
 	}
 	// A tree search's nodes, also those whose code is still being asked.
-	journal := search.Followed(d.Path(rundir.TreeJournal))
-	tree, file, err := journal.Update()
+	journal := tree.Followed(d.Path(rundir.TreeJournal))
+	nodes, file, err := journal.Update()
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
 	ended := map[string]bool{}
-	for _, n := range tree {
+	for _, n := range nodes {
 		l := add(n.ID)
 		l.Parent, l.Stage, l.Kind = n.Parent, n.Stage, n.Kind
 		ended[n.ID] = n.Done
@@ -150,7 +151,7 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		}
 		l := add(e.Name())
 		// An ended node's line, once read after its end, is final
-		// (search.TreeFollower): listed again with no stat.
+		// (tree.Follower): listed again with no stat.
 		if ended[l.Node] {
 			if line, ok := journal.Kept(file, l.Node, "line"); ok {
 				*l = line.(NodeLine)
@@ -178,7 +179,7 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		}
 	}
 	out := make([]NodeLine, 0, len(order))
-	slices.SortFunc(order, search.CompareIDs)
+	slices.SortFunc(order, tree.CompareIDs)
 	for _, id := range order {
 		out = append(out, *byID[id])
 	}
@@ -219,13 +220,12 @@ type resultFacts struct {
 }
 
 func readResultFacts(path string) (any, error) {
-	data, err := os.ReadFile(path)
+	rec, ok, err := rundir.ReadOutcomeFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var rec rundir.Outcome
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	if !ok {
+		return nil, fs.ErrNotExist
 	}
 	f := resultFacts{status: rec.Status, reason: rec.Reason}
 	if r := rec.Result; r != nil && !rec.Cached {

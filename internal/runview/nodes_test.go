@@ -14,6 +14,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
@@ -71,7 +72,7 @@ func TestListNodesKeepsEndedNodes(t *testing.T) {
 	dir := t.TempDir()
 	journal := filepath.Join(dir, rundir.JournalDir, "tree.journal")
 	require.NoError(t, os.MkdirAll(filepath.Dir(journal), 0o755))
-	tree, err := search.OpenTree(journal)
+	tr, err := search.OpenTree(journal)
 	require.NoError(t, err)
 	// On the search's goroutines: errors with t.Error, not require.
 	put := func(id, name, content string) {
@@ -83,7 +84,7 @@ func TestListNodesKeepsEndedNodes(t *testing.T) {
 	}
 	// As the engine does: task.json before the run, result.json before
 	// the journal records the end.
-	runner := search.RunnerFunc(func(_ context.Context, n *search.Node) (search.Result, error) {
+	runner := search.RunnerFunc(func(_ context.Context, n *tree.Node) (search.Result, error) {
 		put(n.ID, rundir.TaskFile, fmt.Sprintf(`{"node_id":%q,"attempt":1,"kind":%q}`, n.ID, n.Kind))
 		i, err := strconv.Atoi(n.ID[1:])
 		if err != nil {
@@ -92,8 +93,8 @@ func TestListNodesKeepsEndedNodes(t *testing.T) {
 		put(n.ID, rundir.ResultFile, fmt.Sprintf(`{"buggy":false,"metric":%d}`, i))
 		return search.Result{Metric: 1, HasMetric: true}, nil
 	})
-	search.Run(context.Background(), tree, search.Policy{NumDrafts: 3, Maximize: true}, runner, 1, 12, search.Lockstep)
-	require.NoError(t, tree.Close())
+	search.Run(context.Background(), tr, search.Policy{NumDrafts: 3, Maximize: true}, runner, 1, 12, search.Lockstep)
+	require.NoError(t, tr.Close())
 
 	first, err := ListNodes(dir)
 	require.NoError(t, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/hpcq/hpcq/internal/linelog"
 	"github.com/hpcq/hpcq/internal/metrics"
 	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/runview"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/version"
@@ -304,7 +305,7 @@ func runSpec(cfg *config.Scheduler, o RunOptions, mode string, log *slog.Logger)
 		case info.Command != "run":
 			return spec, info, runDir, fmt.Errorf("%s is not the directory of a `scheduler run`: its run.json is of `scheduler %s`", runDir, info.Command)
 		}
-		if spec, err = engine.ReadSpec(runDir); err != nil {
+		if spec, err = runview.ReadSpec(runDir); err != nil {
 			return spec, info, runDir, fmt.Errorf("it cannot be resumed: %w", err)
 		}
 		if memoryOverrides(cfg) != (run.MemoryOverrides{}) {
@@ -477,7 +478,7 @@ func Export(ctx context.Context, cfg *config.Scheduler, o ExportOptions) error {
 	if err != nil {
 		return fmt.Errorf("%s is not the directory of a `scheduler run`: %w", dir, err)
 	}
-	if spec, err = engine.ReadSpec(dir); err != nil {
+	if spec, err = runview.ReadSpec(dir); err != nil {
 		return err
 	}
 	p := engine.Params{Spec: spec, RunDir: dir, Logger: log}

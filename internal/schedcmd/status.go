@@ -11,7 +11,6 @@ import (
 
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/dispatch"
-	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/runview"
 	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/pkg/queue"
@@ -31,7 +30,7 @@ func Status(ctx context.Context, cfg *config.Scheduler, o StatusOptions) error {
 	log := o.Log
 	var err error
 	var q *queue.Queue
-	var snap *engine.Snapshot
+	var snap *runview.Snapshot
 	dir := o.RunDir
 	if cfg.NATS.URL != "" && o.RunDir == "" {
 		if q, err = queue.Dial(ctx, cfg.NATS.Conn("hpcq-status"), cfg.Queue.Options(), log); err != nil {
@@ -45,7 +44,7 @@ func Status(ctx context.Context, cfg *config.Scheduler, o StatusOptions) error {
 			}
 		}
 		// A tree search's nodes, from its files: readable while it goes.
-		if s, err := engine.ReadSnapshot(dir); err == nil {
+		if s, err := runview.ReadSnapshot(dir); err == nil {
 			snap = &s
 		}
 		if snap != nil && !o.JSON {

@@ -11,6 +11,7 @@ import (
 	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/executor"
 	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/runview"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/worker"
@@ -53,7 +54,7 @@ func Writeup(ctx context.Context, cfg *config.Scheduler, o WriteupOptions) error
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.RunDir, err)
 	}
-	spec, err := engine.ReadSpec(o.RunDir)
+	spec, err := runview.ReadSpec(o.RunDir)
 	if err != nil {
 		return err
 	}

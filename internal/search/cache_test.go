@@ -4,8 +4,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 func task() *schema.NodeTask {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/tree"
 )
 
 // TestTreeFollower: a follower reads a journal as the search appends to
@@ -16,13 +18,13 @@ import (
 // replaced by another file.
 func TestTreeFollower(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "tree.journal")
-	follow := FollowTree(path)
+	path := filepath.Join(t.TempDir(), "tr.journal")
+	follow := tree.Follow(path)
 	_, _, err := follow.Update()
 	require.ErrorIs(t, err, os.ErrNotExist)
 
 	var file uint64
-	same := func() []Node {
+	same := func() []tree.Node {
 		t.Helper()
 		got, f, err := follow.Update()
 		require.NoError(t, err)
@@ -32,25 +34,25 @@ func TestTreeFollower(t *testing.T) {
 		file = f
 		return got
 	}
-	tree, err := OpenTree(path)
+	tr, err := OpenTree(path)
 	require.NoError(t, err)
-	f := &fake{sleep: func(*Node) time.Duration { return time.Millisecond }}
-	Run(context.Background(), tree, policy(), f, 2, 5, Async)
+	f := &fake{sleep: func(*tree.Node) time.Duration { return time.Millisecond }}
+	Run(context.Background(), tr, policy(), f, 2, 5, Async)
 	require.Len(t, same(), 5)
 	// A node created, not ended; then ended.
-	tree.mu.Lock()
-	n, _ := tree.next(&Policy{NumDrafts: 10})
-	tree.mu.Unlock()
+	tr.mu.Lock()
+	n, _ := tr.next(&Policy{NumDrafts: 10})
+	tr.mu.Unlock()
 	nodes := same()
 	require.Len(t, nodes, 6)
 	require.False(t, nodes[5].Done)
-	Run(context.Background(), tree, policy(), f, 2, 9, Async)
+	Run(context.Background(), tr, policy(), f, 2, 9, Async)
 	nodes = same()
 	require.Len(t, nodes, 9)
-	got, ok := tree.Get(n.ID)
+	got, ok := tr.Get(n.ID)
 	require.True(t, ok)
 	require.True(t, got.Done)
-	require.NoError(t, tree.Close())
+	require.NoError(t, tr.Close())
 
 	// Half a record at the end (a write under way): not read yet.
 	data, err := os.ReadFile(path)
@@ -64,11 +66,11 @@ func TestTreeFollower(t *testing.T) {
 	require.Equal(t, uint64(1), file)
 
 	// Another journal in its place: read from its start.
-	other := filepath.Join(t.TempDir(), "tree.journal")
-	tree, err = OpenTree(other)
+	other := filepath.Join(t.TempDir(), "tr.journal")
+	tr, err = OpenTree(other)
 	require.NoError(t, err)
-	Run(context.Background(), tree, policy(), f, 2, 3, Async)
-	require.NoError(t, tree.Close())
+	Run(context.Background(), tr, policy(), f, 2, 3, Async)
+	require.NoError(t, tr.Close())
 	require.NoError(t, os.Rename(other, path))
 	require.Len(t, same(), 3)
 	require.Equal(t, uint64(2), file, "another file")

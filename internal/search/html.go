@@ -5,6 +5,8 @@ import (
 	"html/template"
 	"io"
 	"sort"
+
+	"github.com/hpcq/hpcq/internal/tree"
 )
 
 // treeHTML renders the tree as nested lists: no script, no external file;
@@ -54,7 +56,7 @@ type htmlNode struct {
 	// Open: on the way to the best node, or a small subtree.
 	Open     bool
 	onPath   bool
-	node     *Node
+	node     *tree.Node
 	Children []*htmlNode
 	Groups   []*htmlGroup // Children by kind, for a node with many
 }
@@ -182,7 +184,7 @@ func groups(children []*htmlNode, maximize bool) []*htmlGroup {
 	}
 	for _, g := range out {
 		g.Open = g.Open || len(g.Nodes) <= groupAbove
-		members := make([]*Node, len(g.Nodes))
+		members := make([]*tree.Node, len(g.Nodes))
 		for i, c := range g.Nodes {
 			members[i] = c.node
 		}

@@ -7,20 +7,22 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/tree"
 )
 
 // nextByScan is next as it was before the stage index: a pass over every
 // node of the tree for each node made. The index must choose the same.
-func (t *Tree) nextByScan(p *Policy) (*Node, bool) {
+func (t *Tree) nextByScan(p *Policy) (*tree.Node, bool) {
 	id := fmt.Sprintf("n%04d", len(t.nodes)+1)
 	expand := p.Expand
 	if expand == "" {
 		expand = Improve
 	}
 	drafts, open, openDrafts := 0, 0, 0
-	var stage []*Node
+	var stage []*tree.Node
 	for _, n := range t.nodes {
-		if stageOf(n) != stageOf(&Node{Stage: p.Stage}) {
+		if stageOf(n) != stageOf(&tree.Node{Stage: p.Stage}) {
 			continue
 		}
 		stage = append(stage, n)
@@ -34,12 +36,12 @@ func (t *Tree) nextByScan(p *Policy) (*Node, bool) {
 			}
 		}
 	}
-	n := &Node{ID: id, Kind: Draft, Stage: p.Stage}
+	n := &tree.Node{ID: id, Kind: Draft, Stage: p.Stage}
 	if p.Base == "" && drafts >= p.NumDrafts && openDrafts > 0 {
 		return nil, true
 	}
 	if !(p.Base == "" && drafts < p.NumDrafts) {
-		var debuggable []*Node
+		var debuggable []*tree.Node
 		for _, c := range stage {
 			if c.Done && c.Buggy && !c.NotRun && c.Depth < p.MaxDebugDepth && !t.hasChild(c.ID) {
 				debuggable = append(debuggable, c)
@@ -51,7 +53,7 @@ func (t *Tree) nextByScan(p *Policy) (*Node, bool) {
 		}
 		switch {
 		case len(debuggable) > 0 && (!ok || p.Rand.Float64() < p.DebugProb):
-			sort.Slice(debuggable, func(i, j int) bool { return CompareIDs(debuggable[i].ID, debuggable[j].ID) < 0 })
+			sort.Slice(debuggable, func(i, j int) bool { return tree.CompareIDs(debuggable[i].ID, debuggable[j].ID) < 0 })
 			parent := debuggable[p.Rand.IntN(len(debuggable))]
 			n.Parent, n.Kind, n.Depth = parent.ID, Debug, parent.Depth+1
 		case ok:
@@ -117,7 +119,7 @@ func TestStageIndexChoosesAsAScan(t *testing.T) {
 					finish()
 				}
 				for _, m := range []bool{false, true} {
-					var in []*Node
+					var in []*tree.Node
 					for _, n := range b.nodes {
 						if stageOf(n) == stage {
 							in = append(in, n)
@@ -141,7 +143,7 @@ func TestDebuggableInIDOrder(t *testing.T) {
 	tr := NewTree()
 	ids := []string{"n10000", "n0002", "n9999", "n10001", "n0100"}
 	for _, id := range ids {
-		tr.add(&Node{ID: id, Kind: Draft, Stage: 1})
+		tr.add(&tree.Node{ID: id, Kind: Draft, Stage: 1})
 	}
 	for _, id := range ids {
 		v := *tr.byID[id]
@@ -150,7 +152,7 @@ func TestDebuggableInIDOrder(t *testing.T) {
 	}
 	debuggable := func() []string {
 		var got []string
-		for _, n := range tr.stages[stageOf(&Node{Stage: 1})].debuggable {
+		for _, n := range tr.stages[stageOf(&tree.Node{Stage: 1})].debuggable {
 			got = append(got, n.ID)
 		}
 		return got

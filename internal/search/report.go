@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/jsonw"
+	"github.com/hpcq/hpcq/internal/tree"
 )
 
 // TreeJSON is tree.json: every node with its parent, kind, outcome and
@@ -82,7 +83,7 @@ type ReportParams struct {
 // Long: report.md written top to bottom, one block per section.
 func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
 	nodes := t.Nodes()
-	byID := map[string]Node{}
+	byID := map[string]tree.Node{}
 	for _, n := range nodes {
 		byID[n.ID] = n
 	}
@@ -99,7 +100,7 @@ func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
 	}
 	if ok {
 		fmt.Fprintf(&b, "**Best node: %s**, %s = %g %s (%s).\n\n", best.ID, p.MetricName, best.Metric, p.Unit, dir)
-		var path []Node
+		var path []tree.Node
 		for n, seen := best, map[string]bool{}; ; {
 			path = append(path, n)
 			seen[n.ID] = true
@@ -181,10 +182,10 @@ func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
 }
 
 // writeStages writes one row per stage that has nodes or a note.
-func writeStages(b *strings.Builder, nodes []Node, p ReportParams) {
+func writeStages(b *strings.Builder, nodes []tree.Node, p ReportParams) {
 	type agg struct {
 		n, ok, buggy int
-		best         *Node
+		best         *tree.Node
 	}
 	per := map[int]*agg{}
 	for i := range nodes {
@@ -227,7 +228,7 @@ func writeStages(b *strings.Builder, nodes []Node, p ReportParams) {
 	b.WriteString("\n")
 }
 
-func outcome(n Node, p ReportParams) string {
+func outcome(n tree.Node, p ReportParams) string {
 	switch {
 	case !n.Done:
 		return "unfinished"

@@ -11,19 +11,21 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/tree"
 )
 
 func TestReports(t *testing.T) {
 	t.Parallel()
 	f := &fake{
-		buggy:  func(n *Node) bool { return n.ID == "n0001" },
-		metric: func(n *Node) float64 { return map[string]float64{"n0002": 5, "n0003": 4, "n0005": 7.5}[n.ID] },
+		buggy:  func(n *tree.Node) bool { return n.ID == "n0001" },
+		metric: func(n *tree.Node) float64 { return map[string]float64{"n0002": 5, "n0003": 4, "n0005": 7.5}[n.ID] },
 	}
-	tree := NewTree()
-	Run(context.Background(), tree, Policy{NumDrafts: 3, DebugProb: 0, MaxDebugDepth: 1, Maximize: true}, f, 1, 6, Async)
+	tr := NewTree()
+	Run(context.Background(), tr, Policy{NumDrafts: 3, DebugProb: 0, MaxDebugDepth: 1, Maximize: true}, f, 1, 6, Async)
 
-	path := filepath.Join(t.TempDir(), "tree.json")
-	require.NoError(t, WriteTreeJSON(path, tree, true))
+	path := filepath.Join(t.TempDir(), "tr.json")
+	require.NoError(t, WriteTreeJSON(path, tr, true))
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	var tj TreeJSON
@@ -34,7 +36,7 @@ func TestReports(t *testing.T) {
 	require.Equal(t, "segfault", tj.Nodes[0].Reason)
 
 	var b bytes.Buffer
-	require.NoError(t, WriteReport(&b, tree, ReportParams{Title: "stencil", MetricName: "gflops", Unit: "GFLOP/s", Maximize: true,
+	require.NoError(t, WriteReport(&b, tr, ReportParams{Title: "stencil", MetricName: "gflops", Unit: "GFLOP/s", Maximize: true,
 		Calls: 12, TokensIn: 1000, TokensOut: 200, CostUSD: 0.0123, StoppedBy: "budget: cost $0.0123 reached the budget"}))
 	r := b.String()
 	require.Contains(t, r, "# stencil")
@@ -53,16 +55,16 @@ func TestReports(t *testing.T) {
 func TestTreeHTML(t *testing.T) {
 	t.Parallel()
 	f := &fake{
-		buggy:  func(n *Node) bool { return n.ID == "n0001" },
-		metric: func(n *Node) float64 { return map[string]float64{"n0002": 5}[n.ID] },
+		buggy:  func(n *tree.Node) bool { return n.ID == "n0001" },
+		metric: func(n *tree.Node) float64 { return map[string]float64{"n0002": 5}[n.ID] },
 	}
-	tree := NewTree()
-	Run(context.Background(), tree, Policy{NumDrafts: 2, DebugProb: 1, MaxDebugDepth: 1, Maximize: true}, f, 1, 4, Async)
-	tree.mu.Lock()
-	tree.nodes[0].Reason = `<script>alert("x")</script> in main.c`
-	tree.mu.Unlock()
+	tr := NewTree()
+	Run(context.Background(), tr, Policy{NumDrafts: 2, DebugProb: 1, MaxDebugDepth: 1, Maximize: true}, f, 1, 4, Async)
+	tr.mu.Lock()
+	tr.nodes[0].Reason = `<script>alert("x")</script> in main.c`
+	tr.mu.Unlock()
 	var b bytes.Buffer
-	require.NoError(t, WriteTreeHTML(&b, tree, ReportParams{Title: "stencil <3", MetricName: "gflops", Unit: "GFLOP/s", Maximize: true}))
+	require.NoError(t, WriteTreeHTML(&b, tr, ReportParams{Title: "stencil <3", MetricName: "gflops", Unit: "GFLOP/s", Maximize: true}))
 	h := b.String()
 	require.True(t, strings.HasPrefix(h, "<!DOCTYPE html>"))
 	require.NotContains(t, h, "<script>")
@@ -83,9 +85,9 @@ func TestTreeHTML(t *testing.T) {
 // kind, each group with its counts and best.
 func TestTreeHTMLLarge(t *testing.T) {
 	t.Parallel()
-	tree := NewTree()
+	tr := NewTree()
 	add := func(id, parent, kind string, metric float64, buggy bool) {
-		tree.add(&Node{ID: id, Parent: parent, Kind: kind, Done: true, Buggy: buggy, Metric: metric, HasMetric: !buggy})
+		tr.add(&tree.Node{ID: id, Parent: parent, Kind: kind, Done: true, Buggy: buggy, Metric: metric, HasMetric: !buggy})
 	}
 	add("n0001", "", Draft, 1, false)
 	add("n0002", "", Draft, 2, false)
@@ -107,7 +109,7 @@ func TestTreeHTMLLarge(t *testing.T) {
 		add(fmt.Sprintf("n8%03d", i), "n0003", Debug, 1, false)
 	}
 	var b bytes.Buffer
-	require.NoError(t, WriteTreeHTML(&b, tree, ReportParams{Title: "big", MetricName: "gflops", Maximize: true}))
+	require.NoError(t, WriteTreeHTML(&b, tr, ReportParams{Title: "big", MetricName: "gflops", Maximize: true}))
 	h := b.String()
 	require.Equal(t, 207, strings.Count(h, `<li id="n`), "every node is in the page")
 	require.Contains(t, h, `The way to it: <a href="#n0001">n0001</a> draft &rarr; <a href="#`+last+`">`+last+`</a> hyperparam &rarr; <a href="#n9000">n9000</a> debug &rarr; <a href="#n9001">n9001</a> debug</p>`)

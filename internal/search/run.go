@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/hpcq/hpcq/internal/tree"
 )
 
 // Mode is how nodes are handed to the slots.
@@ -55,7 +57,7 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 	var busy time.Duration
 	var mu sync.Mutex
 	done := make(chan struct{}, slots)
-	run := func(n *Node) {
+	run := func(n *tree.Node) {
 		n0 := time.Now()
 		res, err := r.Run(ctx, n)
 		d := time.Since(n0)
@@ -77,7 +79,7 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 			fin.Buggy, fin.Reason, fin.Metric, fin.HasMetric, fin.NotRun = res.Buggy, res.Reason, res.Metric, res.HasMetric, res.NotRun
 		}
 		// The result is journaled before the policy can see it.
-		if jerr := t.record("finished", &fin); jerr != nil && t.err == nil {
+		if jerr := t.record(tree.Finished, &fin); jerr != nil && t.err == nil {
 			t.err = jerr
 		} else if jerr == nil {
 			t.set(n, fin)
@@ -89,7 +91,7 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 		done <- struct{}{}
 	}
 	t.mu.Lock()
-	var pending []*Node
+	var pending []*tree.Node
 	total := 0
 	for _, n := range t.nodes {
 		if stageOf(n) != max(p.Stage, 1) {
@@ -104,7 +106,7 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 	ran, running := 0, 0
 	var stoppedBy string
 	for ctx.Err() == nil {
-		var n *Node
+		var n *tree.Node
 		if len(pending) > 0 {
 			n, pending = pending[0], pending[1:]
 		} else if total < maxNodes {

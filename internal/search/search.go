@@ -1,18 +1,16 @@
 package search
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/hpcq/hpcq/internal/journal"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -31,26 +29,6 @@ var Stages = schema.Stages
 // StageName names stage s (1-based); "" when out of range.
 func StageName(s int) string { return schema.StageName(s) }
 
-// Node is one experiment of the tree.
-type Node struct {
-	ID     string
-	Parent string
-	Kind   string
-	// Stage is 1 to 4 (0 in a search without stages, treated as 1).
-	Stage int
-	Depth int // debug depth: consecutive debug nodes up to this one
-	// Set when the node has run.
-	Done   bool
-	Buggy  bool
-	Reason string
-	// NotRun: the node failed before it could run (no code to debug).
-	NotRun    bool
-	Metric    float64
-	HasMetric bool
-	Started   time.Time
-	Finished  time.Time
-}
-
 // Result is what running a node gave.
 type Result struct {
 	// NotRun: the node failed before it ran (its code could not be
@@ -67,14 +45,14 @@ type Result struct {
 // error means the node could not run (it becomes buggy with the error as
 // its reason); the search goes on.
 type Runner interface {
-	Run(ctx context.Context, n *Node) (Result, error)
+	Run(ctx context.Context, n *tree.Node) (Result, error)
 }
 
 // RunnerFunc is a function as a Runner.
-type RunnerFunc func(ctx context.Context, n *Node) (Result, error)
+type RunnerFunc func(ctx context.Context, n *tree.Node) (Result, error)
 
 // Run calls f.
-func (f RunnerFunc) Run(ctx context.Context, n *Node) (Result, error) { return f(ctx, n) }
+func (f RunnerFunc) Run(ctx context.Context, n *tree.Node) (Result, error) { return f(ctx, n) }
 
 // Policy chooses what to expand next (a stage of the tree search).
 type Policy struct {
@@ -107,9 +85,9 @@ type Policy struct {
 // Tree is the nodes of a search, safe for concurrent use.
 type Tree struct {
 	mu    sync.Mutex
-	nodes []*Node
-	byID  map[string]*Node
-	kids  map[string][]*Node // by parent id, in creation order
+	nodes []*tree.Node
+	byID  map[string]*tree.Node
+	kids  map[string][]*tree.Node // by parent id, in creation order
 	// done counts the done nodes; kinds the children of each parent by
 	// kind (parent + "/" + kind): prompts say how many nodes they leave
 	// out without counting them again for every prompt.
@@ -118,7 +96,7 @@ type Tree struct {
 	// stages: what choosing the next node asks of each stage, kept as nodes
 	// are added and finish; pos: each node's place in nodes.
 	stages map[int]*stageIndex
-	pos    map[*Node]int
+	pos    map[*tree.Node]int
 	jr     *journal.Journal
 	// err is the first journal error: the search stops starting nodes.
 	err error
@@ -126,12 +104,12 @@ type Tree struct {
 
 // NewTree returns an empty tree.
 func NewTree() *Tree {
-	return &Tree{byID: map[string]*Node{}, kids: map[string][]*Node{}, kinds: map[string]int{},
-		stages: map[int]*stageIndex{}, pos: map[*Node]int{}}
+	return &Tree{byID: map[string]*tree.Node{}, kids: map[string][]*tree.Node{}, kinds: map[string]int{},
+		stages: map[int]*stageIndex{}, pos: map[*tree.Node]int{}}
 }
 
 // add appends n; the caller holds t.mu (or owns t).
-func (t *Tree) add(n *Node) {
+func (t *Tree) add(n *tree.Node) {
 	t.pos[n] = len(t.nodes)
 	t.nodes = append(t.nodes, n)
 	t.byID[n.ID] = n
@@ -155,7 +133,7 @@ func (t *Tree) add(n *Node) {
 }
 
 // count adds d to the stage's open nodes if n is open (not done).
-func (si *stageIndex) count(n *Node, d int) {
+func (si *stageIndex) count(n *tree.Node, d int) {
 	if n.Done {
 		return
 	}
@@ -167,7 +145,7 @@ func (si *stageIndex) count(n *Node, d int) {
 
 // set replaces the state of n, a node of t, with v (same id, parent and
 // kind); the caller holds t.mu.
-func (t *Tree) set(n *Node, v Node) {
+func (t *Tree) set(n *tree.Node, v tree.Node) {
 	if v.Done != n.Done {
 		if v.Done {
 			t.done++
@@ -190,7 +168,7 @@ func (t *Tree) set(n *Node, v Node) {
 // finish: next went through every node of the tree for each node it made
 // (2.5% of the scheduler's CPU at 10,000 nodes, and growing with them).
 type stageIndex struct {
-	nodes  []*Node // in creation order
+	nodes  []*tree.Node // in creation order
 	drafts int
 	// open nodes are made and not done (running, or to run again after a
 	// resume); openDrafts those of them that are drafts.
@@ -198,15 +176,15 @@ type stageIndex struct {
 	// best[1] is the best node when maximizing, best[0] when minimizing, as
 	// bestOf over nodes finds it (the first made among equals); stale: to
 	// be found again by bestOf (a ranked node changed, or a metric is NaN).
-	best  [2]*Node
+	best  [2]*tree.Node
 	stale bool
 	// debuggable: the done, buggy nodes that ran and have no child, in id
-	// order (CompareIDs: n9999 before n10000, the order they were made).
-	debuggable []*Node
+	// order (tree.CompareIDs: n9999 before n10000, the order they were made).
+	debuggable []*tree.Node
 }
 
 // stage is n's stage's index; the caller holds t.mu.
-func (t *Tree) stage(n *Node) *stageIndex {
+func (t *Tree) stage(n *tree.Node) *stageIndex {
 	si := t.stages[stageOf(n)]
 	if si == nil {
 		si = &stageIndex{}
@@ -216,10 +194,10 @@ func (t *Tree) stage(n *Node) *stageIndex {
 }
 
 // ranked: n counts for the best node.
-func ranked(n *Node) bool { return n.Done && !n.Buggy && n.HasMetric }
+func ranked(n *tree.Node) bool { return n.Done && !n.Buggy && n.HasMetric }
 
 // index enters n, as it now is, in its stage's best and debuggable nodes.
-func (t *Tree) index(si *stageIndex, n *Node) {
+func (t *Tree) index(si *stageIndex, n *tree.Node) {
 	if ranked(n) && !si.stale {
 		if math.IsNaN(n.Metric) {
 			si.stale = true
@@ -233,7 +211,7 @@ func (t *Tree) index(si *stageIndex, n *Node) {
 		}
 	}
 	if n.Done && n.Buggy && !n.NotRun && !t.hasChild(n.ID) {
-		i := sort.Search(len(si.debuggable), func(i int) bool { return CompareIDs(si.debuggable[i].ID, n.ID) >= 0 })
+		i := sort.Search(len(si.debuggable), func(i int) bool { return tree.CompareIDs(si.debuggable[i].ID, n.ID) >= 0 })
 		if i == len(si.debuggable) || si.debuggable[i] != n {
 			si.debuggable = slices.Insert(si.debuggable, i, n)
 		}
@@ -241,19 +219,19 @@ func (t *Tree) index(si *stageIndex, n *Node) {
 }
 
 // unlist takes n out of the debuggable nodes.
-func (si *stageIndex) unlist(n *Node) {
-	i := sort.Search(len(si.debuggable), func(i int) bool { return CompareIDs(si.debuggable[i].ID, n.ID) >= 0 })
+func (si *stageIndex) unlist(n *tree.Node) {
+	i := sort.Search(len(si.debuggable), func(i int) bool { return tree.CompareIDs(si.debuggable[i].ID, n.ID) >= 0 })
 	if i < len(si.debuggable) && si.debuggable[i] == n {
 		si.debuggable = slices.Delete(si.debuggable, i, i+1)
 	}
 }
 
 // bestNode is the stage's best node, as bestOf over its nodes.
-func (si *stageIndex) bestNode(maximize bool) (Node, bool) {
+func (si *stageIndex) bestNode(maximize bool) (tree.Node, bool) {
 	if si.stale {
 		best, ok := bestOf(si.nodes, maximize)
 		if !ok {
-			return Node{}, false
+			return tree.Node{}, false
 		}
 		return best, true
 	}
@@ -264,15 +242,15 @@ func (si *stageIndex) bestNode(maximize bool) (Node, bool) {
 	if b := si.best[dir]; b != nil {
 		return *b, true
 	}
-	return Node{}, false
+	return tree.Node{}, false
 }
 
 // Children returns copies of the nodes whose parent is id, in creation
 // order.
-func (t *Tree) Children(id string) []Node {
+func (t *Tree) Children(id string) []tree.Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]Node, len(t.kids[id]))
+	out := make([]tree.Node, len(t.kids[id]))
 	for i, n := range t.kids[id] {
 		out[i] = *n
 	}
@@ -283,10 +261,10 @@ func (t *Tree) Children(id string) []Node {
 // other than except, and how many more done nodes come before them: a
 // bounded view of a large tree for a prompt. It reads from the end of the
 // tree until it has k, so its cost does not grow with the tree.
-func (t *Tree) LastDone(k int, except string) (last []Node, more int) {
+func (t *Tree) LastDone(k int, except string) (last []tree.Node, more int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	last = lastOf(t.nodes, k, func(n *Node) bool { return n.Done && n.ID != except })
+	last = lastOf(t.nodes, k, func(n *tree.Node) bool { return n.Done && n.ID != except })
 	total := t.done
 	if x := t.byID[except]; x != nil && x.Done {
 		total--
@@ -297,21 +275,21 @@ func (t *Tree) LastDone(k int, except string) (last []Node, more int) {
 // LastSiblings returns copies of the last k nodes of id's kind and parent
 // other than id itself (in creation order), and how many more there are
 // before them.
-func (t *Tree) LastSiblings(id string, k int) (last []Node, more int) {
+func (t *Tree) LastSiblings(id string, k int) (last []tree.Node, more int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := t.byID[id]
 	if n == nil || n.Parent == "" {
 		return nil, 0
 	}
-	last = lastOf(t.kids[n.Parent], k, func(s *Node) bool { return s.Kind == n.Kind && s.ID != id })
+	last = lastOf(t.kids[n.Parent], k, func(s *tree.Node) bool { return s.Kind == n.Kind && s.ID != id })
 	return last, t.kinds[n.Parent+"/"+n.Kind] - 1 - len(last)
 }
 
 // lastOf returns copies of the last k of nodes that keep accepts, in
 // their order, looking no further back than it must.
-func lastOf(nodes []*Node, k int, keep func(*Node) bool) []Node {
-	last := make([]Node, 0, min(k, len(nodes)))
+func lastOf(nodes []*tree.Node, k int, keep func(*tree.Node) bool) []tree.Node {
+	last := make([]tree.Node, 0, min(k, len(nodes)))
 	for i := len(nodes) - 1; i >= 0 && len(last) < k; i-- {
 		if keep(nodes[i]) {
 			last = append(last, *nodes[i])
@@ -322,10 +300,10 @@ func lastOf(nodes []*Node, k int, keep func(*Node) bool) []Node {
 }
 
 // Nodes returns a copy of the nodes, in creation order.
-func (t *Tree) Nodes() []Node {
+func (t *Tree) Nodes() []tree.Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]Node, len(t.nodes))
+	out := make([]tree.Node, len(t.nodes))
 	for i, n := range t.nodes {
 		out[i] = *n
 	}
@@ -333,16 +311,16 @@ func (t *Tree) Nodes() []Node {
 }
 
 // Best is the done, non-buggy node with the best metric.
-func (t *Tree) Best(maximize bool) (Node, bool) {
+func (t *Tree) Best(maximize bool) (tree.Node, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.bestLocked(maximize)
 }
 
-func (t *Tree) bestLocked(maximize bool) (Node, bool) { return bestOf(t.nodes, maximize) }
+func (t *Tree) bestLocked(maximize bool) (tree.Node, bool) { return bestOf(t.nodes, maximize) }
 
-func bestOf(nodes []*Node, maximize bool) (Node, bool) {
-	var best *Node
+func bestOf(nodes []*tree.Node, maximize bool) (tree.Node, bool) {
+	var best *tree.Node
 	for _, n := range nodes {
 		if !n.Done || n.Buggy || !n.HasMetric {
 			continue
@@ -352,27 +330,27 @@ func bestOf(nodes []*Node, maximize bool) (Node, bool) {
 		}
 	}
 	if best == nil {
-		return Node{}, false
+		return tree.Node{}, false
 	}
 	return *best, true
 }
 
 // Get returns a node by id.
-func (t *Tree) Get(id string) (Node, bool) {
+func (t *Tree) Get(id string) (tree.Node, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n, ok := t.byID[id]
 	if !ok {
-		return Node{}, false
+		return tree.Node{}, false
 	}
 	return *n, true
 }
 
 // BestOfStage is the best node of one stage.
-func (t *Tree) BestOfStage(stage int, maximize bool) (Node, bool) {
+func (t *Tree) BestOfStage(stage int, maximize bool) (tree.Node, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.stage(&Node{Stage: stage}).bestNode(maximize)
+	return t.stage(&tree.Node{Stage: stage}).bestNode(maximize)
 }
 
 // next creates the next node under the policy; the caller holds t.mu.
@@ -381,20 +359,20 @@ func (t *Tree) BestOfStage(stage int, maximize bool) (Node, bool) {
 // node, and never drafts again while a node it could build on is
 // running. wait (with a nil node) says to wait for a node to finish;
 // a nil node without it is a journal failure.
-func (t *Tree) next(p *Policy) (_ *Node, wait bool) {
+func (t *Tree) next(p *Policy) (_ *tree.Node, wait bool) {
 	id := fmt.Sprintf("n%04d", len(t.nodes)+1)
 	expand := p.Expand
 	if expand == "" {
 		expand = Improve
 	}
-	n := &Node{ID: id, Kind: Draft, Stage: p.Stage}
+	n := &tree.Node{ID: id, Kind: Draft, Stage: p.Stage}
 	si := t.stage(n)
 	switch {
 	case p.Base == "" && si.drafts < p.NumDrafts:
 	case p.Base == "" && si.openDrafts > 0:
 		return nil, true
 	default:
-		var debuggable []*Node // by id
+		var debuggable []*tree.Node // by id
 		for _, c := range si.debuggable {
 			if c.Depth < p.MaxDebugDepth {
 				debuggable = append(debuggable, c)
@@ -418,7 +396,7 @@ func (t *Tree) next(p *Policy) (_ *Node, wait bool) {
 			// Nothing good and nothing to debug: another draft.
 		}
 	}
-	if err := t.record("created", n); err != nil {
+	if err := t.record(tree.Created, n); err != nil {
 		t.err = err
 		return nil, false
 	}
@@ -426,38 +404,8 @@ func (t *Tree) next(p *Policy) (_ *Node, wait bool) {
 	return n, false
 }
 
-// CompareIDs orders node ids as they were made: n9999 before n10000 (a
-// tree search's ids are "n" and a number), those before any other ids,
-// which are in string order.
-func CompareIDs(a, b string) int {
-	da, db := digitsAfterN(a), digitsAfterN(b)
-	switch {
-	case da && db:
-		na, nb := strings.TrimLeft(a[1:], "0"), strings.TrimLeft(b[1:], "0")
-		return cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb), strings.Compare(a, b))
-	case da:
-		return -1
-	case db:
-		return 1
-	}
-	return strings.Compare(a, b)
-}
-
-// digitsAfterN reports whether id is "n" followed by digits only.
-func digitsAfterN(id string) bool {
-	if len(id) < 2 || id[0] != 'n' {
-		return false
-	}
-	for i := 1; i < len(id); i++ {
-		if id[i] < '0' || id[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
 // stageOf is a node's stage, 0 read as 1.
-func stageOf(n *Node) int { return max(n.Stage, 1) }
+func stageOf(n *tree.Node) int { return max(n.Stage, 1) }
 
 func (t *Tree) hasChild(id string) bool { return len(t.kids[id]) > 0 }
 

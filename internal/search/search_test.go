@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/internal/tree"
 )
 
 // fake runs nodes for a duration by kind, counting concurrency; nodes whose
@@ -22,13 +24,13 @@ type fake struct {
 	cur     atomic.Int64
 	maxCur  atomic.Int64
 	fail    map[string]bool
-	buggy   func(n *Node) bool
-	metric  func(n *Node) float64
-	sleep   func(n *Node) time.Duration
+	buggy   func(n *tree.Node) bool
+	metric  func(n *tree.Node) float64
+	sleep   func(n *tree.Node) time.Duration
 	parents map[string]string
 }
 
-func (f *fake) Run(ctx context.Context, n *Node) (Result, error) {
+func (f *fake) Run(ctx context.Context, n *tree.Node) (Result, error) {
 	c := f.cur.Add(1)
 	defer f.cur.Add(-1)
 	for {
@@ -69,16 +71,16 @@ func policy() Policy {
 func TestRunEveryNodeOnce(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []Mode{Async, Lockstep} {
-		f := &fake{fail: map[string]bool{"n0002": true}, sleep: func(*Node) time.Duration { return time.Millisecond }}
-		tree := NewTree()
-		st := Run(context.Background(), tree, policy(), f, 3, 40, mode)
+		f := &fake{fail: map[string]bool{"n0002": true}, sleep: func(*tree.Node) time.Duration { return time.Millisecond }}
+		tr := NewTree()
+		st := Run(context.Background(), tr, policy(), f, 3, 40, mode)
 		require.Equal(t, 40, st.Nodes)
 		require.Len(t, f.ran, 40)
 		for id, n := range f.ran {
 			require.Equal(t, 1, n, id)
 		}
 		require.LessOrEqual(t, f.maxCur.Load(), int64(3))
-		nodes := tree.Nodes()
+		nodes := tr.Nodes()
 		require.True(t, nodes[1].Buggy)
 		require.Equal(t, "worker lost", nodes[1].Reason)
 		for _, n := range nodes {
@@ -93,12 +95,12 @@ func TestRunEveryNodeOnce(t *testing.T) {
 func TestPolicy(t *testing.T) {
 	t.Parallel()
 	f := &fake{
-		buggy:  func(n *Node) bool { return n.Kind == Draft && n.ID == "n0001" || n.Kind == Debug },
-		metric: func(n *Node) float64 { return map[string]float64{"n0002": 5, "n0003": 9}[n.ID] },
+		buggy:  func(n *tree.Node) bool { return n.Kind == Draft && n.ID == "n0001" || n.Kind == Debug },
+		metric: func(n *tree.Node) float64 { return map[string]float64{"n0002": 5, "n0003": 9}[n.ID] },
 	}
-	tree := NewTree()
-	Run(context.Background(), tree, policy(), f, 1, 12, Async)
-	nodes := tree.Nodes()
+	tr := NewTree()
+	Run(context.Background(), tr, policy(), f, 1, 12, Async)
+	nodes := tr.Nodes()
 	for _, n := range nodes[:3] {
 		require.Equal(t, Draft, n.Kind, n.ID)
 		require.Empty(t, n.Parent)
@@ -113,10 +115,10 @@ func TestPolicy(t *testing.T) {
 	// Depth 2 reached: the best node (n0003, metric 9) is improved.
 	require.Equal(t, Improve, nodes[5].Kind)
 	require.Equal(t, "n0003", nodes[5].Parent)
-	best, ok := tree.Best(true)
+	best, ok := tr.Best(true)
 	require.True(t, ok)
 	require.Equal(t, 9.0, best.Metric)
-	worst, ok := tree.Best(false)
+	worst, ok := tr.Best(false)
 	require.True(t, ok)
 	require.NotEqual(t, best.ID, worst.ID)
 }
@@ -126,7 +128,7 @@ func TestPolicy(t *testing.T) {
 // asserted beyond the ordering of the two).
 func TestAsyncKeepsSlotsBusy(t *testing.T) {
 	t.Parallel()
-	uneven := func(n *Node) time.Duration {
+	uneven := func(n *tree.Node) time.Duration {
 		if n.ID[len(n.ID)-1]%4 == 0 {
 			return 40 * time.Millisecond
 		}
@@ -140,7 +142,7 @@ func TestAsyncKeepsSlotsBusy(t *testing.T) {
 func TestRunStopsWithContext(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &fake{sleep: func(*Node) time.Duration { return 5 * time.Millisecond }}
+	f := &fake{sleep: func(*tree.Node) time.Duration { return 5 * time.Millisecond }}
 	go func() { time.Sleep(30 * time.Millisecond); cancel() }() //nolint:forbidigo // canceled while nodes run
 	st := Run(ctx, NewTree(), policy(), f, 2, 10000, Async)
 	require.Less(t, st.Nodes, 10000)
@@ -152,59 +154,59 @@ func TestRunStopsWithContext(t *testing.T) {
 // grows on to the target; no node runs twice.
 func TestResume(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "tree.journal")
-	tree, err := OpenTree(path)
+	path := filepath.Join(t.TempDir(), "tr.journal")
+	tr, err := OpenTree(path)
 	require.NoError(t, err)
-	f := &fake{sleep: func(*Node) time.Duration { return time.Millisecond }}
-	st := Run(context.Background(), tree, policy(), f, 2, 6, Async)
+	f := &fake{sleep: func(*tree.Node) time.Duration { return time.Millisecond }}
+	st := Run(context.Background(), tr, policy(), f, 2, 6, Async)
 	require.Equal(t, 6, st.Nodes)
 	// The crash: a node created (journaled) whose result never came.
-	tree.mu.Lock()
-	lost, _ := tree.next(&Policy{NumDrafts: 10, Rand: rand.New(rand.NewPCG(3, 3))})
-	tree.mu.Unlock()
+	tr.mu.Lock()
+	lost, _ := tr.next(&Policy{NumDrafts: 10, Rand: rand.New(rand.NewPCG(3, 3))})
+	tr.mu.Unlock()
 	require.NotNil(t, lost)
-	require.NoError(t, tree.Close()) // a kill -9 leaves the same file: every record is one write
+	require.NoError(t, tr.Close()) // a kill -9 leaves the same file: every record is one write
 
-	tree, err = OpenTree(path)
+	tr, err = OpenTree(path)
 	require.NoError(t, err)
-	defer tree.Close()
-	require.Len(t, tree.Nodes(), 7)
-	un := tree.Unfinished()
+	defer tr.Close()
+	require.Len(t, tr.Nodes(), 7)
+	un := tr.Unfinished()
 	require.Len(t, un, 1)
 	require.Equal(t, lost.ID, un[0].ID)
-	st = Run(context.Background(), tree, policy(), f, 2, 10, Async)
+	st = Run(context.Background(), tr, policy(), f, 2, 10, Async)
 	require.Equal(t, 4, st.Nodes, "the unfinished node and three new ones")
-	require.Len(t, tree.Nodes(), 10)
-	require.Empty(t, tree.Unfinished())
+	require.Len(t, tr.Nodes(), 10)
+	require.Empty(t, tr.Unfinished())
 	require.Len(t, f.ran, 10)
 	for id, n := range f.ran {
 		require.Equal(t, 1, n, "node %s ran %d times", id, n)
 	}
-	for _, n := range tree.Nodes()[:6] {
+	for _, n := range tr.Nodes()[:6] {
 		require.True(t, n.Done)
 		require.False(t, n.Started.IsZero(), "finished nodes keep their times across the reopen")
 	}
-	require.NoError(t, tree.Err())
+	require.NoError(t, tr.Err())
 }
 
 // TestStages: a later stage starts from the previous stage's best node,
 // counts only its own nodes, makes no drafts, and Stop ends it cleanly.
 func TestStages(t *testing.T) {
 	t.Parallel()
-	f := &fake{metric: func(n *Node) float64 { return float64(len(n.ID) + int(n.ID[len(n.ID)-1])) }}
-	tree := NewTree()
+	f := &fake{metric: func(n *tree.Node) float64 { return float64(len(n.ID) + int(n.ID[len(n.ID)-1])) }}
+	tr := NewTree()
 	p := policy()
 	p.Stage = 1
-	Run(context.Background(), tree, p, f, 2, 5, Async)
-	best1, ok := tree.BestOfStage(1, true)
+	Run(context.Background(), tr, p, f, 2, 5, Async)
+	best1, ok := tr.BestOfStage(1, true)
 	require.True(t, ok)
 
 	p2 := policy()
 	p2.Stage, p2.Base, p2.Expand = 4, best1.ID, Ablation
-	st := Run(context.Background(), tree, p2, f, 2, 3, Async)
+	st := Run(context.Background(), tr, p2, f, 2, 3, Async)
 	require.Equal(t, 3, st.Nodes)
-	var stage4 []Node
-	for _, n := range tree.Nodes() {
+	var stage4 []tree.Node
+	for _, n := range tr.Nodes() {
 		if n.Stage == 4 {
 			stage4 = append(stage4, n)
 		}
@@ -222,12 +224,12 @@ func TestStages(t *testing.T) {
 		calls++
 		return calls > 2, "budget: 10 tokens reached the budget of 10"
 	}
-	st = Run(context.Background(), tree, p3, f, 1, 10, Async)
+	st = Run(context.Background(), tr, p3, f, 1, 10, Async)
 	require.Equal(t, 2, st.Nodes)
 	require.Contains(t, st.StoppedBy, "budget")
-	first, _ := tree.Get("n0009")
+	first, _ := tr.Get("n0009")
 	require.Equal(t, best1.ID, first.Parent)
-	second, _ := tree.Get("n0010")
+	second, _ := tr.Get("n0010")
 	require.Equal(t, Hyperparam, second.Kind)
 	require.Equal(t, "n0009", second.Parent, "with ExpandBest, the stage's own best once it has one")
 }
@@ -235,7 +237,7 @@ func TestStages(t *testing.T) {
 // notRunner fails every draft before it runs.
 type notRunner struct{ kinds []string }
 
-func (r *notRunner) Run(_ context.Context, n *Node) (Result, error) {
+func (r *notRunner) Run(_ context.Context, n *tree.Node) (Result, error) {
 	r.kinds = append(r.kinds, n.Kind)
 	return Result{Buggy: true, NotRun: true, Reason: "no usable reply"}, nil
 }
@@ -255,69 +257,69 @@ func TestNotRunIsNotDebugged(t *testing.T) {
 // their counts through nodes finishing and a journal replayed.
 func TestLastViews(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "tree.journal")
-	tree, err := OpenTree(dir)
+	dir := filepath.Join(t.TempDir(), "tr.journal")
+	tr, err := OpenTree(dir)
 	require.NoError(t, err)
-	build := func(tree *Tree) {
-		tree.mu.Lock()
-		defer tree.mu.Unlock()
-		root := &Node{ID: "root"}
-		tree.add(root)
-		require.NoError(t, tree.record("created", root))
+	build := func(tr *Tree) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		root := &tree.Node{ID: "root"}
+		tr.add(root)
+		require.NoError(t, tr.record("created", root))
 		for i := range 30 {
 			kind := Improve
 			if i%3 == 0 {
 				kind = Debug
 			}
-			for _, n := range []*Node{{ID: fmt.Sprintf("c%02d", i), Parent: "root", Kind: kind}, {ID: fmt.Sprintf("g%02d", i), Parent: "c00", Kind: Improve}} {
-				tree.add(n)
-				require.NoError(t, tree.record("created", n))
+			for _, n := range []*tree.Node{{ID: fmt.Sprintf("c%02d", i), Parent: "root", Kind: kind}, {ID: fmt.Sprintf("g%02d", i), Parent: "c00", Kind: Improve}} {
+				tr.add(n)
+				require.NoError(t, tr.record("created", n))
 			}
 		}
 	}
-	build(tree)
-	ids := func(nodes []Node) []string {
+	build(tr)
+	ids := func(nodes []tree.Node) []string {
 		var out []string
 		for _, n := range nodes {
 			out = append(out, n.ID)
 		}
 		return out
 	}
-	last, more := tree.LastSiblings("c29", 5)
+	last, more := tr.LastSiblings("c29", 5)
 	require.Equal(t, []string{"c22", "c23", "c25", "c26", "c28"}, ids(last))
 	require.Equal(t, 14, more, "20 improve children of root, c29 left out, 5 listed")
-	last, more = tree.LastSiblings("c03", 2)
+	last, more = tr.LastSiblings("c03", 2)
 	require.Equal(t, []string{"c24", "c27"}, ids(last), "its debug siblings")
 	require.Equal(t, 7, more)
-	last, more = tree.LastSiblings("root", 5)
+	last, more = tr.LastSiblings("root", 5)
 	require.Empty(t, last)
 	require.Zero(t, more)
-	last, more = tree.LastSiblings("nobody", 5)
+	last, more = tr.LastSiblings("nobody", 5)
 	require.Empty(t, last)
 	require.Zero(t, more)
 
-	last, more = tree.LastDone(5, "")
+	last, more = tr.LastDone(5, "")
 	require.Empty(t, last)
 	require.Zero(t, more)
-	finish := func(tree *Tree, id string) {
-		tree.mu.Lock()
-		defer tree.mu.Unlock()
-		n := tree.byID[id]
+	finish := func(tr *Tree, id string) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		n := tr.byID[id]
 		fin := *n
 		fin.Done = true
-		require.NoError(t, tree.record("finished", &fin))
-		tree.set(n, fin)
+		require.NoError(t, tr.record("finished", &fin))
+		tr.set(n, fin)
 	}
 	for _, id := range []string{"c01", "g01", "c05", "g07", "c10", "g10", "c20"} {
-		finish(tree, id)
+		finish(tr, id)
 	}
-	last, more = tree.LastDone(3, "g10")
+	last, more = tr.LastDone(3, "g10")
 	require.Equal(t, []string{"g07", "c10", "c20"}, ids(last))
 	require.Equal(t, 3, more, "7 done, g10 left out, 3 listed")
-	last, more = tree.LastDone(3, "c02")
+	last, more = tr.LastDone(3, "c02")
 	require.Equal(t, []string{"c10", "g10", "c20"}, ids(last))
 	require.Equal(t, 4, more, "c02 is not done: nothing more left out")
-	require.NoError(t, tree.Close())
+	require.NoError(t, tr.Close())
 
 	// Replayed from its journal, the tree counts the same.
 	again, err := OpenTree(dir)
@@ -342,19 +344,19 @@ func TestChoicesIndependentOfSlots(t *testing.T) {
 		jitter := rand.New(rand.NewPCG(seed, 9))
 		var mu sync.Mutex
 		f := &fake{
-			buggy:  func(n *Node) bool { return n.ID == "n0001" },
-			metric: func(n *Node) float64 { return float64(len(n.ID)) },
-			sleep: func(*Node) time.Duration {
+			buggy:  func(n *tree.Node) bool { return n.ID == "n0001" },
+			metric: func(n *tree.Node) float64 { return float64(len(n.ID)) },
+			sleep: func(*tree.Node) time.Duration {
 				mu.Lock()
 				defer mu.Unlock()
 				return time.Duration(jitter.IntN(4)) * time.Millisecond
 			},
 		}
 		p := Policy{NumDrafts: 2, DebugProb: 1, MaxDebugDepth: 3, Maximize: true, Rand: rand.New(rand.NewPCG(1, 1))}
-		tree := NewTree()
-		Run(context.Background(), tree, p, f, slots, 6, Async)
+		tr := NewTree()
+		Run(context.Background(), tr, p, f, slots, 6, Async)
 		got := map[string]int{}
-		for _, n := range tree.Nodes() {
+		for _, n := range tr.Nodes() {
 			got[n.Kind]++
 		}
 		return got

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/runview"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/pkg/results"
@@ -206,7 +205,7 @@ func (s *Server) summary(dir string) RunSummary {
 	}
 	sum.Command, sum.Mode, sum.Started, sum.Resumes = info.Command, info.Mode, info.Started, info.Resumes
 	if info.Command == "run" {
-		snap, err := engine.ReadSnapshot(dir)
+		snap, err := runview.ReadSnapshot(dir)
 		if err != nil {
 			sum.Error = err.Error()
 		}
@@ -215,14 +214,14 @@ func (s *Server) summary(dir string) RunSummary {
 		sum.LLMCalls, sum.TokensIn, sum.TokensOut, sum.CostUSD = snap.Usage.Calls, snap.Usage.TokensIn, snap.Usage.TokensOut, snap.Usage.CostUSD
 		sum.TokensReasoning, sum.TokensCached = snap.Usage.TokensReasoning, snap.Usage.TokensCached
 		sum.StoppedBy = snap.Stopped
-		if spec, err := engine.ReadSpec(dir); err == nil {
+		if spec, err := runview.ReadSpec(dir); err == nil {
 			sum.Direction = spec.Metric.Direction
 			if sum.Direction == "" {
 				sum.Direction = "maximize"
 			}
 		}
 	}
-	end, ended, err := engine.ReadEnd(dir)
+	end, ended, err := rundir.Dir(dir).ReadEnd()
 	if err != nil && sum.Error == "" {
 		sum.Error = err.Error()
 	}
@@ -302,10 +301,10 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		det.Results, det.Memory, det.LLM, det.NATS, det.Version = info.Results, info.Memory, info.LLM, info.NATSURL, info.Version
 		det.Workers, det.Slots = info.LocalWorkers, info.Slots
 	}
-	if spec, err := engine.ReadSpec(dir); err == nil {
+	if spec, err := runview.ReadSpec(dir); err == nil {
 		det.Idea = spec.Idea
 	}
-	if end, ok, _ := engine.ReadEnd(dir); ok && len(end.Notes) > 0 {
+	if end, ok, _ := rundir.Dir(dir).ReadEnd(); ok && len(end.Notes) > 0 {
 		det.StageNotes = map[string]string{}
 		for k, v := range end.Notes {
 			det.StageNotes[strconv.Itoa(k)] = v

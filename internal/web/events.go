@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
@@ -92,7 +92,7 @@ func (w *watcher) state() []event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]event, 0, len(w.nodes)+1)
-	for _, id := range slices.SortedFunc(maps.Keys(w.nodes), search.CompareIDs) {
+	for _, id := range slices.SortedFunc(maps.Keys(w.nodes), tree.CompareIDs) {
 		out = append(out, event{"node", w.nodes[id]})
 	}
 	if w.sum != nil {

@@ -3,7 +3,6 @@
 package writeup
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 
@@ -17,7 +16,7 @@ func WriteFacts(run rundir.Dir, facts []rundir.Fact) error {
 	if err := os.MkdirAll(run.Path(rundir.PaperDir), 0o755); err != nil {
 		return err
 	}
-	if err := writeJSON(run.Path(rundir.PaperFile(rundir.FactsFile)), facts); err != nil {
+	if err := rundir.WriteJSON(run.Path(rundir.PaperFile(rundir.FactsFile)), facts); err != nil {
 		return err
 	}
 	return fileio.WriteFileAtomic(run.Path(rundir.PaperFile(rundir.FactsTeX)), []byte(Macros(facts)))
@@ -26,7 +25,7 @@ func WriteFacts(run rundir.Dir, facts []rundir.Fact) error {
 // WriteClaims writes claims.json: what the dashboard, the report and a
 // reader are told of the paper.
 func WriteClaims(run rundir.Dir, c rundir.Claims) error {
-	return writeJSON(run.Path(rundir.PaperFile(rundir.ClaimsFile)), c)
+	return rundir.WriteJSON(run.Path(rundir.PaperFile(rundir.ClaimsFile)), c)
 }
 
 // WritePaper writes what the model's rounds made: paper.tex, each round's
@@ -64,12 +63,4 @@ func BuildDir(run rundir.Dir) (string, error) {
 		return "", err
 	}
 	return build, nil
-}
-
-func writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return fileio.WriteFileAtomic(path, append(data, '\n'))
 }

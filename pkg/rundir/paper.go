@@ -6,17 +6,12 @@
 package rundir
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/hpcq/hpcq/internal/fileio"
 )
 
 // The paper's directory and its files, relative to the run directory
@@ -90,17 +85,8 @@ func IsPaperFile(parts []string) bool {
 // ReadClaims reads the paper's claims.json; ok is false when the run has
 // no paper.
 func (d Dir) ReadClaims() (c Claims, ok bool, err error) {
-	data, err := fileio.ReadFile(d.Path(PaperFile(ClaimsFile)))
-	if errors.Is(err, fs.ErrNotExist) {
-		return c, false, nil
-	}
-	if err != nil {
-		return c, false, err
-	}
-	if err := json.Unmarshal(data, &c); err != nil {
-		return c, false, fmt.Errorf("%s: %w", d.Path(PaperFile(ClaimsFile)), err)
-	}
-	return c, true, nil
+	ok, err = ReadJSON(d.Path(PaperFile(ClaimsFile)), &c)
+	return c, ok, err
 }
 
 // A Number is a numeric literal of the paper's text as a reader sees it:

@@ -27,7 +27,7 @@ const (
 	ServerFile  = "server.json"               // how to reach a going local run's embedded server (mode 0600)
 	JournalDir  = "journal"                   // the tree journal, result cache, LLM usage
 	TreeJournal = "journal/tree.journal"      // the tree search's journal (search.OpenTree)
-	EndFile     = "journal/end.json"          // how the run's last session ended (engine.End); none while it goes
+	EndFile     = "journal/end.json"          // how the run's last session ended (End); none while it goes
 	UsageFile   = "journal/usage.json"        // the LLM usage the budget counts on a resume
 	LLMCacheDir = "llm-cache"                 // replies of reproducible LLM requests (llm.Cache)
 	NodesDir    = "nodes"                     // nodes/<id>/: every file of a node (NodeFile)

@@ -1,4 +1,4 @@
-package engine
+package runview
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/filecache"
 	"github.com/hpcq/hpcq/internal/run"
-	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
@@ -36,7 +36,7 @@ type Snapshot struct {
 // ReadSnapshot reads a `scheduler run` directory.
 func ReadSnapshot(runDir string) (Snapshot, error) {
 	var spec run.Spec
-	ok, err := readJSON(filepath.Join(runDir, rundir.SpecFile), &spec)
+	ok, err := rundir.ReadJSON(filepath.Join(runDir, rundir.SpecFile), &spec)
 	if err != nil {
 		return Snapshot{}, err
 	}
@@ -44,7 +44,7 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("%s is not the directory of a `scheduler run` (no %s)", runDir, rundir.SpecFile)
 	}
 	s := Snapshot{RunID: filepath.Base(runDir), Title: spec.Title, Metric: spec.Metric.Name, Unit: spec.Metric.Unit}
-	entries, err := os.ReadDir(filepath.Join(runDir, nodesDir))
+	entries, err := os.ReadDir(filepath.Join(runDir, rundir.NodesDir))
 	if err != nil && !os.IsNotExist(err) {
 		return s, err
 	}
@@ -54,16 +54,16 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 			ids = append(ids, ent.Name())
 		}
 	}
-	slices.SortFunc(ids, search.CompareIDs) // a tie goes to the node made first
+	slices.SortFunc(ids, tree.CompareIDs) // a tie goes to the node made first
 	// What was read of a node the tree journal says ended is final
-	// (search.TreeFollower): read again with no stat.
-	journal := search.Followed(filepath.Join(runDir, rundir.TreeJournal))
-	tree, file, err := journal.Update()
+	// (tree.Follower): read again with no stat.
+	journal := tree.Followed(filepath.Join(runDir, rundir.TreeJournal))
+	nodes, file, err := journal.Update()
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return s, err
 	}
-	done := make(map[string]bool, len(tree))
-	for _, n := range tree {
+	done := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
 		done[n.ID] = n.Done
 	}
 	maximize := spec.Metric.Direction != "minimize"
@@ -71,7 +71,7 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 		s.Nodes++
 		v, ok := journal.Kept(file, id, "snapshot")
 		if !ok || !done[id] {
-			v, err = filecache.Get(filepath.Join(runDir, nodesDir, id, outcomeFile), "snapshot", readEnded)
+			v, err = filecache.Get(rundir.Dir(runDir).Path(rundir.NodeFile(id, rundir.ResultFile)), "snapshot", readEnded)
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
@@ -95,11 +95,11 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 			s.Best, s.Value = id, &v
 		}
 	}
-	if s.Usage, err = loadUsage(filepath.Join(runDir, rundir.UsageFile)); err != nil {
+	if s.Usage, err = ReadUsage(runDir); err != nil {
 		return s, err
 	}
-	var end End
-	if _, err := readJSON(filepath.Join(runDir, rundir.EndFile), &end); err != nil {
+	end, _, err := rundir.Dir(runDir).ReadEnd()
+	if err != nil {
 		return s, err
 	}
 	s.Stopped = end.StoppedBy
@@ -124,7 +124,7 @@ func (s Snapshot) Write(w io.Writer) error {
 // a resume or an export, and validates it.
 func ReadSpec(runDir string) (run.Spec, error) {
 	var spec run.Spec
-	ok, err := readJSON(filepath.Join(runDir, rundir.SpecFile), &spec)
+	ok, err := rundir.ReadJSON(filepath.Join(runDir, rundir.SpecFile), &spec)
 	switch {
 	case err != nil:
 		return spec, err
@@ -137,10 +137,12 @@ func ReadSpec(runDir string) (run.Spec, error) {
 	return spec, nil
 }
 
-// ReadEnd reads how a run ended; ok is false for a run that has not ended.
-func ReadEnd(runDir string) (end End, ok bool, err error) {
-	ok, err = readJSON(filepath.Join(runDir, rundir.EndFile), &end)
-	return end, ok, err
+// ReadUsage reads the LLM usage a run kept (usage.json: what its budget
+// counts on a resume); none is zero usage.
+func ReadUsage(runDir string) (llm.Usage, error) {
+	var u llm.Usage
+	_, err := rundir.ReadJSON(filepath.Join(runDir, rundir.UsageFile), &u)
+	return u, err
 }
 
 // ended is what a snapshot takes of a node's result.json. A dashboard
@@ -152,8 +154,7 @@ type ended struct {
 }
 
 func readEnded(path string) (any, error) {
-	var o rundir.Outcome
-	ok, err := readJSON(path, &o)
+	o, ok, err := rundir.ReadOutcomeFile(path)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package engine
+package runview
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/internal/testutil"
+	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
@@ -24,10 +25,10 @@ func TestSnapshotFollowsTheFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, rundir.SpecFile), []byte(`{"title":"t","metric":{"name":"score","direction":"maximize"}}`), 0o644))
 	put := func(id, result string) {
 		t.Helper()
-		nd := filepath.Join(dir, nodesDir, id)
+		nd := filepath.Join(dir, rundir.NodesDir, id)
 		require.NoError(t, os.MkdirAll(nd, 0o755))
 		if result != "" {
-			require.NoError(t, fileio.WriteFileAtomic(filepath.Join(nd, outcomeFile), []byte(result)))
+			require.NoError(t, fileio.WriteFileAtomic(filepath.Join(nd, rundir.ResultFile), []byte(result)))
 		}
 	}
 	put("n0001", `{"node":"n0001","metric":2}`)
@@ -46,7 +47,7 @@ func TestSnapshotFollowsTheFiles(t *testing.T) {
 	require.Equal(t, []int{3, 3, 0, 1}, []int{s.Nodes, s.Done, s.Buggy, s.Cached})
 	require.Equal(t, "n0003", s.Best)
 	require.Equal(t, 5.0, *s.Value)
-	require.NoError(t, os.Remove(filepath.Join(dir, nodesDir, "n0003", outcomeFile)))
+	require.NoError(t, os.Remove(filepath.Join(dir, rundir.NodesDir, "n0003", rundir.ResultFile)))
 	s, err = ReadSnapshot(dir)
 	require.NoError(t, err)
 	require.Equal(t, []int{3, 2, 0, 0}, []int{s.Nodes, s.Done, s.Buggy, s.Cached})
@@ -58,22 +59,22 @@ func TestSnapshotFollowsTheFiles(t *testing.T) {
 // written anew drops it.
 func TestSnapshotKeepsEndedNodes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "run-kept")
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, journalDir), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, rundir.JournalDir), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, rundir.SpecFile), []byte(`{"title":"t","metric":{"name":"score","direction":"maximize"}}`), 0o644))
 	journal := filepath.Join(dir, rundir.TreeJournal)
-	tree, err := search.OpenTree(journal)
+	tr, err := search.OpenTree(journal)
 	require.NoError(t, err)
 	var failed atomic.Value
 	// As the engine does: the outcome written before the journal records the end.
-	runner := search.RunnerFunc(func(_ context.Context, n *search.Node) (search.Result, error) {
-		nd := filepath.Join(dir, nodesDir, n.ID)
-		if err := errors.Join(os.MkdirAll(nd, 0o755), fileio.WriteFileAtomic(filepath.Join(nd, outcomeFile), []byte(`{"metric":1}`))); err != nil {
+	runner := search.RunnerFunc(func(_ context.Context, n *tree.Node) (search.Result, error) {
+		nd := filepath.Join(dir, rundir.NodesDir, n.ID)
+		if err := errors.Join(os.MkdirAll(nd, 0o755), fileio.WriteFileAtomic(filepath.Join(nd, rundir.ResultFile), []byte(`{"metric":1}`))); err != nil {
 			failed.Store(err)
 		}
 		return search.Result{Metric: 1, HasMetric: true}, nil
 	})
-	search.Run(context.Background(), tree, search.Policy{NumDrafts: 2, Maximize: true}, runner, 1, 4, search.Lockstep)
-	require.NoError(t, tree.Close())
+	search.Run(context.Background(), tr, search.Policy{NumDrafts: 2, Maximize: true}, runner, 1, 4, search.Lockstep)
+	require.NoError(t, tr.Close())
 	require.Nil(t, failed.Load())
 	s, err := ReadSnapshot(dir)
 	require.NoError(t, err)
@@ -81,7 +82,7 @@ func TestSnapshotKeepsEndedNodes(t *testing.T) {
 	require.Equal(t, "n0001", s.Best, "a tie goes to the node made first")
 
 	// Written again in place (the engine never does): not looked at.
-	require.NoError(t, os.WriteFile(filepath.Join(dir, nodesDir, "n0001", outcomeFile), []byte(`{"buggy":true}`), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, rundir.NodesDir, "n0001", rundir.ResultFile), []byte(`{"buggy":true}`), 0o644))
 	s, err = ReadSnapshot(dir)
 	require.NoError(t, err)
 	require.Equal(t, 0, s.Buggy)
