@@ -26,6 +26,7 @@ import (
 	"github.com/hpcq/hpcq/internal/linelog"
 	"github.com/hpcq/hpcq/internal/metrics"
 	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/session"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/llm"
@@ -321,35 +322,42 @@ func measure(n int, o options) (string, error) {
 	if o.store == storeCluster {
 		mode = "cluster"
 	}
-	open := func() (engine.Params, func(), error) {
+	open := func() (*session.Session, engine.Params, func(), error) {
 		// The stores as the scheduler opens them: the run directory's SQLite
 		// files, or Redis and ClickHouse when cfg names them.
 		sink, _, err := stores.OpenResults(ctx, cfg, rundir.Dir(dir), log)
 		if err != nil {
-			return engine.Params{}, nil, err
+			return nil, engine.Params{}, nil, err
 		}
 		store, _, err := stores.OpenMemory(ctx, cfg, rundir.Dir(dir), "", 0, log)
 		if err != nil {
 			sink.Close()
-			return engine.Params{}, nil, err
+			return nil, engine.Params{}, nil, err
 		}
 		// The memory call log, on as in a run's defaults (memory.log_enabled).
 		calls, err := linelog.Open(filepath.Join(dir, rundir.MemoryCalls), memory.CallLogFlush)
 		if err != nil {
 			store.Close()
 			sink.Close()
-			return engine.Params{}, nil, err
+			return nil, engine.Params{}, nil, err
 		}
 		reg := prometheus.NewRegistry()
 		// In cluster mode the workers write their results' rows, as
 		// `scheduler run` has them do with ClickHouse (internal/schedcmd).
-		p := engine.Params{Spec: sp, RunDir: dir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink, Mode: mode,
-			Slots: slots, Progress: io.Discard, ProgressEvery: time.Hour, Logger: log, Metrics: metrics.NewScheduler(reg), Gateway: nc,
+		s, err := session.Open(session.Params{Spec: sp, RunDir: dir, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
+			Logger: log, Metrics: metrics.NewScheduler(reg)})
+		if err != nil {
+			store.Close()
+			sink.Close()
+			calls.Close()
+			return nil, engine.Params{}, nil, err
+		}
+		p := engine.Params{Queue: q, Results: sink, Mode: mode, Slots: slots, Progress: io.Discard, ProgressEvery: time.Hour, Gateway: nc,
 			WorkersWriteResults: o.store == storeCluster}
-		return p, func() { store.Close(); sink.Close(); calls.Close() }, nil
+		return s, p, func() { s.Close(); store.Close(); sink.Close(); calls.Close() }, nil
 	}
 
-	p, closeStores, err := open()
+	s, p, closeStores, err := open()
 	if err != nil {
 		return "", err
 	}
@@ -363,9 +371,9 @@ func measure(n int, o options) (string, error) {
 			}
 		}
 	}
-	go func() { perNode <- sample(p.Metrics.Nodes, done, 0.95*float64(n), atEnd) }()
+	go func() { perNode <- sample(s.Metrics.Nodes, done, 0.95*float64(n), atEnd) }()
 	start, startCPU := time.Now(), benchutil.CPUTime()
-	sum, err := engine.Run(ctx, p)
+	sum, err := engine.Run(ctx, s, p)
 	wall, runCPU := time.Since(start), benchutil.CPUTime()-startCPU
 	close(done)
 	cpu := <-perNode
@@ -379,12 +387,12 @@ func measure(n int, o options) (string, error) {
 	fmt.Fprintf(os.Stderr, "bench-engine: %d nodes (%d buggy, %d from the result cache) in %.1f s; this process's CPU %.1f s, %.3f ms per node on average\n",
 		sum.Nodes, sum.Buggy, sum.CacheHits, wall.Seconds(), runCPU.Seconds(), runCPU.Seconds()*1000/float64(sum.Nodes))
 
-	p, closeStores, err = open()
+	s, p, closeStores, err = open()
 	if err != nil {
 		return "", err
 	}
 	start = time.Now()
-	if _, err := engine.Run(ctx, p); err != nil {
+	if _, err := engine.Run(ctx, s, p); err != nil {
 		closeStores()
 		return "", fmt.Errorf("resume of %d nodes: %w", n, err)
 	}

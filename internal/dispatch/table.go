@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -25,7 +26,7 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 		case o.Result != nil:
 			r := o.Result
 			if r.Error != nil {
-				msg = fmt.Sprintf("%s in %s: %s", r.Error.Kind, r.Error.Phase, oneLine(r.Error.Message, 100))
+				msg = fmt.Sprintf("%s in %s: %s", r.Error.Kind, r.Error.Phase, textcut.OneLine(r.Error.Message, 100))
 			}
 			dur = (time.Duration(r.DurationMS) * time.Millisecond).String()
 			var parts []string
@@ -43,7 +44,7 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 				metrics = m
 			}
 		case o.DeadLetter != nil:
-			msg = oneLine(o.DeadLetter.Reason, 100)
+			msg = textcut.OneLine(o.DeadLetter.Reason, 100)
 			if o.DeadLetter.Worker != "" {
 				worker = o.DeadLetter.Worker
 			}
@@ -67,15 +68,7 @@ func formatMetrics(m map[string]float64) string {
 		}
 		b.WriteString(k + "=" + strconv.FormatFloat(m[k], 'g', 6, 64))
 	}
-	return oneLine(b.String(), 80)
-}
-
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > n {
-		s = s[:n] + "..."
-	}
-	return s
+	return textcut.OneLine(b.String(), 80)
 }
 
 // WriteStats prints per-pool queue state and the worker registry.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -37,9 +38,9 @@ func (r *runner) assess(ctx context.Context, n *tree.Node, o rundir.Outcome) run
 	if res == nil || res.Error != nil || o.Cached || o.DeadLetter != nil {
 		return o
 	}
-	ev, mcfg := e.spec.Evaluation, e.spec.Memory.Config
+	ev, mcfg := e.s.Spec.Evaluation, e.s.Spec.Memory.Config
 	if o.Metric == nil && run.On(ev.ParseMetrics) {
-		text := cutText(e.outputText(o), budgetOr(mcfg.ParseMetricsBudgetChars))
+		text := textcut.Marked(e.outputText(o), budgetOr(mcfg.ParseMetricsBudgetChars))
 		var metrics []prompt.ParsedMetric
 		err := r.evaluation(ctx, n, prompt.ParseMetrics, text, `one JSON object {"metrics": [...]}`, func(s string) error {
 			var err error
@@ -47,17 +48,17 @@ func (r *runner) assess(ctx context.Context, n *tree.Node, o rundir.Outcome) run
 			return err
 		})
 		if err != nil {
-			e.log.Warn("metrics parser", "node_id", n.ID, "err", err)
+			e.s.Log.Warn("metrics parser", "node_id", n.ID, "err", err)
 		}
 		for _, m := range metrics {
-			if m.Name == e.spec.Metric.Name {
+			if m.Name == e.s.Spec.Metric.Name {
 				v := m.Value
 				o.Metric, o.Buggy, o.Reason, o.MetricFrom = &v, false, "", string(prompt.ParseMetrics)
 			}
 		}
 	}
 	if run.On(ev.ExecutionReview) && (o.Metric == nil || suspicious.MatchString(runOutput(res))) {
-		text := cutText(e.outputText(o), budgetOr(mcfg.MetricsExtractionBudgetChars))
+		text := textcut.Marked(e.outputText(o), budgetOr(mcfg.MetricsExtractionBudgetChars))
 		var rv prompt.Review
 		err := r.evaluation(ctx, n, prompt.ExecutionReview, text, `one JSON object {"is_bug": ..., "summary": "..."}`, func(s string) error {
 			var err error
@@ -65,7 +66,7 @@ func (r *runner) assess(ctx context.Context, n *tree.Node, o rundir.Outcome) run
 			return err
 		})
 		if err != nil {
-			e.log.Warn("execution review", "node_id", n.ID, "err", err)
+			e.s.Log.Warn("execution review", "node_id", n.ID, "err", err)
 			return o
 		}
 		o.Review = &rv
@@ -83,7 +84,7 @@ func (r *runner) assess(ctx context.Context, n *tree.Node, o rundir.Outcome) run
 // be had: the run goes on).
 func (r *runner) summarize(ctx context.Context, n *tree.Node, o rundir.Outcome) string {
 	e := r.e
-	if !run.On(e.spec.Evaluation.NodeSummary) || o.Result == nil || o.Cached {
+	if !run.On(e.s.Spec.Evaluation.NodeSummary) || o.Result == nil || o.Cached {
 		return ""
 	}
 	var summary string
@@ -93,10 +94,10 @@ func (r *runner) summarize(ctx context.Context, n *tree.Node, o rundir.Outcome) 
 		return err
 	})
 	if err != nil {
-		e.log.Warn("node summary", "node_id", n.ID, "err", err)
+		e.s.Log.Warn("node summary", "node_id", n.ID, "err", err)
 		return ""
 	}
-	return cutText(summary, budgetOr(e.spec.Memory.Config.NodeSummaryBudgetChars))
+	return textcut.Marked(summary, budgetOr(e.s.Spec.Memory.Config.NodeSummaryBudgetChars))
 }
 
 // evaluation asks one evaluation prompt of kind about node n's output,
@@ -109,8 +110,8 @@ func (r *runner) evaluation(ctx context.Context, n *tree.Node, kind prompt.Kind,
 	if kind == prompt.Summary {
 		pc.Code = e.nodeCode(n.ID)
 	}
-	if e.mem != nil {
-		rd, err := e.mem.RenderForPrompt(ctx, n.ID, string(kind), 0)
+	if e.s.Memory != nil {
+		rd, err := e.s.Memory.RenderForPrompt(ctx, n.ID, string(kind), 0)
 		if err != nil {
 			return err
 		}

@@ -26,12 +26,12 @@ type cancels struct {
 // the run, a node's ends that node.
 func (e *engine) watchCancels(ch <-chan queue.Cancel) {
 	for c := range ch {
-		if c.Run != e.runID {
+		if c.Run != e.s.RunID {
 			continue
 		}
 		if c.Node == "" {
 			if e.canceled.CompareAndSwap(nil, &c) {
-				e.log.Warn("run canceled: no new node starts, its tasks are stopped", "reason", c.Reason)
+				e.s.Log.Warn("run canceled: no new node starts, its tasks are stopped", "reason", c.Reason)
 				e.cancel(errCanceled)
 			}
 			continue
@@ -41,7 +41,7 @@ func (e *engine) watchCancels(ch <-chan queue.Cancel) {
 		if _, done := e.cancels.reason[c.Node]; !done {
 			e.cancels.reason[c.Node] = c.Reason
 			close(ch)
-			e.log.Info("node canceled", "node_id", c.Node, "reason", c.Reason)
+			e.s.Log.Info("node canceled", "node_id", c.Node, "reason", c.Reason)
 		}
 		e.cancelMu.Unlock()
 	}
@@ -117,8 +117,8 @@ func (e *engine) endInFlight(ctx context.Context, reason string) {
 		if n.Done {
 			continue
 		}
-		dir := filepath.Join(e.dir, nodesDir, n.ID)
-		if _, ok, _ := rundir.Dir(e.dir).ReadOutcome(n.ID); ok {
+		dir := filepath.Join(e.s.Dir, nodesDir, n.ID)
+		if _, ok, _ := rundir.Dir(e.s.Dir).ReadOutcome(n.ID); ok {
 			continue
 		}
 		var task schema.NodeTask
@@ -127,7 +127,7 @@ func (e *engine) endInFlight(ctx context.Context, reason string) {
 			tp = nil
 		}
 		if _, err := r.end(ctx, &n, tp, canceledOutcome(n.ID, reason)); err != nil {
-			e.log.Warn("canceled node not recorded", "node_id", n.ID, "err", err)
+			e.s.Log.Warn("canceled node not recorded", "node_id", n.ID, "err", err)
 		}
 	}
 }

@@ -32,9 +32,9 @@ func TestRunOnRedisAndClickHouse(t *testing.T) {
 	require.NoError(t, err)
 	sink, err := results.OpenClickHouse(ctx, results.ClickHouseOptions{DSN: dsn, SpoolDir: t.TempDir(), Name: "scheduler", Logger: testutil.Logger(t)})
 	require.NoError(t, err)
-	e.p.MemoryStore, e.p.Results, e.p.WorkersWriteResults = store, sink, false
+	e.sp.MemoryStore, e.sp.Results, e.p.Results, e.p.WorkersWriteResults = store, sink, sink, false
 
-	sum, err := Run(ctx, e.p)
+	sum, err := runEngine(t, ctx, e.sp, e.p)
 	require.NoError(t, err)
 	require.Equal(t, 3, sum.Nodes)
 	require.NoError(t, store.Close())

@@ -42,7 +42,7 @@ func TestRunInAnImage(t *testing.T) {
 		return normal(r)
 	}
 	e := setup(t, spec, handle, "")
-	sum, err := Run(context.Background(), e.p)
+	sum, err := runEngine(t, context.Background(), e.sp, e.p)
 	require.NoError(t, err)
 	require.True(t, sum.HasBest, "the nodes ran in the image and gave the metric")
 	for _, n := range []string{"n0001", "n0002", "n0003"} {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/prompt"
@@ -27,19 +28,19 @@ import (
 // within its limit, run.yaml's system message and domain section, and
 // whether the memory is on.
 func (e *engine) promptContext(ctx context.Context) prompt.Context {
-	return prompt.Context{Idea: e.ideaSection(ctx), System: e.spec.Prompt.System, Domain: e.spec.Prompt.Domain, WithMemory: e.mem != nil}
+	return prompt.Context{Idea: e.s.IdeaSection(ctx), System: e.s.Spec.Prompt.System, Domain: e.s.Spec.Prompt.Domain, WithMemory: e.s.Memory != nil}
 }
 
 // feedback are the Time feedback and Plot feedback sections (seed 003) of
 // a prompt about node id's code: how long its phases took against their
 // limits, and the plots it wrote.
 func (e *engine) feedback(id string) (timing, plots string) {
-	o, ok, err := e.nodeOutcome(id)
+	o, ok, err := e.files.outcome(id)
 	if err != nil || !ok || o.Result == nil {
 		return "", ""
 	}
-	limits := map[string]int{schema.PhaseDownload: e.spec.Limits.DownloadTimeoutS, schema.PhaseCompile: e.spec.Limits.CompileTimeoutS,
-		schema.PhaseRun: e.spec.Limits.RunTimeoutS}
+	limits := map[string]int{schema.PhaseDownload: e.s.Spec.Limits.DownloadTimeoutS, schema.PhaseCompile: e.s.Spec.Limits.CompileTimeoutS,
+		schema.PhaseRun: e.s.Spec.Limits.RunTimeoutS}
 	var t strings.Builder
 	for _, ph := range o.Result.Phases {
 		if ph.Name == schema.PhaseCoding {
@@ -66,32 +67,19 @@ func (e *engine) feedback(id string) (timing, plots string) {
 	return strings.TrimSpace(t.String()), plots
 }
 
-// ideaSection is the Research idea section of the prompts: the idea within
-// section_budgets.idea_section_limit.
-func (e *engine) ideaSection(ctx context.Context) string {
-	return e.section(ctx, e.spec.Idea, "idea_section_limit", "the research idea, for the prompt's Research idea section")
-}
-
-// cutText cuts text to n bytes (on a rune boundary), marked.
-func cutText(text string, n int) string {
-	if len(text) <= n {
-		return text
-	}
-	marker := fmt.Sprintf("\n[... cut to %d of %d chars ...]", n, len(text))
-	return text[:textcut.Floor(text, n-len(marker))] + marker
-}
-
 // nodeCode is a node's files as a prompt shows them.
-func (e *engine) nodeCode(id string) string { return e.codeText(id, false) }
+func (e *engine) nodeCode(id string) string {
+	t, ok, err := e.files.task(id)
+	if err != nil || !ok {
+		return ""
+	}
+	return codeText(t, false)
+}
 
 // codeText is a node's files and commands in markdown: for a prompt, each
 // file under a "###" heading of its path as it is; for the report (under
 // its "### Its code"), under "####" with the path escaped.
-func (e *engine) codeText(id string, report bool) string {
-	t, ok, err := e.nodeTask(id)
-	if err != nil || !ok {
-		return ""
-	}
+func codeText(t *schema.NodeTask, report bool) string {
 	var b strings.Builder
 	size := 256
 	for _, f := range t.Artifacts.Coding.Workspace.Files {
@@ -120,7 +108,7 @@ func (e *engine) codeText(id string, report bool) string {
 // nodeOutput is what a node's run showed: the error, the diagnostics and
 // the log tails of its phases.
 func (e *engine) nodeOutput(id string) string {
-	o, ok, err := e.nodeOutcome(id)
+	o, ok, err := e.files.outcome(id)
 	if err != nil || !ok {
 		return ""
 	}
@@ -133,14 +121,14 @@ func (e *engine) outputText(o rundir.Outcome) string {
 	if o.Buggy {
 		fmt.Fprintf(&b, "The node failed: %s\n\n", o.Reason)
 	} else if o.Metric != nil {
-		fmt.Fprintf(&b, "The node ran: %s = %s %s\n\n", e.spec.Metric.Name, metricText(o.Metric), e.spec.Metric.Unit)
+		fmt.Fprintf(&b, "The node ran: %s = %s %s\n\n", e.s.Spec.Metric.Name, metricText(o.Metric), e.s.Spec.Metric.Unit)
 	}
 	if res := o.Result; res != nil {
 		for _, d := range res.Diagnostics {
 			fmt.Fprintf(&b, "%s:%d:%d: %s: %s\n", d.File, d.Line, d.Column, d.Severity, d.Message)
 		}
 		for _, ph := range res.Phases {
-			fmt.Fprintf(&b, "\n## %s (exit %d, %d ms)\n%s\n", ph.Name, ph.ExitCode, ph.DurationMS, tail(ph.LogTail, 3000))
+			fmt.Fprintf(&b, "\n## %s (exit %d, %d ms)\n%s\n", ph.Name, ph.ExitCode, ph.DurationMS, textcut.TailLines(ph.LogTail, 3000))
 		}
 		if len(res.Metrics) > 0 {
 			names := make([]string, 0, len(res.Metrics))
@@ -191,12 +179,12 @@ func (e *engine) runHistory(except string) string {
 // change, and every node's Phase 0 lists the last promptNodes of them, so
 // it is made once.
 func (e *engine) historyLine(n tree.Node) string {
-	if line, ok := e.historyLines.Load(n.ID); ok {
+	if line, ok := e.texts.historyLines.Load(n.ID); ok {
 		return line.(string)
 	}
 	line := fmt.Sprintf("- %s (%s, stage %s%s): %s", n.ID, n.Kind, search.StageName(max(n.Stage, 1)), parentText(n.Parent), e.outcomeText(n))
 	if n.Done {
-		e.historyLines.Store(n.ID, line)
+		e.texts.historyLines.Store(n.ID, line)
 	}
 	return line
 }
@@ -213,9 +201,9 @@ func (e *engine) outcomeText(n tree.Node) string {
 	case !n.Done:
 		return "running"
 	case n.Buggy:
-		return "buggy: " + firstLine(n.Reason)
+		return "buggy: " + textcut.FirstLine(n.Reason, 200)
 	case n.HasMetric:
-		return fmt.Sprintf("%s = %g %s", e.spec.Metric.Name, n.Metric, e.spec.Metric.Unit)
+		return fmt.Sprintf("%s = %g %s", e.s.Spec.Metric.Name, n.Metric, e.s.Spec.Metric.Unit)
 	}
 	return "ok"
 }
@@ -237,22 +225,22 @@ func (e *engine) changeIdea(n *tree.Node, what string) string {
 // nodeSummary is one line about a node: its plan's approach and outcome.
 // A finished node's line does not change: it is read from its files once.
 func (e *engine) nodeSummary(n tree.Node) string {
-	if line, ok := e.summaries.Load(n.ID); ok {
+	if line, ok := e.texts.summaries.Load(n.ID); ok {
 		return line.(string)
 	}
 	var s strings.Builder
 	var o *rundir.Outcome
 	if n.Done { // a running node has no summary yet
-		o, _, _ = e.nodeOutcome(n.ID)
+		o, _, _ = e.files.outcome(n.ID)
 	}
 	if o != nil && o.Summary != "" {
-		s.WriteString(firstLine(o.Summary) + "; ")
+		s.WriteString(textcut.FirstLine(o.Summary, 200) + "; ")
 	} else if a := e.approach(n.ID); a != "" {
 		s.WriteString(a + "; ")
 	}
 	s.WriteString(e.outcomeText(n))
 	if n.Done {
-		e.summaries.Store(n.ID, s.String())
+		e.texts.summaries.Store(n.ID, s.String())
 	}
 	return s.String()
 }
@@ -261,7 +249,7 @@ func (e *engine) nodeSummary(n tree.Node) string {
 // plan is written (siblings still running are listed in change prompts:
 // their line is read from disk once, not once per prompt).
 func (e *engine) approach(id string) string {
-	if a, ok := e.approaches.Load(id); ok {
+	if a, ok := e.texts.approaches.Load(id); ok {
 		return a.(string)
 	}
 	if e.isUnwritten(id) {
@@ -275,8 +263,8 @@ func (e *engine) approach(id string) string {
 	if json.Unmarshal(data, &p) != nil || p.Approach == "" {
 		return ""
 	}
-	a := firstLine(p.Approach)
-	e.approaches.Store(id, a)
+	a := textcut.FirstLine(p.Approach, 200)
+	e.texts.approaches.Store(id, a)
 	return a
 }
 
@@ -284,9 +272,9 @@ func (e *engine) approach(id string) string {
 // plans/<id>/phase0_plan.json in a run written before a node's files shared
 // its directory (a resumed one).
 func (e *engine) readPlan(id string) ([]byte, error) {
-	data, err := fileio.ReadFile(filepath.Join(e.dir, nodesDir, id, planFile))
-	if errors.Is(err, fs.ErrNotExist) && e.oldPlans {
-		if old, oerr := os.ReadFile(rundir.Dir(e.dir).Path(rundir.OldPhase0Plan(id))); oerr == nil {
+	data, err := fileio.ReadFile(filepath.Join(e.s.Dir, nodesDir, id, planFile))
+	if errors.Is(err, fs.ErrNotExist) && e.files.oldPlans {
+		if old, oerr := os.ReadFile(rundir.Dir(e.s.Dir).Path(rundir.OldPhase0Plan(id))); oerr == nil {
 			return old, nil
 		}
 	}
@@ -309,7 +297,7 @@ func (e *engine) nodeContext(ctx context.Context, n *tree.Node, env, plan string
 	pc.Environment, pc.Resources, pc.Phase0Plan = env, e.resources(ctx, n.ID), plan
 	if n.Parent != "" {
 		pc.Code = e.nodeCode(n.Parent)
-		pc.ExecutionOutput = e.section(ctx, e.nodeOutput(n.Parent), "results", "the execution output of a node: keep its errors, diagnostics and metrics")
+		pc.ExecutionOutput = e.s.Section(ctx, e.nodeOutput(n.Parent), "results", "the execution output of a node: keep its errors, diagnostics and metrics")
 		if n.Kind == search.Debug || n.Kind == search.Improve {
 			pc.TimeFeedback, pc.PlotFeedback = e.feedback(n.Parent)
 		}
@@ -322,7 +310,7 @@ func (e *engine) nodeContext(ctx context.Context, n *tree.Node, env, plan string
 	case search.Draft:
 		pc.ExecutionOutput = ""
 	}
-	if e.mem != nil {
+	if e.s.Memory != nil {
 		text, err := e.injectMemory(ctx, n.ID, n.Kind)
 		if err != nil {
 			return pc, err
@@ -330,4 +318,14 @@ func (e *engine) nodeContext(ctx context.Context, n *tree.Node, env, plan string
 		pc.Memory = text
 	}
 	return pc, nil
+}
+
+// nodeTexts keeps what the prompts say of each node once made.
+type nodeTexts struct {
+	// summaries holds nodeSummary's line of each finished node, and
+	// historyLines its historyLine.
+	summaries, historyLines sync.Map
+	// approaches: node id -> the first line of its plan's approach, kept
+	// once read (a plan does not change after Phase 0).
+	approaches sync.Map
 }

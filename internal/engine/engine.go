@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,14 +16,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/hpcq/hpcq/internal/dispatch"
-	"github.com/hpcq/hpcq/internal/metrics"
-	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/run"
-	"github.com/hpcq/hpcq/internal/runview"
 	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/session"
 	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/llm"
-	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -35,20 +31,15 @@ import (
 // the current stage; every draft forks from it.
 const RootBranch = "root"
 
-// Params configure Run.
+// Params configure Run: the queue and how the search shows itself. The
+// run's directory, spec, model and memory are its session's (while a
+// server of the memory is away the run holds the nodes it prepares and
+// starts no new one; past session.Params.OutageMax it ends as interrupted,
+// resumable).
 type Params struct {
-	Spec run.Spec
-	// RunDir is the run's directory; its base name is the run id. A
-	// directory that holds a journal is resumed.
-	RunDir string
-	Queue  *queue.Queue
-	// LLM is the scheduler's client; Run meters it (llm_calls, budget).
-	LLM llm.Client
-	// MemoryStore holds the run's memory; nil when memory is off.
-	MemoryStore memory.Store
-	// MemoryCalls receives memory_calls.jsonl.
-	MemoryCalls io.Writer
-	Results     results.Sink
+	Queue *queue.Queue
+	// Results receives the runs row; the session's Rows the others.
+	Results results.Sink
 	// WorkersWriteResults: the workers write the rows of their results
 	// (phase_runs, metrics, nodes); otherwise Run writes them.
 	WorkersWriteResults bool
@@ -68,13 +59,6 @@ type Params struct {
 	Status        StatusLine
 	Progress      io.Writer
 	ProgressEvery time.Duration
-	Logger        *slog.Logger
-	// Metrics, when set, records nodes and LLM calls (run --metrics-addr).
-	Metrics *metrics.Scheduler
-	// OutageMax is how long the memory store may stay unreachable: while a
-	// server is away the run holds the nodes it prepares and starts no new
-	// one; past OutageMax it ends as interrupted (resumable) [10m].
-	OutageMax time.Duration
 	// Abandon, when it is closed (a second interrupt), ends the wait for
 	// the writes still in the spools at the end of the run: they are left
 	// there, and the summary says how they will be applied.
@@ -111,11 +95,14 @@ type Summary struct {
 // answered from the results stream, the others are redone. A node that
 // fails for any reason is buggy with the reason, and the run goes on. At
 // the end it writes tree.json, tree.html, report.md and the memory export.
-func Run(ctx context.Context, p Params) (Summary, error) {
-	if err := checkNotCanceled(ctx, p.RunDir, p.Queue); err != nil {
+func Run(ctx context.Context, s *session.Session, p Params) (Summary, error) {
+	if p.Queue == nil || p.Results == nil {
+		return Summary{}, errors.New("engine: Params need Queue and Results")
+	}
+	if err := checkNotCanceled(ctx, s.Dir, p.Queue); err != nil {
 		return Summary{}, err
 	}
-	e, err := newEngine(ctx, p, true)
+	e, err := newEngine(ctx, s, p)
 	if err != nil {
 		return Summary{}, err
 	}
@@ -123,49 +110,18 @@ func Run(ctx context.Context, p Params) (Summary, error) {
 	return e.run(ctx)
 }
 
-// Export writes a run's outputs again from its directory (tree.json,
-// tree.html, report.md, and with MemoryStore the memory export), without
-// running anything: Params need Spec, RunDir and, for the memory export,
-// MemoryStore. It reports what the last session of the run recorded about
-// its end (early stop, stage notes).
-func Export(ctx context.Context, p Params) (Summary, error) {
-	e, err := newEngine(ctx, p, false)
-	if err != nil {
-		return Summary{}, err
-	}
-	defer e.close()
-	end, _, err := rundir.Dir(e.dir).ReadEnd()
-	if err != nil {
-		return Summary{}, err
-	}
-	return e.finish(ctx, results.Run{}, end.StoppedBy, end.Notes)
-}
-
 type engine struct {
-	// imageTools are the toolchains the workers found in the run's image
-	// (a node's result in it: nil until one came).
-	imageTools atomic.Pointer[map[string]string]
-	p          Params
-	spec       run.Spec
-	log        *slog.Logger
-	runID      string
-	dir        string
-	tree       *search.Tree
-	cache      *search.Cache
-	metered    *llm.Metered
-	usage      *usageSaver
-	// rows gathers the results rows: the llm_calls rows (Add, written every
-	// callsEvery) and each node's (Write, which waits until they are stored).
-	rows   *results.Batch
-	client llm.Client
-	mem    *memory.Memory
-	outage *memory.OutageStore // the memory store, waiting out outages
-	// summaries holds nodeSummary's line of each finished node, and
-	// historyLines its historyLine.
-	summaries, historyLines sync.Map
-	// approaches: node id -> the first line of its plan's approach, kept
-	// once read (a plan does not change after Phase 0).
-	approaches sync.Map
+	// s is the run's session: its directory and spec, the metered client,
+	// the memory, the prompt logs.
+	s     *session.Session
+	p     Params
+	tree  *search.Tree
+	cache *search.Cache
+	disp  *dispatch.Dispatcher
+	// files keeps the nodes' files last written or read.
+	files *nodeFiles
+	// texts keeps what the prompts say of each node once made.
+	texts nodeTexts
 	// own: node id -> ownNode, for the nodes this process made or ended.
 	own sync.Map
 	// published: node id -> struct{}, the nodes whose task is in the
@@ -173,27 +129,19 @@ type engine struct {
 	published sync.Map
 	// reg is the registry as the progress line last read it.
 	reg registryView
-	// tasks and outcomes keep the files of the nodes last written or read.
-	tasks    recent[schema.NodeTask]
-	outcomes recent[rundir.Outcome]
-	// oldPlans: the run was written when Phase 0's files were in plans/<id>/.
-	oldPlans bool
+	// imageTools are the toolchains the workers found in the run's image
+	// (a node's result in it: nil until one came).
+	imageTools atomic.Pointer[map[string]string]
 	// cancel ends the run with a cause (an outage past its limit), and
 	// outageStop says that one did.
 	cancel     context.CancelCauseFunc
 	outageStop atomic.Bool
-	disp       *dispatch.Dispatcher
-	logs       *prompt.Logs
 	earlier    string // earlier runs of the idea, for Phase 0
 	envMu      sync.Mutex
 	env        environment
 	slots      int
-	// sweep: the branches of the nodes that ended since the last memory
-	// sweep, and when it ran.
-	sweepMu      sync.Mutex
-	sweepPending []string
-	lastSweep    time.Time
-	stage        atomic.Pointer[stageState] // read by the progress display
+	sweeps     sweeps
+	stage      atomic.Pointer[stageState] // read by the progress display
 	// canceled is set when the run was canceled; cancels, under cancelMu,
 	// are its nodes' cancels.
 	canceled atomic.Pointer[queue.Cancel]
@@ -208,97 +156,33 @@ const (
 	memoryDir  = rundir.MemoryDir
 )
 
-func newEngine(ctx context.Context, p Params, live bool) (*engine, error) {
-	if p.RunDir == "" || live && (p.Queue == nil || p.LLM == nil || p.Results == nil) {
-		return nil, errors.New("experiment: Params need RunDir, Queue, LLM and Results")
-	}
-	if err := p.Spec.Validate(); err != nil {
-		return nil, err
-	}
-	log := p.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	dir, err := filepath.Abs(p.RunDir)
-	if err != nil {
-		return nil, err
-	}
+func newEngine(ctx context.Context, s *session.Session, p Params) (*engine, error) {
 	for _, d := range []string{journalDir, nodesDir, memoryDir} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(s.Dir, d), 0o755); err != nil {
 			return nil, err
 		}
 	}
-	e := &engine{p: p, spec: p.Spec, runID: filepath.Base(dir), dir: dir, oldPlans: hasOldPlans(dir)}
-	e.log = log.With("run_id", e.runID)
-	if e.tree, err = search.OpenTree(filepath.Join(dir, rundir.TreeJournal)); err != nil {
+	e := &engine{s: s, p: p}
+	e.files = &nodeFiles{dir: s.Dir, oldPlans: hasOldPlans(s.Dir), unwritten: e.isUnwritten}
+	var err error
+	if e.tree, err = search.OpenTree(filepath.Join(s.Dir, rundir.TreeJournal)); err != nil {
 		return nil, err
 	}
-	if e.cache, err = search.OpenCache(filepath.Join(dir, journalDir, "cache.journal")); err != nil {
+	if e.cache, err = search.OpenCache(filepath.Join(s.Dir, journalDir, "cache.journal")); err != nil {
 		e.close()
 		return nil, err
 	}
-	l := p.Spec.LLM
-	e.metered = &llm.Metered{Client: llm.Defaults{Client: p.LLM, Model: l.Model, Temperature: l.Temperature, MaxTokens: l.MaxTokens,
-		ReasoningEffort: l.ReasoningEffort},
-		Record: e.recordCall, Run: e.runID, Prices: l.Prices, Budget: l.Budget, Logger: e.log, OnConfigError: e.configRefused}
-	if u, err := runview.ReadUsage(dir); err != nil {
-		e.close()
-		return nil, err
-	} else {
-		e.metered.Restore(u)
-	}
-	e.client = e.metered
-	if p.Results != nil {
-		e.rows = results.NewBatch(p.Results, callsEvery, e.log)
-	}
-	e.usage = &usageSaver{path: filepath.Join(dir, rundir.UsageFile), usage: e.metered.Usage, log: e.log}
-	if p.MemoryStore != nil && *p.Spec.Memory.Enabled {
-		e.outage = memory.NewOutageStore(p.MemoryStore, memory.OutageOptions{Max: p.OutageMax, Logger: e.log})
-		e.mem = memory.New(e.outage, p.Spec.Memory.Config, memory.Options{
-			Summarizer: prompt.Summarizer{Client: e.metered},
-			Compressor: compressor(p.Spec.Memory, e.metered),
-			Logger:     e.log, Calls: p.MemoryCalls, Observe: p.Metrics.MemoryOp,
-		})
-	}
-	if *p.Spec.LogPrompts {
-		e.logs = &prompt.Logs{Dir: dir}
-	}
-	if !live {
-		return e, nil
-	}
-	if e.disp, err = dispatch.NewDispatcher(ctx, p.Queue, e.runID); err != nil {
+	if e.disp, err = dispatch.NewDispatcher(ctx, p.Queue, s.RunID); err != nil {
 		e.close()
 		return nil, err
 	}
+	s.OnConfigRefused(e.configRefused)
 	return e, nil
 }
 
-// callsEvery is how often the llm_calls rows gathered are written: a
-// transaction per call cost as much of the scheduler's CPU as the call's
-// HTTP exchange (7% at 3,000 nodes of the benchmark); a crash loses at
-// most this much of them (usage.json, what the budget counts on a resume,
-// is written apart).
-const callsEvery = 100 * time.Millisecond
-
-// recordCall queues an LLM call's llm_calls row.
-func (e *engine) recordCall(_ context.Context, c llm.Call) {
-	e.p.Metrics.Call(c.Purpose, c.Model, c.TokensIn, c.TokensOut, c.TokensReasoning, c.CostUSD, c.Latency, c.Error != "")
-	if e.rows == nil {
-		return
-	}
-	e.rows.Add(results.Rows{LLMCalls: []results.LLMCall{{Run: c.Run, Node: c.Node, Purpose: c.Purpose, Model: c.Model,
-		TokensIn: c.TokensIn, TokensOut: c.TokensOut, ReasoningTokens: c.TokensReasoning, CachedTokens: c.TokensCached,
-		TokensEstimated: c.TokensEstimated, LatencyMS: float64(c.Latency.Microseconds()) / 1000, CostUSD: c.CostUSD,
-		CacheHit: c.CacheHit, Error: c.Error, TS: c.Started}}})
-}
-
+// close closes what the engine opened (the session is its command's).
 func (e *engine) close() {
-	if e.usage != nil {
-		e.usage.flush() // nothing written after the engine
-	}
-	if e.rows != nil {
-		_ = e.rows.Close() // a failure is logged
-	}
+	e.s.OnConfigRefused(nil)
 	if e.disp != nil {
 		e.disp.Close()
 	}
@@ -308,27 +192,22 @@ func (e *engine) close() {
 	if e.tree != nil {
 		_ = e.tree.Close()
 	}
-	if e.logs != nil {
-		if err := e.logs.Close(); err != nil {
-			e.log.Warn("prompt logs not closed", "err", err)
-		}
-	}
 }
 
-func (e *engine) maximize() bool { return e.spec.Metric.Direction == "maximize" }
+func (e *engine) maximize() bool { return e.s.Spec.Metric.Direction == "maximize" }
 
 func (e *engine) run(ctx context.Context) (Summary, error) {
 	ctx, e.cancel = context.WithCancelCause(ctx)
 	defer e.cancel(nil)
 	started := time.Now()
 	resumed := len(e.tree.Nodes()) > 0
-	if err := rundir.WriteJSON(filepath.Join(e.dir, rundir.SpecFile), e.spec); err != nil {
+	if err := rundir.WriteJSON(filepath.Join(e.s.Dir, rundir.SpecFile), e.s.Spec); err != nil {
 		return Summary{}, err
 	}
-	cfg, _ := json.Marshal(e.spec)
-	runRow := results.Run{Run: e.runID, Status: schema.RunRunning, Title: e.title(), Mode: e.p.Mode, Config: string(cfg), TS: started}
+	cfg, _ := json.Marshal(e.s.Spec)
+	runRow := results.Run{Run: e.s.RunID, Status: schema.RunRunning, Title: title(e.s.Spec), Mode: e.p.Mode, Config: string(cfg), TS: started}
 	if err := e.p.Results.Write(ctx, results.Rows{Runs: []results.Run{runRow}}); err != nil {
-		e.log.Warn("runs row not written", "err", err)
+		e.s.Log.Warn("runs row not written", "err", err)
 	}
 	var err error
 	if e.env, err = e.environment(ctx, e.p.WaitWorkers); err != nil {
@@ -336,25 +215,25 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 	}
 	e.slots = e.stageSlots()
 	if e.slots == defaultSlots && e.env.workers == 0 {
-		e.log.Warn("no live worker of the pool yet: the first nodes are published at once, 4 in flight (set search.slots in run.yaml)", "pool", e.spec.Pool)
+		e.s.Log.Warn("no live worker of the pool yet: the first nodes are published at once, 4 in flight (set search.slots in run.yaml)", "pool", e.s.Spec.Pool)
 	}
 	if err := e.setupMemory(ctx); err != nil {
 		return Summary{}, err
 	}
-	e.earlier = earlierRuns(e.dir, e.spec)
-	e.log.Info("run started", "resumed", resumed, "slots", e.slots, "pool", e.spec.Pool, "workers", e.env.workers, "memory", e.mem != nil)
+	e.earlier = earlierRuns(e.s.Dir, e.s.Spec)
+	e.s.Log.Info("run started", "resumed", resumed, "slots", e.slots, "pool", e.s.Spec.Pool, "workers", e.env.workers, "memory", e.s.Memory != nil)
 
 	if e.p.Gateway != nil {
 		gctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go func() {
-			if err := llm.Serve(gctx, e.p.Gateway, e.metered, e.log); err != nil {
-				e.log.Error("llm gateway", "err", err)
+			if err := llm.Serve(gctx, e.p.Gateway, e.s.Client, e.s.Log); err != nil {
+				e.s.Log.Error("llm gateway", "err", err)
 			}
 		}()
 	}
 	if cancels, err := e.p.Queue.WatchCancels(ctx); err != nil {
-		e.log.Warn("cancels not watched: scheduler cancel cannot stop this run", "err", err)
+		e.s.Log.Warn("cancels not watched: scheduler cancel cannot stop this run", "err", err)
 	} else {
 		go e.watchCancels(cancels)
 	}
@@ -376,10 +255,10 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 		return sum, err
 	}
 	if e.canceled.Load() != nil {
-		return sum, fmt.Errorf("run %s %s: %w", e.runID, stoppedBy, ErrRunCanceled)
+		return sum, fmt.Errorf("run %s %s: %w", e.s.RunID, stoppedBy, ErrRunCanceled)
 	}
 	if ctx.Err() != nil {
-		return sum, fmt.Errorf("run %s interrupted (resume with --resume %s): %w", e.runID, e.dir, context.Cause(ctx))
+		return sum, fmt.Errorf("run %s interrupted (resume with --resume %s): %w", e.s.RunID, e.s.Dir, context.Cause(ctx))
 	}
 	return sum, nil
 }
@@ -389,7 +268,7 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 // written until it is fixed, so none is marked buggy for it; the nodes in
 // flight stay unfinished and are prepared again on --resume.
 func (e *engine) configRefused(err error) {
-	e.log.Error("the LLM endpoint refused the run's configuration: the run stops (fix it, then resume)", "err", err)
+	e.s.Log.Error("the LLM endpoint refused the run's configuration: the run stops (fix it, then resume)", "err", err)
 	if e.cancel != nil {
 		e.cancel(err)
 	}
@@ -399,11 +278,12 @@ func (e *engine) configRefused(err error) {
 // live worker say how many.
 const defaultSlots = 4
 
-func (e *engine) title() string {
-	if e.spec.Title != "" {
-		return e.spec.Title
+// title is the run's title: run.yaml's, else the idea's first line.
+func title(spec run.Spec) string {
+	if spec.Title != "" {
+		return spec.Title
 	}
-	line, _, _ := strings.Cut(strings.TrimSpace(e.spec.Idea), "\n")
+	line, _, _ := strings.Cut(strings.TrimSpace(spec.Idea), "\n")
 	return strings.TrimLeft(line, "# ")
 }
 
@@ -415,9 +295,8 @@ type stageState struct {
 
 // finish writes the outputs of the run and its final rows.
 func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy string, notes map[int]string) (Summary, error) {
-	u := e.metered.Usage()
 	nodes := e.tree.Nodes()
-	sum := Summary{RunID: e.runID, Nodes: len(nodes), StoppedBy: stoppedBy, Usage: u, Report: filepath.Join(e.dir, "report.md")}
+	sum := Summary{RunID: e.s.RunID, Nodes: len(nodes), StoppedBy: stoppedBy, Usage: e.s.Client.Usage(), Report: filepath.Join(e.s.Dir, reportFile)}
 	for _, n := range nodes {
 		if n.Buggy {
 			sum.Buggy++
@@ -428,82 +307,35 @@ func (e *engine) finish(ctx context.Context, runRow results.Run, stoppedBy strin
 	}
 	sum.Best, sum.HasBest = e.tree.Best(e.maximize())
 	runRow.Status, runRow.TS = e.endStatus(stoppedBy, sum.HasBest), time.Now()
-	if e.disp != nil {
-		e.usage.flush()
-		end := rundir.End{Status: runRow.Status, StoppedBy: stoppedBy, Notes: notes}
-		if c := e.canceled.Load(); c != nil {
-			end.Canceled = c.Reason
-			if end.Canceled == "" {
-				end.Canceled = "scheduler cancel"
-			}
-		}
-		if err := rundir.WriteJSON(filepath.Join(e.dir, rundir.EndFile), end); err != nil {
-			e.log.Warn("end of run not saved", "err", err)
+	e.s.FlushUsage()
+	end := rundir.End{Status: runRow.Status, StoppedBy: stoppedBy, Notes: notes}
+	if c := e.canceled.Load(); c != nil {
+		end.Canceled = c.Reason
+		if end.Canceled == "" {
+			end.Canceled = "scheduler cancel"
 		}
 	}
-	if err := search.WriteTreeJSON(filepath.Join(e.dir, "tree.json"), e.tree, e.maximize()); err != nil {
-		return sum, err
+	if err := rundir.WriteJSON(filepath.Join(e.s.Dir, rundir.EndFile), end); err != nil {
+		e.s.Log.Warn("end of run not saved", "err", err)
 	}
-	rp := e.reportParams(stoppedBy, notes)
-	if err := e.writeReport(rp); err != nil {
-		return sum, err
-	}
-	var html strings.Builder
-	if err := search.WriteTreeHTML(&html, e.tree, rp); err != nil {
-		return sum, err
-	}
-	if err := os.WriteFile(filepath.Join(e.dir, "tree.html"), []byte(html.String()), 0o644); err != nil {
-		return sum, err
-	}
-	if e.mem != nil {
+	if e.s.Memory != nil {
 		e.sweep(ctx, true)
 	}
-	if e.mem != nil && run.On(e.spec.Memory.FinalMemoryEnabled) {
-		best := RootBranch
-		if sum.HasBest {
-			best = sum.Best.ID
-		}
-		md, js := e.spec.Memory.ExportNames()
-		if _, err := e.mem.Export(ctx, memory.ExportParams{Root: RootBranch, Best: best, Dir: filepath.Join(e.dir, memoryDir), Markdown: md, JSON: js}); err != nil {
-			e.log.Warn("memory export failed", "err", err)
-		}
+	out := outputs{s: e.s, tree: e.tree, files: e.files}
+	if err := out.write(ctx, stoppedBy, notes); err != nil {
+		return sum, err
 	}
-	if e.p.Results == nil || runRow.Run == "" {
-		return sum, nil // an export: the runs row is the run's own
-	}
-	if err := e.rows.Flush(ctx); err != nil {
-		e.log.Warn("llm_calls rows not written before the run's end", "err", err)
+	if err := e.s.Rows.Flush(ctx); err != nil {
+		e.s.Log.Warn("llm_calls rows not written before the run's end", "err", err)
 	}
 	if err := e.p.Results.Write(ctx, results.Rows{Runs: []results.Run{runRow}}); err != nil {
-		e.log.Warn("runs row not written", "err", err)
+		e.s.Log.Warn("runs row not written", "err", err)
 	}
 	sum.Unflushed = e.flush(ctx, stoppedBy)
 	return sum, nil
 }
 
 // endStatus is how the run ended (its runs row and end.json).
-// reportParams are what report.md and tree.html say beside the tree: the
-// usage so far, how the search stopped, the best node's detail, the paper.
-func (e *engine) reportParams(stoppedBy string, notes map[int]string) search.ReportParams {
-	u := e.metered.Usage()
-	rp := search.ReportParams{Title: e.title(), MetricName: e.spec.Metric.Name, Unit: e.spec.Metric.Unit, Maximize: e.maximize(),
-		Calls: u.Calls, TokensIn: u.TokensIn, TokensOut: u.TokensOut, CostUSD: u.CostUSD, StoppedBy: stoppedBy, StageNotes: notes,
-		Paper: e.paperSection()}
-	if best, ok := e.tree.Best(e.maximize()); ok {
-		rp.BestDetail = e.bestDetail(best.ID)
-	}
-	return rp
-}
-
-// writeReport writes report.md.
-func (e *engine) writeReport(rp search.ReportParams) error {
-	var rep strings.Builder
-	if err := search.WriteReport(&rep, e.tree, rp); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(e.dir, "report.md"), []byte(rep.String()), 0o644)
-}
-
 func (e *engine) endStatus(stoppedBy string, hasBest bool) string {
 	switch {
 	case e.canceled.Load() != nil:

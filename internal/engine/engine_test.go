@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/local"
+	"github.com/hpcq/hpcq/internal/session"
 	"github.com/hpcq/hpcq/internal/tree"
 
 	"github.com/stretchr/testify/assert"
@@ -57,6 +58,7 @@ func normal(r fakellm.Request) fakellm.Reply {
 }
 
 type env struct {
+	sp  session.Params
 	p   Params
 	srv *fakellm.Server
 	dir string
@@ -103,8 +105,8 @@ func setup(t *testing.T, spec run.Spec, handle func(fakellm.Request) fakellm.Rep
 	client, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: srv.BaseURL(), APIKey: "test-key", Model: "test-model", MaxAttempts: 3,
 		Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, IdleTimeout: 8 * time.Second, Logger: log})
 	require.NoError(t, err)
-	return env{srv: srv, dir: dir, p: Params{Spec: spec, RunDir: dir, Queue: l.Queue, LLM: client, MemoryStore: store, Results: sink,
-		WorkersWriteResults: true, Mode: "local", Logger: log, Gateway: l.Conn}}
+	return env{srv: srv, dir: dir, sp: session.Params{Spec: spec, RunDir: dir, LLM: client, MemoryStore: store, Results: sink, Logger: log},
+		p: Params{Queue: l.Queue, Results: sink, WorkersWriteResults: true, Mode: "local", Gateway: l.Conn}}
 }
 
 func readOutcome(t *testing.T, dir, node string) rundir.Outcome {
@@ -152,7 +154,7 @@ func TestWholeRunWithHostileReplies(t *testing.T) {
 	e := setup(t, spec, handle, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	sum, err := Run(ctx, e.p)
+	sum, err := runEngine(t, ctx, e.sp, e.p)
 	require.NoError(t, err)
 	require.Equal(t, 8, sum.Nodes)
 	require.True(t, sum.HasBest)
@@ -239,7 +241,7 @@ func TestBudgetStopsExpansion(t *testing.T) {
 	spec.Search.NumDrafts, spec.Search.Slots = 20, 1
 	spec.LLM.Budget.MaxTokens = 1000 // phase0 150 + draft 300 per node: spent in the third node
 	e := setup(t, spec, normal, "")
-	sum, err := Run(context.Background(), e.p)
+	sum, err := runEngine(t, context.Background(), e.sp, e.p)
 	require.NoError(t, err)
 	require.Contains(t, sum.StoppedBy, "budget")
 	require.Less(t, sum.Nodes, 20)
@@ -277,7 +279,7 @@ func TestResumeRunsNothingTwice(t *testing.T) {
 		})
 		cancel()
 	}()
-	_, err := Run(ctx, e.p)
+	_, err := runEngine(t, ctx, e.sp, e.p)
 	require.ErrorIs(t, err, context.Canceled)
 	before := map[string][]byte{}
 	done, _ := filepath.Glob(filepath.Join(dir, nodesDir, "*", outcomeFile))
@@ -293,7 +295,7 @@ func TestResumeRunsNothingTwice(t *testing.T) {
 	lost := draftsBefore - len(published)
 	require.LessOrEqual(t, lost, 1, "at most the request in flight at the cancel is lost")
 
-	sum, err := Run(context.Background(), e.p)
+	sum, err := runEngine(t, context.Background(), e.sp, e.p)
 	require.NoError(t, err)
 	require.Equal(t, 4, sum.Nodes)
 	for f, data := range before {
@@ -347,7 +349,7 @@ func TestIterativeInstallThroughGateway(t *testing.T) {
 		return normal(r)
 	}
 	e := setup(t, spec, handle, "")
-	sum, err := Run(context.Background(), e.p)
+	sum, err := runEngine(t, context.Background(), e.sp, e.p)
 	require.NoError(t, err)
 	require.True(t, sum.HasBest, "the node ran with what the installer put in place")
 	require.Equal(t, 5.0, sum.Best.Metric)
@@ -391,7 +393,7 @@ func TestJudgePicksTheStageBase(t *testing.T) {
 	e := setup(t, spec, handle, "")
 	var progress strings.Builder
 	e.p.Progress, e.p.ProgressEvery = &lockedBuilder{b: &progress}, 50*time.Millisecond
-	_, err := Run(context.Background(), e.p)
+	_, err := runEngine(t, context.Background(), e.sp, e.p)
 	require.NoError(t, err)
 	n4 := readTask(t, e.dir, "n0004")
 	require.Equal(t, "n0001", n4.ParentID, "the ablation starts from the judge's pick")
@@ -440,7 +442,7 @@ func TestRunWithoutWorkersYet(t *testing.T) {
 	spec := newSpec(t)
 	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 2, 2, 1
 	e := setup(t, spec, normal, "")
-	e.p.Spec.Pool = "later" // no worker serves it yet; WaitWorkers 0: published at once
+	e.sp.Spec.Pool = "later" // no worker serves it yet; WaitWorkers 0: published at once
 	srvDir := t.TempDir()
 	go func() {
 		// A worker of the pool arrives once the first task waits.
@@ -458,7 +460,7 @@ func TestRunWithoutWorkersYet(t *testing.T) {
 		t.Cleanup(cancel)
 		go func() { _ = w.Run(ctx) }()
 	}()
-	sum, err := Run(context.Background(), e.p)
+	sum, err := runEngine(t, context.Background(), e.sp, e.p)
 	require.NoError(t, err)
 	require.Equal(t, 2, sum.Nodes)
 	require.True(t, sum.HasBest)
@@ -485,11 +487,11 @@ func TestPhase0KnowsEarlierRuns(t *testing.T) {
 	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 1, 1, 1
 	runs := t.TempDir()
 	first := setup(t, spec, normal, filepath.Join(runs, "20261122-000001-aaaaaa"))
-	_, err := Run(context.Background(), first.p)
+	_, err := runEngine(t, context.Background(), first.sp, first.p)
 	require.NoError(t, err)
 
 	second := setup(t, spec, normal, filepath.Join(runs, "20261122-000002-bbbbbb"))
-	_, err = Run(context.Background(), second.p)
+	_, err = runEngine(t, context.Background(), second.sp, second.p)
 	require.NoError(t, err)
 	var prompt string
 	for _, r := range second.srv.Requests() {

@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/internal/tree"
-	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -32,7 +32,7 @@ type environment struct {
 // ranksText tells the model how a run of MPI ranks is launched when the
 // run's limits ask for them (limits.nodes, ranks_per_node).
 func (e *engine) ranksText() string {
-	l := e.spec.Limits
+	l := e.s.Spec.Limits
 	if !l.MultiNode() && l.RanksPerNode <= 0 {
 		return ""
 	}
@@ -45,7 +45,7 @@ func (e *engine) ranksText() string {
 }
 
 func (e *engine) imageText() string {
-	c := e.spec.Container
+	c := e.s.Spec.Container
 	if c == nil {
 		return ""
 	}
@@ -68,10 +68,10 @@ func (e *engine) imageText() string {
 // (its parent's, and the one its parent left: the packages its ancestors
 // installed), and what the Environment section says of them.
 func (e *engine) inheritedLayers(n *tree.Node) ([]string, string) {
-	if e.spec.Container == nil || n.Parent == "" {
+	if e.s.Spec.Container == nil || n.Parent == "" {
 		return nil, ""
 	}
-	o, ok, err := e.nodeOutcome(n.Parent)
+	o, ok, err := e.files.outcome(n.Parent)
 	if err != nil || !ok || o.Result == nil {
 		return nil, ""
 	}
@@ -85,12 +85,12 @@ func (e *engine) inheritedLayers(n *tree.Node) ([]string, string) {
 	}
 	var holds []string
 	for id, hops := n.Parent, 0; id != "" && hops < schema.MaxLayers; hops++ {
-		if o, ok, err := e.nodeOutcome(id); err == nil && ok && o.Result != nil && o.Result.Container != nil {
+		if o, ok, err := e.files.outcome(id); err == nil && ok && o.Result != nil && o.Result.Container != nil {
 			if c := o.Result.Container; mine[c.Layer] && c.LayerHolds != "" {
 				holds = append([]string{fmt.Sprintf("- node %s: %s", id, c.LayerHolds)}, holds...)
 			}
 		}
-		t, ok, err := e.nodeTask(id)
+		t, ok, err := e.files.task(id)
 		if err != nil || !ok {
 			break
 		}
@@ -119,7 +119,7 @@ func (e *engine) environment(ctx context.Context, wait time.Duration) (environme
 		env := environment{toolchains: map[string]string{}}
 		var lines []string
 		for _, w := range ws {
-			if w.Lost || w.Draining || !contains(w.Pools, e.spec.Pool) {
+			if w.Lost || w.Draining || !contains(w.Pools, e.s.Spec.Pool) {
 				continue
 			}
 			env.workers++
@@ -148,18 +148,18 @@ func (e *engine) environment(ctx context.Context, wait time.Duration) (environme
 		if env.workers > 0 {
 			sort.Strings(lines)
 			env.text = fmt.Sprintf("Nodes run in the %q pool, on Linux, each in a fresh workspace with bash; a slot's cores are in OMP_NUM_THREADS. "+
-				"Use only these toolchains; nothing else is installed unless the download phase installs it.\n%s", e.spec.Pool, strings.Join(lines, "\n"))
-			if len(e.spec.Requires) > 0 {
-				env.text += "\nThe run requires: " + strings.Join(e.spec.Requires, ", ") + "."
+				"Use only these toolchains; nothing else is installed unless the download phase installs it.\n%s", e.s.Spec.Pool, strings.Join(lines, "\n"))
+			if len(e.s.Spec.Requires) > 0 {
+				env.text += "\nThe run requires: " + strings.Join(e.s.Spec.Requires, ", ") + "."
 			}
 			env.text += e.imageText() + e.ranksText()
 			return env, nil
 		}
 		if !time.Now().Before(deadline) {
 			env.text = fmt.Sprintf("Nodes run in the %q pool, on Linux, each in a fresh workspace with bash; no worker of the pool has "+
-				"registered yet, so its toolchains are not known: use common ones (gcc, make) and check for what you need.", e.spec.Pool)
-			if len(e.spec.Requires) > 0 {
-				env.text += "\nThe run requires: " + strings.Join(e.spec.Requires, ", ") + "."
+				"registered yet, so its toolchains are not known: use common ones (gcc, make) and check for what you need.", e.s.Spec.Pool)
+			if len(e.s.Spec.Requires) > 0 {
+				env.text += "\nThe run requires: " + strings.Join(e.s.Spec.Requires, ", ") + "."
 			}
 			env.text += e.imageText() + e.ranksText()
 			return env, nil
@@ -185,36 +185,36 @@ func contains(list []string, s string) bool {
 // resources.
 func (e *engine) setupMemory(ctx context.Context) error {
 	var idx memory.ResourceIndex
-	if e.spec.Resources != "" {
+	if e.s.Spec.Resources != "" {
 		var err error
-		if idx, err = memory.LoadResources(e.spec.Resources, filepath.Dir(e.spec.Resources)); err != nil {
+		if idx, err = memory.LoadResources(e.s.Spec.Resources, filepath.Dir(e.s.Spec.Resources)); err != nil {
 			return err
 		}
 		e.env.resources = idx.Text()
 	}
-	if e.mem == nil {
+	if e.s.Memory == nil {
 		return nil
 	}
-	if _, err := e.mem.Fork(ctx, RootBranch, ""); err != nil {
+	if _, err := e.s.Memory.Fork(ctx, RootBranch, ""); err != nil {
 		if errors.Is(err, memory.ErrBranchExists) {
 			return nil // a resumed run
 		}
 		return err
 	}
-	idea := strings.TrimSpace(e.spec.Idea)
-	if run.On(e.spec.Memory.PersistIdeaMD) {
-		if _, _, err := e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: RootBranch, Text: idea, Tags: []string{"IDEA_MD", "ROOT_IDEA"}, Context: "idea"}); err != nil {
+	idea := strings.TrimSpace(e.s.Spec.Idea)
+	if run.On(e.s.Spec.Memory.PersistIdeaMD) {
+		if _, _, err := e.s.Memory.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: RootBranch, Text: idea, Tags: []string{"IDEA_MD", "ROOT_IDEA"}, Context: "idea"}); err != nil {
 			return err
 		}
 	}
-	if run.On(e.spec.Memory.AlwaysInjectIdeaSummary) {
-		summary := e.section(ctx, idea, "idea_summary", "a summary of the research idea as short bullet points: the goal, the constraints, the metric")
-		if _, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "IDEA_SUMMARY", Value: summary, Importance: 5}); err != nil {
+	if run.On(e.s.Spec.Memory.AlwaysInjectIdeaSummary) {
+		summary := e.s.Section(ctx, idea, "idea_summary", "a summary of the research idea as short bullet points: the goal, the constraints, the metric")
+		if _, err := e.s.Memory.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "IDEA_SUMMARY", Value: summary, Importance: 5}); err != nil {
 			return err
 		}
 	}
 	if len(idx.Items) > 0 {
-		if err := e.mem.IngestResources(ctx, RootBranch, idx); err != nil {
+		if err := e.s.Memory.IngestResources(ctx, RootBranch, idx); err != nil {
 			return err
 		}
 	}
@@ -235,7 +235,7 @@ func (e *engine) refreshEnvironment(ctx context.Context) {
 	}
 	env.resources = e.env.resources
 	e.env = env
-	e.log.Info("workers of the pool registered", "pool", e.spec.Pool, "workers", env.workers, "slots", env.slots)
+	e.s.Log.Info("workers of the pool registered", "pool", e.s.Spec.Pool, "workers", env.workers, "slots", env.slots)
 }
 
 // currentEnv is the environment as last read.
@@ -250,42 +250,15 @@ func (e *engine) currentEnv() environment {
 // of an ancestor may have fetched it), within datasets_tested_budget_chars.
 func (e *engine) resources(ctx context.Context, node string) string {
 	text := e.currentEnv().resources
-	if e.mem != nil && text != "" {
-		idx, ok, err := e.mem.Resources(ctx, node)
+	if e.s.Memory != nil && text != "" {
+		idx, ok, err := e.s.Memory.Resources(ctx, node)
 		if err != nil {
-			e.log.Warn("resources of the node's memory", "node_id", node, "err", err)
+			e.s.Log.Warn("resources of the node's memory", "node_id", node, "err", err)
 		} else if ok {
 			text = idx.Text()
 		}
 	}
-	return cutText(text, budgetOr(e.spec.Memory.Config.DatasetsTestedBudgetChars))
-}
-
-// compressor is the memory's compressor: the model (compression_model,
-// default the run's), or none when use_llm_compression is off: sections
-// over budget are then cut, with a marker.
-func compressor(m run.Memory, client llm.Client) memory.Compressor {
-	if !run.On(m.UseLLMCompression) {
-		return nil
-	}
-	return prompt.Compressor{Client: client, Model: m.CompressionModel}
-}
-
-// section brings text within the budget of a section (the seed's
-// section_budgets: key): as it is, compressed by the memory's model, or cut
-// with a marker when the run has no memory or compression is off.
-func (e *engine) section(ctx context.Context, text, key, hint string) string {
-	budget := e.spec.Memory.SectionBudgets[key]
-	if budget <= 0 {
-		budget = memory.Defaults().SectionBudgets[key]
-	}
-	if budget <= 0 || len(text) <= budget {
-		return text
-	}
-	if e.mem != nil {
-		return e.mem.Shorten(ctx, text, budget, hint)
-	}
-	return cutText(text, budget)
+	return textcut.Marked(text, budgetOr(e.s.Spec.Memory.Config.DatasetsTestedBudgetChars))
 }
 
 // sweep is seed 004's memory sweep: every memory.sweep_interval_s (and at
@@ -294,29 +267,37 @@ func (e *engine) section(ctx context.Context, text, key, hint string) string {
 // facts. Decay needs no pass of its own: ranking and forget_below apply it
 // to every read.
 func (e *engine) sweep(ctx context.Context, all bool) {
-	interval := time.Duration(e.spec.Memory.Config.SweepIntervalS) * time.Second
+	interval := time.Duration(e.s.Spec.Memory.Config.SweepIntervalS) * time.Second
 	if interval <= 0 {
 		interval = time.Duration(memory.Defaults().SweepIntervalS) * time.Second
 	}
-	e.sweepMu.Lock()
-	if e.lastSweep.IsZero() {
-		e.lastSweep = time.Now() // the first interval starts with the run
+	e.sweeps.mu.Lock()
+	if e.sweeps.last.IsZero() {
+		e.sweeps.last = time.Now() // the first interval starts with the run
 	}
-	if len(e.sweepPending) == 0 || (!all && time.Since(e.lastSweep) < interval) {
-		e.sweepMu.Unlock()
+	if len(e.sweeps.pending) == 0 || (!all && time.Since(e.sweeps.last) < interval) {
+		e.sweeps.mu.Unlock()
 		return
 	}
-	branches := e.sweepPending
-	e.sweepPending, e.lastSweep = nil, time.Now()
-	e.sweepMu.Unlock()
+	branches := e.sweeps.pending
+	e.sweeps.pending, e.sweeps.last = nil, time.Now()
+	e.sweeps.mu.Unlock()
 	facts := 0
 	for _, b := range branches {
-		got, err := e.mem.Consolidate(ctx, b)
+		got, err := e.s.Memory.Consolidate(ctx, b)
 		if err != nil {
-			e.log.Warn("memory sweep", "branch", b, "err", err)
+			e.s.Log.Warn("memory sweep", "branch", b, "err", err)
 			continue
 		}
 		facts += len(got)
 	}
-	e.log.Debug("memory sweep", "branches", len(branches), "facts_consolidated", facts)
+	e.s.Log.Debug("memory sweep", "branches", len(branches), "facts_consolidated", facts)
+}
+
+// sweeps are the branches of the nodes that ended since the last memory
+// sweep, and when it ran.
+type sweeps struct {
+	mu      sync.Mutex
+	pending []string
+	last    time.Time
 }

@@ -15,7 +15,7 @@ func (e *engine) endedFromCache(id string) bool {
 	if v, ok := e.own.Load(id); ok && v.(ownNode).ended {
 		return v.(ownNode).cached
 	}
-	o, ok, _ := e.nodeOutcome(id)
+	o, ok, _ := e.files.outcome(id)
 	return ok && o.Cached
 }
 

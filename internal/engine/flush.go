@@ -13,10 +13,7 @@ import (
 // outage already ended the run) and says what is left and how it will be
 // applied.
 func (e *engine) flush(ctx context.Context, stoppedBy string) []string {
-	limit := e.p.OutageMax
-	if limit <= 0 {
-		limit = 10 * time.Minute
-	}
+	limit := e.s.OutageMax
 	if e.outageStop.Load() {
 		limit = 15 * time.Second // the servers were away for OutageMax already
 	}
@@ -29,8 +26,8 @@ func (e *engine) flush(ctx context.Context, stoppedBy string) []string {
 		f         any
 	}{
 		{"memory", "they are applied when this run's memory store is opened again (scheduler run --resume or scheduler export --run-dir " +
-			e.dir + ", with the same HPCQ_SPOOL_DIR)", e.p.MemoryStore},
-		{"results", "they are inserted by the next scheduler process with the same HPCQ_SPOOL_DIR (scheduler export --run-dir " + e.dir + ")",
+			e.s.Dir + ", with the same HPCQ_SPOOL_DIR)", e.s.MemoryStore},
+		{"results", "they are inserted by the next scheduler process with the same HPCQ_SPOOL_DIR (scheduler export --run-dir " + e.s.Dir + ")",
 			e.p.Results},
 	} {
 		f, ok := x.f.(flusher)
@@ -40,7 +37,7 @@ func (e *engine) flush(ctx context.Context, stoppedBy string) []string {
 		start := time.Now()
 		if err := e.flushOne(ctx, f.Flush, x.what, x.how, limit); err != nil {
 			msg := fmt.Sprintf("%s: writes not yet applied after %v (%v); %s", x.what, time.Since(start).Round(time.Second), err, x.how)
-			e.log.Warn("writes left in the spool", "store", x.what, "err", err)
+			e.s.Log.Warn("writes left in the spool", "store", x.what, "err", err)
 			left = append(left, msg)
 		}
 	}
@@ -73,7 +70,7 @@ func (e *engine) flushOne(ctx context.Context, flush func(context.Context) error
 				return
 			case <-t.C:
 				msg := fmt.Sprintf("waiting for the %s writes to reach their server (up to %s); interrupt again to leave them in the spool: %s", what, limit, how)
-				e.log.Warn(msg)
+				e.s.Log.Warn(msg)
 				if e.p.Progress != nil {
 					fmt.Fprintln(e.p.Progress, msg)
 				}

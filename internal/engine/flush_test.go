@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/testutil"
 )
 
@@ -18,7 +19,8 @@ import (
 func TestFlushSaysWhatItWaitsFor(t *testing.T) {
 	abandon := make(chan struct{})
 	out := &lockedBuilder{b: &strings.Builder{}}
-	e := &engine{p: Params{Abandon: abandon, Progress: out}, log: testutil.Logger(t)}
+	e := bareEngine(t, "", run.Spec{})
+	e.p = Params{Abandon: abandon, Progress: out}
 	blocked := func(ctx context.Context) error { <-ctx.Done(); return context.Cause(ctx) }
 	done := make(chan error, 1)
 	go func() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
@@ -57,7 +58,7 @@ func summarizeRun(id string, spec run.Spec, tree search.TreeJSON) string {
 		n := &tree.Nodes[i]
 		if n.Buggy {
 			buggy++
-			reasons[firstLine(n.Reason)]++
+			reasons[textcut.FirstLine(n.Reason, 200)]++
 		}
 		if n.ID == tree.Best {
 			best = n

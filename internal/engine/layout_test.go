@@ -10,27 +10,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hpcq/hpcq/internal/prompt"
+	"github.com/hpcq/hpcq/internal/run"
 )
 
 // TestReadPlanOfAnOlderRun: a run written when Phase 0's files were in
 // plans/<id>/ is resumed without asking Phase 0 again; a plan in the node's
 // directory is the one read when both are there.
 func TestReadPlanOfAnOlderRun(t *testing.T) {
-	e := &engine{dir: t.TempDir()}
+	e := bareEngine(t, t.TempDir(), run.Spec{})
 	_, err := e.readPlan("n0001")
 	require.ErrorIs(t, err, os.ErrNotExist)
 
-	old := filepath.Join(e.dir, "plans", "n0001")
+	old := filepath.Join(e.s.Dir, "plans", "n0001")
 	require.NoError(t, os.MkdirAll(old, 0o755))
-	e.oldPlans = hasOldPlans(e.dir)
-	require.True(t, e.oldPlans)
+	e.files.oldPlans = hasOldPlans(e.s.Dir)
+	require.True(t, e.files.oldPlans)
 	require.NoError(t, os.WriteFile(filepath.Join(old, "phase0_plan.json"), []byte(`{"approach": "tiling\nmore"}`), 0o644))
 	data, err := e.readPlan("n0001")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"approach": "tiling\nmore"}`, string(data))
 	require.Equal(t, "tiling", e.approach("n0001"))
 
-	now := filepath.Join(e.dir, "nodes", "n0001")
+	now := filepath.Join(e.s.Dir, "nodes", "n0001")
 	require.NoError(t, os.MkdirAll(now, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(now, "phase0_plan.json"), []byte(`{"approach": "blocking"}`), 0o644))
 	data, err = e.readPlan("n0001")

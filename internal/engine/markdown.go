@@ -13,26 +13,28 @@ import (
 )
 
 // bestDetail is the report's section on the best node: metrics and code.
-func (e *engine) bestDetail(id string) string {
+func (o outputs) bestDetail(id string) string {
 	var b strings.Builder
-	o, ok, _ := e.nodeOutcome(id)
-	if ok && o.Result != nil && len(o.Result.Metrics) > 0 {
+	out, ok, _ := o.files.outcome(id)
+	if ok && out.Result != nil && len(out.Result.Metrics) > 0 {
 		b.WriteString("### Its metrics\n\n| metric | value | unit |\n|---|---|---|\n")
-		names := make([]string, 0, len(o.Result.Metrics))
-		for k := range o.Result.Metrics {
+		names := make([]string, 0, len(out.Result.Metrics))
+		for k := range out.Result.Metrics {
 			names = append(names, k)
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			fmt.Fprintf(&b, "| %s | %g | %s |\n", k, o.Result.Metrics[k], o.Result.MetricUnits[k])
+			fmt.Fprintf(&b, "| %s | %g | %s |\n", k, out.Result.Metrics[k], out.Result.MetricUnits[k])
 		}
 		b.WriteString("\n")
 	}
-	if ok && o.Result != nil {
-		b.WriteString(artifactLinks(id, *o))
+	if ok && out.Result != nil {
+		b.WriteString(artifactLinks(id, *out))
 	}
-	if code := e.codeText(id, true); code != "" {
-		b.WriteString("### Its code\n\n" + code + "\n")
+	if t, ok, _ := o.files.task(id); ok {
+		if code := codeText(t, true); code != "" {
+			b.WriteString("### Its code\n\n" + code + "\n")
+		}
 	}
 	return b.String()
 }
@@ -128,24 +130,4 @@ func metricText(v *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%g", *v)
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	if len(s) > 200 {
-		s = s[:200] + "..."
-	}
-	return s
-}
-
-// tail keeps the last n bytes of s, at a line start when it can.
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[len(s)-n:]
-	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
-		s = s[i+1:]
-	}
-	return "...\n" + s
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -22,7 +23,7 @@ import (
 // hasEvent says whether branch wrote an event of kind itself (a node done
 // again after a resume keeps the one node_created it had).
 func (e *engine) hasEvent(ctx context.Context, branch, kind string) (bool, error) {
-	evs, _, err := e.mem.RecallList(ctx, memory.RecallListParams{Branch: branch})
+	evs, _, err := e.s.Memory.RecallList(ctx, memory.RecallListParams{Branch: branch})
 	if err != nil {
 		return false, err
 	}
@@ -40,7 +41,7 @@ func (e *engine) hasEvent(ctx context.Context, branch, kind string) (bool, error
 // node render it without the event, which would otherwise crowd the recall
 // window the next prompts see.
 func (e *engine) injectMemory(ctx context.Context, node, purpose string) (string, error) {
-	rd, err := e.mem.RenderForPrompt(ctx, node, purpose, 0)
+	rd, err := e.s.Memory.RenderForPrompt(ctx, node, purpose, 0)
 	if err != nil {
 		return "", err
 	}
@@ -56,7 +57,7 @@ func (e *engine) injectMemory(ctx context.Context, node, purpose string) (string
 		parts = append(parts, p)
 	}
 	payload := fmt.Sprintf("%s prompt: %d chars of memory (%s)", purpose, len(rd.Text), strings.Join(parts, ", "))
-	if _, err := e.mem.RecallAppend(ctx, node, memory.RecallEvent{Kind: memory.EventMemoryContextInjected, NodeID: node, Payload: payload}); err != nil {
+	if _, err := e.s.Memory.RecallAppend(ctx, node, memory.RecallEvent{Kind: memory.EventMemoryContextInjected, NodeID: node, Payload: payload}); err != nil {
 		return "", err
 	}
 	return rd.Text, nil
@@ -67,20 +68,20 @@ func (e *engine) injectMemory(ctx context.Context, node, purpose string) (string
 // plan's summary in core (PHASE0_SUMMARY) unless the model wrote one for
 // this node itself.
 func (e *engine) memoryPhase0(ctx context.Context, node, output string, plan prompt.Plan) error {
-	if run.On(e.spec.Memory.PersistPhase0Internal) {
-		if _, _, err := e.mem.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: node, Text: output, Tags: []string{"PHASE0_INTERNAL", "node:" + node},
+	if run.On(e.s.Spec.Memory.PersistPhase0Internal) {
+		if _, _, err := e.s.Memory.ArchivalWrite(ctx, memory.ArchivalWriteParams{Branch: node, Text: output, Tags: []string{"PHASE0_INTERNAL", "node:" + node},
 			Context: "phase0"}); err != nil {
 			return err
 		}
 	}
-	if !run.On(e.spec.Memory.AlwaysInjectPhase0Summary) {
+	if !run.On(e.s.Spec.Memory.AlwaysInjectPhase0Summary) {
 		return nil
 	}
-	if cur, ok, err := e.mem.CoreGet(ctx, node, "PHASE0_SUMMARY"); err != nil || (ok && cur.Branch == node) {
+	if cur, ok, err := e.s.Memory.CoreGet(ctx, node, "PHASE0_SUMMARY"); err != nil || (ok && cur.Branch == node) {
 		return err
 	}
-	summary := e.section(ctx, plan.Summary(), "phase0_summary", "the node's Phase 0 plan: approach, toolchain, build, run, metric")
-	_, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: node, Key: "PHASE0_SUMMARY", Value: summary, Importance: 5})
+	summary := e.s.Section(ctx, plan.Summary(), "phase0_summary", "the node's Phase 0 plan: approach, toolchain, build, run, metric")
+	_, err := e.s.Memory.CoreSet(ctx, memory.CoreSetParams{Branch: node, Key: "PHASE0_SUMMARY", Value: summary, Importance: 5})
 	return err
 }
 
@@ -90,14 +91,14 @@ func (e *engine) memoryAfter(ctx context.Context, n *tree.Node, task *schema.Nod
 	stage := search.StageName(max(n.Stage, 1))
 	warn := func(err error) {
 		if err != nil {
-			e.log.Warn("memory write after the node failed", "node_id", n.ID, "err", err)
+			e.s.Log.Warn("memory write after the node failed", "node_id", n.ID, "err", err)
 		}
 	}
 	e.phaseEvents(ctx, n, task, o, warn)
-	warn(e.mem.ArchivalWrites(ctx, n.ID, e.nodeArchival(ctx, n, o, stage, warn)))
-	e.sweepMu.Lock()
-	e.sweepPending = append(e.sweepPending, n.ID)
-	e.sweepMu.Unlock()
+	warn(e.s.Memory.ArchivalWrites(ctx, n.ID, e.nodeArchival(ctx, n, o, stage, warn)))
+	e.sweeps.mu.Lock()
+	e.sweeps.pending = append(e.sweeps.pending, n.ID)
+	e.sweeps.mu.Unlock()
 	e.sweep(ctx, false)
 }
 
@@ -113,7 +114,7 @@ func (e *engine) phaseEvents(ctx context.Context, n *tree.Node, task *schema.Nod
 		// The worker stored the phase events as they happened; those it
 		// could not store came back with the result.
 		for _, ev := range o.Result.RecallPending {
-			_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: ev.Kind, NodeID: n.ID, Phase: ev.Phase, Payload: ev.Payload})
+			_, err := e.s.Memory.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: ev.Kind, NodeID: n.ID, Phase: ev.Phase, Payload: ev.Payload})
 			warn(err)
 		}
 	default:
@@ -124,12 +125,12 @@ func (e *engine) phaseEvents(ctx context.Context, n *tree.Node, task *schema.Nod
 			switch {
 			case !ph.OK:
 				kind = memory.EventErrorEncountered
-				payload += "\n" + tail(ph.LogTail, 1500)
+				payload += "\n" + textcut.TailLines(ph.LogTail, 1500)
 			case ph.Name == schema.PhaseRun:
 				kind = memory.EventExecutionResult
-				payload += "\n" + tail(ph.LogTail, 1500)
+				payload += "\n" + textcut.TailLines(ph.LogTail, 1500)
 			}
-			_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: kind, NodeID: n.ID, Phase: ph.Name, Payload: payload})
+			_, err := e.s.Memory.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: kind, NodeID: n.ID, Phase: ph.Name, Payload: payload})
 			warn(err)
 		}
 	}
@@ -142,10 +143,10 @@ func (e *engine) phaseEvents(ctx context.Context, n *tree.Node, task *schema.Nod
 			if task.Install != nil {
 				cmds = append(slices.Clip(cmds), task.Install.Goal) // the planned commands the installer ran or adapted
 			}
-			changed, err := e.mem.RefreshResources(ctx, n.ID, cmds, ph.OK)
+			changed, err := e.s.Memory.RefreshResources(ctx, n.ID, cmds, ph.OK)
 			warn(err)
 			if len(changed) > 0 {
-				_, err = e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventResourcesRefreshed, NodeID: n.ID, Phase: schema.PhaseDownload,
+				_, err = e.s.Memory.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventResourcesRefreshed, NodeID: n.ID, Phase: schema.PhaseDownload,
 					Payload: strings.Join(changed, "; ")})
 				warn(err)
 			}
@@ -154,7 +155,7 @@ func (e *engine) phaseEvents(ctx context.Context, n *tree.Node, task *schema.Nod
 	if o.Result != nil && !o.Cached {
 		for _, a := range o.Result.Artifacts {
 			if a.Kind == schema.ArtifactPlot {
-				_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventPlotGenerated, NodeID: n.ID, Phase: schema.PhaseRun,
+				_, err := e.s.Memory.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventPlotGenerated, NodeID: n.ID, Phase: schema.PhaseRun,
 					Payload: fmt.Sprintf("%s (%d bytes), in %s/", a.Name, a.Bytes, rundir.NodeFile(n.ID, rundir.OutputsDir))})
 				warn(err)
 			}
@@ -175,13 +176,13 @@ func (e *engine) nodeArchival(ctx context.Context, n *tree.Node, o rundir.Outcom
 			tags = append(tags, "phase:"+o.Result.Error.Phase)
 		}
 	} else {
-		text = fmt.Sprintf("[SUCCESS, stage:%s] %s node %s: %s = %s %s", stage, n.Kind, n.ID, e.spec.Metric.Name, metricText(o.Metric), e.spec.Metric.Unit)
+		text = fmt.Sprintf("[SUCCESS, stage:%s] %s node %s: %s = %s %s", stage, n.Kind, n.ID, e.s.Spec.Metric.Name, metricText(o.Metric), e.s.Spec.Metric.Unit)
 		if o.Cached {
 			text += " (an identical earlier node's result, not run again)"
 		}
 		tags = []string{"SUCCESS", "stage:" + stage}
 	}
-	_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventNodeResult, NodeID: n.ID, Payload: text})
+	_, err := e.s.Memory.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventNodeResult, NodeID: n.ID, Payload: text})
 	warn(err)
 	// The node's texts go to archival memory in one transaction, then the
 	// sweep sees them all.
@@ -198,10 +199,10 @@ func (e *engine) nodeArchival(ctx context.Context, n *tree.Node, o rundir.Outcom
 	// later by tag (code:<id>, results:<id>).
 	if o.Result != nil && !o.Cached {
 		if code := e.nodeCode(n.ID); strings.TrimSpace(code) != "" {
-			writes = append(writes, memory.ArchivalWriteParams{Text: cutText(code, maxSnapshotChars),
+			writes = append(writes, memory.ArchivalWriteParams{Text: textcut.Marked(code, maxSnapshotChars),
 				Tags: []string{"code:" + n.ID, "stage:" + stage}, Context: "code of node " + n.ID})
 		}
-		res := e.section(ctx, e.outputText(o), "results", "the execution result of a node: keep its errors, diagnostics and metrics")
+		res := e.s.Section(ctx, e.outputText(o), "results", "the execution result of a node: keep its errors, diagnostics and metrics")
 		if strings.TrimSpace(res) != "" {
 			writes = append(writes, memory.ArchivalWriteParams{Text: res, Tags: []string{"results:" + n.ID, "stage:" + stage},
 				Context: "results of node " + n.ID})
@@ -214,10 +215,10 @@ func (e *engine) nodeArchival(ctx context.Context, n *tree.Node, o rundir.Outcom
 // records its creation there once (a resumed run doing the node again
 // finds both).
 func (e *engine) forkBranch(ctx context.Context, n *tree.Node, parent string) error {
-	if e.mem == nil {
+	if e.s.Memory == nil {
 		return nil
 	}
-	_, err := e.mem.Fork(ctx, n.ID, parent)
+	_, err := e.s.Memory.Fork(ctx, n.ID, parent)
 	redo := errors.Is(err, memory.ErrBranchExists) // a resumed run doing the node again
 	if err != nil && !redo {
 		return err
@@ -232,14 +233,14 @@ func (e *engine) forkBranch(ctx context.Context, n *tree.Node, parent string) er
 	if n.Parent != "" {
 		payload += " from " + n.Parent
 	}
-	_, err = e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventNodeCreated, NodeID: n.ID, Payload: payload})
+	_, err = e.s.Memory.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventNodeCreated, NodeID: n.ID, Payload: payload})
 	return err
 }
 
 // codeGenerated records in node n's branch the files and commands the
 // model wrote.
 func (e *engine) codeGenerated(ctx context.Context, n *tree.Node, a schema.Artifacts) error {
-	if e.mem == nil {
+	if e.s.Memory == nil {
 		return nil
 	}
 	files := make([]string, 0, len(a.Coding.Workspace.Files))
@@ -248,7 +249,7 @@ func (e *engine) codeGenerated(ctx context.Context, n *tree.Node, a schema.Artif
 	}
 	payload := fmt.Sprintf("%s code: %s; commands: download %d, compile %d, run %d", n.Kind, strings.Join(files, ", "),
 		len(a.Download.Commands), len(a.Compile.Commands), len(a.Run.Commands))
-	_, err := e.mem.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventCodeGenerated, NodeID: n.ID, Phase: schema.PhaseCoding,
+	_, err := e.s.Memory.RecallAppend(ctx, n.ID, memory.RecallEvent{Kind: memory.EventCodeGenerated, NodeID: n.ID, Phase: schema.PhaseCoding,
 		Payload: payload})
 	return err
 }
@@ -260,7 +261,7 @@ func (e *engine) codeGenerated(ctx context.Context, n *tree.Node, a schema.Artif
 // missing or broken).
 func (e *engine) iterativeInstall(ctx context.Context, n *tree.Node, t *schema.NodeTask, notes []string) {
 	dl := t.Artifacts.Download.Commands
-	if e.spec.Phase1.Mode != "iterative" || len(dl) == 0 {
+	if e.s.Spec.Phase1.Mode != "iterative" || len(dl) == 0 {
 		return
 	}
 	goal := "Run or adapt these planned commands:\n" + strings.Join(dl, "\n")
@@ -269,12 +270,12 @@ func (e *engine) iterativeInstall(ctx context.Context, n *tree.Node, t *schema.N
 			goal = strings.TrimPrefix(note, "download: ") + "\n\n" + goal
 		}
 	}
-	t.Install = &schema.Install{Goal: goal, MaxSteps: e.spec.Phase1.MaxSteps}
-	if e.mem != nil {
-		if rd, err := e.mem.RenderForPrompt(ctx, n.ID, "install download setup "+goal, installMemoryChars); err == nil {
+	t.Install = &schema.Install{Goal: goal, MaxSteps: e.s.Spec.Phase1.MaxSteps}
+	if e.s.Memory != nil {
+		if rd, err := e.s.Memory.RenderForPrompt(ctx, n.ID, "install download setup "+goal, installMemoryChars); err == nil {
 			t.Install.Memory = rd.Text
 		} else {
-			e.log.Warn("memory not rendered for the installer", "node_id", n.ID, "err", err)
+			e.s.Log.Warn("memory not rendered for the installer", "node_id", n.ID, "err", err)
 		}
 	}
 	t.Artifacts.Download.Commands = nil

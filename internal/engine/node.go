@@ -15,6 +15,7 @@ import (
 	"github.com/hpcq/hpcq/internal/jsonw"
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/search"
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -48,7 +49,7 @@ type runner struct{ e *engine }
 
 func (r *runner) Run(ctx context.Context, n *tree.Node) (search.Result, error) {
 	e := r.e
-	defer e.usage.save()
+	defer e.s.SaveUsage()
 	ended, published, err := e.openNode(n.ID)
 	if err != nil || ended != nil {
 		// Ended before a crash that came before the journal recorded it.
@@ -66,18 +67,18 @@ func (r *runner) Run(ctx context.Context, n *tree.Node) (search.Result, error) {
 			return r.end(ctx, n, nil, rundir.Outcome{Node: n.ID, Buggy: true, NotRun: true, Reason: why})
 		}
 		task = *t
-		if err := e.saveTask(n.ID, &task); err != nil {
+		if err := e.files.saveTask(n.ID, &task); err != nil {
 			return search.Result{}, err
 		}
 	}
 	key := search.CacheKey(&task, e.currentEnv().toolchains)
 	if res, hit := e.cache.Get(key); hit {
-		res.RunID, res.NodeID, res.Attempt = e.runID, task.NodeID, task.Attempt
+		res.RunID, res.NodeID, res.Attempt = e.s.RunID, task.NodeID, task.Attempt
 		// The files are those of the node that ran, not of this one.
 		res.Artifacts, res.ArtifactsNote = nil, "not run: the result of an identical earlier node was reused; its files are in that node's directory"
 		o := e.evaluate(n.ID, &res, nil)
 		o.Cached = true
-		e.log.Info("result cache hit: the node was not run again", "node_id", n.ID)
+		e.s.Log.Info("result cache hit: the node was not run again", "node_id", n.ID)
 		return r.end(ctx, n, &task, o)
 	}
 	canceled, why := e.nodeCanceled(n.ID)
@@ -114,7 +115,7 @@ func (r *runner) Run(ctx context.Context, n *tree.Node) (search.Result, error) {
 	}
 	if got.Result != nil && got.Result.OK() {
 		if err := e.cache.Put(key, *got.Result); err != nil {
-			e.log.Warn("result cache", "err", err)
+			e.s.Log.Warn("result cache", "err", err)
 		}
 	}
 	return r.end(ctx, n, &task, o)
@@ -124,20 +125,20 @@ func (r *runner) Run(ctx context.Context, n *tree.Node) (search.Result, error) {
 // crash: the node's outcome when it ended, else its task when it was
 // published.
 func (e *engine) openNode(id string) (ended *rundir.Outcome, published *schema.NodeTask, err error) {
-	dir := filepath.Join(e.dir, nodesDir, id)
+	dir := filepath.Join(e.s.Dir, nodesDir, id)
 	fresh, err := makeNodeDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	if fresh {
 		e.own.Store(id, ownNode{})
-		if e.logs != nil {
-			e.logs.New(id)
+		if e.s.Logs != nil {
+			e.s.Logs.New(id)
 		}
 		return nil, nil, nil
 	}
 	e.own.Delete(id)
-	if o, ok, err := rundir.Dir(e.dir).ReadOutcome(id); err != nil || ok {
+	if o, ok, err := rundir.Dir(e.s.Dir).ReadOutcome(id); err != nil || ok {
 		return &o, nil, err
 	}
 	var t schema.NodeTask
@@ -152,15 +153,15 @@ func (e *engine) openNode(id string) (ended *rundir.Outcome, published *schema.N
 func (r *runner) bringHome(ctx context.Context, n *tree.Node, res *schema.NodeResult, o *rundir.Outcome) {
 	e := r.e
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-	if err := dispatch.FetchArtifacts(fctx, e.p.Queue, e.dir, res); err != nil {
+	if err := dispatch.FetchArtifacts(fctx, e.p.Queue, e.s.Dir, res); err != nil {
 		o.ArtifactsError = err.Error()
-		e.log.Error("artifacts not fetched", "node_id", n.ID, "err", err)
+		e.s.Log.Error("artifacts not fetched", "node_id", n.ID, "err", err)
 	}
 	cancel()
 	if res.ArtifactsNote != "" {
 		// The worker could not bring every file home (a size cap, an upload
 		// that failed): the user learns it here, not only in result.json.
-		e.log.Warn("artifacts incomplete", "node_id", n.ID, "note", res.ArtifactsNote)
+		e.s.Log.Warn("artifacts incomplete", "node_id", n.ID, "note", res.ArtifactsNote)
 	}
 	o.PlotAnalysis = r.analyzePlots(ctx, n, *o)
 }
@@ -182,14 +183,14 @@ func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLet
 			o.Reason += fmt.Sprintf(" (%s:%d: %s)", d.File, d.Line, d.Message)
 		}
 	default:
-		v, ok := res.Metrics[e.spec.Metric.Name]
+		v, ok := res.Metrics[e.s.Spec.Metric.Name]
 		if !ok {
 			var have []string
 			for k := range res.Metrics {
 				have = append(have, k)
 			}
 			sort.Strings(have)
-			o.Buggy, o.Reason = true, fmt.Sprintf("the run reported no %q metric (it reported: %s)", e.spec.Metric.Name, strings.Join(have, ", "))
+			o.Buggy, o.Reason = true, fmt.Sprintf("the run reported no %q metric (it reported: %s)", e.s.Spec.Metric.Name, strings.Join(have, ", "))
 		} else {
 			o.Metric = &v
 		}
@@ -205,7 +206,7 @@ func (r *runner) end(ctx context.Context, n *tree.Node, task *schema.NodeTask, o
 		return search.Result{}, ctx.Err()
 	}
 	ctx = context.WithoutCancel(ctx)
-	if e.mem != nil {
+	if e.s.Memory != nil {
 		e.memoryAfter(ctx, n, task, o)
 	}
 	rows := results.Rows{}
@@ -213,18 +214,18 @@ func (r *runner) end(ctx context.Context, n *tree.Node, task *schema.NodeTask, o
 		rows = results.AttemptRows(task, o.Result)
 	}
 	o.Seal()
-	row := results.Node{Run: e.runID, Node: n.ID, Parent: n.Parent, Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Attempt: 1,
-		Status: o.Status, ErrorKind: o.ErrorKind, MetricName: e.spec.Metric.Name, TS: time.Now()}
+	row := results.Node{Run: e.s.RunID, Node: n.ID, Parent: n.Parent, Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.s.Spec.Pool, Attempt: 1,
+		Status: o.Status, ErrorKind: o.ErrorKind, MetricName: e.s.Spec.Metric.Name, TS: time.Now()}
 	if o.Metric != nil && !o.Buggy {
 		row.MetricValue = o.Metric
 	}
 	rows.Nodes = append(rows.Nodes, row)
-	e.p.Metrics.Node(n.Kind, row.Status)
+	e.s.Metrics.Node(n.Kind, row.Status)
 	// Stored before result.json is written (a resume takes a node with
 	// one for done, its rows included), in one transaction with the other
 	// nodes ending within results.WriteGather.
-	if err := e.rows.Write(ctx, rows); err != nil {
-		e.log.Warn("results rows not written", "node_id", n.ID, "err", err)
+	if err := e.s.Rows.Write(ctx, rows); err != nil {
+		e.s.Log.Warn("results rows not written", "node_id", n.ID, "err", err)
 	}
 	if err := e.saveOutcome(n.ID, &o); err != nil {
 		return search.Result{}, err
@@ -233,10 +234,10 @@ func (r *runner) end(ctx context.Context, n *tree.Node, task *schema.NodeTask, o
 		tools := r.Toolchain
 		e.imageTools.Store(&tools)
 	}
-	if e.logs != nil {
-		e.logs.Done(n.ID)
+	if e.s.Logs != nil {
+		e.s.Logs.Done(n.ID)
 	}
-	e.log.Info("node finished", "node_id", n.ID, "kind", n.Kind, "stage", n.Stage, "buggy", o.Buggy, "reason", firstLine(o.Reason),
+	e.s.Log.Info("node finished", "node_id", n.ID, "kind", n.Kind, "stage", n.Stage, "buggy", o.Buggy, "reason", textcut.FirstLine(o.Reason, 200),
 		"metric", metricText(o.Metric), "cached", o.Cached)
 	return searchResult(&o), nil
 }
@@ -244,10 +245,10 @@ func (r *runner) end(ctx context.Context, n *tree.Node, task *schema.NodeTask, o
 // memoryLost reports whether the memory store has lost the run's memory:
 // its root branch, which every run has from its start, is gone.
 func (e *engine) memoryLost(ctx context.Context) bool {
-	if e.outage == nil {
+	if e.s.Store == nil {
 		return false
 	}
-	_, err := e.outage.BranchGet(ctx, RootBranch)
+	_, err := e.s.Store.BranchGet(ctx, RootBranch)
 	return errors.Is(err, memory.ErrNoBranch)
 }
 
@@ -263,7 +264,7 @@ func (r *runner) prepare(ctx context.Context, n *tree.Node) (*schema.NodeTask, s
 	fail := func(stage string, err error) (*schema.NodeTask, string, error) {
 		if errors.Is(err, memory.ErrNoBranch) && e.memoryLost(ctx) {
 			err = fmt.Errorf("%w (its root branch is gone: did Redis restart without its data? restore it, then resume the run): %w", memory.ErrLost, err)
-			e.log.Error("memory lost", "err", err)
+			e.s.Log.Error("memory lost", "err", err)
 		}
 		if errors.Is(err, memory.ErrOutage) || errors.Is(err, memory.ErrLost) {
 			// Not the node's fault: the run stops, resumable, and the node
@@ -277,9 +278,9 @@ func (r *runner) prepare(ctx context.Context, n *tree.Node) (*schema.NodeTask, s
 		}
 		return nil, stage + ": " + err.Error(), nil
 	}
-	if e.outage != nil {
+	if e.s.Store != nil {
 		// No new node starts while the memory store is away.
-		if err := e.outage.Wait(ctx); err != nil {
+		if err := e.s.Store.Wait(ctx); err != nil {
 			return fail("memory", err)
 		}
 	}
@@ -305,16 +306,16 @@ func (r *runner) prepare(ctx context.Context, n *tree.Node) (*schema.NodeTask, s
 	if err != nil {
 		return fail(n.Kind, err)
 	}
-	t := &schema.NodeTask{V: schema.Version, RunID: e.runID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
-		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.spec.Pool, Artifacts: a.Phases, Limits: e.spec.Limits, Requires: e.spec.Requires,
-		Shell: e.spec.Shell, Container: e.spec.Container.Task()}
+	t := &schema.NodeTask{V: schema.Version, RunID: e.s.RunID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
+		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.s.Spec.Pool, Artifacts: a.Phases, Limits: e.s.Spec.Limits, Requires: e.s.Spec.Requires,
+		Shell: e.s.Spec.Shell, Container: e.s.Spec.Container.Task()}
 	if t.Container != nil {
 		t.Container.Layers = layers
 	}
-	if e.mem != nil {
+	if e.s.Memory != nil {
 		// The worker appends the node's phase events to its branch as they
 		// happen (the branch exists: forked above).
-		redact := e.spec.Memory.Config.RedactSecrets
+		redact := e.s.Spec.Memory.Config.RedactSecrets
 		t.Recall = &schema.TaskRecall{RedactSecrets: redact == nil || *redact}
 	}
 	e.iterativeInstall(ctx, n, t, a.Notes)
@@ -329,17 +330,17 @@ func (r *runner) prepare(ctx context.Context, n *tree.Node) (*schema.NodeTask, s
 
 func (r *runner) params(n *tree.Node, purpose string, msgs []llm.Message) prompt.GenerateParams {
 	e := r.e
-	p := prompt.GenerateParams{Client: e.client, Messages: msgs, Retries: e.spec.LLM.Retries, Purpose: purpose, Node: n.ID}
-	if e.spec.LLM.Retries == 0 {
+	p := prompt.GenerateParams{Client: e.s.Client, Messages: msgs, Retries: e.s.Spec.LLM.Retries, Purpose: purpose, Node: n.ID}
+	if e.s.Spec.LLM.Retries == 0 {
 		p.Retries = -1 // Generate reads 0 as its default
 	}
-	if e.mem != nil {
-		p.Memory, p.Branch, p.RequireMemoryUpdate = e.mem, n.ID, true
+	if e.s.Memory != nil {
+		p.Memory, p.Branch, p.RequireMemoryUpdate = e.s.Memory, n.ID, true
 	}
-	if e.logs != nil {
+	if e.s.Logs != nil {
 		p.Observe = func(x prompt.Exchange) {
-			if err := e.logs.Write(n.ID, purpose, x); err != nil {
-				e.log.Warn("prompt log", "err", err)
+			if err := e.s.Logs.Write(n.ID, purpose, x); err != nil {
+				e.s.Log.Warn("prompt log", "err", err)
 			}
 		}
 	}
@@ -351,7 +352,7 @@ func (r *runner) params(n *tree.Node, purpose string, msgs []llm.Message) prompt
 // what the prompt was given.
 func (r *runner) phase0(ctx context.Context, n *tree.Node) (string, error) {
 	e := r.e
-	dir := filepath.Join(e.dir, nodesDir, n.ID)
+	dir := filepath.Join(e.s.Dir, nodesDir, n.ID)
 	if !e.isUnwritten(n.ID) {
 		if data, err := e.readPlan(n.ID); err == nil {
 			return string(data), nil
@@ -361,7 +362,7 @@ func (r *runner) phase0(ctx context.Context, n *tree.Node) (string, error) {
 	pc := e.promptContext(ctx)
 	_, layersText := e.inheritedLayers(n)
 	pc.History, pc.Environment, pc.Resources = e.history(n.ID), env.text+layersText, e.resources(ctx, n.ID)
-	if e.mem != nil {
+	if e.s.Memory != nil {
 		text, err := e.injectMemory(ctx, n.ID, "phase0")
 		if err != nil {
 			return "", err
@@ -398,10 +399,10 @@ func (r *runner) phase0(ctx context.Context, n *tree.Node) (string, error) {
 	if err := fileio.WriteFileAtomic(filepath.Join(dir, planFile), append(plan.Raw, '\n')); err != nil {
 		return "", err
 	}
-	e.approaches.Store(n.ID, firstLine(plan.Approach))
-	if e.mem != nil {
+	e.texts.approaches.Store(n.ID, textcut.FirstLine(plan.Approach, 200))
+	if e.s.Memory != nil {
 		if err := e.memoryPhase0(ctx, n.ID, payload, plan); err != nil {
-			e.log.Warn("phase 0 not kept in memory", "node_id", n.ID, "err", err)
+			e.s.Log.Warn("phase 0 not kept in memory", "node_id", n.ID, "err", err)
 		}
 	}
 	return string(plan.Raw), nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/local"
+	"github.com/hpcq/hpcq/internal/session"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -141,6 +142,7 @@ func (c *countingStore) Flush(ctx context.Context) error {
 // memory, ClickHouse for the results) with an embedded NATS server whose
 // AckWait is 2 s and one real worker.
 type clusterRun struct {
+	sp         session.Params
 	p          Params
 	redis, ch  *testutil.Server
 	dsn, runID string
@@ -174,8 +176,8 @@ func newClusterRun(t *testing.T, spec run.Spec, handle func(fakellm.Request) fak
 	client, err := llm.NewOpenAI(llm.OpenAIOptions{BaseURL: srv.BaseURL(), APIKey: "test-key", Model: "test-model", MaxAttempts: 3,
 		Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Timeout: 8 * time.Second, Logger: log})
 	require.NoError(t, err)
-	c.p = Params{Spec: spec, RunDir: dir, Queue: l.Queue, LLM: client, MemoryStore: c.store, Results: sink,
-		WorkersWriteResults: false, Mode: "cluster", Logger: log, Gateway: l.Conn}
+	c.sp = session.Params{Spec: spec, RunDir: dir, LLM: client, MemoryStore: c.store, Results: sink, Logger: log}
+	c.p = Params{Queue: l.Queue, Results: sink, WorkersWriteResults: false, Mode: "cluster", Gateway: l.Conn}
 	return c
 }
 
@@ -219,7 +221,7 @@ func TestRunRidesOutAnOutage(t *testing.T) {
 		return normal(r)
 	}
 	c = newClusterRun(t, spec, handle)
-	sum, err := Run(context.Background(), c.p)
+	sum, err := runEngine(t, context.Background(), c.sp, c.p)
 	outages.Wait()
 	require.NoError(t, err)
 	require.Equal(t, 5, sum.Nodes)
@@ -250,21 +252,21 @@ func TestOutageLongerThanTheLimit(t *testing.T) {
 		return normal(r)
 	}
 	c = newClusterRun(t, spec, handle)
-	c.p.OutageMax = 3 * time.Second
-	sum, err := Run(context.Background(), c.p)
+	c.sp.OutageMax = 3 * time.Second
+	sum, err := runEngine(t, context.Background(), c.sp, c.p)
 	require.ErrorContains(t, err, "interrupted (resume with --resume")
 	require.ErrorIs(t, err, memory.ErrOutage)
 	require.Contains(t, sum.StoppedBy, "outage longer than the limit")
 	require.Zero(t, sum.Buggy)
 	require.Less(t, sum.Nodes, 3+1)
-	report, rerr := os.ReadFile(filepath.Join(c.p.RunDir, "report.md"))
+	report, rerr := os.ReadFile(filepath.Join(c.sp.RunDir, "report.md"))
 	require.NoError(t, rerr)
 	require.Contains(t, string(report), "outage longer than the limit")
 	require.Equal(t, "interrupted", c.count(t, "SELECT argMax(status, ts) FROM runs FINAL WHERE run = '%s'"))
 
 	c.redis.Start()
-	c.p.OutageMax = time.Minute
-	sum, err = Run(context.Background(), c.p)
+	c.sp.OutageMax = time.Minute
+	sum, err = runEngine(t, context.Background(), c.sp, c.p)
 	require.NoError(t, err)
 	require.Equal(t, 3, sum.Nodes)
 	require.Zero(t, sum.Buggy)
@@ -298,7 +300,7 @@ func TestMemoryLost(t *testing.T) {
 		return normal(r)
 	}
 	c = newClusterRun(t, spec, handle)
-	sum, err := Run(context.Background(), c.p)
+	sum, err := runEngine(t, context.Background(), c.sp, c.p)
 	require.ErrorIs(t, err, memory.ErrLost)
 	require.ErrorContains(t, err, "interrupted (resume with --resume")
 	require.ErrorContains(t, err, "did Redis restart without its data?")

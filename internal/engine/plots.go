@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/hpcq/hpcq/internal/prompt"
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -47,7 +48,7 @@ func (e *engine) plotsOf(id string, artifacts []schema.Artifact, budget int) (pl
 	if len(plots) == 0 {
 		return plotInput{}, nil
 	}
-	root, err := os.OpenRoot(e.dir)
+	root, err := os.OpenRoot(e.s.Dir)
 	if err != nil {
 		return plotInput{}, err
 	}
@@ -116,13 +117,13 @@ func readHead(root *os.Root, name string, limit int64) ([]byte, bool, error) {
 // run goes on; the reason is logged).
 func (r *runner) analyzePlots(ctx context.Context, n *tree.Node, o rundir.Outcome) string {
 	e := r.e
-	if !e.spec.LLM.VisionOn() || o.Result == nil || o.Cached {
+	if !e.s.Spec.LLM.VisionOn() || o.Result == nil || o.Cached {
 		return ""
 	}
-	mcfg := e.spec.Memory.Config
+	mcfg := e.s.Spec.Memory.Config
 	plots, err := e.plotsOf(n.ID, o.Result.Artifacts, budgetOr(mcfg.PlotSelectionBudgetChars))
 	if err != nil {
-		e.log.Warn("plots not read", "node_id", n.ID, "err", err)
+		e.s.Log.Warn("plots not read", "node_id", n.ID, "err", err)
 		return ""
 	}
 	if plots.text == "" {
@@ -130,23 +131,23 @@ func (r *runner) analyzePlots(ctx context.Context, n *tree.Node, o rundir.Outcom
 	}
 	pc := e.promptContext(ctx)
 	pc.Plots = plots.text
-	pc.Code = cutText(e.nodeCode(n.ID), budgetOr(mcfg.PlottingCodeBudgetChars))
-	if e.mem != nil {
-		rd, err := e.mem.RenderForPrompt(ctx, n.ID, string(prompt.VLMAnalysis), 0)
+	pc.Code = textcut.Marked(e.nodeCode(n.ID), budgetOr(mcfg.PlottingCodeBudgetChars))
+	if e.s.Memory != nil {
+		rd, err := e.s.Memory.RenderForPrompt(ctx, n.ID, string(prompt.VLMAnalysis), 0)
 		if err != nil {
-			e.log.Warn("plot analysis", "node_id", n.ID, "err", err)
+			e.s.Log.Warn("plot analysis", "node_id", n.ID, "err", err)
 			return ""
 		}
 		pc.Memory = rd.Text
 	}
 	msgs, err := prompt.Build(prompt.VLMAnalysis, pc)
 	if err != nil {
-		e.log.Warn("plot analysis", "node_id", n.ID, "err", err)
+		e.s.Log.Warn("plot analysis", "node_id", n.ID, "err", err)
 		return ""
 	}
 	msgs[len(msgs)-1].Images = plots.images
 	p := r.params(n, string(prompt.VLMAnalysis), msgs)
-	p.Model = e.spec.LLM.VLMModel
+	p.Model = e.s.Spec.LLM.VLMModel
 	var analysis string
 	_, err = prompt.Ask(ctx, p, `one JSON object {"summary": "..."}`, func(s string) error {
 		var err error
@@ -154,8 +155,8 @@ func (r *runner) analyzePlots(ctx context.Context, n *tree.Node, o rundir.Outcom
 		return err
 	})
 	if err != nil {
-		e.log.Warn("plot analysis", "node_id", n.ID, "err", err)
+		e.s.Log.Warn("plot analysis", "node_id", n.ID, "err", err)
 		return ""
 	}
-	return cutText(analysis, budgetOr(mcfg.VLMAnalysisBudgetChars))
+	return textcut.Marked(analysis, budgetOr(mcfg.VLMAnalysisBudgetChars))
 }

@@ -63,9 +63,9 @@ func (e *engine) progressLine() string {
 	}
 	best := "best -"
 	if b, ok := e.tree.Best(e.maximize()); ok {
-		best = fmt.Sprintf("best %s=%g (%s)", e.spec.Metric.Name, b.Metric, b.ID)
+		best = fmt.Sprintf("best %s=%g (%s)", e.s.Spec.Metric.Name, b.Metric, b.ID)
 	}
-	u := e.metered.Usage()
+	u := e.s.Client.Usage()
 	stage := stageState{}
 	if st := e.stage.Load(); st != nil {
 		stage = *st
@@ -160,14 +160,14 @@ func (v *registryView) read(e *engine) map[string]int {
 			continue
 		}
 		for _, d := range w.Declined {
-			if d.Run == e.runID {
+			if d.Run == e.s.RunID {
 				nodes[d.Node] = nodeDeclined
 			}
 		}
 	}
 	for _, w := range workers {
 		for _, t := range w.Tasks {
-			if !w.Lost && t.Run == e.runID {
+			if !w.Lost && t.Run == e.s.RunID {
 				nodes[t.Node] = nodeRunning
 			}
 		}

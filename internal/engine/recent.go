@@ -2,7 +2,6 @@ package engine
 
 import (
 	"cmp"
-	"path/filepath"
 	"sync"
 
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -56,55 +55,69 @@ func (r *recent[T]) put(id string, v *T) {
 	r.byID[id] = v
 }
 
-// nodeTask is node id's task as published (nodes/<id>/task.json); ok is
+// nodeFiles reads and writes the nodes' task.json and result.json,
+// keeping the last ones (recentCap of each): a node's prompt reads its
+// parent's code and output, and a parent has many children.
+type nodeFiles struct {
+	dir string
+	// oldPlans: the run was written when Phase 0's files were in plans/<id>/.
+	oldPlans bool
+	// unwritten says that a node's files are being made by this process
+	// and its outcome is not saved yet: none is read from disk.
+	unwritten func(id string) bool
+	tasks     recent[schema.NodeTask]
+	outcomes  recent[rundir.Outcome]
+}
+
+// task is node id's task as published (nodes/<id>/task.json); ok is
 // false when it has none (not prepared, or not run).
-func (e *engine) nodeTask(id string) (*schema.NodeTask, bool, error) {
-	if t, ok := e.tasks.get(id); ok {
+func (f *nodeFiles) task(id string) (*schema.NodeTask, bool, error) {
+	if t, ok := f.tasks.get(id); ok {
 		return t, true, nil
 	}
 	var t schema.NodeTask
-	ok, err := rundir.ReadJSON(filepath.Join(e.dir, nodesDir, id, taskFile), &t)
+	ok, err := rundir.ReadJSON(rundir.Dir(f.dir).Path(rundir.NodeFile(id, taskFile)), &t)
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	e.tasks.put(id, &t)
+	f.tasks.put(id, &t)
 	return &t, true, nil
 }
 
-// nodeOutcome is how node id ended (nodes/<id>/result.json); ok is false
-// before it ended.
-func (e *engine) nodeOutcome(id string) (*rundir.Outcome, bool, error) {
-	if o, ok := e.outcomes.get(id); ok {
+// outcome is how node id ended (nodes/<id>/result.json); ok is false
+// while it has not.
+func (f *nodeFiles) outcome(id string) (*rundir.Outcome, bool, error) {
+	if o, ok := f.outcomes.get(id); ok {
 		return o, true, nil
 	}
-	if e.isUnwritten(id) {
+	if f.unwritten != nil && f.unwritten(id) {
 		return nil, false, nil
 	}
-	o, ok, err := rundir.Dir(e.dir).ReadOutcome(id)
+	o, ok, err := rundir.Dir(f.dir).ReadOutcome(id)
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	e.outcomes.put(id, &o)
+	f.outcomes.put(id, &o)
 	return &o, true, nil
 }
 
 // saveTask writes node id's task file and keeps the task.
-func (e *engine) saveTask(id string, t *schema.NodeTask) error {
-	if err := rundir.WriteJSON(filepath.Join(e.dir, nodesDir, id, taskFile), t); err != nil {
+func (f *nodeFiles) saveTask(id string, t *schema.NodeTask) error {
+	if err := rundir.WriteJSON(rundir.Dir(f.dir).Path(rundir.NodeFile(id, taskFile)), t); err != nil {
 		return err
 	}
 	c := *t
-	e.tasks.put(id, &c)
+	f.tasks.put(id, &c)
 	return nil
 }
 
 // saveOutcome writes node id's result file and keeps the outcome.
 func (e *engine) saveOutcome(id string, o *rundir.Outcome) error {
-	if err := rundir.WriteJSON(filepath.Join(e.dir, nodesDir, id, outcomeFile), o); err != nil {
+	if err := rundir.WriteJSON(rundir.Dir(e.s.Dir).Path(rundir.NodeFile(id, outcomeFile)), o); err != nil {
 		return err
 	}
 	c := *o
-	e.outcomes.put(id, &c)
+	e.files.outcomes.put(id, &c)
 	e.own.Store(id, ownNode{ended: true, cached: o.Cached}) // after put: a reader finds it kept or on disk
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -38,32 +39,32 @@ func TestRecentKeepsTheLastPut(t *testing.T) {
 // memory, what it did not write from the node's files, and a node without
 // them has none.
 func TestNodeFilesKept(t *testing.T) {
-	e := &engine{dir: t.TempDir()}
-	require.NoError(t, os.MkdirAll(filepath.Join(e.dir, nodesDir, "n1"), 0o755))
-	require.NoError(t, e.saveTask("n1", &schema.NodeTask{NodeID: "n1"}))
+	e := bareEngine(t, t.TempDir(), run.Spec{})
+	require.NoError(t, os.MkdirAll(filepath.Join(e.s.Dir, nodesDir, "n1"), 0o755))
+	require.NoError(t, e.files.saveTask("n1", &schema.NodeTask{NodeID: "n1"}))
 	require.NoError(t, e.saveOutcome("n1", &rundir.Outcome{Node: "n1", Summary: "ran"}))
 	// Changed on disk behind the engine's back: the kept copy is served.
-	require.NoError(t, os.WriteFile(filepath.Join(e.dir, nodesDir, "n1", outcomeFile), []byte(`{"node":"n1","summary":"edited"}`), 0o644))
-	o, ok, err := e.nodeOutcome("n1")
+	require.NoError(t, os.WriteFile(filepath.Join(e.s.Dir, nodesDir, "n1", outcomeFile), []byte(`{"node":"n1","summary":"edited"}`), 0o644))
+	o, ok, err := e.files.outcome("n1")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, "ran", o.Summary)
-	tk, ok, err := e.nodeTask("n1")
+	tk, ok, err := e.files.task("n1")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, "n1", tk.NodeID)
 
-	fresh := &engine{dir: e.dir} // another process: read from the files
-	o, ok, err = fresh.nodeOutcome("n1")
+	fresh := bareEngine(t, e.s.Dir, run.Spec{}) // another process: read from the files
+	o, ok, err = fresh.files.outcome("n1")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, "edited", o.Summary)
-	_, ok, err = fresh.nodeTask("n2")
+	_, ok, err = fresh.files.task("n2")
 	require.NoError(t, err)
 	require.False(t, ok)
-	require.NoError(t, os.MkdirAll(filepath.Join(e.dir, nodesDir, "n3"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(e.dir, nodesDir, "n3", outcomeFile), []byte(`{`), 0o644))
-	_, _, err = fresh.nodeOutcome("n3")
+	require.NoError(t, os.MkdirAll(filepath.Join(e.s.Dir, nodesDir, "n3"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(e.s.Dir, nodesDir, "n3", outcomeFile), []byte(`{`), 0o644))
+	_, _, err = fresh.files.outcome("n3")
 	require.ErrorContains(t, err, outcomeFile)
 }
 
@@ -73,9 +74,9 @@ func TestNodeFilesKept(t *testing.T) {
 // other node's, from memory or from its file. A node whose directory was
 // there before (a resumed run) is read from its files.
 func TestFreshNodeFiles(t *testing.T) {
-	e := &engine{dir: t.TempDir()}
-	require.NoError(t, os.MkdirAll(filepath.Join(e.dir, nodesDir), 0o755))
-	dir := filepath.Join(e.dir, nodesDir, "n1")
+	e := bareEngine(t, t.TempDir(), run.Spec{})
+	require.NoError(t, os.MkdirAll(filepath.Join(e.s.Dir, nodesDir), 0o755))
+	dir := filepath.Join(e.s.Dir, nodesDir, "n1")
 	fresh, err := makeNodeDir(dir)
 	require.NoError(t, err)
 	require.True(t, fresh)
@@ -84,23 +85,23 @@ func TestFreshNodeFiles(t *testing.T) {
 	// Files no process of this run wrote (a stale copy) are not looked at.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, outcomeFile), []byte(`{"node":"n1","summary":"stale"}`), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, planFile), []byte(`{"approach":"stale"}`), 0o644))
-	_, ok, err := e.nodeOutcome("n1")
+	_, ok, err := e.files.outcome("n1")
 	require.NoError(t, err)
 	require.False(t, ok, "a running node has no outcome")
 	require.Equal(t, "", e.approach("n1"), "no approach before Phase 0 keeps it")
 	require.Equal(t, "running", e.nodeSummary(tree.Node{ID: "n1"}), "a running node's line")
-	e.approaches.Store("n1", "tile the loops")
+	e.texts.approaches.Store("n1", "tile the loops")
 	require.Equal(t, "tile the loops; running", e.nodeSummary(tree.Node{ID: "n1"}))
 
 	require.NoError(t, e.saveOutcome("n1", &rundir.Outcome{Node: "n1", Summary: "it ran\nin detail"}))
-	o, ok, err := e.nodeOutcome("n1")
+	o, ok, err := e.files.outcome("n1")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, "it ran\nin detail", o.Summary)
 	require.False(t, e.isUnwritten("n1"), "saved: no longer unwritten")
 	require.Equal(t, "it ran; ok", e.nodeSummary(tree.Node{ID: "n1", Done: true}), "a finished node's line: its summary")
-	e.outcomes = recent[rundir.Outcome]{} // forgotten: read back from the file the engine wrote
-	o, ok, err = e.nodeOutcome("n1")
+	e.files.outcomes = recent[rundir.Outcome]{} // forgotten: read back from the file the engine wrote
+	o, ok, err = e.files.outcome("n1")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, "it ran\nin detail", o.Summary)
@@ -111,7 +112,7 @@ func TestFreshNodeFiles(t *testing.T) {
 	require.False(t, fresh)
 	// Under a nodes/ directory that is gone, it is made again (not fresh:
 	// the engine then looks, as for any node it did not make).
-	require.NoError(t, os.RemoveAll(filepath.Join(e.dir, nodesDir)))
+	require.NoError(t, os.RemoveAll(filepath.Join(e.s.Dir, nodesDir)))
 	fresh, err = makeNodeDir(dir)
 	require.NoError(t, err)
 	require.False(t, fresh)
@@ -121,10 +122,10 @@ func TestFreshNodeFiles(t *testing.T) {
 // TestEndedFromCache: the nodes this process ended are counted from what
 // it kept; those ended before it (a resumed run) from their result.json.
 func TestEndedFromCache(t *testing.T) {
-	e := &engine{dir: t.TempDir()}
+	e := bareEngine(t, t.TempDir(), run.Spec{})
 	for id, cached := range map[string]bool{"n1": true, "n2": false} {
-		require.NoError(t, os.MkdirAll(filepath.Join(e.dir, nodesDir, id), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(e.dir, nodesDir, id, outcomeFile), fmt.Appendf(nil, `{"node":%q,"cached":%t}`, id, cached), 0o644))
+		require.NoError(t, os.MkdirAll(filepath.Join(e.s.Dir, nodesDir, id), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(e.s.Dir, nodesDir, id, outcomeFile), fmt.Appendf(nil, `{"node":%q,"cached":%t}`, id, cached), 0o644))
 	}
 	require.True(t, e.endedFromCache("n1"), "ended before: read from its file")
 	require.False(t, e.endedFromCache("n2"))

@@ -22,8 +22,8 @@ func (e *engine) stageSlots() int {
 	switch {
 	case e.p.Slots > 0:
 		return e.p.Slots
-	case e.spec.Search.Slots > 0:
-		return e.spec.Search.Slots
+	case e.s.Spec.Search.Slots > 0:
+		return e.s.Spec.Search.Slots
 	}
 	if env := e.currentEnv(); env.slots > 0 {
 		return env.slots
@@ -35,8 +35,8 @@ func (e *engine) stageSlots() int {
 // node so far (the judge may pick it); stage 3 improves the best node.
 func (e *engine) stages(ctx context.Context) (stoppedBy string, notes map[int]string) {
 	notes = map[int]string{}
-	iters := []int{e.spec.Stages.InitialImplementation.MaxIterations, e.spec.Stages.BaselineTuning.MaxIterations,
-		e.spec.Stages.CreativeResearch.MaxIterations, e.spec.Stages.AblationStudies.MaxIterations}
+	iters := []int{e.s.Spec.Stages.InitialImplementation.MaxIterations, e.s.Spec.Stages.BaselineTuning.MaxIterations,
+		e.s.Spec.Stages.CreativeResearch.MaxIterations, e.s.Spec.Stages.AblationStudies.MaxIterations}
 	expand := []string{search.Improve, search.Hyperparam, search.Improve, search.Ablation}
 	rn := &runner{e: e}
 	for i, max := range iters {
@@ -44,10 +44,10 @@ func (e *engine) stages(ctx context.Context) (stoppedBy string, notes map[int]st
 		if max == 0 || ctx.Err() != nil {
 			continue
 		}
-		pol := search.Policy{Stage: stage, NumDrafts: e.spec.Search.NumDrafts, DebugProb: *e.spec.Search.DebugProb,
-			MaxDebugDepth: e.spec.Search.MaxDebugDepth, Maximize: e.maximize(), Expand: expand[i], ExpandBest: stage != 4,
+		pol := search.Policy{Stage: stage, NumDrafts: e.s.Spec.Search.NumDrafts, DebugProb: *e.s.Spec.Search.DebugProb,
+			MaxDebugDepth: e.s.Spec.Search.MaxDebugDepth, Maximize: e.maximize(), Expand: expand[i], ExpandBest: stage != 4,
 			Stop: func() (bool, string) {
-				if spent, why := e.metered.Spent(); spent {
+				if spent, why := e.s.Client.Spent(); spent {
 					return true, "budget: " + why
 				}
 				return false, ""
@@ -56,26 +56,26 @@ func (e *engine) stages(ctx context.Context) (stoppedBy string, notes map[int]st
 			base, why, ok := e.stageBase(ctx, stage)
 			if !ok {
 				notes[stage] = "skipped: no node of the earlier stages produced the metric"
-				e.log.Warn("stage skipped: nothing to start from", "stage", search.StageName(stage))
+				e.s.Log.Warn("stage skipped: nothing to start from", "stage", search.StageName(stage))
 				continue
 			}
 			pol.Base = base
 			notes[stage] = fmt.Sprintf("started from %s (%s)", base, why)
 		}
 		e.stage.Store(&stageState{stage, search.StageName(stage)})
-		if e.mem != nil {
-			if _, err := e.mem.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "CURRENT_STAGE", Value: search.StageName(stage), Importance: 3}); err != nil {
-				e.log.Warn("memory: CURRENT_STAGE not set", "err", err)
+		if e.s.Memory != nil {
+			if _, err := e.s.Memory.CoreSet(ctx, memory.CoreSetParams{Branch: RootBranch, Key: "CURRENT_STAGE", Value: search.StageName(stage), Importance: 3}); err != nil {
+				e.s.Log.Warn("memory: CURRENT_STAGE not set", "err", err)
 			}
 		}
-		e.log.Info("stage", "stage", stage, "name", search.StageName(stage), "max_iterations", max, "base", pol.Base)
+		e.s.Log.Info("stage", "stage", stage, "name", search.StageName(stage), "max_iterations", max, "base", pol.Base)
 		e.slots = e.stageSlots()
 		st := search.Run(ctx, e.tree, pol, rn, e.slots, max, search.Async)
 		if err := e.tree.Err(); err != nil {
 			return "journal: " + err.Error(), notes
 		}
 		if st.StoppedBy != "" {
-			e.log.Warn("search stopped", "reason", st.StoppedBy)
+			e.s.Log.Warn("search stopped", "reason", st.StoppedBy)
 			return st.StoppedBy, notes
 		}
 	}
@@ -106,14 +106,14 @@ func (e *engine) stageBase(ctx context.Context, stage int) (id, why string, ok b
 		}
 		return cands[i].Metric < cands[j].Metric
 	})
-	if !e.spec.Search.Judge || len(cands) == 1 {
-		return cands[0].ID, "best " + e.spec.Metric.Name, true
+	if !e.s.Spec.Search.Judge || len(cands) == 1 {
+		return cands[0].ID, "best " + e.s.Spec.Metric.Name, true
 	}
 	cands = cands[:min(len(cands), 4)]
 	pc := make([]prompt.Candidate, len(cands))
 	for i, n := range cands {
 		pc[i] = prompt.Candidate{ID: n.ID, Metric: n.Metric, Summary: e.nodeSummary(n)}
 	}
-	best, reason := prompt.Judge(ctx, e.client, e.spec.Idea, e.spec.Metric.Name, e.maximize(), pc)
+	best, reason := prompt.Judge(ctx, e.s.Client, e.s.Spec.Idea, e.s.Spec.Metric.Name, e.maximize(), pc)
 	return best, "judge: " + reason, true
 }

@@ -15,13 +15,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hpcq/hpcq/internal/artifacts"
 	"github.com/hpcq/hpcq/internal/fileio"
 	"github.com/hpcq/hpcq/internal/image"
 	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/schema"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Config configures the Executor. Every field has a default.

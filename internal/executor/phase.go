@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -148,7 +149,7 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 			return pr, nil, err
 		}
 		pr.ExitCode = o.ExitCode
-		what := fmt.Sprintf("%s command %d (%s)", ph.name, i+1, firstLine(line))
+		what := fmt.Sprintf("%s command %d (%s)", ph.name, i+1, textcut.OneLine(line, 120))
 		if o.Canceled && ctx.Err() == nil && disk != nil {
 			if used := disk.end(run.ws, diskLimit); used > 0 {
 				rerr = diskErr(what)
@@ -262,17 +263,6 @@ func lastLine(s string) string {
 	s = strings.TrimSpace(s)
 	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
 		s = s[i+1:]
-	}
-	return s
-}
-
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i] + " ..."
-	}
-	if len(s) > 120 {
-		s = s[:120] + "..."
 	}
 	return s
 }

@@ -14,8 +14,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hpcq/hpcq/internal/nsinit"
 	"golang.org/x/sys/unix"
+
+	"github.com/hpcq/hpcq/internal/nsinit"
 )
 
 // Command is one shell command line, run with bash -c (or bash -lc) in its

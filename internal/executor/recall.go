@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -90,13 +91,13 @@ func (r *recorder) phaseEnded(pr schema.PhaseResult, rerr *schema.ResultError) {
 		if rerr != nil {
 			payload += ": " + rerr.Kind + ": " + rerr.Message
 		}
-		payload += "\n" + tailString(pr.LogTail, 1500)
+		payload += "\n" + textcut.Tail(pr.LogTail, 1500)
 		r.add(memory.EventErrorEncountered, pr.Name, payload)
 		return
 	}
 	if pr.Name == schema.PhaseRun {
 		// The run's completion carries what it printed.
-		r.add(memory.EventExecutionResult, pr.Name, payload+"\n"+tailString(pr.LogTail, 1500))
+		r.add(memory.EventExecutionResult, pr.Name, payload+"\n"+textcut.Tail(pr.LogTail, 1500))
 		return
 	}
 	r.add(memory.EventPhaseComplete, pr.Name, payload)
@@ -124,11 +125,4 @@ func metricsText(m map[string]float64, units map[string]string) string {
 		parts = append(parts, strings.TrimSpace(fmt.Sprintf("%s = %g %s", k, m[k], units[k])))
 	}
 	return strings.Join(parts, "; ")
-}
-
-func tailString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return "..." + s[len(s)-n:]
 }

@@ -15,9 +15,10 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hpcq/hpcq/internal/nsinit"
 	"github.com/hpcq/hpcq/pkg/schema"
-	"golang.org/x/sys/unix"
 )
 
 // Isolation modes (HPCQ_ISOLATION).

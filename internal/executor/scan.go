@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -156,7 +157,7 @@ func (m *metrics) stdoutLine(line string) {
 	if strings.HasPrefix(line, "METRIC") && (len(line) == 6 || line[6] == ' ' || line[6] == '\t') {
 		sub := metricLine.FindStringSubmatch(line)
 		if sub == nil {
-			m.badf("%s: %q is not METRIC name=value [unit]", sourceLine, truncate(line, 200))
+			m.badf("%s: %q is not METRIC name=value [unit]", sourceLine, textcut.Head(line, 200))
 		} else {
 			m.set(sub[1], sub[2], sub[3], sourceLine)
 		}
@@ -194,13 +195,13 @@ func (m *metrics) file(data []byte) {
 				Unit  string          `json:"unit"`
 			}
 			if err := json.Unmarshal(raw, &v); err != nil || v.Value == nil {
-				m.badf("%s: metric %s: %s is not a number or {\"value\": number, \"unit\": ...}", sourceFile, name, truncate(string(raw), 200))
+				m.badf("%s: metric %s: %s is not a number or {\"value\": number, \"unit\": ...}", sourceFile, name, textcut.Head(string(raw), 200))
 				continue
 			}
 			raw, unit = bytes.TrimSpace(v.Value), v.Unit
 		}
 		if len(raw) == 0 || !(raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9') {
-			m.badf("%s: metric %s: %s is not a number", sourceFile, name, truncate(string(raw), 200))
+			m.badf("%s: metric %s: %s is not a number", sourceFile, name, textcut.Head(string(raw), 200))
 			continue
 		}
 		m.set(name, string(raw), unit, sourceFile)
@@ -223,13 +224,6 @@ func (m *metrics) finish() (values map[string]float64, units map[string]string, 
 		m.units = nil
 	}
 	return m.values, m.units, m.bad
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // Diagnostics.
@@ -260,7 +254,7 @@ type diagnostics struct {
 
 func (d *diagnostics) add(x schema.Diagnostic) {
 	if len(d.list) < maxDiagnostics {
-		x.Message = truncate(strings.TrimSpace(x.Message), 500)
+		x.Message = textcut.Head(strings.TrimSpace(x.Message), 500)
 		d.list = append(d.list, x)
 	}
 }

@@ -4,8 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 func TestLineWriter(t *testing.T) {

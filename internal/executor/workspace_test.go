@@ -8,8 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hpcq/hpcq/pkg/schema"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 func TestCheckPathRejects(t *testing.T) {

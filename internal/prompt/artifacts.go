@@ -14,6 +14,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
@@ -107,7 +108,7 @@ func ParseArtifacts(payload string) (Artifacts, error) {
 		return Artifacts{}, fmt.Errorf("%w: the reply has no JSON payload", ErrArtifacts)
 	}
 	if text[0] != '{' {
-		return Artifacts{}, fmt.Errorf("%w: the payload must be one JSON object, it starts with %q", ErrArtifacts, firstChars(text, 20))
+		return Artifacts{}, fmt.Errorf("%w: the payload must be one JSON object, it starts with %q", ErrArtifacts, textcut.Head(text, 20))
 	}
 	var w wire
 	if err := decodeReply(text, &w); err != nil {
@@ -207,11 +208,4 @@ func jsonName(t reflect.Type) string {
 		return jsonName(t.Elem())
 	}
 	return t.String()
-}
-
-func firstChars(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/term"
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/internal/writeup"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -61,7 +62,7 @@ func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
 		spec.LLM.Model = llmConf.Model // HPCQ_LLM_MODEL, as run applies it
 	}
 	shown := spec
-	shown.Idea = fmt.Sprintf("(%d characters; first line: %s)", len(spec.Idea), firstLine(spec.Idea))
+	shown.Idea = fmt.Sprintf("(%d characters; first line: %s)", len(spec.Idea), textcut.FirstLine(spec.Idea, 0))
 	data, err := yaml.Marshal(shown)
 	if err != nil {
 		return err
@@ -160,14 +161,6 @@ func probeTokens(p llm.Profile) int {
 		return 2048
 	}
 	return 16
-}
-
-func firstLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
 }
 
 // paperLine says what the run's paper will be written with: whether it is

@@ -13,24 +13,21 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/run"
+	"github.com/hpcq/hpcq/internal/session"
 	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/writeup"
-	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
-	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
 // paperRun is a run whose paper is written: its spec, directory and
 // facts, the model and where its calls are recorded.
 type paperRun struct {
-	spec   run.Spec
-	info   rundir.Info
-	runDir string
-	facts  []rundir.Fact
-	client llm.Client
-	sink   results.Sink
-	log    *slog.Logger
+	info  rundir.Info
+	facts []rundir.Fact
+	// s is the run's session: its spec and directory, the model, where its
+	// calls are recorded.
+	s *session.Session
 }
 
 // texTools are what compiling a paper needs on this machine.
@@ -46,15 +43,15 @@ func missingTeX() string {
 	return ""
 }
 
-// writePaper has the model write the run's paper (engine.Writeup: DIR/paper
+// writePaper has the model write the run's paper (writeup.WriteRun: DIR/paper
 // with paper.tex, the drafts, the figures, claims.json and, where TeX is
 // installed, paper.pdf and its pages; report.md's section on it), then
 // prints the writeup line. Without TeX the paper is checked, not compiled,
 // and the way to install it is said. ok is false when a number is
 // unverified or, with TeX, no draft compiled.
 func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool, err error) {
-	dir := rundir.Dir(r.runDir).Path(rundir.PaperDir)
-	d := writeup.Drafting{Facts: r.facts, Bib: runBib(r.spec, r.info), MaxRounds: r.spec.Writeup.MaxRounds}
+	dir := rundir.Dir(r.s.Dir).Path(rundir.PaperDir)
+	d := writeup.Drafting{Facts: r.facts, Bib: runBib(r.s.Spec, r.info), MaxRounds: r.s.Spec.Writeup.MaxRounds}
 	noTeX := missingTeX()
 	if noTeX == "" {
 		comp, err := compiler(cfg, r.info.RunID, dir)
@@ -65,7 +62,10 @@ func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool
 		_, err = exec.LookPath("rsvg-convert")
 		d.SVG = err == nil
 	}
-	paper, used, err := engine.Writeup(ctx, engine.Params{Spec: r.spec, RunDir: r.runDir, LLM: r.client, Results: r.sink, Logger: r.log}, d)
+	paper, used, err := writeup.WriteRun(ctx, r.s, d)
+	if err == nil {
+		err = engine.WriteReport(ctx, r.s)
+	}
 	if err != nil {
 		return false, fmt.Errorf("writeup: %w", err)
 	}
@@ -80,7 +80,7 @@ func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool
 		pdf = "none"
 		fmt.Printf("writeup: no TeX here (%s is not installed): the paper is %s, not compiled. Install TeX with `scripts/services.sh install tex` "+
 			"(Debian: apt-get install texlive-latex-base latexmk poppler-utils librsvg2-bin), then compile it without asking the model again: "+
-			"scheduler writeup --run-dir %s --check %s --pdf\n", noTeX, tex, r.runDir, tex)
+			"scheduler writeup --run-dir %s --check %s --pdf\n", noTeX, tex, r.s.Dir, tex)
 	case pdf == "":
 		pdf = "none"
 		last := paper.Rounds[len(paper.Rounds)-1]

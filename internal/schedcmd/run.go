@@ -21,6 +21,7 @@ import (
 	"github.com/hpcq/hpcq/internal/metrics"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/runview"
+	"github.com/hpcq/hpcq/internal/session"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/version"
@@ -251,15 +252,26 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		return err
 	}
 	fmt.Printf("run %s (%s mode): %s\n", filepath.Base(runDir), mode, runDir)
-	sum, runErr := engine.Run(ctx, engine.Params{
-		Spec: spec, RunDir: runDir, Queue: q, LLM: client, MemoryStore: store, MemoryCalls: calls, Results: sink,
-		WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, OutageMax: cfg.OutageMax, Abandon: o.Abandon,
-		Status: o.Status, Progress: term.Stdout(), Logger: log, Metrics: met,
+	return runSearch(ctx, cfg, info, session.Params{Spec: spec, RunDir: runDir, LLM: client, MemoryStore: store, MemoryCalls: calls,
+		Results: sink, OutageMax: cfg.OutageMax, Metrics: met, Logger: log}, engine.Params{
+		Queue: q, Results: sink, WorkersWriteResults: workersWrite, Mode: mode, WaitWorkers: o.WaitWorkers, Gateway: gw, Abandon: o.Abandon,
+		Status: o.Status, Progress: term.Stdout(),
 	})
-	if err := endRun(spec, runDir, sum, runErr); err != nil || !spec.Writeup.Enabled {
+}
+
+// runSearch runs the tree search in one session with the run's model and
+// memory, then, with writeup.enabled, has the same session write the paper.
+func runSearch(ctx context.Context, cfg *config.Scheduler, info rundir.Info, sp session.Params, p engine.Params) error {
+	s, err := session.Open(sp)
+	if err != nil {
 		return err
 	}
-	runWriteup(ctx, cfg, paperRun{spec: spec, info: info, runDir: runDir, client: client, sink: sink, log: log})
+	defer s.Close()
+	sum, runErr := engine.Run(ctx, s, p)
+	if err := endRun(s.Spec, s.Dir, sum, runErr); err != nil || !s.Spec.Writeup.Enabled {
+		return err
+	}
+	runWriteup(ctx, cfg, paperRun{info: info, s: s})
 	return nil
 }
 
@@ -269,11 +281,11 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 func runWriteup(ctx context.Context, cfg *config.Scheduler, r paperRun) {
 	fmt.Println("writeup: the paper of the run (run.yaml writeup.enabled)")
 	var err error
-	if r.facts, _, err = runFacts(ctx, cfg, r.spec, r.info, r.runDir); err == nil {
+	if r.facts, _, err = runFacts(ctx, cfg, r.s.Spec, r.info, r.s.Dir); err == nil {
 		_, err = writePaper(ctx, cfg, r)
 	}
 	if err != nil {
-		fmt.Fprintf(term.Stderr(), "writeup: %v (write it again: scheduler writeup --run-dir %s)\n", err, r.runDir)
+		fmt.Fprintf(term.Stderr(), "writeup: %v (write it again: scheduler writeup --run-dir %s)\n", err, r.s.Dir)
 	}
 }
 
@@ -481,21 +493,26 @@ func Export(ctx context.Context, cfg *config.Scheduler, o ExportOptions) error {
 	if spec, err = runview.ReadSpec(dir); err != nil {
 		return err
 	}
-	p := engine.Params{Spec: spec, RunDir: dir, Logger: log}
+	sp := session.Params{Spec: spec, RunDir: dir, Logger: log}
 	st, err := stores.ReopenMemory(ctx, cfg.Store, rundir.Dir(dir), info.Memory, log)
 	if err != nil {
 		return err
 	}
 	if st != nil {
 		defer logClose(log, "memory", st.Close)
-		p.MemoryStore = st
+		sp.MemoryStore = st
 	}
-	sum, err := engine.Export(ctx, p)
+	s, err := session.Open(sp)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("report: %s\ntree:   %s, %s\n", sum.Report, filepath.Join(dir, "tree.json"), filepath.Join(dir, "tree.html"))
-	if md, _ := spec.Memory.ExportNames(); p.MemoryStore != nil && run.On(spec.Memory.FinalMemoryEnabled) {
+	defer s.Close()
+	report, err := engine.Export(ctx, s)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("report: %s\ntree:   %s, %s\n", report, filepath.Join(dir, "tree.json"), filepath.Join(dir, "tree.html"))
+	if md, _ := spec.Memory.ExportNames(); s.Memory != nil && run.On(spec.Memory.FinalMemoryEnabled) {
 		fmt.Printf("memory: %s\n", filepath.Join(dir, "memory", md))
 	}
 	return nil

@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 
 	"github.com/hpcq/hpcq/internal/config"
-	"github.com/hpcq/hpcq/internal/engine"
 	"github.com/hpcq/hpcq/internal/executor"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/runview"
+	"github.com/hpcq/hpcq/internal/session"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/internal/worker"
@@ -84,7 +84,12 @@ func Writeup(ctx context.Context, cfg *config.Scheduler, o WriteupOptions) error
 		return err
 	}
 	defer logClose(log, "results", sink.Close)
-	ok, err := writePaper(ctx, cfg, paperRun{spec: spec, info: info, runDir: o.RunDir, facts: facts, client: client, sink: sink, log: log})
+	s, err := session.Open(session.Params{Spec: spec, RunDir: o.RunDir, LLM: client, Results: sink, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ok, err := writePaper(ctx, cfg, paperRun{info: info, facts: facts, s: s})
 	if err != nil {
 		return err
 	}
@@ -122,7 +127,7 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, sp
 	if err != nil {
 		return err
 	}
-	r := writeup.CheckPaper(string(tex), facts, writeup.GivenIn(engine.Setup(o.RunDir), spec.Idea))
+	r := writeup.CheckPaper(string(tex), facts, writeup.GivenIn(writeup.Setup(o.RunDir), spec.Idea))
 	bib := runBib(spec, info)
 	cited, unknownCites := writeup.Citations(string(tex), bib)
 	claims := rundir.Dir(o.RunDir).Path(rundir.PaperFile(rundir.ClaimsFile))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/internal/tree"
 )
 
@@ -77,7 +78,7 @@ func WriteTreeHTML(w io.Writer, t *Tree, p ReportParams) error {
 	byID := map[string]*htmlNode{}
 	var roots []*htmlNode
 	for i, n := range nodes {
-		h := &htmlNode{node: &nodes[i], ID: n.ID, Kind: n.Kind, Reason: firstLine(n.Reason), Metric: n.Metric, HasMetric: n.HasMetric,
+		h := &htmlNode{node: &nodes[i], ID: n.ID, Kind: n.Kind, Reason: textcut.FirstLine(n.Reason, 160), Metric: n.Metric, HasMetric: n.HasMetric,
 			IsBest: hasBest && n.ID == best.ID, Class: "ok"}
 		switch {
 		case !n.Done:

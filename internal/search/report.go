@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/jsonw"
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/internal/tree"
 )
 
@@ -157,7 +158,7 @@ func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
 	reasons := map[string]int{}
 	for _, n := range nodes {
 		if n.Buggy {
-			reasons[firstLine(n.Reason)]++
+			reasons[textcut.FirstLine(n.Reason, 160)]++
 		}
 	}
 	if len(reasons) > 0 {
@@ -223,7 +224,7 @@ func writeStages(b *strings.Builder, nodes []tree.Node, p ReportParams) {
 		if a.best != nil {
 			best = fmt.Sprintf("%s (%g)", a.best.ID, a.best.Metric)
 		}
-		fmt.Fprintf(b, "| %d %s | %d | %d | %d | %s | %s |\n", s, StageName(s), a.n, a.ok, a.buggy, best, strings.ReplaceAll(firstLine(note), "|", "/"))
+		fmt.Fprintf(b, "| %d %s | %d | %d | %d | %s | %s |\n", s, StageName(s), a.n, a.ok, a.buggy, best, strings.ReplaceAll(textcut.FirstLine(note, 160), "|", "/"))
 	}
 	b.WriteString("\n")
 }
@@ -233,17 +234,9 @@ func outcome(n tree.Node, p ReportParams) string {
 	case !n.Done:
 		return "unfinished"
 	case n.Buggy:
-		return "buggy: " + strings.ReplaceAll(firstLine(n.Reason), "|", "/")
+		return "buggy: " + strings.ReplaceAll(textcut.FirstLine(n.Reason, 160), "|", "/")
 	case n.HasMetric:
 		return fmt.Sprintf("%s = %g %s", p.MetricName, n.Metric, p.Unit)
 	}
 	return "ok"
-}
-
-func firstLine(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	if len(s) > 160 {
-		s = s[:160] + "..."
-	}
-	return s
 }

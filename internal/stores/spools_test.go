@@ -16,6 +16,7 @@ import (
 
 	"github.com/hpcq/hpcq/internal/chdb"
 	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/leakcheck"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/memory"
@@ -24,7 +25,8 @@ import (
 )
 
 // TestMain: with HPCQ_SPOOL_HELPER set the binary plays a worker that
-// spools and is then killed (spoolHelper).
+// spools and is then killed (spoolHelper); else it runs the tests and
+// fails them if they leave goroutines running.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("HPCQ_SPOOL_HELPER"); dir != "" {
 		if err := spoolHelper(dir); err != nil {
@@ -33,7 +35,7 @@ func TestMain(m *testing.M) {
 		}
 		return
 	}
-	os.Exit(m.Run())
+	leakcheck.Main(m)
 }
 
 // spoolHelper is worker HPCQ_SPOOL_HELPER_ID on spool directory dir: it

@@ -130,7 +130,7 @@ func apiFields(err error) (status int, code, typ, param, msg string, ok bool) {
 			Code    any     `json:"code"`
 		}
 		if json.Unmarshal(reqErr.Body, &top) != nil || top.Message == "" {
-			return reqErr.HTTPStatusCode, "", "", "", head(reqErr.Body), true
+			return reqErr.HTTPStatusCode, "", "", "", textcut.OneLine(string(reqErr.Body[:min(len(reqErr.Body), maxBodyExcerpt)]), 160), true
 		}
 		if top.Param != nil {
 			param = *top.Param
@@ -241,11 +241,6 @@ func cutMessage(s string) string {
 	return s[:textcut.Floor(s, maxErrorChars)] + "..."
 }
 
-// head is the start of an answer's body, on one line, for an error.
-func head(data []byte) string {
-	return strings.Join(strings.Fields(strings.ToValidUTF8(string(data[:min(len(data), 160)]), "?")), " ")
-}
-
 // parseRetryAfter reads seconds or an HTTP date; 0 when absent or bad.
 func parseRetryAfter(v string, now time.Time) time.Duration {
 	v = strings.TrimSpace(v)
@@ -260,3 +255,7 @@ func parseRetryAfter(v string, now time.Time) time.Duration {
 	}
 	return 0
 }
+
+// maxBodyExcerpt bounds what of an answer's body is read for an error's
+// one-line excerpt.
+const maxBodyExcerpt = 1024

@@ -9,8 +9,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/nats-io/nats.go"
+
+	"github.com/hpcq/hpcq/pkg/queue"
 )
 
 // The gateway: the scheduler answers LLM requests on queue.LLMSubject over

@@ -8,6 +8,8 @@ import (
 	"image/color"
 	"image/png"
 	"time"
+
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // ProbeResult is what one tiny request taught about the endpoint.
@@ -37,19 +39,12 @@ func (r ProbeResult) String() string {
 		usage = "no usage reported: tokens estimated"
 	}
 	s := fmt.Sprintf("%s: accepted in %s, %s; model %q answered %q (finish %s; %d tokens in, %d cached; %d out, %d reasoning; %s)",
-		r.What, r.Latency.Round(time.Millisecond), mode, resp.Model, excerpt(resp.Content, 40), resp.FinishReason,
+		r.What, r.Latency.Round(time.Millisecond), mode, resp.Model, textcut.Head(resp.Content, 40), resp.FinishReason,
 		resp.TokensIn, resp.CachedTokens, resp.TokensOut, resp.ReasoningTokens, usage)
 	if resp.Note != "" {
 		s += "; " + resp.Note
 	}
 	return s
-}
-
-func excerpt(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // Probe sends one tiny request (and with vision, one tiny image) as the

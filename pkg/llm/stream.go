@@ -15,6 +15,8 @@ import (
 	"github.com/pkoukk/tiktoken-go"
 	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // stream asks for the reply as a stream of chunks, each within the idle
@@ -127,7 +129,7 @@ func (d boundedDoer) Do(req *http.Request) (*http.Response, error) {
 	}
 	defer resp.Body.Close()
 	start, _ := io.ReadAll(io.LimitReader(resp.Body, 160))
-	return nil, fmt.Errorf("%w: status %d with Content-Type %q: %q", errNotCompletion, resp.StatusCode, ct, head(start))
+	return nil, fmt.Errorf("%w: status %d with Content-Type %q: %q", errNotCompletion, resp.StatusCode, ct, textcut.OneLine(string(start[:min(len(start), maxBodyExcerpt)]), 160))
 }
 
 // asStream turns a whole completion into the stream of one chunk it
@@ -140,7 +142,7 @@ func asStream(resp *http.Response) (*http.Response, error) {
 	}
 	var whole openai.ChatCompletionResponse
 	if err := json.Unmarshal(data, &whole); err != nil {
-		return nil, fmt.Errorf("%w: %w: %q", errNotCompletion, err, head(data))
+		return nil, fmt.Errorf("%w: %w: %q", errNotCompletion, err, textcut.OneLine(string(data[:min(len(data), maxBodyExcerpt)]), 160))
 	}
 	chunk := openai.ChatCompletionStreamResponse{ID: whole.ID, Object: "chat.completion.chunk", Created: whole.Created, Model: whole.Model, Usage: &whole.Usage}
 	for _, ch := range whole.Choices {

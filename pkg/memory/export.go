@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // Export file names, as the seed names them.
@@ -245,7 +246,7 @@ func exportMarkdown(e Exported) string {
 		if x.NodeID != "" {
 			s += " node " + x.NodeID
 		}
-		return s + ": " + oneLine(x.Payload, 400)
+		return s + ": " + textcut.OneLine(x.Payload, 400)
 	}
 	var res []string
 	for _, x := range e.Results {
@@ -270,7 +271,7 @@ func exportMarkdown(e Exported) string {
 	section("Decisions along the path", strings.Join(dec, "\n"))
 	var core []string
 	for _, k := range sortedKeys(e.Core) {
-		core = append(core, fmt.Sprintf("- %s: %s", k, oneLine(e.Core[k], 400)))
+		core = append(core, fmt.Sprintf("- %s: %s", k, textcut.OneLine(e.Core[k], 400)))
 	}
 	section("Core memory", strings.Join(core, "\n"))
 	return b.String()

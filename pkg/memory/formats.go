@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // Token-efficient formats of the memory (seed 004, V2). A Tree is the
@@ -260,14 +262,14 @@ func readLines(text, header string, line func(n int, op string, f []string) erro
 		l := sc.Text()
 		if n == 1 {
 			if l != header {
-				return fmt.Errorf("%w: line 1: %q, want %q", ErrFormat, oneLine(l, 40), header)
+				return fmt.Errorf("%w: line 1: %q, want %q", ErrFormat, textcut.OneLine(l, 40), header)
 			}
 			continue
 		}
 		op, after, _ := strings.Cut(l, " ")
 		want, ok := fieldsOf[op]
 		if !ok {
-			return fmt.Errorf("%w: line %d: unknown op %q", ErrFormat, n, oneLine(op, 20))
+			return fmt.Errorf("%w: line %d: unknown op %q", ErrFormat, n, textcut.OneLine(op, 20))
 		}
 		f := strings.SplitN(after, " ", want)
 		if len(f) != want {
@@ -373,11 +375,11 @@ func unfield(s string) (string, error) {
 			continue
 		}
 		if i+2 >= len(s) {
-			return "", fmt.Errorf("field %q: a cut %% escape", oneLine(s, 40))
+			return "", fmt.Errorf("field %q: a cut %% escape", textcut.OneLine(s, 40))
 		}
 		v, err := strconv.ParseUint(s[i+1:i+3], 16, 8)
 		if err != nil {
-			return "", fmt.Errorf("field %q: bad %% escape", oneLine(s, 40))
+			return "", fmt.Errorf("field %q: bad %% escape", textcut.OneLine(s, 40))
 		}
 		b.WriteByte(byte(v))
 		i += 2

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // Level is a detail level of a rendered item.
@@ -55,7 +57,7 @@ func coreAt(c StateCore, l Level) string {
 	case L1:
 		return fmt.Sprintf("- %s (%d): %s", c.Key, c.Importance, words(c.Value, l1Words))
 	}
-	return fmt.Sprintf("- %s (importance %d): %s", c.Key, c.Importance, oneLine(c.Value, len(c.Value)+1))
+	return fmt.Sprintf("- %s (importance %d): %s", c.Key, c.Importance, textcut.OneLine(c.Value, len(c.Value)+1))
 }
 
 func eventAt(e StateEvent, l Level) string {
@@ -65,7 +67,7 @@ func eventAt(e StateEvent, l Level) string {
 	case L1:
 		return fmt.Sprintf("- %s%s: %s", e.Kind, optional(" phase=", e.Phase), words(e.Payload, l1Words))
 	}
-	return fmt.Sprintf("- %s%s%s: %s", e.Kind, optional(" node=", e.Node), optional(" phase=", e.Phase), oneLine(e.Payload, len(e.Payload)+1))
+	return fmt.Sprintf("- %s%s%s: %s", e.Kind, optional(" node=", e.Node), optional(" phase=", e.Phase), textcut.OneLine(e.Payload, len(e.Payload)+1))
 }
 
 // FactAt is an archival fact as a line at level l: L0 its short hash (6
@@ -89,7 +91,7 @@ func factAt(text string, tags []string, count int, l Level, maxChars int) string
 		}
 		return s
 	}
-	s := "- " + oneLine(text, maxChars)
+	s := "- " + textcut.OneLine(text, maxChars)
 	if len(tags) > 0 {
 		s += " [" + strings.Join(tags, ", ") + "]"
 	}

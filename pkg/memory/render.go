@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/hpcq/hpcq/internal/textcut"
@@ -163,7 +161,7 @@ func (m *Memory) RenderForPrompt(ctx context.Context, branch, taskHint string, b
 		case SectionRecall:
 			title, body = "## Recall: summary and recent events", renderRecall(sum, window)
 		case SectionArchival:
-			title = "## Archival memory relevant to: " + oneLine(taskHint, 40)
+			title = "## Archival memory relevant to: " + textcut.OneLine(taskHint, 40)
 			body = renderArchival(hits)
 			if strings.TrimSpace(taskHint) == "" {
 				body = "(no task hint: nothing searched)"
@@ -274,47 +272,6 @@ func (m *Memory) fit(ctx context.Context, body string, room int, hint string, in
 	return body[:keep] + suffix(keep), info
 }
 
-// oneLine is s on one line (its words a space apart) cut to n bytes on a
-// character boundary, "..." after a cut.
-func oneLine(s string, n int) string { return string(appendOneLine(nil, s, n)) }
-
-// appendOneLine appends oneLine(s, n) to dst, reading no further into s
-// than the cut: a payload may be long and only its first n bytes shown.
-func appendOneLine(dst []byte, s string, n int) []byte {
-	start := len(dst)
-	for i := 0; i < len(s) && len(dst)-start <= n; {
-		// Skip the spaces before a word (as strings.Fields: Unicode spaces,
-		// an invalid byte is not one).
-		r, size := rune(s[i]), 1
-		if r >= utf8.RuneSelf {
-			r, size = utf8.DecodeRuneInString(s[i:])
-		}
-		if unicode.IsSpace(r) {
-			i += size
-			continue
-		}
-		w := i
-		for i < len(s) {
-			r, size = rune(s[i]), 1
-			if r >= utf8.RuneSelf {
-				r, size = utf8.DecodeRuneInString(s[i:])
-			}
-			if unicode.IsSpace(r) {
-				break
-			}
-			i += size
-		}
-		if len(dst) > start {
-			dst = append(dst, ' ')
-		}
-		dst = append(dst, s[w:i]...)
-	}
-	if out := dst[start:]; len(out) > n {
-		dst = append(dst[:start+textcut.Floor(out, n)], "..."...)
-	}
-	return dst
-}
-
 func isPinned(k string) bool {
 	for _, p := range Pinned {
 		if p == k {
@@ -360,7 +317,7 @@ func renderCore(entries []CoreEntry, limit int) (string, []string) {
 	}
 	if len(left) > 0 {
 		sort.Strings(left)
-		lines = append(lines, fmt.Sprintf("[%d core entries left out for budget: %s]", len(left), oneLine(strings.Join(left, ", "), 60)))
+		lines = append(lines, fmt.Sprintf("[%d core entries left out for budget: %s]", len(left), textcut.OneLine(strings.Join(left, ", "), 60)))
 	}
 	return strings.Join(lines, "\n"), left
 }
@@ -394,7 +351,7 @@ func renderRecall(sum RecallSummary, window []RecallEvent) string {
 			b = append(b, e.Phase...)
 		}
 		b = append(b, ": "...)
-		b = appendOneLine(b, e.Payload, recallPayloadChars)
+		b = textcut.AppendOneLine(b, e.Payload, recallPayloadChars)
 		b = append(b, '\n')
 	}
 	return strings.TrimRight(unsafe.String(unsafe.SliceData(b), len(b)), "\n") // b is not used again

@@ -1,4 +1,4 @@
-package engine
+package writeup
 
 import (
 	"os"
@@ -33,9 +33,9 @@ func TestSetup(t *testing.T) {
 		"n0002": {Worker: "w1", Host: "h1", Toolchain: map[string]string{"nvcc": "13.0"}},
 		"n0003": nil, // not finished
 	} {
-		require.NoError(t, os.MkdirAll(filepath.Join(dir, nodesDir, id), 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, rundir.NodesDir, id), 0o755))
 		if r != nil {
-			require.NoError(t, rundir.WriteJSON(filepath.Join(dir, nodesDir, id, outcomeFile), rundir.Outcome{Result: r}))
+			require.NoError(t, rundir.WriteJSON(rundir.Dir(dir).Path(rundir.NodeFile(id, rundir.ResultFile)), rundir.Outcome{Result: r}))
 		}
 	}
 	require.Equal(t, "- worker w1 on host h1: gcc 12.2.0, mpi Open MPI 4.1.4, nvcc 13.0\n", Setup(dir))

@@ -1,4 +1,4 @@
-package engine
+package session
 
 import (
 	"encoding/json"
