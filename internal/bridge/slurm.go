@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // Slurm runs the Slurm commands the bridge needs, each bounded by Timeout.
@@ -49,9 +51,7 @@ func (s Slurm) run(ctx context.Context, name string, args ...string) (string, er
 		if msg == "" {
 			msg = strings.TrimSpace(stdout.String())
 		}
-		if len(msg) > 500 {
-			msg = msg[:500] + "..."
-		}
+		msg = textcut.Head(msg, 500)
 		return "", fmt.Errorf("%w: %s: %v: %s", ErrSlurm, name, err, msg)
 	}
 	return stdout.String(), nil

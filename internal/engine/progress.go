@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // progressLine is the state of the run in one line: per stage nodes done,
@@ -51,7 +53,7 @@ func (e *engine) progressLine() string {
 		for _, w := range []struct {
 			n    int
 			word string
-		}{{c.preparing, "preparing"}, {c.queued, "queued"}, {c.declined, "declined"}} {
+		}{{c.preparing, schema.NodePreparing}, {c.queued, schema.NodeQueued}, {c.declined, schema.NodeDeclined}} {
 			if w.n > 0 {
 				waiting = append(waiting, fmt.Sprintf("%d %s", w.n, w.word))
 			}

@@ -3,6 +3,8 @@ package executor
 import (
 	"fmt"
 	"sync"
+
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // Capture keeps a bounded view of a stream: the first and the last bytes
@@ -94,7 +96,7 @@ func (c *Capture) Tail(n int) string {
 	c.mu.Unlock()
 	if kept <= n {
 		s := c.String()
-		return s[max(0, len(s)-n):]
+		return s[textcut.Ceil(s, len(s)-n):]
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -117,5 +119,5 @@ func (c *Capture) Tail(n int) string {
 	c.mu.Unlock()
 	s := c.String()
 	c.mu.Lock()
-	return s[len(s)-n:]
+	return s[textcut.Ceil(s, len(s)-n):]
 }

@@ -44,17 +44,6 @@ type NodeLine struct {
 	Layer  string `json:"layer,omitempty"`
 }
 
-// Status of a node not finished, besides the results table's words.
-const (
-	Preparing = "preparing" // its plan and code are being asked of the model
-	Queued    = "queued"    // published; no worker reported it running (yet)
-	Running   = "running"
-	// Declined: queued, and a worker handed it back without running it
-	// (its limits do not fit the worker's walltime left or resources); it
-	// waits for a worker that can.
-	Declined = "declined"
-)
-
 // fillDeclined marks the queued nodes of run that a live worker declined.
 func fillDeclined(lines []NodeLine, run string, workers []queue.WorkerStatus) {
 	type decline struct {
@@ -75,17 +64,17 @@ func fillDeclined(lines []NodeLine, run string, workers []queue.WorkerStatus) {
 	for i := range lines {
 		l := &lines[i]
 		dc, ok := last[l.Node]
-		if !ok || l.Status != Queued || (l.Attempt != 0 && dc.d.Attempt != l.Attempt) {
+		if !ok || l.Status != schema.NodeQueued || (l.Attempt != 0 && dc.d.Attempt != l.Attempt) {
 			continue
 		}
-		l.Status = Declined
+		l.Status = schema.NodeDeclined
 		l.Reason = fmt.Sprintf("declined by worker %s %s ago: %s; waiting for a worker that can run it", dc.worker,
 			time.Since(dc.d.At).Round(time.Second), dc.d.Reason)
 	}
 }
 
 // FillRunning fills in the worker, Slurm job and start of the nodes the
-// registry's live workers run now, and marks Declined (with the reason)
+// registry's live workers run now, and marks declined (with the reason)
 // the queued nodes a live worker recently handed back without running.
 func FillRunning(lines []NodeLine, run string, workers []queue.WorkerStatus) {
 	defer fillDeclined(lines, run, workers)
@@ -99,12 +88,12 @@ func FillRunning(lines []NodeLine, run string, workers []queue.WorkerStatus) {
 		}
 		for _, t := range w.Tasks {
 			i, ok := at[t.Node]
-			if t.Run != run || !ok || lines[i].Status != Queued {
+			if t.Run != run || !ok || lines[i].Status != schema.NodeQueued {
 				continue
 			}
 			l := &lines[i]
 			started := t.Started
-			l.Status, l.Worker, l.Host, l.SlurmJobID, l.Attempt, l.Started = Running, w.ID, w.Host, w.SlurmJobID, t.Attempt, &started
+			l.Status, l.Worker, l.Host, l.SlurmJobID, l.Attempt, l.Started = schema.NodeRunning, w.ID, w.Host, w.SlurmJobID, t.Attempt, &started
 			d := time.Since(t.Started).Milliseconds()
 			l.DurationMS = &d
 		}
@@ -125,7 +114,7 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		if l, ok := byID[id]; ok {
 			return l
 		}
-		byID[id] = &NodeLine{Node: id, Status: Preparing}
+		byID[id] = &NodeLine{Node: id, Status: schema.NodePreparing}
 		order = append(order, id)
 		return byID[id]
 	}
@@ -161,7 +150,7 @@ func ListNodes(dir string) ([]NodeLine, error) {
 		nd := d.Path(rundir.NodeFile(e.Name()))
 		if t, err := filecache.Get(filepath.Join(nd, rundir.TaskFile), "task", readTaskFacts); err == nil {
 			task := t.(taskFacts)
-			l.Status, l.Attempt = Queued, task.attempt
+			l.Status, l.Attempt = schema.NodeQueued, task.attempt
 			if l.Kind == "" {
 				l.Parent, l.Stage, l.Kind = task.parent, task.stage, task.kind
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // TestListNodesSeesChanges: what ListNodes keeps of a node's files is
@@ -40,9 +41,9 @@ func TestListNodesSeesChanges(t *testing.T) {
 		require.Len(t, lines, 1)
 		return lines[0]
 	}
-	require.Equal(t, Preparing, one().Status)
+	require.Equal(t, schema.NodePreparing, one().Status)
 	put("task.json", `{"node_id":"n0001","attempt":1,"kind":"draft","stage":1}`)
-	require.Equal(t, NodeLine{Node: "n0001", Status: Queued, Attempt: 1, Kind: "draft", Stage: 1}, one())
+	require.Equal(t, NodeLine{Node: "n0001", Status: schema.NodeQueued, Attempt: 1, Kind: "draft", Stage: 1}, one())
 	put("result.json", `{"buggy":false,"metric":2.5}`)
 	l := one()
 	require.Equal(t, "ok", l.Status)
@@ -57,7 +58,7 @@ func TestListNodesSeesChanges(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(nd, "result.json"), []byte(`{"buggy":false,"metric":3.25, "reason":""}`), 0o644))
 	require.Equal(t, "3.25", one().Metric)
 	require.NoError(t, os.Remove(filepath.Join(nd, "result.json")))
-	require.Equal(t, Queued, one().Status)
+	require.Equal(t, schema.NodeQueued, one().Status)
 	require.NoError(t, os.WriteFile(filepath.Join(nd, "result.json"), []byte(`{`), 0o644))
 	_, err := ListNodes(dir)
 	require.ErrorContains(t, err, "result.json")
@@ -132,10 +133,10 @@ func TestFillRunningDeclined(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	lines := []NodeLine{
-		{Node: "n1", Status: Queued, Attempt: 1},
-		{Node: "n2", Status: Queued, Attempt: 1},
-		{Node: "n3", Status: Queued, Attempt: 2},
-		{Node: "n4", Status: Queued, Attempt: 1},
+		{Node: "n1", Status: schema.NodeQueued, Attempt: 1},
+		{Node: "n2", Status: schema.NodeQueued, Attempt: 1},
+		{Node: "n3", Status: schema.NodeQueued, Attempt: 2},
+		{Node: "n4", Status: schema.NodeQueued, Attempt: 1},
 	}
 	declined := func(node string, attempt int) queue.DeclinedTask {
 		return queue.DeclinedTask{Run: "r", Node: node, Attempt: attempt, Reason: "its time limits (1h0m0s) do not fit", At: now.Add(-3 * time.Second)}
@@ -146,10 +147,10 @@ func TestFillRunningDeclined(t *testing.T) {
 		{WorkerInfo: queue.WorkerInfo{ID: "gone", Declined: []queue.DeclinedTask{declined("n4", 1)}}, Lost: true},
 	}
 	FillRunning(lines, "r", workers)
-	require.Equal(t, Declined, lines[0].Status)
+	require.Equal(t, schema.NodeDeclined, lines[0].Status)
 	require.Equal(t, "declined by worker short 3s ago: its time limits (1h0m0s) do not fit; waiting for a worker that can run it", lines[0].Reason)
-	require.Equal(t, Running, lines[1].Status)
+	require.Equal(t, schema.NodeRunning, lines[1].Status)
 	require.Equal(t, "long", lines[1].Worker)
-	require.Equal(t, Queued, lines[2].Status, "another attempt's decline")
-	require.Equal(t, Queued, lines[3].Status, "a lost worker's decline")
+	require.Equal(t, schema.NodeQueued, lines[2].Status, "another attempt's decline")
+	require.Equal(t, schema.NodeQueued, lines[3].Status, "a lost worker's decline")
 }

@@ -68,8 +68,9 @@ func Logs(ctx context.Context, cfg *config.Scheduler, o LogsOptions) error {
 	if node == nil {
 		return fmt.Errorf("run %s has no node %q (scheduler ls --run-dir %s lists them)", rundir.Dir(dir).ID(), o.Node, dir)
 	}
-	finished := node.Status != runview.Preparing && node.Status != runview.Queued && node.Status != runview.Declined
-	if node.Status == runview.Preparing {
+	// A node running or ended has run: its logs are the run directory's.
+	finished := !schema.Unfinished(node.Status) || node.Status == schema.NodeRunning
+	if node.Status == schema.NodePreparing {
 		return fmt.Errorf("node %s has not been published yet: its code is being asked of the model", o.Node)
 	}
 	if finished && (o.Attempt == 0 || o.Attempt == node.Attempt) {

@@ -14,6 +14,7 @@ import (
 	"github.com/hpcq/hpcq/internal/runview"
 	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // LsOptions are what `scheduler ls` is asked.
@@ -36,12 +37,12 @@ func Ls(ctx context.Context, cfg *config.Scheduler, o LsOptions) error {
 	if err != nil {
 		return err
 	}
-	unfinished := false
+	waiting := false
 	for _, l := range lines {
-		unfinished = unfinished || l.Status == runview.Queued || l.Status == runview.Declined
+		waiting = waiting || schema.Waiting(l.Status)
 	}
 	note := ""
-	if unfinished {
+	if waiting {
 		if q, closeQ, err := runQueue(ctx, cfg, dir, "hpcq-ls", false, o.Log); err != nil {
 			note = "the run's server does not answer (" + err.Error() + "): published nodes show as queued"
 		} else {

@@ -15,6 +15,7 @@ import (
 	"github.com/hpcq/hpcq/internal/term"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // StatusOptions are what `scheduler status` is asked.
@@ -108,8 +109,7 @@ func Status(ctx context.Context, cfg *config.Scheduler, o StatusOptions) error {
 func unfinishedCounts(lines []runview.NodeLine) map[string]int {
 	n := map[string]int{}
 	for _, l := range lines {
-		switch l.Status {
-		case runview.Preparing, runview.Queued, runview.Declined, runview.Running:
+		if schema.Unfinished(l.Status) {
 			n[l.Status]++
 		}
 	}
@@ -125,9 +125,9 @@ func writeUnfinished(w io.Writer, lines []runview.NodeLine) {
 		return
 	}
 	fmt.Fprintf(w, "not finished: %d preparing (asking the model), %d queued (no worker has taken them yet), %d declined, %d running\n",
-		n[runview.Preparing], n[runview.Queued], n[runview.Declined], n[runview.Running])
+		n[schema.NodePreparing], n[schema.NodeQueued], n[schema.NodeDeclined], n[schema.NodeRunning])
 	for _, l := range lines {
-		if l.Status == runview.Declined {
+		if l.Status == schema.NodeDeclined {
 			fmt.Fprintf(w, "  %s %s\n", l.Node, l.Reason)
 		}
 	}

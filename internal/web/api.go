@@ -250,9 +250,7 @@ func (s *Server) summary(dir string) RunSummary {
 		sum.Title = fmt.Sprintf("%d tasks", info.Tasks)
 		sum.Nodes = len(lines)
 		for _, l := range lines {
-			switch l.Status {
-			case runview.Preparing, runview.Queued, runview.Declined, runview.Running:
-			default:
+			if !schema.Unfinished(l.Status) {
 				sum.Done++
 				if l.Status != schema.NodeOK && l.Status != schema.NodeCached {
 					sum.Buggy++
@@ -473,7 +471,7 @@ func (s *Server) nodeViews(ctx context.Context, dir string) ([]NodeView, error) 
 	out := make([]NodeView, len(lines))
 	for i, l := range lines {
 		out[i] = NodeView{NodeLine: l}
-		if l.Started != nil && l.DurationMS != nil && l.Status != runview.Running {
+		if l.Started != nil && l.DurationMS != nil && l.Status != schema.NodeRunning {
 			f := l.Started.Add(time.Duration(*l.DurationMS) * time.Millisecond)
 			out[i].Finished = &f
 		}
@@ -483,7 +481,7 @@ func (s *Server) nodeViews(ctx context.Context, dir string) ([]NodeView, error) 
 
 func anyQueued(lines []runview.NodeLine) bool {
 	for _, l := range lines {
-		if l.Status == runview.Queued {
+		if l.Status == schema.NodeQueued {
 			return true
 		}
 	}

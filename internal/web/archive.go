@@ -164,9 +164,6 @@ func (s *Server) archivedNodes(ctx context.Context, id string) ([]NodeView, erro
 	for _, row := range tab.Rows {
 		l := runview.NodeLine{Node: str(row[0]), Parent: str(row[1]), Stage: int(toFloat(row[2])), Kind: str(row[3]), Attempt: int(toFloat(row[4])),
 			Status: str(row[5]), Reason: str(row[6])}
-		if l.Status == schema.NodeQueued {
-			l.Status = runview.Queued
-		}
 		if f, ok := number(row[7]); ok {
 			l.Value, l.Metric = &f, fmt.Sprintf("%g", f)
 		}

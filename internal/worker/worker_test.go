@@ -444,9 +444,9 @@ func TestWorkerDeclinesWhatCannotFit(t *testing.T) {
 				run = d.Run
 			}
 		}
-		lines = []runview.NodeLine{{Node: task.NodeID, Status: runview.Queued, Attempt: task.Attempt}}
+		lines = []runview.NodeLine{{Node: task.NodeID, Status: schema.NodeQueued, Attempt: task.Attempt}}
 		runview.FillRunning(lines, run, ws)
-		return lines[0].Status == runview.Declined
+		return lines[0].Status == schema.NodeDeclined
 	})
 	require.Regexp(t, `^declined by worker short \d+s ago: its time limits \(2m\d*s?\) do not fit in the \d+s left of the worker's walltime; waiting for a worker that can run it$`, lines[0].Reason)
 	startWorker(t, q, worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {

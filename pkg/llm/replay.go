@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+
+	"github.com/hpcq/hpcq/internal/textcut"
 )
 
 // A cassette is a JSONL file of recorded exchanges, one per line:
@@ -124,10 +126,7 @@ func (r *Replay) Chat(ctx context.Context, req Request) (Response, error) {
 		resp.Latency = 0
 		return resp, nil
 	}
-	last := req.Messages[len(req.Messages)-1].Content
-	if len(last) > 120 {
-		last = last[:120] + "..."
-	}
+	last := textcut.Head(req.Messages[len(req.Messages)-1].Content, 120)
 	return Response{}, fmt.Errorf("%w in %s for request %s (purpose %q, last message %q)", ErrNoReply, r.path, key[:12], req.Purpose, last)
 }
 

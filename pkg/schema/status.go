@@ -26,6 +26,31 @@ const (
 	NodeCanceled     = "canceled"      // canceled before or while it ran (error_kind "canceled")
 )
 
+// Status of a node not finished, as a run directory's readers tell it
+// (`scheduler ls` and `status`, the dashboard), besides NodeQueued.
+const (
+	NodePreparing = "preparing" // its plan and code are being asked of the model
+	NodeRunning   = "running"   // a worker reported it running
+	// NodeDeclined: queued, and a worker handed it back without running it
+	// (its limits do not fit the worker's walltime left or resources); it
+	// waits for a worker that can.
+	NodeDeclined = "declined"
+)
+
+// Unfinished says whether a node of status has not ended: preparing,
+// queued, declined or running.
+func Unfinished(status string) bool {
+	switch status {
+	case NodePreparing, NodeQueued, NodeDeclined, NodeRunning:
+		return true
+	}
+	return false
+}
+
+// Waiting says whether a node of status waits for a worker: published and
+// not taken (queued), or handed back (declined).
+func Waiting(status string) bool { return status == NodeQueued || status == NodeDeclined }
+
 // Status of a phase_runs row.
 const (
 	PhaseOK     = "ok"
