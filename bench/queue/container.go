@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/hpcq/hpcq/internal/image"
+	"github.com/hpcq/hpcq/internal/image/imagebuild"
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
@@ -75,25 +76,25 @@ func benchImages(dir string) (map[string]string, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the sandbox's mounts need a worker running as root here")
 	}
-	bb, err := image.StaticBusybox()
+	bb, err := imagebuild.StaticBusybox()
 	if err != nil {
 		return nil, err
 	}
 	root := filepath.Join(dir, "rootfs")
-	if err := image.MinimalRoot(root, bb, "hpcq-bench"); err != nil {
+	if err := imagebuild.MinimalRoot(root, bb, "hpcq-bench"); err != nil {
 		return nil, err
 	}
 	refs := map[string]string{image.KindDir: root, image.KindSquashFS: filepath.Join(dir, "image.sqfs"),
 		image.KindSIF: filepath.Join(dir, "image.sif"), image.KindOCI: filepath.Join(dir, "oci")}
-	if err := image.BuildSquashFS(context.Background(), root, refs[image.KindSquashFS]); err != nil {
+	if err := imagebuild.BuildSquashFS(context.Background(), root, refs[image.KindSquashFS]); err != nil {
 		return nil, err
 	}
-	if err := image.BuildSIF(refs[image.KindSquashFS], refs[image.KindSIF]); err != nil {
+	if err := imagebuild.BuildSIF(refs[image.KindSquashFS], refs[image.KindSIF]); err != nil {
 		return nil, err
 	}
-	img, err := image.OCIFromDir(root)
+	img, err := imagebuild.OCIFromDir(root)
 	if err != nil {
 		return nil, err
 	}
-	return refs, image.WriteOCILayout(img, refs[image.KindOCI])
+	return refs, imagebuild.WriteOCILayout(img, refs[image.KindOCI])
 }

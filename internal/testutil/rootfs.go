@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hpcq/hpcq/internal/image"
+	"github.com/hpcq/hpcq/internal/image/imagebuild"
 )
 
 // BusyboxRoot builds a small root file system from Debian's
@@ -15,12 +15,12 @@ import (
 func BusyboxRoot(t testing.TB, id string) string {
 	t.Helper()
 	RequireBinary(t, "busybox", "scripts/services.sh install busybox")
-	bb, err := image.StaticBusybox()
+	bb, err := imagebuild.StaticBusybox()
 	if err != nil {
 		t.Skip(err)
 	}
 	dir := filepath.Join(t.TempDir(), "rootfs")
-	if err := image.MinimalRoot(dir, bb, id); err != nil {
+	if err := imagebuild.MinimalRoot(dir, bb, id); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "etc/gone"), []byte("removed by a second layer\n"), 0o644); err != nil {

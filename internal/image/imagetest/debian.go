@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hpcq/hpcq/internal/image"
+	"github.com/hpcq/hpcq/internal/image/imagebuild"
 	"github.com/hpcq/hpcq/internal/testutil"
 )
 
@@ -64,15 +64,18 @@ func DebianImages(t *testing.T) map[string]string {
 		}
 		return nil
 	})
-	build("sqfs", func() error { _ = os.Remove(out["sqfs"]); return image.BuildSquashFS(ctx, out["dir"], out["sqfs"]) })
-	build("sif", func() error { _ = os.Remove(out["sif"]); return image.BuildSIF(out["sqfs"], out["sif"]) })
+	build("sqfs", func() error {
+		_ = os.Remove(out["sqfs"])
+		return imagebuild.BuildSquashFS(ctx, out["dir"], out["sqfs"])
+	})
+	build("sif", func() error { _ = os.Remove(out["sif"]); return imagebuild.BuildSIF(out["sqfs"], out["sif"]) })
 	build("oci", func() error {
 		_ = os.RemoveAll(out["oci"])
-		img, err := image.OCIFromDir(out["dir"])
+		img, err := imagebuild.OCIFromDir(out["dir"])
 		if err != nil {
 			return err
 		}
-		return image.WriteOCILayout(img, out["oci"])
+		return imagebuild.WriteOCILayout(img, out["oci"])
 	})
 	return out
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hpcq/hpcq/internal/image"
+	"github.com/hpcq/hpcq/internal/image/imagebuild"
 	"github.com/hpcq/hpcq/internal/testutil"
 )
 
@@ -39,7 +39,7 @@ func SquashFS(t *testing.T, dir string) string {
 	t.Helper()
 	testutil.RequireBinary(t, "mksquashfs", "scripts/services.sh install squashfs")
 	out := filepath.Join(t.TempDir(), "image.sqfs")
-	require.NoError(t, image.BuildSquashFS(context.Background(), dir, out))
+	require.NoError(t, imagebuild.BuildSquashFS(context.Background(), dir, out))
 	return out
 }
 
@@ -48,7 +48,7 @@ func SquashFS(t *testing.T, dir string) string {
 func SIF(t *testing.T, sqfs string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "image.sif")
-	require.NoError(t, image.BuildSIF(sqfs, out))
+	require.NoError(t, imagebuild.BuildSIF(sqfs, out))
 	return out
 }
 
@@ -98,7 +98,7 @@ func OCIImage(t *testing.T, dir string) v1.Image {
 func OCILayout(t *testing.T, img v1.Image) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "oci")
-	require.NoError(t, image.WriteOCILayout(img, dir))
+	require.NoError(t, imagebuild.WriteOCILayout(img, dir))
 	return dir
 }
 

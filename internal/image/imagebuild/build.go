@@ -1,4 +1,9 @@
-package image
+// Package imagebuild builds images from a root file system directory with
+// the formats' own tools and libraries (mksquashfs, apptainer/sif,
+// go-containerregistry), and a minimal root from Debian's busybox-static:
+// what the tests and benchmarks make their images with. hpcq itself only
+// reads images (internal/image).
+package imagebuild
 
 import (
 	"archive/tar"
@@ -12,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/apptainer/sif/v2/pkg/sif"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -19,11 +25,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-)
 
-// Builders of images from a root file system directory, with the formats'
-// own tools and libraries: what the benchmarks and tests make their images
-// with, and what a site may use to ship one.
+	"github.com/hpcq/hpcq/internal/textcut"
+)
 
 // BuildSquashFS writes dir as a SquashFS file with mksquashfs, every file
 // owned by root.
@@ -34,7 +38,7 @@ func BuildSquashFS(ctx context.Context, dir, out string) error {
 	}
 	b, err := exec.CommandContext(ctx, bin, dir, out, "-noappend", "-no-progress", "-quiet", "-all-root").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("image: mksquashfs %s: %w: %s", dir, err, lastLines(string(b), 5))
+		return fmt.Errorf("image: mksquashfs %s: %w: %s", dir, err, textcut.TailLines(strings.TrimSpace(string(b)), 2000))
 	}
 	return nil
 }
