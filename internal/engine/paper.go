@@ -26,7 +26,7 @@ func paperSection(dir string) string {
 		mdURL(rundir.PaperFile(rundir.ClaimsFile)), c.Numbers, c.Verified,
 		c.Unverified, len(c.FactsCited), len(c.Citations))
 	if len(c.CitationsRemoved) > 0 {
-		fmt.Fprintf(&b, ", %d removed (not in refs.bib: %s)", len(c.CitationsRemoved), strings.Join(c.CitationsRemoved, ", "))
+		fmt.Fprintf(&b, ", %d removed (not in %s: %s)", len(c.CitationsRemoved), rundir.RefsBib, strings.Join(c.CitationsRemoved, ", "))
 	}
 	if len(c.Rounds) > 0 {
 		fmt.Fprintf(&b, "; %d rounds", len(c.Rounds))

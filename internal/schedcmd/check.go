@@ -172,12 +172,12 @@ func paperLine(spec run.Spec, ideaDir string) string {
 	}
 	switch keys := writeup.BibKeys(runBib(spec, rundir.Info{IdeaDir: ideaDir})); {
 	case len(keys) == 0:
-		line += "; no refs.bib entry (@type{key, ...}) beside the idea, no resource of class paper: it cites nothing"
+		line += "; no " + rundir.RefsBib + " entry (@type{key, ...}) beside the idea, no resource of class paper: it cites nothing"
 	default:
-		line += fmt.Sprintf("; cites only refs.bib's entries and the resources' papers: %d (%s)", len(keys), strings.Join(keys, ", "))
+		line += fmt.Sprintf("; cites only %s's entries and the resources' papers: %d (%s)", rundir.RefsBib, len(keys), strings.Join(keys, ", "))
 	}
 	if t := missingTeX(); t != "" {
-		line += "; no TeX here (" + t + "): the paper stops at paper.tex (scripts/services.sh install tex)"
+		line += "; no TeX here (" + t + "): the paper stops at " + rundir.PaperTeX + " (scripts/services.sh install tex)"
 	}
 	return line
 }

@@ -101,7 +101,7 @@ func runBib(spec run.Spec, info rundir.Info) string {
 		var err error
 		bib, err = os.ReadFile(filepath.Join(info.IdeaDir, rundir.RefsBib))
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			slog.Warn("writeup: the idea's refs.bib not read", "err", err)
+			slog.Warn("writeup: the idea's "+rundir.RefsBib+" not read", "err", err)
 		}
 	}
 	if spec.Resources == "" {

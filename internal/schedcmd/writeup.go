@@ -136,7 +136,7 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, sp
 		fmt.Fprintf(term.Stderr(), "unknown fact: \\fact{%s}\n", id)
 	}
 	for _, k := range unknownCites {
-		fmt.Fprintf(term.Stderr(), "unknown citation: %s (not in the idea's refs.bib)\n", k)
+		fmt.Fprintf(term.Stderr(), "unknown citation: %s (not in the idea's %s)\n", k, rundir.RefsBib)
 	}
 	// claims.json says what the dashboard and report show of the paper: its
 	// PDF only when this check compiled it.

@@ -249,7 +249,7 @@ func (d Drafting) finish(ctx context.Context, round int, final, pdf *draft) erro
 			return nil
 		}
 	}
-	final.compiled = Compiled{Error: "the final paper did not compile again (paper.pdf is another draft's)"}
+	final.compiled = Compiled{Error: "the final paper did not compile again (" + rundir.PaperPDF + " is another draft's)"}
 	return nil
 }
 

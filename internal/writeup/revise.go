@@ -62,7 +62,7 @@ func withFacts(tex string) string {
 // unverifiedNote is what the first page of a paper with an unverified
 // number says (no digit in it: the note itself states no number).
 const unverifiedNote = "\\noindent\\fbox{\\parbox{0.96\\linewidth}{\\textbf{Unverified numbers.} This paper states numbers that " +
-	"hpcq could not match to the run's results: they are listed in claims.json, and a reader should not trust them.}}\\par\\medskip\n"
+	"hpcq could not match to the run's results: they are listed in " + rundir.ClaimsFile + ", and a reader should not trust them.}}\\par\\medskip\n"
 
 // withWarning puts the unverified-numbers note on the paper's first page:
 // after \maketitle, else at the start of the document.

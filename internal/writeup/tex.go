@@ -16,10 +16,10 @@ import (
 // decimal; an id that is not a fact stops the compile with its name.
 func Macros(facts []rundir.Fact) string {
 	var b strings.Builder
-	b.WriteString("% The run's facts (facts.json): \\fact{ID} prints one, \\factpct{ID} a fraction as a percentage.\n" +
+	b.WriteString("% The run's facts (" + rundir.FactsFile + "): \\fact{ID} prints one, \\factpct{ID} a fraction as a percentage.\n" +
 		"\\makeatletter\n" +
-		"\\newcommand{\\fact}[1]{\\@ifundefined{hpcqfact@#1}{\\PackageError{hpcq}{no fact #1 in facts.json}{}}{\\@nameuse{hpcqfact@#1}}}\n" +
-		"\\newcommand{\\factpct}[1]{\\@ifundefined{hpcqpct@#1}{\\PackageError{hpcq}{no fact #1 in facts.json}{}}{\\@nameuse{hpcqpct@#1}\\,\\%}}\n")
+		"\\newcommand{\\fact}[1]{\\@ifundefined{hpcqfact@#1}{\\PackageError{hpcq}{no fact #1 in " + rundir.FactsFile + "}{}}{\\@nameuse{hpcqfact@#1}}}\n" +
+		"\\newcommand{\\factpct}[1]{\\@ifundefined{hpcqpct@#1}{\\PackageError{hpcq}{no fact #1 in " + rundir.FactsFile + "}{}}{\\@nameuse{hpcqpct@#1}\\,\\%}}\n")
 	for _, f := range facts {
 		fmt.Fprintf(&b, "\\@namedef{hpcqfact@%s}{%s}\\@namedef{hpcqpct@%s}{%s}%% %s\n", f.ID, Format(f.Value),
 			f.ID, strconv.FormatFloat(100*f.Value, 'f', 1, 64), strings.ReplaceAll(f.Claim, "\n", " "))
