@@ -46,6 +46,7 @@ func TestNewRunIDIsValid(t *testing.T) {
 }
 
 func TestWriteOutcomes(t *testing.T) {
+	twelve := 12.0
 	ok := &schema.NodeTask{NodeID: "good", Attempt: 1}
 	bad := &schema.NodeTask{NodeID: "bad", Attempt: 2}
 	dead := &schema.NodeTask{NodeID: "dead", Attempt: 1}
@@ -57,14 +58,21 @@ func TestWriteOutcomes(t *testing.T) {
 			Error: &schema.ResultError{Phase: "run", Kind: schema.ErrKindRunFailed, Message: "exit\n3"}}},
 		{Task: dead, DeadLetter: &queue.DeadLetter{Reason: "max deliveries reached", Worker: "w3"}},
 		{Task: none},
+		{Task: &schema.NodeTask{NodeID: "evaluated", Attempt: 1}, Result: &schema.NodeResult{Worker: "w1", DurationMS: 900, Metrics: map[string]float64{"gflops": 5000},
+			Evaluation: &schema.Evaluation{Stage: schema.EvalSearch, Correct: true, Metric: &twelve, Unit: "GFLOP/s"}}},
+		{Task: &schema.NodeTask{NodeID: "liar", Attempt: 1}, Result: &schema.NodeResult{Worker: "w1", DurationMS: 900, Metrics: map[string]float64{"gflops": 5000},
+			Evaluation: &schema.Evaluation{Stage: schema.EvalSearch, Reason: "incorrect on N=10: got 42, want 55"},
+			Error:      &schema.ResultError{Phase: schema.PhaseEvaluate, Kind: schema.ErrKindIncorrect, Message: "incorrect on N=10: got 42, want 55"}}},
 	}
 	var b bytes.Buffer
 	require.NoError(t, WriteOutcomes(&b, outs))
-	require.Equal(t, `NODE  ATTEMPT  STATUS         DURATION  EXIT CODES       WORKER  METRICS                   ERROR
-good  1        ok             1.5s      compile=0 run=0  w1      gflops=5.548 time_s=0.25  
-bad   2        failed         20ms      run=3            w2      -                         run_failed in run: exit 3
-dead  1        dead_lettered  -         -                w3      -                         max deliveries reached
-none  1        no_answer      -         -                -       -                         
+	require.Equal(t, `NODE       ATTEMPT  STATUS         DURATION  EXIT CODES       WORKER  METRICS                                            ERROR
+good       1        ok             1.5s      compile=0 run=0  w1      gflops=5.548 time_s=0.25                           
+bad        2        failed         20ms      run=3            w2      -                                                  run_failed in run: exit 3
+dead       1        dead_lettered  -         -                w3      -                                                  max deliveries reached
+none       1        no_answer      -         -                -       -                                                  
+evaluated  1        ok             900ms     -                w1      evaluated=12 GFLOP/s (self-reported: gflops=5000)  
+liar       1        failed         900ms     -                w1      (self-reported: gflops=5000)                       incorrect in evaluate: incorrect on N=10: got 42, want 55
 `, b.String())
 	require.True(t, outs[0].OK())
 	require.False(t, outs[1].OK())

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"sort"
@@ -40,9 +41,7 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 				codes = strings.Join(parts, " ")
 			}
 			worker = r.Worker
-			if m := formatMetrics(r.Metrics); m != "" {
-				metrics = m
-			}
+			metrics = metricsText(r)
 		case o.DeadLetter != nil:
 			msg = textcut.OneLine(o.DeadLetter.Reason, 100)
 			if o.DeadLetter.Worker != "" {
@@ -52,6 +51,25 @@ func WriteOutcomes(w io.Writer, outs []Outcome) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", o.Task.NodeID, o.Task.Attempt, status, dur, codes, worker, metrics, msg)
 	}
 	return tw.Flush()
+}
+
+// metricsText is a result's metrics as the table shows them: with an
+// evaluator, its measure first and what the program said of itself after
+// it, marked; "-" with none.
+func metricsText(r *schema.NodeResult) string {
+	own := formatMetrics(r.Metrics)
+	ev := r.Evaluation
+	if ev == nil {
+		return cmp.Or(own, "-")
+	}
+	var parts []string
+	if ev.Metric != nil {
+		parts = append(parts, strings.TrimSpace(fmt.Sprintf("evaluated=%g %s", *ev.Metric, ev.Unit)))
+	}
+	if own != "" {
+		parts = append(parts, "(self-reported: "+own+")")
+	}
+	return cmp.Or(strings.Join(parts, " "), "-")
 }
 
 // formatMetrics is "a=1 b=2.5", sorted by name, cut after 80 characters.

@@ -225,13 +225,6 @@ func (e *Executor) LogDir(t *schema.NodeTask) string {
 	return filepath.Join(e.cfg.RunsDir, t.RunID, "phase_logs", "node_"+t.NodeID)
 }
 
-func seconds(s int, def time.Duration) time.Duration {
-	if s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return def
-}
-
 // Execute writes the workspace, then runs the download, compile and run
 // commands, stopping at the first failure, then checks the expected outputs
 // and extracts the metrics. With Config.Artifacts it then uploads the
@@ -241,6 +234,9 @@ func seconds(s int, def time.Duration) time.Duration {
 func (e *Executor) Execute(ctx context.Context, t *schema.NodeTask, slot worker.Slot) (*schema.NodeResult, error) {
 	var fin finishClock
 	res, err := e.execute(ctx, t, slot, &fin)
+	if err == nil && res.Error == nil && t.Evaluate != nil {
+		err = e.evaluate(ctx, t, slot, res)
+	}
 	if err == nil {
 		if lost := nodeLost(slot, res); lost != "" {
 			return nil, fmt.Errorf("%w: %s", worker.ErrNodeLost, lost)
@@ -416,23 +412,6 @@ func (e *Executor) openLive(t *schema.NodeTask, names []string, run *phaseRun) f
 			lw.Close()
 		}
 	}
-}
-
-// phaseSpecs are the task's phases after coding, with their time limits,
-// and the names of those that run (a log file each).
-func (e *Executor) phaseSpecs(t *schema.NodeTask) ([]phaseSpec, []string) {
-	phases := []phaseSpec{
-		{schema.PhaseDownload, t.Artifacts.Download.Commands, seconds(t.Limits.DownloadTimeoutS, e.cfg.DownloadTimeout), schema.ErrKindInstallFailed},
-		{schema.PhaseCompile, t.Artifacts.Compile.Commands, seconds(t.Limits.CompileTimeoutS, e.cfg.CompileTimeout), schema.ErrKindCompileFailed},
-		{schema.PhaseRun, t.Artifacts.Run.Commands, seconds(t.Limits.RunTimeoutS, e.cfg.RunTimeout), schema.ErrKindRunFailed},
-	}
-	var names []string
-	for _, ph := range phases {
-		if len(ph.cmds) > 0 || (ph.name == schema.PhaseDownload && t.Install != nil) {
-			names = append(names, ph.name)
-		}
-	}
-	return phases, names
 }
 
 // coding writes the task's files into the workspace ws: the coding phase.

@@ -52,8 +52,11 @@ type phaseRun struct {
 	ctr *containerRun
 	// box is the attempt's sandbox, opened by its first command (nil: no
 	// sandbox).
-	box    *attemptSandbox
-	diskMB int // the workspace's bound on disk (0: none)
+	box *attemptSandbox
+	// visible are directories the commands see read-only where the
+	// sandbox hides the rest (the node's workspace, to its evaluator).
+	visible []string
+	diskMB  int // the workspace's bound on disk (0: none)
 	// memoryMB is the task's memory limit, memory how it is enforced.
 	memoryMB int
 	memory   string
@@ -135,6 +138,7 @@ func (e *Executor) runPhase(ctx context.Context, ph phaseSpec, run phaseRun, f *
 		case c != nil:
 			cmd.Root, cmd.Layers, cmd.Scaffold, cmd.Upper, cmd.Binds = c.root, c.layers, c.scaffold, c.upper, c.binds
 		}
+		cmd.Visible = append(cmd.Visible, run.visible...)
 		if run.cgroup != nil {
 			cmd.CgroupFD = run.cgroup.fd
 		}
@@ -265,4 +269,29 @@ func lastLine(s string) string {
 		s = s[i+1:]
 	}
 	return s
+}
+
+// phaseSpecs are the task's phases after coding, with their time limits,
+// and the names of those that run (a log file each).
+func (e *Executor) phaseSpecs(t *schema.NodeTask) ([]phaseSpec, []string) {
+	phases := []phaseSpec{
+		{schema.PhaseDownload, t.Artifacts.Download.Commands, seconds(t.Limits.DownloadTimeoutS, e.cfg.DownloadTimeout), schema.ErrKindInstallFailed},
+		{schema.PhaseCompile, t.Artifacts.Compile.Commands, seconds(t.Limits.CompileTimeoutS, e.cfg.CompileTimeout), schema.ErrKindCompileFailed},
+		{schema.PhaseRun, t.Artifacts.Run.Commands, seconds(t.Limits.RunTimeoutS, e.cfg.RunTimeout), schema.ErrKindRunFailed},
+	}
+	var names []string
+	for _, ph := range phases {
+		if len(ph.cmds) > 0 || (ph.name == schema.PhaseDownload && t.Install != nil) {
+			names = append(names, ph.name)
+		}
+	}
+	return phases, names
+}
+
+// seconds is s seconds, or def when s is not above 0.
+func seconds(s int, def time.Duration) time.Duration {
+	if s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return def
 }

@@ -74,6 +74,9 @@ type NodeResult struct {
 	// when the task named one.
 	Isolation *Isolation     `json:"isolation,omitempty"`
 	Container *ContainerUsed `json:"container,omitempty"`
+	// Evaluation is what the idea's evaluator found (a task with Evaluate
+	// whose own phases succeeded).
+	Evaluation *Evaluation `json:"evaluation,omitempty"`
 	// Host and SlurmJobID say where the worker ran.
 	Host       string `json:"host,omitempty"`
 	SlurmJobID string `json:"slurm_job_id,omitempty"`
@@ -225,7 +228,7 @@ var validErrKinds = map[string]bool{
 	ErrKindInvalidTask: true, ErrKindInvalidWorkspace: true, ErrKindImage: true, ErrKindInstallFailed: true,
 	ErrKindCompileFailed: true, ErrKindRunFailed: true, ErrKindTimeout: true,
 	ErrKindMissingOutput: true, ErrKindBadMetric: true, ErrKindToolchainMissing: true,
-	ErrKindCanceled: true, ErrKindInfra: true,
+	ErrKindCanceled: true, ErrKindInfra: true, ErrKindIncorrect: true, ErrKindEvaluateFailed: true,
 }
 
 // Validate checks the result's version and content; the error names the field.
@@ -299,13 +302,21 @@ func (r *NodeResult) Validate() error {
 			return fieldErr(f+".sha256", "%q: must be 64 lower-case hex digits", firstBytes([]byte(a.SHA256), 80))
 		}
 	}
-	if r.Error != nil {
-		if !validErrKinds[r.Error.Kind] {
-			return fieldErr("error.kind", "%q is not a known error kind", r.Error.Kind)
-		}
-		if r.Error.Message == "" {
-			return fieldErr("error.message", "is required")
-		}
+	if err := r.Evaluation.Validate(); err != nil {
+		return err
+	}
+	return r.Error.validate()
+}
+
+// validate checks a result's error; nil is none.
+func (e *ResultError) validate() error {
+	switch {
+	case e == nil:
+		return nil
+	case !validErrKinds[e.Kind]:
+		return fieldErr("error.kind", "%q is not a known error kind", e.Kind)
+	case e.Message == "":
+		return fieldErr("error.message", "is required")
 	}
 	return nil
 }

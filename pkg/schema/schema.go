@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	jsonv2 "github.com/go-json-experiment/json"
 )
@@ -119,6 +118,9 @@ type NodeTask struct {
 	Recall *TaskRecall `json:"recall,omitempty"`
 	// Container, when set, is the image the task's commands run in.
 	Container *Container `json:"container,omitempty"`
+	// Evaluate, when set, is the idea's evaluator: the worker runs it
+	// after the task's phases (PhaseEvaluate) and reports its Evaluation.
+	Evaluate *Evaluate `json:"evaluate,omitempty"`
 }
 
 // TaskRecall says how a worker writes a node's recall events.
@@ -289,65 +291,6 @@ func msgID(run, node string, attempt int) string {
 	return run + "/" + node + "/" + strconv.Itoa(attempt)
 }
 
-func fieldErr(field, format string, args ...any) error {
-	return fmt.Errorf("%w: %s: %s", ErrInvalidMessage, field, fmt.Sprintf(format, args...))
-}
-
-// CheckID checks an id field (run, node, pool, worker): a name of letters,
-// digits, '.', '_' and '-' within MaxIDLen.
-func CheckID(field, v string, required bool) error {
-	if v == "" {
-		if required {
-			return fieldErr(field, "is required")
-		}
-		return nil
-	}
-	if len(v) > MaxIDLen {
-		return fieldErr(field, "longer than %d bytes", MaxIDLen)
-	}
-	if !validID(v) {
-		return fieldErr(field, "%q may contain only letters, digits, '_', '-', '.' (not '..'), starting with a letter or digit", v)
-	}
-	return nil
-}
-
-// CheckToken checks an id that becomes one NATS subject token (a run, a
-// pool): CheckID without '.', which would split it into two tokens.
-func CheckToken(field, v string, required bool) error {
-	if err := CheckID(field, v, required); err != nil {
-		return err
-	}
-	if strings.Contains(v, ".") {
-		return fieldErr(field, "%q may not contain '.' (it names a NATS subject token)", v)
-	}
-	return nil
-}
-
-// ValidatePool reports whether name can be a pool (a subject token).
-func ValidatePool(name string) error { return CheckToken("pool", name, true) }
-
-func checkCommands(field string, cmds []string) error {
-	if len(cmds) > MaxCommands {
-		return fieldErr(field, "%d commands, at most %d", len(cmds), MaxCommands)
-	}
-	for i, c := range cmds {
-		f := fmt.Sprintf("%s[%d]", field, i)
-		if strings.TrimSpace(c) == "" {
-			return fieldErr(f, "is empty")
-		}
-		if len(c) > MaxCommandLen {
-			return fieldErr(f, "longer than %d bytes", MaxCommandLen)
-		}
-		if strings.IndexByte(c, 0) >= 0 {
-			return fieldErr(f, "contains a NUL byte")
-		}
-		if !utf8.ValidString(c) {
-			return fieldErr(f, "is not valid UTF-8")
-		}
-	}
-	return nil
-}
-
 // Validate checks the task's version and content. The error wraps
 // ErrInvalidMessage (and ErrUnknownVersion for a wrong "v") and names the
 // field. The paths of workspace files get their full check when the worker
@@ -414,6 +357,9 @@ func (t *NodeTask) Validate() error {
 		if len(in.Memory) > MaxInstallMemoryBytes {
 			return fieldErr("install.memory", "%d bytes, at most %d", len(in.Memory), MaxInstallMemoryBytes)
 		}
+	}
+	if err := t.Evaluate.Validate(); err != nil {
+		return err
 	}
 	files := a.Coding.Workspace.Files
 	if len(files) > MaxFiles {

@@ -1,0 +1,120 @@
+package evaluate
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/schema"
+)
+
+func TestParseReport(t *testing.T) {
+	t.Parallel()
+	r := `{"input": "N=1000", "repeat": 0, "correct": true, "metric": 9}
+{"input": "N=1000", "repeat": 1, "correct": true, "error": 2.1e-12, "tolerance": 1e-9, "metric": 14.2, "unit": "GFLOP/s"}
+
+{"input": "N=1000", "repeat": 2, "correct": true, "metric": 15.0, "unit": "GFLOP/s"}
+`
+	s, err := ParseReport([]byte(r))
+	require.NoError(t, err)
+	require.Len(t, s, 3)
+	require.Equal(t, 14.2, *s[1].Metric)
+	require.Equal(t, 1e-9, *s[1].Tolerance)
+
+	for bad, why := range map[string]string{
+		`{"input": "N=1", "repeat": 1, "metric": 3}`:                      `no "correct"`,
+		`{"input": "N=1", "repeat": 1, "corect": true, "metric": 3}`:      `unknown field "corect"`,
+		`{"input": "", "repeat": 1, "correct": true, "metric": 3}`:        "input",
+		`{"input": "N=1", "repeat": -1, "correct": true, "metric": 3}`:    "below 0",
+		`{"input": "N=1", "repeat": 1, "correct": true}`:                  `without "metric"`,
+		`{"input": "N=1", "repeat": 1, "correct": true, "metric": 1e999}`: "not a report line",
+		`METRIC gflops=12`: "not a report line",
+		`{"input": "N=1", "repeat": 1, "correct": true, "metric": 3} {"x": 1}`: "more than one value",
+	} {
+		_, err := ParseReport([]byte(bad))
+		require.ErrorIs(t, err, ErrReport, bad)
+		require.ErrorContains(t, err, why, bad)
+		require.ErrorContains(t, err, "line 1", bad)
+	}
+	_, err = ParseReport([]byte(strings.Repeat("x", MaxReportBytes+1)))
+	require.ErrorContains(t, err, "more than")
+}
+
+func ptr(v float64) *float64 { return &v }
+
+// TestJudge: the verdict of the program that lies (a metric without the
+// work: its result is wrong), of the one right only for the size searched,
+// and of the one really faster.
+func TestJudge(t *testing.T) {
+	t.Parallel()
+	ok := func(in string, rep int, m float64) schema.EvalSample {
+		return schema.EvalSample{Input: in, Repeat: rep, Correct: true, Metric: ptr(m), Unit: "GFLOP/s"}
+	}
+	// Really faster: every repeat right; warm-up left out; median per
+	// input, geometric mean over inputs.
+	v := Judge([]schema.EvalSample{ok("N=1000", 0, 1), ok("N=1000", 1, 10), ok("N=1000", 2, 12), ok("N=1000", 3, 11),
+		ok("N=1531", 1, 40), ok("N=1531", 2, 40)}, []string{"N=1000", "N=1531"})
+	require.True(t, v.Correct, v.Reason)
+	require.InDelta(t, math.Sqrt(11*40), v.Metric, 1e-9)
+	require.Equal(t, 5, v.Kept)
+	require.Equal(t, "GFLOP/s", v.Unit)
+
+	// The liar: prints a fine number, computes nothing.
+	lie := schema.EvalSample{Input: "N=1000", Repeat: 1, Correct: false, Error: ptr(3.1e-2), Tolerance: ptr(1e-6), Note: "grid untouched"}
+	v = Judge([]schema.EvalSample{ok("N=1000", 0, 5000), lie}, []string{"N=1000"})
+	require.False(t, v.Correct)
+	require.Equal(t, "incorrect: error 0.031 > 1e-06 on N=1000 (repeat 1): grid untouched", v.Reason)
+	require.Zero(t, v.Metric, "an incorrect node has no metric")
+
+	// Right only for the size searched: the other input fails its check.
+	v = Judge([]schema.EvalSample{ok("N=1024", 1, 30), {Input: "N=1531", Repeat: 1, Correct: false, Error: ptr(0.5)}}, []string{"N=1024", "N=1531"})
+	require.False(t, v.Correct)
+	require.Equal(t, "incorrect: error 0.5 on N=1531 (repeat 1)", v.Reason)
+
+	// An input asked for and not measured; nothing at all.
+	v = Judge([]schema.EvalSample{ok("N=1000", 1, 3)}, []string{"N=1000", "N=2000"})
+	require.Equal(t, "the evaluation reported no measured repeat of input N=2000", v.Reason)
+	require.True(t, v.Incomplete, "the harness's fault, not the node's")
+	require.False(t, Judge(nil, nil).Correct)
+	require.True(t, Judge(nil, nil).Incomplete)
+	// A metric not above 0 over several inputs: the arithmetic mean.
+	v = Judge([]schema.EvalSample{ok("a", 1, 0), ok("b", 1, 4)}, nil)
+	require.True(t, v.Correct)
+	require.Equal(t, 2.0, v.Metric)
+}
+
+// FuzzParseReport: any bytes give samples within the contract or an
+// ErrReport naming a line; never a panic, never a sample that breaks it.
+func FuzzParseReport(f *testing.F) {
+	for _, s := range []string{
+		`{"input": "N=1000", "repeat": 1, "correct": true, "metric": 14.2}`,
+		`{"input": "N=1", "repeat": 0, "correct": false, "error": 0.5, "tolerance": 1e-6, "note": "é"}` + "\n\n",
+		`{"input": "\u001b[2J", "repeat": 1, "correct": true, "metric": -0}`,
+		"{\"input\": \"\xff\", \"repeat\": 1, \"correct\": true, \"metric\": 1}",
+		`[1,2]`, `null`, `{"input": "a", "repeat": 1e3, "correct": true, "metric": 1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		samples, err := ParseReport(data)
+		if err != nil {
+			require.ErrorIs(t, err, ErrReport)
+			return
+		}
+		for _, s := range samples {
+			if s.Input == "" || len(s.Input) > MaxInputBytes || !utf8.ValidString(s.Input) || s.Repeat < 0 {
+				t.Fatalf("sample out of the contract: %+v", s)
+			}
+			if s.Correct && s.Repeat > 0 && (s.Metric == nil || math.IsNaN(*s.Metric) || math.IsInf(*s.Metric, 0)) {
+				t.Fatalf("a correct repeat without a finite metric: %+v", s)
+			}
+		}
+		v := Judge(samples, nil)
+		if v.Correct && (math.IsNaN(v.Metric) || math.IsInf(v.Metric, 0)) {
+			t.Fatalf("verdict metric %v", v.Metric)
+		}
+	})
+}
