@@ -35,8 +35,8 @@ func budgetOr(v int) int {
 func (r *runner) assess(ctx context.Context, n *tree.Node, o rundir.Outcome) rundir.Outcome {
 	e := r.e
 	res := o.Result
-	if res == nil || res.Error != nil || o.Cached || o.DeadLetter != nil {
-		return o
+	if res == nil || res.Error != nil || o.Cached || o.DeadLetter != nil || res.Evaluation != nil {
+		return o // an evaluator judged it: the model reads no number of the program's own
 	}
 	ev, mcfg := e.s.Spec.Evaluation, e.s.Spec.Memory.Config
 	if o.Metric == nil && run.On(ev.ParseMetrics) {

@@ -120,6 +120,9 @@ type engine struct {
 	disp  *dispatch.Dispatcher
 	// files keeps the nodes' files last written or read.
 	files *nodeFiles
+	// harness is the idea's evaluator every node's task carries (nil:
+	// none; docs/evaluation.md).
+	harness *schema.Evaluate
 	// texts keeps what the prompts say of each node once made.
 	texts nodeTexts
 	// own: node id -> ownNode, for the nodes this process made or ended.
@@ -165,6 +168,11 @@ func newEngine(ctx context.Context, s *session.Session, p Params) (*engine, erro
 	e := &engine{s: s, p: p}
 	e.files = &nodeFiles{dir: s.Dir, oldPlans: hasOldPlans(s.Dir), unwritten: e.isUnwritten}
 	var err error
+	if h := s.Spec.Evaluation.Harness; h != nil {
+		if e.harness, err = h.SearchTask(); err != nil {
+			return nil, err
+		}
+	}
 	if e.tree, err = search.OpenTree(filepath.Join(s.Dir, rundir.TreeJournal)); err != nil {
 		return nil, err
 	}

@@ -176,11 +176,20 @@ func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLet
 		o.Buggy, o.Reason = true, "no answer"
 	case res.Error != nil && res.Error.Kind == schema.ErrKindCanceled:
 		o.Buggy, o.NotRun, o.Canceled, o.Reason = true, true, true, res.Error.Message
+	case res.Error != nil && res.Error.Kind == schema.ErrKindIncorrect:
+		o.Buggy, o.Reason = true, res.Error.Message // the harness's words: "incorrect on N=1000: ..."
 	case res.Error != nil:
 		o.Buggy, o.Reason = true, fmt.Sprintf("%s in %s: %s", res.Error.Kind, res.Error.Phase, res.Error.Message)
 		if len(res.Diagnostics) > 0 {
 			d := res.Diagnostics[0]
 			o.Reason += fmt.Sprintf(" (%s:%d: %s)", d.File, d.Line, d.Message)
+		}
+	case res.Evaluation != nil:
+		// The harness's measure; what the program said of itself is kept
+		// beside it, never ranked.
+		o.Metric, o.MetricFrom = res.Evaluation.Metric, rundir.MetricFromEvaluator
+		if v, ok := res.Metrics[e.s.Spec.Metric.Name]; ok {
+			o.SelfReported = &v
 		}
 	default:
 		v, ok := res.Metrics[e.s.Spec.Metric.Name]
@@ -308,7 +317,7 @@ func (r *runner) prepare(ctx context.Context, n *tree.Node) (*schema.NodeTask, s
 	}
 	t := &schema.NodeTask{V: schema.Version, RunID: e.s.RunID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
 		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.s.Spec.Pool, Artifacts: a.Phases, Limits: e.s.Spec.Limits, Requires: e.s.Spec.Requires,
-		Shell: e.s.Spec.Shell, Container: e.s.Spec.Container.Task()}
+		Shell: e.s.Spec.Shell, Container: e.s.Spec.Container.Task(), Evaluate: e.harness}
 	if t.Container != nil {
 		t.Container.Layers = layers
 	}

@@ -174,6 +174,9 @@ type Evaluation struct {
 	// NodeSummary writes a summary of each node that ran (result.json, the
 	// memory, the report's judge).
 	NodeSummary *bool `yaml:"node_summary"`
+	// Harness, when set, is the idea's evaluator: a node's metric is its
+	// measure, not what the program reports of itself.
+	Harness *Harness `yaml:"harness"`
 }
 
 // Phase1 is the download/install phase.
@@ -314,6 +317,7 @@ func loadSpec(path string, fill func(*Spec)) (Spec, error) {
 	if s.Resources != "" && !filepath.IsAbs(s.Resources) {
 		s.Resources = filepath.Join(dir, s.Resources)
 	}
+	s.Evaluation.Harness.resolve(dir)
 	if s.Container != nil && s.Container.Image != "" && !filepath.IsAbs(s.Container.Image) &&
 		!strings.HasPrefix(s.Container.Image, schema.StoredImagePrefix) {
 		// Absolute: the task carries it to workers whose directory is not
@@ -340,6 +344,9 @@ func loadSpec(path string, fill func(*Spec)) (Spec, error) {
 // Long: one check per key of run.yaml, in the order of the file, so that a
 // reader sees every rule.
 func (s Spec) Validate() error {
+	if err := s.Evaluation.Harness.validate(); err != nil {
+		return err
+	}
 	switch s.Shell {
 	case "", "plain", "login":
 	default:

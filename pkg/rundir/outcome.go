@@ -7,6 +7,10 @@ import (
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
+// MetricFromEvaluator is Outcome.MetricFrom of a metric the idea's
+// evaluator measured (docs/evaluation.md).
+const MetricFromEvaluator = "evaluator"
+
 // Outcome is a node's result.json: how the node ended. The engine of a
 // tree search and `scheduler exec` write it, once per node, when the node
 // ends; `scheduler ls`, the dashboard, the report and a resume read it.
@@ -37,8 +41,12 @@ type Outcome struct {
 	// into the node's directory, and why.
 	ArtifactsError string `json:"artifacts_error,omitempty"`
 	// MetricFrom says where the metric came from when not from the run's
-	// own METRIC lines or patterns ("parse_metrics": the model read it).
+	// own METRIC lines or patterns ("parse_metrics": the model read it;
+	// MetricFromEvaluator: the idea's harness measured it).
 	MetricFrom string `json:"metric_from,omitempty"`
+	// SelfReported is the run's metric as the program reported it itself,
+	// when an evaluator measured Metric: shown beside it, never ranked.
+	SelfReported *float64 `json:"self_reported,omitempty"`
 	// Review is the execution review's verdict, when one was asked.
 	Review *Review `json:"review,omitempty"`
 	// Summary is the model's summary of the node (node_summary).
