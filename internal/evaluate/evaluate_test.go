@@ -29,7 +29,6 @@ func TestParseReport(t *testing.T) {
 		`{"input": "N=1", "repeat": 1, "corect": true, "metric": 3}`:      `unknown field "corect"`,
 		`{"input": "", "repeat": 1, "correct": true, "metric": 3}`:        "input",
 		`{"input": "N=1", "repeat": -1, "correct": true, "metric": 3}`:    "below 0",
-		`{"input": "N=1", "repeat": 1, "correct": true}`:                  `without "metric"`,
 		`{"input": "N=1", "repeat": 1, "correct": true, "metric": 1e999}`: "not a report line",
 		`METRIC gflops=12`: "not a report line",
 		`{"input": "N=1", "repeat": 1, "correct": true, "metric": 3} {"x": 1}`: "more than one value",
@@ -80,6 +79,14 @@ func TestJudge(t *testing.T) {
 	require.True(t, v.Incomplete, "the harness's fault, not the node's")
 	require.False(t, Judge(nil, nil).Correct)
 	require.True(t, Judge(nil, nil).Incomplete)
+	v = Judge([]schema.EvalSample{{Input: "N=1", Repeat: 1, Correct: true}}, nil)
+	require.True(t, v.Incomplete)
+	require.Contains(t, v.Reason, `has no "metric"`)
+	// The quick pass: correctness only, no metric asked.
+	require.True(t, Check([]schema.EvalSample{{Input: "N=8", Repeat: 1, Correct: true}}, []string{"N=8"}).Correct)
+	v = Check([]schema.EvalSample{{Input: "N=8", Repeat: 1, Correct: false, Note: "off by one"}}, []string{"N=8"})
+	require.Equal(t, "incorrect on N=8 (repeat 1): off by one", v.Reason)
+	require.True(t, Check(nil, []string{"N=8"}).Incomplete)
 	// A metric not above 0 over several inputs: the arithmetic mean.
 	v = Judge([]schema.EvalSample{ok("a", 1, 0), ok("b", 1, 4)}, nil)
 	require.True(t, v.Correct)
@@ -108,8 +115,8 @@ func FuzzParseReport(f *testing.F) {
 			if s.Input == "" || len(s.Input) > MaxInputBytes || !utf8.ValidString(s.Input) || s.Repeat < 0 {
 				t.Fatalf("sample out of the contract: %+v", s)
 			}
-			if s.Correct && s.Repeat > 0 && (s.Metric == nil || math.IsNaN(*s.Metric) || math.IsInf(*s.Metric, 0)) {
-				t.Fatalf("a correct repeat without a finite metric: %+v", s)
+			if s.Metric != nil && (math.IsNaN(*s.Metric) || math.IsInf(*s.Metric, 0)) {
+				t.Fatalf("a metric that is not a finite number: %+v", s)
 			}
 		}
 		v := Judge(samples, nil)

@@ -64,6 +64,10 @@ func Judge(samples []schema.EvalSample, inputs []string) Verdict {
 			v.Unit = s.Unit
 		}
 		if s.Repeat > 0 {
+			if s.Metric == nil {
+				return Verdict{Reason: fmt.Sprintf(`repeat %d of input %s is correct and has no "metric": the harness measures the metric itself`, s.Repeat, s.Input),
+					Incomplete: true}
+			}
 			byInput[s.Input] = append(byInput[s.Input], *s.Metric)
 		}
 	}
@@ -81,6 +85,24 @@ func Judge(samples []schema.EvalSample, inputs []string) Verdict {
 	}
 	v.Correct = true
 	return v
+}
+
+// Check is the verdict of a correctness-only pass (the quick stage): every
+// input asked for has a line, every line is correct; no metric is made.
+func Check(samples []schema.EvalSample, inputs []string) Verdict {
+	seen := map[string]bool{}
+	for _, s := range samples {
+		if !s.Correct {
+			return Verdict{Reason: incorrect(s)}
+		}
+		seen[s.Input] = true
+	}
+	for _, in := range inputs {
+		if !seen[in] {
+			return Verdict{Reason: "the quick evaluation reported nothing of input " + in, Incomplete: true}
+		}
+	}
+	return Verdict{Correct: true}
 }
 
 // incorrect is why a repeat failed its check, for the debug prompt:

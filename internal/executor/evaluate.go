@@ -71,43 +71,92 @@ func (e *Executor) evaluate(ctx context.Context, t *schema.NodeTask, slot worker
 			return fmt.Errorf("the evaluator's workspace for the sandbox user: %w", err)
 		}
 	}
-	run := e.newPhaseRun(t, slot, dir, user)
-	e.enforce(t, slot, &run)
+	p := evalPass{t: t, slot: slot, ws: ws, dir: dir, user: user}
+	if len(ev.Quick) > 0 {
+		samples, msg, err := e.evalPass(ctx, p, schema.PhaseEvaluateQuick, schema.EvalQuick, ev.Quick, 1, res)
+		switch {
+		case err != nil:
+			return err
+		case msg != "":
+			return fail(msg)
+		}
+		if v := evaluate.Check(samples, ev.Quick); !v.Correct {
+			verdict(res, schema.PhaseEvaluateQuick, schema.EvalQuick, samples, v, start)
+			return nil
+		}
+	}
+	samples, msg, err := e.evalPass(ctx, p, schema.PhaseEvaluate, ev.Stage, ev.Inputs, ev.Repeats, res)
+	switch {
+	case err != nil:
+		return err
+	case msg != "":
+		return fail(msg)
+	}
+	verdict(res, schema.PhaseEvaluate, ev.Stage, samples, evaluate.Judge(samples, ev.Inputs), start)
+	return nil
+}
+
+// evalPass is where a pass of the evaluator runs: the task, its slot, the
+// node's workspace and the harness's, the slot's user.
+type evalPass struct {
+	t       *schema.NodeTask
+	slot    worker.Slot
+	ws, dir string
+	user    *TaskUser
+}
+
+// evalPass runs the harness's commands once (phase: the quick pass or the
+// full one) in a fresh sandbox of the task's limits, with the node's
+// workspace read-only, and reads its report. msg says why the pass gave
+// no report to judge; the error is the worker's.
+func (e *Executor) evalPass(ctx context.Context, p evalPass, phase, stage string, inputs []string, repeats int,
+	res *schema.NodeResult) (samples []schema.EvalSample, msg string, err error) {
+	ev := p.t.Evaluate
+	if err := os.Remove(filepath.Join(p.dir, reportName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, "", err
+	}
+	run := e.newPhaseRun(p.t, p.slot, p.dir, p.user)
+	e.enforce(p.t, p.slot, &run)
 	defer run.release(nil)
-	run.visible = []string{ws}
-	run.env = append(run.env, "HPCQ_NODE="+ws, "HPCQ_INPUTS="+strings.Join(ev.Inputs, "\n"), "HPCQ_STAGE="+ev.Stage,
-		"HPCQ_REPEATS="+strconv.Itoa(ev.Repeats), "HPCQ_EVAL_REPORT="+filepath.Join(dir, reportName))
-	log, err := os.OpenFile(filepath.Join(e.LogDir(t), schema.PhaseEvaluate+".log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	run.visible = []string{p.ws}
+	run.env = append(run.env, "HPCQ_NODE="+p.ws, "HPCQ_INPUTS="+strings.Join(inputs, "\n"), "HPCQ_STAGE="+stage,
+		"HPCQ_REPEATS="+strconv.Itoa(repeats), "HPCQ_EVAL_REPORT="+filepath.Join(p.dir, reportName))
+	log, err := os.OpenFile(filepath.Join(e.LogDir(p.t), phase+".log"), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return fmt.Errorf("open the evaluate log: %w", err)
+		return nil, "", fmt.Errorf("open the %s log: %w", phase, err)
 	}
 	defer log.Close()
-	ph := phaseSpec{schema.PhaseEvaluate, ev.Commands, seconds(ev.TimeoutS, seconds(t.Limits.RunTimeoutS, e.cfg.RunTimeout)), schema.ErrKindEvaluateFailed}
-	pr, rerr, err := e.runPhase(ctx, ph, run, log, nil, nil)
+	timeout := seconds(ev.TimeoutS, seconds(p.t.Limits.RunTimeoutS, e.cfg.RunTimeout))
+	pr, rerr, err := e.runPhase(ctx, phaseSpec{phase, ev.Commands, timeout, schema.ErrKindEvaluateFailed}, run, log, nil, nil)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
 	res.Phases = append(res.Phases, pr)
 	if rerr != nil {
-		return fail("the harness failed: " + rerr.Message)
+		return nil, "the harness failed: " + rerr.Message, nil
 	}
-	samples, err := readReport(dir)
+	samples, err = readReport(p.dir)
 	if err != nil {
-		return fail(err.Error())
+		return nil, err.Error(), nil
 	}
-	v := evaluate.Judge(samples, ev.Inputs)
-	res.Evaluation = &schema.Evaluation{Stage: ev.Stage, Samples: samples[:min(len(samples), maxKeptSamples)], Correct: v.Correct,
+	return samples, "", nil
+}
+
+// verdict records an evaluation's samples and verdict in res: the metric
+// of a correct node, else its error in phase (incorrect, or
+// evaluate_failed when the harness did not report what it was asked).
+func verdict(res *schema.NodeResult, phase, stage string, samples []schema.EvalSample, v evaluate.Verdict, start time.Time) {
+	res.Evaluation = &schema.Evaluation{Stage: stage, Samples: samples[:min(len(samples), maxKeptSamples)], Correct: v.Correct,
 		Reason: v.Reason, Unit: v.Unit, DurationMS: time.Since(start).Milliseconds()}
 	switch {
 	case v.Correct:
 		m := v.Metric
 		res.Evaluation.Metric = &m
 	case v.Incomplete:
-		res.Error = &schema.ResultError{Phase: schema.PhaseEvaluate, Kind: schema.ErrKindEvaluateFailed, Message: v.Reason}
+		res.Error = &schema.ResultError{Phase: phase, Kind: schema.ErrKindEvaluateFailed, Message: v.Reason}
 	default:
-		res.Error = &schema.ResultError{Phase: schema.PhaseEvaluate, Kind: schema.ErrKindIncorrect, Message: v.Reason}
+		res.Error = &schema.ResultError{Phase: phase, Kind: schema.ErrKindIncorrect, Message: v.Reason}
 	}
-	return nil
 }
 
 // readReport reads the harness's report: a regular file of the

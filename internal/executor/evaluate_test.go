@@ -84,6 +84,27 @@ func TestEvaluatePhase(t *testing.T) {
 	require.DirExists(t, e.EvaluateDir(honest), "an earlier node's evaluation is on disk...")
 	require.NoFileExists(t, filepath.Join(e.WorkspaceDir(liar), "saw-harness"), "...and hidden from a later node's program")
 
+	// The quick pass: a node wrong on the small input is not measured.
+	quickLiar := evalTask("quick-liar", `echo 42`, "5000", "N=10")
+	quickLiar.Evaluate.Quick = []string{"N=3"}
+	res, err = e.Execute(context.Background(), quickLiar, worker.Slot{Cores: 1})
+	require.NoError(t, err)
+	require.Equal(t, schema.ErrKindIncorrect, res.Error.Kind)
+	require.Equal(t, schema.PhaseEvaluateQuick, res.Error.Phase)
+	require.Equal(t, "incorrect on N=3: got 42, want 6", res.Error.Message)
+	require.Equal(t, schema.PhaseEvaluateQuick, res.Phases[len(res.Phases)-1].Name, "no full pass after a wrong quick one")
+	quickHonest := evalTask("quick-honest", `n=$1; echo $(( n * (n + 1) / 2 ))`, "7", "N=10")
+	quickHonest.Evaluate.Quick = []string{"N=3"}
+	res, err = e.Execute(context.Background(), quickHonest, worker.Slot{Cores: 1})
+	require.NoError(t, err)
+	require.Nil(t, res.Error)
+	names := []string{}
+	for _, p := range res.Phases {
+		names = append(names, p.Name)
+	}
+	require.Equal(t, []string{schema.PhaseCoding, schema.PhaseRun, schema.PhaseEvaluateQuick, schema.PhaseEvaluate}, names)
+	require.InDelta(t, 11.5, *res.Evaluation.Metric, 1e-9)
+
 	sizeOnly := evalTask("size-only", `n=$1; if [ "$n" = 10 ]; then echo 55; else echo 0; fi`, "9", "N=10", "N=1531")
 	res, err = e.Execute(context.Background(), sizeOnly, worker.Slot{Cores: 1})
 	require.NoError(t, err)

@@ -23,6 +23,9 @@ type Harness struct {
 	Commands []string `yaml:"commands"`
 	// Inputs are what the search ranks nodes by (HPCQ_INPUTS).
 	Inputs []string `yaml:"inputs"`
+	// Quick are small inputs of a first, correctness-only pass: a node
+	// wrong on them is not measured.
+	Quick []string `yaml:"quick"`
 	// Repeats of each input (HPCQ_REPEATS; 0: the harness's choice).
 	Repeats  int `yaml:"repeats"`
 	TimeoutS int `yaml:"timeout_s"`
@@ -61,7 +64,7 @@ func (h *Harness) validate() error {
 
 // task is the evaluator of a node's task at stage, on inputs.
 func (h *Harness) task(stage string, inputs []string, files []schema.File) *schema.Evaluate {
-	return &schema.Evaluate{Files: files, Commands: h.Commands, Inputs: inputs, Stage: stage, Repeats: h.Repeats, TimeoutS: h.TimeoutS}
+	return &schema.Evaluate{Files: files, Commands: h.Commands, Inputs: inputs, Quick: h.Quick, Stage: stage, Repeats: h.Repeats, TimeoutS: h.TimeoutS}
 }
 
 // SearchTask reads the harness's files and is the evaluator every node of

@@ -28,7 +28,7 @@ func TestHarnessSpec(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(eval, "ref", "jacobi.c"), []byte("int main(){}\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(eval, "ref", "grid.bin"), []byte{0, 1, 0xff}, 0o644))
 
-	s, err := write("evaluation:\n  harness:\n    commands: [./driver.sh]\n    inputs: [N=1000, N=1531]\n    repeats: 5\n")
+	s, err := write("evaluation:\n  harness:\n    commands: [./driver.sh]\n    inputs: [N=1000, N=1531]\n    quick: [N=8]\n    repeats: 5\n")
 	require.NoError(t, err)
 	h := s.Evaluation.Harness
 	require.Equal(t, eval, h.Dir, "eval/ beside run.yaml by default, absolute")
@@ -37,6 +37,7 @@ func TestHarnessSpec(t *testing.T) {
 	require.Equal(t, schema.EvalSearch, ev.Stage)
 	require.Equal(t, []string{"N=1000", "N=1531"}, ev.Inputs)
 	require.Equal(t, 5, ev.Repeats)
+	require.Equal(t, []string{"N=8"}, ev.Quick)
 	byPath := map[string]schema.File{}
 	for _, f := range ev.Files {
 		byPath[f.Path] = f

@@ -8,8 +8,13 @@ import (
 
 // PhaseEvaluate is the phase in which the idea's evaluator (a harness the
 // user writes) measures the node's built files: after the task's own
-// phases, in a sandbox of its own.
-const PhaseEvaluate = "evaluate"
+// phases, in a sandbox of its own. PhaseEvaluateQuick is its cheap first
+// pass (Evaluate.Quick): correctness on small inputs, before anything is
+// measured.
+const (
+	PhaseEvaluate      = "evaluate"
+	PhaseEvaluateQuick = "evaluate_quick"
+)
 
 // Error kinds of the evaluate phase.
 const (
@@ -47,7 +52,11 @@ type Evaluate struct {
 	// Inputs are what the harness is asked to measure, one per line of
 	// HPCQ_INPUTS (an input's meaning is the harness's: "N=1000").
 	Inputs []string `json:"inputs"`
-	Stage  string   `json:"stage"`
+	// Quick, when set, are inputs of a first pass (HPCQ_STAGE quick,
+	// HPCQ_REPEATS 1): correctness only; a node wrong on them is not
+	// measured (a wrong node costs seconds, not the full evaluation).
+	Quick []string `json:"quick,omitempty"`
+	Stage string   `json:"stage"`
 	// Repeats is how many times each input is measured (HPCQ_REPEATS,
 	// besides warm-ups; 0: the harness's choice).
 	Repeats  int `json:"repeats,omitempty"`
@@ -74,9 +83,14 @@ func (ev *Evaluate) Validate() error {
 	if len(ev.Inputs) == 0 || len(ev.Inputs) > MaxEvalInputs {
 		return fieldErr("evaluate.inputs", "%d, must be 1 to %d", len(ev.Inputs), MaxEvalInputs)
 	}
-	for _, in := range ev.Inputs {
-		if in == "" || len(in) > MaxEvalInputLen || !utf8.ValidString(in) || hasControl(in) {
-			return fieldErr("evaluate.inputs", "%q: 1 to %d bytes of UTF-8 without control characters (one line each)", in, MaxEvalInputLen)
+	if len(ev.Quick) > MaxEvalInputs {
+		return fieldErr("evaluate.quick", "%d, at most %d", len(ev.Quick), MaxEvalInputs)
+	}
+	for field, inputs := range map[string][]string{"evaluate.inputs": ev.Inputs, "evaluate.quick": ev.Quick} {
+		for _, in := range inputs {
+			if in == "" || len(in) > MaxEvalInputLen || !utf8.ValidString(in) || hasControl(in) {
+				return fieldErr(field, "%q: 1 to %d bytes of UTF-8 without control characters (one line each)", in, MaxEvalInputLen)
+			}
 		}
 	}
 	if ev.Repeats < 0 || ev.Repeats > MaxEvalRepeats {
