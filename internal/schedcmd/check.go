@@ -96,7 +96,11 @@ func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
 	default:
 		model = "replay of " + llmInfo["cassette"]
 	}
-	fmt.Fprintf(o.Out, "memory:  %s\nresults: %s\nmodel:   %s\npaper:   %s\n", memory, results, model, paperLine(spec, o.IdeaDir))
+	metric, err := metricLine(spec)
+	if err != nil {
+		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+	}
+	fmt.Fprintf(o.Out, "memory:  %s\nresults: %s\nmodel:   %s\npaper:   %s\nmetric:  %s\n", memory, results, model, paperLine(spec, o.IdeaDir), metric)
 	if llmErr != nil || llmInfo["backend"] != "openai" {
 		if o.Probe {
 			return fmt.Errorf("--probe: no endpoint to probe (model: %s)", model)
@@ -180,4 +184,35 @@ func paperLine(spec run.Spec, ideaDir string) string {
 		line += "; no TeX here (" + t + "): the paper stops at " + rundir.PaperTeX + " (scripts/services.sh install tex)"
 	}
 	return line
+}
+
+// metricLine says who measures a node's metric: the idea's harness (its
+// files read as every node's task will carry them), or the node's program
+// about itself.
+func metricLine(spec run.Spec) (string, error) {
+	h := spec.Evaluation.Harness
+	if h == nil {
+		return "what each node's program reports of itself: nothing checks it (evaluation.harness: docs/evaluation.md)", nil
+	}
+	ev, err := h.SearchTask()
+	if err != nil {
+		return "", err
+	}
+	bytes := 0
+	for _, f := range ev.Files {
+		bytes += len(f.Content)
+	}
+	files := "1 file"
+	if len(ev.Files) != 1 {
+		files = fmt.Sprintf("%d files", len(ev.Files))
+	}
+	line := fmt.Sprintf("measured by the harness %s (%s, %d bytes): %s on %s", h.Dir, files, bytes,
+		strings.Join(ev.Commands, "; "), strings.Join(ev.Inputs, ", "))
+	if ev.Repeats > 0 {
+		line += fmt.Sprintf(", %d repeats each", ev.Repeats)
+	}
+	if len(ev.Quick) > 0 {
+		line += "; first, correctness only, on " + strings.Join(ev.Quick, ", ")
+	}
+	return line + "; the programs' own numbers kept as self-reported", nil
 }
