@@ -110,7 +110,7 @@ func runFacts(ctx context.Context, cfg *config.Scheduler, spec run.Spec, info ru
 		return queryRun(ctx, cfg, runDir, sql)
 	}
 	facts, err := writeup.Facts(ctx, q, writeup.Run{ID: info.RunID, Metric: spec.Metric.Name, Unit: spec.Metric.Unit,
-		Maximize: spec.Metric.Direction != "minimize", Dialect: dialect})
+		Maximize: spec.Metric.Direction != "minimize", Dialect: dialect, Evaluated: spec.Evaluation.Harness != nil})
 	if err != nil {
 		return nil, "", err
 	}

@@ -31,6 +31,10 @@ type Run struct {
 	// Dialect of the store: ClickHouse's tables are read FINAL (their
 	// rows are replaced, not updated).
 	Dialect results.Dialect
+	// Evaluated: the idea's evaluator measured the nodes' metric (the
+	// nodes table's value); what a program printed of itself (the metrics
+	// table) is then a self-report, and its facts say so.
+	Evaluated bool
 }
 
 // Facts are the run's numbers a paper may state: every metric of every node
@@ -139,9 +143,13 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 		return nil, fmt.Errorf("writeup: the run's metrics: %w", err)
 	}
 	last := map[[2]string]rundir.Fact{} // the last attempt's value wins
+	reported := "%s reported by %s"
+	if r.Evaluated {
+		reported = "%s that the program of %s reported of itself (self-reported: the evaluator did not measure it)"
+	}
 	for _, row := range metrics.Rows {
 		id, name := fmt.Sprint(row[0]), fmt.Sprint(row[1])
-		last[[2]string{id, name}] = rundir.Fact{ID: id + "." + name, Claim: fmt.Sprintf("%s reported by %s", name, describe(id)),
+		last[[2]string{id, name}] = rundir.Fact{ID: id + "." + name, Claim: fmt.Sprintf(reported, name, describe(id)),
 			Value: number(row[2]), Unit: fmt.Sprint(row[3]), Node: id,
 			SQL: "SELECT value FROM metrics" + final + " WHERE run = " + run + " AND node = " + quote(id) + " AND name = " + quote(name) +
 				" ORDER BY attempt DESC LIMIT 1"}

@@ -3,6 +3,7 @@ package writeup
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,32 @@ func TestFactsOnClickHouse(t *testing.T) {
 		return results.QueryClickHouse(ctx, conn, sql)
 	},
 		results.DialectClickHouse)
+}
+
+// TestSelfReportedFacts: with an evaluator, what a program printed of
+// itself is stated as its self-report, never as the run's result.
+func TestSelfReportedFacts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	db, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	require.NoError(t, db.Write(context.Background(), stencilRows()))
+	require.NoError(t, db.Close())
+	q := func(ctx context.Context, sql string) (*results.Table, error) {
+		return results.QuerySQLite(ctx, path, sql)
+	}
+	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true, Evaluated: true})
+	require.NoError(t, err)
+	var self int
+	for _, f := range facts {
+		if strings.Contains(f.Claim, "reported of itself (self-reported") {
+			self++
+			require.True(t, strings.HasPrefix(f.SQL, "SELECT value FROM metrics"), f.ID)
+		}
+		if f.ID == "best" {
+			require.NotContains(t, f.Claim, "self-reported", "the run's best is the evaluator's measure")
+		}
+	}
+	require.Positive(t, self)
 }
 
 // checkFacts: the facts of the stencil run through q, each fact's SQL run
