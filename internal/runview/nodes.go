@@ -223,16 +223,39 @@ func readResultFacts(path string) (any, error) {
 			f.image, f.layers, f.layer = c.Image, len(c.Layers), c.Layer
 		}
 	}
+	f.metric, f.value = metricText(rec)
+	return f, nil
+}
+
+// metricText is a node's metric as its line shows it: an evaluator's
+// measure says so, with what the program reported of itself beside it; a
+// program's own number alone, where an evaluator judged it, is marked
+// self-reported.
+func metricText(rec rundir.Outcome) (string, *float64) {
+	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+	r := rec.Result
 	switch {
 	case rec.Metric != nil && !rec.Buggy:
-		f.metric = strconv.FormatFloat(*rec.Metric, 'g', 6, 64)
-		v := *rec.Metric
-		f.value = &v
-	case rec.Metric == nil && rec.Result != nil && len(rec.Result.Metrics) > 0: // an exec's task: its first metric
-		names := slices.Sorted(maps.Keys(rec.Result.Metrics))
-		f.metric = names[0] + "=" + strconv.FormatFloat(rec.Result.Metrics[names[0]], 'g', 6, 64)
+		text, v := g(*rec.Metric), *rec.Metric
+		if rec.MetricFrom == rundir.MetricFromEvaluator {
+			text += " (evaluated"
+			if rec.SelfReported != nil {
+				text += "; self-reported " + g(*rec.SelfReported)
+			}
+			text += ")"
+		}
+		return text, &v
+	case r != nil && r.Evaluation != nil && r.Evaluation.Metric != nil: // an exec's task, measured by its evaluator
+		return "evaluated=" + g(*r.Evaluation.Metric), nil
+	case rec.Metric == nil && r != nil && len(r.Metrics) > 0: // an exec's task: its first metric
+		names := slices.Sorted(maps.Keys(r.Metrics))
+		text := names[0] + "=" + g(r.Metrics[names[0]])
+		if r.Evaluation != nil {
+			text = "self-reported " + text
+		}
+		return text, nil
 	}
-	return f, nil
+	return "", nil
 }
 
 // apply sets the line's fields from the result.

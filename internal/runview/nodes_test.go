@@ -154,3 +154,23 @@ func TestFillRunningDeclined(t *testing.T) {
 	require.Equal(t, schema.NodeQueued, lines[2].Status, "another attempt's decline")
 	require.Equal(t, schema.NodeQueued, lines[3].Status, "a lost worker's decline")
 }
+
+// TestMetricText: an evaluator's measure says so and shows the program's
+// own number beside it; the program's own number alone, where an
+// evaluator judged the node, is marked self-reported.
+func TestMetricText(t *testing.T) {
+	v, self := 966.0, 1.0
+	text, val := metricText(rundir.Outcome{Metric: &v, MetricFrom: rundir.MetricFromEvaluator, SelfReported: &self})
+	require.Equal(t, "966 (evaluated; self-reported 1)", text)
+	require.Equal(t, 966.0, *val)
+	text, _ = metricText(rundir.Outcome{Metric: &v})
+	require.Equal(t, "966", text, "a search without an evaluator: as before")
+	twelve := 12.0
+	text, val = metricText(rundir.Outcome{Result: &schema.NodeResult{Metrics: map[string]float64{"gflops": 5000},
+		Evaluation: &schema.Evaluation{Correct: true, Metric: &twelve}}})
+	require.Equal(t, "evaluated=12", text)
+	require.Nil(t, val)
+	text, _ = metricText(rundir.Outcome{Buggy: true, Result: &schema.NodeResult{Metrics: map[string]float64{"gflops": 5000},
+		Evaluation: &schema.Evaluation{Reason: "incorrect on N=10"}}})
+	require.Equal(t, "self-reported gflops=5000", text, "the liar's number, marked")
+}
