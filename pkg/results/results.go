@@ -245,10 +245,16 @@ func AttemptRows(t *schema.NodeTask, r *schema.NodeResult) Rows {
 	return rows
 }
 
+// EvaluatedMetric names the metric of a nodes row whose value an evaluator
+// measured when the program reported no metric of its own to name it.
+const EvaluatedMetric = "evaluated"
+
 // NodeRow is the nodes row of a task that ended with result r (nil: none
 // came), its status and error kind those of the node's outcome
 // (rundir.Outcome.StatusOf). Its metric is the first the run phase names,
-// else the first by name; its value only when the node is ok.
+// else the first by name; its value only when the node is ok, and then,
+// when an evaluator measured the node, the evaluator's (never the
+// program's own: that stays in the metrics table).
 func NodeRow(t *schema.NodeTask, r *schema.NodeResult, status, errKind string) Node {
 	node := Node{Run: t.RunID, Node: t.NodeID, Parent: t.ParentID, Stage: t.Stage, Kind: t.Kind, Pool: t.Pool, Attempt: t.Attempt,
 		Status: status, ErrorKind: errKind, TS: time.Now()}
@@ -257,6 +263,23 @@ func NodeRow(t *schema.NodeTask, r *schema.NodeResult, status, errKind string) N
 	}
 	node.Attempt, node.TS = r.Attempt, resultEnd(r)
 	names := slices.Sorted(maps.Keys(r.Metrics))
+	if ev := r.Evaluation; ev != nil {
+		node.MetricName = EvaluatedMetric
+		if len(names) > 0 {
+			node.MetricName = names[0]
+		}
+		for _, p := range t.Artifacts.Run.MetricPatterns {
+			if _, ok := r.Metrics[p.Name]; ok {
+				node.MetricName = p.Name
+				break
+			}
+		}
+		if status == schema.NodeOK && ev.Metric != nil {
+			v := *ev.Metric
+			node.MetricValue = &v
+		}
+		return node
+	}
 	if len(names) == 0 {
 		return node
 	}

@@ -47,6 +47,26 @@ func TestRowsOfAResult(t *testing.T) {
 	require.Equal(t, t0.Add(1500*time.Millisecond), rows.Metrics[0].TS)
 }
 
+// TestNodeRowOfAnEvaluatedResult: the nodes row carries the evaluator's
+// measure, never the program's own number; a node it found wrong has none.
+func TestNodeRowOfAnEvaluatedResult(t *testing.T) {
+	task := &schema.NodeTask{RunID: "r1", NodeID: "n1", Attempt: 1, Artifacts: schema.Artifacts{Run: schema.RunPhase{
+		MetricPatterns: []schema.MetricPattern{{Name: "gflops", Regex: `GFLOP/s: (\S+)`}}}}}
+	twelve := 12.0
+	r := &schema.NodeResult{Attempt: 1, Started: t0, Metrics: map[string]float64{"gflops": 5000, "a": 1},
+		Evaluation: &schema.Evaluation{Stage: schema.EvalSearch, Correct: true, Metric: &twelve}}
+	row := results.NodeRow(task, r, schema.NodeOK, "")
+	require.Equal(t, "gflops", row.MetricName)
+	require.Equal(t, 12.0, *row.MetricValue, "the evaluator's, not the program's 5000")
+	r.Evaluation = &schema.Evaluation{Stage: schema.EvalSearch, Reason: "incorrect on N=10"}
+	row = results.NodeRow(task, r, schema.NodeFailed, schema.ErrKindIncorrect)
+	require.Nil(t, row.MetricValue)
+	row = results.NodeRow(&schema.NodeTask{RunID: "r1", NodeID: "n2", Attempt: 1}, &schema.NodeResult{Attempt: 1,
+		Evaluation: &schema.Evaluation{Correct: true, Metric: &twelve}}, schema.NodeOK, "")
+	require.Equal(t, results.EvaluatedMetric, row.MetricName, "a program that reported nothing")
+	require.Equal(t, 12.0, *row.MetricValue)
+}
+
 func TestCompiler(t *testing.T) {
 	for cmd, want := range map[string]string{
 		"gcc -O2 a.c":                  "gcc",
