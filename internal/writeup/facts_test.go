@@ -48,12 +48,18 @@ func stencilRows() results.Rows {
 
 // TestFacts: the facts of a run, each with the SQL that gives its value
 // (run again here, alone, on the same file).
-func TestFacts(t *testing.T) {
+// stencilDB is a SQLite results file holding the stencil run's rows.
+func stencilDB(t *testing.T) string {
 	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
 	db, err := results.OpenSQLite(path)
 	require.NoError(t, err)
 	require.NoError(t, db.Write(context.Background(), stencilRows()))
 	require.NoError(t, db.Close())
+	return path
+}
+
+func TestFacts(t *testing.T) {
+	path := stencilDB(t)
 	checkFacts(t, func(ctx context.Context, sql string) (*results.Table, error) {
 		return results.QuerySQLite(ctx, path, sql)
 	}, results.DialectSQLite)
@@ -84,11 +90,7 @@ func TestFactsOnClickHouse(t *testing.T) {
 // TestSelfReportedFacts: with an evaluator, what a program printed of
 // itself is stated as its self-report, never as the run's result.
 func TestSelfReportedFacts(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
-	db, err := results.OpenSQLite(path)
-	require.NoError(t, err)
-	require.NoError(t, db.Write(context.Background(), stencilRows()))
-	require.NoError(t, db.Close())
+	path := stencilDB(t)
 	q := func(ctx context.Context, sql string) (*results.Table, error) {
 		return results.QuerySQLite(ctx, path, sql)
 	}
