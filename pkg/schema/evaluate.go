@@ -3,6 +3,8 @@ package schema
 import (
 	"fmt"
 	"math"
+	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -88,7 +90,7 @@ func (ev *Evaluate) Validate() error {
 	}
 	for field, inputs := range map[string][]string{"evaluate.inputs": ev.Inputs, "evaluate.quick": ev.Quick} {
 		for _, in := range inputs {
-			if in == "" || len(in) > MaxEvalInputLen || !utf8.ValidString(in) || hasControl(in) {
+			if in == "" || len(in) > MaxEvalInputLen || !utf8.ValidString(in) || strings.IndexFunc(in, unicode.IsControl) >= 0 {
 				return fieldErr(field, "%q: 1 to %d bytes of UTF-8 without control characters (one line each)", in, MaxEvalInputLen)
 			}
 		}
@@ -108,15 +110,6 @@ func (ev *Evaluate) Validate() error {
 		}
 	}
 	return nil
-}
-
-func hasControl(s string) bool {
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return true
-		}
-	}
-	return false
 }
 
 // EvalSample is one line of a harness's report: one repeat of one input
