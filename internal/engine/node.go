@@ -224,7 +224,7 @@ func (r *runner) end(ctx context.Context, n *tree.Node, task *schema.NodeTask, o
 	}
 	o.Seal()
 	row := results.Node{Run: e.s.RunID, Node: n.ID, Parent: n.Parent, Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.s.Spec.Pool, Attempt: 1,
-		Status: o.Status, ErrorKind: o.ErrorKind, MetricName: e.s.Spec.Metric.Name, TS: time.Now()}
+		Status: o.Status, ErrorKind: o.ErrorKind, MetricName: e.s.Spec.Metric.Name, TS: time.Now(), MetricFrom: o.MetricFrom, SelfReported: o.SelfReported}
 	if o.Metric != nil && !o.Buggy {
 		row.MetricValue = o.Metric
 	}

@@ -42,6 +42,16 @@ type (
 		// of its metric: it failed, never ran, or did not report it.
 		MetricValue *float64  `json:"metric_value"`
 		TS          time.Time `json:"ts"`
+		// MetricFrom says who measured MetricValue: "evaluator" (the
+		// idea's harness), else "" (the program, about itself);
+		// SelfReported is then what the program said (never ranked).
+		MetricFrom   string   `json:"metric_from"`
+		SelfReported *float64 `json:"self_reported"`
+		// HeldOut is the node's verdict at the held-out gate (held,
+		// overfit, incorrect, failed; "" when it was not gated), and
+		// HeldOutMetric its metric on the held-out inputs.
+		HeldOut       string   `json:"held_out"`
+		HeldOutMetric *float64 `json:"held_out_metric"`
 	}
 	PhaseRun struct {
 		Run        string    `json:"run"`
@@ -145,7 +155,8 @@ type Sink interface {
 // exactly these (a test compares them with the real servers').
 var Columns = map[string][]string{
 	"runs":  {"run", "status", "title", "mode", "config", "ts_ms", "ts"},
-	"nodes": {"run", "node", "parent", "stage", "kind", "pool", "attempt", "status", "error_kind", "metric_name", "metric_value", "ts_ms", "ts"},
+	"nodes": {"run", "node", "parent", "stage", "kind", "pool", "attempt", "status", "error_kind", "metric_name", "metric_value", "ts_ms", "ts",
+		"metric_from", "self_reported", "held_out", "held_out_metric"},
 	"phase_runs": {"run", "node", "attempt", "worker", "phase", "status", "exit_code", "duration_ms", "compiler", "error_kind", "ts_ms", "ts",
 		"nodes", "ranks"},
 	"metrics": {"run", "node", "attempt", "name", "value", "unit", "ts_ms", "ts"},
@@ -166,7 +177,7 @@ func (r Rows) values() map[string][][]any {
 	}
 	for _, x := range r.Nodes {
 		out["nodes"] = append(out["nodes"], []any{x.Run, x.Node, x.Parent, uint32(x.Stage), x.Kind, x.Pool, uint32(x.Attempt), x.Status,
-			x.ErrorKind, x.MetricName, x.MetricValue, x.TS.UnixMilli(), x.TS})
+			x.ErrorKind, x.MetricName, x.MetricValue, x.TS.UnixMilli(), x.TS, x.MetricFrom, x.SelfReported, x.HeldOut, x.HeldOutMetric})
 	}
 	for _, x := range r.PhaseRuns {
 		out["phase_runs"] = append(out["phase_runs"], []any{x.Run, x.Node, uint32(x.Attempt), x.Worker, x.Phase, x.Status, int32(x.ExitCode),
@@ -273,6 +284,10 @@ func NodeRow(t *schema.NodeTask, r *schema.NodeResult, status, errKind string) N
 				node.MetricName = p.Name
 				break
 			}
+		}
+		node.MetricFrom = rundir.MetricFromEvaluator
+		if v, ok := r.Metrics[node.MetricName]; ok {
+			node.SelfReported = &v
 		}
 		if status == schema.NodeOK && ev.Metric != nil {
 			v := *ev.Metric

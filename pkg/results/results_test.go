@@ -132,10 +132,21 @@ INSERT INTO nodes VALUES ('r1','n1','',1,'draft','cpu',1,'ok','','gflops',3.5,1,
 	s, err := results.OpenSQLite(path)
 	require.NoError(t, err)
 	require.NoError(t, s.Write(context.Background(), sample("r2")))
+	require.NoError(t, s.Write(context.Background(), gated("r2")))
 	require.NoError(t, s.Close())
-	out, err = exec.Command("sqlite3", "-readonly", path, "SELECT run, node, ifnull(metric_value, 'NULL') FROM nodes ORDER BY run, node").CombinedOutput()
+	out, err = exec.Command("sqlite3", "-readonly", path, "SELECT run, node, ifnull(metric_value, 'NULL'), metric_from, ifnull(self_reported, 'NULL'), "+
+		"held_out, ifnull(held_out_metric, 'NULL') FROM nodes ORDER BY run, node").CombinedOutput()
 	require.NoError(t, err, string(out))
-	require.Equal(t, "r1|n1|3.5\nr2|n1|12.5\nr2|n2|NULL\n", string(out))
+	require.Equal(t, "r1|n1|3.5||NULL||NULL\nr2|n1|12.5||NULL||NULL\nr2|n2|NULL||NULL||NULL\nr2|n3|9.5|evaluator|5000.0|overfit|6.25\n", string(out))
+}
+
+// gated is a node row of run whose metric the evaluator measured (the
+// program said 5000 of itself) and that the held-out gate found overfit.
+func gated(run string) results.Rows {
+	v, self, held := 9.5, 5000.0, 6.25
+	return results.Rows{Nodes: []results.Node{{Run: run, Node: "n3", Parent: "n1", Stage: 2, Kind: "improve", Pool: "cpu", Attempt: 1,
+		Status: "ok", MetricName: "gflops", MetricValue: &v, TS: t0.Add(time.Hour), MetricFrom: "evaluator", SelfReported: &self,
+		HeldOut: "overfit", HeldOutMetric: &held}}}
 }
 
 // TestSQLiteLLMTokenColumns: a results file written before llm_calls had
@@ -194,6 +205,7 @@ func TestClickHouse(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	require.NoError(t, s.Write(ctx, sample("r1")))
+	require.NoError(t, s.Write(ctx, gated("r1")))
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	require.NoError(t, s.Flush(fctx))
@@ -214,6 +226,8 @@ func TestClickHouse(t *testing.T) {
 	require.Equal(t, "r1\t2\nr2\t2\n", client("SELECT run, count() FROM metrics FINAL GROUP BY run ORDER BY run"))
 	require.Equal(t, "r1\tn1\t12.5\nr2\tn1\t12.5\n", client("SELECT run, argMax(node, metric_value), max(metric_value) FROM nodes FINAL GROUP BY run ORDER BY run"))
 	require.Equal(t, "1500\n", client("SELECT sum(tokens_in + tokens_out) FROM llm_calls FINAL WHERE run = 'r2'"))
+	require.Equal(t, "n1\t12.5\t\t\\N\t\t\\N\nn2\t\\N\t\t\\N\t\t\\N\nn3\t9.5\tevaluator\t5000\toverfit\t6.25\n",
+		client("SELECT node, metric_value, metric_from, self_reported, held_out, held_out_metric FROM nodes FINAL WHERE run = 'r1' ORDER BY node"))
 
 	for _, table := range results.Tables {
 		var cols []string

@@ -46,6 +46,7 @@ const sqliteNodesTable = `CREATE TABLE IF NOT EXISTS nodes (
   run TEXT NOT NULL, node TEXT NOT NULL, parent TEXT NOT NULL, stage INTEGER NOT NULL, kind TEXT NOT NULL,
   pool TEXT NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL, error_kind TEXT NOT NULL,
   metric_name TEXT NOT NULL, metric_value REAL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
+  metric_from TEXT NOT NULL DEFAULT '', self_reported REAL, held_out TEXT NOT NULL DEFAULT '', held_out_metric REAL,
   PRIMARY KEY (run, node)) WITHOUT ROWID`
 
 // SQLite is the sink of a local run: the run's SQLite file.
@@ -90,7 +91,7 @@ func OpenSQLite(path string) (*SQLite, error) {
 		db.Close()
 		return nil, fmt.Errorf("results: schema of %s: %w", path, err)
 	}
-	if err := llmTokenColumns(db); err != nil {
+	if err := addedColumns(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("results: schema of %s: %w", path, err)
 	}
@@ -108,19 +109,22 @@ func OpenSQLite(path string) (*SQLite, error) {
 	return s, nil
 }
 
-// llmTokenColumns adds the columns added since the first schema to a file
+// addedColumns adds the columns added since the first schema to a file
 // written before them (a run resumed from one): llm_calls'
 // reasoning_tokens, cached_tokens and tokens_estimated (its rows have 0),
-// phase_runs' nodes (1) and ranks (0).
-func llmTokenColumns(db *sql.DB) error {
-	for _, c := range []struct{ table, col, def string }{{"llm_calls", "reasoning_tokens", "0"}, {"llm_calls", "cached_tokens", "0"},
-		{"llm_calls", "tokens_estimated", "0"}, {"phase_runs", "nodes", "1"}, {"phase_runs", "ranks", "0"}} {
+// phase_runs' nodes (1) and ranks (0), the evaluator's and the held-out
+// gate's columns of nodes (docs/evaluation.md).
+func addedColumns(db *sql.DB) error {
+	const integer, text, real = " INTEGER NOT NULL DEFAULT ", " TEXT NOT NULL DEFAULT ", " REAL"
+	for _, c := range []struct{ table, col, def string }{{"llm_calls", "reasoning_tokens", integer + "0"}, {"llm_calls", "cached_tokens", integer + "0"},
+		{"llm_calls", "tokens_estimated", integer + "0"}, {"phase_runs", "nodes", integer + "1"}, {"phase_runs", "ranks", integer + "0"},
+		{"nodes", "metric_from", text + "''"}, {"nodes", "self_reported", real}, {"nodes", "held_out", text + "''"}, {"nodes", "held_out_metric", real}} {
 		var n int
 		if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('`+c.table+`') WHERE name = ?`, c.col).Scan(&n); err != nil {
 			return err
 		}
 		if n == 0 {
-			if _, err := db.Exec(`ALTER TABLE ` + c.table + ` ADD COLUMN ` + c.col + ` INTEGER NOT NULL DEFAULT ` + c.def); err != nil {
+			if _, err := db.Exec(`ALTER TABLE ` + c.table + ` ADD COLUMN ` + c.col + c.def); err != nil {
 				return fmt.Errorf("%s.%s: %w", c.table, c.col, err)
 			}
 		}
