@@ -12,8 +12,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hpcq/hpcq/pkg/schema"
 	"gopkg.in/yaml.v3"
+
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // Config is bridge.yaml.

@@ -178,6 +178,9 @@ func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLet
 		o.Buggy, o.NotRun, o.Canceled, o.Reason = true, true, true, res.Error.Message
 	case res.Error != nil && res.Error.Kind == schema.ErrKindIncorrect:
 		o.Buggy, o.Reason = true, res.Error.Message // the harness's words: "incorrect on N=1000: ..."
+		if v, ok := res.Metrics[e.s.Spec.Metric.Name]; ok {
+			o.SelfReported = &v // what it claimed, beside the harness's verdict
+		}
 	case res.Error != nil:
 		o.Buggy, o.Reason = true, fmt.Sprintf("%s in %s: %s", res.Error.Kind, res.Error.Phase, res.Error.Message)
 		if len(res.Diagnostics) > 0 {

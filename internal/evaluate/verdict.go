@@ -142,8 +142,9 @@ func combine(per []InputMetric) float64 {
 	if len(per) == 1 {
 		return per[0].Median
 	}
-	logSum, mean, positive := 0.0, 0.0, true
+	logSum, mean, positive, same := 0.0, 0.0, true, true
 	for i, p := range per {
+		same = same && p.Median == per[0].Median
 		mean += (p.Median - mean) / float64(i+1)
 		if p.Median <= 0 {
 			positive = false
@@ -151,7 +152,10 @@ func combine(per []InputMetric) float64 {
 			logSum += math.Log(p.Median)
 		}
 	}
-	if !positive {
+	switch {
+	case same:
+		return per[0].Median // as it is, not through exp(log(x)) (977, not 976.9999999999995)
+	case !positive:
 		return mean
 	}
 	return math.Exp(logSum / float64(len(per)))

@@ -29,7 +29,26 @@ type Harness struct {
 	// Repeats of each input (HPCQ_REPEATS; 0: the harness's choice).
 	Repeats  int `yaml:"repeats"`
 	TimeoutS int `yaml:"timeout_s"`
+	// HeldOut are inputs no prompt, memory or node workspace sees: when
+	// the search ends, the held-out gate evaluates the best nodes and the
+	// baseline on them (internal/gate). None: no gate.
+	HeldOut []string `yaml:"held_out"`
+	Gate    Gate     `yaml:"gate"`
 }
+
+// Gate sets the held-out gate: how many of the search's best nodes it
+// evaluates (the baseline besides) and the share by which a node's
+// held-out metric may fall below its search metric before it is overfit.
+type Gate struct {
+	Top          int     `yaml:"top"`
+	OverfitShare float64 `yaml:"overfit_share"`
+}
+
+// Defaults of the held-out gate.
+const (
+	DefaultGateTop      = 3
+	DefaultOverfitShare = 0.2
+)
 
 // Bounds of a harness: its files travel in every node's task.
 const (
@@ -59,12 +78,51 @@ func (h *Harness) validate() error {
 	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("run.yaml: evaluation.harness: %w", err)
 	}
+	if h.Gate.Top == 0 {
+		h.Gate.Top = DefaultGateTop
+	}
+	if h.Gate.OverfitShare == 0 {
+		h.Gate.OverfitShare = DefaultOverfitShare
+	}
+	switch g := h.Gate; {
+	case g.Top < 1 || g.Top > 20:
+		return fmt.Errorf("run.yaml: evaluation.harness.gate.top: %d, must be 1 to 20", g.Top)
+	case !(g.OverfitShare > 0 && g.OverfitShare < 1):
+		return fmt.Errorf("run.yaml: evaluation.harness.gate.overfit_share: %g, must be above 0 and below 1", g.OverfitShare)
+	}
+	if len(h.HeldOut) == 0 {
+		return nil
+	}
+	if err := h.task(schema.EvalHeldOut, h.HeldOut, nil).Validate(); err != nil {
+		return fmt.Errorf("run.yaml: evaluation.harness.held_out: %w", err)
+	}
+	for _, in := range h.HeldOut {
+		if slices.Contains(h.Inputs, in) || slices.Contains(h.Quick, in) {
+			return fmt.Errorf("run.yaml: evaluation.harness.held_out: %q is also an input of the search: a held-out input is one the search never saw", in)
+		}
+	}
 	return nil
 }
 
 // task is the evaluator of a node's task at stage, on inputs.
 func (h *Harness) task(stage string, inputs []string, files []schema.File) *schema.Evaluate {
 	return &schema.Evaluate{Files: files, Commands: h.Commands, Inputs: inputs, Quick: h.Quick, Stage: stage, Repeats: h.Repeats, TimeoutS: h.TimeoutS}
+}
+
+// HeldOutTask reads the harness's files and is the evaluator of the
+// held-out gate's tasks: the held-out inputs, no quick pass (the nodes
+// passed it in the search).
+func (h *Harness) HeldOutTask() (*schema.Evaluate, error) {
+	if len(h.HeldOut) == 0 {
+		return nil, errors.New("evaluation.harness.held_out: none")
+	}
+	files, err := h.Files()
+	if err != nil {
+		return nil, err
+	}
+	ev := h.task(schema.EvalHeldOut, h.HeldOut, files)
+	ev.Quick = nil
+	return ev, nil
 }
 
 // SearchTask reads the harness's files and is the evaluator every node of

@@ -67,3 +67,48 @@ func TestHarnessSpec(t *testing.T) {
 	_, err = (&Harness{Dir: filepath.Join(dir, "missing"), Commands: []string{"x"}, Inputs: []string{"a"}}).SearchTask()
 	require.ErrorContains(t, err, "evaluation.harness.dir")
 }
+
+// TestHeldOutSpec: evaluation.harness.held_out and its gate's settings,
+// defaults filled; a held-out input the search also measures, or settings
+// out of range, are errors that say so; the held-out task carries the
+// held-out inputs only, without a quick pass.
+func TestHeldOutSpec(t *testing.T) {
+	dir := t.TempDir()
+	write := func(body string) (Spec, error) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, SpecFile), []byte("idea: x\nmetric: {name: gflops}\n"+
+			"evaluation:\n  harness:\n    commands: [./driver.sh]\n    inputs: [N=1024]\n    quick: [N=64]\n"+body), 0o644))
+		return LoadIdeaDir(dir)
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "eval"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "eval", "driver.sh"), []byte("#!/bin/sh\n"), 0o755))
+
+	s, err := write("")
+	require.NoError(t, err)
+	require.Equal(t, Gate{Top: DefaultGateTop, OverfitShare: DefaultOverfitShare}, s.Evaluation.Harness.Gate)
+	_, err = s.Evaluation.Harness.HeldOutTask()
+	require.ErrorContains(t, err, "held_out: none")
+
+	s, err = write("    held_out: [N=1000, N=1531]\n    gate: {top: 2, overfit_share: 0.1}\n")
+	require.NoError(t, err)
+	h := s.Evaluation.Harness
+	require.Equal(t, Gate{Top: 2, OverfitShare: 0.1}, h.Gate)
+	ev, err := h.HeldOutTask()
+	require.NoError(t, err)
+	require.Equal(t, schema.EvalHeldOut, ev.Stage)
+	require.Equal(t, []string{"N=1000", "N=1531"}, ev.Inputs)
+	require.Empty(t, ev.Quick)
+	search, err := h.SearchTask()
+	require.NoError(t, err)
+	require.NotContains(t, search.Inputs, "N=1000", "the search's tasks never carry a held-out input")
+
+	for body, want := range map[string]string{
+		"    held_out: [N=1024]\n":                   `"N=1024" is also an input of the search`,
+		"    held_out: [N=64]\n":                     `"N=64" is also an input of the search`,
+		"    held_out: [\"N=1\\n2\"]\n":              "evaluation.harness.held_out",
+		"    held_out: [N=1]\n    gate: {top: 50}\n": "gate.top: 50",
+		"    gate: {overfit_share: 1.5}\n":           "gate.overfit_share: 1.5",
+	} {
+		_, err := write(body)
+		require.ErrorContains(t, err, want, body)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,13 +18,16 @@ import (
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/dispatch"
 	"github.com/hpcq/hpcq/internal/engine"
+	"github.com/hpcq/hpcq/internal/gate"
 	"github.com/hpcq/hpcq/internal/linelog"
 	"github.com/hpcq/hpcq/internal/metrics"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/runview"
+	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/internal/session"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/term"
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/internal/web"
 	"github.com/hpcq/hpcq/pkg/llm"
@@ -40,7 +44,7 @@ const ideaCassette = "cassette.jsonl"
 func printSummary(spec run.Spec, runDir string, sum engine.Summary) {
 	fmt.Printf("\nrun %s: %d nodes (%d buggy, %d from the result cache)", sum.RunID, sum.Nodes, sum.Buggy, sum.CacheHits)
 	if sum.HasBest {
-		fmt.Printf(", best %s: %s = %g %s\n", sum.Best.ID, spec.Metric.Name, sum.Best.Metric, spec.Metric.Unit)
+		fmt.Printf(", best %s: %s = %s\n", sum.Best.ID, spec.Metric.Name, strings.TrimSpace(fmt.Sprintf("%g %s", sum.Best.Metric, spec.Metric.Unit)))
 	} else {
 		fmt.Printf(", no node produced %s\n", spec.Metric.Name)
 	}
@@ -60,6 +64,42 @@ func printSummary(spec run.Spec, runDir string, sum engine.Summary) {
 	}
 	fmt.Printf("report: %s\ntree:   %s\nquery:  %s query --run-dir %s \"SELECT node, stage, kind, status, metric_value FROM nodes ORDER BY node\"\n",
 		filepath.Join(abs, "report.md"), filepath.Join(abs, "tree.html"), selfPath(), abs)
+}
+
+// printEvaluation prints what the idea's evaluator made of the run's
+// nodes and the held-out gate's verdict (gate.Counts).
+func printEvaluation(spec run.Spec, runDir string) {
+	t, err := search.ReadTree(filepath.Join(runDir, rundir.TreeJournal))
+	if err != nil {
+		fmt.Fprintf(term.Stderr(), "evaluation: %v\n", err)
+		return
+	}
+	var g *rundir.Gate
+	if gt, ok, err := rundir.Dir(runDir).ReadGate(); err == nil && ok {
+		g = &gt
+	}
+	c, err := gate.Count(rundir.Dir(runDir), t.Nodes(), spec.Metric.Name, spec.Metric.Direction == "maximize", g)
+	if err != nil {
+		fmt.Fprintf(term.Stderr(), "evaluation: %v\n", err)
+		return
+	}
+	fmt.Fprintln(term.Stdout(), c.Line())
+	if g == nil {
+		return
+	}
+	for _, n := range g.Nodes {
+		line := fmt.Sprintf("  held-out %s (%s): %s", n.Node, strings.Join(n.Roles, ", "), n.Verdict)
+		if n.HeldOutMetric != nil {
+			line += fmt.Sprintf(", %s = %s (search: %g)", spec.Metric.Name, strings.TrimSpace(fmt.Sprintf("%g %s", *n.HeldOutMetric, spec.Metric.Unit)), n.SearchMetric)
+		}
+		if n.Reason != "" {
+			line += ": " + textcut.OneLine(n.Reason, 200)
+		}
+		fmt.Fprintln(term.Stdout(), line)
+	}
+	if g.Best != "" && g.Best != g.SearchBest {
+		fmt.Fprintf(term.Stdout(), "the run's best is %s, the best on the held-out inputs (the search's best was %s)\n", g.Best, g.SearchBest)
+	}
 }
 
 // selfPath is the running scheduler binary's path, for hints to type.
@@ -268,11 +308,33 @@ func runSearch(ctx context.Context, cfg *config.Scheduler, info rundir.Info, sp 
 	}
 	defer s.Close()
 	sum, runErr := engine.Run(ctx, s, p)
+	if runErr == nil && sum.HasBest {
+		runErr = heldOutGate(ctx, s, p)
+	}
 	if err := endRun(s.Spec, s.Dir, sum, runErr); err != nil || !s.Spec.Writeup.Enabled {
 		return err
 	}
 	runWriteup(ctx, cfg, paperRun{info: info, s: s})
 	return nil
+}
+
+// heldOutGate runs the held-out gate of a search that ended (run.yaml
+// evaluation.harness.held_out) and writes report.md again with it; an
+// error means ctx ended (the run is resumable: the gate runs again, its
+// answered tasks not redone).
+func heldOutGate(ctx context.Context, s *session.Session, p engine.Params) error {
+	_, ok, err := gate.Run(ctx, s, gate.Params{Queue: p.Queue, WorkersWriteResults: p.WorkersWriteResults})
+	if !ok {
+		return nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("run %s interrupted in its held-out gate (resume with --resume %s): %w", s.RunID, s.Dir, err)
+		}
+		s.Log.Error("held-out gate", "err", err)
+		return nil
+	}
+	return engine.WriteReport(ctx, s)
 }
 
 // runWriteup writes the paper of a run that just ended (run.yaml writeup:
@@ -296,6 +358,9 @@ func endRun(spec run.Spec, runDir string, sum engine.Summary, runErr error) erro
 		return runErr
 	}
 	printSummary(spec, runDir, sum)
+	if spec.Evaluation.Harness != nil {
+		printEvaluation(spec, runDir)
+	}
 	if runErr != nil {
 		return runErr
 	}

@@ -75,6 +75,10 @@ type ReportParams struct {
 	// Paper is markdown about the run's paper (its PDF, its claims), when
 	// one was written.
 	Paper string
+	// HeldOut is markdown about the held-out gate (the run's best on the
+	// held-out inputs), when it ran: placed first, and the tree's best is
+	// then called the search's.
+	HeldOut string
 }
 
 // WriteReport writes report.md: the best node and the path of decisions
@@ -99,8 +103,15 @@ func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
 	if p.Maximize {
 		dir = "maximized"
 	}
+	if p.HeldOut != "" {
+		b.WriteString(strings.TrimSpace(p.HeldOut) + "\n\n")
+	}
 	if ok {
-		fmt.Fprintf(&b, "**Best node: %s**, %s = %g %s (%s).\n\n", best.ID, p.MetricName, best.Metric, p.Unit, dir)
+		what := "Best node"
+		if p.HeldOut != "" {
+			what = "Best node of the search"
+		}
+		fmt.Fprintf(&b, "**%s: %s**, %s = %g %s (%s).\n\n", what, best.ID, p.MetricName, best.Metric, p.Unit, dir)
 		var path []tree.Node
 		for n, seen := best, map[string]bool{}; ; {
 			path = append(path, n)

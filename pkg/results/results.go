@@ -154,7 +154,7 @@ type Sink interface {
 // (internal/chdb/migrations/0002_results.sql) and the SQLite schema have
 // exactly these (a test compares them with the real servers').
 var Columns = map[string][]string{
-	"runs":  {"run", "status", "title", "mode", "config", "ts_ms", "ts"},
+	"runs": {"run", "status", "title", "mode", "config", "ts_ms", "ts"},
 	"nodes": {"run", "node", "parent", "stage", "kind", "pool", "attempt", "status", "error_kind", "metric_name", "metric_value", "ts_ms", "ts",
 		"metric_from", "self_reported", "held_out", "held_out_metric"},
 	"phase_runs": {"run", "node", "attempt", "worker", "phase", "status", "exit_code", "duration_ms", "compiler", "error_kind", "ts_ms", "ts",
