@@ -194,7 +194,7 @@ done
 	require.Contains(t, out, "best n0002: score = 978\n", "the even-only node wins the search")
 	require.Contains(t, out, "held-out n0003 (top): held, score = 977 (search: 977)\n")
 	require.Contains(t, out, "\nevaluation nodes=4 correct=2 incorrect=2 self_report_rejected=2 held_out_best=n0003 held_out_metric=977 overfit=0\n")
-	require.Contains(t, out, "held-out n0002 (top, baseline): incorrect: incorrect on N=51 (repeat 1): got 1300, want 1326")
+	require.Contains(t, out, "held-out n0002 (top, baseline): incorrect on N=51 (repeat 1): got 1300, want 1326\n")
 	require.Contains(t, out, "the run's best is n0003, the best on the held-out inputs (the search's best was n0002)")
 
 	var g rundir.Gate

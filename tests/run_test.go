@@ -30,6 +30,15 @@ func TestRunExampleOffline(t *testing.T) {
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "replaying the scripted replies")
 	require.Regexp(t, `run \S+: 8 nodes \(\d+ buggy, \d+ from the result cache\), best n\d+: gflops = [0-9.]+ GFLOP/s`, out)
+	// The idea's evaluator: the kernel that stops after a tenth of its
+	// sweeps (and claims the full work) is caught by the quick pass, the
+	// one right only for sizes a multiple of 32 by the held-out gate, and
+	// the really faster one is the run's best.
+	line := regexp.MustCompile(`evaluation nodes=(\d+) correct=(\d+) incorrect=(\d+) self_report_rejected=(\d+) held_out_best=(n\d+) held_out_metric=[0-9.e+-]+ overfit=\d+\n`).
+		FindStringSubmatch(out)
+	require.NotNil(t, line, out)
+	require.Equal(t, []string{"7", "5", "2", "2"}, line[1:5], line[0])
+	resultLine(t, "make run: "+strings.TrimSpace(line[0]))
 	// The run's paper (writeup.enabled): the scripted first draft's invented
 	// number and citation caught, fed back, gone by the third.
 	if _, err := exec.LookPath("latexmk"); err == nil {
@@ -41,14 +50,32 @@ func TestRunExampleOffline(t *testing.T) {
 	reports, _ := filepath.Glob(filepath.Join(dir, "runs", "*", "report.md"))
 	require.Len(t, reports, 1)
 	runDir := filepath.Dir(reports[0])
+	nodeWith := func(text string) string {
+		for i := 1; i <= 8; i++ {
+			id := fmt.Sprintf("n%04d", i)
+			if data, err := os.ReadFile(filepath.Join(runDir, "nodes", id, "task.json")); err == nil && strings.Contains(string(data), text) {
+				return id
+			}
+		}
+		t.Fatalf("no node's task has %q", text)
+		return ""
+	}
+	liar, sizeOnly, faster := nodeWith("stop after a tenth"), nodeWith("blocks of 32"), nodeWith("no fork per sweep")
+	require.Equal(t, faster, line[5], "the really faster node is the best on the held-out inputs")
+	q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT node, status, error_kind, metric_from, held_out FROM nodes WHERE node IN ('"+liar+"', '"+sizeOnly+"', '"+faster+"') ORDER BY node")
+	require.Equal(t, 0, code, q)
+	for _, want := range []string{liar + ",failed,incorrect,,", sizeOnly + ",ok,,evaluator,incorrect", faster + ",ok,,evaluator,held"} {
+		require.Contains(t, q, want+"\n")
+	}
 	rep, err := os.ReadFile(reports[0])
 	require.NoError(t, err)
-	require.Contains(t, string(rep), "**Best node:")
+	require.Contains(t, string(rep), "**Best node on the held-out inputs: "+faster+"**")
 	require.Contains(t, string(rep), "## The paper\n\n")
 	for _, f := range []string{"tree.json", "tree.html", "memory/final_memory_for_paper.md", "nodes/n0001/phase0_plan.json"} {
 		require.FileExists(t, filepath.Join(runDir, f))
 	}
-	q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
 		"SELECT count(*) AS n FROM nodes WHERE status IN ('ok', 'cached') AND metric_name = 'gflops'")
 	require.Equal(t, 0, code, q)
 	require.Regexp(t, `n\n[1-8]\n`, q)

@@ -43,11 +43,13 @@ func (e *Executor) EvaluateDir(t *schema.NodeTask) string {
 // each with the harness's words. Its error is the worker's.
 func (e *Executor) evaluate(ctx context.Context, t *schema.NodeTask, slot worker.Slot, res *schema.NodeResult) error {
 	ev, start := t.Evaluate, time.Now()
-	fail := func(msg string) error {
+	failIn := func(phase, msg string) error {
 		res.Evaluation = &schema.Evaluation{Stage: ev.Stage, Reason: msg, DurationMS: time.Since(start).Milliseconds()}
-		res.Error = &schema.ResultError{Phase: schema.PhaseEvaluate, Kind: schema.ErrKindEvaluateFailed, Message: msg}
+		res.Error = &schema.ResultError{Phase: phase, Kind: schema.ErrKindEvaluateFailed, Message: msg}
+		phaseFailed(res, phase)
 		return nil
 	}
+	fail := func(msg string) error { return failIn(schema.PhaseEvaluate, msg) }
 	if t.Container != nil {
 		return fail("the evaluator does not run in a container image yet: run the task on the host, or without evaluate")
 	}
@@ -78,7 +80,7 @@ func (e *Executor) evaluate(ctx context.Context, t *schema.NodeTask, slot worker
 		case err != nil:
 			return err
 		case msg != "":
-			return fail(msg)
+			return failIn(schema.PhaseEvaluateQuick, msg)
 		}
 		if v := evaluate.Check(samples, ev.Quick); !v.Correct {
 			verdict(res, schema.PhaseEvaluateQuick, schema.EvalQuick, samples, v, start)
@@ -154,8 +156,22 @@ func verdict(res *schema.NodeResult, phase, stage string, samples []schema.EvalS
 		res.Evaluation.Metric = &m
 	case v.Incomplete:
 		res.Error = &schema.ResultError{Phase: phase, Kind: schema.ErrKindEvaluateFailed, Message: v.Reason}
+		phaseFailed(res, phase)
 	default:
 		res.Error = &schema.ResultError{Phase: phase, Kind: schema.ErrKindIncorrect, Message: v.Reason}
+		phaseFailed(res, phase)
+	}
+}
+
+// phaseFailed marks the last run of phase in res failed: a harness that
+// exited 0 and found the node wrong (or reported too little) failed the
+// phase, as its phase_runs row says (error_kind incorrect).
+func phaseFailed(res *schema.NodeResult, phase string) {
+	for i := len(res.Phases) - 1; i >= 0; i-- {
+		if res.Phases[i].Name == phase {
+			res.Phases[i].OK = false
+			return
+		}
 	}
 }
 

@@ -93,6 +93,7 @@ func TestEvaluatePhase(t *testing.T) {
 	require.Equal(t, schema.PhaseEvaluateQuick, res.Error.Phase)
 	require.Equal(t, "incorrect on N=3: got 42, want 6", res.Error.Message)
 	require.Equal(t, schema.PhaseEvaluateQuick, res.Phases[len(res.Phases)-1].Name, "no full pass after a wrong quick one")
+	require.False(t, res.Phases[len(res.Phases)-1].OK, "the harness exited 0, and the node failed its pass: the phase failed")
 	quickHonest := evalTask("quick-honest", `n=$1; echo $(( n * (n + 1) / 2 ))`, "7", "N=10")
 	quickHonest.Evaluate.Quick = []string{"N=3"}
 	res, err = e.Execute(context.Background(), quickHonest, worker.Slot{Cores: 1})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/hpcq/hpcq/internal/dispatch"
@@ -73,7 +72,8 @@ func Run(ctx context.Context, s *session.Session, p Params) (g rundir.Gate, ok b
 	return g, true, nil
 }
 
-// evaluate runs every candidate's held-out task at once and returns their
+// evaluate runs the candidates' held-out tasks one after another (no
+// gated node's timing shares the machine with another's) and returns their
 // outcomes by node (also in gate/<node>.json). A task that cannot be made
 // (the node's task.json is gone) is a failed outcome of its own.
 func evaluate(ctx context.Context, s *session.Session, p Params, cands []Candidate, ev *schema.Evaluate) (map[string]rundir.Outcome, error) {
@@ -86,30 +86,20 @@ func evaluate(ctx context.Context, s *session.Session, p Params, cands []Candida
 	if err := os.MkdirAll(dir.Path(rundir.GateDir), 0o755); err != nil {
 		return nil, err
 	}
-	var mu sync.Mutex
 	outs := map[string]rundir.Outcome{}
-	var wg sync.WaitGroup
-	errs := make([]error, len(cands))
-	for i, c := range cands {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o, err := heldOut(ctx, d, dir, c.Node, ev)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			o.Seal()
-			if err := rundir.WriteJSON(filepath.Join(dir.Path(rundir.GateDir), c.Node+".json"), o); err != nil {
-				s.Log.Warn("held-out outcome not saved", "node_id", c.Node, "err", err)
-			}
-			mu.Lock()
-			outs[c.Node] = o
-			mu.Unlock()
-		}()
+	for _, c := range cands {
+		o, err := heldOut(ctx, d, dir, c.Node, ev)
+		if err != nil {
+			return nil, err
+		}
+		o.Seal()
+		if err := rundir.WriteJSON(filepath.Join(dir.Path(rundir.GateDir), c.Node+".json"), o); err != nil {
+			s.Log.Warn("held-out outcome not saved", "node_id", c.Node, "err", err)
+		}
+		s.Log.Info("held-out node evaluated", "node_id", c.Node, "verdict", AnswerOf(o).Reason, "metric", o.Metric)
+		outs[c.Node] = o
 	}
-	wg.Wait()
-	return outs, errors.Join(errs...)
+	return outs, nil
 }
 
 // heldOut publishes node's held-out task and waits for its answer; an

@@ -50,14 +50,9 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 		final = " FINAL"
 	}
 	run := quote(r.ID)
-	nodes, err := q(ctx, "SELECT node, stage, kind, parent, metric_value FROM nodes"+final+" WHERE run = "+run+" ORDER BY node")
+	nodes, gateCols, err := nodeRows(ctx, q, final, run)
 	if err != nil {
-		return nil, fmt.Errorf("writeup: the run's nodes: %w", err)
-	}
-	type node struct {
-		stage        int
-		kind, parent string
-		metric       *float64
+		return nil, err
 	}
 	byID := map[string]node{}
 	var ids []string
@@ -66,6 +61,12 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 		n := node{stage: int(number(row[1])), kind: fmt.Sprint(row[2]), parent: fmt.Sprint(row[3])}
 		if v := number(row[4]); !math.IsNaN(v) {
 			n.metric = &v
+		}
+		if gateCols {
+			n.heldOut = fmt.Sprint(row[5])
+			if v := number(row[6]); !math.IsNaN(v) {
+				n.heldMetric = &v
+			}
 		}
 		byID[id] = n
 		ids = append(ids, id)
@@ -85,15 +86,21 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 	if !r.Maximize {
 		order = "ASC"
 	}
+	// A node the held-out gate found wrong is never a best: its program is
+	// wrong on inputs the search did not try.
+	correct := ""
+	if gateCols {
+		correct = " AND held_out <> " + quote(rundir.HeldIncorrect)
+	}
 	best := func(where string) string {
-		return "SELECT node, metric_value FROM nodes" + final + " WHERE run = " + run + where +
+		return "SELECT node, metric_value FROM nodes" + final + " WHERE run = " + run + where + correct +
 			" AND metric_value IS NOT NULL ORDER BY metric_value " + order + ", node LIMIT 1"
 	}
 	pick := func(stage int) (string, float64, bool) {
 		id, v, ok := "", 0.0, false
 		for _, i := range ids {
 			n := byID[i]
-			if n.metric == nil || stage > 0 && n.stage != stage {
+			if n.metric == nil || stage > 0 && n.stage != stage || n.heldOut == rundir.HeldIncorrect {
 				continue
 			}
 			if !ok || r.Maximize && *n.metric > v || !r.Maximize && *n.metric < v {
@@ -110,17 +117,29 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 	}
 	bestID, bestV, okBest := pick(0)
 	baseID, baseV, okBase := pick(1)
+	bestSQL, bestClaim := best(""), fmt.Sprintf("best %s of the run: %s", r.Metric, describe(bestID))
+	held := heldOutNodes(byID, ids, r.Maximize)
+	if held.best != "" {
+		// The gate chose the run's best on the held-out inputs: its number
+		// here is its search metric, the held-out one is held_out.best.
+		bestID, bestV, okBest = held.best, *byID[held.best].metric, true
+		bestSQL = "SELECT node, metric_value FROM nodes" + final + " WHERE run = " + run + " AND held_out IN ('held', 'overfit')" +
+			" AND held_out_metric IS NOT NULL ORDER BY held_out_metric " + order + ", node LIMIT 1"
+		bestClaim = fmt.Sprintf("%s of the run's best, the best node on the held-out inputs, on the search's inputs: %s", r.Metric, describe(bestID))
+	}
 	if okBest {
-		add(rundir.Fact{ID: "best", Claim: fmt.Sprintf("best %s of the run: %s", r.Metric, describe(bestID)), Value: bestV, Unit: r.Unit,
-			Node: bestID, SQL: best("")})
+		add(rundir.Fact{ID: "best", Claim: bestClaim, Value: bestV, Unit: r.Unit, Node: bestID, SQL: bestSQL})
 	}
 	if okBest && okBase && baseV != 0 {
 		add(rundir.Fact{ID: "best_over_baseline", Claim: fmt.Sprintf("the best node's %s over the baseline's (the best draft, %s)", r.Metric, baseID),
 			Value: bestV / baseV, Node: bestID,
-			SQL: "SELECT (" + scalar(best("")) + ") / (" + scalar(best(" AND stage = 1")) + ")"})
+			SQL: "SELECT (" + scalar(bestSQL) + ") / (" + scalar(best(" AND stage = 1")) + ")"})
 		add(rundir.Fact{ID: "best_gain", Claim: fmt.Sprintf("the best node's %s above the baseline's, as a fraction of it (the best draft, %s)", r.Metric, baseID),
 			Value: bestV/baseV - 1, Node: bestID,
-			SQL: "SELECT (" + scalar(best("")) + ") / (" + scalar(best(" AND stage = 1")) + ") - 1"})
+			SQL: "SELECT (" + scalar(bestSQL) + ") / (" + scalar(best(" AND stage = 1")) + ") - 1"})
+	}
+	for _, f := range heldOutFacts(held, byID, r, final, run, describe) {
+		add(f)
 	}
 	// Scalar subqueries, not a join: ClickHouse reads FINAL tables in a join
 	// only with aliases its older versions refuse.

@@ -154,3 +154,49 @@ func checkFacts(t *testing.T, q Query, dialect results.Dialect) {
 		}
 	}
 }
+
+// TestHeldOutFacts: after the held-out gate, the run's best is the gate's
+// (the search's best, wrong on the held-out inputs, is no best of any
+// kind), its held-out metric a fact of its own, and each fact's SQL alone
+// gives its value.
+func TestHeldOutFacts(t *testing.T) {
+	path := stencilDB(t)
+	db, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	ts := time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC)
+	f := func(v float64) *float64 { return &v }
+	gated := func(id, parent, kind string, stage int, search float64, verdict string, held *float64) results.Node {
+		return results.Node{Run: "r1", Node: id, Parent: parent, Stage: stage, Kind: kind, Pool: "gpu", Attempt: 1, Status: "ok", MetricName: "gflops",
+			MetricValue: f(search), TS: ts, MetricFrom: rundir.MetricFromEvaluator, HeldOut: verdict, HeldOutMetric: held}
+	}
+	require.NoError(t, db.Write(context.Background(), results.Rows{Nodes: []results.Node{
+		gated("n0002", "n0001", "hyperparam", 2, 842.64, rundir.HeldIncorrect, nil),
+		gated("n0003", "n0002", "improve", 3, 840.191, rundir.HeldHeld, f(830.5)),
+		gated("n0001", "", "draft", 1, 816.739, rundir.HeldHeld, f(800)),
+	}}))
+	require.NoError(t, db.Close())
+	q := func(ctx context.Context, sql string) (*results.Table, error) {
+		return results.QuerySQLite(ctx, path, sql)
+	}
+	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true, Evaluated: true})
+	require.NoError(t, err)
+	byID := map[string]rundir.Fact{}
+	for _, f := range facts {
+		byID[f.ID] = f
+		tab, err := q(context.Background(), f.SQL)
+		require.NoError(t, err, f.SQL)
+		require.Len(t, tab.Rows, 1, f.SQL)
+		require.InDelta(t, f.Value, number(tab.Rows[0][len(tab.Rows[0])-1]), 1e-9*max(1, f.Value), "%s: %s", f.ID, f.SQL)
+	}
+	require.Equal(t, "n0003", byID["best"].Node, "the best on the held-out inputs")
+	require.InDelta(t, 840.191, byID["best"].Value, 1e-9)
+	require.Contains(t, byID["best"].Claim, "the best node on the held-out inputs")
+	require.InDelta(t, 830.5, byID["held_out.best"].Value, 1e-9)
+	require.InDelta(t, 840.191/816.739, byID["best_over_baseline"].Value, 1e-12)
+	require.NotContains(t, byID, "best.stage2", "the only stage-2 node is wrong on the held-out inputs")
+	require.Equal(t, 3.0, byID["held_out.gated"].Value)
+	require.Equal(t, 1.0, byID["held_out.incorrect"].Value)
+	require.Equal(t, 0.0, byID["held_out.overfit"].Value)
+	require.InDelta(t, 800, byID["n0001.held_out"].Value, 1e-9)
+	require.NotContains(t, byID, "n0002.held_out")
+}

@@ -106,6 +106,17 @@ type runDir struct {
 
 func (r *runDir) maximize() bool { return r.s.Spec.Metric.Direction == "maximize" }
 
+// best is the run's best node: the held-out gate's when it chose one (the
+// best on inputs the search never saw), else the search's.
+func (r *runDir) best() (tree.Node, bool) {
+	if g, ok, err := rundir.Dir(r.s.Dir).ReadGate(); err == nil && ok && g.Best != "" {
+		if n, ok := r.tree.Get(g.Best); ok {
+			return n, true
+		}
+	}
+	return r.tree.Best(r.maximize())
+}
+
 // approach is the first line of node id's plan's approach ("" without one).
 func (r *runDir) approach(id string) string {
 	d := rundir.Dir(r.s.Dir)
@@ -138,7 +149,7 @@ var figureMIME = map[string]string{".png": "image/png", ".jpg": "image/jpeg", ".
 // node: its kind, stage, what its plan tried, its outcome ("" with no
 // best node).
 func (r *runDir) bestPath() string {
-	best, ok := r.tree.Best(r.maximize())
+	best, ok := r.best()
 	if !ok {
 		return ""
 	}
@@ -234,7 +245,7 @@ func (r *runDir) figures(svg bool) []Figure {
 			roles = append(roles, role{name, n.ID})
 		}
 	}
-	b, ok := r.tree.Best(r.maximize())
+	b, ok := r.best()
 	add("best", b, ok)
 	for s := 1; s <= len(schema.Stages); s++ {
 		b, ok := r.tree.BestOfStage(s, r.maximize())
