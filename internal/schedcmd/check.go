@@ -214,5 +214,12 @@ func metricLine(spec run.Spec) (string, error) {
 	if len(ev.Quick) > 0 {
 		line += "; first, correctness only, on " + strings.Join(ev.Quick, ", ")
 	}
-	return line + "; the programs' own numbers kept as self-reported", nil
+	line += "; the programs' own numbers kept as self-reported"
+	if n := len(h.HeldOut); n > 0 {
+		line += fmt.Sprintf("; when the search ends, its %d best nodes and the baseline face %d held-out input(s) (in no node's task or prompt): the run's best is the best there, overfit past %.0f%%",
+			h.Gate.Top, n, 100*h.Gate.OverfitShare)
+	} else {
+		line += "; no held-out gate (evaluation.harness.held_out)"
+	}
+	return line, nil
 }
