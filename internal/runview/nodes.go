@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hpcq/hpcq/internal/filecache"
+	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/internal/tree"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -42,6 +44,10 @@ type NodeLine struct {
 	Image  string `json:"image,omitempty"`
 	Layers int    `json:"layers,omitempty"`
 	Layer  string `json:"layer,omitempty"`
+	// HeldOut is the held-out gate's verdict on the node, with its metric
+	// there ("held 5.81", "incorrect: ..."; "" when it was not gated); the
+	// Metric text ends with it too.
+	HeldOut string `json:"held_out,omitempty"`
 }
 
 // fillDeclined marks the queued nodes of run that a live worker declined.
@@ -167,12 +173,48 @@ func ListNodes(dir string) ([]NodeLine, error) {
 			journal.Keep(file, l.Node, "line", *l)
 		}
 	}
+	if g, err := filecache.Get(d.Path(rundir.GateFile), "gate", readGate); err == nil {
+		for _, n := range g.(rundir.Gate).Nodes {
+			if l, ok := byID[n.Node]; ok {
+				l.HeldOut = heldOutText(n)
+				l.Metric = strings.TrimPrefix(l.Metric+"; held-out "+l.HeldOut, "; ")
+			}
+		}
+	}
 	out := make([]NodeLine, 0, len(order))
 	slices.SortFunc(order, tree.CompareIDs)
 	for _, id := range order {
 		out = append(out, *byID[id])
 	}
 	return out, nil
+}
+
+func readGate(path string) (any, error) {
+	var g rundir.Gate
+	ok, err := rundir.ReadJSON(path, &g)
+	if err == nil && !ok {
+		err = fs.ErrNotExist
+	}
+	return g, err
+}
+
+// heldOutText is a gated node's verdict as its line shows it: "held 5.81",
+// "overfit 2.8 (25% below its search standing)", "incorrect: <why>".
+func heldOutText(n rundir.GatedNode) string {
+	text := n.Verdict
+	if n.HeldOutMetric != nil {
+		text += " " + strconv.FormatFloat(*n.HeldOutMetric, 'g', 6, 64)
+	}
+	switch {
+	case n.Verdict == rundir.HeldOverfit && n.Drop != nil:
+		text += fmt.Sprintf(" (%.0f%% below its search standing)", 100**n.Drop)
+	case n.Reason != "" && n.HeldOutMetric == nil:
+		text = textcut.OneLine(strings.TrimPrefix(n.Reason, n.Verdict+": "), 160)
+		if !strings.HasPrefix(text, n.Verdict) {
+			text = n.Verdict + ": " + text
+		}
+	}
+	return text
 }
 
 // taskFacts is what a node's list line takes from its task.json.

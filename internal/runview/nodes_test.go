@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,4 +174,50 @@ func TestMetricText(t *testing.T) {
 	text, _ = metricText(rundir.Outcome{Buggy: true, Result: &schema.NodeResult{Metrics: map[string]float64{"gflops": 5000},
 		Evaluation: &schema.Evaluation{Reason: "incorrect on N=10"}}})
 	require.Equal(t, "self-reported gflops=5000", text, "the liar's number, marked")
+}
+
+// TestListNodesHeldOut: a gated node's line ends with the held-out gate's
+// verdict, and says it in HeldOut; a node the gate did not take has none.
+func TestListNodesHeldOut(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	v, self, held, drop := 4.4, 3.7, 2.8, 0.25
+	for id, o := range map[string]rundir.Outcome{
+		"n0001": {Node: "n0001", Status: schema.NodeOK, Metric: &v, MetricFrom: rundir.MetricFromEvaluator, SelfReported: &self},
+		"n0002": {Node: "n0002", Status: schema.NodeOK, Metric: &v},
+		"n0003": {Node: "n0003", Status: schema.NodeOK, Metric: &v},
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "nodes", id), 0o755))
+		require.NoError(t, rundir.WriteJSON(filepath.Join(dir, "nodes", id, rundir.ResultFile), o))
+	}
+	require.NoError(t, rundir.WriteJSON(filepath.Join(dir, rundir.GateFile), rundir.Gate{Nodes: []rundir.GatedNode{
+		{Node: "n0001", Verdict: rundir.HeldOverfit, HeldOutMetric: &held, Drop: &drop, Reason: "25% below its standing"},
+		{Node: "n0002", Verdict: rundir.HeldIncorrect, Reason: "incorrect: error 0.96 > 1e-09 on N=1000,ITERS=200"},
+	}}))
+	lines, err := ListNodes(dir)
+	require.NoError(t, err)
+	require.Len(t, lines, 3)
+	require.Equal(t, "overfit 2.8 (25% below its search standing)", lines[0].HeldOut)
+	require.Equal(t, "4.4 (evaluated; self-reported 3.7); held-out overfit 2.8 (25% below its search standing)", lines[0].Metric)
+	require.Equal(t, "incorrect: error 0.96 > 1e-09 on N=1000,ITERS=200", lines[1].HeldOut)
+	require.Equal(t, "4.4; held-out incorrect: error 0.96 > 1e-09 on N=1000,ITERS=200", lines[1].Metric)
+	require.Empty(t, lines[2].HeldOut)
+	require.Equal(t, "4.4", lines[2].Metric)
+}
+
+// TestSnapshotHeldOut: `scheduler status` says what the held-out gate
+// found and which node is the run's best.
+func TestSnapshotHeldOut(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, rundir.WriteJSON(filepath.Join(dir, rundir.SpecFile), map[string]any{"metric": map[string]string{"name": "gflops", "unit": "GFLOP/s"}}))
+	best := 5.813238572431033
+	require.NoError(t, rundir.WriteJSON(filepath.Join(dir, rundir.GateFile), rundir.Gate{Inputs: 2, Best: "n0007", BestMetric: &best,
+		Nodes: []rundir.GatedNode{{Node: "n0007", Verdict: rundir.HeldHeld}, {Node: "n0006", Verdict: rundir.HeldIncorrect}}}))
+	s, err := ReadSnapshot(dir)
+	require.NoError(t, err)
+	var b strings.Builder
+	require.NoError(t, s.Write(&b))
+	require.Contains(t, b.String(), "held-out gate: 2 nodes on 2 inputs the search never saw (1 held, 0 overfit, 1 incorrect, 0 failed); "+
+		"the run's best is n0007: gflops = 5.81324 GFLOP/s\n")
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/hpcq/hpcq/internal/filecache"
 	"github.com/hpcq/hpcq/internal/run"
@@ -31,6 +32,9 @@ type Snapshot struct {
 	Value   *float64  `json:"value"`   // the best node's metric
 	Usage   llm.Usage `json:"usage"`   // as of the last node that ended
 	Stopped string    `json:"stopped"` // why the last session stopped early, if it did
+	// HeldOut is the held-out gate's verdict when it ran: its Best is the
+	// run's best (the best on inputs the search never saw).
+	HeldOut *rundir.Gate `json:"held_out,omitempty"`
 }
 
 // ReadSnapshot reads a `scheduler run` directory.
@@ -103,6 +107,10 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 		return s, err
 	}
 	s.Stopped = end.StoppedBy
+	if g, err := filecache.Get(rundir.Dir(runDir).Path(rundir.GateFile), "gate", readGate); err == nil {
+		gate := g.(rundir.Gate)
+		s.HeldOut = &gate
+	}
 	return s, nil
 }
 
@@ -116,6 +124,18 @@ func (s Snapshot) Write(w io.Writer) error {
 		s.RunID, s.Title, s.Nodes, s.Done, s.Buggy, s.Cached, s.Nodes-s.Done, best, s.Usage.Calls, s.Usage.TokensIn+s.Usage.TokensOut, s.Usage.CostUSD)
 	if err == nil && s.Stopped != "" {
 		_, err = fmt.Fprintf(w, "stopped early: %s\n", s.Stopped)
+	}
+	if g := s.HeldOut; err == nil && g != nil {
+		verdicts := map[string]int{}
+		for _, n := range g.Nodes {
+			verdicts[n.Verdict]++
+		}
+		best := "no gated node was correct there"
+		if g.Best != "" && g.BestMetric != nil {
+			best = fmt.Sprintf("the run's best is %s: %s = %s", g.Best, s.Metric, strings.TrimSpace(fmt.Sprintf("%.6g %s", *g.BestMetric, s.Unit)))
+		}
+		_, err = fmt.Fprintf(w, "held-out gate: %d nodes on %d inputs the search never saw (%d held, %d overfit, %d incorrect, %d failed); %s\n",
+			len(g.Nodes), g.Inputs, verdicts[rundir.HeldHeld], verdicts[rundir.HeldOverfit], verdicts[rundir.HeldIncorrect], verdicts[rundir.HeldFailed], best)
 	}
 	return err
 }
