@@ -19,7 +19,7 @@ import (
 	"github.com/hpcq/hpcq/pkg/schema"
 )
 
-var examples = []string{"hello", "stencil-omp", "mpi-pi", "matmul-cuda"}
+var examples = []string{"hello", "stencil-omp", "spmv-omp", "mpi-pi", "matmul-cuda"}
 
 func loadExample(t *testing.T, name string) *schema.NodeTask {
 	t.Helper()
@@ -162,4 +162,26 @@ func TestStencilCUDAExample(t *testing.T) {
 		"SELECT COUNT(DISTINCT value) FROM metrics WHERE name = 'checksum'")
 	require.Contains(t, q, "\n1\n", "every node's grid is the same")
 	require.Regexp(t, `best n\d+: gflops = \S+ GFLOP/s`, out)
+}
+
+// TestSpmvExample: examples/spmv-omp's evaluator runs the node's whole
+// program on the matrices it writes: as a task of `scheduler exec` and as
+// the idea of a tree search, where every node's metric is the harness's
+// and the held-out gate names the run's best.
+func TestSpmvExample(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "gcc")
+	dir := t.TempDir()
+	env := baseEnv(t, "HPCQ_RUNS_DIR="+filepath.Join(dir, "runs"))
+	out, code := run(t, env, "scheduler", "exec", "--local", "../examples/spmv-omp/task.json")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `spmv-omp\s+1\s+ok\s+\S+\s+compile=0 run=0 evaluate_quick=0 evaluate=0\s+local-\d\s+evaluated=[0-9.]+ GFLOP/s`, out)
+
+	out, code = run(t, env, "scheduler", "run", "--local", "--run-dir", filepath.Join(dir, "spmv"), "../examples/spmv-omp")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `\nevaluation nodes=3 correct=3 incorrect=0 self_report_rejected=0 held_out_best=n000\d held_out_metric=[0-9.e+-]+ overfit=\d\n`, out)
+	q, code := run(t, env, "scheduler", "query", "--run-dir", filepath.Join(dir, "spmv"), "--format", "csv",
+		"SELECT count(*) AS n FROM nodes WHERE metric_from = 'evaluator' AND metric_value > 0")
+	require.Equal(t, 0, code, q)
+	require.Equal(t, "n\n3\n", q)
 }
