@@ -227,6 +227,14 @@ done
 	for _, n := range []string{"n0001", "n0002", "n0003", "n0004"} {
 		require.NotContains(t, mustRead(t, filepath.Join(runDir, "nodes", n, "task.json")), "N=51", "the search's tasks carry no held-out input")
 	}
+
+	// A resumed run (here: one whose search had ended) passes the gate
+	// again, its tasks answered from the results stream, not run again.
+	before := mustRead(t, filepath.Join(runDir, rundir.GateDir, "n0003.json"))
+	out, code = run(t, env, "scheduler", "run", "--local", "--resume", runDir)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "\nevaluation nodes=4 correct=2 incorrect=2 self_report_rejected=2 held_out_best=n0003 held_out_metric=977 overfit=0\n")
+	require.Equal(t, before, mustRead(t, filepath.Join(runDir, rundir.GateDir, "n0003.json")), "the same answer, not a new run")
 }
 
 func mustRead(t *testing.T, path string) string {

@@ -389,4 +389,7 @@ func TestExampleSearchesAlikeOnACluster(t *testing.T) {
 	start(t, append(cenv, "HPCQ_WORK_DIR="+t.TempDir()), "worker", "--slots", "4")
 	require.Equal(t, 0, p.wait(t, 3*time.Minute), p.output())
 	require.Equal(t, want, kinds(env, cluster))
+	// The held-out gate on a cluster: its tasks on the cluster's worker.
+	require.Regexp(t, `\nevaluation nodes=7 correct=[56] incorrect=[12] self_report_rejected=[12] held_out_best=n\d+ held_out_metric=[0-9.e+-]+ overfit=\d\n`, p.output())
+	require.FileExists(t, filepath.Join(cluster, "gate.json"))
 }

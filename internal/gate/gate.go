@@ -96,7 +96,11 @@ func evaluate(ctx context.Context, s *session.Session, p Params, cands []Candida
 		if err := rundir.WriteJSON(filepath.Join(dir.Path(rundir.GateDir), c.Node+".json"), o); err != nil {
 			s.Log.Warn("held-out outcome not saved", "node_id", c.Node, "err", err)
 		}
-		s.Log.Info("held-out node evaluated", "node_id", c.Node, "verdict", AnswerOf(o).Reason, "metric", o.Metric)
+		if a := AnswerOf(o); a.Metric != nil {
+			s.Log.Info("held-out node evaluated", "node_id", c.Node, "metric", *a.Metric)
+		} else {
+			s.Log.Info("held-out node evaluated", "node_id", c.Node, "incorrect", a.Incorrect, "reason", a.Reason)
+		}
 		outs[c.Node] = o
 	}
 	return outs, nil
