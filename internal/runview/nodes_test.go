@@ -213,11 +213,14 @@ func TestSnapshotHeldOut(t *testing.T) {
 	require.NoError(t, rundir.WriteJSON(filepath.Join(dir, rundir.SpecFile), map[string]any{"metric": map[string]string{"name": "gflops", "unit": "GFLOP/s"}}))
 	best := 5.813238572431033
 	require.NoError(t, rundir.WriteJSON(filepath.Join(dir, rundir.GateFile), rundir.Gate{Inputs: 2, Best: "n0007", BestMetric: &best,
-		Nodes: []rundir.GatedNode{{Node: "n0007", Verdict: rundir.HeldHeld}, {Node: "n0006", Verdict: rundir.HeldIncorrect}}}))
+		Nodes: []rundir.GatedNode{{Node: "n0007", Verdict: rundir.HeldHeld, SearchMetric: 4.4}, {Node: "n0006", Verdict: rundir.HeldIncorrect, SearchMetric: 5.4}}}))
 	s, err := ReadSnapshot(dir)
 	require.NoError(t, err)
+	require.Equal(t, "n0007", s.Best, "the run's best is the gate's, not the search's n0006")
+	require.Equal(t, 4.4, *s.Value)
 	var b strings.Builder
 	require.NoError(t, s.Write(&b))
+	require.Contains(t, b.String(), "best n0007: gflops = 4.4 GFLOP/s (the best on the held-out inputs)")
 	require.Contains(t, b.String(), "held-out gate: 2 nodes on 2 inputs the search never saw (1 held, 0 overfit, 1 incorrect, 0 failed); "+
 		"the run's best is n0007: gflops = 5.81324 GFLOP/s\n")
 }

@@ -28,7 +28,7 @@ type Snapshot struct {
 	Done    int       `json:"done"`    // with an outcome
 	Buggy   int       `json:"buggy"`   // of the done
 	Cached  int       `json:"cached"`  // of the done: result cache hits
-	Best    string    `json:"best"`    // node id, "" without one
+	Best    string    `json:"best"`    // node id, "" without one: the held-out gate's when it chose one
 	Value   *float64  `json:"value"`   // the best node's metric
 	Usage   llm.Usage `json:"usage"`   // as of the last node that ended
 	Stopped string    `json:"stopped"` // why the last session stopped early, if it did
@@ -110,6 +110,14 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 	if g, err := filecache.Get(rundir.Dir(runDir).Path(rundir.GateFile), "gate", readGate); err == nil {
 		gate := g.(rundir.Gate)
 		s.HeldOut = &gate
+		// The run's best is the gate's: its metric here is its search's,
+		// comparable with every other node's.
+		for _, n := range gate.Nodes {
+			if n.Node == gate.Best {
+				v := n.SearchMetric
+				s.Best, s.Value = n.Node, &v
+			}
+		}
 	}
 	return s, nil
 }
@@ -119,6 +127,9 @@ func (s Snapshot) Write(w io.Writer) error {
 	best := "no node has produced " + s.Metric + " yet"
 	if s.Value != nil {
 		best = fmt.Sprintf("best %s: %s = %g %s", s.Best, s.Metric, *s.Value, s.Unit)
+		if s.HeldOut != nil && s.HeldOut.Best == s.Best {
+			best += " (the best on the held-out inputs)"
+		}
 	}
 	_, err := fmt.Fprintf(w, "run %s: %s\nnodes: %d started, %d done (%d buggy, %d from the result cache), %d not finished; %s\nLLM: %d calls, %d tokens, $%.4f\n",
 		s.RunID, s.Title, s.Nodes, s.Done, s.Buggy, s.Cached, s.Nodes-s.Done, best, s.Usage.Calls, s.Usage.TokensIn+s.Usage.TokensOut, s.Usage.CostUSD)

@@ -425,12 +425,15 @@ function nodeButton(n, path, from) {
   const cls = ['node', 'st-' + n.status];
   if (path.has(n.node)) cls.push('best-path');
   if (view.selected === n.node) cls.push('sel');
-  return el('button', { class: cls.join(' '), 'data-node': n.node, 'data-status': n.status, title: `${n.node} ${n.kind || ''}: ${n.status}${n.reason ? ' — ' + n.reason : ''}`,
+  const gate = n.held_out ? n.held_out.split(/[ :]/)[0] : '';
+  return el('button', { class: cls.join(' '), 'data-node': n.node, 'data-status': n.status,
+    title: `${n.node} ${n.kind || ''}: ${n.status}${n.reason ? ' — ' + n.reason : ''}${n.held_out ? ' — held-out: ' + n.held_out : ''}`,
     onclick: () => { location.hash = '#/run/' + encodeURIComponent(view.run.id) + '/node/' + encodeURIComponent(n.node); } },
   view.run.best === n.node ? el('span', { class: 'star', 'aria-label': 'best' }, '★') : null,
   el('span', { class: 'id' }, n.node), el('span', { class: 'kind' }, n.kind || ''),
   from ? el('span', { class: 'from' }, '↳ ' + from) : null,
-  el('span', { class: 'metric' }, n.value !== undefined ? fmtNum(n.value) : (n.metric || n.status.replace('_', ' '))));
+  el('span', { class: 'metric' }, n.value !== undefined ? fmtNum(n.value) : (n.metric || n.status.replace('_', ' '))),
+  gate ? el('span', { class: 'gate ' + gate, 'data-gate': gate, title: 'held-out gate: ' + n.held_out }, gate === 'held' ? 'held' : gate) : null);
 }
 
 function drawCharts() {
