@@ -107,19 +107,26 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 		return s, err
 	}
 	s.Stopped = end.StoppedBy
-	if g, err := filecache.Get(rundir.Dir(runDir).Path(rundir.GateFile), "gate", readGate); err == nil {
-		gate := g.(rundir.Gate)
-		s.HeldOut = &gate
-		// The run's best is the gate's: its metric here is its search's,
-		// comparable with every other node's.
-		for _, n := range gate.Nodes {
-			if n.Node == gate.Best {
-				v := n.SearchMetric
-				s.Best, s.Value = n.Node, &v
-			}
+	s.heldOut(runDir)
+	return s, nil
+}
+
+// heldOut reads the held-out gate's verdict, when the run has one: the
+// run's best is then the gate's, its metric here its search's (comparable
+// with every other node's).
+func (s *Snapshot) heldOut(runDir string) {
+	g, err := filecache.Get(rundir.Dir(runDir).Path(rundir.GateFile), "gate", readGate)
+	if err != nil {
+		return
+	}
+	gate := g.(rundir.Gate)
+	s.HeldOut = &gate
+	for _, n := range gate.Nodes {
+		if n.Node == gate.Best {
+			v := n.SearchMetric
+			s.Best, s.Value = n.Node, &v
 		}
 	}
-	return s, nil
 }
 
 // Write prints the snapshot for people.
