@@ -37,7 +37,11 @@ func TestRunExampleOffline(t *testing.T) {
 	line := regexp.MustCompile(`evaluation nodes=(\d+) correct=(\d+) incorrect=(\d+) self_report_rejected=(\d+) held_out_best=(n\d+) held_out_metric=[0-9.e+-]+ overfit=\d+\n`).
 		FindStringSubmatch(out)
 	require.NotNil(t, line, out)
-	require.Equal(t, []string{"7", "5", "2", "2"}, line[1:5], line[0])
+	require.Equal(t, []string{"7", "5", "2"}, line[1:4], line[0])
+	// The liar's and the size-only node's claims always; an honest node's
+	// too when the machine was busier while the harness measured it than
+	// while the node timed itself (more than 2x apart).
+	require.GreaterOrEqual(t, line[4], "2", line[0])
 	resultLine(t, "make run: "+strings.TrimSpace(line[0]))
 	// The run's paper (writeup.enabled): the scripted first draft's invented
 	// number and citation caught, fed back, gone by the third.
@@ -75,6 +79,10 @@ func TestRunExampleOffline(t *testing.T) {
 	for _, f := range []string{"tree.json", "tree.html", "memory/final_memory_for_paper.md", "nodes/n0001/phase0_plan.json"} {
 		require.FileExists(t, filepath.Join(runDir, f))
 	}
+	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT stage, kind, count(*) AS n FROM nodes GROUP BY stage, kind ORDER BY stage, kind")
+	require.Equal(t, 0, code, q)
+	require.Equal(t, "stage,kind,n\n1,debug,1\n1,draft,2\n2,hyperparam,2\n3,improve,2\n4,ablation,1\n", q, "the tree TestExampleSearchesAlikeOnACluster compares with")
 	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
 		"SELECT count(*) AS n FROM nodes WHERE status IN ('ok', 'cached') AND metric_name = 'gflops'")
 	require.Equal(t, 0, code, q)
@@ -375,11 +383,8 @@ func TestExampleSearchesAlikeOnACluster(t *testing.T) {
 		return q
 	}
 	env := baseEnv(t)
-	local := filepath.Join(t.TempDir(), "local")
-	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", local, "../examples/stencil-omp")
-	require.Equal(t, 0, code, out)
-	want := kinds(env, local)
-	require.Equal(t, "stage,kind,n\n1,debug,1\n1,draft,2\n2,hyperparam,2\n3,improve,2\n4,ablation,1\n", want)
+	// What a local run makes (TestRunExampleOffline runs it).
+	want := "stage,kind,n\n1,debug,1\n1,draft,2\n2,hyperparam,2\n3,improve,2\n4,ablation,1\n"
 
 	n := testutil.StartNATS(t, "nats-server")
 	cenv := baseEnv(t, "HPCQ_NATS_URL="+n.URL)

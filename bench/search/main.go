@@ -62,11 +62,16 @@ func main() {
 	slots := flag.Int("slots", 4, "worker slots")
 	median := flag.Duration("median", 20*time.Millisecond, "median node duration")
 	sigma := flag.Float64("sigma", 1.0, "log-normal sigma of node durations")
+	noiseNodes := flag.Int("noise-nodes", 8, "nodes of each tree of the noise trials")
+	trials := flag.Int("noise-trials", 1000, "trees of the noise trials")
+	repeats := flag.Int("noise-repeats", 5, "measured repeats of a node under the noise-aware rule")
+	gap := flag.Float64("noise-gap", 0.05, "share between the nodes' true rates")
 	flag.Parse()
 	if err := run(*nodes, *slots, *median, *sigma, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-search:", err)
 		os.Exit(1)
 	}
+	runNoise(*noiseNodes, *trials, *repeats, *gap, os.Stdout, os.Stderr)
 }
 
 func run(nodes, slots int, median time.Duration, sigma float64, out, log io.Writer) error {

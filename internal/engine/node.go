@@ -40,6 +40,9 @@ func searchResult(o *rundir.Outcome) search.Result {
 	r := search.Result{Buggy: o.Buggy, Reason: o.Reason, NotRun: o.NotRun}
 	if o.Metric != nil {
 		r.Metric, r.HasMetric = *o.Metric, true
+		if s := o.Spread; s != nil {
+			r.Q1, r.Q3, r.HasSpread = s.Q1, s.Q3, true
+		}
 	}
 	return r
 }
@@ -190,7 +193,7 @@ func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLet
 	case res.Evaluation != nil:
 		// The harness's measure; what the program said of itself is kept
 		// beside it, never ranked.
-		o.Metric, o.MetricFrom = res.Evaluation.Metric, rundir.MetricFromEvaluator
+		o.Metric, o.MetricFrom, o.Spread = res.Evaluation.Metric, rundir.MetricFromEvaluator, res.Evaluation.Spread
 		if v, ok := res.Metrics[e.s.Spec.Metric.Name]; ok {
 			o.SelfReported = &v
 		}
@@ -230,6 +233,7 @@ func (r *runner) end(ctx context.Context, n *tree.Node, task *schema.NodeTask, o
 		Status: o.Status, ErrorKind: o.ErrorKind, MetricName: e.s.Spec.Metric.Name, TS: time.Now(), MetricFrom: o.MetricFrom, SelfReported: o.SelfReported}
 	if o.Metric != nil && !o.Buggy {
 		row.MetricValue = o.Metric
+		row.SetSpread(o.Spread)
 	}
 	rows.Nodes = append(rows.Nodes, row)
 	e.s.Metrics.Node(n.Kind, row.Status)

@@ -107,7 +107,15 @@ func (e *engine) stageBase(ctx context.Context, stage int) (id, why string, ok b
 		return cands[i].Metric < cands[j].Metric
 	})
 	if !e.s.Spec.Search.Judge || len(cands) == 1 {
-		return cands[0].ID, "best " + e.s.Spec.Metric.Name, true
+		// In creation order, a node beyond the noise of the best so far
+		// takes its place (search.Better): no base chosen on luck.
+		var best tree.Node
+		for _, n := range e.tree.Nodes() {
+			if n.Done && !n.Buggy && n.HasMetric && n.Stage < stage && (best.ID == "" || tree.Better(n, best, e.maximize())) {
+				best = n
+			}
+		}
+		return best.ID, "best " + e.s.Spec.Metric.Name, true
 	}
 	cands = cands[:min(len(cands), 4)]
 	pc := make([]prompt.Candidate, len(cands))

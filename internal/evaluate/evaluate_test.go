@@ -125,3 +125,44 @@ func FuzzParseReport(f *testing.F) {
 		}
 	})
 }
+
+// TestSpread: repeated measurements give the metric's quartiles and a 95%
+// bootstrap interval around it, the same for the same report; one repeat
+// an input gives none (one sample has no spread to tell).
+func TestSpread(t *testing.T) {
+	var samples []schema.EvalSample
+	for i, v := range []float64{10, 11, 9, 10.5, 9.5} {
+		m := v
+		samples = append(samples, schema.EvalSample{Input: "N=1000", Repeat: i + 1, Correct: true, Metric: &m})
+	}
+	v := Judge(samples, []string{"N=1000"})
+	require.True(t, v.Correct)
+	require.Equal(t, 10.0, v.Metric)
+	s := v.Spread
+	require.NotNil(t, s)
+	require.Equal(t, 9.5, s.Q1)
+	require.Equal(t, 10.5, s.Q3)
+	require.Equal(t, 1.0, s.IQR())
+	require.Equal(t, 5, s.N)
+	require.LessOrEqual(t, s.Low, v.Metric)
+	require.GreaterOrEqual(t, s.High, v.Metric)
+	require.GreaterOrEqual(t, s.Low, 9.0)
+	require.LessOrEqual(t, s.High, 11.0)
+	require.Equal(t, s, Judge(samples, []string{"N=1000"}).Spread, "the same report, the same interval")
+
+	one := 7.0
+	v = Judge([]schema.EvalSample{{Input: "N=1", Repeat: 1, Correct: true, Metric: &one}}, nil)
+	require.True(t, v.Correct)
+	require.Nil(t, v.Spread)
+
+	// Two inputs: the quartiles combined as the metric is (geometric mean).
+	var two []schema.EvalSample
+	for i, v := range []float64{4, 4, 4} {
+		a, b := v, 4*v
+		two = append(two, schema.EvalSample{Input: "a", Repeat: i + 1, Correct: true, Metric: &a}, schema.EvalSample{Input: "b", Repeat: i + 1, Correct: true, Metric: &b})
+	}
+	v = Judge(two, []string{"a", "b"})
+	require.InDelta(t, 8.0, v.Metric, 1e-12)
+	require.InDelta(t, 8.0, v.Spread.Low, 1e-12, "no noise: a point interval")
+	require.InDelta(t, 8.0, v.Spread.High, 1e-12)
+}

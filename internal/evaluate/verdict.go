@@ -29,6 +29,9 @@ type Verdict struct {
 	PerInput []InputMetric
 	// Kept are the repeats the metric is made of (warm-ups left out).
 	Kept int
+	// Spread is the metric's noise (nil with fewer than 2 repeats of an
+	// input): its quartiles and 95% bootstrap interval.
+	Spread *schema.Spread
 }
 
 // InputMetric is one input's median over its kept repeats.
@@ -83,6 +86,7 @@ func Judge(samples []schema.EvalSample, inputs []string) Verdict {
 	if math.IsInf(v.Metric, 0) || math.IsNaN(v.Metric) {
 		return Verdict{Reason: "the metric over the inputs is not a finite number (the harness's values are out of range)"}
 	}
+	v.Spread = spread(inputs, byInput)
 	v.Correct = true
 	return v
 }

@@ -153,7 +153,7 @@ func verdict(res *schema.NodeResult, phase, stage string, samples []schema.EvalS
 	switch {
 	case v.Correct:
 		m := v.Metric
-		res.Evaluation.Metric = &m
+		res.Evaluation.Metric, res.Evaluation.Spread = &m, v.Spread
 	case v.Incomplete:
 		res.Error = &schema.ResultError{Phase: phase, Kind: schema.ErrKindEvaluateFailed, Message: v.Reason}
 		phaseFailed(res, phase)

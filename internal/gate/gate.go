@@ -158,6 +158,9 @@ func writeRows(ctx context.Context, s *session.Session, p Params, g rundir.Gate,
 		row := results.Node{Run: s.RunID, Node: n.Node, Parent: t.ParentID, Stage: max(t.Stage, 1), Kind: t.Kind, Pool: s.Spec.Pool, Attempt: 1,
 			Status: o.Status, ErrorKind: o.ErrorKind, MetricName: s.Spec.Metric.Name, MetricValue: o.Metric, TS: time.Now(),
 			MetricFrom: o.MetricFrom, SelfReported: o.SelfReported, HeldOut: n.Verdict, HeldOutMetric: n.HeldOutMetric}
+		if o.Metric != nil && !o.Buggy {
+			row.SetSpread(o.Spread)
+		}
 		rows.Nodes = append(rows.Nodes, row)
 		if ho := outs[n.Node]; ho.Result != nil && !p.WorkersWriteResults {
 			t.NodeID = n.Node + rundir.HeldOutSuffix

@@ -279,6 +279,9 @@ func metricText(rec rundir.Outcome) (string, *float64) {
 	switch {
 	case rec.Metric != nil && !rec.Buggy:
 		text, v := g(*rec.Metric), *rec.Metric
+		if sp := rec.Spread; sp != nil {
+			text += " [" + g(sp.Low) + ", " + g(sp.High) + "]" // its 95% interval
+		}
 		if rec.MetricFrom == rundir.MetricFromEvaluator {
 			text += " (evaluated"
 			if rec.SelfReported != nil {

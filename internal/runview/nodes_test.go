@@ -164,6 +164,8 @@ func TestMetricText(t *testing.T) {
 	text, val := metricText(rundir.Outcome{Metric: &v, MetricFrom: rundir.MetricFromEvaluator, SelfReported: &self})
 	require.Equal(t, "966 (evaluated; self-reported 1)", text)
 	require.Equal(t, 966.0, *val)
+	text, _ = metricText(rundir.Outcome{Metric: &v, MetricFrom: rundir.MetricFromEvaluator, Spread: &schema.Spread{Q1: 950, Q3: 980, Low: 940, High: 990, N: 5}})
+	require.Equal(t, "966 [940, 990] (evaluated)", text, "the metric's 95% interval beside it")
 	text, _ = metricText(rundir.Outcome{Metric: &v})
 	require.Equal(t, "966", text, "a search without an evaluator: as before")
 	twelve := 12.0

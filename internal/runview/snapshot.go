@@ -71,6 +71,7 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 		done[n.ID] = n.Done
 	}
 	maximize := spec.Metric.Direction != "minimize"
+	var best tree.Node // the search's rule: in creation order, better beyond the noise (tree.Better)
 	for _, id := range ids {
 		s.Nodes++
 		v, ok := journal.Kept(file, id, "snapshot")
@@ -94,9 +95,10 @@ func ReadSnapshot(runDir string) (Snapshot, error) {
 		if o.Cached {
 			s.Cached++
 		}
-		if !o.Buggy && o.Metric != nil && (s.Value == nil || maximize && *o.Metric > *s.Value || !maximize && *o.Metric < *s.Value) {
+		if n := (tree.Node{ID: id, Metric: metricOr(o.Metric), Q1: o.Q1, Q3: o.Q3, HasSpread: o.HasSpread}); !o.Buggy && o.Metric != nil &&
+			(s.Value == nil || tree.Better(n, best, maximize)) {
 			v := *o.Metric
-			s.Best, s.Value = id, &v
+			s.Best, s.Value, best = id, &v, n
 		}
 	}
 	if s.Usage, err = ReadUsage(runDir); err != nil {
@@ -183,12 +185,22 @@ func ReadUsage(runDir string) (llm.Usage, error) {
 	return u, err
 }
 
+func metricOr(v *float64) float64 {
+	if v == nil {
+		return 0
+	}
+	return *v
+}
+
 // ended is what a snapshot takes of a node's result.json. A dashboard
 // counts a run's results on every page it serves: filecache keeps these,
 // so that a file is read again only once it changed.
 type ended struct {
 	Buggy, Cached bool
 	Metric        *float64
+	// Q1, Q3 of the repeats the metric is the median of (HasSpread).
+	Q1, Q3    float64
+	HasSpread bool
 }
 
 func readEnded(path string) (any, error) {
@@ -199,5 +211,9 @@ func readEnded(path string) (any, error) {
 	if !ok {
 		return nil, fs.ErrNotExist
 	}
-	return ended{Buggy: o.Buggy, Cached: o.Cached, Metric: o.Metric}, nil
+	e := ended{Buggy: o.Buggy, Cached: o.Cached, Metric: o.Metric}
+	if sp := o.Spread; sp != nil {
+		e.Q1, e.Q3, e.HasSpread = sp.Q1, sp.Q3, true
+	}
+	return e, nil
 }

@@ -214,7 +214,7 @@ func writeStages(b *strings.Builder, nodes []tree.Node, p ReportParams) {
 			a.buggy++
 		case n.Done:
 			a.ok++
-			if n.HasMetric && (a.best == nil || (p.Maximize && n.Metric > a.best.Metric) || (!p.Maximize && n.Metric < a.best.Metric)) {
+			if n.HasMetric && (a.best == nil || tree.Better(*n, *a.best, p.Maximize)) {
 				a.best = n
 			}
 		}
@@ -246,6 +246,8 @@ func outcome(n tree.Node, p ReportParams) string {
 		return "unfinished"
 	case n.Buggy:
 		return "buggy: " + strings.ReplaceAll(textcut.FirstLine(n.Reason, 160), "|", "/")
+	case n.HasMetric && n.HasSpread:
+		return fmt.Sprintf("%s = %g %s (median; quartiles %.4g to %.4g)", p.MetricName, n.Metric, p.Unit, n.Q1, n.Q3)
 	case n.HasMetric:
 		return fmt.Sprintf("%s = %g %s", p.MetricName, n.Metric, p.Unit)
 	}

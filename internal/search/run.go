@@ -77,6 +77,7 @@ func Run(ctx context.Context, t *Tree, p Policy, r Runner, slots, maxNodes int, 
 			fin.Buggy, fin.Reason = true, err.Error()
 		} else {
 			fin.Buggy, fin.Reason, fin.Metric, fin.HasMetric, fin.NotRun = res.Buggy, res.Reason, res.Metric, res.HasMetric, res.NotRun
+			fin.Q1, fin.Q3, fin.HasSpread = res.Q1, res.Q3, res.HasSpread && res.HasMetric
 		}
 		// The result is journaled before the policy can see it.
 		if jerr := t.record(tree.Finished, &fin); jerr != nil && t.err == nil {

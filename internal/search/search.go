@@ -38,6 +38,10 @@ type Result struct {
 	Reason    string
 	Metric    float64
 	HasMetric bool
+	// Q1 and Q3: the quartiles of the repeats the metric is the median
+	// of, when it was measured by repeats (HasSpread).
+	Q1, Q3    float64
+	HasSpread bool
 }
 
 // Runner runs one node and blocks until it is done: the real one publishes
@@ -199,7 +203,9 @@ func ranked(n *tree.Node) bool { return n.Done && !n.Buggy && n.HasMetric }
 // index enters n, as it now is, in its stage's best and debuggable nodes.
 func (t *Tree) index(si *stageIndex, n *tree.Node) {
 	if ranked(n) && !si.stale {
-		if math.IsNaN(n.Metric) {
+		if math.IsNaN(n.Metric) || n.HasSpread {
+			// Better over intervals depends on the order nodes are taken
+			// in (creation order, by bestOf), not the order they finish.
 			si.stale = true
 		}
 		for dir, maximize := range []bool{false, true} {
@@ -319,13 +325,16 @@ func (t *Tree) Best(maximize bool) (tree.Node, bool) {
 
 func (t *Tree) bestLocked(maximize bool) (tree.Node, bool) { return bestOf(t.nodes, maximize) }
 
+// bestOf is the best of the ranked nodes, taken in creation order: a
+// node takes the place of the best so far only when it is Better, so that
+// with measured noise the earlier, simpler node keeps its place.
 func bestOf(nodes []*tree.Node, maximize bool) (tree.Node, bool) {
 	var best *tree.Node
 	for _, n := range nodes {
 		if !n.Done || n.Buggy || !n.HasMetric {
 			continue
 		}
-		if best == nil || (maximize && n.Metric > best.Metric) || (!maximize && n.Metric < best.Metric) {
+		if best == nil || tree.Better(*n, *best, maximize) {
 			best = n
 		}
 	}

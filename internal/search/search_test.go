@@ -368,3 +368,42 @@ func TestChoicesIndependentOfSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestBetterBeyondTheNoise: with measured quartiles a node is better only
+// beyond the noise (its lower quartile above the other's median, maximizing),
+// so the earlier node keeps its place against a lucky later one; without
+// intervals the metric decides, as before.
+func TestBetterBeyondTheNoise(t *testing.T) {
+	n := func(id string, m, lo, hi float64) tree.Node {
+		return tree.Node{ID: id, Done: true, HasMetric: true, Metric: m, Q1: lo, Q3: hi, HasSpread: lo != 0 || hi != 0}
+	}
+	a, lucky, real := n("a", 10, 9, 11), n("b", 10.5, 9.2, 11.8), n("c", 13, 12, 14)
+	require.False(t, tree.Better(lucky, a, true), "10.5 inside a's noise")
+	require.True(t, tree.Better(real, a, true))
+	require.False(t, tree.Better(a, lucky, true))
+	require.True(t, tree.Better(n("x", 2, 0, 0), n("y", 1, 0, 0), true), "no intervals: the metric")
+	require.False(t, tree.Better(n("x", 10.8, 0, 0), a, true), "only b has one: inside its interval")
+	require.True(t, tree.Better(n("x", 11.5, 0, 0), a, true), "beyond its upper bound")
+	require.False(t, tree.Better(n("x", 11.5, 0, 0), a, false))
+	// Minimizing (a time): below the other's median with its upper bound.
+	require.True(t, tree.Better(n("t1", 1, 0.9, 1.1), n("t0", 2, 1.8, 2.2), false))
+	require.False(t, tree.Better(n("t1", 1.9, 1.7, 2.1), n("t0", 2, 1.8, 2.2), false))
+
+	tr := NewTree()
+	for _, x := range []tree.Node{a, lucky} {
+		x := x
+		x.Stage = 1
+		tr.add(&x)
+	}
+	best, ok := tr.Best(true)
+	require.True(t, ok)
+	require.Equal(t, "a", best.ID, "the lucky later node does not take the place of the earlier one")
+	best, ok = tr.BestOfStage(1, true)
+	require.True(t, ok)
+	require.Equal(t, "a", best.ID)
+	c := real
+	c.Stage = 1
+	tr.add(&c)
+	best, _ = tr.BestOfStage(1, true)
+	require.Equal(t, "c", best.ID, "a node beyond the noise does")
+}

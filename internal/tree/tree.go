@@ -28,6 +28,11 @@ type Node struct {
 	NotRun    bool
 	Metric    float64
 	HasMetric bool
+	// Q1 and Q3 are the quartiles of the repeats the metric is the median
+	// of, when it was measured by repeats (HasSpread): a node is better
+	// than another only beyond them (search.Better).
+	Q1, Q3    float64 `json:",omitempty"`
+	HasSpread bool    `json:",omitempty"`
 	Started   time.Time
 	Finished  time.Time
 }
@@ -60,4 +65,30 @@ func digitsAfterN(id string) bool {
 		}
 	}
 	return true
+}
+
+// Better says whether a is better than b: by its metric when neither was
+// measured with its noise; else only beyond the noise measured, the rule
+// docs/search.md documents: maximizing, a's lower quartile above b's
+// metric (b's median), or, when only b was measured by repeats, a's metric
+// above b's upper quartile; minimizing, the mirror. A difference inside
+// the noise is no difference. (bench-search noise: with this machine's
+// timing noise, a wrong best less than half as often as one sample a node;
+// a 95% interval instead of the quartiles keeps earlier nodes so often
+// that it is wrong more often than one sample.)
+func Better(a, b Node, maximize bool) bool {
+	switch {
+	case !a.HasSpread && !b.HasSpread:
+		if maximize {
+			return a.Metric > b.Metric
+		}
+		return a.Metric < b.Metric
+	case maximize && a.HasSpread:
+		return a.Q1 > b.Metric
+	case maximize:
+		return a.Metric > b.Q3
+	case a.HasSpread:
+		return a.Q3 < b.Metric
+	}
+	return a.Metric < b.Q1
 }

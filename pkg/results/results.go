@@ -52,6 +52,13 @@ type (
 		// HeldOutMetric its metric on the held-out inputs.
 		HeldOut       string   `json:"held_out"`
 		HeldOutMetric *float64 `json:"held_out_metric"`
+		// MetricQ1, MetricQ3 are the quartiles of the repeats MetricValue
+		// is the median of, MetricLow and MetricHigh its 95% bootstrap
+		// interval (all nil when it was one sample).
+		MetricQ1   *float64 `json:"metric_q1"`
+		MetricQ3   *float64 `json:"metric_q3"`
+		MetricLow  *float64 `json:"metric_low"`
+		MetricHigh *float64 `json:"metric_high"`
 	}
 	PhaseRun struct {
 		Run        string    `json:"run"`
@@ -94,6 +101,25 @@ type (
 		SHA256 string    `json:"sha256"`
 		TS     time.Time `json:"ts"`
 	}
+	// Sample is one measured repeat of one input of a node's evaluation
+	// (the idea's harness): every sample the metric is made of.
+	Sample struct {
+		Run     string `json:"run"`
+		Node    string `json:"node"`
+		Attempt int    `json:"attempt"`
+		// Stage is search or held_out (the quick pass measures nothing).
+		Stage  string `json:"stage"`
+		Input  string `json:"input"`
+		Repeat int    `json:"repeat"`
+		// Value is nil when the repeat has none (an incorrect one, a
+		// warm-up the harness did not time).
+		Value   *float64  `json:"value"`
+		Unit    string    `json:"unit"`
+		Correct bool      `json:"correct"`
+		Worker  string    `json:"worker"`
+		Host    string    `json:"host"`
+		TS      time.Time `json:"ts"`
+	}
 	LLMCall struct {
 		Run  string `json:"run"`
 		Node string `json:"node"`
@@ -125,6 +151,7 @@ type Rows struct {
 	Metrics   []Metric   `json:"metrics,omitempty"`
 	LLMCalls  []LLMCall  `json:"llm_calls,omitempty"`
 	Artifacts []Artifact `json:"artifacts,omitempty"`
+	Samples   []Sample   `json:"samples,omitempty"`
 }
 
 // Append returns r with the rows of o after its own.
@@ -135,12 +162,13 @@ func (r Rows) Append(o Rows) Rows {
 	r.Metrics = append(r.Metrics, o.Metrics...)
 	r.LLMCalls = append(r.LLMCalls, o.LLMCalls...)
 	r.Artifacts = append(r.Artifacts, o.Artifacts...)
+	r.Samples = append(r.Samples, o.Samples...)
 	return r
 }
 
 // Len is the number of rows.
 func (r Rows) Len() int {
-	return len(r.Runs) + len(r.Nodes) + len(r.PhaseRuns) + len(r.Metrics) + len(r.LLMCalls) + len(r.Artifacts)
+	return len(r.Runs) + len(r.Nodes) + len(r.PhaseRuns) + len(r.Metrics) + len(r.LLMCalls) + len(r.Artifacts) + len(r.Samples)
 }
 
 // Sink stores rows. Write returns once they are durable where the sink
@@ -156,17 +184,18 @@ type Sink interface {
 var Columns = map[string][]string{
 	"runs": {"run", "status", "title", "mode", "config", "ts_ms", "ts"},
 	"nodes": {"run", "node", "parent", "stage", "kind", "pool", "attempt", "status", "error_kind", "metric_name", "metric_value", "ts_ms", "ts",
-		"metric_from", "self_reported", "held_out", "held_out_metric"},
+		"metric_from", "self_reported", "held_out", "held_out_metric", "metric_q1", "metric_q3", "metric_low", "metric_high"},
 	"phase_runs": {"run", "node", "attempt", "worker", "phase", "status", "exit_code", "duration_ms", "compiler", "error_kind", "ts_ms", "ts",
 		"nodes", "ranks"},
 	"metrics": {"run", "node", "attempt", "name", "value", "unit", "ts_ms", "ts"},
 	"llm_calls": {"run", "node", "call_id", "purpose", "model", "tokens_in", "tokens_out", "latency_ms", "cost_usd", "cache_hit", "error", "ts_ms", "ts",
 		"reasoning_tokens", "cached_tokens", "tokens_estimated"},
 	"artifacts": {"run", "node", "attempt", "kind", "name", "path", "bytes", "sha256", "ts_ms", "ts"},
+	"samples":   {"run", "node", "attempt", "stage", "input", "repeat", "value", "unit", "correct", "worker", "host", "ts_ms", "ts"},
 }
 
 // Tables lists the tables in a fixed order.
-var Tables = []string{"runs", "nodes", "phase_runs", "metrics", "llm_calls", "artifacts"}
+var Tables = []string{"runs", "nodes", "phase_runs", "metrics", "llm_calls", "artifacts", "samples"}
 
 // values returns each table's rows as column values, in Columns order, with
 // the Go types the ClickHouse columns take (SQLite takes them too).
@@ -177,7 +206,8 @@ func (r Rows) values() map[string][][]any {
 	}
 	for _, x := range r.Nodes {
 		out["nodes"] = append(out["nodes"], []any{x.Run, x.Node, x.Parent, uint32(x.Stage), x.Kind, x.Pool, uint32(x.Attempt), x.Status,
-			x.ErrorKind, x.MetricName, x.MetricValue, x.TS.UnixMilli(), x.TS, x.MetricFrom, x.SelfReported, x.HeldOut, x.HeldOutMetric})
+			x.ErrorKind, x.MetricName, x.MetricValue, x.TS.UnixMilli(), x.TS, x.MetricFrom, x.SelfReported, x.HeldOut, x.HeldOutMetric,
+			x.MetricQ1, x.MetricQ3, x.MetricLow, x.MetricHigh})
 	}
 	for _, x := range r.PhaseRuns {
 		out["phase_runs"] = append(out["phase_runs"], []any{x.Run, x.Node, uint32(x.Attempt), x.Worker, x.Phase, x.Status, int32(x.ExitCode),
@@ -197,6 +227,14 @@ func (r Rows) values() map[string][][]any {
 		}
 		out["llm_calls"] = append(out["llm_calls"], []any{x.Run, x.Node, x.CallID, x.Purpose, x.Model, uint64(x.TokensIn), uint64(x.TokensOut),
 			x.LatencyMS, x.CostUSD, hit, x.Error, x.TS.UnixMilli(), x.TS, uint64(x.ReasoningTokens), uint64(x.CachedTokens), estimated})
+	}
+	for _, x := range r.Samples {
+		correct := uint8(0)
+		if x.Correct {
+			correct = 1
+		}
+		out["samples"] = append(out["samples"], []any{x.Run, x.Node, uint32(x.Attempt), x.Stage, x.Input, uint32(x.Repeat), x.Value, x.Unit, correct,
+			x.Worker, x.Host, x.TS.UnixMilli(), x.TS})
 	}
 	for _, x := range r.Artifacts {
 		out["artifacts"] = append(out["artifacts"], []any{x.Run, x.Node, uint32(x.Attempt), x.Kind, x.Name, x.Path, uint64(x.Bytes), x.SHA256,
@@ -249,11 +287,31 @@ func AttemptRows(t *schema.NodeTask, r *schema.NodeResult) Rows {
 		rows.Metrics = append(rows.Metrics, Metric{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Name: n, Value: r.Metrics[n],
 			Unit: r.MetricUnits[n], TS: end})
 	}
+	if ev := r.Evaluation; ev != nil {
+		for _, x := range ev.Samples {
+			var v *float64
+			if x.Metric != nil {
+				m := *x.Metric
+				v = &m
+			}
+			rows.Samples = append(rows.Samples, Sample{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Stage: ev.Stage, Input: x.Input, Repeat: x.Repeat,
+				Value: v, Unit: x.Unit, Correct: x.Correct, Worker: r.Worker, Host: r.Host, TS: end})
+		}
+	}
 	for _, a := range r.Artifacts {
 		rows.Artifacts = append(rows.Artifacts, Artifact{Run: r.RunID, Node: r.NodeID, Attempt: r.Attempt, Kind: a.Kind, Name: a.Name,
 			Path: rundir.NodeFile(r.NodeID, rundir.ArtifactDir(a), a.Name), Bytes: a.Bytes, SHA256: a.SHA256, TS: end})
 	}
 	return rows
+}
+
+// SetSpread sets the row's quartiles and interval from sp (nil: none).
+func (n *Node) SetSpread(sp *schema.Spread) {
+	if sp == nil {
+		return
+	}
+	q1, q3, lo, hi := sp.Q1, sp.Q3, sp.Low, sp.High
+	n.MetricQ1, n.MetricQ3, n.MetricLow, n.MetricHigh = &q1, &q3, &lo, &hi
 }
 
 // EvaluatedMetric names the metric of a nodes row whose value an evaluator
@@ -292,6 +350,7 @@ func NodeRow(t *schema.NodeTask, r *schema.NodeResult, status, errKind string) N
 		if status == schema.NodeOK && ev.Metric != nil {
 			v := *ev.Metric
 			node.MetricValue = &v
+			node.SetSpread(ev.Spread)
 		}
 		return node
 	}

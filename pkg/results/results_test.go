@@ -252,7 +252,7 @@ func TestClickHouse(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	require.Equal(t, []string{"artifacts", "llm_calls", "metrics", "nodes", "phase_runs", "runs"}, keys)
+	require.Equal(t, []string{"artifacts", "llm_calls", "metrics", "nodes", "phase_runs", "runs", "samples"}, keys)
 }
 
 // checkDocQueries runs the documented queries; each must answer rows.

@@ -39,6 +39,10 @@ CREATE TABLE IF NOT EXISTS artifacts (
   run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
   path TEXT NOT NULL, bytes INTEGER NOT NULL, sha256 TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
   PRIMARY KEY (run, node, attempt, kind, name)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS samples (
+  run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, stage TEXT NOT NULL, input TEXT NOT NULL, repeat INTEGER NOT NULL,
+  value REAL, unit TEXT NOT NULL, correct INTEGER NOT NULL, worker TEXT NOT NULL, host TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
+  PRIMARY KEY (run, node, attempt, stage, input, repeat)) WITHOUT ROWID;
 `
 
 // sqliteNodesTable: metric_value is NULL for a node without a value.
@@ -47,6 +51,7 @@ const sqliteNodesTable = `CREATE TABLE IF NOT EXISTS nodes (
   pool TEXT NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL, error_kind TEXT NOT NULL,
   metric_name TEXT NOT NULL, metric_value REAL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
   metric_from TEXT NOT NULL DEFAULT '', self_reported REAL, held_out TEXT NOT NULL DEFAULT '', held_out_metric REAL,
+  metric_q1 REAL, metric_q3 REAL, metric_low REAL, metric_high REAL,
   PRIMARY KEY (run, node)) WITHOUT ROWID`
 
 // SQLite is the sink of a local run: the run's SQLite file.
@@ -118,7 +123,8 @@ func addedColumns(db *sql.DB) error {
 	const integer, text, real = " INTEGER NOT NULL DEFAULT ", " TEXT NOT NULL DEFAULT ", " REAL"
 	for _, c := range []struct{ table, col, def string }{{"llm_calls", "reasoning_tokens", integer + "0"}, {"llm_calls", "cached_tokens", integer + "0"},
 		{"llm_calls", "tokens_estimated", integer + "0"}, {"phase_runs", "nodes", integer + "1"}, {"phase_runs", "ranks", integer + "0"},
-		{"nodes", "metric_from", text + "''"}, {"nodes", "self_reported", real}, {"nodes", "held_out", text + "''"}, {"nodes", "held_out_metric", real}} {
+		{"nodes", "metric_from", text + "''"}, {"nodes", "self_reported", real}, {"nodes", "held_out", text + "''"}, {"nodes", "held_out_metric", real},
+		{"nodes", "metric_q1", real}, {"nodes", "metric_q3", real}, {"nodes", "metric_low", real}, {"nodes", "metric_high", real}} {
 		var n int
 		if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('`+c.table+`') WHERE name = ?`, c.col).Scan(&n); err != nil {
 			return err

@@ -47,6 +47,9 @@ type Outcome struct {
 	// SelfReported is the run's metric as the program reported it itself,
 	// when an evaluator measured Metric: shown beside it, never ranked.
 	SelfReported *float64 `json:"self_reported,omitempty"`
+	// Spread is the metric's noise when it was measured by repeats (the
+	// evaluator's): its quartiles and 95% bootstrap interval.
+	Spread *schema.Spread `json:"spread,omitempty"`
 	// Review is the execution review's verdict, when one was asked.
 	Review *Review `json:"review,omitempty"`
 	// Summary is the model's summary of the node (node_summary).

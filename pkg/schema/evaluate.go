@@ -143,8 +143,39 @@ type Evaluation struct {
 	// inputs, their geometric mean); nil unless Correct.
 	Metric *float64 `json:"metric,omitempty"`
 	Unit   string   `json:"unit,omitempty"`
+	// Spread is the metric's noise, from the kept repeats (nil with
+	// fewer than 2 a input, or unless Correct).
+	Spread *Spread `json:"spread,omitempty"`
 	// DurationMS is the phase's, harness build included.
 	DurationMS int64 `json:"duration_ms"`
+}
+
+// Spread is how a metric made of repeated measurements varies: Q1 and Q3
+// (the quartiles, over several inputs combined as the metric is), and a
+// 95% bootstrap interval of the metric itself (Low, High).
+type Spread struct {
+	Q1   float64 `json:"q1"`
+	Q3   float64 `json:"q3"`
+	Low  float64 `json:"low"`
+	High float64 `json:"high"`
+	// N is the repeats the metric is made of.
+	N int `json:"n"`
+}
+
+// IQR is Q3 - Q1.
+func (s *Spread) IQR() float64 { return s.Q3 - s.Q1 }
+
+// check: finite, ordered bounds.
+func (s *Spread) check() error {
+	for _, v := range []float64{s.Q1, s.Q3, s.Low, s.High} {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fieldErr("evaluation.spread", "not finite")
+		}
+	}
+	if s.Q1 > s.Q3 || s.Low > s.High || s.N < 2 {
+		return fieldErr("evaluation.spread", "q1 <= q3, low <= high and n >= 2 are required")
+	}
+	return nil
 }
 
 // Validate checks what a worker reports of an evaluation.
@@ -157,6 +188,14 @@ func (ev *Evaluation) Validate() error {
 	}
 	if ev.Metric != nil && !ev.Correct {
 		return fieldErr("evaluation.metric", "set for an incorrect node")
+	}
+	if ev.Spread != nil {
+		if ev.Metric == nil {
+			return fieldErr("evaluation.spread", "set without a metric")
+		}
+		if err := ev.Spread.check(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -70,6 +70,26 @@ func Sample(run string) results.Rows {
 	return rows
 }
 
+// Evaluated is a run with one node the idea's evaluator measured: a
+// warm-up and three repeats of one input, the metric their median with its
+// spread; the program said 5000 of itself.
+func Evaluated(run string) results.Rows {
+	t := schema.NodeTask{RunID: run, NodeID: "e1", Attempt: 1, Pool: "cpu", Stage: 1, Kind: "draft"}
+	f := func(v float64) *float64 { return &v }
+	var samples []schema.EvalSample
+	for i, v := range []float64{9, 10, 11, 10.5} {
+		samples = append(samples, schema.EvalSample{Input: "N=1000", Repeat: i, Correct: true, Metric: f(v), Unit: "GFLOP/s"})
+	}
+	r := schema.NodeResult{RunID: run, NodeID: "e1", Attempt: 1, Worker: "w1", Host: "h1", Started: T0, DurationMS: 900,
+		Phases:  []schema.PhaseResult{{Name: schema.PhaseEvaluate, OK: true, Started: T0, DurationMS: 900}},
+		Metrics: map[string]float64{"gflops": 5000},
+		Evaluation: &schema.Evaluation{Stage: schema.EvalSearch, Samples: samples, Correct: true, Metric: f(10.5), Unit: "GFLOP/s",
+			Spread: &schema.Spread{Q1: 10.25, Q3: 10.75, Low: 10, High: 11, N: 3}}}
+	rows := results.AttemptRows(&t, &r)
+	rows.Nodes = []results.Node{results.NodeRow(&t, &r, schema.NodeOK, "")}
+	return rows
+}
+
 // DocQueries are the example queries of docs/results.md, per dialect: each
 // must run and answer rows on the sample run.
 var DocQueries = map[results.Dialect][]string{
@@ -138,7 +158,7 @@ func Exercise(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("EveryTable", func(t *testing.T) {
 		s, query := setup(t)
 		require.NoError(t, s.Sink.Write(ctx, Sample("r1")))
-		want := map[string]string{"runs": "1", "nodes": "2", "phase_runs": "3", "metrics": "2", "llm_calls": "1", "artifacts": "2"}
+		want := map[string]string{"runs": "1", "nodes": "2", "phase_runs": "3", "metrics": "2", "llm_calls": "1", "artifacts": "2", "samples": "0"}
 		for _, table := range results.Tables {
 			require.Equal(t, want[table], count(t, s, query, table, "r1"), table)
 		}
@@ -163,10 +183,20 @@ func Exercise(t *testing.T, open func(t *testing.T) Store) {
 		for range 3 {
 			require.NoError(t, s.Sink.Write(ctx, Sample("r2")))
 		}
-		want := map[string]string{"runs": "1", "nodes": "2", "phase_runs": "3", "metrics": "2", "llm_calls": "1", "artifacts": "2"}
+		want := map[string]string{"runs": "1", "nodes": "2", "phase_runs": "3", "metrics": "2", "llm_calls": "1", "artifacts": "2", "samples": "0"}
 		for _, table := range results.Tables {
 			require.Equal(t, want[table], count(t, s, query, table, "r2"), "%s: a row written three times is one row", table)
 		}
+	})
+
+	t.Run("EvaluationSamples", func(t *testing.T) {
+		s, query := setup(t)
+		require.NoError(t, s.Sink.Write(ctx, Evaluated("r5")))
+		rows := query("SELECT input, repeat, value, correct, host FROM %s WHERE run = 'r5' ORDER BY input, repeat", final(s, "samples"))
+		require.Equal(t, [][]string{{"N=1000", "0", "9", "1", "h1"}, {"N=1000", "1", "10", "1", "h1"}, {"N=1000", "2", "11", "1", "h1"},
+			{"N=1000", "3", "10.5", "1", "h1"}}, strsAll(rows), "every repeat, the warm-up too")
+		rows = query("SELECT metric_value, metric_from, self_reported, metric_q1, metric_q3, metric_low, metric_high FROM %s WHERE run = 'r5'", final(s, "nodes"))
+		require.Equal(t, [][]string{{"10.5", "evaluator", "5000", "10.25", "10.75", "10", "11"}}, strsAll(rows))
 	})
 
 	t.Run("LatestStateWins", func(t *testing.T) {
