@@ -72,9 +72,10 @@ func TestRunExampleOffline(t *testing.T) {
 	q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
 		"SELECT node, status, error_kind, metric_from, held_out FROM nodes WHERE node IN ('"+liar+"', '"+sizeOnly+"', '"+faster+"') ORDER BY node")
 	require.Equal(t, 0, code, q)
-	for _, want := range []string{liar + ",failed,incorrect,,", sizeOnly + ",ok,,evaluator,incorrect", faster + ",ok,,evaluator,held"} {
-		require.Contains(t, q, want+"\n")
+	for _, want := range []string{liar + ",failed,incorrect,,\n", sizeOnly + ",ok,,evaluator,incorrect\n", faster + ",ok,,evaluator,"} {
+		require.Contains(t, q, want)
 	}
+	require.NotContains(t, q, faster+",ok,,evaluator,incorrect", "right on the held-out sizes (held, or overfit when a busy machine measured its search run fast)")
 	rep, err := os.ReadFile(reports[0])
 	require.NoError(t, err)
 	require.Contains(t, string(rep), "**Best node on the held-out inputs: "+faster+"**")
