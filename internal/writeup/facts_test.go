@@ -109,20 +109,27 @@ func TestSelfReportedFacts(t *testing.T) {
 	require.Positive(t, self)
 }
 
-// checkFacts: the facts of the stencil run through q, each fact's SQL run
-// alone giving its value, and a paper about them checked.
-func checkFacts(t *testing.T, q Query, dialect results.Dialect) {
-	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true, Dialect: dialect})
-	require.NoError(t, err)
+// bySQL runs each fact's SQL alone through q, which must give its value,
+// and returns the facts by id.
+func bySQL(t *testing.T, q Query, facts []rundir.Fact) map[string]rundir.Fact {
+	t.Helper()
 	byID := map[string]rundir.Fact{}
 	for _, f := range facts {
 		byID[f.ID] = f
 		tab, err := q(context.Background(), f.SQL)
 		require.NoError(t, err, f.SQL)
 		require.Len(t, tab.Rows, 1, f.SQL)
-		got := tab.Rows[0][len(tab.Rows[0])-1]
-		require.InDelta(t, f.Value, number(got), 1e-9*max(1, f.Value), "%s: %s", f.ID, f.SQL)
+		require.InDelta(t, f.Value, number(tab.Rows[0][len(tab.Rows[0])-1]), 1e-9*max(1, f.Value), "%s: %s", f.ID, f.SQL)
 	}
+	return byID
+}
+
+// checkFacts: the facts of the stencil run through q, each fact's SQL run
+// alone giving its value, and a paper about them checked.
+func checkFacts(t *testing.T, q Query, dialect results.Dialect) {
+	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true, Dialect: dialect})
+	require.NoError(t, err)
+	byID := bySQL(t, q, facts)
 	require.Equal(t, "n0002", byID["best"].Node)
 	require.InDelta(t, 842.64, byID["best"].Value, 1e-9)
 	require.InDelta(t, 816.739, byID["best.stage1"].Value, 1e-9)
@@ -180,14 +187,7 @@ func TestHeldOutFacts(t *testing.T) {
 	}
 	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true, Evaluated: true})
 	require.NoError(t, err)
-	byID := map[string]rundir.Fact{}
-	for _, f := range facts {
-		byID[f.ID] = f
-		tab, err := q(context.Background(), f.SQL)
-		require.NoError(t, err, f.SQL)
-		require.Len(t, tab.Rows, 1, f.SQL)
-		require.InDelta(t, f.Value, number(tab.Rows[0][len(tab.Rows[0])-1]), 1e-9*max(1, f.Value), "%s: %s", f.ID, f.SQL)
-	}
+	byID := bySQL(t, q, facts)
 	require.Equal(t, "n0003", byID["best"].Node, "the best on the held-out inputs")
 	require.InDelta(t, 840.191, byID["best"].Value, 1e-9)
 	require.Contains(t, byID["best"].Claim, "the best node on the held-out inputs")
