@@ -36,10 +36,7 @@ func heldOutSection(dir, metric, unit string) string {
 		if n.HeldOutMetric != nil {
 			held = fmt.Sprintf("%g", *n.HeldOutMetric)
 		}
-		verdict := n.Verdict
-		if n.Reason != "" {
-			verdict += ": " + strings.ReplaceAll(mdText(n.Reason), "|", "\\|")
-		}
+		verdict := strings.ReplaceAll(mdText(n.Said()), "|", "\\|")
 		fmt.Fprintf(&b, "| %s | %s | %g | %s | %s |\n", n.Node, strings.Join(n.Roles, ", "), n.SearchMetric, held, verdict)
 	}
 	return b.String()

@@ -209,10 +209,7 @@ func heldOutText(n rundir.GatedNode) string {
 	case n.Verdict == rundir.HeldOverfit && n.Drop != nil:
 		text += fmt.Sprintf(" (%.0f%% below its search standing)", 100**n.Drop)
 	case n.Reason != "" && n.HeldOutMetric == nil:
-		text = textcut.OneLine(strings.TrimPrefix(n.Reason, n.Verdict+": "), 160)
-		if !strings.HasPrefix(text, n.Verdict) {
-			text = n.Verdict + ": " + text
-		}
+		text = textcut.OneLine(n.Said(), 180)
 	}
 	return text
 }

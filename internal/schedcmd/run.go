@@ -88,14 +88,7 @@ func printEvaluation(spec run.Spec, runDir string) {
 		return
 	}
 	for _, n := range g.Nodes {
-		verdict := n.Verdict
-		switch {
-		case strings.HasPrefix(n.Reason, n.Verdict):
-			verdict = textcut.OneLine(n.Reason, 200) // the harness's words say it: "incorrect on N=1000 ..."
-		case n.Reason != "":
-			verdict += ": " + textcut.OneLine(n.Reason, 200)
-		}
-		line := fmt.Sprintf("  held-out %s (%s): %s", n.Node, strings.Join(n.Roles, ", "), verdict)
+		line := fmt.Sprintf("  held-out %s (%s): %s", n.Node, strings.Join(n.Roles, ", "), textcut.OneLine(n.Said(), 220))
 		if n.HeldOutMetric != nil {
 			line += fmt.Sprintf(", %s = %s (search: %.6g)", spec.Metric.Name, strings.TrimSpace(fmt.Sprintf("%.6g %s", *n.HeldOutMetric, spec.Metric.Unit)), n.SearchMetric)
 		}

@@ -1,5 +1,7 @@
 package rundir
 
+import "strings"
+
 // The held-out gate's files (internal/gate; docs/evaluation.md): when the
 // search ends, the best nodes and the baseline are evaluated on inputs no
 // prompt, memory or node saw.
@@ -68,6 +70,20 @@ type GatedNode struct {
 	// 30% worse; negative when it did better.
 	Drop   *float64 `json:"drop,omitempty"`
 	Reason string   `json:"reason,omitempty"`
+}
+
+// Said is the node's verdict with its reason, as one line says it: the
+// reason alone where it says the verdict itself ("incorrect on N=1000 ...",
+// the harness's words), else "verdict: reason"; the verdict alone without
+// one.
+func (n GatedNode) Said() string {
+	switch {
+	case n.Reason == "":
+		return n.Verdict
+	case strings.HasPrefix(n.Reason, n.Verdict):
+		return n.Reason
+	}
+	return n.Verdict + ": " + n.Reason
 }
 
 // Gated returns the node's verdict at the gate, if it was gated.
