@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -102,6 +103,58 @@ func TestStreamsCreatedIdempotently(t *testing.T) {
 		ci2, err := c.Info(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 60*time.Second, ci2.Config.AckWait)
+	})
+}
+
+// TestStreamsDeclaredAtOnce: every process of a run declares the streams
+// and buckets at start, the scheduler and a worker of a Slurm job within
+// the same millisecond. nats-server 2.9.10 crashed when one's update met
+// the other's create; declared on a fresh server again and again, the
+// server lives and every process gets its queue.
+func TestStreamsDeclaredAtOnce(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		admin := srv.Connect(t)
+		js, err := jetstream.New(admin)
+		require.NoError(t, err)
+		for round := range 40 {
+			errs := make(chan error, 3)
+			for range cap(errs) {
+				go func() {
+					nc, err := nats.Connect(srv.URL)
+					if err != nil {
+						errs <- err
+						return
+					}
+					defer nc.Close()
+					_, err = queue.New(ctx, nc, queue.Options{}, testutil.Logger(t))
+					errs <- err
+				}()
+			}
+			for range cap(errs) {
+				require.NoError(t, <-errs, "round %d", round)
+			}
+			if srv.PID != 0 {
+				require.False(t, testutil.ProcessGone(srv.PID), "nats-server exited in round %d", round)
+			}
+			for name := range js.StreamNames(ctx).Name() {
+				require.NoError(t, js.DeleteStream(ctx, name))
+			}
+		}
+	})
+}
+
+// TestStreamsUpdatedWhenTheirConfigChanged: a process whose options differ
+// from the streams' (a site that raised the results' retention) updates
+// them; creating first does not leave the old configuration in place.
+func TestStreamsUpdatedWhenTheirConfigChanged(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv *testutil.NATS) {
+		ctx := ctxT(t)
+		srv.Queue(t, queue.Options{ResultsMaxAge: time.Hour})
+		q := srv.Queue(t, queue.Options{ResultsMaxAge: 2 * time.Hour})
+		s, err := q.JetStream().Stream(ctx, queue.ResultsStream)
+		require.NoError(t, err)
+		require.Equal(t, 2*time.Hour, s.CachedInfo().Config.MaxAge)
 	})
 }
 

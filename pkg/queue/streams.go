@@ -93,8 +93,9 @@ func ConsumerName(pool string) string { return "pool_" + pool }
 // storage, the queue's replicas); ttl 0 keeps values until deleted.
 func (q *Queue) keyValue(ctx context.Context, bucket, description string, ttl time.Duration) (jetstream.KeyValue, error) {
 	kv, err := use(ctx, q.opts, q.nc, func(ctx context.Context) (jetstream.KeyValue, error) { return q.js.KeyValue(ctx, bucket) }, func(ctx context.Context) (jetstream.KeyValue, error) {
-		return q.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Description: description,
-			History: 1, TTL: ttl, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
+		cfg := jetstream.KeyValueConfig{Bucket: bucket, Description: description,
+			History: 1, TTL: ttl, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas}
+		return createFirst(ctx, cfg, q.js.CreateKeyValue, q.js.UpdateKeyValue)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("queue: bucket %s: %w", bucket, err)
@@ -159,9 +160,10 @@ func (q *Queue) Artifacts(ctx context.Context) (jetstream.ObjectStore, error) {
 	st, err := use(ctx, q.opts, q.nc, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		return q.js.ObjectStore(ctx, ArtifactsBucket)
 	}, func(ctx context.Context) (jetstream.ObjectStore, error) {
-		return q.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: ArtifactsBucket,
+		return createFirst(ctx, jetstream.ObjectStoreConfig{Bucket: ArtifactsBucket,
 			Description: "hpcq artifacts: phase logs, outputs and plots of every node attempt",
-			TTL:         q.opts.ArtifactsMaxAge, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas})
+			TTL:         q.opts.ArtifactsMaxAge, Storage: jetstream.FileStorage, Replicas: q.opts.Replicas},
+			q.js.CreateObjectStore, q.js.UpdateObjectStore)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("queue: object store %s: %w", ArtifactsBucket, err)
@@ -199,7 +201,7 @@ func (q *Queue) objectStore(ctx context.Context, slot *jetstream.ObjectStore, cf
 	st, err := use(ctx, q.opts, q.nc, func(ctx context.Context) (jetstream.ObjectStore, error) {
 		return q.js.ObjectStore(ctx, cfg.Bucket)
 	}, func(ctx context.Context) (jetstream.ObjectStore, error) {
-		return q.js.CreateOrUpdateObjectStore(ctx, cfg)
+		return createFirst(ctx, cfg, q.js.CreateObjectStore, q.js.UpdateObjectStore)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("queue: object store %s: %w", cfg.Bucket, err)
@@ -395,6 +397,23 @@ func use[T any](ctx context.Context, o Options, nc *nats.Conn, lookup, create fu
 	return declare(ctx, nc, create)
 }
 
+// createFirst makes what cfg describes, and updates it only when the
+// server says it exists with another configuration (a stream, a bucket or
+// an object store of an earlier hpcq). It is nats.go's create-or-update
+// the other way round, because every process declares at start, at once:
+// nats-server 2.9.10 (Debian 12's) panics and exits on an update that
+// arrives while another process's create of the same stream is under way
+// (a nil pointer in updateWithAdvisory; three processes declaring on a
+// fresh server crash it within a few tries), whereas a create the server
+// finds identical to what it has is answered as it is, with no update.
+func createFirst[C, T any](ctx context.Context, cfg C, create, update func(context.Context, C) (T, error)) (T, error) {
+	v, err := create(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return update(ctx, cfg)
+	}
+	return v, err
+}
+
 // declare runs f (an idempotent create-or-update) until it succeeds, with
 // a fresh deadline per attempt, until ctx ends; an error the server
 // answered is returned at once, unless it says another process got there
@@ -442,7 +461,9 @@ func raced(err error) bool {
 func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) (workers, handbacks jetstream.KeyValue, err error) {
 	for _, cfg := range streamConfigs(o) {
 		if _, err := use(ctx, o, js.Conn(), func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, cfg.Name) },
-			func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) }); err != nil {
+			func(ctx context.Context) (jetstream.Stream, error) {
+				return createFirst(ctx, cfg, js.CreateStream, js.UpdateStream)
+			}); err != nil {
 			return nil, nil, fmt.Errorf("queue: create or update stream %s: %w", cfg.Name, err)
 		}
 	}
@@ -465,7 +486,9 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) (work
 		Replicas:    o.Replicas,
 	}} {
 		b, err := use(ctx, o, js.Conn(), func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, kv.Bucket) },
-			func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, kv) })
+			func(ctx context.Context) (jetstream.KeyValue, error) {
+				return createFirst(ctx, kv, js.CreateKeyValue, js.UpdateKeyValue)
+			})
 		if err != nil {
 			return nil, nil, fmt.Errorf("queue: create or update bucket %s: %w", kv.Bucket, err)
 		}
