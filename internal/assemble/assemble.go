@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/hpcq/hpcq/internal/executor"
+	"github.com/hpcq/hpcq/internal/hostbound"
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/worker"
 	"github.com/hpcq/hpcq/pkg/llm"
@@ -58,6 +59,9 @@ func Worker(ctx context.Context, p Params) (*executor.Executor, worker.Config, e
 		if wc.GPUIDs == nil {
 			wc.GPUIDs = executor.GPUIDs(tc, os.Getenv("CUDA_VISIBLE_DEVICES"))
 		}
+	}
+	if wc.Bound == nil {
+		wc.Bound = hostbound.Start(log)
 	}
 	if p.Installer && pc.Installer == nil {
 		pc.Installer = prompt.NewInstaller(llm.Gateway{NC: p.Queue.Conn()})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hpcq/hpcq/pkg/rundir"
@@ -16,6 +17,12 @@ import (
 func (o outputs) bestDetail(id string) string {
 	var b strings.Builder
 	out, ok, _ := o.files.outcome(id)
+	if ok && out.Bound != nil && out.Metric != nil {
+		bd := out.Bound
+		fmt.Fprintf(&b, "### Against the machine\n\nIts %s of %g %s is %.3g%% of the bound of host %s: %s %s at most (%s). "+
+			"A metric beyond its host's bound is impossible: the node is buggy, never the best.\n\n",
+			o.s.Spec.Metric.Name, *out.Metric, mdText(bd.Unit), 100*bd.Share, mdText(bd.Host), strconv.FormatFloat(bd.Limit, 'g', 4, 64), mdText(bd.Unit), mdText(bd.How))
+	}
 	if ok && out.Result != nil && len(out.Result.Metrics) > 0 {
 		b.WriteString("### Its metrics\n\n| metric | value | unit |\n|---|---|---|\n")
 		names := make([]string, 0, len(out.Result.Metrics))

@@ -12,6 +12,7 @@ import (
 	"github.com/hpcq/hpcq/internal/bufpool"
 	"github.com/hpcq/hpcq/internal/dispatch"
 	"github.com/hpcq/hpcq/internal/fileio"
+	"github.com/hpcq/hpcq/internal/hostbound"
 	"github.com/hpcq/hpcq/internal/jsonw"
 	"github.com/hpcq/hpcq/internal/prompt"
 	"github.com/hpcq/hpcq/internal/search"
@@ -210,6 +211,7 @@ func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLet
 			o.Metric = &v
 		}
 	}
+	hostbound.Judge(&o, res, e.s.Spec.Metric.Name, e.s.Spec.Metric.Limit())
 	return o
 }
 

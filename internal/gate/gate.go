@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hpcq/hpcq/internal/dispatch"
+	"github.com/hpcq/hpcq/internal/hostbound"
 	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/internal/session"
 	"github.com/hpcq/hpcq/pkg/queue"
@@ -88,7 +89,7 @@ func evaluate(ctx context.Context, s *session.Session, p Params, cands []Candida
 	}
 	outs := map[string]rundir.Outcome{}
 	for _, c := range cands {
-		o, err := heldOut(ctx, d, dir, c.Node, ev)
+		o, err := heldOut(ctx, d, dir, c.Node, ev, s.Spec.Metric.Name, s.Spec.Metric.Limit())
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +109,8 @@ func evaluate(ctx context.Context, s *session.Session, p Params, cands []Candida
 
 // heldOut publishes node's held-out task and waits for its answer; an
 // error means ctx ended.
-func heldOut(ctx context.Context, d *dispatch.Dispatcher, dir rundir.Dir, node string, ev *schema.Evaluate) (rundir.Outcome, error) {
+func heldOut(ctx context.Context, d *dispatch.Dispatcher, dir rundir.Dir, node string, ev *schema.Evaluate, metric string,
+	bound hostbound.Metric) (rundir.Outcome, error) {
 	id := node + rundir.HeldOutSuffix
 	var t schema.NodeTask
 	switch ok, err := rundir.ReadJSON(dir.Path(rundir.NodeFile(node, rundir.TaskFile)), &t); {
@@ -134,6 +136,7 @@ func heldOut(ctx context.Context, d *dispatch.Dispatcher, dir rundir.Dir, node s
 			o.Buggy, o.Reason = true, a.Reason
 		} else {
 			o.Metric, o.MetricFrom = a.Metric, rundir.MetricFromEvaluator
+			hostbound.Judge(&o, got.Result, metric, bound)
 		}
 		return o, nil
 	case <-ctx.Done():

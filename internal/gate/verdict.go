@@ -82,6 +82,8 @@ func AnswerOf(o rundir.Outcome) Answer {
 	switch {
 	case o.DeadLetter != nil:
 		return Answer{Reason: "dead-lettered: " + o.DeadLetter.Reason}
+	case o.Bound != nil && o.Bound.Impossible:
+		return Answer{Reason: o.Reason}
 	case r == nil:
 		return Answer{Reason: "no answer"}
 	case r.Error != nil && r.Error.Kind == schema.ErrKindIncorrect:

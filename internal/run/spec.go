@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/hpcq/hpcq/internal/hostbound"
 	"github.com/hpcq/hpcq/pkg/llm"
 	"github.com/hpcq/hpcq/pkg/memory"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -92,6 +93,20 @@ type Metric struct {
 	Name      string `yaml:"name"`
 	Direction string `yaml:"direction"` // maximize or minimize
 	Unit      string `yaml:"unit"`
+	// Bound is what limits the metric on its host (docs/evaluation.md):
+	// flops (the peak FLOP/s), bandwidth (the memory bandwidth), roofline
+	// (with Intensity, FLOP per byte) or none; unset: flops for a FLOP/s
+	// unit. A node's metric beyond it is impossible.
+	Bound     string  `yaml:"bound"`
+	Intensity float64 `yaml:"intensity"`
+}
+
+// Limit is what run.yaml says of the metric's bound.
+func (m Metric) Limit() hostbound.Metric {
+	if m.Direction != "maximize" {
+		return hostbound.Metric{Bound: hostbound.BoundNone}
+	}
+	return hostbound.Metric{Bound: m.Bound, Intensity: m.Intensity, Unit: m.Unit}
 }
 
 // Stage is one stage of the tree search.
@@ -372,6 +387,12 @@ func (s Spec) Validate() error {
 	}
 	if s.Metric.Direction != "maximize" && s.Metric.Direction != "minimize" {
 		return bad("metric.direction", "%q, must be maximize or minimize", s.Metric.Direction)
+	}
+	if s.Metric.Bound != "" && s.Metric.Bound != hostbound.BoundNone && s.Metric.Direction != "maximize" {
+		return bad("metric.bound", "%s bounds a rate from above: the metric must be maximized", s.Metric.Bound)
+	}
+	if err := (hostbound.Metric{Bound: s.Metric.Bound, Intensity: s.Metric.Intensity, Unit: s.Metric.Unit}).Check(); err != nil {
+		return bad("metric.bound", "%v", err)
 	}
 	for i, v := range []int{s.Stages.InitialImplementation.MaxIterations, s.Stages.BaselineTuning.MaxIterations,
 		s.Stages.CreativeResearch.MaxIterations, s.Stages.AblationStudies.MaxIterations} {

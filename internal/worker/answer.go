@@ -36,6 +36,7 @@ func (w *Worker) answer(drain context.Context, d *queue.Delivery, res *schema.No
 		w.cfg.Metrics.Task(t.Pool, status, phases)
 	}
 	res.Worker, res.Host, res.SlurmJobID = w.cfg.ID, w.host, w.cfg.SlurmJobID
+	res.HostBound = w.cfg.Bound.Current()
 	// The worker's toolchains are the host's: a task run in a container
 	// image had the image's, which the result does not claim.
 	if res.Toolchain == nil && len(w.cfg.Toolchains) > 0 && res.Container == nil {

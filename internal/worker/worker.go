@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/hostbound"
 	"github.com/hpcq/hpcq/internal/metrics"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
@@ -96,6 +97,9 @@ type Config struct {
 	RetryDelay time.Duration
 	// Version is advertised in the registry.
 	Version string
+	// Bound is the host's bound (hostbound.Start): on every result, and in
+	// the registry once its bandwidth is measured. Nil: none is said.
+	Bound *hostbound.Probe
 	// Toolchains found on the machine, advertised in the registry.
 	Toolchains map[string]string
 	// Hosts are the nodes of the worker's Slurm allocation when it has more
@@ -281,11 +285,21 @@ func (w *Worker) Run(ctx context.Context) error {
 		ID: w.cfg.ID, Host: w.host, PID: os.Getpid(), Pools: w.cfg.Pools, Slots: w.cfg.Slots,
 		Cores: w.cfg.Cores, GPUs: w.cfg.GPUs, MemoryMB: w.cfg.MemoryMB, GPUDevices: w.cfg.GPUDevices, Toolchains: w.cfg.Toolchains, Version: w.cfg.Version,
 		SlurmJobID: w.cfg.SlurmJobID, Deadline: w.cfg.Deadline, Nodes: max(1, len(w.cfg.Hosts)), Hosts: w.cfg.Hosts,
+		Bound: w.cfg.Bound.Current(),
 	})
 	if err != nil {
 		return err
 	}
 	w.reg = reg
+	if w.cfg.Bound != nil {
+		go func() {
+			select {
+			case <-w.cfg.Bound.Measured():
+				reg.Update(func(i *queue.WorkerInfo) { i.Bound = w.cfg.Bound.Current() })
+			case <-ctx.Done():
+			}
+		}()
+	}
 	w.setGPUMetrics()
 	consumers := make([]*queue.PoolConsumer, 0, len(w.cfg.Pools))
 	for _, p := range w.cfg.Pools {

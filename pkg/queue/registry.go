@@ -25,6 +25,9 @@ type WorkerInfo struct {
 	GPUs       int               `json:"gpus"`
 	MemoryMB   int               `json:"memory_mb,omitempty"`
 	Toolchains map[string]string `json:"toolchains,omitempty"`
+	// Bound is what its host can do at most (peak FLOP/s, memory
+	// bandwidth once measured).
+	Bound *schema.HostBound `json:"bound,omitempty"`
 	// GPUDevices are the GPUs found (nvidia-smi).
 	GPUDevices []GPUDevice `json:"gpu_devices,omitempty"`
 	// GPUsInUse is how many of its GPUs its running tasks hold (shares add

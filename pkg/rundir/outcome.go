@@ -50,12 +50,32 @@ type Outcome struct {
 	// Spread is the metric's noise when it was measured by repeats (the
 	// evaluator's): its quartiles and 95% bootstrap interval.
 	Spread *schema.Spread `json:"spread,omitempty"`
+	// Bound is the metric's limit on the host that measured it (the
+	// host's peak FLOP/s or memory bandwidth, docs/evaluation.md), when the
+	// run's metric has one and the host said it.
+	Bound *Bound `json:"bound,omitempty"`
 	// Review is the execution review's verdict, when one was asked.
 	Review *Review `json:"review,omitempty"`
 	// Summary is the model's summary of the node (node_summary).
 	Summary string `json:"summary,omitempty"`
 	// PlotAnalysis is the vision model's analysis of the node's plots.
 	PlotAnalysis string `json:"plot_analysis,omitempty"`
+}
+
+// Bound is a node's metric set against what its host can do.
+type Bound struct {
+	Host string `json:"host"`
+	// Limit is the metric's highest possible value there, in Unit; How
+	// what it is made of ("peak: 2 CPUs x 3.89 GHz ... x 32 FLOP/cycle").
+	Limit float64 `json:"limit"`
+	Unit  string  `json:"unit,omitempty"`
+	How   string  `json:"how"`
+	// Share is the metric's share of Limit (0.25: a quarter of the peak).
+	Share float64 `json:"share"`
+	// Impossible: the metric (Claimed, the program's own or the harness's)
+	// is beyond Limit: the node is buggy and never ranked.
+	Impossible bool     `json:"impossible,omitempty"`
+	Claimed    *float64 `json:"claimed,omitempty"`
 }
 
 // DeadLetter is what a node's dead-lettered task left: where, why, after
@@ -89,6 +109,8 @@ func (o *Outcome) StatusOf() (status, errKind string) {
 		return schema.NodeFailed, r.Error.Kind
 	case o.NotRun:
 		return schema.NodeNotRun, schema.ErrKindLLM
+	case o.Buggy && o.Bound != nil && o.Bound.Impossible:
+		return schema.NodeFailed, schema.ErrKindImpossible
 	case o.Buggy && r != nil:
 		return schema.NodeFailed, schema.ErrKindMetric
 	case o.Cached:

@@ -1,6 +1,7 @@
 package schema_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -53,4 +54,22 @@ func TestEvaluateValidation(t *testing.T) {
 	res.Error = &schema.ResultError{Phase: schema.PhaseEvaluate, Kind: schema.ErrKindIncorrect, Message: "incorrect on N=10"}
 	res.Evaluation.Metric = nil
 	require.NoError(t, res.Validate())
+}
+
+func TestHostBoundValidate(t *testing.T) {
+	ok := schema.HostBound{Host: "h", CPUs: 2, ClockGHz: 2.5, FlopsPerCycle: 16, PeakGFLOPS: 80, TriadGBs: 10}
+	require.NoError(t, ok.Validate())
+	for name, mut := range map[string]func(*schema.HostBound){
+		"nan peak":       func(b *schema.HostBound) { b.PeakGFLOPS = math.NaN() },
+		"zero clock":     func(b *schema.HostBound) { b.ClockGHz = 0 },
+		"negative triad": func(b *schema.HostBound) { b.TriadGBs = -1 },
+		"inf triad":      func(b *schema.HostBound) { b.TriadGBs = math.Inf(1) },
+		"no cpus":        func(b *schema.HostBound) { b.CPUs = 0 },
+	} {
+		b := ok
+		mut(&b)
+		require.Error(t, b.Validate(), name)
+		r := schema.NodeResult{V: schema.Version, RunID: "r", NodeID: "n1", Attempt: 1, Worker: "w", HostBound: &b}
+		require.ErrorContains(t, r.Validate(), "host_bound", name)
+	}
 }

@@ -80,6 +80,9 @@ type NodeResult struct {
 	// Host and SlurmJobID say where the worker ran.
 	Host       string `json:"host,omitempty"`
 	SlurmJobID string `json:"slurm_job_id,omitempty"`
+	// HostBound is what that host can do at most (its peak FLOP/s, its
+	// memory bandwidth): a metric beyond it is impossible.
+	HostBound *HostBound `json:"host_bound,omitempty"`
 	// Artifacts are the files of the attempt stored in the object store
 	// (phase logs, declared outputs, plots), to be fetched into the run
 	// directory; ArtifactsNote says what was left out and why.
@@ -260,6 +263,9 @@ func (r *NodeResult) Validate() error {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return fieldErr("metrics."+name, "%v is not a finite number", v)
 		}
+	}
+	if err := r.HostBound.Validate(); err != nil {
+		return err
 	}
 	if len(r.RecallPending) > MaxRecallEvents {
 		return fieldErr("recall_pending", "%d events, at most %d", len(r.RecallPending), MaxRecallEvents)

@@ -60,7 +60,10 @@ const (
 // Error kinds the scheduler adds to a task's own (the ErrKind* of a
 // NodeResult).
 const (
-	ErrKindLLM        = "llm"         // the model gave nothing usable
-	ErrKindMetric     = "metric"      // the run reported no value for the run's metric
+	ErrKindLLM    = "llm"    // the model gave nothing usable
+	ErrKindMetric = "metric" // the run reported no value for the run's metric
+	// ErrKindImpossible: the node's metric is beyond what its host can do
+	// (its peak FLOP/s, its memory bandwidth): not the work it claims.
+	ErrKindImpossible = "impossible"
 	ErrKindDeadLetter = "dead_letter" // the task was dead-lettered
 )
