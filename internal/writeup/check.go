@@ -3,6 +3,7 @@ package writeup
 import (
 	"math"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -23,19 +24,27 @@ var skipArgs = []string{`\label`, `\ref`, `\eqref`, `\autoref`, `\cref`, `\cite`
 	`\hspace`, `\vspace`, `\setlength`, `\color`, `\textcolor`, `\url`, `\href`, `\fact`, `\newcommand`, `\renewcommand`}
 
 // Numbers are the numeric literals of a LaTeX text a reader would read as
-// claims: not in comments, in the arguments of skipArgs (and their optional
-// [..] argument), in a command's name (\section*, h2o in \textsubscript is
-// still read), or in a length (0.8\linewidth, 2pt, 1em). A digit run inside
-// a word (H2O, x86, sm_90) is not a number.
+// claims, with what the text says each is (literal.go: 3.2$\times$ a
+// ratio, 40\% a percentage, 652.38\,GFLOP/s and 12.74\,\mathrm{s} a
+// value in a unit, 4.73x a ratio; its sign and the direction of change
+// its sentence gives it), and the ratios written in words ("five times
+// faster"). Not read: comments, the arguments of skipArgs (and their
+// optional [..] argument), a command's name (\section*; h2o in
+// \textsubscript is still read), a length (0.8\linewidth, 2pt, 1em), a
+// digit run inside a word (H2O, x86, sm_90, 1st, 2D).
 func Numbers(tex string) []rundir.Number {
 	masked := maskTeX(tex)
 	var out []rundir.Number
 	for _, loc := range numberRe.FindAllStringIndex(masked, -1) {
 		s, e := loc[0], loc[1]
-		if s > 0 && isWordByte(masked[s-1]) || e < len(masked) && (isWordByte(masked[e]) && !strings.HasPrefix(masked[e:], "\\%")) {
+		if s > 0 && isWordByte(masked[s-1]) || e < len(masked) && (masked[e] == '_' || masked[e] >= '0' && masked[e] <= '9') {
 			continue
 		}
-		if isLength(masked[e:]) {
+		if isLength(tex[e:]) {
+			continue
+		}
+		kind, unit, word := after(tex, e)
+		if word {
 			continue
 		}
 		text := masked[s:e]
@@ -45,8 +54,14 @@ func Numbers(tex string) []rundir.Number {
 			continue
 		}
 		out = append(out, rundir.Number{Offset: s, Text: tex[s:e], Value: v, Rounded: halfUnit(clean),
-			Percent: strings.HasPrefix(strings.TrimLeft(masked[e:], " ~"), `\%`)})
+			Percent: kind == rundir.LiteralPercent, Kind: kind, Unit: unit, Negative: negative(tex, s), Direction: direction(tex, s, e)})
 	}
+	words := wordNumbers(tex, masked)
+	if len(words) == 0 {
+		return out
+	}
+	out = append(out, words...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Offset < out[j].Offset })
 	return out
 }
 
@@ -168,15 +183,17 @@ var refWordRe = regexp.MustCompile(`(?i)(?:figure|fig\.|table|tab\.|section|sec\
 
 // Given are the numbers a run was given or recorded beside its results,
 // as written, and where each is from: the dotted versions of its setup
-// ("version": 12.2.0 of gcc 12.2.0, 4.1.4 of Open MPI 4.1.4) and the
+// ("version": 12.2.0 of gcc 12.2.0, 4.1.4 of Open MPI 4.1.4; the key
+// "tool:" + the version names the tool, the word before it) and the
 // numbers of its research idea of two digits or more, or with a fraction
-// ("idea": N = 1024, 200 iterations). A paper may write them as they are;
+// ("idea": N = 1024, 200 iterations). A paper may write a version beside
+// its tool, an idea's number as a value (not as a ratio or percentage);
 // claims.json says which they are. No single-digit integer: it would let
 // any small claim pass.
 type Given map[string]string
 
 var (
-	versionRe  = regexp.MustCompile(`\d+(?:\.\d+)+`)
+	versionRe  = regexp.MustCompile(`(?:([A-Za-z][A-Za-z0-9+_-]*)\s+)?(\d+(?:\.\d+)+)`)
 	ideaNumRe  = regexp.MustCompile(`\d+(?:\.\d+)?`)
 	wordDigits = regexp.MustCompile(`[A-Za-z_]\d`)
 )
@@ -190,10 +207,26 @@ func GivenIn(setup, idea string) Given {
 			g[m] = "idea"
 		}
 	}
-	for _, m := range versionRe.FindAllString(setup, -1) {
-		g[m] = "version"
+	for _, m := range versionRe.FindAllStringSubmatch(setup, -1) {
+		g[m[2]] = "version"
+		if m[1] != "" {
+			g["tool:"+m[2]] = strings.ToLower(m[1])
+		}
 	}
 	return g
+}
+
+// besideTool: the tool whose version v is is named within the few words
+// before the literal at off ("gcc 12.2", "Open MPI 4.1.4"; not "make"
+// far away, nor no tool at all: "4.3x faster" is no version of make).
+func besideTool(tex string, off int, v string, given Given) bool {
+	tool := given["tool:"+v]
+	if tool == "" {
+		return false
+	}
+	pre := strings.ToLower(tex[max(0, off-24):off])
+	i := strings.LastIndex(pre, tool)
+	return i >= 0 && (i == 0 || !isLetter(pre[i-1])) && strings.TrimLeft(pre[i+len(tool):], " ~v(") == ""
 }
 
 // version is the whole dotted number a literal is part of (12.2.0 for the
@@ -210,16 +243,20 @@ func version(tex string, n rundir.Number) string {
 }
 
 // whitelisted says why a number needs no fact, or "": a version the run's
-// setup records, a number its idea gives (as written), a year, a small
-// integer naming a figure, table, section or stage, or a dimension (2-D).
+// setup records, beside its tool; a number its idea gives (as written), as
+// a value; a year, a small integer naming a figure, table, section or
+// stage, or a dimension (2-D), written bare. Never a ratio or percentage.
 func whitelisted(tex string, n rundir.Number, given Given) string {
-	if v := version(tex, n); strings.Contains(v, ".") && given[v] == "version" {
+	if n.Kind == rundir.LiteralRatio || n.Kind == rundir.LiteralPercent {
+		return "" // a ratio or a percentage is a result, whatever its digits
+	}
+	if v := version(tex, n); strings.Contains(v, ".") && given[v] == "version" && n.Kind == "" && besideTool(tex, n.Offset, v, given) {
 		return "version"
 	}
 	if given[n.Text] == "idea" {
 		return "idea"
 	}
-	if n.Rounded != 0.5 || n.Percent {
+	if n.Rounded != 0.5 || n.Kind != "" {
 		return ""
 	}
 	rest := tex[n.Offset+len(n.Text):]
@@ -234,22 +271,104 @@ func whitelisted(tex string, n rundir.Number, given Given) string {
 	return ""
 }
 
-// matches reports whether the number, as printed, is the fact's value:
-// equal within the rounding its digits show (and a relative 1e-9 for the
-// float's own), by magnitude; a percentage also matches a fraction. A
-// bare small integer states only a whole fact: "2" is not 2.097 (so many
-// facts lie within half a unit of a small integer that it would match by
-// chance; write the fact, or its digits).
+// matches reports whether the number states the fact: of a kind its
+// words allow (states), and equal within the rounding its digits show
+// (and a relative 1e-9 for the float's own).
 func matches(n rundir.Number, f rundir.Fact) bool {
-	v, want := math.Abs(n.Value), math.Abs(f.Value)
-	if n.Rounded == 0.5 && !n.Percent && want < 10 && want != math.Trunc(want) {
+	for _, want := range states(n, f) {
+		if near(n, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// near: the literal, as printed, is want by magnitude. A bare small
+// integer states only a whole value: "2" is not 2.097 (so many facts lie
+// within half a unit of a small integer that it would match by chance;
+// write the fact, or its digits).
+func near(n rundir.Number, want float64) bool {
+	v, want := math.Abs(n.Value), math.Abs(want)
+	if n.Rounded >= 0.5 && want < 10 && want != math.Trunc(want) {
 		return false
 	}
-	tol := n.Rounded + 1e-9*want
-	if math.Abs(v-want) <= tol {
-		return true
+	return math.Abs(v-want) <= n.Rounded+1e-9*want
+}
+
+// states are the values of f that n may state, in n's terms: none when
+// its words say it is of another kind (a ratio is never a GFLOP/s value,
+// a version or a delta) or of the other sign (2.9x faster is not a
+// slowdown; a drop is not a gain). A fact of an earlier hpcq, without a
+// kind, is stated by any literal of its value (a percentage: of 100x it).
+func states(n rundir.Number, f rundir.Fact) []float64 {
+	down := n.Negative || n.Direction < 0
+	signOK := func(v float64) bool { return v >= 0 && !down || v < 0 && down || v == 0 }
+	switch {
+	case f.Kind == "":
+		if n.Percent {
+			return []float64{f.Value, 100 * f.Value}
+		}
+		return []float64{f.Value}
+	case n.Kind == rundir.LiteralRatio:
+		switch {
+		case f.Kind != rundir.FactRatio || n.Negative || f.Value <= 0:
+			return nil
+		case n.Direction < 0 && f.Value < 1:
+			return []float64{f.Value, 1 / f.Value} // 0.66x, or 1.5x slower
+		case n.Direction < 0 || n.Direction > 0 && f.Value < 1:
+			return nil
+		}
+		return []float64{f.Value}
+	case n.Kind == rundir.LiteralPercent:
+		switch f.Kind {
+		case rundir.FactFraction:
+			if signOK(f.Value) {
+				return []float64{100 * f.Value}
+			}
+		case rundir.FactRatio:
+			if n.Direction == 0 && !n.Negative {
+				return []float64{100 * f.Value} // at 66% of the baseline's
+			}
+			if signOK(f.Value - 1) {
+				return []float64{100 * (f.Value - 1)}
+			}
+		case rundir.FactMetric:
+			if f.Unit == "%" {
+				return []float64{f.Value}
+			}
+		}
+		return nil
+	case n.Kind == rundir.LiteralUnit:
+		unit := f.Unit
+		switch f.Kind {
+		case rundir.FactSeconds:
+			unit = "s"
+		case rundir.FactDelta:
+			if !signOK(f.Value) {
+				return nil
+			}
+		case rundir.FactMetric:
+		default:
+			return nil
+		}
+		if k, ok := sameUnit(unit, n.Unit); ok {
+			return []float64{f.Value * k}
+		}
+		return nil
 	}
-	return n.Percent && math.Abs(v-100*want) <= tol
+	switch f.Kind { // a bare number: a value of the metric, a count, a delta
+	case rundir.FactMetric:
+		return []float64{f.Value}
+	case rundir.FactCount:
+		if n.Value == math.Trunc(n.Value) && !strings.ContainsAny(n.Text, ".eE") {
+			return []float64{f.Value}
+		}
+	case rundir.FactDelta:
+		if signOK(f.Value) {
+			return []float64{f.Value}
+		}
+	}
+	return nil
 }
 
 // Check reads every numeric literal of tex as a claim and finds the fact
@@ -262,10 +381,14 @@ func Check(tex string, facts []rundir.Fact, given Given) []rundir.Claim {
 	for _, n := range nums {
 		c := rundir.Claim{Number: n, Context: around(tex, n.Offset, len(n.Text))}
 		if c.Whitelist = whitelisted(tex, n, given); c.Whitelist == "" {
-			for _, f := range facts {
-				if matches(n, f) {
-					c.FactID, c.Node, c.SQL = f.ID, f.Node, f.SQL
-					break
+			// A fact of the kind the words name first (40\% higher: the
+			// fraction), then one they may also state (the ratio).
+			for pass := 0; pass < 2 && c.FactID == ""; pass++ {
+				for _, f := range facts {
+					if (n.Kind == rundir.LiteralPercent && f.Kind == rundir.FactRatio) == (pass == 1) && matches(n, f) {
+						c.FactID, c.Node, c.SQL = f.ID, f.Node, f.SQL
+						break
+					}
 				}
 			}
 		}

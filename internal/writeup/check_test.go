@@ -68,7 +68,8 @@ a bare 2 is not the delta.`
 func TestCheckGiven(t *testing.T) {
 	g := GivenIn("- worker local-1 on host vm: gcc 12.2.0, mpi Open MPI 4.1.4, make 4.3\n",
 		"A 5-point stencil on an N x N grid (N = 1024, 200 iterations, the edge at 1.0) on x86 with sm90.")
-	require.Equal(t, Given{"12.2.0": "version", "4.1.4": "version", "4.3": "version", "1024": "idea", "200": "idea", "1.0": "idea"}, g)
+	require.Equal(t, Given{"12.2.0": "version", "4.1.4": "version", "4.3": "version", "1024": "idea", "200": "idea", "1.0": "idea",
+		"tool:12.2.0": "gcc", "tool:4.1.4": "mpi", "tool:4.3": "make"}, g)
 	tex := `Built with gcc 12.2.0 and Open MPI 4.1.4 (make 4.3); gcc 13.1.0 was not used; it reached 4.1 GFLOP/s on 2 cores ` +
 		`for N = 1024 and 200 iterations, 5 times faster, 1024.0 GFLOP/s.`
 	var got []string
@@ -82,7 +83,9 @@ func TestCheckGiven(t *testing.T) {
 // bytes at their offsets, finite, and contexts that are valid UTF-8.
 func FuzzNumbers(f *testing.F) {
 	for _, s := range []string{`842.6~GFLOP/s \label{a1} 3\% % 9`, `\includegraphics[width=.5\linewidth]{a1.png}`, "1{,}550 1,700 1.5e3",
-		`\begin{tabular}{lr} a & 12.5 \\ \end{tabular}`, `\cite{x`, `\\%5`, "\xff1.2", "{[[{"} {
+		`\begin{tabular}{lr} a & 12.5 \\ \end{tabular}`, `\cite{x`, `\\%5`, "\xff1.2", "{[[{", `$3.27\times$`, `652.38\,GFLOP/s`,
+		`$t = 12.74\,\mathrm{s}$`, `771.43\\`, `4.73x faster`, "five times faster, twice as fast", `$-2.9$ drop`, `1024 \times 1024`,
+		"3.2\u00d7 and \u22122.5", `5\,\mathrm{`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, tex string) {

@@ -96,11 +96,11 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 		return "SELECT node, metric_value FROM nodes" + final + " WHERE run = " + run + where + correct +
 			" AND metric_value IS NOT NULL ORDER BY metric_value " + order + ", node LIMIT 1"
 	}
-	pick := func(stage int) (string, float64, bool) {
+	pickWhere := func(stage int, kind string) (string, float64, bool) {
 		id, v, ok := "", 0.0, false
 		for _, i := range ids {
 			n := byID[i]
-			if n.metric == nil || stage > 0 && n.stage != stage || n.heldOut == rundir.HeldIncorrect {
+			if n.metric == nil || stage > 0 && n.stage != stage || kind != "" && n.kind != kind || n.heldOut == rundir.HeldIncorrect {
 				continue
 			}
 			if !ok || r.Maximize && *n.metric > v || !r.Maximize && *n.metric < v {
@@ -109,14 +109,22 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 		}
 		return id, v, ok
 	}
+	pick := func(stage int) (string, float64, bool) { return pickWhere(stage, "") }
 	for stage := 1; stage <= 4; stage++ {
 		if id, v, ok := pick(stage); ok {
 			add(rundir.Fact{ID: fmt.Sprintf("best.stage%d", stage), Claim: fmt.Sprintf("best %s of stage %d (%s): %s", r.Metric, stage,
-				schema.StageName(stage), describe(id)), Value: v, Unit: r.Unit, Node: id, SQL: best(fmt.Sprintf(" AND stage = %d", stage))})
+				schema.StageName(stage), describe(id)), Value: v, Unit: r.Unit, Kind: rundir.FactMetric, Node: id, SQL: best(fmt.Sprintf(" AND stage = %d", stage))})
 		}
 	}
 	bestID, bestV, okBest := pick(0)
-	baseID, baseV, okBase := pick(1)
+	// The baseline is the best draft: a node the model wrote from the idea
+	// alone, not a debug node of stage 1 (it may be the run's best).
+	baseID, baseV, okBase := pickWhere(1, "draft")
+	baseSQL := best(" AND stage = 1 AND kind = 'draft'")
+	if !okBase {
+		baseID, baseV, okBase = pick(1)
+		baseSQL = best(" AND stage = 1")
+	}
 	bestSQL, bestClaim := best(""), fmt.Sprintf("best %s of the run: %s", r.Metric, describe(bestID))
 	held := heldOutNodes(byID, ids, r.Maximize)
 	if held.best != "" {
@@ -128,15 +136,15 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 		bestClaim = fmt.Sprintf("%s of the run's best, the best node on the held-out inputs, on the search's inputs: %s", r.Metric, describe(bestID))
 	}
 	if okBest {
-		add(rundir.Fact{ID: "best", Claim: bestClaim, Value: bestV, Unit: r.Unit, Node: bestID, SQL: bestSQL})
+		add(rundir.Fact{ID: "best", Claim: bestClaim, Value: bestV, Unit: r.Unit, Kind: rundir.FactMetric, Node: bestID, SQL: bestSQL})
 	}
 	if okBest && okBase && baseV != 0 {
 		add(rundir.Fact{ID: "best_over_baseline", Claim: fmt.Sprintf("the best node's %s over the baseline's (the best draft, %s)", r.Metric, baseID),
-			Value: bestV / baseV, Node: bestID,
-			SQL: "SELECT (" + scalar(bestSQL) + ") / (" + scalar(best(" AND stage = 1")) + ")"})
+			Value: bestV / baseV, Kind: rundir.FactRatio, Node: bestID,
+			SQL: "SELECT (" + scalar(bestSQL) + ") / (" + scalar(baseSQL) + ")"})
 		add(rundir.Fact{ID: "best_gain", Claim: fmt.Sprintf("the best node's %s above the baseline's, as a fraction of it (the best draft, %s)", r.Metric, baseID),
-			Value: bestV/baseV - 1, Node: bestID,
-			SQL: "SELECT (" + scalar(bestSQL) + ") / (" + scalar(best(" AND stage = 1")) + ") - 1"})
+			Value: bestV/baseV - 1, Kind: rundir.FactFraction, Node: bestID,
+			SQL: "SELECT (" + scalar(bestSQL) + ") / (" + scalar(baseSQL) + ") - 1"})
 	}
 	for _, f := range heldOutFacts(held, byID, r, final, run, describe) {
 		add(f)
@@ -153,7 +161,7 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 			continue
 		}
 		add(rundir.Fact{ID: id + ".delta", Claim: fmt.Sprintf("%s of %s minus its parent %s's", r.Metric, describe(id), n.parent),
-			Value: *n.metric - *p.metric, Unit: r.Unit, Node: id,
+			Value: *n.metric - *p.metric, Unit: r.Unit, Kind: rundir.FactDelta, Node: id,
 			SQL: "SELECT (" + metricOf(id) + ") - (" + metricOf(n.parent) + ")"})
 	}
 
@@ -169,7 +177,7 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 	for _, row := range metrics.Rows {
 		id, name := fmt.Sprint(row[0]), fmt.Sprint(row[1])
 		last[[2]string{id, name}] = rundir.Fact{ID: id + "." + name, Claim: fmt.Sprintf(reported, name, describe(id)),
-			Value: number(row[2]), Unit: fmt.Sprint(row[3]), Node: id,
+			Value: number(row[2]), Unit: fmt.Sprint(row[3]), Kind: rundir.FactMetric, Node: id,
 			SQL: "SELECT value FROM metrics" + final + " WHERE run = " + run + " AND node = " + quote(id) + " AND name = " + quote(name) +
 				" ORDER BY attempt DESC LIMIT 1"}
 	}
@@ -180,7 +188,7 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 	for _, row := range durations.Rows {
 		id := fmt.Sprint(row[0])
 		last[[2]string{id, "run_s"}] = rundir.Fact{ID: id + ".run_s", Claim: "seconds the run phase of " + describe(id) + " took",
-			Value: number(row[1]) / 1000, Unit: "s", Node: id,
+			Value: number(row[1]) / 1000, Unit: "s", Kind: rundir.FactSeconds, Node: id,
 			SQL: "SELECT duration_ms / 1000.0 FROM phase_runs" + final + " WHERE run = " + run + " AND node = " + quote(id) +
 				" AND phase = 'run' ORDER BY attempt DESC LIMIT 1"}
 	}
@@ -201,9 +209,9 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 			ok++
 		}
 	}
-	add(rundir.Fact{ID: "nodes", Claim: "nodes the search grew", Value: float64(len(ids)),
+	add(rundir.Fact{ID: "nodes", Claim: "nodes the search grew", Value: float64(len(ids)), Kind: rundir.FactCount,
 		SQL: "SELECT count(*) FROM nodes" + final + " WHERE run = " + run})
-	add(rundir.Fact{ID: "nodes_with_metric", Claim: "nodes that produced " + r.Metric, Value: float64(ok),
+	add(rundir.Fact{ID: "nodes_with_metric", Claim: "nodes that produced " + r.Metric, Value: float64(ok), Kind: rundir.FactCount,
 		SQL: "SELECT count(*) FROM nodes" + final + " WHERE run = " + run + " AND metric_value IS NOT NULL"})
 	return facts, nil
 }

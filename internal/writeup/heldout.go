@@ -75,11 +75,11 @@ func heldOutFacts(h heldOut, byID map[string]node, r Run, final, run string, des
 	}
 	nodesSQL := "SELECT count(*) FROM nodes" + final + " WHERE run = " + run
 	facts := []rundir.Fact{
-		{ID: "held_out.gated", Claim: "nodes evaluated on the held-out inputs (the search's best and the baseline)", Value: float64(len(h.gated)),
+		{ID: "held_out.gated", Claim: "nodes evaluated on the held-out inputs (the search's best and the baseline)", Value: float64(len(h.gated)), Kind: rundir.FactCount,
 			SQL: nodesSQL + " AND held_out <> ''"},
-		{ID: "held_out.incorrect", Claim: "nodes of the search found wrong on the held-out inputs", Value: float64(h.incorrect),
+		{ID: "held_out.incorrect", Claim: "nodes of the search found wrong on the held-out inputs", Value: float64(h.incorrect), Kind: rundir.FactCount,
 			SQL: nodesSQL + " AND held_out = " + quote(rundir.HeldIncorrect)},
-		{ID: "held_out.overfit", Claim: "nodes whose standing fell past the gate's share on the held-out inputs (overfit)", Value: float64(h.overfit),
+		{ID: "held_out.overfit", Claim: "nodes whose standing fell past the gate's share on the held-out inputs (overfit)", Value: float64(h.overfit), Kind: rundir.FactCount,
 			SQL: nodesSQL + " AND held_out = " + quote(rundir.HeldOverfit)},
 	}
 	heldSQL := func(id string) string {
@@ -87,12 +87,12 @@ func heldOutFacts(h heldOut, byID map[string]node, r Run, final, run string, des
 	}
 	if h.best != "" {
 		facts = append(facts, rundir.Fact{ID: "held_out.best", Claim: fmt.Sprintf("%s of the run's best on the held-out inputs, measured by the evaluator: %s",
-			r.Metric, describe(h.best)), Value: *byID[h.best].heldMetric, Unit: r.Unit, Node: h.best, SQL: heldSQL(h.best)})
+			r.Metric, describe(h.best)), Value: *byID[h.best].heldMetric, Unit: r.Unit, Kind: rundir.FactMetric, Node: h.best, SQL: heldSQL(h.best)})
 	}
 	for _, id := range h.gated {
 		if m := byID[id].heldMetric; m != nil {
 			facts = append(facts, rundir.Fact{ID: id + ".held_out", Claim: fmt.Sprintf("%s of %s on the held-out inputs (%s there)", r.Metric, describe(id),
-				byID[id].heldOut), Value: *m, Unit: r.Unit, Node: id, SQL: heldSQL(id)})
+				byID[id].heldOut), Value: *m, Unit: r.Unit, Kind: rundir.FactMetric, Node: id, SQL: heldSQL(id)})
 		}
 	}
 	return facts

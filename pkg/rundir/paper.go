@@ -101,7 +101,34 @@ type Number struct {
 	// Percent: written with \% after it; it then also matches a fact that
 	// is a fraction (0.4 for "40\%").
 	Percent bool `json:"percent,omitempty"`
+	// Kind is what the text says the number is (a Literal* kind; "" when
+	// it says nothing: a bare number), Unit the unit written after it
+	// ("GFLOP/s", "ms"), Negative a minus sign before it, and Direction
+	// what the words around it say of a change (+1 faster, higher, a gain;
+	// -1 slower, lower, a loss; 0 neither).
+	Kind      string `json:"kind,omitempty"`
+	Unit      string `json:"unit,omitempty"`
+	Negative  bool   `json:"negative,omitempty"`
+	Direction int    `json:"direction,omitempty"`
 }
+
+// What a paper's text says a number is (Number.Kind).
+const (
+	LiteralRatio   = "ratio"   // 3.2x, 3.2$\times$, "3.2 times", "three-fold", "twice"
+	LiteralPercent = "percent" // 40\%, 40 percent
+	LiteralUnit    = "unit"    // 842.6 GFLOP/s, 12.7\,\mathrm{s}, 3 ms: Unit says which
+)
+
+// Kinds of fact (Fact.Kind): a literal states a fact only of a kind its
+// words allow (internal/writeup).
+const (
+	FactMetric   = "metric"   // a value of a metric, in Unit
+	FactRatio    = "ratio"    // one value over another (best over the baseline)
+	FactFraction = "fraction" // a relative change (0.51: 51% above), written as a percentage
+	FactDelta    = "delta"    // one value minus another, in Unit, with its sign
+	FactSeconds  = "seconds"  // a duration, in seconds
+	FactCount    = "count"    // how many (nodes)
+)
 
 // A Claim is a number checked against the facts: the fact it matches
 // (FactID, empty when none does), or the whitelist's reason.
@@ -129,8 +156,11 @@ type Fact struct {
 	Claim string  `json:"claim"`
 	Value float64 `json:"value"`
 	Unit  string  `json:"unit,omitempty"`
-	Node  string  `json:"node,omitempty"`
-	SQL   string  `json:"sql"`
+	// Kind is what the number is (a Fact* kind; "" in a facts.json of an
+	// earlier hpcq: any).
+	Kind string `json:"kind,omitempty"`
+	Node string `json:"node,omitempty"`
+	SQL  string `json:"sql"`
 }
 
 // Report is what checking a paper found: its literals and how each was
