@@ -200,3 +200,54 @@ func TestHeldOutFacts(t *testing.T) {
 	require.InDelta(t, 800, byID["n0001.held_out"].Value, 1e-9)
 	require.NotContains(t, byID, "n0002.held_out")
 }
+
+// TestFactDefinitions: a tree built to tell the candidates apart. Stage
+// 1's best is a debug node (the run's best too), better than both drafts;
+// the baseline is the best draft, not it, so the best is 1.5x the
+// baseline (the definition by stage gave 1x). Each fact's kind and SQL
+// say the same.
+func TestFactDefinitions(t *testing.T) {
+	ts := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	f := func(v float64) *float64 { return &v }
+	var rows results.Rows
+	for _, n := range []struct {
+		id, parent, kind string
+		stage            int
+		gflops           float64
+	}{{"n0001", "", "draft", 1, 2.0}, {"n0002", "", "draft", 1, 1.0}, {"n0003", "n0002", "debug", 1, 3.0},
+		{"n0004", "n0003", "hyperparam", 2, 2.5}, {"n0005", "n0003", "ablation", 4, 1.2}} {
+		rows.Nodes = append(rows.Nodes, results.Node{Run: "r1", Node: n.id, Parent: n.parent, Stage: n.stage, Kind: n.kind, Pool: "cpu",
+			Attempt: 1, Status: "ok", MetricName: "gflops", MetricValue: f(n.gflops), TS: ts})
+	}
+	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	db, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	require.NoError(t, db.Write(context.Background(), rows))
+	require.NoError(t, db.Close())
+	q := func(ctx context.Context, sql string) (*results.Table, error) { return results.QuerySQLite(ctx, path, sql) }
+	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true})
+	require.NoError(t, err)
+	byID := bySQL(t, q, facts)
+	require.Equal(t, "n0003", byID["best"].Node)
+	require.Equal(t, "n0003", byID["best.stage1"].Node, "the stage's best may be a debug node")
+	require.InDelta(t, 1.5, byID["best_over_baseline"].Value, 1e-12, "over the best draft, n0001")
+	require.Contains(t, byID["best_over_baseline"].Claim, "n0001")
+	require.Equal(t, rundir.FactRatio, byID["best_over_baseline"].Kind)
+	require.InDelta(t, 0.5, byID["best_gain"].Value, 1e-12)
+	require.Equal(t, rundir.FactFraction, byID["best_gain"].Kind)
+	require.InDelta(t, -0.5, byID["n0004.delta"].Value, 1e-12, "hyperparam minus its parent")
+	require.InDelta(t, -1.8, byID["n0005.delta"].Value, 1e-12)
+	require.Equal(t, rundir.FactDelta, byID["n0005.delta"].Kind)
+	require.Equal(t, rundir.FactCount, byID["nodes"].Kind)
+	require.Equal(t, 5.0, byID["nodes"].Value)
+	for _, f := range facts {
+		require.NotEmpty(t, f.Kind, f.ID)
+	}
+	// The paper the cluster run wrote: "1 times the baseline (0.0% above
+	// it)" is false now; 1.5x and 50% above it are true.
+	for tex, ok := range map[string]bool{`1 times the baseline`: false, `0.0\% above it`: false, `1.5x the baseline`: true, `50\% above it`: true} {
+		cs := Check(tex, facts, nil)
+		require.Len(t, cs, 1, tex)
+		require.Equal(t, ok, cs[0].Verified(), tex)
+	}
+}
