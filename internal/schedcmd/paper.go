@@ -126,4 +126,7 @@ func printUnverified(r rundir.Report) {
 	for _, c := range r.UnverifiedClaims() {
 		fmt.Fprintf(term.Stderr(), "unverified: %s (in %q)\n", c.Text, c.Context)
 	}
+	for _, x := range r.InsideNoise {
+		fmt.Fprintf(term.Stderr(), "inside the noise: %s\n", x)
+	}
 }

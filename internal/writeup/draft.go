@@ -114,7 +114,8 @@ type draft struct {
 }
 
 func (d draft) clean() bool {
-	return d.compiled.Error == "" && d.report.Unverified == 0 && len(d.report.UnknownFacts) == 0 && len(d.removed) == 0
+	return d.compiled.Error == "" && d.report.Unverified == 0 && len(d.report.UnknownFacts) == 0 && len(d.removed) == 0 &&
+		len(d.report.InsideNoise) == 0
 }
 
 // Write has the model write the paper: a draft, checked (numbers, fact ids,
@@ -309,6 +310,12 @@ func (d Drafting) feedback(r draft) string {
 	if n > maxClaimsFed {
 		fmt.Fprintf(&b, "- and %d more\n", n-maxClaimsFed)
 	}
+	if len(r.report.InsideNoise) > 0 {
+		b.WriteString("Differences inside the noise (the two nodes' 95% intervals overlap): say that they are not told apart, or take them out:\n")
+		for _, x := range r.report.InsideNoise {
+			fmt.Fprintf(&b, "- %s\n", x)
+		}
+	}
 	if len(r.report.UnknownFacts) > 0 {
 		fmt.Fprintf(&b, "Fact ids that are not in the Facts section (the paper cannot compile with them): %s\n", strings.Join(r.report.UnknownFacts, ", "))
 	}
@@ -366,7 +373,7 @@ func (d Drafting) files(tex string) []schema.File {
 }
 
 // factsText lists the facts for the prompt: id, value as \fact prints it,
-// unit, what it is.
+// unit, what it is, its kind, and whether it is inside the noise.
 func factsText(facts []rundir.Fact) string {
 	var b strings.Builder
 	for _, f := range facts {
@@ -374,7 +381,14 @@ func factsText(facts []rundir.Fact) string {
 		if f.Unit != "" {
 			b.WriteString(" " + f.Unit)
 		}
-		b.WriteString(": " + f.Claim + "\n")
+		b.WriteString(": " + f.Claim)
+		if f.Kind != "" {
+			b.WriteString(" [" + f.Kind + "]")
+		}
+		if f.Noise != "" {
+			b.WriteString(" (" + f.Noise + ": not a difference the measurements tell apart)")
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }

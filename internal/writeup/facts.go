@@ -138,11 +138,16 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 	if okBest {
 		add(rundir.Fact{ID: "best", Claim: bestClaim, Value: bestV, Unit: r.Unit, Kind: rundir.FactMetric, Node: bestID, SQL: bestSQL})
 	}
+	sp := spreads(ctx, q, final, run)
+	for _, f := range spreadFacts(sp, bestID, r, final, run) {
+		add(f)
+	}
 	if okBest && okBase && baseV != 0 {
-		add(rundir.Fact{ID: "best_over_baseline", Claim: fmt.Sprintf("the best node's %s over the baseline's (the best draft, %s)", r.Metric, baseID),
+		noise := insideNoise(sp, bestID, baseID)
+		add(rundir.Fact{ID: "best_over_baseline", Noise: noise, Claim: fmt.Sprintf("the best node's %s over the baseline's (the best draft, %s)", r.Metric, baseID),
 			Value: bestV / baseV, Kind: rundir.FactRatio, Node: bestID,
 			SQL: "SELECT (" + scalar(bestSQL) + ") / (" + scalar(baseSQL) + ")"})
-		add(rundir.Fact{ID: "best_gain", Claim: fmt.Sprintf("the best node's %s above the baseline's, as a fraction of it (the best draft, %s)", r.Metric, baseID),
+		add(rundir.Fact{ID: "best_gain", Noise: noise, Claim: fmt.Sprintf("the best node's %s above the baseline's, as a fraction of it (the best draft, %s)", r.Metric, baseID),
 			Value: bestV/baseV - 1, Kind: rundir.FactFraction, Node: bestID,
 			SQL: "SELECT (" + scalar(bestSQL) + ") / (" + scalar(baseSQL) + ") - 1"})
 	}
@@ -160,7 +165,7 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 		if (n.kind != "hyperparam" && n.kind != "ablation") || !ok || n.metric == nil || p.metric == nil {
 			continue
 		}
-		add(rundir.Fact{ID: id + ".delta", Claim: fmt.Sprintf("%s of %s minus its parent %s's", r.Metric, describe(id), n.parent),
+		add(rundir.Fact{ID: id + ".delta", Noise: insideNoise(sp, id, n.parent), Claim: fmt.Sprintf("%s of %s minus its parent %s's", r.Metric, describe(id), n.parent),
 			Value: *n.metric - *p.metric, Unit: r.Unit, Kind: rundir.FactDelta, Node: id,
 			SQL: "SELECT (" + metricOf(id) + ") - (" + metricOf(n.parent) + ")"})
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/hpcq/hpcq/internal/testutil"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/rundir"
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 // stencilRows are the results of examples/stencil-cuda's tree as the H200
@@ -224,7 +225,9 @@ func TestFactDefinitions(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, db.Write(context.Background(), rows))
 	require.NoError(t, db.Close())
-	q := func(ctx context.Context, sql string) (*results.Table, error) { return results.QuerySQLite(ctx, path, sql) }
+	q := func(ctx context.Context, sql string) (*results.Table, error) {
+		return results.QuerySQLite(ctx, path, sql)
+	}
 	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true})
 	require.NoError(t, err)
 	byID := bySQL(t, q, facts)
@@ -250,4 +253,47 @@ func TestFactDefinitions(t *testing.T) {
 		require.Len(t, cs, 1, tex)
 		require.Equal(t, ok, cs[0].Verified(), tex)
 	}
+}
+
+// TestNoiseFacts: the best's spread is a fact; a difference whose two
+// intervals overlap is inside the noise, and a paper stating it (by a
+// literal or \fact) is told so; one beyond the noise is not.
+func TestNoiseFacts(t *testing.T) {
+	ts := time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	f := func(v float64) *float64 { return &v }
+	var rows results.Rows
+	for _, n := range []struct {
+		id, parent, kind string
+		stage            int
+		m, low, high     float64
+	}{{"n0001", "", "draft", 1, 2.0, 1.8, 2.3}, {"n0002", "n0001", "improve", 3, 2.1, 1.9, 2.4}, {"n0003", "n0002", "ablation", 4, 1.0, 0.9, 1.1}} {
+		row := results.Node{Run: "r1", Node: n.id, Parent: n.parent, Stage: n.stage, Kind: n.kind, Pool: "cpu", Attempt: 1, Status: "ok",
+			MetricName: "gflops", MetricValue: f(n.m), TS: ts}
+		row.SetSpread(&schema.Spread{Q1: n.m - 0.05, Q3: n.m + 0.05, Low: n.low, High: n.high, N: 5})
+		rows.Nodes = append(rows.Nodes, row)
+	}
+	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	db, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	require.NoError(t, db.Write(context.Background(), rows))
+	require.NoError(t, db.Close())
+	q := func(ctx context.Context, sql string) (*results.Table, error) { return results.QuerySQLite(ctx, path, sql) }
+	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true})
+	require.NoError(t, err)
+	byID := bySQL(t, q, facts)
+	require.InDelta(t, 1.9, byID["best.low"].Value, 1e-12)
+	require.InDelta(t, 2.4, byID["best.high"].Value, 1e-12)
+	require.InDelta(t, 2.15, byID["best.q3"].Value, 1e-12)
+	require.Equal(t, "inside the noise: n0002's 95% interval [1.9, 2.4] overlaps n0001's [1.8, 2.3]", byID["best_over_baseline"].Noise)
+	require.NotEmpty(t, byID["best_gain"].Noise)
+	require.Empty(t, byID["n0003.delta"].Noise, "the ablation's drop is beyond the noise")
+
+	r := CheckPaper(`The tuned kernel was 1.05x faster than the draft; removing the blocking lost 1.1 GFLOP/s.`, facts, nil)
+	require.Zero(t, r.Unverified)
+	require.Len(t, r.InsideNoise, 1)
+	require.Contains(t, r.InsideNoise[0], "best_over_baseline (1.05 in ")
+	r = CheckPaper(`A gain of \factpct{best_gain}.`, facts, nil)
+	require.Len(t, r.InsideNoise, 1)
+	require.Contains(t, r.InsideNoise[0], `best_gain (\fact{best_gain}): inside the noise`)
+	require.Contains(t, factsText(facts), "not a difference the measurements tell apart")
 }

@@ -159,6 +159,10 @@ type Fact struct {
 	// Kind is what the number is (a Fact* kind; "" in a facts.json of an
 	// earlier hpcq: any).
 	Kind string `json:"kind,omitempty"`
+	// Noise, on a difference between two nodes measured with repeats,
+	// says that it is inside the noise: their 95% intervals overlap. A
+	// paper that states it is told so.
+	Noise string `json:"noise,omitempty"`
 	Node string `json:"node,omitempty"`
 	SQL  string `json:"sql"`
 }
@@ -175,6 +179,10 @@ type Report struct {
 	// Stated are the facts the paper states through \fact and \factpct:
 	// each number they print, with its node and query.
 	Stated []Fact `json:"stated,omitempty"`
+	// InsideNoise are the differences the paper states (a literal or a
+	// \fact) that are inside the noise (Fact.Noise): each fact's id and
+	// why.
+	InsideNoise []string `json:"inside_noise,omitempty"`
 }
 
 // UnverifiedClaims are the numbers no fact or whitelist entry accounts for.
