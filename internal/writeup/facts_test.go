@@ -277,7 +277,9 @@ func TestNoiseFacts(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, db.Write(context.Background(), rows))
 	require.NoError(t, db.Close())
-	q := func(ctx context.Context, sql string) (*results.Table, error) { return results.QuerySQLite(ctx, path, sql) }
+	q := func(ctx context.Context, sql string) (*results.Table, error) {
+		return results.QuerySQLite(ctx, path, sql)
+	}
 	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true})
 	require.NoError(t, err)
 	byID := bySQL(t, q, facts)

@@ -163,8 +163,8 @@ type Fact struct {
 	// says that it is inside the noise: their 95% intervals overlap. A
 	// paper that states it is told so.
 	Noise string `json:"noise,omitempty"`
-	Node string `json:"node,omitempty"`
-	SQL  string `json:"sql"`
+	Node  string `json:"node,omitempty"`
+	SQL   string `json:"sql"`
 }
 
 // Report is what checking a paper found: its literals and how each was
