@@ -281,3 +281,49 @@ func TestWriteupWithinTheBudget(t *testing.T) {
 	require.Contains(t, string(rep), "**Numbers no result states**")
 	require.Contains(t, string(rep), "- `99.5` in")
 }
+
+// TestWriteupWithoutTeXCompiledLater: a run written where TeX is not
+// installed offers the model its SVG plots (as the PDFs a compile makes of
+// them) and keeps them in paper/figures; `writeup --check paper.tex --pdf`,
+// as the run's message says, then compiles the paper with its figure.
+func TestWriteupWithoutTeXCompiledLater(t *testing.T) {
+	testutil.RequireBinary(t, "latexmk", "scripts/services.sh install tex")
+	testutil.RequireBinary(t, "rsvg-convert", "scripts/services.sh install tex")
+	t.Parallel()
+	idea := scoreIdea(t, "llm: {model: test-model}")
+	srv := draftsLLM(t, func(n int) string {
+		return runScript(`printf '<svg xmlns="http://www.w3.org/2000/svg" width="120" height="60"><rect width="80" height="40"/></svg>' > scaling.svg` +
+			"\necho 'METRIC score=" + []string{"0", "12.25", "37.5"}[n] + " points'\n")
+	})
+	runDir := filepath.Join(t.TempDir(), "run")
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
+	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", runDir, idea)
+	require.Equal(t, 0, code, out)
+
+	writer := fakellm.New(t, func(r fakellm.Request) fakellm.Reply {
+		if r.Kind != "writeup" {
+			return fakellm.Reply{Status: 400}
+		}
+		return fakellm.Reply{Content: "```latex\n\\documentclass{article}\n\\usepackage{graphicx}\n\\begin{document}\n\\title{Scores}\\maketitle\n" +
+			"The best scored \\fact{best} points.\n\\begin{figure}\\includegraphics[width=0.5\\linewidth]{figures/best-scaling.pdf}\\caption{Scaling.}\\end{figure}\n" +
+			"\\end{document}\n```"}
+	})
+	noTeX := append(baseEnv(t, "OPENAI_BASE_URL="+writer.BaseURL(), "OPENAI_API_KEY=test-key"), "PATH="+t.TempDir())
+	out, code = run(t, noTeX, "scheduler", "writeup", "--run-dir", runDir)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "--check "+filepath.Join(runDir, rundir.PaperDir, rundir.PaperTeX)+" --pdf")
+	var asked bool
+	for _, r := range writer.Requests() {
+		if r.Kind == "writeup" {
+			asked = asked || strings.Contains(r.Last(), "figures/best-scaling.pdf")
+		}
+	}
+	require.True(t, asked, "the SVG plot is offered as the PDF the compile makes")
+	require.FileExists(t, filepath.Join(runDir, rundir.PaperDir, rundir.FiguresDir, "best-scaling.svg"))
+
+	tex := filepath.Join(runDir, rundir.PaperDir, rundir.PaperTeX)
+	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", tex, "--pdf")
+	require.Equal(t, 0, code, out)
+	require.Regexp(t, `writeup check pdf=\S+paper.pdf pages=1 numbers=0 verified=0 unverified=0 facts_cited=1`, out)
+	require.FileExists(t, filepath.Join(runDir, rundir.PaperDir, rundir.PaperPDF))
+}

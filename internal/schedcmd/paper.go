@@ -53,6 +53,10 @@ func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool
 	dir := rundir.Dir(r.s.Dir).Path(rundir.PaperDir)
 	d := writeup.Drafting{Facts: r.facts, Bib: runBib(r.s.Spec, r.info), MaxRounds: r.s.Spec.Writeup.MaxRounds}
 	noTeX := missingTeX()
+	// Without TeX the paper is compiled later (writeup --check --pdf, once
+	// TeX and rsvg-convert are installed as the line below says): its SVG
+	// plots are offered as the PDFs that compile will make of them.
+	d.SVG = noTeX != ""
 	if noTeX == "" {
 		comp, err := compiler(cfg, r.info.RunID, dir)
 		if err != nil {
