@@ -84,3 +84,46 @@ evaluation: {execution_review: false, parse_metrics: false, node_summary: false}
 	require.Contains(t, report, "impossible")
 	require.True(t, strings.Contains(report, "of this host's peak") || strings.Contains(report, "of the bound"), report)
 }
+
+// TestRepeatedRunPhase: without a harness, a node's timed metric is the
+// median of its program's reports over a warm-up and five measured runs,
+// its spread beside it: in result.json, the samples table (every run),
+// the nodes row and `scheduler ls`.
+func TestRepeatedRunPhase(t *testing.T) {
+	t.Parallel()
+	srv := draftsLLM(t, func(int) string {
+		return runScript("n=$(cat runs 2>/dev/null || echo 0); echo $((n + 1)) > runs\nset -- 90 4 1 3 2 5 7; shift $n; echo \"METRIC t=$1 ms\"\n")
+	})
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "idea.md"), []byte("# A fast loop\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.yaml"), []byte(`metric: {name: t, direction: minimize, unit: ms}
+stages: {initial_implementation: {max_iterations: 1}, baseline_tuning: {max_iterations: 0}, creative_research: {max_iterations: 0}, ablation_studies: {max_iterations: 0}}
+search: {num_drafts: 1, slots: 1}
+llm: {model: test-model}
+`), 0o644))
+	runDir := filepath.Join(t.TempDir(), "run-repeats")
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
+	out, code := run(t, env, "scheduler", "run", "--local", "--run-dir", runDir, dir)
+	require.Equal(t, 0, code, out)
+
+	o, ok, err := rundir.Dir(runDir).ReadOutcome("n0001")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.False(t, o.Buggy, o.Reason)
+	require.Equal(t, 3.0, *o.Metric, "the median of 4, 1, 3, 2, 5; the warm-up's 90 left out")
+	require.Equal(t, rundir.MetricFromRepeats, o.MetricFrom)
+	require.NotNil(t, o.Spread)
+	require.Equal(t, 5, o.Spread.N)
+
+	q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT repeat, value, stage FROM samples WHERE node = 'n0001' ORDER BY repeat")
+	require.Equal(t, 0, code, q)
+	require.Contains(t, q, "0,90,run\n1,4,run\n2,1,run\n3,3,run\n4,2,run\n5,5,run\n")
+	q, code = run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
+		"SELECT metric_value, metric_from, metric_low IS NOT NULL FROM nodes WHERE node = 'n0001'")
+	require.Equal(t, 0, code, q)
+	require.Contains(t, q, "3,repeats,1\n")
+	ls, code := run(t, env, "scheduler", "ls", "--run-dir", runDir)
+	require.Equal(t, 0, code, ls)
+	require.Contains(t, ls, "(median of 5 runs)")
+}

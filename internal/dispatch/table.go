@@ -62,6 +62,9 @@ func metricsText(r *schema.NodeResult) string {
 	if ev == nil {
 		return cmp.Or(own, "-")
 	}
+	if !ev.ByHarness() && ev.Metric != nil {
+		return strings.TrimSpace(fmt.Sprintf("median=%g %s of %d runs", *ev.Metric, ev.Unit, len(ev.Samples)-1))
+	}
 	var parts []string
 	if ev.Metric != nil {
 		parts = append(parts, strings.TrimSpace(fmt.Sprintf("evaluated=%g %s", *ev.Metric, ev.Unit)))

@@ -35,7 +35,7 @@ func budgetOr(v int) int {
 func (r *runner) assess(ctx context.Context, n *tree.Node, o rundir.Outcome) rundir.Outcome {
 	e := r.e
 	res := o.Result
-	if res == nil || res.Error != nil || o.Cached || o.DeadLetter != nil || res.Evaluation != nil {
+	if res == nil || res.Error != nil || o.Cached || o.DeadLetter != nil || res.Evaluation.ByHarness() {
 		return o // an evaluator judged it: the model reads no number of the program's own
 	}
 	ev, mcfg := e.s.Spec.Evaluation, e.s.Spec.Memory.Config

@@ -191,6 +191,9 @@ func (e *engine) evaluate(node string, res *schema.NodeResult, dl *queue.DeadLet
 			d := res.Diagnostics[0]
 			o.Reason += fmt.Sprintf(" (%s:%d: %s)", d.File, d.Line, d.Message)
 		}
+	case res.Evaluation != nil && res.Evaluation.Stage == schema.EvalRun:
+		// The program's own report, the median of its measured runs.
+		o.Metric, o.MetricFrom, o.Spread = res.Evaluation.Metric, rundir.MetricFromRepeats, res.Evaluation.Spread
 	case res.Evaluation != nil:
 		// The harness's measure; what the program said of itself is kept
 		// beside it, never ranked.
@@ -326,7 +329,7 @@ func (r *runner) prepare(ctx context.Context, n *tree.Node) (*schema.NodeTask, s
 	}
 	t := &schema.NodeTask{V: schema.Version, RunID: e.s.RunID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
 		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.s.Spec.Pool, Artifacts: a.Phases, Limits: e.s.Spec.Limits, Requires: e.s.Spec.Requires,
-		Shell: e.s.Spec.Shell, Container: e.s.Spec.Container.Task(), Evaluate: e.harness}
+		Shell: e.s.Spec.Shell, Container: e.s.Spec.Container.Task(), Evaluate: e.harness, Measure: e.s.Spec.Measure()}
 	if t.Container != nil {
 		t.Container.Layers = layers
 	}

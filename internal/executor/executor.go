@@ -312,22 +312,12 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 		return nil, err
 	}
 	defer e.openLive(t, names, &run)()
-	for _, ph := range phases {
-		var rerr *schema.ResultError
-		var err error
-		switch {
-		case ph.name == schema.PhaseDownload && t.Install != nil:
-			rerr, err = e.installPhase(ctx, t, ph, run, logs().files[ph.name], res, rec)
-		case len(ph.cmds) > 0:
-			rerr, err = e.commandsPhase(ctx, ph, run, logs().files[ph.name], met, res, rec)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if rerr != nil {
-			res.Error = rerr
-			return res, nil
-		}
+	samples, runStart, err := e.phases(ctx, t, phases, run, logs().files, met, res, rec)
+	if err != nil {
+		return nil, err
+	}
+	if res.Error != nil {
+		return res, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -339,7 +329,37 @@ func (e *Executor) execute(ctx context.Context, t *schema.NodeTask, slot worker.
 	if err := collect(t, ws, res, met, rec); err != nil {
 		return nil, err
 	}
+	if t.Measure != nil && t.Evaluate == nil {
+		measured(t, res, samples, runStart)
+	}
 	return res, nil
+}
+
+// phases runs the task's phases in order until one fails (res.Error);
+// a measured run phase gives its samples and when it started.
+func (e *Executor) phases(ctx context.Context, t *schema.NodeTask, phases []phaseSpec, run phaseRun, logs map[string]*os.File, met *metrics,
+	res *schema.NodeResult, rec *recorder) (samples []schema.EvalSample, runStart time.Time, err error) {
+	runStart = time.Now()
+	for _, ph := range phases {
+		var rerr *schema.ResultError
+		switch {
+		case ph.name == schema.PhaseDownload && t.Install != nil:
+			rerr, err = e.installPhase(ctx, t, ph, run, logs[ph.name], res, rec)
+		case ph.name == schema.PhaseRun && len(ph.cmds) > 0 && t.Measure != nil && t.Evaluate == nil:
+			runStart = time.Now()
+			rerr, samples, err = e.measuredRun(ctx, t, ph, run, logs[ph.name], met, res, rec)
+		case len(ph.cmds) > 0:
+			rerr, err = e.commandsPhase(ctx, ph, run, logs[ph.name], met, res, rec)
+		}
+		if err != nil {
+			return nil, runStart, err
+		}
+		if rerr != nil {
+			res.Error = rerr
+			return nil, runStart, nil
+		}
+	}
+	return samples, runStart, nil
 }
 
 // placeTask is where task t's commands run: its container (nil: the

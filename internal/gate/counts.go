@@ -42,7 +42,7 @@ func Count(dir rundir.Dir, nodes []tree.Node, metric string, maximize bool, g *r
 			continue
 		}
 		r := o.Result
-		judged := r.Evaluation != nil || r.Error != nil && (r.Error.Phase == schema.PhaseEvaluate || r.Error.Phase == schema.PhaseEvaluateQuick)
+		judged := r.Evaluation.ByHarness() || r.Error != nil && (r.Error.Phase == schema.PhaseEvaluate || r.Error.Phase == schema.PhaseEvaluateQuick)
 		if !judged {
 			continue
 		}

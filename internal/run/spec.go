@@ -192,6 +192,44 @@ type Evaluation struct {
 	// Harness, when set, is the idea's evaluator: a node's metric is its
 	// measure, not what the program reports of itself.
 	Harness *Harness `yaml:"harness"`
+	// Repeats, without a harness, is how many times a node's run phase is
+	// measured after a warm-up, its metric the median of the program's
+	// reports (1: once, no warm-up). Unset: DefaultRepeats for a metric
+	// whose unit is a time or a rate (a timing is noisy), else 1.
+	Repeats *int `yaml:"repeats"`
+}
+
+// DefaultRepeats are the measured runs of a timed metric without a harness.
+const DefaultRepeats = 5
+
+// Measure is how a node's run phase is measured without a harness (nil:
+// once).
+func (s *Spec) Measure() *schema.Measure {
+	if s.Evaluation.Harness != nil {
+		return nil
+	}
+	n := 1
+	switch {
+	case s.Evaluation.Repeats != nil:
+		n = *s.Evaluation.Repeats
+	case timed(s.Metric.Unit):
+		n = DefaultRepeats
+	}
+	if n < 2 {
+		return nil
+	}
+	return &schema.Measure{Metric: s.Metric.Name, Repeats: n}
+}
+
+// timed: a unit of a time or a rate (s, ms, GFLOP/s, GB/s, MLUP/s).
+func timed(unit string) bool {
+	u := strings.TrimSpace(unit)
+	switch strings.ToLower(u) {
+	case "s", "sec", "secs", "seconds", "ms", "us", "µs", "ns", "min", "minutes":
+		return true
+	}
+	_, rate := hostbound.ParseRate(u)
+	return rate || strings.Contains(u, "/s")
 }
 
 // Phase1 is the download/install phase.
@@ -393,6 +431,9 @@ func (s Spec) Validate() error {
 	}
 	if err := (hostbound.Metric{Bound: s.Metric.Bound, Intensity: s.Metric.Intensity, Unit: s.Metric.Unit}).Check(); err != nil {
 		return bad("metric.bound", "%v", err)
+	}
+	if r := s.Evaluation.Repeats; r != nil && (*r < 1 || *r > schema.MaxEvalRepeats) {
+		return bad("evaluation.repeats", "%d, must be 1 to %d", *r, schema.MaxEvalRepeats)
 	}
 	for i, v := range []int{s.Stages.InitialImplementation.MaxIterations, s.Stages.BaselineTuning.MaxIterations,
 		s.Stages.CreativeResearch.MaxIterations, s.Stages.AblationStudies.MaxIterations} {

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hpcq/hpcq/pkg/schema"
 )
 
 func write(t *testing.T, dir, name, text string) string {
@@ -121,4 +123,25 @@ func TestContainerSpec(t *testing.T) {
 	require.ErrorContains(t, write("container: {image: x.sif, digest: md5:abc}\n"), "container.digest")
 	require.ErrorContains(t, write("container: {image: \"\"}\n"), "container.image")
 	require.ErrorContains(t, write("container: {image: x.sif, runtime: docker}\n"), "runtime")
+}
+
+// TestMeasureDefaults: without a harness a timed metric is measured
+// DefaultRepeats times after a warm-up, a score once; run.yaml says
+// otherwise; a harness measures itself.
+func TestMeasureDefaults(t *testing.T) {
+	dir := t.TempDir()
+	load := func(yaml string) *Spec {
+		s, err := LoadSpec(write(t, dir, "run.yaml", yaml))
+		require.NoError(t, err)
+		return &s
+	}
+	m := load("idea: x\nmetric: {name: gflops, direction: maximize, unit: GFLOP/s}").Measure()
+	require.Equal(t, &schema.Measure{Metric: "gflops", Repeats: DefaultRepeats}, m)
+	require.NotNil(t, load("idea: x\nmetric: {name: t, direction: minimize, unit: ms}").Measure())
+	require.NotNil(t, load("idea: x\nmetric: {name: r, direction: maximize, unit: MLUP/s}").Measure())
+	require.Nil(t, load("idea: x\nmetric: {name: score, direction: maximize}").Measure(), "a score is not a timing")
+	require.Nil(t, load("idea: x\nmetric: {name: gflops, direction: maximize, unit: GFLOP/s}\nevaluation: {repeats: 1}").Measure())
+	require.Equal(t, 3, load("idea: x\nmetric: {name: score, direction: maximize}\nevaluation: {repeats: 3}").Measure().Repeats)
+	_, err := LoadSpec(write(t, dir, "run.yaml", "idea: x\nmetric: {name: g, direction: maximize}\nevaluation: {repeats: 0}"))
+	require.ErrorContains(t, err, "evaluation.repeats: 0")
 }

@@ -286,13 +286,16 @@ func metricText(rec rundir.Outcome) (string, *float64) {
 			}
 			text += ")"
 		}
+		if rec.MetricFrom == rundir.MetricFromRepeats && r != nil && r.Evaluation != nil {
+			text += fmt.Sprintf(" (median of %d runs)", len(r.Evaluation.Samples)-1)
+		}
 		return text, &v
-	case r != nil && r.Evaluation != nil && r.Evaluation.Metric != nil: // an exec's task, measured by its evaluator
+	case r != nil && r.Evaluation.ByHarness() && r.Evaluation.Metric != nil: // an exec's task, measured by its evaluator
 		return "evaluated=" + g(*r.Evaluation.Metric), nil
 	case rec.Metric == nil && r != nil && len(r.Metrics) > 0: // an exec's task: its first metric
 		names := slices.Sorted(maps.Keys(r.Metrics))
 		text := names[0] + "=" + g(r.Metrics[names[0]])
-		if r.Evaluation != nil {
+		if r.Evaluation.ByHarness() {
 			text = "self-reported " + text
 		}
 		return text, nil

@@ -11,6 +11,11 @@ import (
 // evaluator measured (docs/evaluation.md).
 const MetricFromEvaluator = "evaluator"
 
+// MetricFromRepeats is Outcome.MetricFrom of a metric that is the median
+// of the program's own reports over its measured runs (run.yaml
+// evaluation.repeats, without a harness).
+const MetricFromRepeats = "repeats"
+
 // Outcome is a node's result.json: how the node ended. The engine of a
 // tree search and `scheduler exec` write it, once per node, when the node
 // ends; `scheduler ls`, the dashboard, the report and a resume read it.

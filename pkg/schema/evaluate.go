@@ -33,6 +33,9 @@ const (
 	EvalQuick   = "quick"    // one small input, correctness only: a wrong node costs seconds
 	EvalSearch  = "search"   // the inputs the search ranks nodes by
 	EvalHeldOut = "held_out" // inputs no prompt, memory or node saw, once the search ends
+	// EvalRun: no evaluator; the run phase repeated (NodeTask.Measure),
+	// its metric the program's own report of each run.
+	EvalRun = "run"
 )
 
 // Limits of an evaluation's task.
@@ -149,6 +152,10 @@ type Evaluation struct {
 	// DurationMS is the phase's, harness build included.
 	DurationMS int64 `json:"duration_ms"`
 }
+
+// ByHarness: the evaluation is the idea's evaluator's (not the run phase
+// repeated, EvalRun).
+func (ev *Evaluation) ByHarness() bool { return ev != nil && ev.Stage != EvalRun }
 
 // Spread is how a metric made of repeated measurements varies: Q1 and Q3
 // (the quartiles, over several inputs combined as the metric is), and a

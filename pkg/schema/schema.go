@@ -121,6 +121,34 @@ type NodeTask struct {
 	// Evaluate, when set, is the idea's evaluator: the worker runs it
 	// after the task's phases (PhaseEvaluate) and reports its Evaluation.
 	Evaluate *Evaluate `json:"evaluate,omitempty"`
+	// Measure, when set (and there is no Evaluate), has the worker run the
+	// run phase Measure.Repeats times after a warm-up and report the
+	// median of the run's metric with its spread (Evaluation, stage
+	// EvalRun): the program's own report, repeated.
+	Measure *Measure `json:"measure,omitempty"`
+}
+
+// Measure is how a task's run phase is measured without an evaluator.
+type Measure struct {
+	// Metric is the run's metric, as the program reports it.
+	Metric string `json:"metric"`
+	// Repeats are the measured runs, besides one warm-up (2 to
+	// MaxEvalRepeats).
+	Repeats int `json:"repeats"`
+}
+
+// Validate checks a measure; nil is none.
+func (m *Measure) Validate() error {
+	if m == nil {
+		return nil
+	}
+	if err := CheckMetricName(m.Metric); err != nil {
+		return fieldErr("measure.metric", "%v", err)
+	}
+	if m.Repeats < 2 || m.Repeats > MaxEvalRepeats {
+		return fieldErr("measure.repeats", "%d, must be 2 to %d", m.Repeats, MaxEvalRepeats)
+	}
+	return nil
 }
 
 // TaskRecall says how a worker writes a node's recall events.
@@ -357,6 +385,9 @@ func (t *NodeTask) Validate() error {
 		if len(in.Memory) > MaxInstallMemoryBytes {
 			return fieldErr("install.memory", "%d bytes, at most %d", len(in.Memory), MaxInstallMemoryBytes)
 		}
+	}
+	if err := t.Measure.Validate(); err != nil {
+		return err
 	}
 	if err := t.Evaluate.Validate(); err != nil {
 		return err
