@@ -88,7 +88,8 @@ evaluation: {execution_review: false, parse_metrics: false, node_summary: false}
 // TestRepeatedRunPhase: without a harness, a node's timed metric is the
 // median of its program's reports over a warm-up and five measured runs,
 // its spread beside it: in result.json, the samples table (every run),
-// the nodes row and `scheduler ls`.
+// the nodes row and `scheduler ls`. Asked to, the task ran alone on its
+// worker, and its result says so.
 func TestRepeatedRunPhase(t *testing.T) {
 	t.Parallel()
 	srv := draftsLLM(t, func(int) string {
@@ -100,6 +101,7 @@ func TestRepeatedRunPhase(t *testing.T) {
 stages: {initial_implementation: {max_iterations: 1}, baseline_tuning: {max_iterations: 0}, creative_research: {max_iterations: 0}, ablation_studies: {max_iterations: 0}}
 search: {num_drafts: 1, slots: 1}
 llm: {model: test-model}
+evaluation: {exclusive: true}
 `), 0o644))
 	runDir := filepath.Join(t.TempDir(), "run-repeats")
 	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key")
@@ -114,6 +116,7 @@ llm: {model: test-model}
 	require.Equal(t, rundir.MetricFromRepeats, o.MetricFrom)
 	require.NotNil(t, o.Spread)
 	require.Equal(t, 5, o.Spread.N)
+	require.Equal(t, schema.ExclusiveWorker, o.Result.Exclusive, "run.yaml asked for it alone")
 
 	q, code := run(t, env, "scheduler", "query", "--run-dir", runDir, "--format", "csv",
 		"SELECT repeat, value, stage FROM samples WHERE node = 'n0001' ORDER BY repeat")

@@ -112,6 +112,7 @@ type Script struct {
 	IdleTimeout                              time.Duration
 	WorkerBin                                string
 	ExtraArgs                                []string
+	Exclusive                                bool
 }
 
 // setConfig checks the whole configuration (worker_bin, every queue's
@@ -164,7 +165,8 @@ func (b *Bridge) setConfig(cfg *Config) error {
 		var sb strings.Builder
 		if err := tmpl.Execute(&sb, Script{JobName: cfg.Name + "-" + pool, Comment: comment(cfg.Name), LogDir: logDir, Pool: pool,
 			Partition: q.Partition, Account: q.Account, QOS: q.QOS, TimeLimit: q.TimeLimit, Gres: gres, CPUsPerTask: q.CPUsPerTask,
-			Slots: q.Slots, Nodes: q.Nodes, SignalGraceS: int(q.SignalGrace.Seconds()), IdleTimeout: q.IdleTimeout, WorkerBin: bin, ExtraArgs: q.ExtraArgs}); err != nil {
+			Slots: q.Slots, Nodes: q.Nodes, SignalGraceS: int(q.SignalGrace.Seconds()), IdleTimeout: q.IdleTimeout, WorkerBin: bin, ExtraArgs: q.ExtraArgs,
+			Exclusive: q.Exclusive}); err != nil {
 			return fmt.Errorf("%w: queues.%s.template: %v", ErrConfig, pool, err)
 		}
 		rendered[pool] = sb.String()

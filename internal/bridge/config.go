@@ -52,6 +52,10 @@ type Queue struct {
 	GPUs      int      `yaml:"gpus"`
 	Gres      string   `yaml:"gres"` // e.g. gpu:a100:2; wins over gpus
 	ExtraArgs []string `yaml:"extra_args"`
+	// Exclusive jobs hold their nodes alone (sbatch --exclusive): an
+	// exclusive task (run.yaml evaluation.exclusive) then runs with no
+	// other job on its node, and its result says exclusive=node.
+	Exclusive bool `yaml:"exclusive"`
 	// Slots of each worker [cpus_per_task, or 1].
 	Slots int `yaml:"slots"`
 	// MaxJobs of this queue at once, pending and running [4].

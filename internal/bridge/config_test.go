@@ -26,6 +26,8 @@ func TestLoadConfigExample(t *testing.T) {
 	require.Equal(t, 5*time.Minute, c.Queues["cpu"].SignalGrace)
 	require.Equal(t, 60*time.Second, c.Queues["gpu"].SignalGrace, "default")
 	require.Equal(t, 1, c.Queues["gpu"].Backlog, "default")
+	require.True(t, c.Queues["gpu"].Exclusive)
+	require.False(t, c.Queues["cpu"].Exclusive)
 }
 
 // TestMultiNodeScript: a queue of several nodes asks for them with one
@@ -43,6 +45,13 @@ func TestMultiNodeScript(t *testing.T) {
 	one := render(Script{JobName: "hpcq-cpu", Pool: "cpu", CPUsPerTask: 8, Slots: 2, WorkerBin: "/w"})
 	require.Contains(t, one, "#SBATCH --cpus-per-task=8\n")
 	require.NotContains(t, one, "--nodes")
+	require.NotContains(t, one, "--exclusive")
+	require.NotContains(t, one, "HPCQ_WORKER_NODE_EXCLUSIVE")
+	// An exclusive queue holds its nodes alone, and its workers say so.
+	alone := render(Script{JobName: "hpcq-timing", Pool: "timing", CPUsPerTask: 8, Slots: 2, WorkerBin: "/w", Exclusive: true})
+	require.Contains(t, alone, "#SBATCH --exclusive\n")
+	require.Regexp(t, `(?m)^export HPCQ_WORKER_NODE_EXCLUSIVE=1\n\n# exec`, alone)
+	require.Contains(t, alone, "\nexec /w --pools timing")
 }
 
 func TestConfigErrors(t *testing.T) {

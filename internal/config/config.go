@@ -180,7 +180,10 @@ type Tasks struct {
 	// LayerShareMB is the largest layer a worker sends other workers.
 	LayerShareMB int `envconfig:"LAYER_SHARE_MB" default:"1024" desc:"largest container layer (what a node installed over its image) put in the object store for the workers of its children; a larger one stays on its worker, and a child run elsewhere installs again"`
 	// GPUMPS is how tasks that share a GPU use NVIDIA MPS.
-	GPUMPS string `envconfig:"GPU_MPS" default:"auto" desc:"tasks sharing a GPU (limits.gpus below 1) run under the site's MPS daemon: auto (its pipe directory, CUDA_MPS_PIPE_DIRECTORY or /tmp/nvidia-mps, when its control pipe is there), off (they take turns on the device), or the pipe directory"`
+	// NodeExclusive: the worker's allocation holds its node alone (a Slurm
+	// job with --exclusive: slurm-bridge's exclusive queues set it).
+	NodeExclusive bool   `envconfig:"WORKER_NODE_EXCLUSIVE" desc:"the worker's allocation holds its node alone (an exclusive Slurm job; slurm-bridge sets it for a queue with exclusive: true): exclusive tasks say exclusive=node"`
+	GPUMPS        string `envconfig:"GPU_MPS" default:"auto" desc:"tasks sharing a GPU (limits.gpus below 1) run under the site's MPS daemon: auto (its pipe directory, CUDA_MPS_PIPE_DIRECTORY or /tmp/nvidia-mps, when its control pipe is there), off (they take turns on the device), or the pipe directory"`
 	Isolation
 }
 

@@ -329,7 +329,8 @@ func (r *runner) prepare(ctx context.Context, n *tree.Node) (*schema.NodeTask, s
 	}
 	t := &schema.NodeTask{V: schema.Version, RunID: e.s.RunID, NodeID: n.ID, Attempt: 1, ParentID: n.Parent, BranchID: n.ID,
 		Stage: max(n.Stage, 1), Kind: n.Kind, Pool: e.s.Spec.Pool, Artifacts: a.Phases, Limits: e.s.Spec.Limits, Requires: e.s.Spec.Requires,
-		Shell: e.s.Spec.Shell, Container: e.s.Spec.Container.Task(), Evaluate: e.harness, Measure: e.s.Spec.Measure()}
+		Shell: e.s.Spec.Shell, Container: e.s.Spec.Container.Task(), Evaluate: e.harness, Measure: e.s.Spec.Measure(),
+		Exclusive: e.s.Spec.Evaluation.Exclusive}
 	if t.Container != nil {
 		t.Container.Layers = layers
 	}

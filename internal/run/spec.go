@@ -197,6 +197,10 @@ type Evaluation struct {
 	// reports (1: once, no warm-up). Unset: DefaultRepeats for a metric
 	// whose unit is a time or a rate (a timing is noisy), else 1.
 	Repeats *int `yaml:"repeats"`
+	// Exclusive: each node's task runs alone on its worker (no other task
+	// starts beside it), so that no co-tenant is in its timings; on an
+	// exclusive Slurm queue of slurm-bridge, alone on its node.
+	Exclusive bool `yaml:"exclusive"`
 }
 
 // DefaultRepeats are the measured runs of a timed metric without a harness.

@@ -6,5 +6,5 @@ import "github.com/hpcq/hpcq/internal/config"
 // adds what it knows of the machine (cores, toolchains, Slurm) and its
 // identity.
 func ConfigFrom(t config.Tasks, pools []string) Config {
-	return Config{Pools: pools, Slots: t.Slots, FetchWait: t.FetchMax, IdleExit: t.IdleExit}
+	return Config{Pools: pools, Slots: t.Slots, FetchWait: t.FetchMax, IdleExit: t.IdleExit, NodeExclusive: t.NodeExclusive}
 }

@@ -97,6 +97,9 @@ type Config struct {
 	RetryDelay time.Duration
 	// Version is advertised in the registry.
 	Version string
+	// NodeExclusive: the worker's allocation holds its node alone (an
+	// exclusive Slurm job): an exclusive task then ran alone on the node.
+	NodeExclusive bool
 	// Bound is the host's bound (hostbound.Start): on every result, and in
 	// the registry once its bandwidth is measured. Nil: none is said.
 	Bound *hostbound.Probe
@@ -217,6 +220,9 @@ type Worker struct {
 	cfg   Config
 	log   *slog.Logger
 	slots chan int
+	// exclusive is held for reading by every task that runs, and for
+	// writing by an exclusive one (alone).
+	exclusive sync.RWMutex
 	// drainSelf starts the worker's drain (Run sets it): an allocation
 	// that lost a node runs nothing more.
 	drainSelf context.CancelFunc
@@ -466,7 +472,7 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 	if w.res.bind {
 		sl.CPUs = g.cpus
 	}
-	res, err := w.execute(tctx, t, sl)
+	res, err := w.alone(t, func() (*schema.NodeResult, error) { return w.execute(tctx, t, sl) })
 	forget()
 	stop(nil)
 	// The machine is free: answering needs no cores, so the slot goes back
@@ -480,6 +486,28 @@ func (w *Worker) run(drain context.Context, d *queue.Delivery, slot int) {
 		return
 	}
 	w.answer(drain, d, res, log)
+}
+
+// alone runs f as t asks: a task that is not exclusive beside the
+// worker's others, an exclusive one once they have ended and with none
+// starting until it ends (a writer's lock: while it waits, no other task
+// starts, so it is not starved). Its result says so.
+func (w *Worker) alone(t *schema.NodeTask, f func() (*schema.NodeResult, error)) (*schema.NodeResult, error) {
+	if !t.Exclusive {
+		w.exclusive.RLock()
+		defer w.exclusive.RUnlock()
+		return f()
+	}
+	w.exclusive.Lock()
+	defer w.exclusive.Unlock()
+	res, err := f()
+	if res != nil {
+		res.Exclusive = schema.ExclusiveWorker
+		if w.cfg.NodeExclusive {
+			res.Exclusive = schema.ExclusiveNode
+		}
+	}
+	return res, err
 }
 
 // confirmAckAfter: a task held this long is acked with a confirmed ack. A

@@ -80,6 +80,11 @@ type NodeResult struct {
 	// Host and SlurmJobID say where the worker ran.
 	Host       string `json:"host,omitempty"`
 	SlurmJobID string `json:"slurm_job_id,omitempty"`
+	// Exclusive says how alone the task ran, for a task that asked to
+	// (NodeTask.Exclusive): ExclusiveWorker, no other task on its worker;
+	// ExclusiveNode, nor any other job on the node (the worker's Slurm
+	// allocation is exclusive). "" for a task that did not ask.
+	Exclusive string `json:"exclusive,omitempty"`
 	// HostBound is what that host can do at most (its peak FLOP/s, its
 	// memory bandwidth): a metric beyond it is impossible.
 	HostBound *HostBound `json:"host_bound,omitempty"`
@@ -96,6 +101,12 @@ type NodeResult struct {
 	RecallStored  int           `json:"recall_stored,omitempty"`
 	RecallPending []RecallEvent `json:"recall_pending,omitempty"`
 }
+
+// How alone an exclusive task ran (NodeResult.Exclusive).
+const (
+	ExclusiveWorker = "worker"
+	ExclusiveNode   = "node"
+)
 
 // Artifact kinds: a phase log goes to the node's logs/ directory, an output
 // or a plot to its outputs/ directory.

@@ -126,6 +126,11 @@ type NodeTask struct {
 	// median of the run's metric with its spread (Evaluation, stage
 	// EvalRun): the program's own report, repeated.
 	Measure *Measure `json:"measure,omitempty"`
+	// Exclusive: the task runs alone on its worker (it starts once the
+	// worker's other tasks have ended, and no other starts until it ends),
+	// so that no co-tenant's load is in its timings. NodeResult.Exclusive
+	// says how alone it was.
+	Exclusive bool `json:"exclusive,omitempty"`
 }
 
 // Measure is how a task's run phase is measured without an evaluator.
