@@ -35,8 +35,12 @@ type NodeLine struct {
 	Started    *time.Time `json:"started,omitempty"`
 	DurationMS *int64     `json:"duration_ms,omitempty"`
 	Metric     string     `json:"metric,omitempty"`
-	// Value is the metric of a tree search's node that produced it.
+	// Value is the metric of a tree search's node that produced it; Low
+	// and High its 95% interval when it was measured by repeats (the
+	// dashboard's error bars).
 	Value  *float64 `json:"value,omitempty"`
+	Low    *float64 `json:"low,omitempty"`
+	High   *float64 `json:"high,omitempty"`
 	Reason string   `json:"reason,omitempty"`
 	// Image is the container image the node ran in (its path); Layers
 	// how many layers (its ancestors') it started from over it; Layer the
@@ -245,6 +249,7 @@ type resultFacts struct {
 	durationMS     int64
 	metric         string
 	value          *float64
+	spread         *schema.Spread
 }
 
 func readResultFacts(path string) (any, error) {
@@ -263,6 +268,9 @@ func readResultFacts(path string) (any, error) {
 		}
 	}
 	f.metric, f.value = metricText(rec)
+	if f.value != nil {
+		f.spread = rec.Spread
+	}
 	return f, nil
 }
 
@@ -316,5 +324,9 @@ func (f resultFacts) apply(l *NodeLine) {
 	if f.value != nil {
 		v := *f.value
 		l.Value = &v
+		if sp := f.spread; sp != nil {
+			lo, hi := sp.Low, sp.High
+			l.Low, l.High = &lo, &hi
+		}
 	}
 }

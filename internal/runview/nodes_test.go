@@ -187,7 +187,7 @@ func TestListNodesHeldOut(t *testing.T) {
 	for id, o := range map[string]rundir.Outcome{
 		"n0001": {Node: "n0001", Status: schema.NodeOK, Metric: &v, MetricFrom: rundir.MetricFromEvaluator, SelfReported: &self},
 		"n0002": {Node: "n0002", Status: schema.NodeOK, Metric: &v},
-		"n0003": {Node: "n0003", Status: schema.NodeOK, Metric: &v},
+		"n0003": {Node: "n0003", Status: schema.NodeOK, Metric: &v, Spread: &schema.Spread{Q1: 4.3, Q3: 4.5, Low: 4.2, High: 4.6, N: 5}},
 	} {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, "nodes", id), 0o755))
 		require.NoError(t, rundir.WriteJSON(filepath.Join(dir, "nodes", id, rundir.ResultFile), o))
@@ -204,7 +204,10 @@ func TestListNodesHeldOut(t *testing.T) {
 	require.Equal(t, "incorrect: error 0.96 > 1e-09 on N=1000,ITERS=200", lines[1].HeldOut)
 	require.Equal(t, "4.4; held-out incorrect: error 0.96 > 1e-09 on N=1000,ITERS=200", lines[1].Metric)
 	require.Empty(t, lines[2].HeldOut)
-	require.Equal(t, "4.4", lines[2].Metric)
+	require.Equal(t, "4.4 [4.2, 4.6]", lines[2].Metric)
+	require.Equal(t, 4.2, *lines[2].Low, "the dashboard's error bar")
+	require.Equal(t, 4.6, *lines[2].High)
+	require.Nil(t, lines[1].Low, "measured once: no bar")
 }
 
 // TestSnapshotHeldOut: `scheduler status` says what the held-out gate

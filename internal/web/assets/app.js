@@ -122,8 +122,10 @@ function thin(points) {
   return out;
 }
 
-// chart draws series of [x, y] points. opts: title, x ('time'|'index'),
-// xLabel, yLabel, points (markers only), step (a staircase).
+// chart draws series of [x, y, label, colour, [low, high]] points (an
+// interval, when given, is drawn as an error bar: a node's 95% interval
+// from repeated measurements). opts: title, x ('time'|'index'), xLabel,
+// yLabel, points (markers only), step (a staircase).
 function chart(opts, series) {
   const W = 460, H = 240, L = 52, R = 28, T = 12, B = 34;
   const box = el('div', { class: 'card chart' }, el('h2', {}, opts.title));
@@ -135,7 +137,7 @@ function chart(opts, series) {
     return box;
   }
   const xs = niceTicks(Math.min(...pts.map(p => p[0])), Math.max(...pts.map(p => p[0])), 5);
-  const ys = niceTicks(Math.min(...pts.map(p => p[1])), Math.max(...pts.map(p => p[1])), 4);
+  const ys = niceTicks(Math.min(...pts.map(p => p[4] ? Math.min(p[1], p[4][0]) : p[1])), Math.max(...pts.map(p => p[4] ? Math.max(p[1], p[4][1]) : p[1])), 4);
   const sx = x => L + (x - xs.lo) / (xs.hi - xs.lo) * (W - L - R);
   const sy = y => H - B - (y - ys.lo) / (ys.hi - ys.lo) * (H - T - B);
   const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': opts.title });
@@ -164,8 +166,13 @@ function chart(opts, series) {
       g.append(svg('path', { class: 'series', d, stroke: color, 'data-series': s.name }));
     }
     for (const p of s.points) {
+      const iv = p[4];
+      if (iv) {
+        const x = sx(p[0]), lo = sy(iv[0]), hi = sy(iv[1]);
+        g.append(svg('path', { class: 'errbar', d: `M${x},${lo}V${hi}M${x - 3},${lo}H${x + 3}M${x - 3},${hi}H${x + 3}`, stroke: p[3] || color }));
+      }
       const c = svg('circle', { cx: sx(p[0]), cy: sy(p[1]), r: opts.points ? 4 : 2.5, fill: p[3] || color });
-      c.append(svg('title', {}, (p[2] ? p[2] + ': ' : '') + fmtNum(p[1])));
+      c.append(svg('title', {}, (p[2] ? p[2] + ': ' : '') + fmtNum(p[1]) + (iv ? ` (95% interval ${fmtNum(iv[0])} to ${fmtNum(iv[1])})` : '')));
       g.append(c);
     }
   });
@@ -249,7 +256,7 @@ async function drawCompare(runs, chosen, box) {
       name: id,
       points: lists[i].nodes.filter(n => n.value !== undefined)
         .sort((a, b) => (a.finished || '').localeCompare(b.finished || '') || cmpID(a.node, b.node))
-        .map((n, j) => [j + 1, n.value, n.node]),
+        .map((n, j) => [j + 1, n.value, n.node, undefined, interval(n)]),
     }));
     box.replaceChildren(chart({ title: 'Compare: ' + metric + ' per node, in the order they finished', x: 'index', xLabel: 'node (finish order)', yLabel: metric, legend: series.map((s, i) => [s.name, SERIES[i % SERIES.length]]) }, series));
   } catch (err) { box.replaceChildren(failure(err)); }
@@ -436,6 +443,12 @@ function nodeButton(n, path, from) {
   gate ? el('span', { class: 'gate ' + gate, 'data-gate': gate, title: 'held-out gate: ' + n.held_out }, gate === 'held' ? 'held' : gate) : null);
 }
 
+// interval is a node's 95% interval from repeated measurements, or
+// undefined when it was measured once.
+function interval(n) {
+  return n.low !== undefined && n.high !== undefined ? [n.low, n.high] : undefined;
+}
+
 function drawCharts() {
   const box = document.getElementById('charts');
   if (!box) return;
@@ -454,7 +467,7 @@ function drawCharts() {
   const valued = [...view.nodes.values()].filter(n => n.value !== undefined).sort((a, b) => cmpID(a.node, b.node));
   const numbered = valued.every(n => /^n\d+$/.test(n.node));
   const perNode = valued.map((n, i) => [numbered ? parseInt(n.node.slice(1), 10) : i + 1, n.value,
-    `${n.node} (stage ${n.stage || 0}, ${n.kind || ''})`, stageColors[n.stage || 0]]);
+    `${n.node} (stage ${n.stage || 0}, ${n.kind || ''})`, stageColors[n.stage || 0], interval(n)]);
   const cost = (r.cost || []).map(p => [Date.parse(p.ts), p.cost_usd, p.calls + ' calls']);
   box.replaceChildren(
     chart({ title: `Best ${metric} over time`, x: 'time', yLabel: metric, step: true, empty: 'No node has produced ' + metric + ' yet.' }, [{ name: 'best', points: best }]),
