@@ -129,4 +129,6 @@ evaluation: {exclusive: true}
 	ls, code := run(t, env, "scheduler", "ls", "--run-dir", runDir)
 	require.Equal(t, 0, code, ls)
 	require.Contains(t, ls, "(median of 5 runs)")
+	require.Contains(t, mustRead(t, filepath.Join(runDir, "report.md")),
+		"**Best node: n0001**, t = 3 ms (minimized). The median of repeated measurements: half of them within 2 to 4 ms.")
 }

@@ -111,7 +111,11 @@ func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
 		if p.HeldOut != "" {
 			what = "Best node of the search"
 		}
-		fmt.Fprintf(&b, "**%s: %s**, %s = %g %s (%s).\n\n", what, best.ID, p.MetricName, best.Metric, p.Unit, dir)
+		fmt.Fprintf(&b, "**%s: %s**, %s = %g %s (%s).", what, best.ID, p.MetricName, best.Metric, p.Unit, dir)
+		if best.HasSpread {
+			fmt.Fprintf(&b, " The median of repeated measurements: half of them within %.4g to %.4g %s.", best.Q1, best.Q3, p.Unit)
+		}
+		b.WriteString("\n\n")
 		var path []tree.Node
 		for n, seen := best, map[string]bool{}; ; {
 			path = append(path, n)
