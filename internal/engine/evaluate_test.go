@@ -34,7 +34,8 @@ printf '%s\n' "$HPCQ_INPUTS" | while IFS== read -r name n; do
 	fi
 done
 `), 0o755))
-	return &run.Harness{Dir: dir, Commands: []string{"sh eval.sh"}, Inputs: []string{"N=50"}, Repeats: 1}
+	one := 1
+	return &run.Harness{Dir: dir, Commands: []string{"sh eval.sh"}, Inputs: []string{"N=50"}, Repeats: &one}
 }
 
 // sumNode is a node whose run leaves sum.sh and prints a score about itself.

@@ -26,8 +26,9 @@ type Harness struct {
 	// Quick are small inputs of a first, correctness-only pass: a node
 	// wrong on them is not measured.
 	Quick []string `yaml:"quick"`
-	// Repeats of each input (HPCQ_REPEATS; 0: the harness's choice).
-	Repeats  int `yaml:"repeats"`
+	// Repeats of each input (HPCQ_REPEATS) besides warm-ups: unset,
+	// DefaultRepeats; 0, the harness's choice.
+	Repeats  *int `yaml:"repeats"`
 	TimeoutS int `yaml:"timeout_s"`
 	// HeldOut are inputs no prompt, memory or node workspace sees: when
 	// the search ends, the held-out gate evaluates the best nodes and the
@@ -106,7 +107,15 @@ func (h *Harness) validate() error {
 
 // task is the evaluator of a node's task at stage, on inputs.
 func (h *Harness) task(stage string, inputs []string, files []schema.File) *schema.Evaluate {
-	return &schema.Evaluate{Files: files, Commands: h.Commands, Inputs: inputs, Quick: h.Quick, Stage: stage, Repeats: h.Repeats, TimeoutS: h.TimeoutS}
+	return &schema.Evaluate{Files: files, Commands: h.Commands, Inputs: inputs, Quick: h.Quick, Stage: stage, Repeats: h.repeats(), TimeoutS: h.TimeoutS}
+}
+
+// repeats is what HPCQ_REPEATS says: DefaultRepeats unless run.yaml says.
+func (h *Harness) repeats() int {
+	if h.Repeats == nil {
+		return DefaultRepeats
+	}
+	return *h.Repeats
 }
 
 // HeldOutTask reads the harness's files and is the evaluator of the

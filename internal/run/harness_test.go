@@ -38,6 +38,12 @@ func TestHarnessSpec(t *testing.T) {
 	require.Equal(t, []string{"N=1000", "N=1531"}, ev.Inputs)
 	require.Equal(t, 5, ev.Repeats)
 	require.Equal(t, []string{"N=8"}, ev.Quick)
+	unset, err := write("evaluation:\n  harness:\n    commands: [./driver.sh]\n    inputs: [N=1000]\n")
+	require.NoError(t, err)
+	require.Equal(t, DefaultRepeats, unset.Evaluation.Harness.task(schema.EvalSearch, []string{"N=1000"}, nil).Repeats, "unset: 5")
+	theirs, err := write("evaluation:\n  harness:\n    commands: [./driver.sh]\n    inputs: [N=1000]\n    repeats: 0\n")
+	require.NoError(t, err)
+	require.Zero(t, theirs.Evaluation.Harness.task(schema.EvalSearch, []string{"N=1000"}, nil).Repeats, "0: the harness's choice")
 	byPath := map[string]schema.File{}
 	for _, f := range ev.Files {
 		byPath[f.Path] = f
