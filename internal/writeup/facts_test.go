@@ -220,14 +220,7 @@ func TestFactDefinitions(t *testing.T) {
 		rows.Nodes = append(rows.Nodes, results.Node{Run: "r1", Node: n.id, Parent: n.parent, Stage: n.stage, Kind: n.kind, Pool: "cpu",
 			Attempt: 1, Status: "ok", MetricName: "gflops", MetricValue: f(n.gflops), TS: ts})
 	}
-	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
-	db, err := results.OpenSQLite(path)
-	require.NoError(t, err)
-	require.NoError(t, db.Write(context.Background(), rows))
-	require.NoError(t, db.Close())
-	q := func(ctx context.Context, sql string) (*results.Table, error) {
-		return results.QuerySQLite(ctx, path, sql)
-	}
+	q := rowsQuery(t, rows)
 	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true})
 	require.NoError(t, err)
 	byID := bySQL(t, q, facts)
@@ -272,14 +265,7 @@ func TestNoiseFacts(t *testing.T) {
 		row.SetSpread(&schema.Spread{Q1: n.m - 0.05, Q3: n.m + 0.05, Low: n.low, High: n.high, N: 5})
 		rows.Nodes = append(rows.Nodes, row)
 	}
-	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
-	db, err := results.OpenSQLite(path)
-	require.NoError(t, err)
-	require.NoError(t, db.Write(context.Background(), rows))
-	require.NoError(t, db.Close())
-	q := func(ctx context.Context, sql string) (*results.Table, error) {
-		return results.QuerySQLite(ctx, path, sql)
-	}
+	q := rowsQuery(t, rows)
 	facts, err := Facts(context.Background(), q, Run{ID: "r1", Metric: "gflops", Unit: "GFLOP/s", Maximize: true})
 	require.NoError(t, err)
 	byID := bySQL(t, q, facts)
@@ -298,4 +284,15 @@ func TestNoiseFacts(t *testing.T) {
 	require.Len(t, r.InsideNoise, 1)
 	require.Contains(t, r.InsideNoise[0], `best_gain (\fact{best_gain}): inside the noise`)
 	require.Contains(t, factsText(facts), "not a difference the measurements tell apart")
+}
+
+// rowsQuery is a Query on a SQLite results file holding rows.
+func rowsQuery(t *testing.T, rows results.Rows) Query {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hpcq.sqlite")
+	db, err := results.OpenSQLite(path)
+	require.NoError(t, err)
+	require.NoError(t, db.Write(context.Background(), rows))
+	require.NoError(t, db.Close())
+	return func(ctx context.Context, sql string) (*results.Table, error) { return results.QuerySQLite(ctx, path, sql) }
 }
