@@ -283,6 +283,8 @@ func FuzzRemoveCitations(f *testing.F) {
 	f.Add(`A~\cite{a,x} b \citep[p.~3]{x} c~\cite{x}.`, "x")
 	f.Add(`\cite{x`, "x")
 	f.Add(`\nocite*{x, y ,x}`, "y")
+	f.Add("\\let\\my\\cite \\my{x} \\begin{thebibliography}{9}\\bibitem{x} X.\\bibitem[Y]{y} Y.\\end{thebibliography}", "x")
+	f.Add(`\newcommand{\r}[1]{\citep{#1}} \r{x,y}`, "x")
 	f.Fuzz(func(t *testing.T, tex, key string) {
 		key = strings.TrimSpace(key)
 		if key == "" || strings.ContainsAny(key, ",}") {

@@ -193,17 +193,27 @@ var (
 	bibKeyRe = regexp.MustCompile(`(?m)^\s*@[a-zA-Z]+\s*\{\s*([^,\s]+)\s*,`)
 )
 
-// Citations are the keys a paper cites (each once, in order) and those
-// among them that the bibliography the run was given does not hold.
+// Citations are the keys a paper cites (each once, in order), through
+// \cite and its kin or an alias the paper makes of them, or as an entry of
+// a thebibliography it writes itself, and those among them that the
+// bibliography the run was given does not hold.
 func Citations(tex, bib string) (keys, unknown []string) {
 	have := map[string]bool{}
 	for _, m := range bibKeyRe.FindAllStringSubmatch(bib, -1) {
 		have[m[1]] = true
 	}
 	var named []string
-	for _, m := range citeRe.FindAllStringSubmatch(maskComments(tex), -1) {
-		named = append(named, strings.Split(m[1], ",")...)
+	text := maskComments(tex)
+	for _, m := range citeCommands(text).FindAllStringSubmatch(text, -1) {
+		for _, k := range strings.Split(m[1], ",") {
+			if !strings.Contains(k, "#") { // a macro's parameter: \newcommand{\mycite}[1]{\cite{#1}}
+				named = append(named, k)
+			}
+		}
 	}
+	// A bibliography the paper writes itself holds what the run was not
+	// given: each entry's key is a citation to check.
+	named = append(named, bibitems(text)...)
 	return onceEach(named, have)
 }
 

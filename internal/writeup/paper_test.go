@@ -40,3 +40,33 @@ func TestReferencesBib(t *testing.T) {
 	require.Contains(t, got, `note = {McCalpin's benchmark. https://www.cs.virginia.edu/stream/ref\_50\%.html}`)
 	require.Equal(t, bib, ReferencesBib(bib, nil))
 }
+
+// TestCitationsThroughAliases: a citation through an alias the paper makes
+// (\let, \newcommand) and a bibliography the paper writes itself are
+// checked like \cite: a key the run was not given is unknown, and taken
+// out of the paper.
+func TestCitationsThroughAliases(t *testing.T) {
+	bib := "@article{williams2009roofline,\n  title={Roofline},\n}\n"
+	tex := `\let\mycite\cite
+\newcommand{\refs}[1]{\citep{#1}}
+\def\see#1{\cite{#1}}
+As shown \mycite{invented2024} and \refs{williams2009roofline,made2023}, also \see{third2022}.
+\begin{thebibliography}{9}
+\bibitem{williams2009roofline} S. Williams. Roofline. 2009.
+\bibitem[Doe(2021)]{doe2021} J. Doe. A paper the run was not given. 2021.
+\end{thebibliography}`
+	keys, unknown := Citations(tex, bib)
+	require.Equal(t, []string{"invented2024", "williams2009roofline", "made2023", "third2022", "doe2021"}, keys)
+	require.Equal(t, []string{"invented2024", "made2023", "third2022", "doe2021"}, unknown)
+	clean := RemoveCitations(tex, unknown)
+	require.NotContains(t, clean, "invented2024")
+	require.NotContains(t, clean, "made2023")
+	require.NotContains(t, clean, "doe2021")
+	require.NotContains(t, clean, "third2022")
+	require.NotContains(t, clean, "A paper the run was not given")
+	require.Contains(t, clean, `\refs{williams2009roofline}`)
+	require.Contains(t, clean, `\bibitem{williams2009roofline} S. Williams. Roofline. 2009.`)
+	require.Contains(t, clean, `\end{thebibliography}`)
+	_, unknown = Citations(clean, bib)
+	require.Empty(t, unknown)
+}

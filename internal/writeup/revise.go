@@ -7,8 +7,9 @@ import (
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
 
-// RemoveCitations takes the keys in drop out of the paper's \cite commands;
-// a command left with no key goes, with the space or tie before it.
+// RemoveCitations takes the keys in drop out of the paper's citing
+// commands (its aliases too) and its own bibliography's entries; a command
+// left with no key goes, with the space or tie before it.
 func RemoveCitations(tex string, drop []string) string {
 	if len(drop) == 0 {
 		return tex
@@ -17,9 +18,10 @@ func RemoveCitations(tex string, drop []string) string {
 	for _, k := range drop {
 		gone[k] = true
 	}
+	tex = removeBibitems(tex, gone)
 	var b strings.Builder
 	last := 0
-	for _, m := range citeRe.FindAllStringSubmatchIndex(tex, -1) {
+	for _, m := range citeCommands(maskComments(tex)).FindAllStringSubmatchIndex(tex, -1) {
 		var keep []string
 		for _, k := range strings.Split(tex[m[2]:m[3]], ",") {
 			if k = strings.TrimSpace(k); k != "" && !gone[k] {
