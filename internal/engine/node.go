@@ -239,6 +239,7 @@ func (r *runner) end(ctx context.Context, n *tree.Node, task *schema.NodeTask, o
 	if o.Metric != nil && !o.Buggy {
 		row.MetricValue = o.Metric
 		row.SetSpread(o.Spread)
+		row.SetBound(o.Bound)
 	}
 	rows.Nodes = append(rows.Nodes, row)
 	e.s.Metrics.Node(n.Kind, row.Status)

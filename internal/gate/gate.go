@@ -163,6 +163,7 @@ func writeRows(ctx context.Context, s *session.Session, p Params, g rundir.Gate,
 			MetricFrom: o.MetricFrom, SelfReported: o.SelfReported, HeldOut: n.Verdict, HeldOutMetric: n.HeldOutMetric}
 		if o.Metric != nil && !o.Buggy {
 			row.SetSpread(o.Spread)
+			row.SetBound(o.Bound)
 		}
 		rows.Nodes = append(rows.Nodes, row)
 		if ho := outs[n.Node]; ho.Result != nil && !p.WorkersWriteResults {

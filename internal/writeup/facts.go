@@ -142,6 +142,11 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 	for _, f := range spreadFacts(sp, bestID, r, final, run) {
 		add(f)
 	}
+	if okBest {
+		for _, f := range boundFacts(ctx, q, bestID, r, final, run) {
+			add(f)
+		}
+	}
 	if okBest && okBase && baseV != 0 {
 		noise := insideNoise(sp, bestID, baseID)
 		add(rundir.Fact{ID: "best_over_baseline", Noise: noise, Claim: fmt.Sprintf("the best node's %s over the baseline's (the best draft, %s)", r.Metric, baseID),

@@ -263,6 +263,7 @@ func TestNoiseFacts(t *testing.T) {
 		row := results.Node{Run: "r1", Node: n.id, Parent: n.parent, Stage: n.stage, Kind: n.kind, Pool: "cpu", Attempt: 1, Status: "ok",
 			MetricName: "gflops", MetricValue: f(n.m), TS: ts}
 		row.SetSpread(&schema.Spread{Q1: n.m - 0.05, Q3: n.m + 0.05, Low: n.low, High: n.high, N: 5})
+		row.SetBound(&rundir.Bound{Host: "h", Limit: 84, Unit: "GFLOP/s"})
 		rows.Nodes = append(rows.Nodes, row)
 	}
 	q := rowsQuery(t, rows)
@@ -272,6 +273,9 @@ func TestNoiseFacts(t *testing.T) {
 	require.InDelta(t, 1.9, byID["best.low"].Value, 1e-12)
 	require.InDelta(t, 2.4, byID["best.high"].Value, 1e-12)
 	require.InDelta(t, 2.15, byID["best.q3"].Value, 1e-12)
+	require.Equal(t, 84.0, byID["best.bound"].Value)
+	require.InDelta(t, 2.1/84, byID["best.bound_share"].Value, 1e-12, "the best's share of its host's peak")
+	require.Equal(t, "best.bound_share", Check(`2.5\% of the host's peak`, facts, nil)[0].FactID)
 	require.Equal(t, "inside the noise: n0002's 95% interval [1.9, 2.4] overlaps n0001's [1.8, 2.3]", byID["best_over_baseline"].Noise)
 	require.NotEmpty(t, byID["best_gain"].Noise)
 	require.Empty(t, byID["n0003.delta"].Noise, "the ablation's drop is beyond the noise")

@@ -86,3 +86,25 @@ func noiseFindings(r rundir.Report, byID map[string]rundir.Fact) []string {
 	}
 	return out
 }
+
+// boundFacts are the run's best set against its host's bound
+// (docs/evaluation.md): the bound in the metric's unit, and the best's
+// share of it. None from a results file written before the nodes rows had
+// the bound, or for a metric without one.
+func boundFacts(ctx context.Context, q Query, id string, r Run, final, run string) []rundir.Fact {
+	where := " FROM nodes" + final + " WHERE run = " + run + " AND node = " + quote(id)
+	t, err := q(ctx, "SELECT metric_value, metric_bound"+where)
+	if err != nil || len(t.Rows) != 1 {
+		return nil
+	}
+	v, bound := number(t.Rows[0][0]), number(t.Rows[0][1])
+	if math.IsNaN(v) || math.IsNaN(bound) || bound <= 0 {
+		return nil
+	}
+	return []rundir.Fact{
+		{ID: "best.bound", Claim: fmt.Sprintf("the most %s the host that measured the run's best (%s) can reach: its peak or memory bound", r.Metric, id),
+			Value: bound, Unit: r.Unit, Kind: rundir.FactMetric, Node: id, SQL: "SELECT metric_bound" + where},
+		{ID: "best.bound_share", Claim: fmt.Sprintf("the run's best's %s as a share of its host's bound (%s)", r.Metric, id),
+			Value: v / bound, Kind: rundir.FactFraction, Node: id, SQL: "SELECT metric_value / metric_bound" + where},
+	}
+}

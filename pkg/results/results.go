@@ -59,6 +59,9 @@ type (
 		MetricQ3   *float64 `json:"metric_q3"`
 		MetricLow  *float64 `json:"metric_low"`
 		MetricHigh *float64 `json:"metric_high"`
+		// MetricBound is the metric's limit on the host that measured it
+		// (its peak FLOP/s, its memory bandwidth), in its unit; nil: none.
+		MetricBound *float64 `json:"metric_bound"`
 	}
 	PhaseRun struct {
 		Run        string    `json:"run"`
@@ -184,7 +187,8 @@ type Sink interface {
 var Columns = map[string][]string{
 	"runs": {"run", "status", "title", "mode", "config", "ts_ms", "ts"},
 	"nodes": {"run", "node", "parent", "stage", "kind", "pool", "attempt", "status", "error_kind", "metric_name", "metric_value", "ts_ms", "ts",
-		"metric_from", "self_reported", "held_out", "held_out_metric", "metric_q1", "metric_q3", "metric_low", "metric_high"},
+		"metric_from", "self_reported", "held_out", "held_out_metric", "metric_q1", "metric_q3", "metric_low", "metric_high",
+		"metric_bound"},
 	"phase_runs": {"run", "node", "attempt", "worker", "phase", "status", "exit_code", "duration_ms", "compiler", "error_kind", "ts_ms", "ts",
 		"nodes", "ranks"},
 	"metrics": {"run", "node", "attempt", "name", "value", "unit", "ts_ms", "ts"},
@@ -207,7 +211,7 @@ func (r Rows) values() map[string][][]any {
 	for _, x := range r.Nodes {
 		out["nodes"] = append(out["nodes"], []any{x.Run, x.Node, x.Parent, uint32(x.Stage), x.Kind, x.Pool, uint32(x.Attempt), x.Status,
 			x.ErrorKind, x.MetricName, x.MetricValue, x.TS.UnixMilli(), x.TS, x.MetricFrom, x.SelfReported, x.HeldOut, x.HeldOutMetric,
-			x.MetricQ1, x.MetricQ3, x.MetricLow, x.MetricHigh})
+			x.MetricQ1, x.MetricQ3, x.MetricLow, x.MetricHigh, x.MetricBound})
 	}
 	for _, x := range r.PhaseRuns {
 		out["phase_runs"] = append(out["phase_runs"], []any{x.Run, x.Node, uint32(x.Attempt), x.Worker, x.Phase, x.Status, int32(x.ExitCode),
@@ -312,6 +316,16 @@ func (n *Node) SetSpread(sp *schema.Spread) {
 	}
 	q1, q3, lo, hi := sp.Q1, sp.Q3, sp.Low, sp.High
 	n.MetricQ1, n.MetricQ3, n.MetricLow, n.MetricHigh = &q1, &q3, &lo, &hi
+}
+
+// SetBound sets the row's metric_bound from b (nil, or an impossible
+// metric's: none).
+func (n *Node) SetBound(b *rundir.Bound) {
+	if b == nil || b.Impossible {
+		return
+	}
+	v := b.Limit
+	n.MetricBound = &v
 }
 
 // EvaluatedMetric names the metric of a nodes row whose value an evaluator

@@ -51,7 +51,7 @@ const sqliteNodesTable = `CREATE TABLE IF NOT EXISTS nodes (
   pool TEXT NOT NULL, attempt INTEGER NOT NULL, status TEXT NOT NULL, error_kind TEXT NOT NULL,
   metric_name TEXT NOT NULL, metric_value REAL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
   metric_from TEXT NOT NULL DEFAULT '', self_reported REAL, held_out TEXT NOT NULL DEFAULT '', held_out_metric REAL,
-  metric_q1 REAL, metric_q3 REAL, metric_low REAL, metric_high REAL,
+  metric_q1 REAL, metric_q3 REAL, metric_low REAL, metric_high REAL, metric_bound REAL,
   PRIMARY KEY (run, node)) WITHOUT ROWID`
 
 // SQLite is the sink of a local run: the run's SQLite file.
@@ -124,7 +124,8 @@ func addedColumns(db *sql.DB) error {
 	for _, c := range []struct{ table, col, def string }{{"llm_calls", "reasoning_tokens", integer + "0"}, {"llm_calls", "cached_tokens", integer + "0"},
 		{"llm_calls", "tokens_estimated", integer + "0"}, {"phase_runs", "nodes", integer + "1"}, {"phase_runs", "ranks", integer + "0"},
 		{"nodes", "metric_from", text + "''"}, {"nodes", "self_reported", real}, {"nodes", "held_out", text + "''"}, {"nodes", "held_out_metric", real},
-		{"nodes", "metric_q1", real}, {"nodes", "metric_q3", real}, {"nodes", "metric_low", real}, {"nodes", "metric_high", real}} {
+		{"nodes", "metric_q1", real}, {"nodes", "metric_q3", real}, {"nodes", "metric_low", real}, {"nodes", "metric_high", real},
+		{"nodes", "metric_bound", real}} {
 		var n int
 		if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('`+c.table+`') WHERE name = ?`, c.col).Scan(&n); err != nil {
 			return err

@@ -87,6 +87,7 @@ func Evaluated(run string) results.Rows {
 			Spread: &schema.Spread{Q1: 10.25, Q3: 10.75, Low: 10, High: 11, N: 3}}}
 	rows := results.AttemptRows(&t, &r)
 	rows.Nodes = []results.Node{results.NodeRow(&t, &r, schema.NodeOK, "")}
+	rows.Nodes[0].SetBound(&rundir.Bound{Host: "h1", Limit: 249.2, Unit: "GFLOP/s", Share: 10.5 / 249.2})
 	return rows
 }
 
@@ -195,8 +196,9 @@ func Exercise(t *testing.T, open func(t *testing.T) Store) {
 		rows := query("SELECT input, repeat, value, correct, host FROM %s WHERE run = 'r5' ORDER BY input, repeat", final(s, "samples"))
 		require.Equal(t, [][]string{{"N=1000", "0", "9", "1", "h1"}, {"N=1000", "1", "10", "1", "h1"}, {"N=1000", "2", "11", "1", "h1"},
 			{"N=1000", "3", "10.5", "1", "h1"}}, strsAll(rows), "every repeat, the warm-up too")
-		rows = query("SELECT metric_value, metric_from, self_reported, metric_q1, metric_q3, metric_low, metric_high FROM %s WHERE run = 'r5'", final(s, "nodes"))
-		require.Equal(t, [][]string{{"10.5", "evaluator", "5000", "10.25", "10.75", "10", "11"}}, strsAll(rows))
+		rows = query("SELECT metric_value, metric_from, self_reported, metric_q1, metric_q3, metric_low, metric_high, metric_bound FROM %s WHERE run = 'r5'",
+			final(s, "nodes"))
+		require.Equal(t, [][]string{{"10.5", "evaluator", "5000", "10.25", "10.75", "10", "11", "249.2"}}, strsAll(rows))
 	})
 
 	t.Run("LatestStateWins", func(t *testing.T) {
