@@ -29,7 +29,7 @@ type Harness struct {
 	// Repeats of each input (HPCQ_REPEATS) besides warm-ups: unset,
 	// DefaultRepeats; 0, the harness's choice.
 	Repeats  *int `yaml:"repeats"`
-	TimeoutS int `yaml:"timeout_s"`
+	TimeoutS int  `yaml:"timeout_s"`
 	// HeldOut are inputs no prompt, memory or node workspace sees: when
 	// the search ends, the held-out gate evaluates the best nodes and the
 	// baseline on them (internal/gate). None: no gate.

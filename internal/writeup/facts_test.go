@@ -298,5 +298,7 @@ func rowsQuery(t *testing.T, rows results.Rows) Query {
 	require.NoError(t, err)
 	require.NoError(t, db.Write(context.Background(), rows))
 	require.NoError(t, db.Close())
-	return func(ctx context.Context, sql string) (*results.Table, error) { return results.QuerySQLite(ctx, path, sql) }
+	return func(ctx context.Context, sql string) (*results.Table, error) {
+		return results.QuerySQLite(ctx, path, sql)
+	}
 }
