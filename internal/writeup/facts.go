@@ -165,6 +165,12 @@ func Facts(ctx context.Context, q Query, r Run) ([]rundir.Fact, error) {
 		return "SELECT metric_value FROM nodes" + final + " WHERE run = " + run + " AND node = " + quote(id)
 	}
 	for _, id := range ids {
+		if m := byID[id].metric; m != nil {
+			add(rundir.Fact{ID: id + ".value", Claim: fmt.Sprintf("%s of %s as the search ranked it", r.Metric, describe(id)), Value: *m, Unit: r.Unit,
+				Kind: rundir.FactMetric, Node: id, SQL: metricOf(id)})
+		}
+	}
+	for _, id := range ids {
 		n := byID[id]
 		p, ok := byID[n.parent]
 		if (n.kind != "hyperparam" && n.kind != "ablation") || !ok || n.metric == nil || p.metric == nil {

@@ -58,6 +58,9 @@ func WriteRun(ctx context.Context, s *session.Session, d Drafting) (Paper, llm.U
 	}
 	if d.Figures == nil {
 		d.Figures = r.figures(d.SVG)
+		if f, ok := metricFigure(t.Nodes(), s.Spec.Metric.Name, s.Spec.Metric.Unit, d.Facts); ok && d.SVG {
+			d.Figures = append(d.Figures, f)
+		}
 	}
 	if d.Setup == "" {
 		d.Setup = Setup(s.Dir)
@@ -267,7 +270,8 @@ func (r *runDir) figures(svg bool) []Figure {
 		if role.name != "best" {
 			what = "the best node of stage " + strings.TrimPrefix(role.name, "stage")
 		}
-		about := fmt.Sprintf("a plot of %s, %s node %s (stage %d, %s), %s = %s %s", what, n.Kind, role.id, n.Stage, schema.StageName(n.Stage),
+		about := fmt.Sprintf("a plot of %s, %s node %s (stage %d, %s), %s = %s %s; drawn by the node's own program: a number it shows is "+
+			"the program's, not a fact (state none from it)", what, n.Kind, role.id, n.Stage, schema.StageName(n.Stage),
 			r.s.Spec.Metric.Name, metricText(o.Metric), r.s.Spec.Metric.Unit)
 		if o.PlotAnalysis != "" {
 			about += "; the vision model saw: " + strings.Join(strings.Fields(textcut.Marked(o.PlotAnalysis, 600)), " ")
