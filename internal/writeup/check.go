@@ -28,12 +28,13 @@ var skipArgs = []string{`\label`, `\ref`, `\eqref`, `\autoref`, `\cref`, `\cite`
 // ratio, 40\% a percentage, 652.38\,GFLOP/s and 12.74\,\mathrm{s} a
 // value in a unit, 4.73x a ratio; its sign and the direction of change
 // its sentence gives it), and the ratios written in words ("five times
-// faster"). Not read: comments, the arguments of skipArgs (and their
+// faster") and the numbers the paper's own macros print where it uses them
+// (macros.go). Not read: comments, the arguments of skipArgs (and their
 // optional [..] argument), a command's name (\section*; h2o in
 // \textsubscript is still read), a length (0.8\linewidth, 2pt, 1em), a
 // digit run inside a word (H2O, x86, sm_90, 1st, 2D).
 func Numbers(tex string) []rundir.Number {
-	masked := maskTeX(tex)
+	masked := maskDefinitions(tex, maskTeX(tex))
 	var out []rundir.Number
 	for _, loc := range numberRe.FindAllStringIndex(masked, -1) {
 		s, e := loc[0], loc[1]
@@ -56,7 +57,7 @@ func Numbers(tex string) []rundir.Number {
 		out = append(out, rundir.Number{Offset: s, Text: tex[s:e], Value: v, Rounded: halfUnit(clean),
 			Percent: kind == rundir.LiteralPercent, Kind: kind, Unit: unit, Negative: negative(tex, s), Direction: direction(tex, s, e)})
 	}
-	words := wordNumbers(tex, masked)
+	words := append(wordNumbers(tex, masked), macroNumbers(tex, masked)...)
 	if len(words) == 0 {
 		return out
 	}

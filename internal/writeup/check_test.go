@@ -85,7 +85,8 @@ func FuzzNumbers(f *testing.F) {
 	for _, s := range []string{`842.6~GFLOP/s \label{a1} 3\% % 9`, `\includegraphics[width=.5\linewidth]{a1.png}`, "1{,}550 1,700 1.5e3",
 		`\begin{tabular}{lr} a & 12.5 \\ \end{tabular}`, `\cite{x`, `\\%5`, "\xff1.2", "{[[{", `$3.27\times$`, `652.38\,GFLOP/s`,
 		`$t = 12.74\,\mathrm{s}$`, `771.43\\`, `4.73x faster`, "five times faster, twice as fast", `$-2.9$ drop`, `1024 \times 1024`,
-		"3.2\u00d7 and \u22122.5", `5\,\mathrm{`} {
+		"3.2\u00d7 and \u22122.5", `5\,\mathrm{`, `\newcommand{\s}{3.2}\def\g{40\%} \s$\times$ \g \sx`,
+		`\newcommand\r{1{,}550\,GFLOP/s} at \r.`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, tex string) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -256,4 +257,28 @@ func TestClaimsOfAnotherKind(t *testing.T) {
 		}
 		require.Equal(t, want, strings.Join(ids, " "), tex)
 	}
+}
+
+// TestNumbersInMacros: a number a paper prints through a macro of its own
+// is read where the macro is used, with the kind its body or the text
+// after it gives; its definition and a comment's use are not.
+func TestNumbersInMacros(t *testing.T) {
+	tex := `\newcommand{\speedup}{3.2}
+\newcommand\rate{652.4\,GFLOP/s}
+\def\gain{40\%}
+\renewcommand{\note}{see below}
+% \speedup in a comment
+The kernel ran \speedup$\times$ faster at \rate, a gain of \gain; \speedupx is another macro.`
+	var got []string
+	for _, n := range Numbers(tex) {
+		got = append(got, n.Text+"="+strconv.FormatFloat(n.Value, 'g', -1, 64)+":"+n.Kind+":"+n.Unit)
+		require.Equal(t, n.Text, tex[n.Offset:n.Offset+len(n.Text)])
+	}
+	require.Equal(t, []string{`\speedup=3.2:ratio:`, `\rate=652.4:unit:GFLOP/s`, `\gain=40:percent:`}, got)
+	facts := []rundir.Fact{{ID: "best_over_baseline", Value: 3.21, Kind: rundir.FactRatio}, {ID: "n0003.gflops", Value: 3.2, Unit: "GFLOP/s", Kind: rundir.FactMetric}}
+	var verified []string
+	for _, c := range Check(tex, facts, nil) {
+		verified = append(verified, c.Text+"="+c.FactID)
+	}
+	require.Equal(t, []string{`\speedup=best_over_baseline`, `\rate=`, `\gain=`}, verified, "an invented number hidden in a macro is a claim like any other")
 }
