@@ -311,7 +311,7 @@ func (d Drafting) feedback(r draft) string {
 		fmt.Fprintf(&b, "- and %d more\n", n-maxClaimsFed)
 	}
 	if len(r.report.InsideNoise) > 0 {
-		b.WriteString("Differences inside the noise (the two nodes' 95% intervals overlap): say that they are not told apart, or take them out:\n")
+		b.WriteString("Differences inside the noise (the two nodes' 95% intervals overlap): say in the same sentence that they are within the noise, or take them out:\n")
 		for _, x := range r.report.InsideNoise {
 			fmt.Fprintf(&b, "- %s\n", x)
 		}

@@ -287,6 +287,8 @@ func TestNoiseFacts(t *testing.T) {
 	r = CheckPaper(`A gain of \factpct{best_gain}.`, facts, nil)
 	require.Len(t, r.InsideNoise, 1)
 	require.Contains(t, r.InsideNoise[0], `best_gain (\fact{best_gain}): inside the noise`)
+	r = CheckPaper(`A gain of \factpct{best_gain}, within the noise of the measurements; 1.05x faster, which their intervals' overlap leaves open.`, facts, nil)
+	require.Empty(t, r.InsideNoise, "said to be inside the noise: told")
 	require.Contains(t, factsText(facts), "not a difference the measurements tell apart")
 }
 

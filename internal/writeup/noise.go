@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"regexp"
 
 	"github.com/hpcq/hpcq/pkg/rundir"
 )
@@ -65,27 +66,34 @@ func spreadFacts(sp map[string]spread, id string, r Run, final, run string) []ru
 	}
 }
 
-// noiseFindings are the differences inside the noise a paper states: by
-// a literal that verified against such a fact, or by \fact.
-func noiseFindings(r rundir.Report, byID map[string]rundir.Fact) []string {
+// noiseFindings are the differences inside the noise a paper states, by
+// a literal that verified against such a fact or by \fact, without saying
+// so where it states them (acknowledged: "within the noise", "not
+// distinguishable", "overlap", ...).
+func noiseFindings(tex string, r rundir.Report, byID map[string]rundir.Fact) []string {
 	var out []string
 	seen := map[string]bool{}
-	note := func(id, how string) {
-		if f, ok := byID[id]; ok && f.Noise != "" && !seen[id] {
+	note := func(id, how, context string) {
+		if f, ok := byID[id]; ok && f.Noise != "" && !seen[id] && !acknowledgedRe.MatchString(context) {
 			seen[id] = true
 			out = append(out, fmt.Sprintf("%s (%s): %s", id, how, f.Noise))
 		}
 	}
 	for _, c := range r.Claims {
 		if c.FactID != "" {
-			note(c.FactID, fmt.Sprintf("%s in %q", c.Text, c.Context))
+			note(c.FactID, fmt.Sprintf("%s in %q", c.Text, c.Context), c.Context)
 		}
 	}
 	for _, f := range r.Stated {
-		note(f.ID, `\fact{`+f.ID+`}`)
+		for _, loc := range regexp.MustCompile(`\\fact(?:pct)?\s*\{\s*`+regexp.QuoteMeta(f.ID)+`\s*\}`).FindAllStringIndex(tex, -1) {
+			note(f.ID, `\fact{`+f.ID+`}`, around(tex, loc[0], loc[1]-loc[0]))
+		}
 	}
 	return out
 }
+
+// acknowledgedRe: the sentence says the difference is not told apart.
+var acknowledgedRe = regexp.MustCompile(`(?i)noise|not (?:statistically )?(?:significant|distinguishable)|indistinguishable|overlap|within (?:the )?(?:measurement |run-to-run )?(?:error|variation|variance|spread)`)
 
 // boundFacts are the run's best set against its host's bound
 // (docs/evaluation.md): the bound in the metric's unit, and the best's

@@ -132,6 +132,6 @@ func CheckPaper(tex string, facts []rundir.Fact, given Given) rundir.Report {
 		}
 	}
 	r.Unverified = r.Numbers - r.Verified
-	r.InsideNoise = noiseFindings(r, byID)
+	r.InsideNoise = noiseFindings(tex, r, byID)
 	return r
 }
