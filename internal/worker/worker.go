@@ -298,11 +298,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.reg = reg
 	if w.cfg.Bound != nil {
+		// The registry's entry gets the bandwidth once it is measured. ctx
+		// is taken now: Run's ctx is another one below.
+		stopped := ctx.Done()
 		go func() {
 			select {
 			case <-w.cfg.Bound.Measured():
 				reg.Update(func(i *queue.WorkerInfo) { i.Bound = w.cfg.Bound.Current() })
-			case <-ctx.Done():
+			case <-stopped:
 			}
 		}()
 	}
