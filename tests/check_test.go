@@ -33,7 +33,20 @@ func TestCheckAndSeedMemoryFlags(t *testing.T) {
 	require.Contains(t, out, "model:   test-model at "+srv.BaseURL())
 	require.Contains(t, out, "paper:   written by `scheduler writeup` (writeup.enabled: false); no refs.bib entry (@type{key, ...}) beside the idea, no resource of class paper: it cites nothing")
 	require.Contains(t, out, "metric:  what each node's program reports of itself: nothing checks it")
+	require.Contains(t, out, "bound:   none: score is not checked against the host's peak (metric.bound)\n", "a score has no bound")
 	require.NotContains(t, out, "test-key")
+	// A timed metric: the median of repeated runs, each alone, and the
+	// host's peak as its bound.
+	scoreYAML := mustRead(t, filepath.Join(idea, "run.yaml"))
+	timed := strings.Replace(scoreYAML, "metric: {name: score, direction: maximize}",
+		"metric: {name: gflops, direction: maximize, unit: GFLOP/s}\nevaluation: {exclusive: true}", 1)
+	require.NoError(t, os.WriteFile(filepath.Join(idea, "run.yaml"), []byte(timed), 0o644))
+	out, code = run(t, env, "scheduler", "check", idea)
+	require.Equal(t, 0, code, out)
+	require.Contains(t, out, "nothing checks it (evaluation.harness: docs/evaluation.md); the median of 5 runs of it after a warm-up (evaluation.repeats); "+
+		"each node's task alone on its worker (evaluation.exclusive)\n")
+	require.Regexp(t, `bound:   flops: beyond [0-9.e+]+ GFLOP/s a node is impossible on this host \(peak: \d+ CPUs x `, out)
+	require.NoError(t, os.WriteFile(filepath.Join(idea, "run.yaml"), []byte(scoreYAML), 0o644))
 	// An idea with an evaluator: what will measure its nodes; a harness
 	// holding a link is refused before anything starts (exit 2).
 	evalIdea := writeIdea(t, 1, 1)

@@ -95,6 +95,12 @@ func decimal(p string) (float64, bool) {
 	return math.Pow(1000, float64(i+1)), true
 }
 
+// FlopsUnit: unit is one of FLOP/s (the peak bounds it by default).
+func FlopsUnit(unit string) bool {
+	r, ok := ParseRate(unit)
+	return ok && r.Flops
+}
+
 // Metric is what a run says of its metric's bound.
 type Metric struct {
 	Bound string

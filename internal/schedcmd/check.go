@@ -1,16 +1,20 @@
 package schedcmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/hpcq/hpcq/internal/cli"
 	"github.com/hpcq/hpcq/internal/config"
+	"github.com/hpcq/hpcq/internal/hostbound"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/term"
@@ -100,7 +104,8 @@ func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
 	}
-	fmt.Fprintf(o.Out, "memory:  %s\nresults: %s\nmodel:   %s\npaper:   %s\nmetric:  %s\n", memory, results, model, paperLine(spec, o.IdeaDir), metric)
+	fmt.Fprintf(o.Out, "memory:  %s\nresults: %s\nmodel:   %s\npaper:   %s\nmetric:  %s\nbound:   %s\n", memory, results, model, paperLine(spec, o.IdeaDir),
+		metric, boundLine(spec))
 	if llmErr != nil || llmInfo["backend"] != "openai" {
 		if o.Probe {
 			return fmt.Errorf("--probe: no endpoint to probe (model: %s)", model)
@@ -191,8 +196,16 @@ func paperLine(spec run.Spec, ideaDir string) string {
 // about itself.
 func metricLine(spec run.Spec) (string, error) {
 	h := spec.Evaluation.Harness
+	alone := ""
+	if spec.Evaluation.Exclusive {
+		alone = "; each node's task alone on its worker (evaluation.exclusive)"
+	}
 	if h == nil {
-		return "what each node's program reports of itself: nothing checks it (evaluation.harness: docs/evaluation.md)", nil
+		line := "what each node's program reports of itself: nothing checks it (evaluation.harness: docs/evaluation.md)"
+		if m := spec.Measure(); m != nil {
+			line += fmt.Sprintf("; the median of %d runs of it after a warm-up (evaluation.repeats)", m.Repeats)
+		}
+		return line + alone, nil
 	}
 	ev, err := h.SearchTask()
 	if err != nil {
@@ -221,5 +234,22 @@ func metricLine(spec run.Spec) (string, error) {
 	} else {
 		line += "; no held-out gate (evaluation.harness.held_out)"
 	}
-	return line, nil
+	return line + alone, nil
+}
+
+// boundLine says what limits the run's metric on a worker's host, with
+// this host's figure (docs/evaluation.md, "The machine's bound").
+func boundLine(spec run.Spec) string {
+	m := spec.Metric.Limit()
+	if m.Bound == hostbound.BoundNone || m.Bound == hostbound.BoundAuto && !hostbound.FlopsUnit(m.Unit) {
+		return "none: " + spec.Metric.Name + " is not checked against the host's peak (metric.bound)"
+	}
+	b := hostbound.Start(slog.New(slog.DiscardHandler)).Current()
+	l, ok := hostbound.LimitOf(b, m)
+	kind := cmp.Or(m.Bound, hostbound.BoundFlops)
+	if !ok {
+		return fmt.Sprintf("%s: beyond it a node is impossible (this host's is not known yet: its bandwidth is measured by a worker)", kind)
+	}
+	return fmt.Sprintf("%s: beyond %s %s a node is impossible on this host (%s); each worker uses its own host's", kind,
+		strconv.FormatFloat(l.Value, 'g', 4, 64), l.Unit, l.How)
 }
