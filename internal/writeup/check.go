@@ -32,9 +32,10 @@ var skipArgs = []string{`\label`, `\ref`, `\eqref`, `\autoref`, `\cref`, `\cite`
 // (macros.go). Not read: comments, the arguments of skipArgs (and their
 // optional [..] argument), a command's name (\section*; h2o in
 // \textsubscript is still read), a length (0.8\linewidth, 2pt, 1em), a
-// digit run inside a word (H2O, x86, sm_90, 1st, 2D).
+// digit run inside a word (H2O, x86, sm_90, 1st, 2D), code (verbatim,
+// lstlisting, minted environments; \verb, \lstinline).
 func Numbers(tex string) []rundir.Number {
-	masked := maskDefinitions(tex, maskTeX(tex))
+	masked := maskVerbatim(tex, maskDefinitions(tex, maskTeX(tex)))
 	var out []rundir.Number
 	for _, loc := range numberRe.FindAllStringIndex(masked, -1) {
 		s, e := loc[0], loc[1]

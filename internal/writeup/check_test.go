@@ -86,7 +86,7 @@ func FuzzNumbers(f *testing.F) {
 		`\begin{tabular}{lr} a & 12.5 \\ \end{tabular}`, `\cite{x`, `\\%5`, "\xff1.2", "{[[{", `$3.27\times$`, `652.38\,GFLOP/s`,
 		`$t = 12.74\,\mathrm{s}$`, `771.43\\`, `4.73x faster`, "five times faster, twice as fast", `$-2.9$ drop`, `1024 \times 1024`,
 		"3.2\u00d7 and \u22122.5", `5\,\mathrm{`, `\newcommand{\s}{3.2}\def\g{40\%} \s$\times$ \g \sx`,
-		`\newcommand\r{1{,}550\,GFLOP/s} at \r.`} {
+		`\newcommand\r{1{,}550\,GFLOP/s} at \r.`, "\\begin{lstlisting}\nsleep(0.01)\n\\end{lstlisting} \\verb|9| \\verb", `\lstinline[x]{1} \lstinline!2`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, tex string) {

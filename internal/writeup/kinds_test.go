@@ -282,3 +282,16 @@ The kernel ran \speedup$\times$ faster at \rate, a gain of \gain; \speedupx is a
 	}
 	require.Equal(t, []string{`\speedup=best_over_baseline`, `\rate=`, `\gain=`}, verified, "an invented number hidden in a macro is a claim like any other")
 }
+
+// TestCodeIsNoClaim: the numbers of code a paper quotes (a listing's port
+// and sleep, \verb, \lstinline) are not claims; the text around them is
+// read.
+func TestCodeIsNoClaim(t *testing.T) {
+	tex := "The server took 13ms a round trip.\n\\begin{lstlisting}[language=Python]\nserve(handler, \"0.0.0.0\", 8765)\ntime.sleep(0.01)\n\\end{lstlisting}\n" +
+		"It calls \\verb|sleep(0.5)| and \\lstinline{x = 42} and \\lstinline[language=C]!n = 7!; then 100\\% arrived.\n\\begin{verbatim}\n99 bottles\n\\end{verbatim}\n"
+	var got []string
+	for _, n := range Numbers(tex) {
+		got = append(got, n.Text+":"+n.Kind+":"+n.Unit)
+	}
+	require.Equal(t, []string{"13:unit:ms", "100:percent:"}, got)
+}

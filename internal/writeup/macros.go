@@ -35,6 +35,59 @@ func maskDefinitions(tex, masked string) string {
 	return string(b)
 }
 
+// verbatimEnvRe is code a paper quotes in an environment: its numbers
+// are the code's (a port, a sleep), not claims.
+var verbatimEnvRe = regexp.MustCompile(`(?s)\\begin\{(?:verbatim\*?|Verbatim|lstlisting|minted|code)\}.*?\\end\{(?:verbatim\*?|Verbatim|lstlisting|minted|code)\}`)
+
+// maskVerbatim blanks the code a paper quotes in masked: verbatim-like
+// environments, \verb|...| and \lstinline (|...| or {...}).
+func maskVerbatim(tex, masked string) string {
+	b := []byte(masked)
+	blank := func(i, j int) {
+		for ; i < j && i < len(b); i++ {
+			if b[i] != '\n' {
+				b[i] = ' '
+			}
+		}
+	}
+	for _, l := range verbatimEnvRe.FindAllStringIndex(tex, -1) {
+		blank(l[0], l[1])
+	}
+	for _, cmd := range []string{`\verb`, `\lstinline`} {
+		for i := 0; ; {
+			k := strings.Index(tex[i:], cmd)
+			if k < 0 {
+				break
+			}
+			s := i + k
+			j := s + len(cmd)
+			if j < len(tex) && tex[j] == '*' {
+				j++
+			}
+			if j < len(tex) && tex[j] == '[' { // \lstinline[language=C]
+				if e := strings.IndexByte(tex[j:], ']'); e >= 0 {
+					j += e + 1
+				}
+			}
+			if j >= len(tex) || isLetter(tex[j]) || tex[j] == ' ' || tex[j] == '\n' {
+				i = j
+				continue // \verbatim, \verbx: another command
+			}
+			end := byte(tex[j])
+			if end == '{' {
+				end = '}'
+			}
+			e := strings.IndexAny(tex[j+1:], string(end)+"\n")
+			if e < 0 {
+				e = len(tex) - j - 1
+			}
+			blank(s, j+2+e)
+			i = min(len(tex), j+2+e)
+		}
+	}
+	return string(b)
+}
+
 // numberMacros are the paper's macros without parameters whose body is a
 // number (with what may follow it: 3.2, 1{,}550, 3.2\times, 40\%), by name.
 func numberMacros(tex string) map[string]string {
