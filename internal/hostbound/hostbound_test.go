@@ -254,10 +254,46 @@ func TestJudge(t *testing.T) {
 	gpu := &schema.NodeResult{HostBound: b, Limits: &schema.Enforced{GPUs: []string{"0"}}}
 	onGPU := rundir.Outcome{Node: "n0011", Result: gpu, Metric: &v}
 	Judge(&onGPU, gpu, "gflops", m)
-	require.False(t, onGPU.Buggy, "a GPU's peak is not the CPUs'")
+	require.False(t, onGPU.Buggy, "a GPU of no known model: not judged")
 	require.Nil(t, onGPU.Bound)
+
+	// An H100: its data sheet's largest figure besides the CPUs' peak.
+	h100 := *b
+	h100.GPUs = GPUsOf([]string{"GPU-mig-1"}, []Device{{Index: "0", UUID: "GPU-aaa", Name: "NVIDIA H100 80GB HBM3", MIG: []string{"GPU-mig-1"}}})
+	onH100 := &schema.NodeResult{HostBound: &h100, Limits: &schema.Enforced{GPUs: []string{"GPU-mig-1"}}}
+	fast := 900_000.0 // 900 TFLOP/s: an FP8 kernel could
+	real := rundir.Outcome{Node: "n0012", Result: onH100, Metric: &fast}
+	Judge(&real, onH100, "gflops", m)
+	require.False(t, real.Buggy, real.Reason)
+	require.Equal(t, 80+3958_000.0, real.Bound.Limit)
+	require.Contains(t, real.Bound.How, "GPU GPU-mig-1 3958 TFLOP/s (H100 SXM: FP8 Tensor, sparse)")
+	absurd := 5e6 // 5,000 TFLOP/s: no precision of an H100 reaches it
+	liarGPU := rundir.Outcome{Node: "n0013", Result: onH100, Metric: &absurd}
+	Judge(&liarGPU, onH100, "gflops", m)
+	require.True(t, liarGPU.Buggy)
+	require.Contains(t, liarGPU.Reason, "impossible: gflops = 5e+06 GFLOP/s")
+	bw := rundir.Outcome{Node: "n0014", Result: onH100, Metric: &absurd}
+	Judge(&bw, onH100, "bw", Metric{Unit: "GB/s", Bound: BoundBandwidth})
+	require.False(t, bw.Buggy, "a GPU's memory bandwidth is not the host's")
 
 	noHost := rundir.Outcome{Node: "n0009", Result: &schema.NodeResult{}, Metric: &v}
 	Judge(&noHost, noHost.Result, "gflops", m)
 	require.False(t, noHost.Buggy, "a worker that said no bound: nothing to judge by")
+}
+
+func TestGPUPeakOf(t *testing.T) {
+	for name, want := range map[string]float64{"NVIDIA H100 80GB HBM3": 3958, "NVIDIA H100 PCIe": 3026, "NVIDIA H200": 3958,
+		"NVIDIA GH200 480GB": 3958, "NVIDIA A100-SXM4-80GB": 624, "NVIDIA A100 80GB PCIe": 624, "NVIDIA L40S": 1466} {
+		got, how, ok := GPUPeakOf(name)
+		require.True(t, ok, name)
+		require.Equal(t, want, got, name)
+		require.NotEmpty(t, how)
+	}
+	for _, name := range []string{"NVIDIA H100 NVL", "Tesla V100-SXM2-16GB", "NVIDIA GeForce RTX 4090", ""} {
+		_, _, ok := GPUPeakOf(name)
+		require.False(t, ok, "%q: no figure, no bound", name)
+	}
+	gs := GPUsOf([]string{"1", "GPU-x"}, []Device{{Index: "0", Name: "NVIDIA A100-SXM4-80GB"}, {Index: "1", Name: "NVIDIA L40S"}})
+	require.Equal(t, 1466.0, gs[0].PeakTFLOPS)
+	require.Zero(t, gs[1].PeakTFLOPS, "an id no device has")
 }

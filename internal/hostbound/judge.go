@@ -3,6 +3,7 @@ package hostbound
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/hpcq/hpcq/pkg/rundir"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -18,10 +19,16 @@ func Judge(o *rundir.Outcome, res *schema.NodeResult, name string, m Metric) {
 	if o.Metric == nil || o.Buggy || res == nil {
 		return
 	}
+	b := res.HostBound
 	if res.Limits != nil && len(res.Limits.GPUs) > 0 {
-		return // a GPU's peak is not part of the bound yet (docs/evaluation.md)
+		// A task given GPUs: bounded by their published peaks besides the
+		// CPUs', for a FLOP/s metric, when every model is known.
+		var ok bool
+		if b, ok = withGPUs(b, len(res.Limits.GPUs)); !ok || (m.Bound != BoundAuto && m.Bound != BoundFlops) {
+			return
+		}
 	}
-	l, ok := LimitOf(res.HostBound, m)
+	l, ok := LimitOf(b, m)
 	if !ok || !(l.Value > 0) {
 		return
 	}
@@ -32,7 +39,7 @@ func Judge(o *rundir.Outcome, res *schema.NodeResult, name string, m Metric) {
 		l.How += fmt.Sprintf(", x %d hosts", n.Nodes)
 	}
 	v := *o.Metric
-	o.Bound = &rundir.Bound{Host: res.HostBound.Host, Limit: l.Value, Unit: l.Unit, How: l.How, Share: v / l.Value}
+	o.Bound = &rundir.Bound{Host: b.Host, Limit: l.Value, Unit: l.Unit, How: l.How, Share: v / l.Value}
 	if v <= l.Value {
 		return
 	}
@@ -44,6 +51,26 @@ func Judge(o *rundir.Outcome, res *schema.NodeResult, name string, m Metric) {
 	o.Buggy, o.Metric, o.Spread = true, nil, nil
 	o.Reason = fmt.Sprintf("impossible: %s = %s %s (%s) is %.3gx what host %s can do at most, %s %s (%s)", name, num(v), m.Unit, who,
 		v/l.Value, o.Bound.Host, num(l.Value), l.Unit, l.How)
+}
+
+// withGPUs is b with its GPUs' published peaks added to its CPUs' (n: the
+// GPUs the task was given); ok false when b says less than n GPUs or one's
+// model has no published figure hpcq knows.
+func withGPUs(b *schema.HostBound, n int) (*schema.HostBound, bool) {
+	if b == nil || len(b.GPUs) < n {
+		return nil, false
+	}
+	c := *b
+	var hows []string
+	for _, g := range b.GPUs {
+		if g.PeakTFLOPS <= 0 {
+			return nil, false
+		}
+		c.PeakGFLOPS += 1000 * g.PeakTFLOPS
+		hows = append(hows, fmt.Sprintf("%s %g TFLOP/s (%s)", g.ID, g.PeakTFLOPS, g.How))
+	}
+	c.PeakHow += " + GPU " + strings.Join(hows, " + GPU ")
+	return &c, true
 }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'g', 4, 64) }

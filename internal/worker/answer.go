@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hpcq/hpcq/internal/hostbound"
 	"github.com/hpcq/hpcq/pkg/queue"
 	"github.com/hpcq/hpcq/pkg/results"
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -37,6 +38,9 @@ func (w *Worker) answer(drain context.Context, d *queue.Delivery, res *schema.No
 	}
 	res.Worker, res.Host, res.SlurmJobID = w.cfg.ID, w.host, w.cfg.SlurmJobID
 	res.HostBound = w.cfg.Bound.Current()
+	if res.HostBound != nil && res.Limits != nil && len(res.Limits.GPUs) > 0 {
+		res.HostBound.GPUs = hostbound.GPUsOf(res.Limits.GPUs, gpuDevices(w.cfg.GPUDevices))
+	}
 	// The worker's toolchains are the host's: a task run in a container
 	// image had the image's, which the result does not claim.
 	if res.Toolchain == nil && len(w.cfg.Toolchains) > 0 && res.Container == nil {
@@ -178,4 +182,17 @@ func (w *Worker) publish(drain context.Context, d *queue.Delivery, res *schema.N
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// gpuDevices are the worker's GPUs as hostbound names them.
+func gpuDevices(ds []queue.GPUDevice) []hostbound.Device {
+	out := make([]hostbound.Device, 0, len(ds))
+	for _, d := range ds {
+		dev := hostbound.Device{Index: d.Index, UUID: d.UUID, Name: d.Name}
+		for _, m := range d.MIG {
+			dev.MIG = append(dev.MIG, m.UUID)
+		}
+		out = append(out, dev)
+	}
+	return out
 }

@@ -25,6 +25,19 @@ type HostBound struct {
 	// on this host (GB/s, 24 bytes an element); 0 until measured.
 	TriadGBs float64 `json:"triad_gbs,omitempty"`
 	TriadHow string  `json:"triad_how,omitempty"`
+	// GPUs are the GPUs the task was given, each with its model's
+	// published peak (PeakTFLOPS 0: a model hpcq has no figure for).
+	GPUs []GPUPeak `json:"gpus,omitempty"`
+}
+
+// GPUPeak is one GPU's most FLOP/s: the largest figure its data sheet
+// gives at any precision (the lowest, with sparsity), so that nothing the
+// device does exceeds it.
+type GPUPeak struct {
+	ID         string  `json:"id"`
+	Name       string  `json:"name"`
+	PeakTFLOPS float64 `json:"peak_tflops,omitempty"`
+	How        string  `json:"how,omitempty"`
 }
 
 // Validate checks a reported bound: positive, finite figures.
@@ -42,6 +55,11 @@ func (b *HostBound) Validate() error {
 	}
 	if b.CPUs < 1 || b.FlopsPerCycle < 1 {
 		return fieldErr("host_bound", "cpus and flops_per_cycle must be >= 1")
+	}
+	for _, g := range b.GPUs {
+		if math.IsNaN(g.PeakTFLOPS) || math.IsInf(g.PeakTFLOPS, 0) || g.PeakTFLOPS < 0 {
+			return fieldErr("host_bound.gpus", "%v, must be a finite number >= 0", g.PeakTFLOPS)
+		}
 	}
 	return nil
 }
