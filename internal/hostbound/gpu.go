@@ -11,7 +11,7 @@ import (
 // First match wins: a more specific name before a shorter one. A model not
 // here has no bound (nothing is judged on it), which is safer than a guess.
 var gpuPeaks = []struct {
-	match []string // all in the nvidia-smi name, upper case
+	match  []string // all in the nvidia-smi name, upper case
 	tflops float64
 	how    string
 }{
