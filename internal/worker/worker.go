@@ -297,18 +297,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return err
 	}
 	w.reg = reg
-	if w.cfg.Bound != nil {
-		// The registry's entry gets the bandwidth once it is measured. ctx
-		// is taken now: Run's ctx is another one below.
-		stopped := ctx.Done()
-		go func() {
-			select {
-			case <-w.cfg.Bound.Measured():
-				reg.Update(func(i *queue.WorkerInfo) { i.Bound = w.cfg.Bound.Current() })
-			case <-stopped:
-			}
-		}()
-	}
+	w.awaitBound(ctx, reg)
 	w.setGPUMetrics()
 	consumers := make([]*queue.PoolConsumer, 0, len(w.cfg.Pools))
 	for _, p := range w.cfg.Pools {
@@ -512,6 +501,32 @@ func (w *Worker) alone(t *schema.NodeTask, f func() (*schema.NodeResult, error))
 	}
 	return res, err
 }
+
+// awaitBound lets no task run while the host's bandwidth is probed (the
+// first start on a host: a fraction of a second): the probe would be in
+// its timings. The registry's entry gets the figure once it is measured.
+func (w *Worker) awaitBound(ctx context.Context, reg *queue.Registration) {
+	if w.cfg.Bound == nil {
+		return
+	}
+	select {
+	case <-w.cfg.Bound.Measured():
+	case <-time.After(probeWait):
+		w.log.Warn("the host's bandwidth probe is still running: taking tasks beside it", "waited", probeWait)
+	case <-ctx.Done():
+	}
+	go func() {
+		select {
+		case <-w.cfg.Bound.Measured():
+			reg.Update(func(i *queue.WorkerInfo) { i.Bound = w.cfg.Bound.Current() })
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// probeWait bounds how long a starting worker waits for its host's
+// bandwidth probe before it takes tasks.
+const probeWait = 30 * time.Second
 
 // confirmAckAfter: a task held this long is acked with a confirmed ack. A
 // lost ack (a NATS cluster electing the consumer's leader loses those in
