@@ -26,7 +26,8 @@ const CacheFileEnv = "HPCQ_HOST_BOUND_CACHE"
 const cacheFor = 30 * 24 * time.Hour
 
 // Probe is a host's bound: the peak at once, the bandwidth once measured
-// (in the background: a worker takes tasks meanwhile).
+// (in a goroutine of its own; a worker waits for it before it takes a
+// task, so that the probe is in no task's timings).
 type Probe struct {
 	mu       sync.Mutex
 	b        *schema.HostBound
