@@ -1,6 +1,7 @@
 package hostbound
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/hpcq/hpcq/pkg/schema"
@@ -55,7 +56,7 @@ func GPUsOf(ids []string, devices []Device) []schema.GPUPeak {
 	for _, id := range ids {
 		g := schema.GPUPeak{ID: id}
 		for _, d := range devices {
-			if id == d.Index || id == d.UUID || contains(d.MIG, id) {
+			if id == d.Index || id == d.UUID || slices.Contains(d.MIG, id) {
 				g.Name = d.Name
 				g.PeakTFLOPS, g.How, _ = GPUPeakOf(d.Name)
 				break
@@ -64,13 +65,4 @@ func GPUsOf(ids []string, devices []Device) []schema.GPUPeak {
 		out = append(out, g)
 	}
 	return out
-}
-
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }

@@ -101,6 +101,33 @@ func FlopsUnit(unit string) bool {
 	return ok && r.Flops
 }
 
+// timeUnits are the durations a metric or a paper writes, in seconds.
+var timeUnits = map[string]float64{"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "ms": 1e-3, "msec": 1e-3,
+	"millisecond": 1e-3, "milliseconds": 1e-3, "us": 1e-6, "µs": 1e-6, "microseconds": 1e-6, "ns": 1e-9, "nanoseconds": 1e-9,
+	"min": 60, "mins": 60, "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600}
+
+// ParseTime reads a unit of time ("s", "ms", "seconds"; a word of four
+// letters or more in any case): its length in seconds.
+func ParseTime(unit string) (seconds float64, ok bool) {
+	u := strings.TrimSpace(unit)
+	if s, ok := timeUnits[u]; ok {
+		return s, true
+	}
+	if s, ok := timeUnits[strings.ToLower(u)]; ok && len(u) > 3 {
+		return s, true
+	}
+	return 0, false
+}
+
+// Timed: unit is a time or a rate (s, ms, GFLOP/s, GB/s, MLUP/s): a
+// timing, and noisy.
+func Timed(unit string) bool {
+	u := strings.TrimSpace(unit)
+	_, t := ParseTime(strings.ToLower(u))
+	_, rate := ParseRate(u)
+	return t || rate || strings.Contains(u, "/s")
+}
+
 // Metric is what a run says of its metric's bound.
 type Metric struct {
 	Bound string

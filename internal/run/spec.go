@@ -216,24 +216,13 @@ func (s *Spec) Measure() *schema.Measure {
 	switch {
 	case s.Evaluation.Repeats != nil:
 		n = *s.Evaluation.Repeats
-	case timed(s.Metric.Unit):
+	case hostbound.Timed(s.Metric.Unit):
 		n = DefaultRepeats
 	}
 	if n < 2 {
 		return nil
 	}
 	return &schema.Measure{Metric: s.Metric.Name, Repeats: n}
-}
-
-// timed: a unit of a time or a rate (s, ms, GFLOP/s, GB/s, MLUP/s).
-func timed(unit string) bool {
-	u := strings.TrimSpace(unit)
-	switch strings.ToLower(u) {
-	case "s", "sec", "secs", "seconds", "ms", "us", "µs", "ns", "min", "minutes":
-		return true
-	}
-	_, rate := hostbound.ParseRate(u)
-	return rate || strings.Contains(u, "/s")
 }
 
 // Phase1 is the download/install phase.

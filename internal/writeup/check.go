@@ -93,13 +93,7 @@ func isLength(rest string) bool { return lengthRe.MatchString(rest) }
 // comments, command names and the arguments of skipArgs.
 func maskTeX(tex string) string {
 	b := []byte(tex)
-	blank := func(i, j int) {
-		for ; i < j && i < len(b); i++ {
-			if b[i] != '\n' {
-				b[i] = ' '
-			}
-		}
-	}
+	blank := func(i, j int) { blankRange(b, i, j) }
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '%':
@@ -144,6 +138,16 @@ func maskTeX(tex string) string {
 		}
 	}
 	return string(b)
+}
+
+// blankRange blanks b[i:j] with spaces, keeping its newlines (and so every
+// offset and line).
+func blankRange(b []byte, i, j int) {
+	for ; i < j && i < len(b); i++ {
+		if b[i] != '\n' {
+			b[i] = ' '
+		}
+	}
 }
 
 func skipped(name string) bool {

@@ -100,11 +100,6 @@ func hasCommand(s, cmd string) bool {
 	return strings.HasPrefix(s, cmd) && (len(s) == len(cmd) || !isLetter(s[len(cmd)]))
 }
 
-// timeUnits are the durations a paper writes, in seconds.
-var timeUnits = map[string]float64{"s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1, "ms": 1e-3, "msec": 1e-3,
-	"millisecond": 1e-3, "milliseconds": 1e-3, "us": 1e-6, "µs": 1e-6, "microseconds": 1e-6, "ns": 1e-9, "nanoseconds": 1e-9,
-	"min": 60, "mins": 60, "minute": 60, "minutes": 60, "h": 3600, "hour": 3600, "hours": 3600}
-
 // classify is the kind of a word written after a number.
 func classify(token string) (kind, unit string) {
 	t := strings.TrimSpace(token)
@@ -114,11 +109,11 @@ func classify(token string) (kind, unit string) {
 	case "percent":
 		return rundir.LiteralPercent, ""
 	}
-	if _, ok := timeUnits[t]; ok {
+	if _, ok := hostbound.ParseTime(t); ok {
+		if len(t) > 3 {
+			t = strings.ToLower(t)
+		}
 		return rundir.LiteralUnit, t
-	}
-	if _, ok := timeUnits[strings.ToLower(t)]; ok && len(t) > 3 {
-		return rundir.LiteralUnit, strings.ToLower(t)
 	}
 	if _, ok := hostbound.ParseRate(t); ok || strings.Contains(t, "/") {
 		return rundir.LiteralUnit, t
@@ -129,7 +124,7 @@ func classify(token string) (kind, unit string) {
 // unitScale is a unit's factor to its base (seconds, FLOP/s, bytes a
 // second) and the family it is of; ok false for a unit of neither.
 func unitScale(unit string) (family string, scale float64, ok bool) {
-	if s, ok := timeUnits[unit]; ok {
+	if s, ok := hostbound.ParseTime(unit); ok {
 		return "s", s, true
 	}
 	if r, ok := hostbound.ParseRate(unit); ok {

@@ -26,11 +26,7 @@ func maskDefinitions(tex, masked string) string {
 	}
 	b := []byte(masked)
 	for _, l := range locs {
-		for i := l[0]; i < l[1]; i++ {
-			if b[i] != '\n' {
-				b[i] = ' '
-			}
-		}
+		blankRange(b, l[0], l[1])
 	}
 	return string(b)
 }
@@ -43,13 +39,7 @@ var verbatimEnvRe = regexp.MustCompile(`(?s)\\begin\{(?:verbatim\*?|Verbatim|lst
 // environments, \verb|...| and \lstinline (|...| or {...}).
 func maskVerbatim(tex, masked string) string {
 	b := []byte(masked)
-	blank := func(i, j int) {
-		for ; i < j && i < len(b); i++ {
-			if b[i] != '\n' {
-				b[i] = ' '
-			}
-		}
-	}
+	blank := func(i, j int) { blankRange(b, i, j) }
 	for _, l := range verbatimEnvRe.FindAllStringIndex(tex, -1) {
 		blank(l[0], l[1])
 	}
