@@ -66,6 +66,16 @@ func TestWriteupChecksAPaper(t *testing.T) {
 	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper)
 	require.Equal(t, 0, code, out)
 	require.Contains(t, out, "writeup check numbers=3 verified=3 unverified=0")
+
+	// A section the paper inputs is read where it is input, through its
+	// macros; a file outside the paper's directory is not read.
+	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(paper), "results.tex"),
+		[]byte(`\newcommand{\score}[1]{#1 points}A third reached \score{41.0}.`), 0o644))
+	require.NoError(t, os.WriteFile(paper, []byte(strings.Replace(invented, "; a third reached 41.0.", `. \input{results} \input{../x}`, 1)), 0o644))
+	out, code = run(t, env, "scheduler", "writeup", "--run-dir", runDir, "--check", paper)
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, `unverified: 41.0 (printed by \input) (in "`)
+	require.Contains(t, out, "A third reached 41.0 points")
 }
 
 // TestWriteupCompilesAPaper: a paper that states the run's facts by id and

@@ -35,7 +35,7 @@ func paperSection(dir string) string {
 	if c.Unverified > 0 {
 		b.WriteString("\n**Numbers no result states** (the paper says so on its first page):\n\n")
 		for _, cl := range c.UnverifiedClaims() {
-			fmt.Fprintf(&b, "- `%s` in \"%s\"\n", cl.Text, mdText(cl.Context))
+			fmt.Fprintf(&b, "- `%s` in \"%s\"\n", cl.Shown(), mdText(cl.Context))
 		}
 	}
 	if c.Stopped != "" {

@@ -128,7 +128,7 @@ func runBib(spec run.Spec, info rundir.Info) string {
 // printUnverified lists a paper's unverified numbers on stderr.
 func printUnverified(r rundir.Report) {
 	for _, c := range r.UnverifiedClaims() {
-		fmt.Fprintf(term.Stderr(), "unverified: %s (in %q)\n", c.Text, c.Context)
+		fmt.Fprintf(term.Stderr(), "unverified: %s (in %q)\n", c.Shown(), c.Context)
 	}
 	for _, x := range r.InsideNoise {
 		fmt.Fprintf(term.Stderr(), "inside the noise: %s\n", x)

@@ -127,7 +127,12 @@ func checkPaper(ctx context.Context, cfg *config.Scheduler, o WriteupOptions, sp
 	if err != nil {
 		return err
 	}
-	r := writeup.CheckPaper(string(tex), facts, writeup.GivenIn(writeup.Setup(o.RunDir), spec.Idea))
+	root, err := os.OpenRoot(filepath.Dir(o.Check)) // \input files: from the paper's directory, never outside it
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	r := writeup.CheckPaper(string(tex), root.FS(), facts, writeup.GivenIn(writeup.Setup(o.RunDir), spec.Idea))
 	bib := runBib(spec, info)
 	cited, unknownCites := writeup.Citations(string(tex), bib)
 	claims := rundir.Dir(o.RunDir).Path(rundir.PaperFile(rundir.ClaimsFile))

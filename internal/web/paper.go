@@ -40,7 +40,7 @@ func paperOf(dir string) *PaperView {
 		p.Pages = rundir.Dir(dir).Pages()
 	}
 	for _, cl := range c.UnverifiedClaims() {
-		p.Unverified = append(p.Unverified, Claim{Text: cl.Text, Context: cl.Context})
+		p.Unverified = append(p.Unverified, Claim{Text: cl.Shown(), Context: cl.Context})
 	}
 	return p
 }

@@ -24,18 +24,30 @@ var skipArgs = []string{`\label`, `\ref`, `\eqref`, `\autoref`, `\cref`, `\cite`
 	`\hspace`, `\vspace`, `\setlength`, `\color`, `\textcolor`, `\url`, `\href`, `\fact`, `\newcommand`, `\renewcommand`}
 
 // Numbers are the numeric literals of a LaTeX text a reader would read as
-// claims, with what the text says each is (literal.go: 3.2$\times$ a
-// ratio, 40\% a percentage, 652.38\,GFLOP/s and 12.74\,\mathrm{s} a
-// value in a unit, 4.73x a ratio; its sign and the direction of change
-// its sentence gives it), and the ratios written in words ("five times
-// faster") and the numbers the paper's own macros print where it uses them
-// (macros.go). Not read: comments, the arguments of skipArgs (and their
-// optional [..] argument), a command's name (\section*; h2o in
-// \textsubscript is still read), a length (0.8\linewidth, 2pt, 1em), a
-// digit run inside a word (H2O, x86, sm_90, 1st, 2D), code (verbatim,
-// lstlisting, minted environments; \verb, \lstinline).
+// claims, read as TeX typesets it (expand.go: the paper's own macros
+// expanded, siunitx's quantities written out), with what the text says
+// each is (literal.go: 3.2$\times$ a ratio, 40\% a percentage,
+// 652.38\,GFLOP/s and 12.74\,\mathrm{s} a value in a unit, 4.73x a
+// ratio; its sign and the direction of change its sentence gives it), and
+// the ratios written in words ("five times faster"). A number a macro
+// prints is reported where the macro is used (its Text the macro's name).
+// Not read: comments, the arguments of skipArgs (and their optional [..]
+// argument), a command's name (\section*; h2o in \textsubscript is still
+// read), a length (0.8\linewidth, 2pt, 1em), a digit run inside a word
+// (H2O, x86, sm_90, 1st, 2D), code (verbatim, lstlisting, minted
+// environments; \verb, \lstinline), a picture's coordinates (tikz.go).
 func Numbers(tex string) []rundir.Number {
-	masked := maskVerbatim(tex, maskDefinitions(tex, maskTeX(tex)))
+	t := expand(tex, nil)
+	nums := numbersIn(t.text)
+	for i := range nums {
+		nums[i] = t.locate(nums[i], tex)
+	}
+	return nums
+}
+
+// numbersIn are the numbers of a typeset text, at its own offsets.
+func numbersIn(tex string) []rundir.Number {
+	masked := maskPictures(tex, maskVerbatim(tex, maskTeX(tex)))
 	var out []rundir.Number
 	for _, loc := range numberRe.FindAllStringIndex(masked, -1) {
 		s, e := loc[0], loc[1]
@@ -58,7 +70,7 @@ func Numbers(tex string) []rundir.Number {
 		out = append(out, rundir.Number{Offset: s, Text: tex[s:e], Value: v, Rounded: halfUnit(clean),
 			Percent: kind == rundir.LiteralPercent, Kind: kind, Unit: unit, Negative: negative(tex, s), Direction: direction(tex, s, e)})
 	}
-	words := append(wordNumbers(tex, masked), macroNumbers(tex, masked)...)
+	words := wordNumbers(tex, masked)
 	if len(words) == 0 {
 		return out
 	}
@@ -382,11 +394,17 @@ func states(n rundir.Number, f rundir.Fact) []float64 {
 // what the run was given or recorded beside its results; nil for none);
 // the claims neither accounts for are the paper's unverified numbers.
 func Check(tex string, facts []rundir.Fact, given Given) []rundir.Claim {
-	nums := Numbers(tex)
+	return check(tex, expand(tex, nil), facts, given)
+}
+
+// check is Check of tex as typeset (t): its words and context are t's,
+// each claim reported where tex has it.
+func check(tex string, t typeset, facts []rundir.Fact, given Given) []rundir.Claim {
+	nums := numbersIn(t.text)
 	claims := make([]rundir.Claim, 0, len(nums))
 	for _, n := range nums {
-		c := rundir.Claim{Number: n, Context: around(tex, n.Offset, len(n.Text))}
-		if c.Whitelist = whitelisted(tex, n, given); c.Whitelist == "" {
+		c := rundir.Claim{Number: n, Context: around(t.text, n.Offset, len(n.Text))}
+		if c.Whitelist = whitelisted(t.text, n, given); c.Whitelist == "" {
 			// A fact of the kind the words name first (40\% higher: the
 			// fraction), then one they may also state (the ratio).
 			for pass := 0; pass < 2 && c.FactID == ""; pass++ {
@@ -398,6 +416,7 @@ func Check(tex string, facts []rundir.Fact, given Given) []rundir.Claim {
 				}
 			}
 		}
+		c.Number = t.locate(n, tex)
 		claims = append(claims, c)
 	}
 	return claims

@@ -121,7 +121,7 @@ func TestCheckPaper(t *testing.T) {
 	facts := []rundir.Fact{{ID: "best", Value: 842.64}, {ID: "best_gain", Value: 0.0317}}
 	tex := `Best: \fact{best} GFLOP/s, \factpct{best_gain} over the draft; \fact{best} again; \fact{made_up}. % \fact{in_comment}
 Unchecked: 17.5.`
-	r := CheckPaper(tex, facts, nil)
+	r := CheckPaper(tex, nil, facts, nil)
 	require.Equal(t, []string{"best", "best_gain", "made_up"}, r.FactsCited)
 	require.Equal(t, []string{"made_up"}, r.UnknownFacts)
 	require.Equal(t, 1, r.Numbers)

@@ -279,7 +279,7 @@ func (d Drafting) assess(ctx context.Context, round int, tex string) (draft, err
 		r.tex, r.removed = RemoveCitations(r.tex, unknown), unknown
 		r.cited, _ = Citations(r.tex, d.Bib)
 	}
-	r.report = CheckPaper(r.tex, d.Facts, GivenIn(d.Setup, d.Idea))
+	r.report = CheckPaper(r.tex, nil, d.Facts, GivenIn(d.Setup, d.Idea))
 	if d.Compile == nil {
 		return r, nil
 	}
@@ -304,7 +304,7 @@ func (d Drafting) feedback(r draft) string {
 			b.WriteString("Numbers no fact states (write each through \\fact{id} or \\factpct{id}, or take it out):\n")
 		}
 		if n <= maxClaimsFed {
-			fmt.Fprintf(&b, "- %s in %q\n", c.Text, c.Context)
+			fmt.Fprintf(&b, "- %s in %q\n", c.Shown(), c.Context)
 		}
 	}
 	if n > maxClaimsFed {

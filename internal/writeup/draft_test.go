@@ -150,7 +150,7 @@ func TestWriteLeavesAWarning(t *testing.T) {
 	require.Equal(t, 1, p.Report.Unverified)
 	i, j := strings.Index(p.TeX, `\maketitle`), strings.Index(p.TeX, "Unverified numbers")
 	require.True(t, i >= 0 && j > i, "the note follows the title:\n%s", p.TeX)
-	require.Equal(t, 1, CheckPaper(p.TeX, draftFacts, nil).Numbers, "the note states no number")
+	require.Equal(t, 1, CheckPaper(p.TeX, nil, draftFacts, nil).Numbers, "the note states no number")
 	require.Contains(t, p.TeX, `\input{facts.tex}`, "the macros are loaded for a paper that forgot them")
 
 	s = &scripted{replies: s.replies, fail: map[prompt.Kind]int{prompt.Writeup: 2}}

@@ -280,14 +280,14 @@ func TestNoiseFacts(t *testing.T) {
 	require.NotEmpty(t, byID["best_gain"].Noise)
 	require.Empty(t, byID["n0003.delta"].Noise, "the ablation's drop is beyond the noise")
 
-	r := CheckPaper(`The tuned kernel was 1.05x faster than the draft; removing the blocking lost 1.1 GFLOP/s.`, facts, nil)
+	r := CheckPaper(`The tuned kernel was 1.05x faster than the draft; removing the blocking lost 1.1 GFLOP/s.`, nil, facts, nil)
 	require.Zero(t, r.Unverified)
 	require.Len(t, r.InsideNoise, 1)
 	require.Contains(t, r.InsideNoise[0], "best_over_baseline (1.05 in ")
-	r = CheckPaper(`A gain of \factpct{best_gain}.`, facts, nil)
+	r = CheckPaper(`A gain of \factpct{best_gain}.`, nil, facts, nil)
 	require.Len(t, r.InsideNoise, 1)
 	require.Contains(t, r.InsideNoise[0], `best_gain (\fact{best_gain}): inside the noise`)
-	r = CheckPaper(`A gain of \factpct{best_gain}, within the noise of the measurements; 1.05x faster, which their intervals' overlap leaves open.`, facts, nil)
+	r = CheckPaper(`A gain of \factpct{best_gain}, within the noise of the measurements; 1.05x faster, which their intervals' overlap leaves open.`, nil, facts, nil)
 	require.Empty(t, r.InsideNoise, "said to be inside the noise: told")
 	require.Contains(t, factsText(facts), "not a difference the measurements tell apart")
 }

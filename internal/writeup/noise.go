@@ -81,7 +81,7 @@ func noiseFindings(tex string, r rundir.Report, byID map[string]rundir.Fact) []s
 	}
 	for _, c := range r.Claims {
 		if c.FactID != "" {
-			note(c.FactID, fmt.Sprintf("%s in %q", c.Text, c.Context), c.Context)
+			note(c.FactID, fmt.Sprintf("%s in %q", c.Shown(), c.Context), c.Context)
 		}
 	}
 	for _, f := range r.Stated {

@@ -2,6 +2,7 @@ package writeup
 
 import (
 	"fmt"
+	"io/fs"
 	"math"
 	"regexp"
 	"sort"
@@ -110,11 +111,13 @@ func maskComments(tex string) string {
 	return strings.Join(lines, "\n")
 }
 
-// CheckPaper checks a paper's text against the facts and the numbers the
-// run was given (GivenIn).
-func CheckPaper(tex string, facts []rundir.Fact, given Given) rundir.Report {
-	r := rundir.Report{Claims: Check(tex, facts, given)}
-	r.FactsCited, r.UnknownFacts = Cited(tex, facts)
+// CheckPaper checks a paper's text, as typeset with the files it inputs
+// from inputs (its directory; nil: none), against the facts and the
+// numbers the run was given (GivenIn).
+func CheckPaper(tex string, inputs fs.FS, facts []rundir.Fact, given Given) rundir.Report {
+	t := expand(tex, inputs)
+	r := rundir.Report{Claims: check(tex, t, facts, given)}
+	r.FactsCited, r.UnknownFacts = Cited(t.text, facts)
 	sort.Strings(r.UnknownFacts)
 	byID := make(map[string]rundir.Fact, len(facts))
 	for _, f := range facts {
@@ -132,6 +135,6 @@ func CheckPaper(tex string, facts []rundir.Fact, given Given) rundir.Report {
 		}
 	}
 	r.Unverified = r.Numbers - r.Verified
-	r.InsideNoise = noiseFindings(tex, r, byID)
+	r.InsideNoise = noiseFindings(t.text, r, byID)
 	return r
 }

@@ -110,6 +110,19 @@ type Number struct {
 	Unit      string `json:"unit,omitempty"`
 	Negative  bool   `json:"negative,omitempty"`
 	Direction int    `json:"direction,omitempty"`
+	// Typeset is the number as the paper prints it when Text, where the
+	// source has it, is the command that prints it (a macro of the
+	// paper's, an \input): "41.0" printed by \score.
+	Typeset string `json:"typeset,omitempty"`
+}
+
+// Shown is the number as a reader sees it, and the command that printed
+// it when the source does not spell it: `41.0 (printed by \score)`.
+func (n Number) Shown() string {
+	if n.Typeset == "" {
+		return n.Text
+	}
+	return n.Typeset + " (printed by " + n.Text + ")"
 }
 
 // What a paper's text says a number is (Number.Kind).
