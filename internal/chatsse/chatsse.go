@@ -23,6 +23,12 @@ type Reply struct {
 	// [16, or a 256th of a larger reply: a test's 17 MB reply is not a
 	// million events].
 	Chunk int
+	// Refusal is streamed as delta.refusal chunks after the content (as
+	// OpenAI streams a refusal); Filter, when not nil, goes with the
+	// finish as the choice's content_filter_results (as Azure OpenAI
+	// sends them).
+	Refusal string
+	Filter  any
 }
 
 // Write streams r to w.
@@ -47,18 +53,24 @@ func Write(w http.ResponseWriter, r Reply) {
 		size = max(16, len(r.Content)/256)
 	}
 	send(chunk(map[string]string{"role": "assistant", "content": ""}, nil))
-	for s := r.Content; s != ""; {
-		n := min(size, len(s))
-		for n < len(s) && !utf8.RuneStart(s[n]) {
-			n++
+	for _, part := range []struct{ field, text string }{{"content", r.Content}, {"refusal", r.Refusal}} {
+		for s := part.text; s != ""; {
+			n := min(size, len(s))
+			for n < len(s) && !utf8.RuneStart(s[n]) {
+				n++
+			}
+			send(chunk(map[string]string{part.field: s[:n]}, nil))
+			s = s[n:]
 		}
-		send(chunk(map[string]string{"content": s[:n]}, nil))
-		s = s[n:]
 	}
 	if r.FinishReason == "" {
 		return
 	}
-	send(chunk(map[string]string{}, r.FinishReason))
+	last := chunk(map[string]string{}, r.FinishReason)
+	if r.Filter != nil {
+		last["choices"].([]any)[0].(map[string]any)["content_filter_results"] = r.Filter
+	}
+	send(last)
 	if r.Usage != nil {
 		send(map[string]any{"id": r.ID, "object": "chat.completion.chunk", "created": 1, "model": r.Model, "choices": []any{}, "usage": r.Usage})
 	}

@@ -88,6 +88,12 @@ type Reply struct {
 	// Body is the answer's body for a Status other than 200 (default: an
 	// error of the API's shape saying "scripted status N").
 	Body string
+	// Refusal is the model's refusal: message.refusal with a null content
+	// (streamed as delta.refusal), finish_reason stop, as OpenAI sends it.
+	Refusal string
+	// Filter, with FinishReason content_filter, is the choice's
+	// content_filter_results (FilterResults), as Azure OpenAI sends them.
+	Filter map[string]any
 }
 
 // Server is the fake endpoint.
@@ -284,12 +290,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		if rep.Cut {
 			finish = ""
 		}
-		chatsse.Write(w, chatsse.Reply{ID: id, Model: body.Model, Content: rep.Content, FinishReason: finish, Usage: u, Chunk: s.opt.Chunk})
+		var filter any
+		if rep.Filter != nil {
+			filter = rep.Filter
+		}
+		chatsse.Write(w, chatsse.Reply{ID: id, Model: s.opt.answered(body.Model), Content: rep.Content, FinishReason: finish, Usage: u,
+			Chunk: s.opt.Chunk, Refusal: rep.Refusal, Filter: filter})
 		return
 	}
+	message := map[string]any{"role": "assistant", "content": rep.Content}
+	if rep.Refusal != "" {
+		message = map[string]any{"role": "assistant", "content": nil, "refusal": rep.Refusal}
+	}
+	choice := map[string]any{"index": 0, "message": message, "finish_reason": finish}
+	if rep.Filter != nil {
+		choice["content_filter_results"] = rep.Filter
+	}
 	reply := map[string]any{
-		"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": body.Model,
-		"choices": []any{map[string]any{"index": 0, "message": map[string]string{"role": "assistant", "content": rep.Content}, "finish_reason": finish}},
+		"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": s.opt.answered(body.Model),
+		"choices": []any{choice},
 	}
 	if !rep.NoUsage {
 		reply["usage"] = usage

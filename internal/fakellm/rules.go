@@ -32,6 +32,46 @@ type Options struct {
 	RefuseStream bool
 	// Chunk is the size of each streamed content chunk [16 bytes].
 	Chunk int
+	// Snapshot is the date the server answers the model with, as OpenAI
+	// answers gpt-4o-mini with gpt-4o-mini-2024-07-18 ("2024-07-18");
+	// Serves, on Azure, the model a deployment answers with (not the
+	// deployment's name), as Azure OpenAI does.
+	Snapshot string
+	Serves   string
+}
+
+// answered is the model name the server answers a request for model with.
+func (o Options) answered(model string) string {
+	switch {
+	case o.Azure && o.Serves != "":
+		return o.Serves
+	case o.Snapshot != "":
+		return model + "-" + o.Snapshot
+	}
+	return model
+}
+
+// FilterResults is Azure OpenAI's content_filter_results with category
+// (hate, self_harm, sexual, violence) filtered at severity; every other
+// category safe.
+func FilterResults(category, severity string) map[string]any {
+	out := map[string]any{}
+	for _, c := range []string{"hate", "self_harm", "sexual", "violence"} {
+		out[c] = map[string]any{"filtered": c == category, "severity": "safe"}
+		if c == category {
+			out[c] = map[string]any{"filtered": true, "severity": severity}
+		}
+	}
+	return out
+}
+
+// PromptFiltered is Azure OpenAI's answer to a prompt its content filter
+// refuses: 400, code content_filter, the category in innererror.
+func PromptFiltered(category, severity string) Reply {
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "The response was filtered due to the prompt triggering Azure " +
+		"OpenAI's content management policy. Please modify your prompt and retry.", "type": nil, "param": "prompt", "code": "content_filter",
+		"status": 400, "innererror": map[string]any{"code": "ResponsibleAIPolicyViolation", "content_filter_result": FilterResults(category, severity)}}})
+	return Reply{Status: http.StatusBadRequest, Body: string(body)}
 }
 
 // wireRequest is the body of a chat completion request, the fields the

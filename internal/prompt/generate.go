@@ -88,11 +88,29 @@ func Ask(ctx context.Context, p GenerateParams, shape string, parse func(payload
 		return resp.Content, nil
 	}
 	var lastErr error
+	again := map[string]bool{} // the finishes asked once more
 	for attempt := 1; attempt <= retries+1; attempt++ {
 		from := len(msgs)
 		reply, err := chat(attempt)
 		if err != nil {
 			return "", fmt.Errorf("%s of %s: %w", p.Purpose, p.Node, err)
+		}
+		if err := llm.Unanswered(last); err != nil {
+			// A refusal, a content filter, a cut reply, tool calls: asked
+			// once more (a cut one told so, the others as they were), then
+			// the node's reason, never a format error.
+			f := last.Finish()
+			if again[f] || attempt == retries+1 {
+				return "", fmt.Errorf("%s of %s: %w", p.Purpose, p.Node, err)
+			}
+			again[f], lastErr = true, err
+			if f == llm.FinishLength {
+				msgs = append(msgs[:from:from], llm.Message{Role: "assistant", Content: Excerpt(reply, maxRefusedExcerpt)},
+					llm.Message{Role: "user", Content: feedback(err, shape, p.RequireMemoryUpdate, last)})
+			} else {
+				msgs = msgs[:from:from]
+			}
+			continue
 		}
 		payload := reply
 		if why := llm.ReasoningSpent(last); why != "" {

@@ -186,7 +186,7 @@ func (s *Session) recordCall(_ context.Context, c llm.Call) {
 	s.Rows.Add(results.Rows{LLMCalls: []results.LLMCall{{Run: c.Run, Node: c.Node, Purpose: c.Purpose, Model: c.Model,
 		TokensIn: c.TokensIn, TokensOut: c.TokensOut, ReasoningTokens: c.TokensReasoning, CachedTokens: c.TokensCached,
 		TokensEstimated: c.TokensEstimated, LatencyMS: float64(c.Latency.Microseconds()) / 1000, CostUSD: c.CostUSD,
-		CacheHit: c.CacheHit, Error: c.Error, TS: c.Started}}})
+		CacheHit: c.CacheHit, Error: c.Error, TS: c.Started, FinishReason: c.FinishReason, Unpriced: c.Unpriced}}})
 }
 
 // compressor is the memory's compressor: the model (compression_model,

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,10 +64,15 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 type endpointError struct {
 	err error
 	msg string
+	// kind is what the answer says beyond its status: ErrFiltered for
+	// a prompt a content filter refused.
+	kind error
 }
 
 func (e *endpointError) Error() string { return e.msg }
 func (e *endpointError) Unwrap() error { return e.err }
+
+func (e *endpointError) Is(target error) bool { return e.kind != nil && target == e.kind }
 
 // describe makes an endpoint's error answer an *endpointError; other
 // errors are returned as they are.
@@ -89,6 +95,16 @@ func describe(err error) error {
 	}
 	if msg != "" {
 		b.WriteString(": " + msg)
+	}
+	if code == FinishContentFilter {
+		// Azure OpenAI's answer to a prompt its filter refuses: 400,
+		// code content_filter, the categories in innererror.
+		cats := "the endpoint named no category"
+		var apiErr *openai.APIError
+		if errors.As(err, &apiErr) && apiErr.InnerError != nil {
+			cats = cmp.Or(filterCategories(apiErr.InnerError.ContentFilterResults), cats)
+		}
+		return &endpointError{err: err, msg: fmt.Sprintf("%v: the prompt (%s); %s", ErrFiltered, cats, b.String()), kind: ErrFiltered}
 	}
 	return &endpointError{err: err, msg: b.String()}
 }

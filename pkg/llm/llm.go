@@ -74,6 +74,15 @@ type Response struct {
 	TokensIn     int    `json:"tokens_in"`
 	TokensOut    int    `json:"tokens_out"`
 	FinishReason string `json:"finish_reason,omitempty"`
+	// Refusal is the model's refusal (message.refusal; Content is then
+	// empty), Filter the categories a content filter named (Azure's
+	// content_filter_results), Limit the output limit the request was sent
+	// with (0: none); Requested the model the request named (an endpoint
+	// answers with a dated snapshot of it: gpt-4o-mini-2024-07-18).
+	Refusal   string `json:"refusal,omitempty"`
+	Filter    string `json:"filter,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
+	Requested string `json:"requested,omitempty"`
 	// ReasoningTokens are the completion tokens spent on reasoning (part
 	// of TokensOut); CachedTokens the prompt tokens the endpoint served
 	// from its prompt cache (part of TokensIn).

@@ -248,6 +248,7 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (Response, error) {
 	}
 	var total Response
 	var notes []string
+	grown := false
 	for round := 0; ; round++ {
 		resp, err := c.retrying(ctx, p, c.request(p, req, limit, effort), req.Purpose)
 		total.add(resp)
@@ -255,7 +256,18 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (Response, error) {
 			total.Latency, total.Note = time.Since(start), strings.Join(notes, "; ")
 			return total, err
 		}
+		resp.Limit, resp.Requested = limit, model
 		cut := p.Reasoning && reasoningCut(resp)
+		if !cut && resp.FinishReason == FinishLength && !grown && c.o.MaxTokensCap > limit && limit > 0 {
+			// A reply cut with words said: asked again once with a larger
+			// limit, where llm.max_tokens_cap says the model takes one.
+			grown = true
+			notes = append(notes, fmt.Sprintf("the reply was cut at %s %d (%d tokens); asked again with %d", p.TokenField, limit,
+				resp.TokensOut, min(2*limit, c.o.MaxTokensCap)))
+			limit = min(2*limit, c.o.MaxTokensCap)
+			c.o.Logger.Warn("llm reply cut at its output limit", "model", model, "purpose", req.Purpose, "node", req.Node, "what", notes[len(notes)-1])
+			continue
+		}
 		if cut {
 			note := fmt.Sprintf("the model spent all %d completion tokens on reasoning", resp.TokensOut)
 			switch {
@@ -404,7 +416,8 @@ func (c *OpenAI) whole(ctx context.Context, creq openai.ChatCompletionRequest) (
 		return Response{}, errEmptyReply
 	}
 	ch := r.Choices[0]
-	resp := Response{Content: ch.Message.Content, Model: r.Model, FinishReason: string(ch.FinishReason)}
+	resp := Response{Content: ch.Message.Content, Model: r.Model, FinishReason: string(ch.FinishReason), Refusal: ch.Message.Refusal,
+		Filter: filterCategories(ch.ContentFilterResults)}
 	if u := r.Usage; u.PromptTokens == 0 && u.CompletionTokens == 0 && u.TotalTokens == 0 {
 		estimateUsage(&resp, creq) // no usage in the answer
 	} else {

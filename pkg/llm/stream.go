@@ -41,7 +41,7 @@ func (c *OpenAI) stream(ctx context.Context, p Profile, creq openai.ChatCompleti
 	}
 	defer s.Close()
 	var resp Response
-	var content strings.Builder
+	var content, refusal strings.Builder
 	usage := false
 	for {
 		chunk, err := s.Recv()
@@ -64,18 +64,22 @@ func (c *OpenAI) stream(ctx context.Context, p Profile, creq openai.ChatCompleti
 				continue
 			}
 			content.WriteString(ch.Delta.Content)
-			if content.Len() > maxReplyBytes {
+			refusal.WriteString(ch.Delta.Refusal)
+			if content.Len()+refusal.Len() > maxReplyBytes {
 				return Response{}, errReplyTooLarge
 			}
 			if ch.FinishReason != "" {
 				resp.FinishReason = string(ch.FinishReason)
+			}
+			if f := filterCategories(ch.ContentFilterResults); f != "" {
+				resp.Filter = f // Azure sends its results with each chunk; the last one filtered names why
 			}
 		}
 	}
 	if resp.FinishReason == "" {
 		return Response{}, fmt.Errorf("%w (%d bytes of reply received)", errStreamCut, content.Len())
 	}
-	resp.Content = content.String()
+	resp.Content, resp.Refusal = content.String(), refusal.String()
 	if !usage {
 		estimateUsage(&resp, creq)
 	}

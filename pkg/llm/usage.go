@@ -1,10 +1,14 @@
 package llm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,18 +22,72 @@ type Price struct {
 	CachedInPerMTok float64 `json:"cached_in_per_mtok,omitempty" yaml:"cached_in_per_mtok,omitempty"`
 }
 
-// Prices maps model names to prices; a model without one costs 0 (and is
-// logged once).
+// Prices maps model names to prices; a call no price resolves to costs
+// nothing known (Call.Unpriced, logged once; a cost budget then stops the
+// run: it cannot be enforced).
 type Prices map[string]Price
+
+// snapshotRe is the date an endpoint appends to the model it answers
+// with (gpt-4o-mini-2024-07-18, claude-3-5-sonnet-20241022).
+var snapshotRe = regexp.MustCompile(`-(?:\d{4}-\d{2}-\d{2}|\d{8})$`)
+
+// Resolve is the name of the price of a call: the model the endpoint
+// answered, then the one the request named (an Azure deployment's name),
+// each as written, as its base model (a fine-tune's, ft:BASE:org::id,
+// unless the fine-tune is priced itself), without a snapshot date, and
+// without a proxy's provider prefix (openai/gpt-4o); names compared
+// without regard to case. ok is false when none is priced.
+func (p Prices) Resolve(answered, requested string) (string, bool) {
+	if len(p) == 0 {
+		return "", false
+	}
+	lower := make(map[string]string, len(p))
+	for k := range p {
+		lower[strings.ToLower(k)] = k
+	}
+	for _, name := range []string{answered, requested} {
+		for _, c := range priceNames(strings.ToLower(strings.TrimSpace(name))) {
+			if k, ok := lower[c]; ok {
+				return k, true
+			}
+		}
+	}
+	return "", false
+}
+
+// priceNames are the names a model may be priced under, most specific first.
+func priceNames(m string) []string {
+	if m == "" {
+		return nil
+	}
+	names := []string{m}
+	if rest, ok := strings.CutPrefix(m, "ft:"); ok {
+		base, _, _ := strings.Cut(rest, ":")
+		names = append(names, base)
+	}
+	for _, n := range names {
+		if i := strings.LastIndexByte(n, '/'); i >= 0 {
+			names = append(names, n[i+1:])
+		}
+	}
+	for _, n := range names {
+		if d := snapshotRe.ReplaceAllString(n, ""); d != n {
+			names = append(names, d)
+		}
+	}
+	return names
+}
 
 // Cost of a completion of in prompt tokens (cached of them from the
 // endpoint's prompt cache) and out completion tokens (reasoning included:
-// it is billed as output).
-func (p Prices) Cost(model string, in, cached, out int) (float64, bool) {
-	pr, ok := p[model]
+// it is billed as output), at the price Resolve finds for the model the
+// endpoint answered or the one requested.
+func (p Prices) Cost(answered, requested string, in, cached, out int) (float64, bool) {
+	name, ok := p.Resolve(answered, requested)
 	if !ok {
 		return 0, false
 	}
+	pr := p[name]
 	cachedPrice := pr.CachedInPerMTok
 	if cachedPrice == 0 {
 		cachedPrice = pr.InPerMTok
@@ -58,6 +116,11 @@ type Usage struct {
 	CostUSD         float64
 	Errors          int64
 	CacheHits       int64
+	// Unpriced calls had no price (CostUSD leaves them out: their cost is
+	// not known); Estimated calls had their tokens counted here (the
+	// endpoint reported no usage).
+	Unpriced  int64 `json:",omitempty"`
+	Estimated int64 `json:",omitempty"`
 }
 
 // Call is one request as Metered records it (an llm_calls row).
@@ -71,6 +134,11 @@ type Call struct {
 	Latency                       time.Duration
 	CostUSD                       float64
 	CacheHit                      bool
+	// Unpriced: no price resolves to the model (CostUSD is 0 and not
+	// known); FinishReason how the reply ended (Response.Finish: the
+	// API's finish_reason, or refusal).
+	Unpriced     bool
+	FinishReason string
 	// Error is the request's error, "" when it succeeded.
 	Error   string
 	Started time.Time
@@ -102,7 +170,8 @@ type Metered struct {
 func (u Usage) Minus(v Usage) Usage {
 	return Usage{Calls: u.Calls - v.Calls, TokensIn: u.TokensIn - v.TokensIn, TokensOut: u.TokensOut - v.TokensOut,
 		TokensReasoning: u.TokensReasoning - v.TokensReasoning, TokensCached: u.TokensCached - v.TokensCached,
-		CostUSD: u.CostUSD - v.CostUSD, Errors: u.Errors - v.Errors, CacheHits: u.CacheHits - v.CacheHits}
+		CostUSD: u.CostUSD - v.CostUSD, Errors: u.Errors - v.Errors, CacheHits: u.CacheHits - v.CacheHits,
+		Unpriced: u.Unpriced - v.Unpriced, Estimated: u.Estimated - v.Estimated}
 }
 
 // Usage returns the totals so far.
@@ -121,6 +190,10 @@ func (m *Metered) Spent() (bool, string) {
 
 func (m *Metered) spentLocked() (bool, string) {
 	u := m.usage
+	if m.Budget.MaxCostUSD > 0 && u.Unpriced > 0 {
+		return true, fmt.Sprintf("the budget of $%.4f cannot be enforced: %d calls to %s had no price (add it to llm.prices)",
+			m.Budget.MaxCostUSD, u.Unpriced, m.unpricedNames())
+	}
 	if m.Budget.MaxCostUSD > 0 && u.CostUSD >= m.Budget.MaxCostUSD {
 		return true, fmt.Sprintf("cost $%.4f reached the budget of $%.4f", u.CostUSD, m.Budget.MaxCostUSD)
 	}
@@ -151,10 +224,13 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 	if err != nil && errors.Is(err, ErrConfig) && m.OnConfigError != nil {
 		m.configOnce.Do(func() { m.OnConfigError(err) })
 	}
-	cost, priced := m.Prices.Cost(model, resp.TokensIn, resp.CachedTokens, resp.TokensOut)
+	requested := cmp.Or(resp.Requested, req.Model)
+	cost, priced := m.Prices.Cost(model, requested, resp.TokensIn, resp.CachedTokens, resp.TokensOut)
 	if resp.CacheHit {
-		cost = 0 // a replayed reply costs nothing
+		cost, priced = 0, true // a replayed reply costs nothing
 	}
+	// A call that failed before any token was counted cost nothing.
+	unpriced := !priced && (err == nil || resp.TokensIn+resp.TokensOut > 0)
 	m.mu.Lock()
 	m.usage.Calls++
 	if !resp.CacheHit {
@@ -172,7 +248,13 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 	if resp.CacheHit {
 		m.usage.CacheHits++
 	}
-	warn := !priced && err == nil && !resp.CacheHit && !m.unpriced[model]
+	if unpriced {
+		m.usage.Unpriced++
+	}
+	if resp.UsageEstimated && !resp.CacheHit {
+		m.usage.Estimated++
+	}
+	warn := unpriced && !m.unpriced[model]
 	if warn {
 		if m.unpriced == nil {
 			m.unpriced = map[string]bool{}
@@ -181,12 +263,13 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 	}
 	m.mu.Unlock()
 	if warn && m.Logger != nil {
-		m.Logger.Warn("llm: no price for model; its calls count as $0", "model", model)
+		m.Logger.Warn("llm: no price for the model in llm.prices; the cost of its calls is not known", "model", model, "requested", requested)
 	}
 	if m.Record != nil {
 		c := Call{Run: m.Run, Node: req.Node, Purpose: req.Purpose, Model: model, TokensIn: int64(resp.TokensIn),
 			TokensOut: int64(resp.TokensOut), TokensReasoning: int64(resp.ReasoningTokens), TokensCached: int64(resp.CachedTokens),
-			TokensEstimated: resp.UsageEstimated, Latency: latency, CostUSD: cost, CacheHit: resp.CacheHit, Started: start}
+			TokensEstimated: resp.UsageEstimated, Latency: latency, CostUSD: cost, CacheHit: resp.CacheHit, Started: start,
+			Unpriced: unpriced, FinishReason: resp.Finish()}
 		if err != nil {
 			c.Error = err.Error()
 		}
@@ -208,4 +291,19 @@ func (m *Metered) Restore(u Usage) {
 	m.usage.CostUSD += u.CostUSD
 	m.usage.Errors += u.Errors
 	m.usage.CacheHits += u.CacheHits
+	m.usage.Unpriced += u.Unpriced
+	m.usage.Estimated += u.Estimated
+}
+
+// unpricedNames are the models seen without a price, sorted.
+func (m *Metered) unpricedNames() string {
+	names := make([]string, 0, len(m.unpriced))
+	for n := range m.unpriced {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if len(names) == 0 {
+		return "a model (before a resume)"
+	}
+	return strings.Join(names, ", ")
 }

@@ -143,6 +143,10 @@ type (
 		CacheHit        bool      `json:"cache_hit"`
 		Error           string    `json:"error"`
 		TS              time.Time `json:"ts"`
+		// FinishReason is how the reply ended (llm.Response.Finish);
+		// Unpriced: no price resolved to the model, CostUSD is not known.
+		FinishReason string `json:"finish_reason"`
+		Unpriced     bool   `json:"unpriced"`
 	}
 )
 
@@ -193,7 +197,7 @@ var Columns = map[string][]string{
 		"nodes", "ranks"},
 	"metrics": {"run", "node", "attempt", "name", "value", "unit", "ts_ms", "ts"},
 	"llm_calls": {"run", "node", "call_id", "purpose", "model", "tokens_in", "tokens_out", "latency_ms", "cost_usd", "cache_hit", "error", "ts_ms", "ts",
-		"reasoning_tokens", "cached_tokens", "tokens_estimated"},
+		"reasoning_tokens", "cached_tokens", "tokens_estimated", "finish_reason", "unpriced"},
 	"artifacts": {"run", "node", "attempt", "kind", "name", "path", "bytes", "sha256", "ts_ms", "ts"},
 	"samples":   {"run", "node", "attempt", "stage", "input", "repeat", "value", "unit", "correct", "worker", "host", "ts_ms", "ts"},
 }
@@ -225,12 +229,16 @@ func (r Rows) values() map[string][][]any {
 		if x.CacheHit {
 			hit = 1
 		}
-		estimated := uint8(0)
+		estimated, unpriced := uint8(0), uint8(0)
 		if x.TokensEstimated {
 			estimated = 1
 		}
+		if x.Unpriced {
+			unpriced = 1
+		}
 		out["llm_calls"] = append(out["llm_calls"], []any{x.Run, x.Node, x.CallID, x.Purpose, x.Model, uint64(x.TokensIn), uint64(x.TokensOut),
-			x.LatencyMS, x.CostUSD, hit, x.Error, x.TS.UnixMilli(), x.TS, uint64(x.ReasoningTokens), uint64(x.CachedTokens), estimated})
+			x.LatencyMS, x.CostUSD, hit, x.Error, x.TS.UnixMilli(), x.TS, uint64(x.ReasoningTokens), uint64(x.CachedTokens), estimated,
+			x.FinishReason, unpriced})
 	}
 	for _, x := range r.Samples {
 		correct := uint8(0)

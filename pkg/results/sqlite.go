@@ -34,6 +34,7 @@ CREATE TABLE IF NOT EXISTS llm_calls (
   tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL, latency_ms REAL NOT NULL, cost_usd REAL NOT NULL,
   cache_hit INTEGER NOT NULL, error TEXT NOT NULL, ts_ms INTEGER NOT NULL, ts TEXT NOT NULL,
   reasoning_tokens INTEGER NOT NULL DEFAULT 0, cached_tokens INTEGER NOT NULL DEFAULT 0, tokens_estimated INTEGER NOT NULL DEFAULT 0,
+  finish_reason TEXT NOT NULL DEFAULT '', unpriced INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (run, node, call_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS artifacts (
   run TEXT NOT NULL, node TEXT NOT NULL, attempt INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
@@ -118,14 +119,15 @@ func OpenSQLite(path string) (*SQLite, error) {
 // written before them (a run resumed from one): llm_calls'
 // reasoning_tokens, cached_tokens and tokens_estimated (its rows have 0),
 // phase_runs' nodes (1) and ranks (0), the evaluator's and the held-out
-// gate's columns of nodes (docs/evaluation.md).
+// gate's columns of nodes (docs/evaluation.md), llm_calls' finish_reason
+// and unpriced.
 func addedColumns(db *sql.DB) error {
 	const integer, text, real = " INTEGER NOT NULL DEFAULT ", " TEXT NOT NULL DEFAULT ", " REAL"
 	for _, c := range []struct{ table, col, def string }{{"llm_calls", "reasoning_tokens", integer + "0"}, {"llm_calls", "cached_tokens", integer + "0"},
 		{"llm_calls", "tokens_estimated", integer + "0"}, {"phase_runs", "nodes", integer + "1"}, {"phase_runs", "ranks", integer + "0"},
 		{"nodes", "metric_from", text + "''"}, {"nodes", "self_reported", real}, {"nodes", "held_out", text + "''"}, {"nodes", "held_out_metric", real},
 		{"nodes", "metric_q1", real}, {"nodes", "metric_q3", real}, {"nodes", "metric_low", real}, {"nodes", "metric_high", real},
-		{"nodes", "metric_bound", real}} {
+		{"nodes", "metric_bound", real}, {"llm_calls", "finish_reason", text + "''"}, {"llm_calls", "unpriced", integer + "0"}} {
 		var n int
 		if err := db.QueryRow(`SELECT count(*) FROM pragma_table_info('`+c.table+`') WHERE name = ?`, c.col).Scan(&n); err != nil {
 			return err

@@ -66,7 +66,7 @@ func Sample(run string) results.Rows {
 		rows.Artifacts = append(rows.Artifacts, r.Artifacts...)
 	}
 	rows.LLMCalls = []results.LLMCall{{Run: run, Node: "n1", CallID: "c1", Purpose: "draft", Model: "gpt-x", TokensIn: 1200, TokensOut: 300,
-		ReasoningTokens: 240, CachedTokens: 1024, TokensEstimated: true, LatencyMS: 850, CostUSD: 0.0042, TS: T0}}
+		ReasoningTokens: 240, CachedTokens: 1024, TokensEstimated: true, LatencyMS: 850, CostUSD: 0.0042, TS: T0, FinishReason: "length"}}
 	return rows
 }
 
@@ -173,8 +173,9 @@ func Exercise(t *testing.T, open func(t *testing.T) Store) {
 		require.Equal(t, [][]string{{"gcc", "ok", ""}, {"mpicc", "failed", schema.ErrKindCompileFailed}}, strsAll(rows))
 		rows = query("SELECT name, value, unit FROM %s WHERE run = 'r1' ORDER BY name", final(s, "metrics"))
 		require.Equal(t, [][]string{{"gflops", "12.5", "GFLOP/s"}, {"time_s", "0.75", ""}}, strsAll(rows))
-		rows = query("SELECT purpose, tokens_in + tokens_out, reasoning_tokens, cached_tokens, tokens_estimated FROM %s WHERE run = 'r1'", final(s, "llm_calls"))
-		require.Equal(t, [][]string{{"draft", "1500", "240", "1024", "1"}}, strsAll(rows))
+		rows = query("SELECT purpose, tokens_in + tokens_out, reasoning_tokens, cached_tokens, tokens_estimated, finish_reason, unpriced FROM %s "+
+			"WHERE run = 'r1' ORDER BY call_id", final(s, "llm_calls"))
+		require.Equal(t, [][]string{{"draft", "1500", "240", "1024", "1", "length", "0"}}, strsAll(rows))
 		rows = query("SELECT node, kind, path, bytes FROM %s WHERE run = 'r1' ORDER BY path", final(s, "artifacts"))
 		require.Equal(t, [][]string{{"n1", "log", "nodes/n1/logs/compile.log", "120"}, {"n1", "plot", "nodes/n1/outputs/plots/gflops.svg", "2048"}}, strsAll(rows))
 	})
