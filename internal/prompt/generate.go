@@ -96,20 +96,11 @@ func Ask(ctx context.Context, p GenerateParams, shape string, parse func(payload
 			return "", fmt.Errorf("%s of %s: %w", p.Purpose, p.Node, err)
 		}
 		if err := llm.Unanswered(last); err != nil {
-			// A refusal, a content filter, a cut reply, tool calls: asked
-			// once more (a cut one told so, the others as they were), then
-			// the node's reason, never a format error.
-			f := last.Finish()
-			if again[f] || attempt == retries+1 {
+			if again[last.Finish()] || attempt == retries+1 {
 				return "", fmt.Errorf("%s of %s: %w", p.Purpose, p.Node, err)
 			}
-			again[f], lastErr = true, err
-			if f == llm.FinishLength {
-				msgs = append(msgs[:from:from], llm.Message{Role: "assistant", Content: Excerpt(reply, maxRefusedExcerpt)},
-					llm.Message{Role: "user", Content: feedback(err, shape, p.RequireMemoryUpdate, last)})
-			} else {
-				msgs = msgs[:from:from]
-			}
+			again[last.Finish()], lastErr = true, err
+			msgs = askAgain(msgs[:from:from], reply, err, shape, p.RequireMemoryUpdate, last)
 			continue
 		}
 		payload := reply
@@ -142,6 +133,19 @@ func Ask(ctx context.Context, p GenerateParams, shape string, parse func(payload
 		msgs = append(msgs, llm.Message{Role: "user", Content: feedback(err, shape, p.RequireMemoryUpdate, last)})
 	}
 	return "", fmt.Errorf("%w after %d replies: %w", ErrUnusable, retries+1, lastErr)
+}
+
+// askAgain is the conversation (msgs, before the reply) that asks once
+// more after a reply that ended without an answer (llm.Unanswered: a
+// refusal, a content filter, a cut reply, tool calls): the same request,
+// or for a cut reply the reply's excerpt and the feedback that it was cut.
+// A second such finish is the node's reason, never a format error.
+func askAgain(msgs []llm.Message, reply string, err error, shape string, requireMemory bool, last llm.Response) []llm.Message {
+	if last.Finish() != llm.FinishLength {
+		return msgs
+	}
+	return append(msgs, llm.Message{Role: "assistant", Content: Excerpt(reply, maxRefusedExcerpt)},
+		llm.Message{Role: "user", Content: feedback(err, shape, requireMemory, last)})
 }
 
 // maxRefusedExcerpt bounds what of a refused reply stays in the
