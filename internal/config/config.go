@@ -201,6 +201,7 @@ type LLM struct {
 	Reasoning   string        `envconfig:"LLM_REASONING" desc:"true or false: the model is (or is not) a reasoning model, whatever its name and run.yaml's llm.reasoning say"`
 	Endpoint    string        `envconfig:"LLM_ENDPOINT" default:"auto" desc:"kind of endpoint: auto (told from OPENAI_BASE_URL), openai, azure, vllm, ollama, llamacpp, proxy or compatible"`
 	APIVersion  string        `envconfig:"LLM_API_VERSION" desc:"Azure OpenAI's api-version (default 2024-10-21; 2024-12-01-preview for a reasoning model)"`
+	Serves      string        `envconfig:"LLM_SERVES" desc:"the model an Azure deployment (HPCQ_LLM_MODEL names the deployment) serves, for its price in llm.prices: gpt-4o"`
 	Stream      bool          `envconfig:"LLM_STREAM" default:"true" desc:"stream replies (chunks read as they come; false: whole replies)"`
 	IdleTimeout time.Duration `envconfig:"LLM_IDLE_TIMEOUT" default:"90s" desc:"longest wait for the next chunk of a streamed reply"`
 	Timeout     time.Duration `envconfig:"LLM_TIMEOUT" default:"20m" desc:"cap of one request attempt, streamed or not (not retried when reached)"`

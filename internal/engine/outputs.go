@@ -99,7 +99,7 @@ func (o outputs) write(ctx context.Context, stoppedBy string, notes map[int]stri
 func (o outputs) reportParams(stoppedBy string, notes map[int]string) search.ReportParams {
 	u := o.s.Client.Usage()
 	rp := search.ReportParams{Title: title(o.s.Spec), MetricName: o.s.Spec.Metric.Name, Unit: o.s.Spec.Metric.Unit, Maximize: o.maximize(),
-		Calls: u.Calls, TokensIn: u.TokensIn, TokensOut: u.TokensOut, CostUSD: u.CostUSD, StoppedBy: stoppedBy, StageNotes: notes,
+		Calls: u.Calls, TokensIn: u.TokensIn, TokensOut: u.TokensOut, CostUSD: u.CostUSD, LLMCaveats: u.Caveats(), StoppedBy: stoppedBy, StageNotes: notes,
 		Paper: paperSection(o.s.Dir), HeldOut: heldOutSection(o.s.Dir, o.s.Spec.Metric.Name, o.s.Spec.Metric.Unit)}
 	if best, ok := o.tree.Best(o.maximize()); ok {
 		rp.BestDetail = o.bestDetail(best.ID)

@@ -72,8 +72,8 @@ func (e *engine) progressLine() string {
 	if st := e.stage.Load(); st != nil {
 		stage = *st
 	}
-	return fmt.Sprintf("[%s] stage %d %s | %s | %s | %d calls %d tokens $%.4f", time.Now().Format("15:04:05"), stage.n, stage.name,
-		strings.Join(parts, ", "), best, u.Calls, u.TokensIn+u.TokensOut, u.CostUSD)
+	return fmt.Sprintf("[%s] stage %d %s | %s | %s | %d calls %s tokens %s", time.Now().Format("15:04:05"), stage.n, stage.name,
+		strings.Join(parts, ", "), best, u.Calls, u.Tokens(), u.Cost())
 }
 
 // StatusLine shows one line in place on a terminal, log records above it.

@@ -147,9 +147,10 @@ type LLM struct {
 	// ReasoningEffort of a reasoning model: none, minimal, low, medium or
 	// high; unset: the endpoint's default.
 	ReasoningEffort string `yaml:"reasoning_effort,omitempty"`
-	// MaxTokensCap bounds the limit a reply cut by reasoning (every token
-	// spent thinking, nothing said) is asked again with; 0: four times
-	// max_tokens.
+	// MaxTokensCap bounds the limit a cut reply is asked again with: a
+	// reasoning model's cut with nothing said (0: four times max_tokens);
+	// another cut reply is asked again with twice the limit only when
+	// this is set (a chat model's own output limit is not known).
 	MaxTokensCap int        `yaml:"max_tokens_cap,omitempty"`
 	Retries      int        `yaml:"retries"` // unusable replies retried with feedback
 	Prices       llm.Prices `yaml:"prices"`

@@ -140,8 +140,11 @@ func (s Snapshot) Write(w io.Writer) error {
 			best += " (the best on the held-out inputs)"
 		}
 	}
-	_, err := fmt.Fprintf(w, "run %s: %s\nnodes: %d started, %d done (%d buggy, %d from the result cache), %d not finished; %s\nLLM: %d calls, %d tokens, $%.4f\n",
-		s.RunID, s.Title, s.Nodes, s.Done, s.Buggy, s.Cached, s.Nodes-s.Done, best, s.Usage.Calls, s.Usage.TokensIn+s.Usage.TokensOut, s.Usage.CostUSD)
+	_, err := fmt.Fprintf(w, "run %s: %s\nnodes: %d started, %d done (%d buggy, %d from the result cache), %d not finished; %s\nLLM: %d calls, %s tokens, %s\n",
+		s.RunID, s.Title, s.Nodes, s.Done, s.Buggy, s.Cached, s.Nodes-s.Done, best, s.Usage.Calls, s.Usage.Tokens(), s.Usage.Cost())
+	if c := s.Usage.Caveats(); err == nil && c != "" {
+		_, err = fmt.Fprintf(w, "LLM: %s\n", c)
+	}
 	if err == nil && s.Stopped != "" {
 		_, err = fmt.Fprintf(w, "stopped early: %s\n", s.Stopped)
 	}

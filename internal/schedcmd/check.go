@@ -139,6 +139,10 @@ func Check(ctx context.Context, cfg *config.Scheduler, o CheckOptions) error {
 		fmt.Fprintf(o.Out, ", %s between chunks", llmConf.IdleTimeout)
 	}
 	fmt.Fprintln(o.Out)
+	fmt.Fprintf(o.Out, "prices:  %s\n", spec.PriceLine(llmConf.Model, llmConf.Serves))
+	if err := spec.CheckBudgetPriced(llmConf.Model, llmConf.Serves); err != nil {
+		return fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+	}
 	if !o.Probe {
 		return nil
 	}

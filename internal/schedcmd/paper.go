@@ -90,7 +90,10 @@ func writePaper(ctx context.Context, cfg *config.Scheduler, r paperRun) (ok bool
 		last := paper.Rounds[len(paper.Rounds)-1]
 		fmt.Fprintf(term.Stderr(), "writeup: no draft compiled; the last one's error:\n%s\n", last.Error)
 	}
-	fmt.Printf("writeup: %d calls, %d tokens in, %d out, $%.4f; paper %s, claims %s\n", used.Calls, used.TokensIn, used.TokensOut, used.CostUSD, tex, claims)
+	fmt.Printf("writeup: %d calls, %d tokens in, %d out, %s; paper %s, claims %s\n", used.Calls, used.TokensIn, used.TokensOut, used.Cost(), tex, claims)
+	if c := used.Caveats(); c != "" {
+		fmt.Printf("writeup: %s\n", c)
+	}
 	rep := paper.Report
 	fmt.Printf("writeup pdf=%s pages=%d numbers=%d verified=%d unverified=%d citations=%d citations_removed=%d rounds=%d\n",
 		pdf, len(paper.Compiled.Pages), rep.Numbers, rep.Verified, rep.Unverified, len(paper.Cited), len(paper.Removed), len(paper.Rounds))

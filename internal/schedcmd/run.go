@@ -55,7 +55,10 @@ func printSummary(spec run.Spec, runDir string, sum engine.Summary) {
 		fmt.Fprintf(term.Stdout(), "not yet applied: %s\n", l)
 	}
 	u := sum.Usage
-	fmt.Printf("LLM: %d calls, %d tokens in, %d out, $%.4f\n", u.Calls, u.TokensIn, u.TokensOut, u.CostUSD)
+	fmt.Printf("LLM: %d calls, %d tokens in, %d out, %s\n", u.Calls, u.TokensIn, u.TokensOut, u.Cost())
+	if c := u.Caveats(); c != "" {
+		fmt.Printf("LLM: %s\n", c)
+	}
 	// Absolute paths, and the binary that ran: the hint works from any
 	// directory.
 	abs, err := filepath.Abs(runDir)
@@ -125,6 +128,11 @@ func runLLM(spec *run.Spec, ideaDir, runDir string, log *slog.Logger) (llm.Clien
 		return nil, nil, nil, err
 	}
 	spec.LLM.Model = c.Model
+	if info["backend"] == "openai" {
+		if err := spec.CheckBudgetPriced(c.Model, c.Serves); err != nil {
+			return nil, nil, nil, fmt.Errorf("%w: %w", cli.ErrInvalidInput, err)
+		}
+	}
 	if info["scripted"] != "" {
 		delete(info, "scripted")
 		fmt.Printf("no model configured: replaying the scripted replies of %s (not a live model; set OPENAI_API_KEY for one)\n", c.Replay)

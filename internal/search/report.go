@@ -64,6 +64,9 @@ type ReportParams struct {
 	// Usage of the LLM, when there was one.
 	Calls, TokensIn, TokensOut int64
 	CostUSD                    float64
+	// LLMCaveats says what the usage's numbers leave out or estimate
+	// (llm.Usage.Caveats).
+	LLMCaveats string
 	// StoppedBy says why the search stopped early ("budget: ..."), if it did.
 	StoppedBy string
 	// BestDetail is markdown about the best node (its metrics and code),
@@ -192,6 +195,9 @@ func WriteReport(w io.Writer, t *Tree, p ReportParams) error {
 	}
 	if p.Calls > 0 {
 		fmt.Fprintf(&b, "## LLM usage\n\n%d calls, %d tokens in, %d tokens out, $%.4f.\n", p.Calls, p.TokensIn, p.TokensOut, p.CostUSD)
+		if p.LLMCaveats != "" {
+			fmt.Fprintf(&b, "\nOf these: %s.\n", p.LLMCaveats)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

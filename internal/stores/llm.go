@@ -59,7 +59,7 @@ func LLMOptions(c config.LLM, rs llm.RunSettings) (llm.OpenAIOptions, error) {
 	default:
 		return llm.OpenAIOptions{}, fmt.Errorf("%w: HPCQ_LLM_REASONING %q: true or false", llm.ErrBadRequest, c.Reasoning)
 	}
-	return llm.OpenAIOptions{BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Model, Endpoint: endpoint, APIVersion: c.APIVersion,
+	return llm.OpenAIOptions{BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Model, Endpoint: endpoint, APIVersion: c.APIVersion, Serves: c.Serves,
 		Reasoning: rs.Reasoning, MaxTokensCap: rs.MaxTokensCap, NoStream: !c.Stream, IdleTimeout: c.IdleTimeout, Timeout: c.Timeout,
 		MaxAttempts: c.MaxAttempts, Concurrency: c.Concurrency}, nil
 }

@@ -380,7 +380,8 @@ func (s *Server) llmCalls(ctx context.Context, q query, run, node string) ([]map
 	if q == nil {
 		return calls, 0, errNoResults
 	}
-	tab, err := q(ctx, "SELECT ts, purpose, model, tokens_in, cached_tokens, tokens_out, reasoning_tokens, tokens_estimated, latency_ms, cost_usd, cache_hit, error "+
+	tab, err := q(ctx, "SELECT ts, purpose, model, tokens_in, cached_tokens, tokens_out, reasoning_tokens, tokens_estimated, latency_ms, cost_usd, cache_hit, error, "+
+		"finish_reason, unpriced "+
 		"FROM llm_calls WHERE run = "+
 		quote(run)+" AND node = "+quote(node)+" ORDER BY ts_ms, call_id")
 	if err != nil {

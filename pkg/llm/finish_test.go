@@ -116,7 +116,10 @@ func TestPricesResolve(t *testing.T) {
 	}
 	_, ok := p.Resolve("llama-3.1-70b", "llama-3.1-70b")
 	require.False(t, ok)
-	cost, ok := p.Cost("gpt-4o-mini-2024-07-18", "gpt-4o-mini", 1_000_000, 0, 1_000_000)
+	got, ok := p.Resolve("gpt-4o-2024-08-06", "other-deployment", "gpt-4o-mini")
+	require.True(t, ok)
+	require.Equal(t, "gpt-4o-mini", got, "the model a deployment serves (HPCQ_LLM_SERVES)")
+	cost, ok := p.Cost(1_000_000, 0, 1_000_000, "gpt-4o-mini-2024-07-18", "gpt-4o-mini")
 	require.True(t, ok)
 	require.InDelta(t, 0.75, cost, 1e-12)
 }

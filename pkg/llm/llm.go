@@ -83,6 +83,9 @@ type Response struct {
 	Filter    string `json:"filter,omitempty"`
 	Limit     int    `json:"limit,omitempty"`
 	Requested string `json:"requested,omitempty"`
+	// Serves is the model an Azure deployment serves (HPCQ_LLM_SERVES),
+	// priced when neither the answered nor the requested name is.
+	Serves string `json:"serves,omitempty"`
 	// ReasoningTokens are the completion tokens spent on reasoning (part
 	// of TokensOut); CachedTokens the prompt tokens the endpoint served
 	// from its prompt cache (part of TokensIn).

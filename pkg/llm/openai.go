@@ -35,6 +35,9 @@ type OpenAIOptions struct {
 	// APIVersion is Azure's api-version [2024-10-21; 2024-12-01-preview
 	// for a reasoning model].
 	APIVersion string
+	// Serves is the model an Azure deployment (Model) serves, for its
+	// price (HPCQ_LLM_SERVES); "" when Model is the model.
+	Serves string
 	// Reasoning overrides what the model's name says (llm.reasoning).
 	Reasoning *bool
 	// MaxTokensCap bounds the output limit a reply cut by reasoning is
@@ -256,7 +259,7 @@ func (c *OpenAI) Chat(ctx context.Context, req Request) (Response, error) {
 			total.Latency, total.Note = time.Since(start), strings.Join(notes, "; ")
 			return total, err
 		}
-		resp.Limit, resp.Requested = limit, model
+		resp.Limit, resp.Requested, resp.Serves = limit, model, c.o.Serves
 		cut := p.Reasoning && reasoningCut(resp)
 		if !cut && resp.FinishReason == FinishLength && !grown && c.o.MaxTokensCap > limit && limit > 0 {
 			// A reply cut with words said: asked again once with a larger
@@ -343,6 +346,10 @@ func (c *OpenAI) retrying(ctx context.Context, p Profile, creq openai.ChatComple
 		if err := c.wait(ctx, d); err != nil {
 			return Response{}, fmt.Errorf("llm: %s: %w", p.Model, err)
 		}
+	}
+	if c.o.MaxAttempts == 1 { // a probe, or HPCQ_LLM_MAX_ATTEMPTS=1: nothing was retried
+		return Response{}, &endpointError{err: last, msg: fmt.Sprintf("llm: %s: its one attempt failed (not retried): %v", p.Model, last),
+			kind: ErrRetriesExhausted}
 	}
 	return Response{}, fmt.Errorf("%w after %d attempts (%s): %w", ErrRetriesExhausted, c.o.MaxAttempts, p.Model, last)
 }

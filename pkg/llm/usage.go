@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,13 +33,14 @@ type Prices map[string]Price
 // with (gpt-4o-mini-2024-07-18, claude-3-5-sonnet-20241022).
 var snapshotRe = regexp.MustCompile(`-(?:\d{4}-\d{2}-\d{2}|\d{8})$`)
 
-// Resolve is the name of the price of a call: the model the endpoint
-// answered, then the one the request named (an Azure deployment's name),
-// each as written, as its base model (a fine-tune's, ft:BASE:org::id,
-// unless the fine-tune is priced itself), without a snapshot date, and
-// without a proxy's provider prefix (openai/gpt-4o); names compared
-// without regard to case. ok is false when none is priced.
-func (p Prices) Resolve(answered, requested string) (string, bool) {
+// Resolve is the name of the price of a call, tried in the order given:
+// the model the endpoint answered, the one the request named (an Azure
+// deployment's name), the model a deployment serves; each as written, as
+// its base model (a fine-tune's, ft:BASE:org::id, unless the fine-tune is
+// priced itself), without a snapshot date, and without a proxy's provider
+// prefix (openai/gpt-4o); names compared without regard to case. ok is
+// false when none is priced.
+func (p Prices) Resolve(names ...string) (string, bool) {
 	if len(p) == 0 {
 		return "", false
 	}
@@ -45,7 +48,7 @@ func (p Prices) Resolve(answered, requested string) (string, bool) {
 	for k := range p {
 		lower[strings.ToLower(k)] = k
 	}
-	for _, name := range []string{answered, requested} {
+	for _, name := range names {
 		for _, c := range priceNames(strings.ToLower(strings.TrimSpace(name))) {
 			if k, ok := lower[c]; ok {
 				return k, true
@@ -80,10 +83,9 @@ func priceNames(m string) []string {
 
 // Cost of a completion of in prompt tokens (cached of them from the
 // endpoint's prompt cache) and out completion tokens (reasoning included:
-// it is billed as output), at the price Resolve finds for the model the
-// endpoint answered or the one requested.
-func (p Prices) Cost(answered, requested string, in, cached, out int) (float64, bool) {
-	name, ok := p.Resolve(answered, requested)
+// it is billed as output), at the price Resolve finds for names.
+func (p Prices) Cost(in, cached, out int, names ...string) (float64, bool) {
+	name, ok := p.Resolve(names...)
 	if !ok {
 		return 0, false
 	}
@@ -121,6 +123,52 @@ type Usage struct {
 	// endpoint reported no usage).
 	Unpriced  int64 `json:",omitempty"`
 	Estimated int64 `json:",omitempty"`
+	// Unanswered counts the replies that ended without an answer, by
+	// "finish purpose" ("refusal draft", "length debug").
+	Unanswered map[string]int64 `json:",omitempty"`
+}
+
+// Cost is the cost as a reader should read it: "$0.0123", and "+ 4
+// unpriced calls" when some had no price (their cost is not in it).
+func (u Usage) Cost() string {
+	s := fmt.Sprintf("$%.4f", u.CostUSD)
+	if u.Unpriced > 0 {
+		s += fmt.Sprintf(" + %d unpriced calls", u.Unpriced)
+	}
+	return s
+}
+
+// Tokens is the tokens in and out as a count to show: "~" before it when
+// some calls' tokens were estimated (the endpoint reported no usage).
+func (u Usage) Tokens() string {
+	if u.Estimated > 0 {
+		return fmt.Sprintf("~%d", u.TokensIn+u.TokensOut)
+	}
+	return strconv.FormatInt(u.TokensIn+u.TokensOut, 10)
+}
+
+// Caveats says what a reader must know of the numbers beyond them: the
+// calls whose tokens were estimated, those no price resolved to, the
+// replies that ended without an answer by finish and purpose; "" when
+// none.
+func (u Usage) Caveats() string {
+	var out []string
+	if u.Estimated > 0 {
+		out = append(out, fmt.Sprintf("the tokens of %d calls are estimates (the endpoint reported no usage; counted here with o200k_base)", u.Estimated))
+	}
+	if u.Unpriced > 0 {
+		out = append(out, fmt.Sprintf("%d calls had no price in llm.prices: their cost is not known and not in the total", u.Unpriced))
+	}
+	if len(u.Unanswered) > 0 {
+		keys := slices.Sorted(maps.Keys(u.Unanswered))
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			finish, purpose, _ := strings.Cut(k, " ")
+			parts[i] = fmt.Sprintf("%d %s (%s)", u.Unanswered[k], finish, purpose)
+		}
+		out = append(out, "replies without an answer: "+strings.Join(parts, ", "))
+	}
+	return strings.Join(out, "; ")
 }
 
 // Call is one request as Metered records it (an llm_calls row).
@@ -171,14 +219,30 @@ func (u Usage) Minus(v Usage) Usage {
 	return Usage{Calls: u.Calls - v.Calls, TokensIn: u.TokensIn - v.TokensIn, TokensOut: u.TokensOut - v.TokensOut,
 		TokensReasoning: u.TokensReasoning - v.TokensReasoning, TokensCached: u.TokensCached - v.TokensCached,
 		CostUSD: u.CostUSD - v.CostUSD, Errors: u.Errors - v.Errors, CacheHits: u.CacheHits - v.CacheHits,
-		Unpriced: u.Unpriced - v.Unpriced, Estimated: u.Estimated - v.Estimated}
+		Unpriced: u.Unpriced - v.Unpriced, Estimated: u.Estimated - v.Estimated, Unanswered: minusCounts(u.Unanswered, v.Unanswered)}
 }
 
-// Usage returns the totals so far.
+// minusCounts is a's counts less b's, those left above zero.
+func minusCounts(a, b map[string]int64) map[string]int64 {
+	var out map[string]int64
+	for k, n := range a {
+		if d := n - b[k]; d > 0 {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// Usage returns the totals so far (its map a copy).
 func (m *Metered) Usage() Usage {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.usage
+	u := m.usage
+	u.Unanswered = maps.Clone(u.Unanswered)
+	return u
 }
 
 // Spent reports whether the budget is spent, and why.
@@ -225,7 +289,7 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 		m.configOnce.Do(func() { m.OnConfigError(err) })
 	}
 	requested := cmp.Or(resp.Requested, req.Model)
-	cost, priced := m.Prices.Cost(model, requested, resp.TokensIn, resp.CachedTokens, resp.TokensOut)
+	cost, priced := m.Prices.Cost(resp.TokensIn, resp.CachedTokens, resp.TokensOut, model, requested, resp.Serves)
 	if resp.CacheHit {
 		cost, priced = 0, true // a replayed reply costs nothing
 	}
@@ -253,6 +317,12 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 	}
 	if resp.UsageEstimated && !resp.CacheHit {
 		m.usage.Estimated++
+	}
+	if f := resp.Finish(); err == nil && f != "" && f != FinishStop {
+		if m.usage.Unanswered == nil {
+			m.usage.Unanswered = map[string]int64{}
+		}
+		m.usage.Unanswered[f+" "+cmp.Or(req.Purpose, "other")]++
 	}
 	warn := unpriced && !m.unpriced[model]
 	if warn {
@@ -293,6 +363,12 @@ func (m *Metered) Restore(u Usage) {
 	m.usage.CacheHits += u.CacheHits
 	m.usage.Unpriced += u.Unpriced
 	m.usage.Estimated += u.Estimated
+	for k, n := range u.Unanswered {
+		if m.usage.Unanswered == nil {
+			m.usage.Unanswered = map[string]int64{}
+		}
+		m.usage.Unanswered[k] += n
+	}
 }
 
 // unpricedNames are the models seen without a price, sorted.

@@ -673,6 +673,7 @@ const TAB_VIEWS = {
     return out;
   },
   llm(d) {
+    const finishText = { refusal: 'the model refused', content_filter: 'content filter', length: 'cut at its limit', tool_calls: 'tool calls (none offered)' };
     const tokens = (c, n) => (Number(c.tokens_estimated) ? '~' : '') + n;
     const out = [];
     if (d.llm_calls_error) out.push(el('p', { class: 'error' }, d.llm_calls_error));
@@ -681,12 +682,14 @@ const TAB_VIEWS = {
       // A cache hit or an error is said under the purpose: the panel is narrow.
       out.push(el('table', {}, el('tr', {}, ['time', 'purpose', 'model', 'in', 'out', 'latency', 'cost'].map(h => el('th', {}, h))),
         d.llm_calls.map(c => el('tr', {}, el('td', { title: String(c.ts) }, fmtClock(c.ts)),
-          el('td', {}, c.purpose, Number(c.cache_hit) ? el('div', { class: 'muted' }, 'cache hit') : null, c.error ? el('div', { class: 'error' }, c.error) : null),
+          el('td', {}, c.purpose, Number(c.cache_hit) ? el('div', { class: 'muted' }, 'cache hit') : null, c.error ? el('div', { class: 'error' }, c.error) : null,
+            // How a reply ended, when not as an answer: refusal, content_filter, length, tool_calls.
+            c.finish_reason && c.finish_reason !== 'stop' ? el('div', { class: 'error' }, finishText[c.finish_reason] || c.finish_reason) : null),
           el('td', {}, c.model),
           // Cached prompt tokens and reasoning tokens are said under the
           // counts they are part of; "~" marks counts estimated by hpcq.
           el('td', { class: 'num' }, tokens(c, c.tokens_in), Number(c.cached_tokens) ? el('div', { class: 'muted' }, `${c.cached_tokens} cached`) : null),
-          el('td', { class: 'num' }, tokens(c, c.tokens_out), Number(c.reasoning_tokens) ? el('div', { class: 'muted' }, `${c.reasoning_tokens} reasoning`) : null), el('td', { class: 'num' }, fmtDur(Math.round(Number(c.latency_ms) || 0))), el('td', { class: 'num' }, fmtCost(c.cost_usd))))));
+          el('td', { class: 'num' }, tokens(c, c.tokens_out), Number(c.reasoning_tokens) ? el('div', { class: 'muted' }, `${c.reasoning_tokens} reasoning`) : null), el('td', { class: 'num' }, fmtDur(Math.round(Number(c.latency_ms) || 0))), el('td', { class: 'num' }, Number(c.unpriced) ? el('span', { class: 'muted', title: 'no price in llm.prices for this model: its cost is not known' }, 'unpriced') : fmtCost(c.cost_usd))))));
     }
     if (d.prompts && d.prompts.length) {
       out.push(el('h3', {}, 'Prompts'), el('ul', {}, d.prompts.map(p => el('li', {}, el('a', { href: fileURL(view.run.id, p.path), target: '_blank', rel: 'noopener' }, p.name), ' ', el('span', { class: 'muted' }, fmtBytes(p.bytes))))));
