@@ -46,8 +46,12 @@ type RunSummary struct {
 	TokensReasoning int64   `json:"tokens_reasoning"`
 	TokensCached    int64   `json:"tokens_cached"`
 	CostUSD         float64 `json:"cost_usd"`
-	StoppedBy       string  `json:"stopped_by,omitempty"`
-	Canceled        string  `json:"canceled,omitempty"`
+	// LLMCaveats says what the usage's numbers leave out or estimate
+	// (llm.Usage.Caveats: estimated tokens, unpriced calls, replies
+	// without an answer).
+	LLMCaveats string `json:"llm_caveats,omitempty"`
+	StoppedBy  string `json:"stopped_by,omitempty"`
+	Canceled   string `json:"canceled,omitempty"`
 	// Source is "dir" (a run directory) or "clickhouse" (only the results
 	// store's tables know the run: no plans, code, logs or memory).
 	Source string `json:"source"`
@@ -212,7 +216,7 @@ func (s *Server) summary(dir string) RunSummary {
 		sum.Title, sum.Metric, sum.Unit = snap.Title, snap.Metric, snap.Unit
 		sum.Nodes, sum.Done, sum.Buggy, sum.Best, sum.BestValue = snap.Nodes, snap.Done, snap.Buggy, snap.Best, snap.Value
 		sum.LLMCalls, sum.TokensIn, sum.TokensOut, sum.CostUSD = snap.Usage.Calls, snap.Usage.TokensIn, snap.Usage.TokensOut, snap.Usage.CostUSD
-		sum.TokensReasoning, sum.TokensCached = snap.Usage.TokensReasoning, snap.Usage.TokensCached
+		sum.TokensReasoning, sum.TokensCached, sum.LLMCaveats = snap.Usage.TokensReasoning, snap.Usage.TokensCached, snap.Usage.Caveats()
 		sum.StoppedBy = snap.Stopped
 		if spec, err := runview.ReadSpec(dir); err == nil {
 			sum.Direction = spec.Metric.Direction

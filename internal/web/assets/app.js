@@ -309,6 +309,7 @@ function drawSummary() {
   document.getElementById('summary').replaceChildren(el('div', { class: 'card' },
     el('h1', {}, r.title || r.id), el('div', { class: 'muted' }, r.id + (r.metric ? ` · ${r.direction || 'maximize'} ${r.metric}` : '')),
     el('div', { class: 'stats' }, stats.map(([k, v]) => el('div', {}, el('b', {}, v), el('span', {}, k)))),
+    r.llm_caveats ? el('p', { class: 'muted' }, 'LLM calls: ' + r.llm_caveats + '.') : null,
     r.stopped_by ? el('p', {}, 'Stopped early: ' + r.stopped_by) : null,
     r.canceled ? el('p', {}, 'Canceled: ' + r.canceled) : null,
     r.error ? el('p', { class: 'error' }, r.error) : null), paperCard(r));
