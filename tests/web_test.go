@@ -203,6 +203,13 @@ func TestDashboardLive(t *testing.T) {
 	b.run(t, chromedp.OuterHTML("html", &html, chromedp.ByQuery))
 	require.NotContains(t, html, key)
 	require.Equal(t, 2, b.count(t, ".node"))
+	// A run without a paper: nothing where its card would be (no "null").
+	var texts []string
+	b.run(t, chromedp.Evaluate(`(() => { const w = document.createTreeWalker(document.getElementById('main'), NodeFilter.SHOW_TEXT), out = [];
+		while (w.nextNode()) { const s = w.currentNode.textContent.trim(); if (['null', 'undefined', 'NaN', '[object Object]'].includes(s)) out.push(s); }
+		return out; })()`, &texts))
+	require.Empty(t, texts, "stray text on the run's page")
+	require.Zero(t, b.count(t, ".card.paper"))
 	b.requireNoErrors(t)
 
 	require.NoError(t, os.WriteFile(filepath.Join(shared, "go2"), nil, 0o644))

@@ -91,8 +91,10 @@ function fileURL(run, path) {
 
 // ---- charts: plain SVG ----
 
-function niceTicks(lo, hi, n) {
-  if (!(hi > lo)) { const d = Math.abs(lo) || 1; lo = lo >= 0 ? Math.max(0, lo - d / 2) : lo - d / 2; hi += d / 2; }
+// niceTicks are about n ticks from lo to hi; one value (lo = hi) gets an
+// axis of span around it (default: its own magnitude; a time: a minute).
+function niceTicks(lo, hi, n, span) {
+  if (!(hi > lo)) { const d = span || Math.abs(lo) || 1; lo = lo >= 0 && !span ? Math.max(0, lo - d / 2) : lo - d / 2; hi += d / 2; }
   const raw = (hi - lo) / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
   const step = [1, 2, 5, 10].map(m => m * mag).find(s => s >= raw);
   // The axis runs from a tick to a tick, so that its ends are labelled.
@@ -136,7 +138,7 @@ function chart(opts, series) {
     box.append(el('p', { class: 'muted' }, opts.empty || 'No data yet.'));
     return box;
   }
-  const xs = niceTicks(Math.min(...pts.map(p => p[0])), Math.max(...pts.map(p => p[0])), 5);
+  const xs = niceTicks(Math.min(...pts.map(p => p[0])), Math.max(...pts.map(p => p[0])), 5, opts.x === 'time' ? 60000 : 0);
   const ys = niceTicks(Math.min(...pts.map(p => p[4] ? Math.min(p[1], p[4][0]) : p[1])), Math.max(...pts.map(p => p[4] ? Math.max(p[1], p[4][1]) : p[1])), 4);
   const sx = x => L + (x - xs.lo) / (xs.hi - xs.lo) * (W - L - R);
   const sy = y => H - B - (y - ys.lo) / (ys.hi - ys.lo) * (H - T - B);
@@ -312,7 +314,7 @@ function drawSummary() {
     r.llm_caveats ? el('p', { class: 'muted' }, 'LLM calls: ' + r.llm_caveats + '.') : null,
     r.stopped_by ? el('p', {}, 'Stopped early: ' + r.stopped_by) : null,
     r.canceled ? el('p', {}, 'Canceled: ' + r.canceled) : null,
-    r.error ? el('p', { class: 'error' }, r.error) : null), paperCard(r));
+    r.error ? el('p', { class: 'error' }, r.error) : null), ...[paperCard(r)].filter(Boolean));
 }
 
 // paperCard is the run's paper: the PDF, its claims checked against the
