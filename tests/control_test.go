@@ -174,11 +174,11 @@ func TestClusterRunControl(t *testing.T) {
 
 	// The worker process wrote n0001's phase events into Redis (mirrored to ClickHouse).
 	testutil.Eventually(t, 30*time.Second, "the worker's recall events in ClickHouse", func() bool {
-		q, code := run(t, env, "scheduler", "query", "--format", "csv",
+		q, code := run(t, env, "scheduler", "query", "--run", "run-cluster-control", "--format", "csv",
 			"SELECT count() AS n FROM recall_events WHERE run = 'run-cluster-control' AND branch = 'n0001' AND kind IN ('phase_complete', 'phase_started') AND phase IN ('coding', 'run')")
 		return code == 0 && strings.Contains(q, "n\n2\n")
 	})
-	q, code := run(t, env, "scheduler", "query", "--format", "csv",
+	q, code := run(t, env, "scheduler", "query", "--all-runs", "--format", "csv",
 		"SELECT status FROM runs FINAL WHERE run = 'run-cluster-control'")
 	require.Equal(t, 0, code, q)
 	require.Equal(t, "status\ncanceled\n", q)
@@ -214,7 +214,7 @@ func TestClusterRunControl(t *testing.T) {
 	facts, err := os.ReadFile(filepath.Join(runDir, rundir.PaperDir, rundir.FactsFile))
 	require.NoError(t, err)
 	require.Contains(t, string(facts), "FROM nodes FINAL WHERE run = 'run-cluster-control'")
-	q, code = run(t, env, "scheduler", "query", "--format", "csv",
+	q, code = run(t, env, "scheduler", "query", "--run", "run-cluster-control", "--format", "csv",
 		"SELECT purpose, count() AS n FROM llm_calls FINAL WHERE run = 'run-cluster-control' AND node = 'paper' GROUP BY purpose")
 	require.Equal(t, 0, code, q)
 	require.Equal(t, "purpose,n\nwriteup,1\n", q)

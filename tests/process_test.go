@@ -430,11 +430,14 @@ func TestResultsInClickHouse(t *testing.T) {
 		return client("SELECT status FROM runs FINAL WHERE run = '"+runID+"'") == "failed\n"
 	})
 
-	out, code = run(t, env, "scheduler", "query", "--format", "csv",
-		"SELECT compiler, countIf(status = 'failed') / count() AS failure_rate FROM phase_runs FINAL WHERE run = '"+runID+"' AND phase = 'compile' GROUP BY compiler")
+	out, code = run(t, env, "scheduler", "query", "--run", runID, "--format", "csv",
+		"SELECT compiler, countIf(status = 'failed') / count() AS failure_rate FROM phase_runs WHERE phase = 'compile' GROUP BY compiler")
 	require.Equal(t, 0, code, out)
-	require.Equal(t, "compiler,failure_rate\ncc,0.5\n", out)
-	out, code = run(t, env, "scheduler", "query", "SELECT nope FROM nodes")
+	require.Equal(t, "compiler,failure_rate\ncc,0.5\n", out, "the run's rows only, FINAL, without saying so")
+	out, code = run(t, env, "scheduler", "query", "SELECT count() FROM nodes")
+	require.Equal(t, 2, code, out)
+	require.Contains(t, out, "ClickHouse holds many runs: name one (--run-dir DIR, or --run ID), or ask for every run with --all-runs")
+	out, code = run(t, env, "scheduler", "query", "--all-runs", "SELECT nope FROM nodes")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "nope")
 	require.Contains(t, out, "query: SELECT nope FROM nodes")

@@ -49,7 +49,9 @@ func defineStatus(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(co
 }
 
 func defineQuery(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(context.Context, *slog.Logger) error) {
-	runDir := fs.String("run-dir", "", "run whose results to query (default: ClickHouse if HPCQ_CLICKHOUSE_DSN is set, else the newest run under --runs-dir)")
+	runDir := fs.String("run-dir", "", "run whose results to query (default: the newest run under --runs-dir; with HPCQ_CLICKHOUSE_DSN, --run or --all-runs)")
+	runID := fs.String("run", "", "on ClickHouse: the id of the run whose rows to query (each table read as its rows, FINAL)")
+	allRuns := fs.Bool("all-runs", false, "on ClickHouse: query every run's rows as the tables hold them")
 	format := fs.String("format", "table", "table, csv or json")
 	timeout := fs.Duration("timeout", results.DefaultQueryTimeout, "stop the query after this long")
 	return func() bool { return fs.NArg() == 1 }, func(ctx context.Context, _ *slog.Logger) error {
@@ -63,7 +65,7 @@ func defineQuery(fs *flag.FlagSet, cfg *config.Scheduler) (func() bool, func(con
 			fmt.Fprintf(os.Stderr, "scheduler query: --timeout %v: must be positive\n", *timeout)
 			return exitError(2)
 		}
-		return schedcmd.Query(ctx, cfg, schedcmd.QueryOptions{RunDir: *runDir, SQL: fs.Arg(0), Format: *format, Timeout: *timeout})
+		return schedcmd.Query(ctx, cfg, schedcmd.QueryOptions{RunDir: *runDir, Run: *runID, AllRuns: *allRuns, SQL: fs.Arg(0), Format: *format, Timeout: *timeout})
 	}
 }
 
