@@ -21,7 +21,8 @@ func TestPrintedQueryIsTheRunsOwn(t *testing.T) {
 	t.Parallel()
 	ch := testutil.StartService(t, "clickhouse")
 	srv := draftsLLM(t, func(n int) string { return runScript("echo 'METRIC score=" + strconv.Itoa(n) + "'\n") })
-	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_CLICKHOUSE_DSN="+ch.Env["HPCQ_CLICKHOUSE_DSN"])
+	env := baseEnv(t, "OPENAI_BASE_URL="+srv.BaseURL(), "OPENAI_API_KEY=test-key", "HPCQ_CLICKHOUSE_DSN="+ch.Env["HPCQ_CLICKHOUSE_DSN"],
+		"HPCQ_SPOOL_DIR="+t.TempDir())
 	lineRe := regexp.MustCompile(`query:  \S+ query --run-dir (\S+) "([^"]+)"`)
 	for _, c := range []struct {
 		id     string
