@@ -227,6 +227,28 @@ func TestAllInOneTimeLimit(t *testing.T) {
 	require.Contains(t, res, "2 nodes (0 buggy")
 }
 
+// TestAllInOneTooShort: a job whose walltime cannot hold a task's time
+// limits runs nothing, and says so at its end with the reason and the
+// remedy (not only in a worker's log).
+func TestAllInOneTooShort(t *testing.T) {
+	t.Parallel()
+	e := startSlurm(t)
+	srv := draftsLLM(t, func(n int) string { return runScript(fmt.Sprintf("echo \"METRIC score=%d\"\n", n)) })
+	idea := writeIdea(t, 2, 2)
+	f, err := os.OpenFile(filepath.Join(idea, "run.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("limits: {compile_timeout_s: 120, run_timeout_s: 300}\n") // the example's: 7 minutes
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	j := e.submitAllInOne(t, srv.BaseURL(), []string{"--time=2", "--signal=B:TERM@100"}, idea)
+	j.wait(t, 3*time.Minute)
+	out := j.output(t)
+	t.Logf("job %s:\n%s", j.id, out)
+	require.Contains(t, out, "every task was declined: its time limits (7m0s) do not fit in the ")
+	require.Contains(t, out, "left of Slurm job "+j.id+"'s walltime; a worker takes it with at least 7m10s left: ask for at least 11 minutes (sbatch --time=11)")
+	j.requireNothingLeft(t)
+}
+
 // TestSchedulerJob: scheduler.sbatch starts its own server and writes
 // its address and credentials to a file of mode 600 for the workers; a
 // worker that reads it (as slurm-bridge's would) runs the nodes, and the

@@ -258,6 +258,10 @@ func (e *engine) run(ctx context.Context) (Summary, error) {
 	} else if ctx.Err() != nil && stoppedBy == "" {
 		stoppedBy = "interrupted: " + context.Cause(ctx).Error()
 	}
+	if note := e.declinedNote(context.WithoutCancel(ctx)); note != "" {
+		// Said where the user looks: the run's last lines, report.md, the runs row.
+		stoppedBy = strings.TrimPrefix(stoppedBy+"; "+note, "; ")
+	}
 	sum, err := e.finish(context.WithoutCancel(ctx), runRow, stoppedBy, notes)
 	if err != nil {
 		return sum, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -111,7 +112,7 @@ func (w *Worker) admit(drain context.Context, d *queue.Delivery, slot int, start
 		if w.cfg.SlurmJobID != "" {
 			of = "Slurm job " + w.cfg.SlurmJobID + "'s walltime"
 		}
-		w.declined(t, fmt.Sprintf("its time limits (%v) do not fit in the %v left of %s", need, left, of))
+		w.declined(t, fmt.Sprintf("its time limits (%v) do not fit in the %v left of %s; %s", need, left, of, walltimeAdvice(need)))
 		return grant{}, false
 	}
 	return g, true
@@ -171,4 +172,12 @@ func (w *Worker) notRun(drain, tctx context.Context, d *queue.Delivery, started 
 			log().Warn("hand-back failed; the task returns after AckWait", "err", nerr)
 		}
 	}
+}
+
+// walltimeAdvice says how much walltime a task of time limits need asks
+// of a job: need and the margin, and a few minutes for what comes before
+// the task (the worker's start, the model's replies).
+func walltimeAdvice(need time.Duration) string {
+	minutes := int(math.Ceil((need + walltimeMargin).Minutes())) + 3
+	return fmt.Sprintf("a worker takes it with at least %v left: ask for at least %d minutes (sbatch --time=%d)", need+walltimeMargin, minutes, minutes)
 }

@@ -448,7 +448,7 @@ func TestWorkerDeclinesWhatCannotFit(t *testing.T) {
 		runview.FillRunning(lines, run, ws)
 		return lines[0].Status == schema.NodeDeclined
 	})
-	require.Regexp(t, `^declined by worker short \d+s ago: its time limits \(2m\d*s?\) do not fit in the \d+s left of the worker's walltime; waiting for a worker that can run it$`, lines[0].Reason)
+	require.Regexp(t, `^declined by worker short \d+s ago: its time limits \(2m\d*s?\) do not fit in the \d+s left of the worker's walltime; a worker takes it with at least 2m10s left: ask for at least 6 minutes \(sbatch --time=6\); waiting for a worker that can run it$`, lines[0].Reason)
 	startWorker(t, q, worker.ExecutorFunc(func(context.Context, *schema.NodeTask, worker.Slot) (*schema.NodeResult, error) {
 		return okResult(), nil
 	}), worker.Config{ID: "long", Slots: 1})

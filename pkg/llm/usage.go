@@ -294,7 +294,7 @@ func (m *Metered) Chat(ctx context.Context, req Request) (Response, error) {
 		cost, priced = 0, true // a replayed reply costs nothing
 	}
 	// A call that failed before any token was counted cost nothing.
-	unpriced := !priced && (err == nil || resp.TokensIn+resp.TokensOut > 0)
+	unpriced := !priced && resp.TokensIn+resp.TokensOut > 0
 	m.mu.Lock()
 	m.usage.Calls++
 	if !resp.CacheHit {
