@@ -210,6 +210,35 @@ func TestBridgeRestartAdoptsJobs(t *testing.T) {
 	require.Equal(t, 0, second.wait(t, 30*time.Second), second.output())
 }
 
+// TestBridgeEndsWithItsServer: when the NATS server goes (a scheduler
+// job's ends with its job), the bridge says so once, waits
+// server_gone_exit, then stops and cancels its jobs, running ones too:
+// nothing is left polling a server that is gone.
+func TestBridgeEndsWithItsServer(t *testing.T) {
+	t.Parallel()
+	e := startSlurm(t)
+	cfg := e.bridgeConfig(t, "gone", `  cpu: {partition: debug, slots: 1, max_jobs: 1, backlog: 1, idle_timeout: 5m, time_limit: "10"}
+`)
+	b := start(t, append(e.env, "HPCQ_BRIDGE_SERVER_GONE_EXIT=4s"), "slurm-bridge", "--config", cfg)
+	ex := start(t, e.env, "scheduler", append([]string{"exec", "--runs-dir", filepath.Join(e.dir, "runs"), "--timeout", "110s"},
+		sleepTasks(t, e.dir, 1, "100")...)...)
+	testutil.Eventually(t, 60*time.Second, "the bridge's job running", func() bool {
+		for _, st := range e.jobs(t, "gone-cpu", false) {
+			if st == "RUNNING" {
+				return true
+			}
+		}
+		return false
+	})
+	e.nats.Stop()
+	require.Equal(t, 0, b.wait(t, 60*time.Second), b.output())
+	out := b.output()
+	require.Equal(t, 1, strings.Count(out, "the NATS server is away"), "said once:\n%s", out)
+	require.Contains(t, out, "the NATS server is gone: the bridge stops and cancels its jobs")
+	testutil.Eventually(t, 60*time.Second, "its running job cancelled", func() bool { return len(e.jobs(t, "gone-cpu", false)) == 0 })
+	_ = ex // its server is gone too: stopped with the test
+}
+
 // TestWalltimeSignalHandsBack: a worker job whose time limit comes while
 // it runs a task hands the task back at the signal and ends before its
 // TIMEOUT; another worker completes the task.

@@ -7,7 +7,8 @@
 //
 // SIGHUP reloads the configuration (and resumes paused queues); SIGTERM or
 // SIGINT stops the bridge, cancelling its pending jobs (and its running ones
-// with --cancel-running), never anyone else's.
+// with --cancel-running), never anyone else's. The NATS server away longer
+// than server_gone_exit stops it too, cancelling its running jobs.
 package main
 
 import (
@@ -46,20 +47,6 @@ func dispatch(args []string) error {
 type settings struct {
 	config.Common
 	Config string `envconfig:"BRIDGE_CONFIG" default:"bridge.yaml" desc:"the bridge's configuration file"`
-}
-
-func flags(name, args string, s *settings) *flag.FlagSet {
-	fs := flag.NewFlagSet("slurm-bridge "+name, flag.ContinueOnError)
-	config.AddCommonFlags(fs, &s.Common)
-	fs.StringVar(&s.Config, "config", s.Config, config.Help(s, &s.Config, "bridge.yaml"))
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: slurm-bridge %s[flags] %s\n\nFlags:\n", name, args)
-		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nEnvironment:\n")
-		config.Usage(fs.Output(), s)
-		fmt.Fprintf(fs.Output(), "  HPCQ_BRIDGE_<POOL>_<FIELD> overrides a queue's partition, account, qos, time_limit, max_jobs, backlog or slots\n")
-	}
-	return fs
 }
 
 func parse(fs *flag.FlagSet, args []string) error { return cli.Parse(fs, args) }
@@ -152,9 +139,16 @@ func cmdRun(args []string) error {
 	}()
 	log.Info("bridge started", "pools", cfg.Pools(), "interval", cfg.Interval)
 	runErr := b.Run(ctx)
+	cancelRunning := o.cancelRunning
+	if errors.Is(runErr, bridge.ErrServerGone) {
+		// The end of a split deployment: the scheduler's job and its server
+		// ended. Its worker jobs have nothing left to serve.
+		log.Info("the NATS server is gone: the bridge stops and cancels its jobs", "why", runErr)
+		cancelRunning, runErr = true, nil
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := b.Shutdown(sctx, o.cancelRunning); err != nil {
+	if err := b.Shutdown(sctx, cancelRunning); err != nil {
 		log.Error("shutdown: jobs not cancelled", "err", err)
 		return errors.Join(runErr, err)
 	}

@@ -320,26 +320,6 @@ func ClearStatus(ctx context.Context, q *queue.Queue, name, pool string) error {
 	return nil
 }
 
-// Run checks the queue every Interval and submits the worker jobs the
-// backlog needs, until ctx ends.
-func (b *Bridge) Run(ctx context.Context) error {
-	b.mu.Lock()
-	every := b.cfg.Interval
-	b.mu.Unlock()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if err := b.Tick(ctx); err != nil && ctx.Err() == nil {
-			b.log.Warn("bridge tick", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
 // Tick is one look: backlog, workers, the bridge's jobs (one squeue), and
 // the submissions needed.
 func (b *Bridge) Tick(ctx context.Context) error {

@@ -33,6 +33,11 @@ type Config struct {
 	LogDir string `yaml:"log_dir"`
 	// SbatchTimeout bounds one sbatch or squeue call [30s].
 	SbatchTimeout time.Duration `yaml:"sbatch_timeout"`
+	// ServerGoneExit: the NATS server away this long (a scheduler job's
+	// server ends with its job), the bridge stops and cancels its jobs,
+	// running ones too: their workers have nothing to serve [5m; a
+	// negative value waits for it without end, quietly].
+	ServerGoneExit time.Duration `yaml:"server_gone_exit"`
 	// Queues are the allocation queues, one per pool.
 	Queues map[string]*Queue `yaml:"queues"`
 }
@@ -106,6 +111,20 @@ func LoadConfig(path string, getenv func(string) string) (*Config, error) {
 }
 
 func (c *Config) applyEnv(getenv func(string) string) error {
+	// The bridge's own fields: a site's job script sets them, no copy of
+	// bridge.yaml to edit.
+	for field, set := range map[string]func(string) error{
+		"WORKER_BIN":       func(v string) error { c.WorkerBin = v; return nil },
+		"LOG_DIR":          func(v string) error { c.LogDir = v; return nil },
+		"NAME":             func(v string) error { c.Name = v; return nil },
+		"SERVER_GONE_EXIT": func(v string) (err error) { c.ServerGoneExit, err = time.ParseDuration(v); return },
+	} {
+		if v := getenv("HPCQ_BRIDGE_" + field); v != "" {
+			if err := set(v); err != nil {
+				return fmt.Errorf("%w: HPCQ_BRIDGE_%s=%q: %v", ErrConfig, field, v, err)
+			}
+		}
+	}
 	for pool, q := range c.Queues {
 		if q == nil {
 			q = &Queue{}
@@ -147,6 +166,9 @@ func (c *Config) defaults() {
 	}
 	if c.SbatchTimeout <= 0 {
 		c.SbatchTimeout = 30 * time.Second
+	}
+	if c.ServerGoneExit == 0 {
+		c.ServerGoneExit = 5 * time.Minute
 	}
 	for _, q := range c.Queues {
 		if q.Slots <= 0 {

@@ -111,3 +111,17 @@ func TestJobsToSubmit(t *testing.T) {
 		require.Equal(t, c.want, JobsToSubmit(c.backlog, c.external, q, c.pending, c.running), c.why)
 	}
 }
+
+// TestBridgeFieldsFromTheEnvironment: a job script sets the bridge's own
+// fields without editing a copy of bridge.yaml.
+func TestBridgeFieldsFromTheEnvironment(t *testing.T) {
+	env := map[string]string{"HPCQ_BRIDGE_WORKER_BIN": "/opt/hpcq/bin/worker", "HPCQ_BRIDGE_LOG_DIR": "/scratch/logs", "HPCQ_BRIDGE_SERVER_GONE_EXIT": "90s"}
+	c, err := LoadConfig("../../deploy/slurm/bridge.yaml", func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, "/opt/hpcq/bin/worker", c.WorkerBin)
+	require.Equal(t, "/scratch/logs", c.LogDir)
+	require.Equal(t, 90*time.Second, c.ServerGoneExit)
+	env["HPCQ_BRIDGE_SERVER_GONE_EXIT"] = "soon"
+	_, err = LoadConfig("../../deploy/slurm/bridge.yaml", func(k string) string { return env[k] })
+	require.ErrorContains(t, err, `HPCQ_BRIDGE_SERVER_GONE_EXIT="soon"`)
+}
