@@ -28,4 +28,3 @@ func flags(name, args string, s *settings) *flag.FlagSet {
 	}
 	return fs
 }
-

@@ -49,4 +49,3 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 	}
 }
-
