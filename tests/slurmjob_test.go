@@ -211,7 +211,10 @@ func TestAllInOneTimeLimit(t *testing.T) {
 	t.Logf("job %s:\n%s", j.id, out)
 	require.Contains(t, out, "hpcq-allinone: signal: interrupting the run")
 	require.Contains(t, out, "resume with --resume "+filepath.Join(j.home, "runs", "allinone-"+j.id))
-	require.Contains(t, out, "hpcq-allinone: the run stopped at the signal; go on with: sbatch allinone.sbatch --resume "+filepath.Join(j.home, "runs", "allinone-"+j.id))
+	script, err := filepath.Abs("../deploy/slurm/allinone.sbatch")
+	require.NoError(t, err)
+	require.Contains(t, out, "hpcq-allinone: the run stopped at the signal; go on with: sbatch "+script+" --resume "+filepath.Join(j.home, "runs", "allinone-"+j.id),
+		"the script as submitted, not Slurm's copy of it")
 	j.requireNothingLeft(t)
 
 	// Resumed by another job, as the log says, with tasks that no longer
@@ -247,6 +250,11 @@ func TestAllInOneTooShort(t *testing.T) {
 	require.Contains(t, out, "every task was declined: its time limits (7m0s) do not fit in the ")
 	require.Contains(t, out, "left of Slurm job "+j.id+"'s walltime; a worker takes it with at least 7m10s left: ask for at least 11 minutes (sbatch --time=11)")
 	j.requireNothingLeft(t)
+	// Its status, later: the job's server is gone; the directory says it.
+	st, code := run(t, baseEnv(t), "scheduler", "status", "--run-dir", filepath.Join(j.home, "runs", "allinone-"+j.id))
+	require.Equal(t, 0, code, st)
+	require.Contains(t, st, "every task was declined")
+	require.Contains(t, st, "queue: not reachable (")
 }
 
 // TestSchedulerJob: scheduler.sbatch starts its own server and writes

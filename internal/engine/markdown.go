@@ -36,6 +36,7 @@ func (o outputs) bestDetail(id string) string {
 		b.WriteString("\n")
 	}
 	if ok && out.Result != nil {
+		b.WriteString(environmentText(out.Result.Container))
 		b.WriteString(artifactLinks(id, *out))
 	}
 	if t, ok, _ := o.files.task(id); ok {
@@ -137,4 +138,64 @@ func metricText(v *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%g", *v)
+}
+
+// environmentText is markdown on what a node's commands ran in: its image,
+// the layers it inherited from its ancestors (what their installs left),
+// the layer it left; "" when it ran on the worker's own system.
+func environmentText(c *schema.ContainerUsed) string {
+	if c == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Its environment\n\nThe image `%s` (%s", mdText(c.Image), mdText(c.Kind))
+	if c.Digest != "" {
+		fmt.Fprintf(&b, ", %s", mdText(shortDigest(c.Digest)))
+	}
+	fmt.Fprintf(&b, "), run by %s", mdText(c.Runtime))
+	switch n := len(c.Layers); n {
+	case 0:
+		b.WriteString(", as it is (no layer inherited)")
+	default:
+		short := make([]string, n)
+		for i, l := range c.Layers {
+			short[i] = "`" + mdText(shortDigest(l)) + "`"
+		}
+		fmt.Fprintf(&b, ", over the %d layers its ancestors' commands left (%s, the oldest first)", n, strings.Join(short, ", "))
+	}
+	b.WriteString(".")
+	if c.Layer != "" {
+		fmt.Fprintf(&b, " It left a layer of its own, `%s` (%s)", mdText(shortDigest(c.Layer)), fmtBytes(c.LayerBytes))
+		if c.LayerHolds != "" {
+			b.WriteString(": " + mdText(c.LayerHolds))
+		}
+		b.WriteString(".")
+	}
+	if c.LayerNote != "" {
+		b.WriteString(" " + mdText(c.LayerNote))
+	}
+	b.WriteString("\n\n")
+	return b.String()
+}
+
+// shortDigest is a digest's algorithm and first 12 hex digits.
+func shortDigest(d string) string {
+	alg, hex, ok := strings.Cut(d, ":")
+	if !ok || len(hex) <= 12 {
+		return d
+	}
+	return alg + ":" + hex[:12]
+}
+
+// fmtBytes is a size in bytes as a reader reads it: 103.2 MB.
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
 }

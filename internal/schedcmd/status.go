@@ -66,7 +66,12 @@ func Status(ctx context.Context, cfg *config.Scheduler, o StatusOptions) error {
 			// that ended.
 			var closeQ func()
 			if q, closeQ, err = runQueue(ctx, cfg, dir, "hpcq-status", true, log); err != nil {
-				return err
+				if snap == nil {
+					return err
+				}
+				// A cluster run whose server is not reachable (an all-in-one
+				// job's ended with it): its directory says what there is.
+				return withoutQueue(snap, o.JSON, err)
 			}
 			defer closeQ()
 			if snap == nil && !o.JSON {
@@ -145,4 +150,14 @@ func newestRun(runsDir string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("no NATS URL set and no runs in %s", runsDir)
+}
+
+// withoutQueue is the status of a run whose queue cannot be reached: its
+// snapshot (already printed, unless json) and why there is no more.
+func withoutQueue(snap *runview.Snapshot, asJSON bool, why error) error {
+	if asJSON {
+		return json.NewEncoder(os.Stdout).Encode(map[string]any{"run": snap, "queue": "not reachable: " + why.Error()})
+	}
+	fmt.Printf("queue: not reachable (%v): the above is the run directory's; a run whose job ended has no server left\n", why)
+	return nil
 }
