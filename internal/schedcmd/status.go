@@ -44,15 +44,8 @@ func Status(ctx context.Context, cfg *config.Scheduler, o StatusOptions) error {
 				return err
 			}
 		}
-		// A tree search's nodes, from its files: readable while it goes.
-		if s, err := runview.ReadSnapshot(dir); err == nil {
-			snap = &s
-		}
-		if snap != nil && !o.JSON {
-			if err := snap.Write(term.Stdout()); err != nil {
-				return err
-			}
-			fmt.Println()
+		if snap, err = printSnapshot(dir, o.JSON); err != nil {
+			return err
 		}
 		if _, ierr := rundir.Dir(dir).ReadInfo(); ierr != nil && cfg.NATS.URL != "" {
 			// Not a run directory hpcq wrote: the configured server.
@@ -160,4 +153,20 @@ func withoutQueue(snap *runview.Snapshot, asJSON bool, why error) error {
 	}
 	fmt.Printf("queue: not reachable (%v): the above is the run directory's; a run whose job ended has no server left\n", why)
 	return nil
+}
+
+// printSnapshot reads a tree search's nodes from its files (readable while
+// it goes) and prints them unless asJSON; nil when dir is no tree search.
+func printSnapshot(dir string, asJSON bool) (*runview.Snapshot, error) {
+	s, err := runview.ReadSnapshot(dir)
+	if err == nil && !asJSON {
+		if err := s.Write(term.Stdout()); err != nil {
+			return nil, err
+		}
+		fmt.Println()
+	}
+	if err == nil {
+		return &s, nil
+	}
+	return nil, nil // not a tree search: the queue alone
 }
