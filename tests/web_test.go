@@ -131,14 +131,34 @@ func (b *browser) count(t *testing.T, sel string) int {
 }
 
 // waitFor waits until the JavaScript expression is true.
+// waitFor waits until expr is true in the page: up to a minute of the
+// page answering "not yet". While the page does not answer at all (its
+// main thread busy drawing, as under a loaded machine), the minute does
+// not run: the wait follows the page's own readiness, up to 5 minutes in
+// all.
 func (b *browser) waitFor(t *testing.T, what, expr string) {
 	t.Helper()
-	testutil.Eventually(t, 60*time.Second, what, func() bool {
+	start := time.Now()
+	answered := time.Duration(0) // time the page spent answering "not yet"
+	for {
 		var ok bool
+		poll := time.Now()
 		ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-		defer cancel()
-		return chromedp.Run(ctx, chromedp.Evaluate(expr, &ok)) == nil && ok
-	})
+		err := chromedp.Run(ctx, chromedp.Evaluate(expr, &ok))
+		cancel()
+		if err == nil && ok {
+			return
+		}
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+			answered += time.Since(poll)
+		}
+		if answered > 60*time.Second || time.Since(start) > 5*time.Minute {
+			t.Fatalf("timed out after %v (the page answering for %v of it) waiting for %s (last error: %v)", time.Since(start).Round(time.Second),
+				answered.Round(time.Second), what, err)
+		}
+		time.Sleep(100 * time.Millisecond) //nolint:forbidigo // polling the page
+		answered += 100 * time.Millisecond
+	}
 }
 
 func (b *browser) requireNoErrors(t *testing.T) {
