@@ -89,6 +89,14 @@ func TestBlasExampleInEveryImage(t *testing.T) {
 			}
 			t.Logf("%s: the run took %s; the draft's Phase 1 %d ms, its layer %d MB",
 				kind, time.Since(began).Round(time.Millisecond), phaseMS(draft, schema.PhaseDownload), draft.Container.LayerBytes>>20)
+			if kind == "dir" {
+				// The run's store keeps the layer for a resume, says so, and
+				// purge removes it.
+				require.Regexp(t, `store:  \S+/nats holds \d+ MB \(the run's queue: its nodes' layers, kept for a resume; \S+ purge --run-dir \S+ removes them\)`, out)
+				pout, code := run(t, env, "scheduler", "purge", "--run-dir", runDir)
+				require.Equal(t, 0, code, pout)
+				require.Regexp(t, `purged from the server: \d+ task\(s\), \d+ result\(s\), \d+ artifact\(s\), 1 layer\(s\) \(\d+ MB; a resume starts its new nodes without them\)`, pout)
+			}
 		})
 	}
 }

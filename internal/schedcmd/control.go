@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/hpcq/hpcq/internal/artifacts"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/stores"
@@ -148,14 +150,14 @@ func Purge(ctx context.Context, cfg *config.Scheduler, o PurgeOptions) error {
 	if _, err := rundir.Dir(dir).ReadServer(); err == nil {
 		return fmt.Errorf("run %s is going (local: %s exists): cancel it first", id, rundir.ServerFile)
 	}
+	info, err := rundir.Dir(dir).ReadInfo()
+	if err != nil {
+		return err
+	}
 	if o.Memory {
 		// Checked first: nothing is purged from either server otherwise.
 		if _, err := os.Stat(rundir.Dir(dir).Path(rundir.EndFile)); err != nil {
 			return fmt.Errorf("run %s has not ended (no %s): its memory stays in Redis until it has (resume it to its end, or cancel it)", id, rundir.EndFile)
-		}
-		info, err := rundir.Dir(dir).ReadInfo()
-		if err != nil {
-			return err
 		}
 		if !stores.InRedis(info.Memory) {
 			return fmt.Errorf("run %s keeps no memory in Redis (run.json: memory %v)", id, info.Memory["store"])
@@ -178,8 +180,16 @@ func Purge(ctx context.Context, cfg *config.Scheduler, o PurgeOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("run %s purged from the server: %d task(s), %d result(s), %d artifact(s); %s keeps its files\n",
-		id, tasks, res, objs, filepath.Clean(dir))
+	layers := ""
+	if info.Mode == "local" { // the store is the run's own: its layers are no one else's
+		n, size, err := purgeLayers(ctx, q)
+		if err != nil {
+			return err
+		}
+		layers = fmt.Sprintf(", %d layer(s) (%d MB; a resume starts its new nodes without them)", n, size>>20)
+	}
+	fmt.Printf("run %s purged from the server: %d task(s), %d result(s), %d artifact(s)%s; %s keeps its files\n",
+		id, tasks, res, objs, layers, filepath.Clean(dir))
 	if !o.Memory {
 		return nil
 	}
@@ -190,4 +200,27 @@ func Purge(ctx context.Context, cfg *config.Scheduler, o PurgeOptions) error {
 	fmt.Printf("run %s's memory moved out of Redis into %s: %d branch(es), %d core version(s), %d recall event(s), %d summary version(s), %d archival text(s), %d repeat(s); %d Redis key(s) removed (ClickHouse keeps its rows)\n",
 		id, mv.File, mv.Branches, mv.Core, mv.Recall, mv.Summaries, mv.Archival, mv.Repeats, mv.Keys)
 	return nil
+}
+
+// purgeLayers deletes every layer of q's layer store: how many, their bytes.
+func purgeLayers(ctx context.Context, q *queue.Queue) (n int, size uint64, err error) {
+	store, err := q.Layers(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	infos, err := store.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, o := range infos {
+		if err := store.Delete(ctx, o.Name); err != nil {
+			return n, size, fmt.Errorf("layer %s: %w", o.Name, err)
+		}
+		n++
+		size += o.Size
+	}
+	return n, size, nil
 }

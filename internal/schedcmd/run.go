@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,11 +22,9 @@ import (
 	"github.com/hpcq/hpcq/internal/metrics"
 	"github.com/hpcq/hpcq/internal/run"
 	"github.com/hpcq/hpcq/internal/runview"
-	"github.com/hpcq/hpcq/internal/search"
 	"github.com/hpcq/hpcq/internal/session"
 	"github.com/hpcq/hpcq/internal/stores"
 	"github.com/hpcq/hpcq/internal/term"
-	"github.com/hpcq/hpcq/internal/textcut"
 	"github.com/hpcq/hpcq/internal/version"
 	"github.com/hpcq/hpcq/internal/web"
 	"github.com/hpcq/hpcq/pkg/llm"
@@ -40,67 +37,6 @@ import (
 
 // ideaCassette is the scripted cassette of an idea directory.
 const ideaCassette = "cassette.jsonl"
-
-func printSummary(spec run.Spec, runDir string, sum engine.Summary) {
-	fmt.Printf("\nrun %s: %d nodes (%d buggy, %d from the result cache)", sum.RunID, sum.Nodes, sum.Buggy, sum.CacheHits)
-	if sum.HasBest {
-		fmt.Printf(", best %s: %s = %s\n", sum.Best.ID, spec.Metric.Name, strings.TrimSpace(fmt.Sprintf("%g %s", sum.Best.Metric, spec.Metric.Unit)))
-	} else {
-		fmt.Printf(", no node produced %s\n", spec.Metric.Name)
-	}
-	if sum.StoppedBy != "" {
-		fmt.Fprintf(term.Stdout(), "stopped early: %s\n", sum.StoppedBy)
-	}
-	for _, l := range sum.Unflushed {
-		fmt.Fprintf(term.Stdout(), "not yet applied: %s\n", l)
-	}
-	u := sum.Usage
-	fmt.Printf("LLM: %d calls, %d tokens in, %d out, %s\n", u.Calls, u.TokensIn, u.TokensOut, u.Cost())
-	if c := u.Caveats(); c != "" {
-		fmt.Printf("LLM: %s\n", c)
-	}
-	// Absolute paths, and the binary that ran: the hint works from any
-	// directory.
-	abs, err := filepath.Abs(runDir)
-	if err != nil {
-		abs = runDir
-	}
-	fmt.Printf("report: %s\ntree:   %s\nquery:  %s query --run-dir %s \"SELECT node, stage, kind, status, metric_value FROM nodes ORDER BY node\"\n",
-		filepath.Join(abs, "report.md"), filepath.Join(abs, "tree.html"), selfPath(), abs)
-}
-
-// printEvaluation prints what the idea's evaluator made of the run's
-// nodes and the held-out gate's verdict (gate.Counts).
-func printEvaluation(spec run.Spec, runDir string) {
-	t, err := search.ReadTree(filepath.Join(runDir, rundir.TreeJournal))
-	if err != nil {
-		fmt.Fprintf(term.Stderr(), "evaluation: %v\n", err)
-		return
-	}
-	var g *rundir.Gate
-	if gt, ok, err := rundir.Dir(runDir).ReadGate(); err == nil && ok {
-		g = &gt
-	}
-	c, err := gate.Count(rundir.Dir(runDir), t.Nodes(), spec.Metric.Name, spec.Metric.Direction == "maximize", g)
-	if err != nil {
-		fmt.Fprintf(term.Stderr(), "evaluation: %v\n", err)
-		return
-	}
-	fmt.Fprintln(term.Stdout(), c.Line())
-	if g == nil {
-		return
-	}
-	for _, n := range g.Nodes {
-		line := fmt.Sprintf("  held-out %s (%s): %s", n.Node, strings.Join(n.Roles, ", "), textcut.OneLine(n.Said(), 220))
-		if n.HeldOutMetric != nil {
-			line += fmt.Sprintf(", %s = %s (search: %.6g)", spec.Metric.Name, strings.TrimSpace(fmt.Sprintf("%.6g %s", *n.HeldOutMetric, spec.Metric.Unit)), n.SearchMetric)
-		}
-		fmt.Fprintln(term.Stdout(), line)
-	}
-	if g.Best != "" && g.Best != g.SearchBest {
-		fmt.Fprintf(term.Stdout(), "the run's best is %s, the best on the held-out inputs (the search's best was %s)\n", g.Best, g.SearchBest)
-	}
-}
 
 // selfPath is the running scheduler binary's path, for hints to type.
 func selfPath() string {

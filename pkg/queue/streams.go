@@ -446,7 +446,8 @@ func raced(err error) bool {
 	}
 	switch api.ErrorCode {
 	case 10058, // stream name already in use with a different configuration
-		10065: // subjects overlap with an existing stream
+		10065, // subjects overlap with an existing stream
+		10049: // error creating store for stream: another process's create of it is under way (embedded server, TestStreamsDeclaredAtOnce)
 		return true
 	}
 	return false
