@@ -360,24 +360,31 @@ func fileSum(root *os.Root, rel string) (string, error) {
 
 // Purge deletes every object of run from the store and returns how many.
 func Purge(ctx context.Context, store jetstream.ObjectStore, run string) (int, error) {
+	n, _, err := DeleteObjects(ctx, store, func(name string) bool { return strings.HasPrefix(name, run+"/") })
+	return n, err
+}
+
+// DeleteObjects deletes the objects of store for whose name which is true:
+// how many, and their bytes. An object already gone counts as deleted.
+func DeleteObjects(ctx context.Context, store jetstream.ObjectStore, which func(name string) bool) (n int, size uint64, err error) {
 	list, err := store.List(ctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("artifacts: list: %w", err)
+		return 0, 0, fmt.Errorf("artifacts: list: %w", err)
 	}
-	n := 0
 	for _, o := range list {
-		if !strings.HasPrefix(o.Name, run+"/") {
+		if !which(o.Name) {
 			continue
 		}
 		if err := store.Delete(ctx, o.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return n, fmt.Errorf("artifacts: delete %s: %w", o.Name, err)
+			return n, size, fmt.Errorf("artifacts: delete %s: %w", o.Name, err)
 		}
 		n++
+		size += o.Size
 	}
-	return n, nil
+	return n, size, nil
 }
 
 func human(n int64) string {

@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/hpcq/hpcq/internal/artifacts"
 	"github.com/hpcq/hpcq/internal/config"
 	"github.com/hpcq/hpcq/internal/stores"
@@ -208,19 +206,5 @@ func purgeLayers(ctx context.Context, q *queue.Queue) (n int, size uint64, err e
 	if err != nil {
 		return 0, 0, err
 	}
-	infos, err := store.List(ctx)
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return 0, 0, nil
-	}
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, o := range infos {
-		if err := store.Delete(ctx, o.Name); err != nil {
-			return n, size, fmt.Errorf("layer %s: %w", o.Name, err)
-		}
-		n++
-		size += o.Size
-	}
-	return n, size, nil
+	return artifacts.DeleteObjects(ctx, store, func(string) bool { return true })
 }
