@@ -2,7 +2,11 @@ package tests
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,4 +298,71 @@ func TestSchedulerJob(t *testing.T) {
 	require.NoFileExists(t, envFile)
 	j.requireNothingLeft(t)
 	w.wait(t, time.Minute)
+}
+
+// TestAllInOneDashboard: a job with HPCQ_HTTP serves the run's dashboard
+// there while the run goes (a page, the API, a live event stream held open
+// to the end), and its normal end logs no error: the dashboard ends with
+// the run, the stream with it.
+func TestAllInOneDashboard(t *testing.T) {
+	t.Parallel()
+	e := startSlurm(t)
+	srv := draftsLLM(t, func(n int) string { return runScript(fmt.Sprintf("sleep 10\necho \"METRIC score=%d\"\n", n)) })
+	idea := writeIdea(t, 2, 2)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	e.env = append(e.env, "HPCQ_HTTP="+addr)
+	j := e.submitAllInOne(t, srv.BaseURL(), nil, idea)
+	base := "http://" + addr
+	var runID string
+	testutil.Eventually(t, 2*time.Minute, "the job's dashboard to list its run", func() bool {
+		runs := getJSON[struct{ Runs []struct{ ID string } }](base + "/api/runs").Runs
+		if len(runs) == 1 {
+			runID = runs[0].ID
+		}
+		return runID != ""
+	})
+	page, err := http.Get(base + "/")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	require.Equal(t, http.StatusOK, page.StatusCode)
+	require.Contains(t, string(body), "<html")
+	// The live stream, held open until the server ends it.
+	resp, err := http.Get(base + "/api/runs/" + runID + "/events")
+	require.NoError(t, err)
+	streamed := make(chan string, 1)
+	go func() {
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		streamed <- string(data)
+	}()
+	state, exit := j.wait(t, 3*time.Minute)
+	out := j.output(t)
+	t.Logf("job %s:\n%s", j.id, out)
+	require.Equal(t, "COMPLETED", state, out)
+	require.Zero(t, exit, out)
+	require.Contains(t, out, "2 nodes (0 buggy")
+	select {
+	case events := <-streamed:
+		require.Contains(t, events, "event: node", "the stream told of the nodes")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the event stream was not ended with the run")
+	}
+	require.NotContains(t, out, "level=ERROR", "a normal end logs no error")
+	j.requireNothingLeft(t)
+}
+
+// getJSON is the JSON at url decoded as T, or T's zero value.
+func getJSON[T any](url string) T {
+	var v T
+	resp, err := http.Get(url)
+	if err != nil {
+		return v
+	}
+	defer resp.Body.Close()
+	_ = json.NewDecoder(resp.Body).Decode(&v)
+	return v
 }
