@@ -228,10 +228,11 @@ func Run(ctx context.Context, cfg *config.Scheduler, o RunOptions) error {
 		return err
 	}
 	dir.started = true
-	met, err := runObservers(ctx, cfg, o, httpLn, runDir, store, q, log)
+	met, stopObservers, err := runObservers(ctx, cfg, o, httpLn, runDir, store, q, log)
 	if err != nil {
 		return err
 	}
+	defer stopObservers()
 	fmt.Printf("run %s (%s mode): %s\n", filepath.Base(runDir), mode, runDir)
 	return runSearch(ctx, cfg, info, session.Params{Spec: spec, RunDir: runDir, LLM: client, MemoryStore: store, MemoryCalls: calls,
 		Results: sink, OutageMax: cfg.OutageMax, Metrics: met, Logger: log}, engine.Params{
@@ -447,28 +448,32 @@ func searchQueue(ctx context.Context, cfg *config.Scheduler, local bool, runDir,
 }
 
 // runObservers serves what the run's options ask: /metrics, the
-// dashboard. Its metrics are nil when neither is asked.
+// dashboard. Its metrics are nil when neither is asked; stop ends the
+// dashboard and returns once it has (the run calls it before it closes
+// what the dashboard reads).
 func runObservers(ctx context.Context, cfg *config.Scheduler, o RunOptions, httpLn net.Listener, runDir string, store memory.Store,
-	q *queue.Queue, log *slog.Logger) (*metrics.Scheduler, error) {
+	q *queue.Queue, log *slog.Logger) (met *metrics.Scheduler, stop func(), err error) {
+	stop = func() {}
 	if o.MetricsAddr == "" && o.HTTP == "" {
-		return nil, nil
+		return nil, stop, nil
 	}
 	reg := metrics.NewRegistry()
-	met := metrics.NewScheduler(reg)
+	met = metrics.NewScheduler(reg)
 	queueCollector(reg, func(context.Context) (*queue.Queue, error) { return q, nil })
 	if o.MetricsAddr != "" {
 		if _, err := metrics.Serve(ctx, o.MetricsAddr, reg, log); err != nil {
-			return nil, err
+			return nil, stop, err
 		}
 	}
 	if o.HTTP != "" {
-		addr, err := serveRun(ctx, cfg, httpLn, runDir, store, q, reg, log)
+		addr, stopDashboard, err := serveRun(ctx, cfg, httpLn, runDir, store, q, reg, log)
 		if err != nil {
-			return nil, err
+			return nil, stop, err
 		}
+		stop = stopDashboard
 		fmt.Printf("dashboard: http://%s/\n", addr)
 	}
-	return met, nil
+	return met, stop, nil
 }
 
 // ExportOptions are what `scheduler export` is asked.

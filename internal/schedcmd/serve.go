@@ -85,8 +85,13 @@ func Serve(ctx context.Context, cfg *config.Scheduler, o ServeOptions) error {
 }
 
 // serveRun serves the dashboard of the run going in this process on ln
-// (from web.Listen), until ctx ends: its live memory store and queue.
-func serveRun(ctx context.Context, cfg *config.Scheduler, ln net.Listener, runDir string, store memory.Store, q *queue.Queue, reg *prometheus.Registry, log *slog.Logger) (string, error) {
+// (from web.Listen), until ctx ends or stop is called: its live memory
+// store and queue. stop shuts the server down and returns once it has
+// ended, so that the run closes the store and the queue after the last
+// request that reads them, and the listener is closed by the server's
+// shutdown, not under its Accept.
+func serveRun(ctx context.Context, cfg *config.Scheduler, ln net.Listener, runDir string, store memory.Store, q *queue.Queue,
+	reg *prometheus.Registry, log *slog.Logger) (addr string, stop func(), err error) {
 	token := os.Getenv(web.TokenEnv)
 	o := web.Options{
 		RunDir: runDir, Live: rundir.Dir(runDir).ID(), Token: token, Secrets: cfg.Secrets(), Log: log,
@@ -102,14 +107,17 @@ func serveRun(ctx context.Context, cfg *config.Scheduler, ln net.Listener, runDi
 	srv, err := web.New(o)
 	if err != nil {
 		ln.Close()
-		return "", err
+		return "", nil, err
 	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
-		if err := srv.Serve(ctx, ln); err != nil {
+		defer close(done)
+		if err := srv.Serve(sctx, ln); err != nil {
 			log.Error("dashboard", "err", err)
 		}
 	}()
-	return ln.Addr().String(), nil
+	return ln.Addr().String(), func() { cancel(); <-done }, nil
 }
 
 // archive queries the cluster's ClickHouse for `serve --runs`: one
