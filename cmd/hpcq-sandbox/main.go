@@ -17,5 +17,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "hpcq-sandbox: the sandbox helper of hpcq workers, started by them; not a command to run")
 		os.Exit(2)
 	}
-	os.Exit(nsinit.Main(os.Args[1], os.Args[2:]))
+	nsinit.Exit(nsinit.Main(os.Args[1], os.Args[2:]))
 }

@@ -414,6 +414,6 @@ func helperPath() string {
 func init() {
 	// The fallback helper: this executable started again (see helperPath).
 	if nsinit.IsHelper() {
-		os.Exit(nsinit.Main(os.Args[1], os.Args[2:]))
+		nsinit.Exit(nsinit.Main(os.Args[1], os.Args[2:]))
 	}
 }

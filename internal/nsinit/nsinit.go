@@ -102,6 +102,14 @@ func IsHelper() bool {
 	return os.Getenv(Env) == "1" && len(os.Args) > 1 && os.Args[0] == Arg0
 }
 
+// Exit ends the helper with code: the exit_group system call itself, not
+// os.Exit, whose exit hooks the helper has no use for (it buffers nothing)
+// and whose race-detector hook waits a second (GORACE atexit_sleep_ms) in
+// every command a race-enabled test binary starts as its own helper.
+func Exit(code int) {
+	unix.Exit(code)
+}
+
 // Main is the helper's main: the first process of the new PID
 // namespace. It sets the namespace up (setupSandbox), then runs argv as
 // the sandbox user, or with Spec.Serve the commands the worker sends (see
