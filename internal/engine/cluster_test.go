@@ -19,6 +19,7 @@ import (
 // memory on Redis + ClickHouse, the results in ClickHouse written by the
 // scheduler side (as for remote workers without ClickHouse access).
 func TestRunOnRedisAndClickHouse(t *testing.T) {
+	t.Parallel()
 	r := testutil.StartService(t, "redis")
 	c := testutil.StartService(t, "clickhouse")
 	dsn := c.Env["HPCQ_CLICKHOUSE_DSN"]

@@ -20,6 +20,7 @@ import (
 // image: the nodes' scripts read the image's files, each result names the
 // image and its digest, and the prompts' Environment section says so.
 func TestRunInAnImage(t *testing.T) {
+	t.Parallel()
 	sqfs := imagetest.SquashFS(t, testutil.BusyboxRoot(t, "hpcq-run-image"))
 	spec := newSpec(t)
 	spec.Container = &run.Container{Image: sqfs}

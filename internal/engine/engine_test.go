@@ -122,6 +122,7 @@ func readOutcome(t *testing.T, dir, node string) rundir.Outcome {
 // retried; unusable replies are retried with feedback, then make the node
 // buggy with the reason; the run completes every stage.
 func TestWholeRunWithHostileReplies(t *testing.T) {
+	t.Parallel()
 	spec := newSpec(t)
 	spec.Stages = run.Stages{InitialImplementation: run.Stage{MaxIterations: 6}, BaselineTuning: run.Stage{MaxIterations: 1},
 		AblationStudies: run.Stage{MaxIterations: 1}}
@@ -240,6 +241,7 @@ func TestWholeRunWithHostileReplies(t *testing.T) {
 // TestBudgetStopsExpansion: once the token budget is spent no new node is
 // started, the nodes in flight finish, and the report says why.
 func TestBudgetStopsExpansion(t *testing.T) {
+	t.Parallel()
 	spec := newSpec(t)
 	spec.Stages.InitialImplementation.MaxIterations = 20
 	spec.Search.NumDrafts, spec.Search.Slots = 20, 1
@@ -262,6 +264,7 @@ func TestBudgetStopsExpansion(t *testing.T) {
 // resumed from its directory: finished nodes are kept as they were, the
 // interrupted node is answered (not run again), the tree completes.
 func TestResumeRunsNothingTwice(t *testing.T) {
+	t.Parallel()
 	spec := newSpec(t)
 	spec.Stages.InitialImplementation.MaxIterations = 4
 	spec.Search.NumDrafts, spec.Search.Slots = 4, 1
@@ -327,6 +330,7 @@ func TestResumeRunsNothingTwice(t *testing.T) {
 // goal of the worker's installer, which asks the model through the run's
 // gateway one command at a time; its calls are metered like the rest.
 func TestIterativeInstallThroughGateway(t *testing.T) {
+	t.Parallel()
 	spec := newSpec(t)
 	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts = 1, 1
 	const fetch = "mkdir -p deps && printf 'echo METRIC score=5\\n' > deps/tool.sh"
@@ -384,6 +388,7 @@ func strconvQuote(s string) string {
 // TestJudgePicksTheStageBase: with search.judge the model picks the node a
 // later stage starts from among the best few, and the report says so.
 func TestJudgePicksTheStageBase(t *testing.T) {
+	t.Parallel()
 	spec := newSpec(t)
 	spec.Stages = run.Stages{InitialImplementation: run.Stage{MaxIterations: 3}, AblationStudies: run.Stage{MaxIterations: 1}}
 	spec.Search.NumDrafts, spec.Search.Slots, spec.Search.Judge = 3, 1, true
@@ -443,6 +448,7 @@ func (l *lockedBuilder) String() string {
 // its first task waits in the queue, and the environment is read again once
 // a worker registered.
 func TestRunWithoutWorkersYet(t *testing.T) {
+	t.Parallel()
 	spec := newSpec(t)
 	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 2, 2, 1
 	e := setup(t, spec, normal, "")
@@ -487,6 +493,7 @@ func workerExec(t *testing.T, dir string) worker.Executor {
 // TestPhase0KnowsEarlierRuns: a second run of the same idea beside the
 // first tells Phase 0 how the first one went.
 func TestPhase0KnowsEarlierRuns(t *testing.T) {
+	t.Parallel()
 	spec := newSpec(t)
 	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 1, 1, 1
 	runs := t.TempDir()

@@ -50,6 +50,7 @@ func sumNode(sum string, claims int) string {
 // harness's (its own number kept beside it, self-reported), and the run's
 // best is the honest one.
 func TestEvaluatorDecides(t *testing.T) {
+	t.Parallel()
 	spec := newSpec(t)
 	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 3, 2, 1
 	one := 1.0

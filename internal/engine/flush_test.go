@@ -17,6 +17,7 @@ import (
 // second interrupt leaves the writes in the spool; the second interrupt
 // (Params.Abandon) ends the wait at once.
 func TestFlushSaysWhatItWaitsFor(t *testing.T) {
+	t.Parallel()
 	abandon := make(chan struct{})
 	out := &lockedBuilder{b: &strings.Builder{}}
 	e := bareEngine(t, "", run.Spec{})

@@ -17,6 +17,7 @@ import (
 // plans/<id>/ is resumed without asking Phase 0 again; a plan in the node's
 // directory is the one read when both are there.
 func TestReadPlanOfAnOlderRun(t *testing.T) {
+	t.Parallel()
 	e := bareEngine(t, t.TempDir(), run.Spec{})
 	_, err := e.readPlan("n0001")
 	require.ErrorIs(t, err, os.ErrNotExist)
@@ -42,6 +43,7 @@ func TestReadPlanOfAnOlderRun(t *testing.T) {
 // TestPhase0Given: phase0_history_full.json is what json.MarshalIndent
 // wrote for the map of the four texts, byte for byte.
 func TestPhase0Given(t *testing.T) {
+	t.Parallel()
 	for _, pc := range []prompt.Context{
 		{},
 		{History: "n0001 draft: 5\nn0002 <improve> \"quoted\" & \\ \t tab", Environment: "gcc 12\u2028", Memory: "é ü \x01 </script>", Resources: "{}"},

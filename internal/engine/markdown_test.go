@@ -13,6 +13,7 @@ import (
 // often quotes markdown) cannot end its block early: the fence is longer
 // than any run of backticks in it.
 func TestCodeBlock(t *testing.T) {
+	t.Parallel()
 	for content, fence := range map[string]string{
 		"int main(){}":                    "```",
 		"a ``` b":                         "````",
@@ -34,6 +35,7 @@ func TestCodeBlock(t *testing.T) {
 // TestEnvironmentText: the report says what the best node ran in: its
 // image, the layers it inherited, the one it left and what it holds.
 func TestEnvironmentText(t *testing.T) {
+	t.Parallel()
 	require.Empty(t, environmentText(nil), "no image: the worker's own system")
 	got := environmentText(&schema.ContainerUsed{Image: "store:sha256:" + strings.Repeat("a", 64), Kind: "oci", Digest: "sha256:" + strings.Repeat("b", 64),
 		Runtime: "hpcq", Layers: []string{"sha256:" + strings.Repeat("c", 64), "sha256:" + strings.Repeat("d", 64)}, Layer: "sha256:" + strings.Repeat("e", 64),

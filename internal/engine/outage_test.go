@@ -199,6 +199,7 @@ func (c *clusterRun) count(t *testing.T, query string) string {
 // entries are in ClickHouse once, the run is done and nothing is left in a
 // spool.
 func TestRunRidesOutAnOutage(t *testing.T) {
+	t.Parallel()
 	spec := newSpec(t)
 	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 5, 5, 1
 	var c *clusterRun
@@ -241,6 +242,7 @@ func TestRunRidesOutAnOutage(t *testing.T) {
 // and the report say why), no node is buggy for it, and a resume once
 // Redis is back finishes the tree.
 func TestOutageLongerThanTheLimit(t *testing.T) {
+	t.Parallel()
 	spec := newSpec(t)
 	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 3, 3, 1
 	var c *clusterRun
@@ -279,6 +281,7 @@ func TestOutageLongerThanTheLimit(t *testing.T) {
 // resumable, saying what happened, instead of failing the nodes that
 // follow with "no such branch".
 func TestMemoryLost(t *testing.T) {
+	t.Parallel()
 	spec := newSpec(t)
 	spec.Stages.InitialImplementation.MaxIterations, spec.Search.NumDrafts, spec.Search.Slots = 4, 4, 1
 	var c *clusterRun

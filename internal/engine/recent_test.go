@@ -15,6 +15,7 @@ import (
 )
 
 func TestRecentKeepsTheLastPut(t *testing.T) {
+	t.Parallel()
 	r := recent[int]{limit: 3}
 	for i := range 5 {
 		r.put(fmt.Sprint(i), &i)
@@ -39,6 +40,7 @@ func TestRecentKeepsTheLastPut(t *testing.T) {
 // memory, what it did not write from the node's files, and a node without
 // them has none.
 func TestNodeFilesKept(t *testing.T) {
+	t.Parallel()
 	e := bareEngine(t, t.TempDir(), run.Spec{})
 	require.NoError(t, os.MkdirAll(filepath.Join(e.s.Dir, nodesDir, "n1"), 0o755))
 	require.NoError(t, e.files.saveTask("n1", &schema.NodeTask{NodeID: "n1"}))
@@ -74,6 +76,7 @@ func TestNodeFilesKept(t *testing.T) {
 // other node's, from memory or from its file. A node whose directory was
 // there before (a resumed run) is read from its files.
 func TestFreshNodeFiles(t *testing.T) {
+	t.Parallel()
 	e := bareEngine(t, t.TempDir(), run.Spec{})
 	require.NoError(t, os.MkdirAll(filepath.Join(e.s.Dir, nodesDir), 0o755))
 	dir := filepath.Join(e.s.Dir, nodesDir, "n1")
@@ -122,6 +125,7 @@ func TestFreshNodeFiles(t *testing.T) {
 // TestEndedFromCache: the nodes this process ended are counted from what
 // it kept; those ended before it (a resumed run) from their result.json.
 func TestEndedFromCache(t *testing.T) {
+	t.Parallel()
 	e := bareEngine(t, t.TempDir(), run.Spec{})
 	for id, cached := range map[string]bool{"n1": true, "n2": false} {
 		require.NoError(t, os.MkdirAll(filepath.Join(e.s.Dir, nodesDir, id), 0o755))
