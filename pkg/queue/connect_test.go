@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 	"github.com/stretchr/testify/require"
 
@@ -157,4 +158,36 @@ func TestPermissionViolationExplained(t *testing.T) {
 	require.ErrorContains(t, err, "the NATS server refused this user")
 	require.ErrorContains(t, err, `Permissions Violation for Publish to "$JS.API.STREAM.`)
 	require.NotErrorIs(t, err, context.Canceled)
+}
+
+// TestNoRoomForTheLayers: a server whose JetStream file store cannot hold
+// the layers' bound (as on a disk with little free: the server's default
+// store is 75% of it) refuses the bucket; the error says why and what to
+// change, and a bound that fits is made. A store that exists is used by the
+// next process even where the server could not reserve its bound twice
+// (it checks that before it finds the store).
+func TestNoRoomForTheLayers(t *testing.T) {
+	connect := func(url string, o queue.Options) error {
+		nc, err := nats.Connect(url)
+		require.NoError(t, err)
+		t.Cleanup(nc.Close)
+		q, err := queue.New(context.Background(), nc, o, testutil.Logger(t))
+		if err == nil {
+			t.Cleanup(q.Close)
+			_, err = q.Layers(context.Background())
+		}
+		return err
+	}
+	small := startAuthServer(t, func(o *server.Options) { o.JetStreamMaxStore = 1536 << 20 })
+	err := connect(small, queue.Options{})
+	require.ErrorContains(t, err, "object store HPCQ_LAYERS")
+	require.ErrorContains(t, err, "reserves this store's bound (8192 MB) when it is made")
+	require.ErrorContains(t, err, "or lower HPCQ_LAYERS_MAX_MB")
+	require.NoError(t, connect(small, queue.Options{LayersMaxBytes: 256 << 20}))
+
+	// Room for the bounds once (1 GiB of logs, 8 GiB of layers), not twice.
+	once := startAuthServer(t, func(o *server.Options) { o.JetStreamMaxStore = 10 << 30 })
+	for process := range 3 {
+		require.NoError(t, connect(once, queue.Options{}), "process %d", process+1)
+	}
 }

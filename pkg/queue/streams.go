@@ -204,7 +204,11 @@ func (q *Queue) objectStore(ctx context.Context, slot *jetstream.ObjectStore, cf
 		return createFirst(ctx, cfg, q.js.CreateObjectStore, q.js.UpdateObjectStore)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("queue: object store %s: %w", cfg.Bucket, err)
+		bound := ""
+		if cfg.Bucket == LayersBucket {
+			bound = "HPCQ_LAYERS_MAX_MB"
+		}
+		return nil, fmt.Errorf("queue: object store %s: %w", cfg.Bucket, noRoom(err, cfg.MaxBytes, bound))
 	}
 	*slot = st
 	return st, nil
@@ -406,10 +410,23 @@ func use[T any](ctx context.Context, o Options, nc *nats.Conn, lookup, create fu
 // (a nil pointer in updateWithAdvisory; three processes declaring on a
 // fresh server crash it within a few tries), whereas a create the server
 // finds identical to what it has is answered as it is, with no update.
+//
+// A create is also answered "insufficient storage" (10047) when what it
+// names exists and the server's file store could not hold its bound a
+// second time (the server checks the reservation before it looks): then
+// the update, which reserves only a change of bound, is what it needs; a
+// store that does not exist is not found by it, and the create's answer
+// stands.
 func createFirst[C, T any](ctx context.Context, cfg C, create, update func(context.Context, C) (T, error)) (T, error) {
 	v, err := create(ctx, cfg)
-	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+	var api *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
 		return update(ctx, cfg)
+	case errors.As(err, &api) && api.ErrorCode == 10047:
+		if u, uerr := update(ctx, cfg); uerr == nil {
+			return u, nil
+		}
 	}
 	return v, err
 }
@@ -453,6 +470,27 @@ func raced(err error) bool {
 	return false
 }
 
+// noRoom explains a store the server has no room for (JetStream's
+// 10047): a bounded stream's MaxBytes is reserved of the server's file
+// store when it is made, and that store is by default 75% of the disk that
+// was free where the server keeps it when it started, so a full disk
+// refuses a bound it never fills. bound names the setting of maxBytes.
+func noRoom(err error, maxBytes int64, bound string) error {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) || api.ErrorCode != 10047 {
+		return err
+	}
+	remedy := "free disk where the server keeps its store (then restart it), or raise its jetstream max_file_store"
+	if bound != "" {
+		remedy += ", or lower " + bound
+	}
+	if maxBytes <= 0 {
+		return fmt.Errorf("%w: the NATS server's JetStream file store is full: %s", err, remedy)
+	}
+	return fmt.Errorf("%w: the NATS server reserves this store's bound (%d MB) when it is made, and its JetStream file store "+
+		"(max_file_store; by default 75%% of the disk free when the server started) has less left: %s", err, maxBytes>>20, remedy)
+}
+
 // ensureStreams creates or updates the streams and the worker and
 // hand-back buckets, and returns the two buckets. It is idempotent and
 // safe to call from every process at start, at once (see declare). The
@@ -465,7 +503,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, o Options) (work
 			func(ctx context.Context) (jetstream.Stream, error) {
 				return createFirst(ctx, cfg, js.CreateStream, js.UpdateStream)
 			}); err != nil {
-			return nil, nil, fmt.Errorf("queue: create or update stream %s: %w", cfg.Name, err)
+			return nil, nil, fmt.Errorf("queue: create or update stream %s: %w", cfg.Name, noRoom(err, cfg.MaxBytes, ""))
 		}
 	}
 	buckets := make([]jetstream.KeyValue, 0, 2)
