@@ -63,6 +63,7 @@ func hasPhase(r *schema.NodeResult, name string) bool {
 // (offline), and the three nodes below start from its layer and link
 // against OpenBLAS without a download phase.
 func TestBlasExampleInEveryImage(t *testing.T) {
+	t.Parallel()
 	images := imagetest.DebianImages(t)
 	for _, kind := range []string{"dir", "sqfs", "sif", "oci"} {
 		t.Run(kind, func(t *testing.T) {
@@ -117,6 +118,7 @@ func phaseMS(r *schema.NodeResult, name string) int64 {
 // image cache never saw it, through the object store too; that worker
 // compiles against it without installing anything.
 func TestLayerTravelsBetweenWorkers(t *testing.T) {
+	t.Parallel()
 	images := imagetest.DebianImages(t)
 	n := testutil.StartNATS(t, "nats-server")
 	env := baseEnv(t, "HPCQ_NATS_URL="+n.URL)

@@ -399,6 +399,7 @@ func TestQueueDeclaredAtOnceOnACluster(t *testing.T) {
 // the scheduler and resumes it. At the end every node finished exactly
 // once and none was lost.
 func TestMultiHost(t *testing.T) {
+	t.Parallel()
 	requireNetns(t)
 	requireTool(t, "bash")
 	nw, err := netns.New()

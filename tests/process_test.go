@@ -389,6 +389,7 @@ func TestHostileTaskCannotKillTheScheduler(t *testing.T) {
 // the scheduler, all with HPCQ_CLICKHOUSE_DSN) leaves its rows in a real
 // clickhouse-server, read back with clickhouse-client and `scheduler query`.
 func TestResultsInClickHouse(t *testing.T) {
+	t.Parallel()
 	testutil.RequireBinary(t, "clickhouse-client", "scripts/services.sh install clickhouse")
 	srv := testutil.StartNATS(t, "nats-server")
 	ch := testutil.StartService(t, "clickhouse")
