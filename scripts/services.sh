@@ -88,15 +88,25 @@ cmd_install() {
   local svcs=("$@") missing=() s
   [ ${#svcs[@]} -gt 0 ] || svcs=("${INSTALL_ALL[@]}")
   for s in "${svcs[@]}"; do
+    package_of "$s" >/dev/null # an unknown name stops here, said once
     # shellcheck disable=SC2207
     command -v "$(binary_of "$s")" >/dev/null 2>&1 || missing+=($(package_of "$s"))
   done
   [ ${#missing[@]} -gt 0 ] || return 0
   echo "services.sh: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
-  if ! as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+  # With the package lists as they are first (a fresh machine has none, or
+  # old ones): what apt says then is kept, and shown only if it fails
+  # again after an update.
+  local first
+  if ! first=$(as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" 2>&1 >/dev/null); then
+    echo "services.sh: updating the package lists (apt-get update)" >&2
     as_root apt-get update -qq
-    as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    if ! as_root apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+      echo "services.sh: before the update, apt-get said:" >&2
+      echo "$first" >&2
+      die "could not install ${missing[*]}"
+    fi
   fi
   for s in "${svcs[@]}"; do
     command -v "$(binary_of "$s")" >/dev/null 2>&1 || die "$(binary_of "$s") still missing after install"
