@@ -101,6 +101,19 @@ func (j *allInOne) output(t *testing.T) string {
 	return string(data)
 }
 
+// completed waits for the job to end and requires that it completed, exit
+// 0, its run of two nodes done without a bug; its output.
+func (j *allInOne) completed(t *testing.T) string {
+	t.Helper()
+	state, exit := j.wait(t, 3*time.Minute)
+	out := j.output(t)
+	t.Logf("job %s:\n%s", j.id, out)
+	require.Equal(t, "COMPLETED", state, out)
+	require.Zero(t, exit, out)
+	require.Contains(t, out, "2 nodes (0 buggy")
+	return out
+}
+
 // requireNothingLeft: no process of the job runs, and of all it made only
 // the run directory and its output file stay.
 func (j *allInOne) requireNothingLeft(t *testing.T) {
@@ -161,15 +174,10 @@ func TestAllInOneJobs(t *testing.T) {
 	a := e.submitAllInOne(t, srv.BaseURL(), nil, idea)
 	b := e.submitAllInOne(t, srv.BaseURL(), nil, idea)
 	for _, j := range []*allInOne{a, b} {
-		state, exit := j.wait(t, 3*time.Minute)
-		out := j.output(t)
-		require.Equal(t, "COMPLETED", state, out)
-		require.Zero(t, exit, out)
-		require.Contains(t, out, "2 nodes (0 buggy")
+		out := j.completed(t)
 		require.NotContains(t, out, "forcing job termination")
 		require.NotContains(t, out, "Killed")
 		require.Contains(t, out, "hpcq-allinone: done (status 0)")
-		t.Logf("job %s:\n%s", j.id, out)
 		j.requireNothingLeft(t)
 	}
 	require.NotEqual(t, natsURL(t, a.output(t)), natsURL(t, b.output(t)), "each job its own server")
@@ -289,12 +297,7 @@ func TestSchedulerJob(t *testing.T) {
 	wenv = append(wenv, strings.Split(strings.TrimSpace(string(vars)), "\n")...)
 	require.Contains(t, string(vars), "HPCQ_NATS_PASSWORD=")
 	w := start(t, append(wenv, "HPCQ_WORK_DIR="+t.TempDir()), "worker", "--slots", "2", "--idle-exit", "5s")
-	state, exit := j.wait(t, 3*time.Minute)
-	out := j.output(t)
-	t.Logf("job %s:\n%s", j.id, out)
-	require.Equal(t, "COMPLETED", state, out)
-	require.Zero(t, exit, out)
-	require.Contains(t, out, "2 nodes (0 buggy")
+	j.completed(t)
 	require.NoFileExists(t, envFile)
 	j.requireNothingLeft(t)
 	w.wait(t, time.Minute)
@@ -339,12 +342,7 @@ func TestAllInOneDashboard(t *testing.T) {
 		resp.Body.Close()
 		streamed <- string(data)
 	}()
-	state, exit := j.wait(t, 3*time.Minute)
-	out := j.output(t)
-	t.Logf("job %s:\n%s", j.id, out)
-	require.Equal(t, "COMPLETED", state, out)
-	require.Zero(t, exit, out)
-	require.Contains(t, out, "2 nodes (0 buggy")
+	out := j.completed(t)
 	select {
 	case events := <-streamed:
 		require.Contains(t, events, "event: node", "the stream told of the nodes")
